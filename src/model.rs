@@ -1,0 +1,158 @@
+//! Domain types shared by the parser, the planner and the commands.
+//!
+//! Nothing here does I/O. A `Task` is what the parser found in one HEARTBEAT.md; whether it
+//! runs is decided later by `plan`, which also knows the configured tools.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::PathBuf;
+
+use chrono::{NaiveDateTime, NaiveTime, Weekday};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// The level-2 section a task sits in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Section {
+    Recurring,
+    OneTime,
+    Other,
+}
+
+impl Section {
+    /// The spelling used in JSON, the audit log and SQLite.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Section::Recurring => "recurring",
+            Section::OneTime => "one_time",
+            Section::Other => "other",
+        }
+    }
+}
+
+impl fmt::Display for Section {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A set of weekdays (bit 0 = Monday … bit 6 = Sunday).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct DaySet(pub u8);
+
+impl DaySet {
+    pub const ALL: DaySet = DaySet(0b111_1111);
+    pub const WEEKDAYS: DaySet = DaySet(0b001_1111);
+    pub const WEEKENDS: DaySet = DaySet(0b110_0000);
+    pub const EMPTY: DaySet = DaySet(0);
+
+    pub fn contains(self, day: Weekday) -> bool {
+        self.0 & (1 << day.num_days_from_monday()) != 0
+    }
+
+    pub fn with(self, day: Weekday) -> DaySet {
+        DaySet(self.0 | (1 << day.num_days_from_monday()))
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+}
+
+/// A schedule set by a level-3 heading.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Schedule {
+    /// Recurring `Every <duration>`: due when not attempted within the duration.
+    Every(std::time::Duration),
+    /// Recurring `Daily at` / `Weekdays at` / `Mondays at` …: once on each matching local day,
+    /// at the first run at or after `time`.
+    At { days: DaySet, time: NaiveTime },
+    /// One-time `At YYYY-MM-DD[ HH:MM]`: not due before that local time.
+    Once(NaiveDateTime),
+}
+
+/// What the task text says to do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// No `@tool`: a reminder (or an `agent` prompt with `plain_tasks = "agent"`).
+    Plain,
+    /// `@name {json}`; the input is always a JSON object (`{}` when empty).
+    Tool {
+        name: String,
+        input: Map<String, Value>,
+    },
+    /// `@name` followed by something that is not one JSON object. `line`/`column` point at
+    /// the error in the file (1-based); `error` is the reason (the JSON parser's message).
+    Invalid {
+        tool: Option<String>,
+        error: String,
+        line: usize,
+        column: usize,
+    },
+}
+
+/// One GFM task-list item.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Task {
+    /// First 12 hex digits of SHA-256 over canonical path, section and normalised content.
+    pub id: String,
+    /// The file as the user named it, made absolute (not symlink-resolved).
+    pub file: PathBuf,
+    /// 1-based line and column of the task marker `[ ]`.
+    pub line: usize,
+    pub column: usize,
+    pub section: Section,
+    /// Text of the level-3 heading above the task inside its section, if any.
+    pub heading: Option<String>,
+    /// The schedule from that heading, when it is a valid schedule for the section.
+    pub schedule: Option<Schedule>,
+    /// `[x]` / `[X]`.
+    pub done: bool,
+    /// The item's own first paragraph, from the source bytes, container prefixes removed,
+    /// trimmed.
+    pub text: String,
+    /// 1-based line and column where `text` starts (used for errors about the text).
+    pub text_line: usize,
+    pub text_column: usize,
+    pub body: Body,
+    /// Byte range of the `[ ]` marker in the file (BOM included in the count).
+    pub marker: Range<usize>,
+}
+
+impl Task {
+    pub fn tool_name(&self) -> Option<&str> {
+        match &self.body {
+            Body::Tool { name, .. } => Some(name),
+            Body::Invalid { tool, .. } => tool.as_deref(),
+            Body::Plain => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Error,
+    Warning,
+}
+
+/// Something `check` reports about a file or the config.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Problem {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    pub severity: Severity,
+    pub message: String,
+}
+
+/// The result of parsing one HEARTBEAT.md.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ParsedFile {
+    pub path: PathBuf,
+    pub tasks: Vec<Task>,
+    /// Warnings only (a heading that is not a schedule, a schedule in the wrong section,
+    /// an empty task). Invalid tasks are tasks with `Body::Invalid`, not problems.
+    pub problems: Vec<Problem>,
+}
