@@ -1,1 +1,242 @@
-//! Audit log (owner: lead).
+//! The audit log: one JSON object per line, appended to `<state_dir>/audit.jsonl`.
+//!
+//! Invariants:
+//! - `ts` and `event` are the first keys of every line, `run_id` the third on lines of a run.
+//! - A line is serialised completely, then written with one `write` call on a file opened
+//!   with O_APPEND, so lines of concurrent processes never interleave.
+//! - Values under secret-looking keys, and any string equal to a registered secret, are
+//!   written as `"***"`.
+//! - Long texts are cut to [`TEXT_LIMIT`] bytes before they reach a line.
+//! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+
+/// The most bytes of a tool's output (or any other free text) kept in one audit line.
+pub const TEXT_LIMIT: usize = 4096;
+
+/// Key fragments whose values are never written.
+const SECRET_KEYS: [&str; 6] = [
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "api_key",
+    "authorization",
+];
+
+pub struct AuditLog {
+    file: File,
+    path: PathBuf,
+    secrets: Vec<String>,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the registered secrets.
+        f.debug_struct("AuditLog")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl AuditLog {
+    /// Open (creating, mode 0600) the log for appending.
+    pub fn open(path: &Path) -> io::Result<AuditLog> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(AuditLog {
+            file,
+            path: path.to_path_buf(),
+            secrets: Vec::new(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Strings that must never appear in the log (the Telegram token).
+    pub fn add_secret(&mut self, secret: String) {
+        if !secret.is_empty() {
+            self.secrets.push(secret);
+        }
+    }
+
+    /// Append one event. `fields` keep their order after `ts`, `event` and `run_id`.
+    pub fn record(
+        &mut self,
+        ts: DateTime<Utc>,
+        event: &str,
+        run_id: Option<&str>,
+        fields: Map<String, Value>,
+    ) -> io::Result<()> {
+        let line = self.render(ts, event, run_id, fields);
+        self.file.write_all(line.as_bytes())
+    }
+
+    /// The full line, newline included, as `record` writes it.
+    pub fn render(
+        &self,
+        ts: DateTime<Utc>,
+        event: &str,
+        run_id: Option<&str>,
+        fields: Map<String, Value>,
+    ) -> String {
+        let mut obj = Map::with_capacity(fields.len() + 3);
+        obj.insert("ts".into(), Value::String(format_ts(ts)));
+        obj.insert("event".into(), Value::String(event.into()));
+        if let Some(id) = run_id {
+            obj.insert("run_id".into(), Value::String(id.into()));
+        }
+        for (k, mut v) in fields {
+            if is_secret_key(&k) && !v.is_null() {
+                v = Value::String("***".into());
+            } else {
+                redact(&mut v, &self.secrets);
+            }
+            obj.insert(k, v);
+        }
+        let mut line = Value::Object(obj).to_string();
+        line.push('\n');
+        line
+    }
+
+    /// Flush everything written so far to disk (once per run).
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// RFC 3339, UTC, milliseconds, `Z`.
+pub fn format_ts(ts: DateTime<Utc>) -> String {
+    ts.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    SECRET_KEYS.iter().any(|s| key.contains(s))
+}
+
+/// Replace, recursively, values under secret-looking keys and strings equal to a secret.
+pub fn redact(value: &mut Value, secrets: &[String]) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                if is_secret_key(k) && !v.is_null() {
+                    *v = Value::String("***".into());
+                } else {
+                    redact(v, secrets);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| redact(v, secrets)),
+        Value::String(s) => {
+            if secrets.iter().any(|secret| secret == s) {
+                *s = "***".into();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, with a note of what was cut.
+pub fn truncate(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_string();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [{} more bytes]", &text[..end], text.len() - end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn fields(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn ts_event_and_run_id_come_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(&dir.path().join("a.jsonl")).unwrap();
+        let ts = "2026-03-29T01:00:00Z".parse().unwrap();
+        let line = log.render(
+            ts,
+            "run_started",
+            Some("r1"),
+            fields(json!({"mode": "once"})),
+        );
+        assert_eq!(
+            line,
+            "{\"ts\":\"2026-03-29T01:00:00.000Z\",\"event\":\"run_started\",\"run_id\":\"r1\",\"mode\":\"once\"}\n"
+        );
+    }
+
+    #[test]
+    fn secret_keys_and_secret_values_are_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = AuditLog::open(&dir.path().join("a.jsonl")).unwrap();
+        log.add_secret("123:ABC".into());
+        let input = json!({
+            "api_key": "k", "Authorization": "Bearer x", "nested": {"db_PASSWORD": "p", "ok": "123:ABC"},
+            "list": [{"passwd": 1}], "my_token": null, "url": "https://x"
+        });
+        let line = log.render(
+            Utc::now(),
+            "task_succeeded",
+            None,
+            fields(json!({"input": input})),
+        );
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            v["input"],
+            json!({
+                "api_key": "***", "Authorization": "***", "nested": {"db_PASSWORD": "***", "ok": "***"},
+                "list": [{"passwd": "***"}], "my_token": null, "url": "https://x"
+            })
+        );
+    }
+
+    #[test]
+    fn lines_are_appended_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut a = AuditLog::open(&path).unwrap();
+        let mut b = AuditLog::open(&path).unwrap();
+        let big = "x".repeat(100_000);
+        for i in 0..20 {
+            let log = if i % 2 == 0 { &mut a } else { &mut b };
+            log.record(Utc::now(), "e", None, fields(json!({"i": i, "big": big})))
+                .unwrap();
+        }
+        a.sync().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 20);
+        for (i, line) in lines.iter().enumerate() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["i"], json!(i));
+        }
+    }
+
+    #[test]
+    fn truncate_keeps_char_boundaries() {
+        assert_eq!(truncate("abc", 3), "abc");
+        assert_eq!(truncate("aé", 2), "a… [2 more bytes]");
+        assert_eq!(truncate("abcdef", 4), "abcd… [2 more bytes]");
+    }
+}

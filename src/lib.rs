@@ -3,7 +3,9 @@
 
 pub mod audit;
 pub mod config;
+pub mod lock;
 pub mod markdown;
 pub mod model;
 pub mod schedule;
+pub mod store;
 pub mod tools;

@@ -1,0 +1,123 @@
+//! The run lock: an exclusive `flock` on `<state_dir>/heartbeat.lock`.
+//!
+//! The kernel drops the lock when the holder dies, so there is never a stale lock to clean
+//! up. The holder writes its pid and start time into the file so that others can name it;
+//! that text is informative only, the flock is the lock.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use crate::audit::format_ts;
+use crate::store::parse_ts;
+
+pub const LOCK_FILE: &str = "heartbeat.lock";
+
+/// Held until dropped.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: File,
+}
+
+/// Who holds the lock, as far as the lock file tells.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Holder {
+    pub pid: Option<u32>,
+    pub since: Option<DateTime<Utc>>,
+}
+
+pub enum Attempt {
+    Acquired(RunLock),
+    Held(Holder),
+}
+
+fn open(state_dir: &Path) -> io::Result<(File, PathBuf)> {
+    let path = state_dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)?;
+    Ok((file, path))
+}
+
+/// Take the lock without waiting. `now` is recorded as the holder's start time.
+pub fn try_acquire(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Attempt> {
+    let (mut file, _) = open(state_dir)?;
+    match file.try_lock() {
+        Ok(()) => {
+            file.set_len(0)?;
+            file.rewind()?;
+            file.write_all(
+                format!("pid {}\nsince {}\n", std::process::id(), format_ts(now)).as_bytes(),
+            )?;
+            Ok(Attempt::Acquired(RunLock { _file: file }))
+        }
+        Err(TryLockError::WouldBlock) => Ok(Attempt::Held(read_holder(&mut file))),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Whether the lock is held right now, and by whom. Never creates the state dir.
+pub fn probe(state_dir: &Path) -> io::Result<Option<Holder>> {
+    let path = state_dir.join(LOCK_FILE);
+    let mut file = match OpenOptions::new().read(true).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // A shared lock is enough to learn whether an exclusive one is held.
+    match file.try_lock_shared() {
+        Ok(()) => Ok(None),
+        Err(TryLockError::WouldBlock) => Ok(Some(read_holder(&mut file))),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+fn read_holder(file: &mut File) -> Holder {
+    let mut text = String::new();
+    let _ = file.rewind();
+    let _ = file.take(4096).read_to_string(&mut text);
+    let mut holder = Holder::default();
+    for line in text.lines() {
+        if let Some(pid) = line.strip_prefix("pid ") {
+            holder.pid = pid.trim().parse().ok();
+        } else if let Some(since) = line.strip_prefix("since ") {
+            holder.since = parse_ts(since.trim());
+        }
+    }
+    holder
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_attempt_sees_the_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: DateTime<Utc> = "2026-05-01T12:00:00Z".parse().unwrap();
+        let Attempt::Acquired(lock) = try_acquire(dir.path(), now).unwrap() else {
+            panic!("first attempt must acquire");
+        };
+        match try_acquire(dir.path(), now).unwrap() {
+            Attempt::Held(h) => {
+                assert_eq!(h.pid, Some(std::process::id()));
+                assert_eq!(h.since, Some(now));
+            }
+            Attempt::Acquired(_) => panic!("lock taken twice"),
+        }
+        assert!(probe(dir.path()).unwrap().is_some());
+        drop(lock);
+        assert_eq!(probe(dir.path()).unwrap(), None);
+        assert!(matches!(
+            try_acquire(dir.path(), now).unwrap(),
+            Attempt::Acquired(_)
+        ));
+    }
+}

@@ -1,0 +1,710 @@
+//! State in SQLite (`<state_dir>/heartbeat.db`): task history, approvals, runs.
+//!
+//! Invariants:
+//! - The schema is migrated inside one IMMEDIATE transaction that reads `user_version`
+//!   itself, so two processes opening a fresh database at once cannot both migrate.
+//! - A task has at most one `pending` approval: a partial unique index enforces it, not
+//!   only the code.
+//! - All times are stored as RFC 3339 UTC strings with milliseconds (they sort as text).
+//! - Approval rows hold the input already redacted: the input that runs is always re-read
+//!   from the HEARTBEAT.md.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+
+use crate::audit::format_ts;
+
+pub const DB_FILE: &str = "heartbeat.db";
+
+/// The schema version this binary writes.
+const SCHEMA_VERSION: i64 = 1;
+
+const MIGRATIONS: [&str; 1] = [r#"
+CREATE TABLE task_state (
+    task_id TEXT PRIMARY KEY,
+    last_attempt TEXT,
+    last_success TEXT,
+    last_outcome TEXT,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0,
+    reminded_at TEXT
+);
+CREATE TABLE approvals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN
+        ('pending', 'approved', 'running', 'succeeded', 'failed', 'denied', 'expired', 'stale')),
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    decided_at TEXT,
+    decided_by TEXT,
+    reason TEXT,
+    always INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    finished_at TEXT
+);
+CREATE UNIQUE INDEX approvals_one_pending ON approvals(task_id) WHERE state = 'pending';
+CREATE INDEX approvals_state ON approvals(state);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    mode TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    succeeded INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    queued INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0,
+    invalid INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_started ON runs(started_at);
+CREATE TABLE task_runs (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    cost_usd REAL,
+    approval_id INTEGER
+);
+CREATE INDEX task_runs_started ON task_runs(started_at);
+"#];
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{}: {source}", .path.display())]
+    Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "{}: written by a newer heartbeat (schema {found}, this version knows {SCHEMA_VERSION}); nothing was run",
+        .path.display()
+    )]
+    TooNew { path: PathBuf, found: i64 },
+    #[error("{}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// What a run needs to know about stored state to plan.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub last_attempt: HashMap<String, DateTime<Utc>>,
+    /// One-time reminders already given.
+    pub reminded: HashSet<String>,
+    /// Task id → id of its pending approval.
+    pub pending: HashMap<String, i64>,
+    /// Task id → when its latest denial stops holding.
+    pub denied_until: HashMap<String, DateTime<Utc>>,
+}
+
+/// One approval row, as `approvals --json` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalRow {
+    pub id: i64,
+    pub task_id: String,
+    pub state: String,
+    pub tool: String,
+    pub input: serde_json::Value,
+    pub file: String,
+    pub line: i64,
+    pub section: String,
+    pub text: String,
+    pub created_at: String,
+    pub decided_at: Option<String>,
+    pub decided_by: Option<String>,
+    pub reason: Option<String>,
+}
+
+/// A new approval to queue.
+pub struct NewApproval<'a> {
+    pub task_id: &'a str,
+    pub file: &'a str,
+    pub line: usize,
+    pub section: &'a str,
+    pub tool: &'a str,
+    /// Already redacted.
+    pub input: &'a serde_json::Value,
+    pub text: &'a str,
+}
+
+/// A finished tool run, for history and the day's spend.
+pub struct TaskRunRecord<'a> {
+    pub run_id: &'a str,
+    pub task_id: &'a str,
+    pub tool: &'a str,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    pub succeeded: bool,
+    pub cost_usd: Option<f64>,
+    pub approval_id: Option<i64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSummary {
+    pub run_id: String,
+    pub started_at: String,
+    pub succeeded: i64,
+    pub failed: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunCounts {
+    pub succeeded: usize,
+    pub failed: usize,
+    pub queued: usize,
+    pub skipped: usize,
+    pub invalid: usize,
+}
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Open (creating if needed) the database in `state_dir`, migrated to the current schema.
+    pub fn open(state_dir: &Path) -> Result<Store> {
+        let path = state_dir.join(DB_FILE);
+        let conn = Connection::open(&path).map_err(|e| sql_err(&path, e))?;
+        let mut store = Store { conn, path };
+        store.configure()?;
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Open an existing database without creating or migrating anything; None when there is
+    /// no database yet. For read-only commands (`status`, `approvals`, `check`, dry runs).
+    pub fn open_existing(state_dir: &Path) -> Result<Option<Store>> {
+        let path = state_dir.join(DB_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let conn = Connection::open_with_flags(
+            &path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| sql_err(&path, e))?;
+        let store = Store { conn, path };
+        store
+            .conn
+            .busy_timeout(Duration::from_secs(10))
+            .map_err(|e| sql_err(&store.path, e))?;
+        let version = store.user_version()?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: store.path,
+                found: version,
+            });
+        }
+        if version < SCHEMA_VERSION {
+            // A database that was never migrated holds nothing to show.
+            return Ok(None);
+        }
+        Ok(Some(store))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn configure(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        self.conn
+            .busy_timeout(Duration::from_secs(10))
+            .map_err(|e| sql_err(&path, e))?;
+        // journal_mode returns a row; it also fails here first when the file is not a database.
+        self.conn
+            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+            .map_err(|e| sql_err(&path, e))?;
+        self.conn
+            .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            .map_err(|e| sql_err(&path, e))
+    }
+
+    fn user_version(&self) -> Result<i64> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| sql_err(&self.path, e))
+    }
+
+    fn migrate(&mut self) -> Result<()> {
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| sql_err(&path, e))?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| sql_err(&path, e))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path,
+                found: version,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+            tx.execute_batch(sql).map_err(|e| sql_err(&path, e))?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)
+                .map_err(|e| sql_err(&path, e))?;
+        }
+        tx.commit().map_err(|e| sql_err(&path, e))
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        sql_err(&self.path, e)
+    }
+
+    /// Everything `plan` needs, read in one go.
+    pub fn snapshot(&self, now: DateTime<Utc>, approval_ttl: Duration) -> Result<Snapshot> {
+        let mut snap = Snapshot::default();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task_id, last_attempt, reminded_at FROM task_state")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (id, attempt, reminded) = row.map_err(|e| self.err(e))?;
+            if let Some(t) = attempt.as_deref().and_then(parse_ts) {
+                snap.last_attempt.insert(id.clone(), t);
+            }
+            if reminded.is_some() {
+                snap.reminded.insert(id);
+            }
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task_id, id FROM approvals WHERE state = 'pending'")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (task, id) = row.map_err(|e| self.err(e))?;
+            snap.pending.insert(task, id);
+        }
+        // A denial holds for approval_ttl after it was made.
+        let ttl = chrono::Duration::from_std(approval_ttl).unwrap_or(chrono::Duration::MAX);
+        let since = now
+            .checked_sub_signed(ttl)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT task_id, MAX(decided_at) FROM approvals
+                 WHERE state = 'denied' AND decided_at > ?1 GROUP BY task_id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([format_ts(since)], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (task, decided) = row.map_err(|e| self.err(e))?;
+            if let Some(t) = parse_ts(&decided) {
+                snap.denied_until
+                    .insert(task, t.checked_add_signed(ttl).unwrap_or(t));
+            }
+        }
+        Ok(snap)
+    }
+
+    /// Pending approvals created at or before `now - ttl` become `expired`; returns them.
+    pub fn expire_pending(
+        &mut self,
+        now: DateTime<Utc>,
+        approval_ttl: Duration,
+    ) -> Result<Vec<ApprovalRow>> {
+        let ttl = chrono::Duration::from_std(approval_ttl).unwrap_or(chrono::Duration::MAX);
+        let cutoff = now
+            .checked_sub_signed(ttl)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let path = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| sql_err(&path, e))?;
+        let expired = {
+            let mut stmt = tx
+                .prepare(&format!(
+                    "UPDATE approvals SET state = 'expired', decided_at = ?1, reason = 'ttl'
+                     WHERE state = 'pending' AND created_at <= ?2 RETURNING {APPROVAL_COLUMNS}"
+                ))
+                .map_err(|e| sql_err(&path, e))?;
+            let rows = stmt
+                .query_map(params![format_ts(now), format_ts(cutoff)], approval_row)
+                .map_err(|e| sql_err(&path, e))?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+                .map_err(|e| sql_err(&path, e))?
+        };
+        tx.commit().map_err(|e| sql_err(&path, e))?;
+        Ok(expired)
+    }
+
+    /// Queue a pending approval. None when the task already has one (never a second).
+    pub fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>> {
+        // Approval changes are made durable before anyone is told about them.
+        self.conn
+            .execute_batch("PRAGMA synchronous = FULL")
+            .map_err(|e| self.err(e))?;
+        let result = self
+            .conn
+            .query_row(
+                "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text, created_at)
+                 VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT DO NOTHING RETURNING id",
+                params![
+                    a.task_id,
+                    a.file,
+                    a.line as i64,
+                    a.section,
+                    a.tool,
+                    a.input.to_string(),
+                    a.text,
+                    format_ts(now)
+                ],
+                |r| r.get::<_, i64>(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e));
+        self.conn
+            .execute_batch("PRAGMA synchronous = NORMAL")
+            .map_err(|e| self.err(e))?;
+        result
+    }
+
+    /// Remember that a task was attempted (run, queued or reminded) at `now`.
+    pub fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO task_state (task_id, last_attempt) VALUES (?1, ?2)
+                 ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt",
+                params![task_id, format_ts(now)],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Remember a one-time reminder as given.
+    pub fn record_reminded(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
+        let ts = format_ts(now);
+        self.conn
+            .execute(
+                "INSERT INTO task_state (task_id, last_attempt, reminded_at) VALUES (?1, ?2, ?2)
+                 ON CONFLICT(task_id) DO UPDATE SET last_attempt = ?2, reminded_at = ?2",
+                params![task_id, ts],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Record a finished tool run: history, the task's outcome and failure streak.
+    pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<()> {
+        let outcome = if r.succeeded { "succeeded" } else { "failed" };
+        let started = format_ts(r.started_at);
+        let finished = format_ts(r.finished_at);
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| sql_err(&path, e))?;
+        tx.execute(
+            "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![r.run_id, r.task_id, r.tool, started, finished, outcome, r.cost_usd, r.approval_id],
+        )
+        .map_err(|e| sql_err(&path, e))?;
+        tx.execute(
+            "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome, consecutive_failures)
+             VALUES (?1, ?2, CASE WHEN ?4 THEN ?3 END, ?5, CASE WHEN ?4 THEN 0 ELSE 1 END)
+             ON CONFLICT(task_id) DO UPDATE SET
+                last_attempt = excluded.last_attempt,
+                last_success = COALESCE(excluded.last_success, task_state.last_success),
+                last_outcome = excluded.last_outcome,
+                consecutive_failures = CASE WHEN ?4 THEN 0 ELSE task_state.consecutive_failures + 1 END",
+            params![r.task_id, started, finished, r.succeeded, outcome],
+        )
+        .map_err(|e| sql_err(&path, e))?;
+        tx.commit().map_err(|e| sql_err(&path, e))
+    }
+
+    pub fn start_run(&mut self, run_id: &str, mode: &str, now: DateTime<Utc>) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO runs (run_id, mode, started_at) VALUES (?1, ?2, ?3)",
+                params![run_id, mode, format_ts(now)],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn finish_run(&mut self, run_id: &str, now: DateTime<Utc>, c: RunCounts) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE runs SET finished_at = ?2, succeeded = ?3, failed = ?4, queued = ?5,
+                 skipped = ?6, invalid = ?7 WHERE run_id = ?1",
+                params![
+                    run_id,
+                    format_ts(now),
+                    c.succeeded as i64,
+                    c.failed as i64,
+                    c.queued as i64,
+                    c.skipped as i64,
+                    c.invalid as i64
+                ],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// The most recent run that finished.
+    pub fn last_run(&self) -> Result<Option<RunSummary>> {
+        self.conn
+            .query_row(
+                "SELECT run_id, started_at, succeeded, failed FROM runs
+                 WHERE finished_at IS NOT NULL ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                [],
+                |r| {
+                    Ok(RunSummary {
+                        run_id: r.get(0)?,
+                        started_at: r.get(1)?,
+                        succeeded: r.get(2)?,
+                        failed: r.get(3)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Sum of reported costs of tool runs started at or after `since`.
+    pub fn spent_since(&self, since: DateTime<Utc>) -> Result<f64> {
+        self.conn
+            .query_row(
+                "SELECT COALESCE(SUM(cost_usd), 0.0) FROM task_runs WHERE started_at >= ?1",
+                [format_ts(since)],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn count_pending(&self) -> Result<i64> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM approvals WHERE state = 'pending'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
+    /// Approvals in a state (None = all), oldest first.
+    pub fn approvals(&self, state: Option<&str>) -> Result<Vec<ApprovalRow>> {
+        let sql = format!(
+            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE ?1 IS NULL OR state = ?1 ORDER BY id"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([state], approval_row)
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+}
+
+const APPROVAL_COLUMNS: &str = "id, task_id, state, tool, input, file, line, section, text, \
+     created_at, decided_at, decided_by, reason";
+
+fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
+    let input: String = r.get(4)?;
+    Ok(ApprovalRow {
+        id: r.get(0)?,
+        task_id: r.get(1)?,
+        state: r.get(2)?,
+        tool: r.get(3)?,
+        input: serde_json::from_str(&input).unwrap_or(serde_json::Value::String(input)),
+        file: r.get(5)?,
+        line: r.get(6)?,
+        section: r.get(7)?,
+        text: r.get(8)?,
+        created_at: r.get(9)?,
+        decided_at: r.get(10)?,
+        decided_by: r.get(11)?,
+        reason: r.get(12)?,
+    })
+}
+
+fn sql_err(path: &Path, source: rusqlite::Error) -> StoreError {
+    StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ts(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn new_approval<'a>(task: &'a str, input: &'a serde_json::Value) -> NewApproval<'a> {
+        NewApproval {
+            task_id: task,
+            file: "/x/HEARTBEAT.md",
+            line: 3,
+            section: "recurring",
+            tool: "shell",
+            input,
+            text: "@shell {}",
+        }
+    }
+
+    #[test]
+    fn one_pending_approval_per_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let input = json!({"cmd": "true"});
+        let now = ts("2026-01-01T10:00:00Z");
+        let first = s.queue_approval(&new_approval("aaa", &input), now).unwrap();
+        assert!(first.is_some());
+        assert_eq!(
+            s.queue_approval(&new_approval("aaa", &input), now).unwrap(),
+            None
+        );
+        assert!(
+            s.queue_approval(&new_approval("bbb", &input), now)
+                .unwrap()
+                .is_some()
+        );
+        // The index, not only the code, refuses a second pending row.
+        let dup = s.conn.execute(
+            "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text, created_at)
+             VALUES ('aaa', 'pending', 'f', 1, 'recurring', 't', '{}', 't', 'x')",
+            [],
+        );
+        assert!(dup.is_err());
+        let snap = s.snapshot(now, Duration::from_secs(3600)).unwrap();
+        assert_eq!(snap.pending.get("aaa"), first.as_ref());
+        assert_eq!(s.count_pending().unwrap(), 2);
+    }
+
+    #[test]
+    fn pending_approvals_expire_after_ttl() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let input = json!({});
+        let ttl = Duration::from_secs(24 * 3600);
+        s.queue_approval(&new_approval("aaa", &input), ts("2026-01-01T10:00:00Z"))
+            .unwrap();
+        assert!(
+            s.expire_pending(ts("2026-01-02T09:59:59Z"), ttl)
+                .unwrap()
+                .is_empty()
+        );
+        let expired = s.expire_pending(ts("2026-01-02T10:00:00Z"), ttl).unwrap();
+        assert_eq!(expired.len(), 1);
+        assert_eq!(expired[0].state, "expired");
+        // The task may be queued again.
+        assert!(
+            s.queue_approval(&new_approval("aaa", &input), ts("2026-01-02T10:00:00Z"))
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn migration_is_idempotent_and_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path()).unwrap());
+        drop(Store::open(dir.path()).unwrap());
+        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        conn.pragma_update(None, "user_version", 99).unwrap();
+        drop(conn);
+        let err = Store::open(dir.path()).err().unwrap();
+        assert!(err.to_string().contains("newer heartbeat"), "{err}");
+        assert!(Store::open_existing(dir.path()).is_err());
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_a_clean_error() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(DB_FILE),
+            "this is not sqlite, just text ".repeat(100),
+        )
+        .unwrap();
+        let err = Store::open(dir.path()).err().unwrap().to_string();
+        assert!(err.contains("heartbeat.db"), "{err}");
+        assert!(err.contains("not a database"), "{err}");
+    }
+
+    #[test]
+    fn task_runs_track_spend_and_streaks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let rec = |ok: bool, at: &str, cost: Option<f64>| TaskRunRecord {
+            run_id: "r",
+            task_id: "t",
+            tool: "shell",
+            started_at: ts(at),
+            finished_at: ts(at),
+            succeeded: ok,
+            cost_usd: cost,
+            approval_id: None,
+        };
+        s.record_task_run(&rec(false, "2026-01-01T10:00:00Z", Some(0.5)))
+            .unwrap();
+        s.record_task_run(&rec(false, "2026-01-02T10:00:00Z", Some(0.25)))
+            .unwrap();
+        let fails: i64 = s
+            .conn
+            .query_row("SELECT consecutive_failures FROM task_state", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(fails, 2);
+        s.record_task_run(&rec(true, "2026-01-02T11:00:00Z", None))
+            .unwrap();
+        let fails: i64 = s
+            .conn
+            .query_row("SELECT consecutive_failures FROM task_state", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(fails, 0);
+        assert_eq!(s.spent_since(ts("2026-01-02T00:00:00Z")).unwrap(), 0.25);
+        let snap = s
+            .snapshot(ts("2026-01-03T00:00:00Z"), Duration::from_secs(60))
+            .unwrap();
+        assert_eq!(snap.last_attempt["t"], ts("2026-01-02T11:00:00Z"));
+    }
+}
