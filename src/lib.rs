@@ -1,11 +1,16 @@
 //! heartbeat: run the check-list in HEARTBEAT.md on a schedule, safely, with a human in the
 //! loop. The binary in `main.rs` is a thin shell around this library.
 
+pub mod app;
 pub mod audit;
+pub mod cli;
+pub mod cmd;
 pub mod config;
+pub mod error;
 pub mod lock;
 pub mod markdown;
 pub mod model;
+pub mod plan;
 pub mod schedule;
 pub mod store;
 pub mod tools;

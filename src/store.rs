@@ -106,6 +106,9 @@ pub struct Snapshot {
     pub last_attempt: HashMap<String, DateTime<Utc>>,
     /// One-time reminders already given.
     pub reminded: HashSet<String>,
+    /// Tasks that succeeded at least once (a one-time task never runs twice, even when its
+    /// tick could not be written).
+    pub succeeded: HashSet<String>,
     /// Task id → id of its pending approval.
     pub pending: HashMap<String, i64>,
     /// Task id → when its latest denial stops holding.
@@ -274,7 +277,7 @@ impl Store {
         let mut snap = Snapshot::default();
         let mut stmt = self
             .conn
-            .prepare("SELECT task_id, last_attempt, reminded_at FROM task_state")
+            .prepare("SELECT task_id, last_attempt, reminded_at, last_success FROM task_state")
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {
@@ -282,11 +285,15 @@ impl Store {
                     r.get::<_, String>(0)?,
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
         for row in rows {
-            let (id, attempt, reminded) = row.map_err(|e| self.err(e))?;
+            let (id, attempt, reminded, success) = row.map_err(|e| self.err(e))?;
+            if success.is_some() {
+                snap.succeeded.insert(id.clone());
+            }
             if let Some(t) = attempt.as_deref().and_then(parse_ts) {
                 snap.last_attempt.insert(id.clone(), t);
             }

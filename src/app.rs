@@ -1,0 +1,55 @@
+//! From the command line to a command: build the context, dispatch, report errors.
+
+use std::io::Write;
+
+use clap::{CommandFactory, Parser};
+
+use crate::cli::{Cli, Command};
+use crate::cmd::{self, Ctx};
+use crate::error::{Error, exit};
+
+/// Run the command line; returns the exit code.
+pub fn main() -> u8 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            };
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "heartbeat: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<u8, Error> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Error::Usage(format!("cannot read the working directory: {e}")))?;
+    let ctx = Ctx {
+        // The one place the real clock is read.
+        now: cli.global.now.unwrap_or_else(chrono::Utc::now),
+        cwd,
+        config: cli.global.config,
+        state_dir: cli.global.state_dir,
+        verbose: cli.global.verbose,
+    };
+    match cli.command {
+        Command::Run(args) => cmd::run::run(&ctx, &args),
+        Command::Check(args) => cmd::check::run(&ctx, &args),
+        Command::Status(args) => cmd::status::run(&ctx, &args),
+        Command::Approvals(args) => cmd::approvals::run(&ctx, &args),
+        Command::Completions { shell } => {
+            let mut out = std::io::stdout();
+            clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);
+            Ok(exit::OK)
+        }
+    }
+}

@@ -1,0 +1,192 @@
+//! The command line, as clap types only: completions are generated from these.
+
+use std::path::PathBuf;
+
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::Shell;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "heartbeat",
+    version,
+    about = "Run the check-list in HEARTBEAT.md on a schedule, safely, with a human in the loop",
+    long_about = None,
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md,
+    /// then the platform config dir)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Directory for heartbeat.db, audit.jsonl and heartbeat.lock
+    #[arg(long, global = true, value_name = "PATH")]
+    pub state_dir: Option<PathBuf>,
+
+    /// Act as if it were this time (RFC 3339), for decisions and records
+    #[arg(long, global = true, env = "HEARTBEAT_NOW", value_name = "RFC3339", value_parser = parse_now)]
+    pub now: Option<DateTime<Utc>>,
+
+    /// Diagnostics on stderr (-vv for more)
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the due tasks once (for cron and systemd timers)
+    Run(RunArgs),
+    /// Validate the config and files; list tasks, what would happen now and when they are due
+    Check(CheckArgs),
+    /// Last run, pending approvals, spend and the run lock
+    Status(JsonArg),
+    /// List approvals
+    Approvals(ApprovalsArgs),
+    /// Print a shell completion script
+    Completions {
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct FileArgs {
+    /// HEARTBEAT.md to use instead of the config's `files` (repeatable)
+    #[arg(long = "file", value_name = "PATH")]
+    pub files: Vec<PathBuf>,
+
+    /// A missing HEARTBEAT.md counts as empty instead of an error
+    #[arg(long)]
+    pub allow_missing: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Run once and exit (the daemon is `heartbeat daemon`)
+    #[arg(long)]
+    pub once: bool,
+
+    #[command(flatten)]
+    pub files: FileArgs,
+
+    /// Run even outside active hours
+    #[arg(long)]
+    pub force: bool,
+
+    /// Decide and print the plan; run, queue and write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Override the configured autonomy for this run
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    pub autonomy: Option<AutonomyArg>,
+
+    /// Print one JSON document
+    #[arg(long)]
+    pub json: bool,
+
+    /// Print only failures and errors
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub files: FileArgs,
+
+    /// Print one JSON document
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct JsonArg {
+    /// Print one JSON document
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    /// Which approvals to list
+    #[arg(long, value_enum, default_value = "pending")]
+    pub state: StateFilter,
+
+    /// Print one JSON document
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AutonomyArg {
+    Observe,
+    Cautious,
+    Full,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StateFilter {
+    All,
+    Pending,
+    Approved,
+    Running,
+    Succeeded,
+    Failed,
+    Denied,
+    Expired,
+    Stale,
+}
+
+impl StateFilter {
+    /// The stored state name; None for all.
+    pub fn as_state(self) -> Option<&'static str> {
+        Some(match self {
+            StateFilter::All => return None,
+            StateFilter::Pending => "pending",
+            StateFilter::Approved => "approved",
+            StateFilter::Running => "running",
+            StateFilter::Succeeded => "succeeded",
+            StateFilter::Failed => "failed",
+            StateFilter::Denied => "denied",
+            StateFilter::Expired => "expired",
+            StateFilter::Stale => "stale",
+        })
+    }
+}
+
+fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
+    DateTime::parse_from_rfc3339(s.trim())
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|e| {
+            format!("\"{s}\" is not an RFC 3339 time (like 2026-03-29T02:30:00+02:00): {e}")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn now_accepts_offsets() {
+        let t = parse_now("2026-03-29T02:30:00+02:00").unwrap();
+        assert_eq!(t.to_rfc3339(), "2026-03-29T00:30:00+00:00");
+        assert!(parse_now("yesterday").is_err());
+    }
+}

@@ -1,0 +1,58 @@
+//! `heartbeat approvals`: list approvals (pending by default). Reads only.
+
+use serde_json::{Value, json};
+
+use super::{Ctx, Out, clean, first_line};
+use crate::cli::ApprovalsArgs;
+use crate::error::{Result, exit};
+use crate::store::Store;
+
+pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
+    let cfg = ctx.load_config(&[])?;
+    let rows = match Store::open_existing(&cfg.state_dir)? {
+        Some(store) => store.approvals(args.state.as_state())?,
+        None => Vec::new(),
+    };
+    let mut out = Out::new();
+    if args.json {
+        let list: Vec<Value> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.id,
+                    "task_id": r.task_id,
+                    "state": r.state,
+                    "tool": r.tool,
+                    "input": r.input,
+                    "file": r.file,
+                    "line": r.line,
+                    "section": r.section,
+                    "text": r.text,
+                    "created_at": r.created_at,
+                    "decided_at": r.decided_at,
+                    "decided_by": r.decided_by,
+                    "reason": r.reason,
+                })
+            })
+            .collect();
+        out.json(&Value::Array(list));
+        return Ok(exit::OK);
+    }
+    if rows.is_empty() {
+        out.line("no approvals");
+        return Ok(exit::OK);
+    }
+    for r in &rows {
+        out.line(&format!(
+            "#{:<4} {:<9} @{:<12} {}:{}  {}  (since {})",
+            r.id,
+            r.state,
+            r.tool,
+            r.file,
+            r.line,
+            clean(&first_line(&r.input.to_string(), 80)),
+            r.created_at
+        ));
+    }
+    Ok(exit::OK)
+}

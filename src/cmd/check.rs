@@ -1,0 +1,169 @@
+//! `heartbeat check`: validate the config and files; list every task with what would happen
+//! now and when it is next due. Writes nothing.
+
+use serde_json::{Value, json};
+
+use super::{Ctx, Out, all_tasks, clean, read_files, read_snapshot, show_path, show_time};
+use crate::cli::CheckArgs;
+use crate::error::{Result, exit};
+use crate::model::{Problem, Severity};
+use crate::plan::{self, Decision, PlanInput};
+use crate::tools::Registry;
+
+pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
+    let cfg = ctx.load_config(&args.files.files)?;
+    let files = read_files(&cfg, args.files.allow_missing)?;
+    let registry = Registry::from_config(&cfg);
+    let tasks = all_tasks(&files);
+    let snapshot = read_snapshot(&cfg, ctx.now)?;
+    let plan = plan::plan(
+        &tasks,
+        &PlanInput {
+            config: &cfg,
+            registry: &registry,
+            state: &snapshot,
+            now: ctx.now,
+            force: false,
+            autonomy: cfg.autonomy,
+        },
+    );
+
+    let mut problems: Vec<Problem> = files
+        .iter()
+        .flat_map(|f| f.parsed.problems.iter().cloned())
+        .collect();
+    for (task, planned) in tasks.iter().zip(&plan.items) {
+        if let Decision::Invalid {
+            line,
+            column,
+            error,
+        } = &planned.decision
+        {
+            problems.push(Problem {
+                file: task.file.clone(),
+                line: *line,
+                column: *column,
+                severity: Severity::Error,
+                message: error.clone(),
+            });
+        }
+    }
+    problems.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+
+    let mut out = Out::new();
+    if args.json {
+        let tasks_json: Vec<Value> = tasks
+            .iter()
+            .zip(&plan.items)
+            .map(|(task, planned)| {
+                json!({
+                    "task_id": task.id,
+                    "file": task.file,
+                    "line": task.line,
+                    "section": task.section.as_str(),
+                    "text": task.text,
+                    "tool": planned.tool.clone().or_else(|| task.tool_name().map(str::to_string)),
+                    "input": planned.input,
+                    "schedule": task.schedule.as_ref().and(task.heading.as_ref()),
+                    "heading": task.heading,
+                    "done": task.done,
+                    "decision": planned.decision.as_str(),
+                    "reason": match &planned.decision {
+                        Decision::Skip(r) => Some(r.as_str()),
+                        _ => None,
+                    },
+                    "approval_id": match planned.decision {
+                        Decision::Pending(id) => Some(id),
+                        _ => None,
+                    },
+                    "next_due": planned.next_due.map(crate::audit::format_ts),
+                })
+            })
+            .collect();
+        out.json(&json!({
+            "files": files.iter().map(|f| &f.source.path).collect::<Vec<_>>(),
+            "config": cfg.source,
+            "active": plan.active,
+            "next_active": plan.next_active.map(crate::audit::format_ts),
+            "tasks": tasks_json,
+            "problems": problems.iter().map(|p| json!({
+                "file": p.file,
+                "line": p.line,
+                "column": p.column,
+                "severity": p.severity,
+                "message": p.message,
+            })).collect::<Vec<_>>(),
+        }));
+    } else {
+        out.line(&format!(
+            "config: {}",
+            cfg.source
+                .as_ref()
+                .map_or("none (defaults)".into(), |p| p.display().to_string())
+        ));
+        if !plan.active {
+            out.line(&format!(
+                "outside active hours now; next active {}",
+                plan.next_active
+                    .map_or("never".into(), |t| show_time(t, &cfg))
+            ));
+        }
+        for f in &files {
+            out.line(&format!("{}:", show_path(&f.source.path, &ctx.cwd)));
+            let mine = tasks
+                .iter()
+                .zip(&plan.items)
+                .filter(|(t, _)| t.file == f.source.path);
+            let mut any = false;
+            for (task, planned) in mine {
+                any = true;
+                let due = match planned.next_due {
+                    Some(t) if t > ctx.now => format!("  (next due {})", show_time(t, &cfg)),
+                    _ => String::new(),
+                };
+                let decision = match &planned.decision {
+                    Decision::Pending(id) => format!("pending #{id}"),
+                    d => d.as_str().to_string(),
+                };
+                out.line(&format!(
+                    "  {:>4}  {}  {:<11} {}{}",
+                    task.line,
+                    task.id,
+                    decision,
+                    clean(&super::first_line(&task.text, 80)),
+                    due
+                ));
+            }
+            if !any {
+                out.line("  (no tasks)");
+            }
+        }
+        for p in &problems {
+            let sev = match p.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            };
+            out.line(&format!(
+                "{}:{}:{}: {sev}: {}",
+                show_path(&p.file, &ctx.cwd),
+                p.line,
+                p.column,
+                clean(&p.message)
+            ));
+        }
+        let warnings = problems.len() - errors;
+        out.line(&format!(
+            "{} task(s), {errors} error(s), {warnings} warning(s)",
+            tasks.len()
+        ));
+    }
+    Ok(if errors > 0 {
+        exit::TASK_FAILED
+    } else {
+        exit::OK
+    })
+}

@@ -1,0 +1,189 @@
+//! One file per subcommand; this module holds what they share: the context built from the
+//! global flags, loading config and files, and terminal-safe output.
+
+pub mod approvals;
+pub mod check;
+pub mod run;
+pub mod status;
+
+use std::io::{self, Write};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Local, Utc};
+
+use crate::config::{self, Config, LoadOptions};
+use crate::error::{Error, Result};
+use crate::markdown::{self, FileError, SourceFile};
+use crate::model::{ParsedFile, Task};
+use crate::store::{Snapshot, Store};
+
+/// What every command gets from the global flags.
+pub struct Ctx {
+    /// The clock for decisions and records (`--now`, else the real time, read once).
+    pub now: DateTime<Utc>,
+    pub cwd: PathBuf,
+    pub config: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub verbose: u8,
+}
+
+impl Ctx {
+    /// A diagnostic on stderr at `-v` (level 1) or `-vv` (level 2).
+    pub fn diag(&self, level: u8, msg: impl FnOnce() -> String) {
+        if self.verbose >= level {
+            eprintln!("heartbeat: {}", msg());
+        }
+    }
+
+    pub fn load_config(&self, files: &[PathBuf]) -> Result<Config> {
+        let env = |name: &str| std::env::var(name).ok();
+        let opts = LoadOptions {
+            config: self.config.clone(),
+            files: files.to_vec(),
+            state_dir: self.state_dir.clone(),
+            cwd: self.cwd.clone(),
+            env: &env,
+        };
+        let cfg = config::load(&opts)?;
+        self.diag(1, || match &cfg.source {
+            Some(p) => format!("config: {}", p.display()),
+            None => "config: none found, using defaults".into(),
+        });
+        self.diag(1, || format!("state dir: {}", cfg.state_dir.display()));
+        for w in &cfg.warnings {
+            eprintln!("heartbeat: warning: {w}");
+        }
+        Ok(cfg)
+    }
+}
+
+/// A HEARTBEAT.md as read and parsed at the start of a command.
+pub struct Loaded {
+    pub source: SourceFile,
+    pub parsed: ParsedFile,
+}
+
+/// Read and parse every configured file; a missing one is an error unless `allow_missing`.
+pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
+    let mut out = Vec::with_capacity(cfg.files.len());
+    for path in &cfg.files {
+        match markdown::read_source(path) {
+            Ok(source) => {
+                let parsed = markdown::parse(&source.path, &source.canonical, &source.text);
+                out.push(Loaded { source, parsed });
+            }
+            Err(FileError::Missing(_)) if allow_missing => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(out)
+}
+
+/// All tasks of all files, in file order.
+pub fn all_tasks(files: &[Loaded]) -> Vec<Task> {
+    files
+        .iter()
+        .flat_map(|f| f.parsed.tasks.iter().cloned())
+        .collect()
+}
+
+/// Stored state for planning, without creating anything (read-only commands, dry runs).
+pub fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
+    Ok(match Store::open_existing(&cfg.state_dir)? {
+        Some(store) => store.snapshot(now, cfg.approval_ttl)?,
+        None => Snapshot::default(),
+    })
+}
+
+/// Create the state dir (0700) if needed.
+pub fn ensure_state_dir(dir: &Path) -> Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// A path for people: relative to the working directory when it is below it.
+pub fn show_path(path: &Path, cwd: &Path) -> String {
+    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
+}
+
+/// Local time for people, in the configured zone.
+pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
+    t.with_timezone(&cfg.tz())
+        .format("%Y-%m-%d %H:%M %Z")
+        .to_string()
+}
+
+/// The machine's local time (for holders of the lock, which may be another config's).
+pub fn show_local(t: DateTime<Utc>) -> String {
+    t.with_timezone(&Local)
+        .format("%Y-%m-%d %H:%M:%S %Z")
+        .to_string()
+}
+
+/// Untrusted text made safe for a terminal: control characters are escaped, lines joined.
+pub fn clean(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' | '\r' => out.push(' '),
+            '\t' => out.push(' '),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// First line of a text, cleaned and cut for one-line summaries.
+pub fn first_line(text: &str, max_chars: usize) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let line = clean(line);
+    if line.chars().count() > max_chars {
+        let cut: String = line.chars().take(max_chars).collect();
+        format!("{cut}…")
+    } else {
+        line
+    }
+}
+
+/// Stdout that stops quietly when the reader went away (`heartbeat check | head`).
+pub struct Out {
+    broken: bool,
+}
+
+impl Out {
+    pub fn new() -> Out {
+        Out { broken: false }
+    }
+
+    pub fn line(&mut self, text: &str) {
+        if self.broken {
+            return;
+        }
+        let mut stdout = io::stdout().lock();
+        if let Err(e) = writeln!(stdout, "{text}") {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                self.broken = true;
+            }
+        }
+    }
+
+    pub fn json(&mut self, value: &serde_json::Value) {
+        let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
+        self.line(&text);
+    }
+}
+
+impl Default for Out {
+    fn default() -> Self {
+        Out::new()
+    }
+}

@@ -1,0 +1,280 @@
+//! The decision table of SPEC §5: one decision per task, from the tasks, the config, a
+//! snapshot of stored state and `now`. Pure: `check`, `run --dry-run` and `run` share it.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::config::{Approval, Autonomy, Config, PlainTasks};
+use crate::model::{Body, Section, Task};
+use crate::schedule;
+use crate::store::Snapshot;
+use crate::tools::Registry;
+
+/// Why a task that could run was not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SkipReason {
+    Observe,
+    DeniedByPolicy,
+    RunCap,
+}
+
+impl SkipReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Observe => "observe",
+            SkipReason::DeniedByPolicy => "denied_by_policy",
+            SkipReason::RunCap => "run_cap",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    /// Run the tool now.
+    Run,
+    /// Queue for approval.
+    Approve,
+    /// Already queued: the id of its pending approval.
+    Pending(i64),
+    NotDue,
+    /// A person said no within `approval_ttl`.
+    Denied,
+    Skip(SkipReason),
+    /// A plain reminder that is due.
+    Remind,
+    /// Not in Recurring or One-time.
+    Ignored,
+    Invalid {
+        line: usize,
+        column: usize,
+        error: String,
+    },
+    Done,
+    /// Outside active hours (and not forced).
+    Inactive,
+}
+
+impl Decision {
+    /// The `decision` word of `check --json`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Run => "run",
+            Decision::Approve => "approve",
+            Decision::Pending(_) => "pending",
+            Decision::NotDue | Decision::Skip(SkipReason::RunCap) => "not_due",
+            Decision::Denied | Decision::Skip(SkipReason::DeniedByPolicy) => "denied",
+            Decision::Skip(SkipReason::Observe) => "observe",
+            Decision::Remind => "remind",
+            Decision::Ignored => "ignored",
+            Decision::Invalid { .. } => "invalid",
+            Decision::Done => "done",
+            Decision::Inactive => "inactive",
+        }
+    }
+}
+
+/// The decision for one task, with the tool call it resolved to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Planned {
+    pub decision: Decision,
+    /// The tool that runs (`agent` for plain tasks with `plain_tasks = "agent"`).
+    pub tool: Option<String>,
+    pub input: Option<Map<String, Value>>,
+    /// When the task is (or becomes) due, within active hours; None for tasks that never
+    /// will be (done, ignored, invalid, a reminder already given).
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+pub struct Plan {
+    pub active: bool,
+    pub next_active: Option<DateTime<Utc>>,
+    /// Parallel to the tasks given to [`plan`].
+    pub items: Vec<Planned>,
+}
+
+pub struct PlanInput<'a> {
+    pub config: &'a Config,
+    pub registry: &'a Registry,
+    pub state: &'a Snapshot,
+    pub now: DateTime<Utc>,
+    /// Run even outside active hours.
+    pub force: bool,
+    pub autonomy: Autonomy,
+}
+
+pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
+    let cfg = input.config;
+    let now = input.now;
+    let active = cfg.active.is_active(now);
+    let next_active = if active {
+        Some(now)
+    } else {
+        cfg.active.next_active(now)
+    };
+    let mut runs = 0usize;
+    let items = tasks
+        .iter()
+        .map(|task| {
+            let mut planned = decide(task, input, active);
+            if planned.decision == Decision::Run {
+                let cap = cfg.max_tasks_per_run;
+                if cap > 0 && runs >= cap {
+                    planned.decision = Decision::Skip(SkipReason::RunCap);
+                } else {
+                    runs += 1;
+                }
+            }
+            planned
+        })
+        .collect();
+    Plan {
+        active,
+        next_active,
+        items,
+    }
+}
+
+fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
+    let cfg = input.config;
+    let state = input.state;
+    let now = input.now;
+    let planned =
+        |decision, tool: Option<String>, input: Option<Map<String, Value>>, next_due| Planned {
+            decision,
+            tool,
+            input,
+            next_due,
+        };
+
+    if task.done {
+        return planned(
+            Decision::Done,
+            task.tool_name().map(str::to_string),
+            tool_input(task),
+            None,
+        );
+    }
+    if task.section == Section::Other {
+        return planned(
+            Decision::Ignored,
+            task.tool_name().map(str::to_string),
+            tool_input(task),
+            None,
+        );
+    }
+
+    // Resolve the call: which tool, with what input, and is it valid.
+    let call = match &task.body {
+        Body::Invalid {
+            tool,
+            error,
+            line,
+            column,
+        } => Err((tool.clone(), *line, *column, error.clone())),
+        Body::Plain if cfg.plain_tasks == PlainTasks::Remind => Ok(None),
+        Body::Plain => {
+            let mut map = Map::new();
+            map.insert("prompt".into(), Value::String(task.text.clone()));
+            Ok(Some(("agent".to_string(), map)))
+        }
+        Body::Tool { name, input } => Ok(Some((name.clone(), input.clone()))),
+    };
+    let call = call.and_then(|call| match call {
+        None => Ok(None),
+        Some((name, map)) => match input.registry.get(&name) {
+            None => Err((
+                Some(name.clone()),
+                task.text_line,
+                task.text_column,
+                unknown_tool(&name, input.registry),
+            )),
+            Some(spec) => match spec.validate(&map) {
+                Ok(()) => Ok(Some((spec, map))),
+                Err(e) => Err((Some(name.clone()), task.text_line, task.text_column, e)),
+            },
+        },
+    });
+    let (spec, tool_in) = match call {
+        Err((tool, line, column, error)) => {
+            return planned(
+                Decision::Invalid {
+                    line,
+                    column,
+                    error,
+                },
+                tool,
+                None,
+                None,
+            );
+        }
+        Ok(Some((spec, map))) => (Some(spec), Some(map)),
+        Ok(None) => (None, None),
+    };
+    let tool = spec.map(|s| s.name.clone());
+
+    // A one-time task runs once: a success whose tick did not land still counts as done.
+    if task.section == Section::OneTime && state.succeeded.contains(&task.id) {
+        return planned(Decision::Done, tool, tool_in, None);
+    }
+    let reminder = spec.is_none();
+    if reminder && task.section == Section::OneTime && state.reminded.contains(&task.id) {
+        return planned(Decision::NotDue, tool, tool_in, None);
+    }
+
+    let tz = cfg.tz();
+    let last = state.last_attempt.get(&task.id).copied();
+    let due_at = schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| {
+        if cfg.active.is_active(t) {
+            Some(t)
+        } else {
+            cfg.active.next_active(t)
+        }
+    });
+    if !active && !input.force {
+        return planned(Decision::Inactive, tool, tool_in, due_at);
+    }
+    if !schedule::is_due(task.schedule.as_ref(), tz, last, now) {
+        return planned(Decision::NotDue, tool, tool_in, due_at);
+    }
+    let Some(spec) = spec else {
+        return planned(Decision::Remind, None, None, due_at);
+    };
+    if spec.approval == Approval::Deny {
+        return planned(
+            Decision::Skip(SkipReason::DeniedByPolicy),
+            tool,
+            tool_in,
+            due_at,
+        );
+    }
+    if let Some(id) = state.pending.get(&task.id) {
+        return planned(Decision::Pending(*id), tool, tool_in, due_at);
+    }
+    if state
+        .denied_until
+        .get(&task.id)
+        .is_some_and(|until| *until > now)
+    {
+        return planned(Decision::Denied, tool, tool_in, due_at);
+    }
+    let decision = match (input.autonomy, spec.approval) {
+        (Autonomy::Observe, _) => Decision::Skip(SkipReason::Observe),
+        (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto) => Decision::Run,
+        (Autonomy::Cautious, _) => Decision::Approve,
+    };
+    planned(decision, tool, tool_in, due_at)
+}
+
+fn tool_input(task: &Task) -> Option<Map<String, Value>> {
+    match &task.body {
+        Body::Tool { input, .. } => Some(input.clone()),
+        _ => None,
+    }
+}
+
+fn unknown_tool(name: &str, registry: &Registry) -> String {
+    format!(
+        "unknown tool \"{name}\" (tools: {})",
+        registry.names().join(", ")
+    )
+}
