@@ -1,7 +1,19 @@
 //! Active hours, active days and task schedules. Pure: every function takes `now`.
-//! OWNER: schedule/config helper. Signatures are the contract; bodies to be written.
+//!
+//! Invariants:
+//! - Nothing here reads the clock or the environment.
+//! - A local wall-clock time becomes an instant only through [`local_instant`]: a time that a
+//!   spring-forward gap skips maps to the first instant after the gap (02:30 on 2026-03-29 in
+//!   Europe/Berlin → 03:00 CEST), a time that a fall-back repeats maps to the earlier of its
+//!   two instants. Every schedule and window uses this one rule, so `is_due`, `next_due`,
+//!   `is_active` and `next_active` agree with each other.
+//! - Searches step day by day over a bounded range (at most ten local days), never minute by
+//!   minute.
 
-use chrono::{DateTime, Utc, Weekday};
+use chrono::{
+    DateTime, Datelike, Days, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeDelta,
+    TimeZone, Timelike, Utc, Weekday,
+};
 use chrono_tz::Tz;
 
 use crate::model::{DaySet, Schedule, Section};
@@ -15,17 +27,160 @@ pub struct Window {
 }
 
 impl Window {
-    pub const ALWAYS: Window = Window { start: 0, end: 1440 };
+    pub const ALWAYS: Window = Window {
+        start: 0,
+        end: 1440,
+    };
 
     /// Parse `HH:MM-HH:MM`. Errors describe what is wrong (`8am`, `24:30`, start == end).
-    pub fn parse(_s: &str) -> Result<Window, String> {
-        unimplemented!()
+    pub fn parse(s: &str) -> Result<Window, String> {
+        let s = s.trim();
+        let Some((a, b)) = s.split_once('-') else {
+            return Err(format!("{s:?} is not a window (expected HH:MM-HH:MM)"));
+        };
+        let start = parse_clock(a.trim())?;
+        let end = parse_clock(b.trim())?;
+        if start == 1440 {
+            return Err("24:00 may only end a window, not start it".to_string());
+        }
+        if start == end {
+            return Err(format!(
+                "{s:?} is an empty window (start equals end); use \"00:00-24:00\" for always"
+            ));
+        }
+        Ok(Window { start, end })
+    }
+
+    /// Whether the window runs past midnight into the next day.
+    pub fn crosses_midnight(self) -> bool {
+        self.start > self.end
+    }
+
+    /// The local date whose window contains the wall-clock time `t`, if any. For a window
+    /// that crosses midnight, the part after midnight belongs to the previous date.
+    fn owning_date(self, t: NaiveDateTime) -> Option<NaiveDate> {
+        let m = t.hour() * 60 + t.minute();
+        if !self.crosses_midnight() {
+            (self.start <= m && m < self.end).then(|| t.date())
+        } else if m >= self.start {
+            Some(t.date())
+        } else if m < self.end {
+            t.date().pred_opt()
+        } else {
+            None
+        }
+    }
+
+    fn start_time(self) -> NaiveTime {
+        // `start` is always < 1440 (checked by `parse`; `ALWAYS` starts at 0).
+        NaiveTime::from_hms_opt(self.start / 60 % 24, self.start % 60, 0).unwrap_or(NaiveTime::MIN)
     }
 }
 
+/// `HH:MM` with two digits each, as minutes since midnight; `24:00` is 1440.
+fn parse_clock(s: &str) -> Result<u32, String> {
+    let b = s.as_bytes();
+    let shaped =
+        b.len() == 5 && b[2] == b':' && [0, 1, 3, 4].iter().all(|&i| b[i].is_ascii_digit());
+    if !shaped {
+        return Err(format!("{s:?} is not a time (expected HH:MM)"));
+    }
+    let h = u32::from(b[0] - b'0') * 10 + u32::from(b[1] - b'0');
+    let m = u32::from(b[3] - b'0') * 10 + u32::from(b[4] - b'0');
+    if m > 59 || h > 24 || (h == 24 && m != 0) {
+        return Err(format!("{s} is not a valid time"));
+    }
+    Ok(h * 60 + m)
+}
+
+/// `HH:MM` between 00:00 and 23:59, as used in schedule headings.
+fn parse_time_of_day(s: &str) -> Option<NaiveTime> {
+    let minutes = parse_clock(s).ok()?;
+    if minutes >= 1440 {
+        return None;
+    }
+    NaiveTime::from_hms_opt(minutes / 60, minutes % 60, 0)
+}
+
 /// `mon`, `Monday`, … (any case) → weekday.
-pub fn parse_day(_s: &str) -> Option<Weekday> {
-    unimplemented!()
+pub fn parse_day(s: &str) -> Option<Weekday> {
+    let day = match s.trim().to_ascii_lowercase().as_str() {
+        "mon" | "monday" => Weekday::Mon,
+        "tue" | "tuesday" => Weekday::Tue,
+        "wed" | "wednesday" => Weekday::Wed,
+        "thu" | "thursday" => Weekday::Thu,
+        "fri" | "friday" => Weekday::Fri,
+        "sat" | "saturday" => Weekday::Sat,
+        "sun" | "sunday" => Weekday::Sun,
+        _ => return None,
+    };
+    Some(day)
+}
+
+/// The instant of a local wall-clock time in `tz`.
+///
+/// A time skipped by a spring-forward gap maps to the first valid instant after the gap (the
+/// transition itself); a time repeated by a fall-back maps to the earlier instant.
+pub fn local_instant(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
+    match tz.from_local_datetime(&local) {
+        LocalResult::Single(t) => t.to_utc(),
+        LocalResult::Ambiguous(a, b) => a.min(b).to_utc(),
+        LocalResult::None => first_after_gap(tz, local),
+    }
+}
+
+/// The transition instant that ends the gap containing `local`: bracket it with valid instants
+/// on both sides, then bisect for the first second whose wall clock is at or past `local`.
+fn first_after_gap(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
+    let near = |sign: i64| {
+        (1..=48).find_map(|h| {
+            let t = local.checked_add_signed(TimeDelta::hours(sign * h))?;
+            let r = tz.from_local_datetime(&t);
+            if sign < 0 { r.latest() } else { r.earliest() }
+        })
+    };
+    let (Some(lo), Some(hi)) = (near(-1), near(1)) else {
+        return Utc.from_utc_datetime(&local);
+    };
+    // Invariant: wall(lo) < local <= wall(hi).
+    let (mut lo, mut hi) = (lo.timestamp(), hi.timestamp());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        match DateTime::from_timestamp(mid, 0) {
+            Some(t) if t.with_timezone(&tz).naive_local() >= local => hi = mid,
+            _ => lo = mid,
+        }
+    }
+    DateTime::from_timestamp(hi, 0).unwrap_or_else(|| Utc.from_utc_datetime(&local))
+}
+
+/// Instants in [from, to) at which `tz` changes its UTC offset (the wall clock jumps).
+fn transitions(tz: Tz, from: DateTime<Utc>, to: DateTime<Utc>) -> Vec<DateTime<Utc>> {
+    let offset = |t: DateTime<Utc>| tz.offset_from_utc_datetime(&t.naive_utc()).fix();
+    let mut out = Vec::new();
+    let mut t = from;
+    while t < to {
+        let next = t + TimeDelta::days(1);
+        if offset(t) != offset(next) {
+            // Bisect for the first second with the new offset.
+            let (mut lo, mut hi) = (t.timestamp(), next.timestamp());
+            let before = offset(t);
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                match DateTime::from_timestamp(mid, 0) {
+                    Some(m) if offset(m) == before => lo = mid,
+                    _ => hi = mid,
+                }
+            }
+            out.extend(DateTime::from_timestamp(hi, 0));
+        }
+        t = next;
+    }
+    out
+}
+
+fn local_date(tz: Tz, now: DateTime<Utc>) -> NaiveDate {
+    now.with_timezone(&tz).date_naive()
 }
 
 /// When the tool may run at all: zone, daily window, active days.
@@ -37,13 +192,63 @@ pub struct ActiveHours {
 }
 
 impl ActiveHours {
-    pub fn is_active(&self, _now: DateTime<Utc>) -> bool {
-        unimplemented!()
+    /// Whether `now` is inside the window, in local time in `tz`, on an active day.
+    ///
+    /// For a window that crosses midnight, the part after midnight belongs to the day the
+    /// window started: with `22:00-06:00` and active days mon–fri, Saturday 02:00 is active
+    /// (the window opened on Friday) and Monday 02:00 is not (it opened on Sunday).
+    pub fn is_active(&self, now: DateTime<Utc>) -> bool {
+        let wall = now.with_timezone(&self.tz).naive_local();
+        self.window
+            .owning_date(wall)
+            .is_some_and(|d| self.days.contains(d.weekday()))
     }
 
     /// The first instant at or after `now` that is active; None if never (no active days).
-    pub fn next_active(&self, _now: DateTime<Utc>) -> Option<DateTime<Utc>> {
-        unimplemented!()
+    ///
+    /// Activity can only begin where the wall clock reaches a window start or where it jumps
+    /// (a DST transition), so those instants are the only candidates.
+    pub fn next_active(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        if self.days.is_empty() {
+            return None;
+        }
+        if self.is_active(now) {
+            return Some(now);
+        }
+        let today = local_date(self.tz, now);
+        let mut candidates = Vec::new();
+        for offset in -1i64..=8 {
+            let Some(d) = shift(today, offset) else {
+                continue;
+            };
+            if !self.days.contains(d.weekday()) {
+                continue;
+            }
+            let start = d.and_time(self.window.start_time());
+            match self.tz.from_local_datetime(&start) {
+                LocalResult::Single(t) => candidates.push(t.to_utc()),
+                // The later instant matters when `now` is between the two.
+                LocalResult::Ambiguous(a, b) => candidates.extend([a.to_utc(), b.to_utc()]),
+                LocalResult::None => candidates.push(first_after_gap(self.tz, start)),
+            }
+        }
+        candidates.extend(transitions(
+            self.tz,
+            now - TimeDelta::days(1),
+            now + TimeDelta::days(10),
+        ));
+        candidates
+            .into_iter()
+            .filter(|&t| t >= now && self.is_active(t))
+            .min()
+    }
+}
+
+fn shift(d: NaiveDate, days: i64) -> Option<NaiveDate> {
+    if days >= 0 {
+        d.checked_add_days(Days::new(days.unsigned_abs()))
+    } else {
+        d.checked_sub_days(Days::new(days.unsigned_abs()))
     }
 }
 
@@ -57,27 +262,910 @@ pub enum HeadingKind {
     Title,
 }
 
-pub fn parse_heading(_section: Section, _text: &str) -> HeadingKind {
-    unimplemented!()
+/// Read a level-3 heading under `section`. Keywords are compared without case and runs of
+/// whitespace count as one space.
+pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
+    if section == Section::Other {
+        return HeadingKind::Title;
+    }
+    let Some(schedule) = parse_schedule(text) else {
+        return HeadingKind::Title;
+    };
+    let (kind, belongs) = match schedule {
+        Schedule::Once(_) => ("one-time", Section::OneTime),
+        _ => ("recurring", Section::Recurring),
+    };
+    if belongs == section {
+        HeadingKind::Schedule(schedule)
+    } else {
+        let under = match section {
+            Section::OneTime => "One-time",
+            _ => "Recurring",
+        };
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        HeadingKind::WrongSection(format!(
+            "{text:?} is a {kind} schedule; under {under} it is only a title"
+        ))
+    }
+}
+
+/// Any schedule grammar, regardless of section.
+fn parse_schedule(text: &str) -> Option<Schedule> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let (first, rest) = words.split_first()?;
+    let first = first.to_ascii_lowercase();
+    if first == "every" {
+        let spec = rest.join(" ");
+        // humantime is case-sensitive (`M` is months); try as written, then lower-cased.
+        let d = humantime::parse_duration(&spec)
+            .or_else(|_| humantime::parse_duration(&spec.to_ascii_lowercase()))
+            .ok()?;
+        return (!d.is_zero()).then_some(Schedule::Every(d));
+    }
+    if first == "at" {
+        let date = parse_date(rest.first()?)?;
+        let time = match rest {
+            [_] => NaiveTime::MIN,
+            [_, t] => parse_time_of_day(t)?,
+            _ => return None,
+        };
+        return Some(Schedule::Once(date.and_time(time)));
+    }
+    // `<days> at HH:MM`
+    let [days @ .., at, time] = words.as_slice() else {
+        return None;
+    };
+    if !at.eq_ignore_ascii_case("at") || days.is_empty() {
+        return None;
+    }
+    let time = parse_time_of_day(time)?;
+    let days = parse_day_list(&days.join(" "))?;
+    Some(Schedule::At { days, time })
+}
+
+/// `YYYY-MM-DD`, digits exactly.
+fn parse_date(s: &str) -> Option<NaiveDate> {
+    let b = s.as_bytes();
+    let digits = |r: std::ops::Range<usize>| r.into_iter().all(|i| b[i].is_ascii_digit());
+    if b.len() != 10 || b[4] != b'-' || b[7] != b'-' || !digits(0..4) || !digits(5..7) {
+        return None;
+    }
+    if !digits(8..10) {
+        return None;
+    }
+    let y = s[0..4].parse().ok()?;
+    let m = s[5..7].parse().ok()?;
+    let d = s[8..10].parse().ok()?;
+    NaiveDate::from_ymd_opt(y, m, d)
+}
+
+/// `Daily`, `Weekdays`, `Weekends`, `Mondays`, or a list of those joined by `,`, `and` or
+/// `, and` (`Mondays, Wednesdays and Fridays`).
+fn parse_day_list(s: &str) -> Option<DaySet> {
+    let spaced = s.replace(',', " , ").to_ascii_lowercase();
+    let tokens: Vec<&str> = spaced.split_whitespace().collect();
+    let mut set = DaySet::EMPTY;
+    let mut i = 0;
+    loop {
+        set = DaySet(set.0 | day_group(tokens.get(i)?)?.0);
+        i += 1;
+        if i == tokens.len() {
+            return Some(set);
+        }
+        match tokens[i] {
+            "," if tokens.get(i + 1) == Some(&"and") => i += 2,
+            "," | "and" => i += 1,
+            _ => return None,
+        }
+    }
+}
+
+fn day_group(word: &str) -> Option<DaySet> {
+    match word {
+        "daily" => Some(DaySet::ALL),
+        "weekdays" => Some(DaySet::WEEKDAYS),
+        "weekends" => Some(DaySet::WEEKENDS),
+        _ => {
+            let day = parse_day(word.strip_suffix('s')?)?;
+            Some(DaySet::EMPTY.with(day))
+        }
+    }
 }
 
 /// Whether a task with this schedule (None = no heading: due at every run) is due at `now`.
+///
+/// `At { days, time }` is due on a matching local day from that day's `time` on, until it has
+/// been attempted at or after that time: a missed day is not replayed, and on a fall-back
+/// night the repeated hour does not run it twice.
 pub fn is_due(
-    _schedule: Option<&Schedule>,
-    _tz: Tz,
-    _last_attempt: Option<DateTime<Utc>>,
-    _now: DateTime<Utc>,
+    schedule: Option<&Schedule>,
+    tz: Tz,
+    last_attempt: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
 ) -> bool {
-    unimplemented!()
+    match schedule {
+        None => true,
+        Some(Schedule::Every(d)) => match last_attempt {
+            None => true,
+            Some(last) => now.signed_duration_since(last) >= delta(*d),
+        },
+        Some(Schedule::At { days, time }) => {
+            let today = local_date(tz, now);
+            if !days.contains(today.weekday()) {
+                return false;
+            }
+            let t = local_instant(tz, today.and_time(*time));
+            t <= now && last_attempt.is_none_or(|last| last < t)
+        }
+        Some(Schedule::Once(dt)) => local_instant(tz, *dt) <= now,
+    }
+}
+
+fn delta(d: std::time::Duration) -> TimeDelta {
+    TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX)
 }
 
 /// The earliest instant >= `now` at which the task is (or becomes) due; `now` itself when it
 /// is due now; None when it never will be.
 pub fn next_due(
-    _schedule: Option<&Schedule>,
-    _tz: Tz,
-    _last_attempt: Option<DateTime<Utc>>,
-    _now: DateTime<Utc>,
+    schedule: Option<&Schedule>,
+    tz: Tz,
+    last_attempt: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
-    unimplemented!()
+    if is_due(schedule, tz, last_attempt, now) {
+        return Some(now);
+    }
+    match schedule {
+        None => Some(now),
+        Some(Schedule::Every(d)) => {
+            let last = last_attempt.unwrap_or(now);
+            Some(
+                last.checked_add_signed(delta(*d))
+                    .unwrap_or(DateTime::<Utc>::MAX_UTC)
+                    .max(now),
+            )
+        }
+        Some(Schedule::At { days, time }) => {
+            if days.is_empty() {
+                return None;
+            }
+            let today = local_date(tz, now);
+            (0..=8).find_map(|offset| {
+                let d = shift(today, offset)?;
+                if !days.contains(d.weekday()) {
+                    return None;
+                }
+                let t = local_instant(tz, d.and_time(*time));
+                (t > now && is_due(schedule, tz, last_attempt, t)).then_some(t)
+            })
+        }
+        Some(Schedule::Once(dt)) => Some(local_instant(tz, *dt).max(now)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono_tz::America::New_York;
+    use chrono_tz::Asia::Kolkata;
+    use chrono_tz::Europe::Berlin;
+    use std::time::Duration;
+
+    fn utc(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().to_utc()
+    }
+
+    fn hm(h: u32, m: u32) -> NaiveTime {
+        NaiveTime::from_hms_opt(h, m, 0).unwrap()
+    }
+
+    fn ndt(s: &str) -> NaiveDateTime {
+        NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M").unwrap()
+    }
+
+    fn days(list: &[Weekday]) -> DaySet {
+        list.iter().fold(DaySet::EMPTY, |s, d| s.with(*d))
+    }
+
+    fn hours(tz: Tz, window: &str, d: DaySet) -> ActiveHours {
+        ActiveHours {
+            tz,
+            window: Window::parse(window).unwrap(),
+            days: d,
+        }
+    }
+
+    // ---- Window::parse ----
+
+    #[test]
+    fn window_parses_plain_crossing_and_always() {
+        assert_eq!(
+            Window::parse("08:00-22:00"),
+            Ok(Window {
+                start: 480,
+                end: 1320
+            })
+        );
+        assert_eq!(
+            Window::parse("  22:00-06:00 "),
+            Ok(Window {
+                start: 1320,
+                end: 360
+            })
+        );
+        assert_eq!(Window::parse("00:00-24:00"), Ok(Window::ALWAYS));
+        assert_eq!(
+            Window::parse("18:30-24:00"),
+            Ok(Window {
+                start: 1110,
+                end: 1440
+            })
+        );
+        assert!(Window::parse("22:00-06:00").unwrap().crosses_midnight());
+        assert!(!Window::ALWAYS.crosses_midnight());
+    }
+
+    #[test]
+    fn window_errors_say_what_is_wrong() {
+        assert_eq!(
+            Window::parse("8am-22:00").unwrap_err(),
+            r#""8am" is not a time (expected HH:MM)"#
+        );
+        assert_eq!(
+            Window::parse("8:00-22:00").unwrap_err(),
+            r#""8:00" is not a time (expected HH:MM)"#
+        );
+        assert_eq!(
+            Window::parse("08:00-24:30").unwrap_err(),
+            "24:30 is not a valid time"
+        );
+        assert_eq!(
+            Window::parse("25:00-06:00").unwrap_err(),
+            "25:00 is not a valid time"
+        );
+        assert_eq!(
+            Window::parse("08:60-09:00").unwrap_err(),
+            "08:60 is not a valid time"
+        );
+        assert_eq!(
+            Window::parse("24:00-06:00").unwrap_err(),
+            "24:00 may only end a window, not start it"
+        );
+        assert_eq!(
+            Window::parse("08:00-08:00").unwrap_err(),
+            r#""08:00-08:00" is an empty window (start equals end); use "00:00-24:00" for always"#
+        );
+        assert_eq!(
+            Window::parse("0800").unwrap_err(),
+            r#""0800" is not a window (expected HH:MM-HH:MM)"#
+        );
+        assert_eq!(
+            Window::parse("").unwrap_err(),
+            r#""" is not a window (expected HH:MM-HH:MM)"#
+        );
+        assert_eq!(
+            Window::parse("08:00-22:00-23:00").unwrap_err(),
+            r#""22:00-23:00" is not a time (expected HH:MM)"#
+        );
+    }
+
+    #[test]
+    fn days_parse_in_any_case() {
+        assert_eq!(parse_day("mon"), Some(Weekday::Mon));
+        assert_eq!(parse_day("Tuesday"), Some(Weekday::Tue));
+        assert_eq!(parse_day("WED"), Some(Weekday::Wed));
+        assert_eq!(parse_day(" thursday "), Some(Weekday::Thu));
+        assert_eq!(parse_day("fri"), Some(Weekday::Fri));
+        assert_eq!(parse_day("SATURDAY"), Some(Weekday::Sat));
+        assert_eq!(parse_day("sun"), Some(Weekday::Sun));
+        assert_eq!(parse_day("funday"), None);
+        assert_eq!(parse_day("mo"), None);
+        assert_eq!(parse_day(""), None);
+    }
+
+    // ---- local_instant ----
+
+    #[test]
+    fn local_instant_maps_gap_forward_and_overlap_to_earlier() {
+        // Spring forward: 02:00 CET → 03:00 CEST at 01:00Z.
+        assert_eq!(
+            local_instant(Berlin, ndt("2026-03-29 02:30")),
+            utc("2026-03-29T01:00:00Z")
+        );
+        assert_eq!(
+            local_instant(Berlin, ndt("2026-03-29 02:00")),
+            utc("2026-03-29T01:00:00Z")
+        );
+        assert_eq!(
+            local_instant(Berlin, ndt("2026-03-29 03:00")),
+            utc("2026-03-29T01:00:00Z")
+        );
+        // Fall back: 02:30 happens at 00:30Z (CEST) and at 01:30Z (CET).
+        assert_eq!(
+            local_instant(Berlin, ndt("2026-10-25 02:30")),
+            utc("2026-10-25T00:30:00Z")
+        );
+        assert_eq!(
+            local_instant(New_York, ndt("2026-03-08 02:15")),
+            utc("2026-03-08T07:00:00Z")
+        );
+        assert_eq!(
+            local_instant(Kolkata, ndt("2026-06-01 09:00")),
+            utc("2026-06-01T03:30:00Z")
+        );
+    }
+
+    // ---- ActiveHours ----
+
+    #[test]
+    fn always_is_always_active() {
+        let a = hours(Berlin, "00:00-24:00", DaySet::ALL);
+        for t in [
+            "2026-03-29T01:00:00Z",
+            "2026-10-25T00:59:59Z",
+            "2026-01-01T23:59:59Z",
+        ] {
+            assert!(a.is_active(utc(t)));
+            assert_eq!(a.next_active(utc(t)), Some(utc(t)));
+        }
+    }
+
+    #[test]
+    fn plain_window_start_inclusive_end_exclusive() {
+        let a = hours(Berlin, "08:00-22:00", DaySet::ALL);
+        // 2026-06-01 is CEST (+02:00).
+        assert!(!a.is_active(utc("2026-06-01T05:59:59Z")));
+        assert!(a.is_active(utc("2026-06-01T06:00:00Z")));
+        assert!(a.is_active(utc("2026-06-01T19:59:59Z")));
+        assert!(!a.is_active(utc("2026-06-01T20:00:00Z")));
+        assert_eq!(
+            a.next_active(utc("2026-06-01T20:00:00Z")),
+            Some(utc("2026-06-02T06:00:00Z"))
+        );
+        assert_eq!(
+            a.next_active(utc("2026-06-01T03:00:00Z")),
+            Some(utc("2026-06-01T06:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn window_ending_at_24_00_includes_last_minute() {
+        let a = hours(Berlin, "22:00-24:00", DaySet::ALL);
+        assert!(a.is_active(utc("2026-06-01T21:59:59Z"))); // 23:59:59 local
+        assert!(!a.is_active(utc("2026-06-01T22:00:00Z"))); // 00:00 local
+        assert!(a.is_active(utc("2026-06-01T20:00:00Z")));
+        assert!(!a.is_active(utc("2026-06-01T19:59:00Z")));
+    }
+
+    #[test]
+    fn midnight_crossing_window_belongs_to_the_day_it_started() {
+        use Weekday::*;
+        let a = hours(Berlin, "22:00-06:00", days(&[Mon, Tue, Wed, Thu, Fri]));
+        // 2026-06-05 is a Friday; Berlin is +02:00.
+        // Friday 23:00 local: active.
+        assert!(a.is_active(utc("2026-06-05T21:00:00Z")));
+        // Saturday 02:00 local: the window opened on Friday → active.
+        assert!(a.is_active(utc("2026-06-06T00:00:00Z")));
+        // Saturday 05:59 active, 06:00 not.
+        assert!(a.is_active(utc("2026-06-06T03:59:00Z")));
+        assert!(!a.is_active(utc("2026-06-06T04:00:00Z")));
+        // Saturday 23:00: not an active day.
+        assert!(!a.is_active(utc("2026-06-06T21:00:00Z")));
+        // Monday 02:00 local: the window opened on Sunday → inactive.
+        assert!(!a.is_active(utc("2026-06-08T00:00:00Z")));
+        // Monday 12:00: outside the window.
+        assert!(!a.is_active(utc("2026-06-08T10:00:00Z")));
+        // From Saturday 06:00 the next window opens Monday 22:00.
+        assert_eq!(
+            a.next_active(utc("2026-06-06T04:00:00Z")),
+            Some(utc("2026-06-08T20:00:00Z"))
+        );
+        // Already inside (Saturday 02:00) → now.
+        assert_eq!(
+            a.next_active(utc("2026-06-06T00:00:00Z")),
+            Some(utc("2026-06-06T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn always_window_with_days_restricts_whole_days() {
+        use Weekday::*;
+        let a = hours(New_York, "00:00-24:00", days(&[Sat, Sun]));
+        // 2026-06-05 Friday 20:00 EDT (-04:00) = 2026-06-06T00:00Z.
+        assert!(!a.is_active(utc("2026-06-06T00:00:00Z")));
+        assert!(a.is_active(utc("2026-06-06T04:00:00Z"))); // Saturday 00:00 EDT
+        assert_eq!(
+            a.next_active(utc("2026-06-06T00:00:00Z")),
+            Some(utc("2026-06-06T04:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn no_active_days_is_never_active() {
+        let a = hours(Berlin, "08:00-22:00", DaySet::EMPTY);
+        assert!(!a.is_active(utc("2026-06-01T10:00:00Z")));
+        assert_eq!(a.next_active(utc("2026-06-01T10:00:00Z")), None);
+    }
+
+    #[test]
+    fn active_hours_in_half_hour_zone() {
+        let a = hours(Kolkata, "09:00-17:30", DaySet::WEEKDAYS);
+        // 2026-06-01 Monday 09:00 IST = 03:30Z.
+        assert!(!a.is_active(utc("2026-06-01T03:29:59Z")));
+        assert!(a.is_active(utc("2026-06-01T03:30:00Z")));
+        assert!(a.is_active(utc("2026-06-01T11:59:00Z")));
+        assert!(!a.is_active(utc("2026-06-01T12:00:00Z")));
+        assert_eq!(
+            a.next_active(utc("2026-06-01T00:00:00Z")),
+            Some(utc("2026-06-01T03:30:00Z"))
+        );
+        // Friday evening → Monday morning.
+        assert_eq!(
+            a.next_active(utc("2026-06-05T13:00:00Z")),
+            Some(utc("2026-06-08T03:30:00Z"))
+        );
+    }
+
+    #[test]
+    fn active_hours_across_spring_forward() {
+        // Window starts inside the skipped hour: opens at the first instant after it.
+        let a = hours(Berlin, "02:30-05:00", DaySet::ALL);
+        assert_eq!(
+            a.next_active(utc("2026-03-28T23:00:00Z")),
+            Some(utc("2026-03-29T01:00:00Z"))
+        );
+        assert!(a.is_active(utc("2026-03-29T01:00:00Z"))); // 03:00 CEST
+        assert!(!a.is_active(utc("2026-03-29T00:59:59Z"))); // 01:59:59 CET
+        // A window wholly inside the gap does not open that day.
+        let g = hours(Berlin, "02:00-02:30", DaySet::ALL);
+        assert_eq!(
+            g.next_active(utc("2026-03-28T23:00:00Z")),
+            Some(utc("2026-03-30T00:00:00Z")) // 03-30 02:00 CEST
+        );
+        // Night window 22:00-06:00 is shorter by an hour but continuous.
+        let n = hours(Berlin, "22:00-06:00", DaySet::ALL);
+        assert!(n.is_active(utc("2026-03-29T00:59:59Z")));
+        assert!(n.is_active(utc("2026-03-29T01:00:00Z")));
+        assert!(n.is_active(utc("2026-03-29T03:59:00Z"))); // 05:59 CEST
+        assert!(!n.is_active(utc("2026-03-29T04:00:00Z"))); // 06:00 CEST
+    }
+
+    #[test]
+    fn active_hours_across_fall_back() {
+        // 2026-10-25: 03:00 CEST → 02:00 CET at 01:00Z.
+        let a = hours(Berlin, "02:30-02:45", DaySet::ALL);
+        // First 02:30 (CEST) = 00:30Z.
+        assert_eq!(
+            a.next_active(utc("2026-10-24T22:00:00Z")),
+            Some(utc("2026-10-25T00:30:00Z"))
+        );
+        // After the first window closes, the repeated hour opens it again at 01:30Z.
+        assert!(!a.is_active(utc("2026-10-25T00:50:00Z")));
+        assert_eq!(
+            a.next_active(utc("2026-10-25T00:50:00Z")),
+            Some(utc("2026-10-25T01:30:00Z"))
+        );
+        // The wall clock jumping back into a window makes it active at the jump.
+        let b = hours(Berlin, "02:00-02:30", DaySet::ALL);
+        assert!(!b.is_active(utc("2026-10-25T00:45:00Z"))); // 02:45 CEST
+        assert_eq!(
+            b.next_active(utc("2026-10-25T00:45:00Z")),
+            Some(utc("2026-10-25T01:00:00Z")) // 02:00 CET
+        );
+    }
+
+    #[test]
+    fn active_hours_new_york_dst() {
+        let a = hours(New_York, "08:00-20:00", DaySet::ALL);
+        // Before 2026-03-08 it is EST (-05:00), after EDT (-04:00).
+        assert!(a.is_active(utc("2026-03-07T13:00:00Z")));
+        assert!(!a.is_active(utc("2026-03-08T11:59:00Z"))); // 07:59 EDT
+        assert!(a.is_active(utc("2026-03-08T12:00:00Z")));
+        assert_eq!(
+            a.next_active(utc("2026-03-08T01:00:00Z")),
+            Some(utc("2026-03-08T12:00:00Z"))
+        );
+    }
+
+    // ---- parse_heading ----
+
+    fn sched(section: Section, text: &str) -> Schedule {
+        match parse_heading(section, text) {
+            HeadingKind::Schedule(s) => s,
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_headings() {
+        let r = Section::Recurring;
+        assert_eq!(
+            sched(r, "Every 30m"),
+            Schedule::Every(Duration::from_secs(1800))
+        );
+        assert_eq!(
+            sched(r, "every 6h"),
+            Schedule::Every(Duration::from_secs(6 * 3600))
+        );
+        assert_eq!(
+            sched(r, "  EVERY   2d "),
+            Schedule::Every(Duration::from_secs(2 * 86400))
+        );
+        assert_eq!(
+            sched(r, "Every 1w"),
+            Schedule::Every(Duration::from_secs(7 * 86400))
+        );
+        assert_eq!(
+            sched(r, "Every 1h 30m"),
+            Schedule::Every(Duration::from_secs(5400))
+        );
+        assert_eq!(
+            sched(r, "Every 6H"),
+            Schedule::Every(Duration::from_secs(6 * 3600))
+        );
+        assert_eq!(parse_heading(r, "Every 0s"), HeadingKind::Title);
+        assert_eq!(parse_heading(r, "Every 0"), HeadingKind::Title);
+        assert_eq!(parse_heading(r, "Every"), HeadingKind::Title);
+        assert_eq!(parse_heading(r, "Every day"), HeadingKind::Title);
+        assert_eq!(parse_heading(r, "Evry 6h"), HeadingKind::Title);
+    }
+
+    #[test]
+    fn at_time_headings() {
+        use Weekday::*;
+        let r = Section::Recurring;
+        let at = |d, t| Schedule::At { days: d, time: t };
+        assert_eq!(sched(r, "Daily at 02:30"), at(DaySet::ALL, hm(2, 30)));
+        assert_eq!(
+            sched(r, "weekdays at 09:00"),
+            at(DaySet::WEEKDAYS, hm(9, 0))
+        );
+        assert_eq!(
+            sched(r, "Weekends AT 10:15"),
+            at(DaySet::WEEKENDS, hm(10, 15))
+        );
+        assert_eq!(sched(r, "Mondays at 09:00"), at(days(&[Mon]), hm(9, 0)));
+        assert_eq!(
+            sched(r, "Tuesdays and Thursdays at 18:45"),
+            at(days(&[Tue, Thu]), hm(18, 45))
+        );
+        assert_eq!(
+            sched(r, "Mondays, Wednesdays and Fridays at 09:00"),
+            at(days(&[Mon, Wed, Fri]), hm(9, 0))
+        );
+        assert_eq!(
+            sched(r, "mondays,wednesdays, and fridays at 09:00"),
+            at(days(&[Mon, Wed, Fri]), hm(9, 0))
+        );
+        assert_eq!(
+            sched(r, "Sundays at 00:00"),
+            at(days(&[Sun]), NaiveTime::MIN)
+        );
+        assert_eq!(sched(r, "Daily at 23:59"), at(DaySet::ALL, hm(23, 59)));
+        for bad in [
+            "Daily at 24:00",
+            "Daily at 9:00",
+            "Daily at 09:60",
+            "Daily 09:00",
+            "Monday at 09:00",
+            "Mondays Fridays at 09:00",
+            "Mondays and at 09:00",
+            "and Mondays at 09:00",
+            "Mondays, at 09:00",
+            "Fundays at 09:00",
+            "at 09:00",
+            "Daily at",
+            "Backups",
+            "",
+        ] {
+            assert_eq!(parse_heading(r, bad), HeadingKind::Title, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn one_time_headings() {
+        let o = Section::OneTime;
+        assert_eq!(
+            sched(o, "At 2026-12-24 18:00"),
+            Schedule::Once(ndt("2026-12-24 18:00"))
+        );
+        assert_eq!(
+            sched(o, "at 2026-12-24"),
+            Schedule::Once(ndt("2026-12-24 00:00"))
+        );
+        for bad in [
+            "At 2026-12-24 24:00",
+            "At 2026-12-24 18:00 sharp",
+            "At 2026-13-01",
+            "At 2026-02-30",
+            "At 26-12-24",
+            "At 2026-1-2",
+            "At",
+            "On 2026-12-24",
+        ] {
+            assert_eq!(parse_heading(o, bad), HeadingKind::Title, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn schedules_in_the_wrong_section() {
+        assert_eq!(
+            parse_heading(Section::OneTime, "Every 6h"),
+            HeadingKind::WrongSection(
+                r#""Every 6h" is a recurring schedule; under One-time it is only a title"#.into()
+            )
+        );
+        assert_eq!(
+            parse_heading(Section::OneTime, "Daily  at 09:00"),
+            HeadingKind::WrongSection(
+                r#""Daily at 09:00" is a recurring schedule; under One-time it is only a title"#
+                    .into()
+            )
+        );
+        assert_eq!(
+            parse_heading(Section::Recurring, "At 2026-12-24 18:00"),
+            HeadingKind::WrongSection(
+                r#""At 2026-12-24 18:00" is a one-time schedule; under Recurring it is only a title"#
+                    .into()
+            )
+        );
+        assert_eq!(
+            parse_heading(Section::Other, "Every 6h"),
+            HeadingKind::Title
+        );
+        assert_eq!(
+            parse_heading(Section::Other, "At 2026-12-24"),
+            HeadingKind::Title
+        );
+    }
+
+    // ---- is_due / next_due ----
+
+    #[test]
+    fn no_schedule_is_always_due() {
+        let now = utc("2026-06-01T10:00:00Z");
+        assert!(is_due(None, Berlin, Some(now), now));
+        assert_eq!(next_due(None, Berlin, Some(now), now), Some(now));
+    }
+
+    #[test]
+    fn every_is_due_after_the_duration_since_the_last_attempt() {
+        let s = Schedule::Every(Duration::from_secs(6 * 3600));
+        let now = utc("2026-06-01T12:00:00Z");
+        assert!(is_due(Some(&s), Berlin, None, now));
+        assert_eq!(next_due(Some(&s), Berlin, None, now), Some(now));
+        let last = utc("2026-06-01T07:00:00Z");
+        assert!(!is_due(Some(&s), Berlin, Some(last), now));
+        assert_eq!(
+            next_due(Some(&s), Berlin, Some(last), now),
+            Some(utc("2026-06-01T13:00:00Z"))
+        );
+        let last = utc("2026-06-01T06:00:00Z");
+        assert!(is_due(Some(&s), Berlin, Some(last), now));
+        assert_eq!(next_due(Some(&s), Berlin, Some(last), now), Some(now));
+        // Elapsed time, not wall-clock: the DST night does not shorten it.
+        let last = utc("2026-03-28T23:00:00Z");
+        assert!(!is_due(
+            Some(&s),
+            Berlin,
+            Some(last),
+            utc("2026-03-29T04:59:00Z")
+        ));
+        assert!(is_due(
+            Some(&s),
+            Berlin,
+            Some(last),
+            utc("2026-03-29T05:00:00Z")
+        ));
+    }
+
+    #[test]
+    fn daily_at_on_an_ordinary_day() {
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(9, 0),
+        };
+        let tz = Berlin; // +02:00 in June
+        assert!(!is_due(Some(&s), tz, None, utc("2026-06-01T06:59:00Z")));
+        assert_eq!(
+            next_due(Some(&s), tz, None, utc("2026-06-01T06:59:00Z")),
+            Some(utc("2026-06-01T07:00:00Z"))
+        );
+        assert!(is_due(Some(&s), tz, None, utc("2026-06-01T07:00:00Z")));
+        // Catch-up: a run later that day still runs it.
+        let yesterday = utc("2026-05-31T07:00:00Z");
+        assert!(is_due(
+            Some(&s),
+            tz,
+            Some(yesterday),
+            utc("2026-06-01T15:00:00Z")
+        ));
+        // Attempted today after 09:00 → not again today; next is tomorrow 09:00.
+        let ran = utc("2026-06-01T07:05:00Z");
+        assert!(!is_due(
+            Some(&s),
+            tz,
+            Some(ran),
+            utc("2026-06-01T15:00:00Z")
+        ));
+        assert_eq!(
+            next_due(Some(&s), tz, Some(ran), utc("2026-06-01T15:00:00Z")),
+            Some(utc("2026-06-02T07:00:00Z"))
+        );
+        // Attempted today before 09:00 (by an earlier schedule, say) → still due at 09:00.
+        let early = utc("2026-06-01T05:00:00Z");
+        assert!(is_due(
+            Some(&s),
+            tz,
+            Some(early),
+            utc("2026-06-01T07:00:00Z")
+        ));
+    }
+
+    #[test]
+    fn daily_at_in_the_spring_forward_gap() {
+        // Daily at 02:30 on 2026-03-29 in Berlin: 02:30 does not exist; due from 03:00 CEST.
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(2, 30),
+        };
+        let last = Some(utc("2026-03-28T01:30:00Z")); // ran yesterday at 02:30 CET
+        assert!(!is_due(Some(&s), Berlin, last, utc("2026-03-29T00:59:59Z")));
+        assert!(is_due(Some(&s), Berlin, last, utc("2026-03-29T01:00:00Z")));
+        assert_eq!(
+            next_due(Some(&s), Berlin, last, utc("2026-03-28T23:00:00Z")),
+            Some(utc("2026-03-29T01:00:00Z"))
+        );
+        // After running at 03:00 CEST it is not due again that day.
+        let ran = Some(utc("2026-03-29T01:00:00Z"));
+        assert!(!is_due(Some(&s), Berlin, ran, utc("2026-03-29T10:00:00Z")));
+        assert_eq!(
+            next_due(Some(&s), Berlin, ran, utc("2026-03-29T10:00:00Z")),
+            Some(utc("2026-03-30T00:30:00Z")) // 02:30 CEST
+        );
+    }
+
+    #[test]
+    fn daily_at_in_the_fall_back_overlap_runs_once() {
+        // 2026-10-25: 02:30 happens at 00:30Z (CEST) and again at 01:30Z (CET).
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(2, 30),
+        };
+        let last = Some(utc("2026-10-24T00:30:00Z"));
+        assert!(!is_due(Some(&s), Berlin, last, utc("2026-10-25T00:29:59Z")));
+        assert_eq!(
+            next_due(Some(&s), Berlin, last, utc("2026-10-25T00:00:00Z")),
+            Some(utc("2026-10-25T00:30:00Z"))
+        );
+        assert!(is_due(Some(&s), Berlin, last, utc("2026-10-25T00:30:00Z")));
+        // It ran at the first 02:30; at the second 02:30 it is not due.
+        let ran = Some(utc("2026-10-25T00:30:00Z"));
+        assert!(!is_due(Some(&s), Berlin, ran, utc("2026-10-25T01:30:00Z")));
+        assert_eq!(
+            next_due(Some(&s), Berlin, ran, utc("2026-10-25T01:30:00Z")),
+            Some(utc("2026-10-26T01:30:00Z")) // 02:30 CET
+        );
+        // If nothing ran at the first 02:30, the second one catches up (once).
+        assert!(is_due(Some(&s), Berlin, last, utc("2026-10-25T01:30:00Z")));
+    }
+
+    #[test]
+    fn weekday_schedule_skips_other_days_and_missed_days_are_not_replayed() {
+        use Weekday::*;
+        let s = Schedule::At {
+            days: days(&[Mon, Thu]),
+            time: hm(9, 0),
+        };
+        // 2026-06-02 is a Tuesday: not due even though Monday was missed.
+        let last = Some(utc("2026-05-28T07:00:00Z")); // Thursday
+        assert!(!is_due(Some(&s), Berlin, last, utc("2026-06-02T12:00:00Z")));
+        assert_eq!(
+            next_due(Some(&s), Berlin, last, utc("2026-06-02T12:00:00Z")),
+            Some(utc("2026-06-04T07:00:00Z"))
+        );
+        // Empty day set: never.
+        let never = Schedule::At {
+            days: DaySet::EMPTY,
+            time: hm(9, 0),
+        };
+        assert!(!is_due(
+            Some(&never),
+            Berlin,
+            None,
+            utc("2026-06-02T12:00:00Z")
+        ));
+        assert_eq!(
+            next_due(Some(&never), Berlin, None, utc("2026-06-02T12:00:00Z")),
+            None
+        );
+    }
+
+    #[test]
+    fn at_uses_the_local_day_in_other_zones() {
+        let s = Schedule::At {
+            days: DaySet::WEEKDAYS,
+            time: hm(7, 0),
+        };
+        // Kolkata: Monday 2026-06-01 07:00 IST = 01:30Z; Sunday 23:00Z is already Monday there.
+        assert!(!is_due(
+            Some(&s),
+            Kolkata,
+            None,
+            utc("2026-06-01T01:29:00Z")
+        ));
+        assert!(is_due(Some(&s), Kolkata, None, utc("2026-06-01T01:30:00Z")));
+        assert_eq!(
+            next_due(Some(&s), Kolkata, None, utc("2026-05-31T20:00:00Z")),
+            Some(utc("2026-06-01T01:30:00Z"))
+        );
+        // New York: Friday 2026-06-05 23:00 EDT = Saturday 03:00Z; it is still Friday there.
+        let fri = Schedule::At {
+            days: days(&[Weekday::Fri]),
+            time: hm(22, 0),
+        };
+        assert!(is_due(
+            Some(&fri),
+            New_York,
+            None,
+            utc("2026-06-06T03:00:00Z")
+        ));
+        assert!(!is_due(
+            Some(&fri),
+            Berlin,
+            None,
+            utc("2026-06-06T03:00:00Z")
+        ));
+        // New York spring forward 2026-03-08: 02:30 → 03:00 EDT = 07:00Z.
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(2, 30),
+        };
+        assert_eq!(
+            next_due(Some(&s), New_York, None, utc("2026-03-08T05:00:00Z")),
+            Some(utc("2026-03-08T07:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn once_is_due_from_its_local_time() {
+        let s = Schedule::Once(ndt("2026-12-24 18:00"));
+        // Berlin is +01:00 in December.
+        assert!(!is_due(Some(&s), Berlin, None, utc("2026-12-24T16:59:59Z")));
+        assert!(is_due(Some(&s), Berlin, None, utc("2026-12-24T17:00:00Z")));
+        assert!(is_due(Some(&s), Berlin, None, utc("2027-01-01T00:00:00Z")));
+        assert_eq!(
+            next_due(Some(&s), Berlin, None, utc("2026-12-01T00:00:00Z")),
+            Some(utc("2026-12-24T17:00:00Z"))
+        );
+        let late = utc("2027-01-01T00:00:00Z");
+        assert_eq!(next_due(Some(&s), Berlin, None, late), Some(late));
+        // In the gap: the first instant after it.
+        let gap = Schedule::Once(ndt("2026-03-29 02:30"));
+        assert!(!is_due(
+            Some(&gap),
+            Berlin,
+            None,
+            utc("2026-03-29T00:59:59Z")
+        ));
+        assert!(is_due(
+            Some(&gap),
+            Berlin,
+            None,
+            utc("2026-03-29T01:00:00Z")
+        ));
+        // In the overlap: the earlier instant.
+        let twice = Schedule::Once(ndt("2026-10-25 02:30"));
+        assert_eq!(
+            next_due(Some(&twice), Berlin, None, utc("2026-10-24T00:00:00Z")),
+            Some(utc("2026-10-25T00:30:00Z"))
+        );
+        // Kolkata's half-hour offset.
+        let k = Schedule::Once(ndt("2026-06-01 00:00"));
+        assert_eq!(
+            next_due(Some(&k), Kolkata, None, utc("2026-05-01T00:00:00Z")),
+            Some(utc("2026-05-31T18:30:00Z"))
+        );
+    }
 }
