@@ -1,9 +1,14 @@
 //! HEARTBEAT.md: reading with limits, parsing into tasks, ticking one-time tasks.
-//! OWNER: markdown helper. Signatures are the contract; bodies to be written.
+//!
+//! `read_source` is the only way a HEARTBEAT.md enters the program: it refuses files over
+//! [`MAX_FILE_BYTES`] (without reading past the limit) and text that is not UTF-8, and
+//! resolves symlinks once so that ids and rewrites use the same target.
 
 pub mod parse;
 pub mod tick;
 
+use std::fs;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 pub use parse::parse;
@@ -38,6 +43,74 @@ pub struct SourceFile {
 }
 
 /// Read `path` (made absolute by the caller) with the size and UTF-8 checks.
-pub fn read_source(_path: &Path) -> Result<SourceFile, FileError> {
-    unimplemented!()
+pub fn read_source(path: &Path) -> Result<SourceFile, FileError> {
+    let io_err = |source: io::Error| {
+        if source.kind() == io::ErrorKind::NotFound {
+            FileError::Missing(path.to_path_buf())
+        } else {
+            FileError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    };
+    let meta = fs::metadata(path).map_err(io_err)?;
+    // A FIFO or device would block or never end; a directory cannot be a check-list.
+    if meta.is_dir() {
+        return Err(io_err(io::Error::other("is a directory")));
+    }
+    if !meta.is_file() {
+        return Err(io_err(io::Error::other("not a regular file")));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(FileError::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+        });
+    }
+    let file = fs::File::open(path).map_err(io_err)?;
+    // The file may grow between `metadata` and the read: never read past the limit.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_err)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(FileError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        FileError::NotUtf8 {
+            path: path.to_path_buf(),
+            line: 1 + line_breaks(valid),
+        }
+    })?;
+    let canonical = fs::canonicalize(path).map_err(io_err)?;
+    Ok(SourceFile {
+        path: path.to_path_buf(),
+        canonical,
+        text,
+    })
+}
+
+/// Line breaks in `bytes`, counting `\r\n` once and a lone `\r` as one, like the parser.
+fn line_breaks(bytes: &[u8]) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\n' => n += 1,
+            b'\r' => {
+                n += 1;
+                if bytes.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    n
 }

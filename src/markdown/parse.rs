@@ -1,10 +1,1264 @@
-//! OWNER: markdown helper.
+//! HEARTBEAT.md → tasks, with byte spans into the original text.
+//!
+//! Invariants:
+//! - Only what pulldown-cmark reports as a GFM task-list item is a task, so items inside
+//!   fenced or indented code and HTML blocks never are. No line regexes over the raw text.
+//! - Every byte offset (`Task::marker`, and the offsets used to place errors) is into the
+//!   whole text, a leading BOM included; `text[marker]` is always `[ ]`, `[x]` or `[X]`.
+//! - Lines and columns are 1-based; a column counts characters, the BOM not counted;
+//!   `\r\n`, `\r` and `\n` each end a line.
+//! - Task text is cut from the source bytes, never re-rendered.
+//! - Work is linear in the file size: positions come from a line-start table searched by
+//!   bisection, never from rescanning the text.
+
+use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 
-use crate::model::ParsedFile;
+use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::model::{Body, ParsedFile, Problem, Schedule, Section, Severity, Task};
+use crate::schedule::{self, HeadingKind};
+
+const BOM: &str = "\u{feff}";
 
 /// Parse a whole file (`text` may start with a UTF-8 BOM). `path` is what tasks report as their
 /// file; `canonical` goes into task ids.
-pub fn parse(_path: &Path, _canonical: &Path, _text: &str) -> ParsedFile {
-    unimplemented!()
+pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
+    let bom = if text.starts_with(BOM) { BOM.len() } else { 0 };
+    let mut b = Builder {
+        path,
+        canonical: canonical.to_string_lossy().into_owned(),
+        lines: LineIndex::new(text, bom),
+        section: Section::Other,
+        heading: None,
+        schedule: None,
+        occurrences: HashMap::new(),
+        tasks: Vec::new(),
+        problems: Vec::new(),
+    };
+
+    let mut pending: Option<PendingTask> = None;
+    let mut heading: Option<PendingHeading> = None;
+    let mut quote_depth = 0usize;
+    let mut fresh = Fresh::No;
+
+    // Only task lists: tables, footnotes and the rest would change what counts as a list item.
+    let parser = Parser::new_ext(&text[bom..], Options::ENABLE_TASKLISTS).into_offset_iter();
+    for (event, range) in parser {
+        let range = range.start + bom..range.end + bom;
+
+        if let Some(task) = pending.as_mut() {
+            if is_inline(&event) {
+                task.inline(&range);
+                continue;
+            }
+            // `- [ ]` alone on its line, text below: the first paragraph is still the text.
+            if matches!(event, Event::Start(Tag::Paragraph)) && task.may_open_paragraph() {
+                task.opened_paragraph = true;
+                continue;
+            }
+            if let Some(task) = pending.take() {
+                b.finish_task(task);
+            }
+        }
+
+        if let Some(h) = heading.as_mut() {
+            if let Event::End(TagEnd::Heading(level)) = event {
+                if let Some(h) = heading.take() {
+                    b.finish_heading(level, h);
+                }
+            } else if is_inline(&event) {
+                h.inline(&range);
+            }
+            continue;
+        }
+
+        let was = std::mem::replace(&mut fresh, Fresh::No);
+        match event {
+            Event::Start(Tag::Item) => fresh = Fresh::Item,
+            // Loose items open their paragraph before the marker.
+            Event::Start(Tag::Paragraph) if was == Fresh::Item => fresh = Fresh::ItemParagraph,
+            Event::TaskListMarker(done) if was != Fresh::No => {
+                pending = Some(PendingTask {
+                    // The marker event ends with `]`; its three bytes are the `[?]`.
+                    marker: range.end.saturating_sub(3)..range.end,
+                    done,
+                    in_quote: quote_depth > 0,
+                    opened_paragraph: was == Fresh::ItemParagraph,
+                    starts: Vec::new(),
+                    end: None,
+                });
+            }
+            Event::Start(Tag::Heading { .. }) => {
+                heading = Some(PendingHeading {
+                    start: range.start,
+                    in_quote: quote_depth > 0,
+                    starts: Vec::new(),
+                    end: None,
+                });
+            }
+            Event::Start(Tag::BlockQuote(_)) => quote_depth += 1,
+            Event::End(TagEnd::BlockQuote(_)) => quote_depth = quote_depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    if let Some(task) = pending.take() {
+        b.finish_task(task);
+    }
+
+    ParsedFile {
+        path: path.to_path_buf(),
+        tasks: b.tasks,
+        problems: b.problems,
+    }
+}
+
+/// Where we are relative to the start of a list item, to recognise its task marker.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fresh {
+    No,
+    Item,
+    ItemParagraph,
+}
+
+/// A task whose text is still being collected.
+struct PendingTask {
+    marker: Range<usize>,
+    done: bool,
+    in_quote: bool,
+    opened_paragraph: bool,
+    /// Starts of the inline events seen so far (file offsets).
+    starts: Vec<usize>,
+    /// End of the last inline event.
+    end: Option<usize>,
+}
+
+impl PendingTask {
+    fn inline(&mut self, range: &Range<usize>) {
+        self.starts.push(range.start);
+        self.end = Some(self.end.map_or(range.end, |e| e.max(range.end)));
+    }
+
+    fn may_open_paragraph(&self) -> bool {
+        !self.opened_paragraph && self.end.is_none()
+    }
+}
+
+struct PendingHeading {
+    start: usize,
+    in_quote: bool,
+    starts: Vec<usize>,
+    end: Option<usize>,
+}
+
+impl PendingHeading {
+    fn inline(&mut self, range: &Range<usize>) {
+        self.starts.push(range.start);
+        self.end = Some(self.end.map_or(range.end, |e| e.max(range.end)));
+    }
+}
+
+/// Events that belong to a paragraph's inline content. Anything else is block structure and
+/// ends a task's text.
+fn is_inline(event: &Event<'_>) -> bool {
+    match event {
+        Event::Text(_)
+        | Event::Code(_)
+        | Event::InlineMath(_)
+        | Event::DisplayMath(_)
+        | Event::InlineHtml(_)
+        | Event::FootnoteReference(_)
+        | Event::SoftBreak
+        | Event::HardBreak => true,
+        Event::Start(tag) => matches!(
+            tag,
+            Tag::Emphasis
+                | Tag::Strong
+                | Tag::Strikethrough
+                | Tag::Superscript
+                | Tag::Subscript
+                | Tag::Link { .. }
+                | Tag::Image { .. }
+        ),
+        Event::End(tag) => matches!(
+            tag,
+            TagEnd::Emphasis
+                | TagEnd::Strong
+                | TagEnd::Strikethrough
+                | TagEnd::Superscript
+                | TagEnd::Subscript
+                | TagEnd::Link
+                | TagEnd::Image
+        ),
+        _ => false,
+    }
+}
+
+struct Builder<'a> {
+    path: &'a Path,
+    canonical: String,
+    lines: LineIndex<'a>,
+    section: Section,
+    heading: Option<String>,
+    schedule: Option<Schedule>,
+    /// (section, normalised content) → how many tasks with it were seen so far.
+    occurrences: HashMap<(Section, String), usize>,
+    tasks: Vec<Task>,
+    problems: Vec<Problem>,
+}
+
+impl Builder<'_> {
+    fn warn(&mut self, offset: usize, message: String) {
+        let (line, column) = self.lines.line_col(offset);
+        self.problems.push(Problem {
+            file: self.path.to_path_buf(),
+            line,
+            column,
+            severity: Severity::Warning,
+            message,
+        });
+    }
+
+    /// Recurring and One-time are the sections heartbeat acts on; elsewhere it stays quiet.
+    fn in_active_section(&self) -> bool {
+        self.section != Section::Other
+    }
+
+    fn finish_heading(&mut self, level: HeadingLevel, h: PendingHeading) {
+        let text = match h.end {
+            Some(end) => {
+                let start = h.starts.iter().copied().min().unwrap_or(end);
+                extract(&self.lines, start..end, &h.starts, h.in_quote).text
+            }
+            None => String::new(),
+        };
+        match level {
+            // A new top-level part of the document: nothing below it is clearly in a section.
+            HeadingLevel::H1 => {
+                self.section = Section::Other;
+                self.heading = None;
+                self.schedule = None;
+            }
+            HeadingLevel::H2 => {
+                self.section = section_kind(&text);
+                self.heading = None;
+                self.schedule = None;
+            }
+            HeadingLevel::H3 => {
+                self.schedule = None;
+                if text.is_empty() {
+                    self.heading = None;
+                    return;
+                }
+                match schedule::parse_heading(self.section, &text) {
+                    HeadingKind::Schedule(s) => self.schedule = Some(s),
+                    HeadingKind::WrongSection(msg) => {
+                        if self.in_active_section() {
+                            self.warn(h.start, msg);
+                        }
+                    }
+                    HeadingKind::Title => {
+                        if self.in_active_section() {
+                            self.warn(
+                                h.start,
+                                format!(
+                                    "heading {text:?} is not a schedule; tasks below it use \
+                                     the section's default"
+                                ),
+                            );
+                        }
+                    }
+                }
+                self.heading = Some(text);
+            }
+            _ => {}
+        }
+    }
+
+    fn finish_task(&mut self, task: PendingTask) {
+        let start = task.marker.end;
+        let end = task.end.unwrap_or(start).max(start);
+        let text = extract(&self.lines, start..end, &task.starts, task.in_quote);
+        if text.text.is_empty() {
+            if self.in_active_section() {
+                self.warn(task.marker.start, "empty task".to_string());
+            }
+            return;
+        }
+        let (line, column) = self.lines.line_col(task.marker.start);
+        let (text_line, text_column) = self.lines.line_col(text.file_offset(0));
+        let body = parse_body(&text, &self.lines);
+        let content = normalised_content(&body, &text.text);
+        let n = self
+            .occurrences
+            .entry((self.section, content.clone()))
+            .or_insert(0);
+        let id = task_id(&self.canonical, self.section, &content, *n);
+        *n += 1;
+        self.tasks.push(Task {
+            id,
+            file: self.path.to_path_buf(),
+            line,
+            column,
+            section: self.section,
+            heading: self.heading.clone(),
+            schedule: self.schedule.clone(),
+            done: task.done,
+            text: text.text,
+            text_line,
+            text_column,
+            body,
+            marker: task.marker,
+        });
+    }
+}
+
+/// Recurring, One-time or anything else, from a level-2 heading's text.
+fn section_kind(text: &str) -> Section {
+    match text.trim().to_lowercase().as_str() {
+        "recurring" => Section::Recurring,
+        "one-time" | "one time" | "onetime" | "once" => Section::OneTime,
+        _ => Section::Other,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Identity
+
+/// What identifies a task inside its section: see SPEC §2 "Identity".
+fn normalised_content(body: &Body, text: &str) -> String {
+    match body {
+        Body::Tool { name, input } => {
+            let sorted = sorted_value(&Value::Object(input.clone()));
+            format!("@{name} {sorted}")
+        }
+        Body::Plain => fold_whitespace(text),
+        Body::Invalid { .. } => format!("@!{}", fold_whitespace(text)),
+    }
+}
+
+/// `serde_json` keeps insertion order here (`preserve_order`), so sort by hand, recursively.
+fn sorted_value(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let mut out = Map::with_capacity(entries.len());
+            for (k, v) in entries {
+                out.insert(k.clone(), sorted_value(v));
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted_value).collect()),
+        other => other.clone(),
+    }
+}
+
+fn fold_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// First 12 hex digits of SHA-256 over path, section, content and (from the second one on)
+/// the occurrence number, so adding a duplicate below never changes the first one's id.
+fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) -> String {
+    let mut h = Sha256::new();
+    h.update(canonical.as_bytes());
+    h.update(b"\0");
+    h.update(section.as_str().as_bytes());
+    h.update(b"\0");
+    h.update(content.as_bytes());
+    if occurrence > 0 {
+        h.update(b"\0");
+        h.update(occurrence.to_string().as_bytes());
+    }
+    let digest = h.finalize();
+    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool calls
+
+fn parse_body(text: &Extracted, lines: &LineIndex<'_>) -> Body {
+    let t = text.text.as_str();
+    let Some(after_at) = t.strip_prefix('@') else {
+        return Body::Plain;
+    };
+    let bytes = after_at.as_bytes();
+    if !bytes
+        .first()
+        .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+    {
+        return Body::Plain;
+    }
+    let name_len = bytes
+        .iter()
+        .position(|c| !(c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-')))
+        .unwrap_or(bytes.len());
+    let name = after_at[..name_len].to_string();
+    let after_name = &after_at[name_len..];
+    let rest = after_name.trim();
+    let rest_at = 1 + name_len + (after_name.len() - after_name.trim_start().len());
+    if rest.is_empty() {
+        return Body::Tool {
+            name,
+            input: Map::new(),
+        };
+    }
+    let invalid = |error: String, offset_in_rest: usize| {
+        let (line, column) = lines.line_col(text.file_offset(rest_at + offset_in_rest));
+        Body::Invalid {
+            tool: Some(name.clone()),
+            error,
+            line,
+            column,
+        }
+    };
+    match serde_json::from_str::<Value>(rest) {
+        Ok(Value::Object(input)) => Body::Tool { name, input },
+        Ok(other) => {
+            let found = match other {
+                Value::Array(_) => "an array",
+                Value::Number(_) => "a number",
+                Value::String(_) => "a string",
+                Value::Bool(_) => "a boolean",
+                Value::Null => "null",
+                Value::Object(_) => "an object",
+            };
+            invalid(
+                format!("expected a JSON object after @{name}, found {found}"),
+                0,
+            )
+        }
+        Err(e) => {
+            let full = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+            invalid(message, serde_offset(rest, e.line(), e.column()))
+        }
+    }
+}
+
+/// serde_json's (line, column) → byte offset in its input. Its column counts bytes since the
+/// last `\n` up to just past the offending byte (0 when the error sits at a line start).
+fn serde_offset(input: &str, line: usize, column: usize) -> usize {
+    if line == 0 {
+        return 0;
+    }
+    let mut line_start = 0;
+    for _ in 1..line {
+        match input[line_start..].find('\n') {
+            Some(i) => line_start += i + 1,
+            None => break,
+        }
+    }
+    let mut off = (line_start + column.saturating_sub(1)).min(input.len());
+    while !input.is_char_boundary(off) {
+        off -= 1;
+    }
+    off
+}
+
+// ---------------------------------------------------------------------------------------------
+// Source text and positions
+
+/// Line starts of the whole text, for offset → (line, column) by bisection.
+pub(crate) struct LineIndex<'a> {
+    text: &'a str,
+    bom: usize,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub(crate) fn new(text: &'a str, bom: usize) -> Self {
+        let bytes = text.as_bytes();
+        let mut starts = vec![0];
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\n' => starts.push(i + 1),
+                b'\r' if bytes.get(i + 1) == Some(&b'\n') => {
+                    i += 1;
+                    starts.push(i + 1);
+                }
+                b'\r' => starts.push(i + 1),
+                _ => {}
+            }
+            i += 1;
+        }
+        LineIndex { text, bom, starts }
+    }
+
+    /// 0-based index of the line holding `offset`.
+    fn line_of(&self, offset: usize) -> usize {
+        self.starts.partition_point(|&s| s <= offset) - 1
+    }
+
+    /// Offset just past the line's content, before its line break.
+    fn line_end(&self, line: usize) -> usize {
+        match self.starts.get(line + 1) {
+            Some(&next) => {
+                let b = self.text.as_bytes();
+                if next >= 2 && b[next - 1] == b'\n' && b[next - 2] == b'\r' {
+                    next - 2
+                } else {
+                    next - 1
+                }
+            }
+            None => self.text.len(),
+        }
+    }
+
+    /// 1-based (line, column) of a byte offset; the column counts characters, not the BOM.
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = self.line_of(offset);
+        let from = if line == 0 {
+            self.bom.min(offset)
+        } else {
+            self.starts[line]
+        };
+        let column = self.text.get(from..offset).map_or(0, |s| s.chars().count()) + 1;
+        (line + 1, column)
+    }
+}
+
+/// Text cut from the source, with the way back from text offsets to file offsets.
+struct Extracted {
+    text: String,
+    /// One per source line, in the untrimmed text.
+    segments: Vec<Segment>,
+    /// Bytes trimmed off the front of the untrimmed text.
+    lead: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Segment {
+    text_start: usize,
+    file_start: usize,
+    len: usize,
+}
+
+impl Extracted {
+    /// File offset of a byte offset in `text`. The `\n` joining two lines maps to the end of
+    /// the first line's content.
+    fn file_offset(&self, offset: usize) -> usize {
+        let u = offset + self.lead;
+        let i = self
+            .segments
+            .partition_point(|s| s.text_start <= u)
+            .saturating_sub(1);
+        match self.segments.get(i) {
+            Some(s) => s.file_start + (u - s.text_start).min(s.len),
+            None => 0,
+        }
+    }
+}
+
+/// Cut `range` out of the source: the first line from `range.start`, every later line without
+/// its container prefix (indentation, and `>` markers inside block quotes), lines joined with
+/// `\n`, the whole trimmed. `inline_starts` are where inline events begin: a prefix never
+/// extends past one (a line may start with an escaped `\>` or `\ `-like content).
+fn extract(
+    lines: &LineIndex<'_>,
+    range: Range<usize>,
+    inline_starts: &[usize],
+    in_quote: bool,
+) -> Extracted {
+    let src = lines.text;
+    let bytes = src.as_bytes();
+    let mut starts = inline_starts.to_vec();
+    starts.sort_unstable();
+
+    let mut raw = String::new();
+    let mut segments = Vec::new();
+    let first = lines.line_of(range.start);
+    let last = lines.line_of(range.end.max(range.start));
+    for line in first..=last {
+        let line_end = lines.line_end(line).min(range.end);
+        let begin = if line == first {
+            range.start
+        } else {
+            let line_start = lines.starts[line];
+            let next_inline = starts
+                .get(starts.partition_point(|&s| s < line_start))
+                .copied()
+                .unwrap_or(usize::MAX);
+            let cap = next_inline.min(line_end);
+            let mut p = line_start;
+            while p < cap && (matches!(bytes[p], b' ' | b'\t') || (in_quote && bytes[p] == b'>')) {
+                p += 1;
+            }
+            p
+        };
+        let piece = src.get(begin..line_end.max(begin)).unwrap_or("").trim_end();
+        if line != first {
+            raw.push('\n');
+        }
+        segments.push(Segment {
+            text_start: raw.len(),
+            file_start: begin,
+            len: piece.len(),
+        });
+        raw.push_str(piece);
+    }
+    let trimmed_front = raw.trim_start();
+    let lead = raw.len() - trimmed_front.len();
+    let text = trimmed_front.trim_end().to_string();
+    Extracted {
+        text,
+        segments,
+        lead,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    const PATH: &str = "/tmp/hb/HEARTBEAT.md";
+
+    fn p(text: &str) -> ParsedFile {
+        parse(Path::new(PATH), Path::new(PATH), text)
+    }
+
+    fn texts(text: &str) -> Vec<String> {
+        p(text).tasks.into_iter().map(|t| t.text).collect()
+    }
+
+    fn only(text: &str) -> Task {
+        let mut parsed = p(text);
+        assert_eq!(parsed.tasks.len(), 1, "{:#?}", parsed.tasks);
+        parsed.tasks.remove(0)
+    }
+
+    fn invalid(text: &str) -> (String, usize, usize) {
+        match only(text).body {
+            Body::Invalid {
+                error,
+                line,
+                column,
+                ..
+            } => (error, line, column),
+            other => panic!("not invalid: {other:?}"),
+        }
+    }
+
+    fn tool(text: &str) -> (String, Value) {
+        match only(text).body {
+            Body::Tool { name, input } => (name, Value::Object(input)),
+            other => panic!("not a tool: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn spec_example() {
+        let text = include_str!("../../fixtures/markdown/spec-example.md");
+        let parsed = p(text);
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        assert_eq!(parsed.path, PathBuf::from(PATH));
+        type Row<'a> = (Section, Option<&'a str>, bool, Option<&'a str>, usize);
+        let got: Vec<Row> = parsed
+            .tasks
+            .iter()
+            .map(|t| {
+                (
+                    t.section,
+                    t.heading.as_deref(),
+                    t.done,
+                    t.tool_name(),
+                    t.line,
+                )
+            })
+            .collect();
+        use Section::*;
+        assert_eq!(
+            got,
+            vec![
+                (Recurring, None, false, Some("backup"), 4),
+                (Recurring, None, false, None, 5),
+                (Recurring, Some("Every 6h"), false, Some("shell"), 8),
+                (
+                    Recurring,
+                    Some("Weekdays at 09:00"),
+                    false,
+                    Some("agent"),
+                    11
+                ),
+                (OneTime, None, false, Some("http"), 14),
+                (OneTime, None, true, None, 15),
+                (
+                    OneTime,
+                    Some("At 2026-12-24 18:00"),
+                    false,
+                    Some("notify"),
+                    18
+                ),
+            ]
+        );
+        let t = &parsed.tasks;
+        assert_eq!(t[1].text, "Stretch and drink water");
+        assert_eq!(t[1].body, Body::Plain);
+        assert_eq!((t[1].column, t[1].text_line, t[1].text_column), (3, 5, 7));
+        assert_eq!(&text[t[1].marker.clone()], "[ ]");
+        assert_eq!(&text[t[5].marker.clone()], "[x]");
+        assert_eq!(t[0].schedule, None);
+        assert_eq!(
+            t[2].schedule,
+            Some(Schedule::Every(std::time::Duration::from_secs(6 * 3600)))
+        );
+        assert!(matches!(t[3].schedule, Some(Schedule::At { .. })));
+        assert!(matches!(t[6].schedule, Some(Schedule::Once(_))));
+        match &t[2].body {
+            Body::Tool { name, input } => {
+                assert_eq!(name, "shell");
+                assert_eq!(
+                    Value::Object(input.clone()),
+                    serde_json::json!({"cmd": ["git", "-C", "/srv/notes", "pull", "--ff-only"]})
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        for task in t {
+            assert_eq!(task.file, PathBuf::from(PATH));
+            assert_eq!(task.id.len(), 12);
+            assert!(
+                task.id
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            );
+        }
+    }
+
+    #[test]
+    fn section_names() {
+        let cases = [
+            ("Recurring", Section::Recurring),
+            ("  RECURRING  ", Section::Recurring),
+            ("recurring", Section::Recurring),
+            ("One-time", Section::OneTime),
+            ("one-TIME", Section::OneTime),
+            ("One time", Section::OneTime),
+            ("Onetime", Section::OneTime),
+            ("ONCE", Section::OneTime),
+            ("Recurring tasks", Section::Other),
+            ("Ideas", Section::Other),
+            ("One  time", Section::Other),
+        ];
+        for (name, want) in cases {
+            let t = only(&format!("## {name}\n- [ ] a\n"));
+            assert_eq!(t.section, want, "{name:?}");
+        }
+        // ATX closing sequence is not part of the name.
+        assert_eq!(only("## Once ##\n- [ ] a\n").section, Section::OneTime);
+    }
+
+    #[test]
+    fn sections_before_any_heading_and_after_level_1_are_other() {
+        let parsed = p(
+            "- [ ] before\n## Recurring\n- [ ] in\n# Notes\n- [ ] after h1\n\
+                        ## Once\n- [ ] once\n#### Deep\n- [ ] still once\n",
+        );
+        let got: Vec<(&str, Section)> = parsed
+            .tasks
+            .iter()
+            .map(|t| (t.text.as_str(), t.section))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("before", Section::Other),
+                ("in", Section::Recurring),
+                ("after h1", Section::Other),
+                ("once", Section::OneTime),
+                ("still once", Section::OneTime),
+            ]
+        );
+    }
+
+    #[test]
+    fn setext_headings_count() {
+        let parsed =
+            p("Recurring\n---------\n- [ ] a\n\nTitle\n=====\n- [ ] b\n\nOnce\n--\n- [ ] c\n");
+        let got: Vec<Section> = parsed.tasks.iter().map(|t| t.section).collect();
+        assert_eq!(
+            got,
+            vec![Section::Recurring, Section::Other, Section::OneTime]
+        );
+    }
+
+    #[test]
+    fn level_3_headings_set_schedule_until_next_heading() {
+        let parsed = p("## Recurring\n### Every 30m\n- [ ] a\n#### Note\n- [ ] b\n\
+                        ### Daily at 08:00\n- [ ] c\n## Once\n- [ ] d\n");
+        let t = &parsed.tasks;
+        assert_eq!(t[0].heading.as_deref(), Some("Every 30m"));
+        assert_eq!(
+            t[0].schedule,
+            Some(Schedule::Every(std::time::Duration::from_secs(1800)))
+        );
+        // Level 4 changes nothing.
+        assert_eq!(t[1].heading.as_deref(), Some("Every 30m"));
+        assert_eq!(t[1].schedule, t[0].schedule);
+        assert_eq!(t[2].heading.as_deref(), Some("Daily at 08:00"));
+        assert!(matches!(t[2].schedule, Some(Schedule::At { .. })));
+        // A level-2 heading ends the schedule.
+        assert_eq!((t[3].heading.as_deref(), &t[3].schedule), (None, &None));
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    }
+
+    #[test]
+    fn title_heading_warns_in_active_sections_only() {
+        let parsed = p("## Recurring\n\n### Evry 6h\n- [ ] a\n\n## Ideas\n### Someday\n- [ ] b\n");
+        assert_eq!(parsed.tasks[0].heading.as_deref(), Some("Evry 6h"));
+        assert_eq!(parsed.tasks[0].schedule, None);
+        assert_eq!(parsed.tasks[1].heading.as_deref(), Some("Someday"));
+        assert_eq!(parsed.problems.len(), 1, "{:?}", parsed.problems);
+        let w = &parsed.problems[0];
+        assert_eq!(w.severity, Severity::Warning);
+        assert_eq!((w.line, w.column), (3, 1));
+        assert_eq!(
+            w.message,
+            "heading \"Evry 6h\" is not a schedule; tasks below it use the section's default"
+        );
+        assert_eq!(w.file, PathBuf::from(PATH));
+    }
+
+    #[test]
+    fn wrong_section_schedule_warns() {
+        let parsed =
+            p("## Once\n### Every 6h\n- [ ] a\n## Recurring\n### At 2026-12-24\n- [ ] b\n");
+        assert!(parsed.tasks.iter().all(|t| t.schedule.is_none()));
+        assert_eq!(parsed.problems.len(), 2, "{:?}", parsed.problems);
+        assert_eq!(parsed.problems[0].line, 2);
+        assert_eq!(parsed.problems[1].line, 5);
+        assert!(
+            parsed
+                .problems
+                .iter()
+                .all(|w| w.severity == Severity::Warning)
+        );
+    }
+
+    #[test]
+    fn every_list_marker_kind() {
+        let text = "## Recurring\n- [ ] dash\n\n* [ ] star\n\n+ [ ] plus\n\n1. [ ] dot\n\n\
+                    7) [x] paren\n\n10. [X] upper\n";
+        let parsed = p(text);
+        let got: Vec<(&str, bool, usize, usize)> = parsed
+            .tasks
+            .iter()
+            .map(|t| (t.text.as_str(), t.done, t.line, t.column))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("dash", false, 2, 3),
+                ("star", false, 4, 3),
+                ("plus", false, 6, 3),
+                ("dot", false, 8, 4),
+                ("paren", true, 10, 4),
+                ("upper", true, 12, 5),
+            ]
+        );
+        for t in &parsed.tasks {
+            assert_eq!(t.marker.len(), 3);
+            assert_eq!(text.as_bytes()[t.marker.start], b'[');
+        }
+    }
+
+    #[test]
+    fn not_a_task_list_item() {
+        assert!(texts("- [] a\n- [y] b\n-[ ] c\n- [ ]not spaced\nplain [ ] text\n").is_empty());
+        // A marker not at the start of the item.
+        assert!(texts("- a [ ] b\n").is_empty());
+    }
+
+    #[test]
+    fn nested_tasks_have_their_own_text() {
+        let parsed = p(
+            "## Once\n- [ ] parent\n  more parent\n  - [ ] child\n    - [x] grandchild\n  \
+                        - plain item\n    - [ ] under a plain item\n",
+        );
+        let got: Vec<(&str, usize, usize)> = parsed
+            .tasks
+            .iter()
+            .map(|t| (t.text.as_str(), t.line, t.column))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("parent\nmore parent", 2, 3),
+                ("child", 4, 5),
+                ("grandchild", 5, 7),
+                ("under a plain item", 7, 7),
+            ]
+        );
+    }
+
+    #[test]
+    fn text_stops_at_the_first_block() {
+        assert_eq!(
+            texts("- [ ] first\n\n  second paragraph\n"),
+            vec!["first".to_string()]
+        );
+        assert_eq!(
+            texts("- [ ] first\n  ```\n  code\n  ```\n"),
+            vec!["first".to_string()]
+        );
+        assert_eq!(texts("- [ ] a\n  > quoted\n"), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn tasks_in_blockquotes() {
+        let text = "> ## Recurring\n> - [ ] @x {\"a\":\n>   1}\n>\n> > 1. [ ] deep\n> >    er\n";
+        let parsed = p(text);
+        assert_eq!(parsed.tasks.len(), 2);
+        let t = &parsed.tasks[0];
+        assert_eq!(t.section, Section::Recurring);
+        assert_eq!(t.text, "@x {\"a\":\n1}");
+        assert_eq!((t.line, t.column), (2, 5));
+        assert_eq!(
+            t.body,
+            Body::Tool {
+                name: "x".into(),
+                input: serde_json::from_str(r#"{"a":1}"#).unwrap()
+            }
+        );
+        assert_eq!(parsed.tasks[1].text, "deep\ner");
+        assert_eq!((parsed.tasks[1].line, parsed.tasks[1].column), (5, 8));
+    }
+
+    #[test]
+    fn code_and_html_blocks_are_not_tasks() {
+        let text = include_str!("../../fixtures/markdown/not-tasks.md");
+        assert_eq!(texts(text), vec!["the only task".to_string()]);
+    }
+
+    #[test]
+    fn loose_and_tight_items_read_the_same() {
+        let tight = p("- [ ] a *b*\n  c\n- [x] d\n");
+        let loose = p("- [ ] a *b*\n  c\n\n- [x] d\n");
+        let t: Vec<_> = tight
+            .tasks
+            .iter()
+            .map(|t| (&t.text, &t.id, t.done))
+            .collect();
+        let l: Vec<_> = loose
+            .tasks
+            .iter()
+            .map(|t| (&t.text, &t.id, t.done))
+            .collect();
+        assert_eq!(t, l);
+        assert_eq!(tight.tasks[0].text, "a *b*\nc");
+    }
+
+    #[test]
+    fn marker_alone_on_its_line_takes_the_next_paragraph() {
+        let t = only("- [ ]\n  @x {\"a\": 1}\n");
+        assert_eq!(t.text, "@x {\"a\": 1}");
+        assert_eq!((t.text_line, t.text_column), (2, 3));
+        assert_eq!(only("- [ ]\n  text\n\n- b\n").text, "text");
+    }
+
+    #[test]
+    fn text_is_verbatim_source() {
+        let t = only("- [ ]   *emph* \\* &amp; `co  de` <b>x</b> [l](u)   \n");
+        assert_eq!(t.text, "*emph* \\* &amp; `co  de` <b>x</b> [l](u)");
+        assert_eq!((t.text_line, t.text_column), (1, 9));
+        // An escape at the start of a continuation line keeps its backslash.
+        assert_eq!(only("- [ ] a\n  \\# b\n").text, "a\n\\# b");
+        // Hard breaks: trailing spaces go, a backslash stays.
+        assert_eq!(only("- [ ] a  \n  b\\\n  c\n").text, "a\nb\\\nc");
+    }
+
+    #[test]
+    fn empty_task_is_a_warning() {
+        let parsed = p("## Recurring\n- [ ]\n- [ ]   \n- [x]\n\n## Ideas\n- [ ]\n");
+        assert!(parsed.tasks.is_empty());
+        let lines: Vec<(usize, usize, &str)> = parsed
+            .problems
+            .iter()
+            .map(|w| (w.line, w.column, w.message.as_str()))
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (2, 3, "empty task"),
+                (3, 3, "empty task"),
+                (4, 3, "empty task")
+            ]
+        );
+    }
+
+    #[test]
+    fn tool_calls() {
+        assert_eq!(
+            tool("- [ ] @backup"),
+            ("backup".into(), serde_json::json!({}))
+        );
+        assert_eq!(
+            tool("- [ ] @a.b-c_9   \n"),
+            ("a.b-c_9".into(), serde_json::json!({}))
+        );
+        assert_eq!(
+            tool("- [ ] @_x{\"k\": [1, {\"z\": null}]}"),
+            ("_x".into(), serde_json::json!({"k": [1, {"z": null}]}))
+        );
+        assert_eq!(
+            tool("- [ ] @shell {\"cmd\":\n  [\"ls\",\n   \"-l\"]}\n"),
+            ("shell".into(), serde_json::json!({"cmd": ["ls", "-l"]}))
+        );
+        // Not a tool name: plain tasks.
+        for text in [
+            "- [ ] @ backup",
+            "- [ ] @1x {}",
+            "- [ ] @",
+            "- [ ] a @x {}",
+            "- [ ] @-x",
+        ] {
+            assert_eq!(only(text).body, Body::Plain, "{text}");
+        }
+    }
+
+    #[test]
+    fn invalid_json_kinds_with_positions() {
+        let e = |s| invalid(s);
+        assert_eq!(
+            e("- [ ] @x [1, 2]"),
+            (
+                "expected a JSON object after @x, found an array".into(),
+                1,
+                10
+            )
+        );
+        assert_eq!(
+            e("- [ ] @x   42\n"),
+            (
+                "expected a JSON object after @x, found a number".into(),
+                1,
+                12
+            )
+        );
+        assert_eq!(
+            e("- [ ] @x \"s\""),
+            (
+                "expected a JSON object after @x, found a string".into(),
+                1,
+                10
+            )
+        );
+        assert_eq!(
+            e("- [ ] @x true"),
+            (
+                "expected a JSON object after @x, found a boolean".into(),
+                1,
+                10
+            )
+        );
+        assert_eq!(
+            e("- [ ] @x null"),
+            ("expected a JSON object after @x, found null".into(), 1, 10)
+        );
+        // Trailing text after the object: serde's own message, at the first extra character.
+        assert_eq!(
+            e("- [ ] @x {\"a\": 1} please"),
+            ("trailing characters".into(), 1, 19)
+        );
+        // Words after the name.
+        assert_eq!(e("- [ ] @x call me"), ("expected value".into(), 1, 10));
+        // Unterminated object: at its last character.
+        assert_eq!(
+            e("- [ ] @x {\"a\": 1"),
+            ("EOF while parsing an object".into(), 1, 16)
+        );
+        // Across continuation lines: the error is placed in the file, prefixes counted.
+        let (msg, line, column) =
+            e("## Recurring\n- [ ] @shell {\"cmd\":\n  [\"ls\",\n  \"-l\" oops]}\n");
+        assert_eq!((msg.as_str(), line, column), ("expected `,` or `]`", 4, 8));
+        let (msg, line, column) = e("> - [ ] @x {\"a\":\n>   1,,}\n");
+        assert_eq!((msg.as_str(), line, column), ("key must be a string", 2, 7));
+        // Columns count characters, not bytes.
+        let (_, line, column) = e("- [ ] @x {\"é€\": 1 2}");
+        assert_eq!((line, column), (1, 19));
+        // The invalid task keeps its tool name.
+        assert_eq!(only("- [ ] @x [").tool_name(), Some("x"));
+    }
+
+    #[test]
+    fn id_formula() {
+        // sha256("/tmp/hb/HEARTBEAT.md\0recurring\0Stretch and drink water")[..12]
+        let t = only("## Recurring\n- [ ] Stretch   and\n  drink water\n");
+        assert_eq!(t.id, "6ede4bb67a20");
+        // Keys sorted, compact: `@backup {"a":1,"path":"/home"}`.
+        let t = only("## Recurring\n- [ ] @backup {\"path\": \"/home\",\n  \"a\": 1}\n");
+        assert_eq!(t.id, "f5ef02add3f4");
+        // The second occurrence gets "\01" appended.
+        let parsed =
+            p("## Recurring\n- [ ] Stretch and drink water\n- [x] Stretch and drink water\n");
+        assert_eq!(parsed.tasks[0].id, "6ede4bb67a20");
+        assert_eq!(parsed.tasks[1].id, "445638565d4a");
+    }
+
+    fn id(text: &str) -> String {
+        only(text).id
+    }
+
+    #[test]
+    fn ids_are_stable_across_formatting() {
+        let a = id("## Recurring\n- [ ] @x {\"a\": 1, \"b\": {\"d\": [1, 2], \"c\": \"s\"}}\n");
+        let b = id(
+            "## Recurring\n\n### Every 6h\n\n* [x] @x   {\"b\":{\"c\":\"s\",\n  \"d\":[1,2]},\"a\":1}\n",
+        );
+        assert_eq!(a, b);
+        assert_eq!(
+            id("## Once\n- [ ] drink   water"),
+            id("## Once\n1. [x] drink\n   water\n")
+        );
+        // Same section kind in another place of the file.
+        assert_eq!(
+            id("## Once\n- [ ] x\n"),
+            id("# Title\n\n## once\n\n> - [ ] x\n")
+        );
+    }
+
+    #[test]
+    fn ids_change_with_content_section_and_file() {
+        let base = id("## Recurring\n- [ ] @x {\"a\": 1}\n");
+        for other in [
+            "## Recurring\n- [ ] @x {\"a\": 2}\n",
+            "## Recurring\n- [ ] @x {\"a\": \"1\"}\n",
+            "## Recurring\n- [ ] @x {\"a\": 1.0}\n",
+            "## Recurring\n- [ ] @y {\"a\": 1}\n",
+            "## Once\n- [ ] @x {\"a\": 1}\n",
+            "## Recurring\n- [ ] x {\"a\": 1}\n",
+        ] {
+            assert_ne!(base, id(other), "{other}");
+        }
+        let in_other_file = parse(
+            Path::new(PATH),
+            Path::new("/tmp/hb/real.md"),
+            "## Recurring\n- [ ] @x {\"a\": 1}\n",
+        );
+        assert_ne!(base, in_other_file.tasks[0].id);
+        assert_eq!(in_other_file.tasks[0].file, PathBuf::from(PATH));
+        // A plain task written like an invalid call's normal form still gets its own id.
+        let both = p("- [ ] @x [1]\n- [ ] @!@x [1]\n");
+        assert_eq!(both.tasks[1].body, Body::Plain);
+        assert_ne!(both.tasks[0].id, both.tasks[1].id);
+    }
+
+    #[test]
+    fn duplicate_tasks_get_occurrence_ids() {
+        let one = p("## Recurring\n- [ ] a\n");
+        let two = p("## Recurring\n- [ ] a\n- [x] a\n- [ ] b\n- [ ]   a\n## Once\n- [ ] a\n");
+        assert_eq!(one.tasks[0].id, two.tasks[0].id);
+        let ids: Vec<&str> = two.tasks.iter().map(|t| t.id.as_str()).collect();
+        let unique: std::collections::HashSet<&str> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), ids.len(), "{ids:?}");
+        // Removing the done duplicate renumbers those below it, not those above.
+        let three = p("## Recurring\n- [ ] a\n- [ ] b\n- [ ]   a\n");
+        assert_eq!(three.tasks[0].id, two.tasks[0].id);
+        assert_eq!(three.tasks[1].id, two.tasks[2].id);
+        assert_eq!(three.tasks[2].id, two.tasks[1].id);
+    }
+
+    #[test]
+    fn bom_and_crlf() {
+        let text = "\u{feff}## Once\r\n- [ ] é @x {\"a\":\r\n  1}\r\n- [ ] @y [\r\n";
+        let parsed = p(text);
+        assert_eq!(parsed.tasks.len(), 2);
+        let t = &parsed.tasks[0];
+        assert_eq!(t.section, Section::OneTime);
+        assert_eq!(&text[t.marker.clone()], "[ ]");
+        assert_eq!(t.marker, 14..17);
+        assert_eq!((t.line, t.column, t.text_line, t.text_column), (2, 3, 2, 7));
+        assert_eq!(t.text, "é @x {\"a\":\n1}");
+        let (_, line, column) = match &parsed.tasks[1].body {
+            Body::Invalid {
+                error,
+                line,
+                column,
+                ..
+            } => (error, *line, *column),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!((line, column), (4, 10));
+        // On line 1 the BOM is not a column.
+        let w = p("\u{feff}## Recurring\n### Nope\n- [ ] a\n");
+        assert_eq!((w.problems[0].line, w.problems[0].column), (2, 1));
+        let first_line = p("\u{feff}- [ ] a\n");
+        assert_eq!(first_line.tasks[0].column, 3);
+        assert_eq!(first_line.tasks[0].marker, 5..8);
+    }
+
+    #[test]
+    fn cr_only_line_endings() {
+        let text = "## Recurring\r- [ ] a\r  b\r- [ ] @x {\r  \"k\" 1}\r";
+        let parsed = p(text);
+        assert_eq!(parsed.tasks.len(), 2);
+        assert_eq!(parsed.tasks[0].section, Section::Recurring);
+        assert_eq!(parsed.tasks[0].text, "a\nb");
+        assert_eq!((parsed.tasks[1].line, parsed.tasks[1].column), (4, 3));
+        match &parsed.tasks[1].body {
+            Body::Invalid { line, column, .. } => assert_eq!((*line, *column), (5, 7)),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn line_index() {
+        let text = "ab\r\ncd\ref\n\ngh";
+        let idx = LineIndex::new(text, 0);
+        assert_eq!(idx.line_col(0), (1, 1));
+        assert_eq!(idx.line_col(2), (1, 3));
+        assert_eq!(idx.line_col(3), (1, 4));
+        assert_eq!(idx.line_col(4), (2, 1));
+        assert_eq!(idx.line_col(7), (3, 1));
+        assert_eq!(idx.line_col(10), (4, 1));
+        assert_eq!(idx.line_col(11), (5, 1));
+        assert_eq!(idx.line_col(13), (5, 3));
+        assert_eq!(idx.line_end(0), 2);
+        assert_eq!(idx.line_end(1), 6);
+        assert_eq!(idx.line_end(4), 13);
+    }
+
+    #[test]
+    fn large_file_is_linear() {
+        let mut text = String::from("## Recurring\n");
+        for i in 0..20_000 {
+            text.push_str(&format!("- [ ] @x {{\"n\": {i}, \"s\": \"some text\"}}\n"));
+        }
+        let start = std::time::Instant::now();
+        let parsed = p(&text);
+        assert_eq!(parsed.tasks.len(), 20_000);
+        // Generous: a quadratic parser takes minutes here.
+        assert!(start.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn parse_never_panics(text in "\\PC*") {
+                let _ = p(&text);
+            }
+
+            #[test]
+            fn parse_never_panics_on_markdownish(text in "([-*+>#\\[\\] xX@{}\"`~\\\\\r\n\t1.)aé<]|\u{feff}){0,80}") {
+                let parsed = p(&text);
+                for t in &parsed.tasks {
+                    let m = &text[t.marker.clone()];
+                    prop_assert!(m == "[ ]" || m == "[x]" || m == "[X]" || m == "[\t]", "{:?}", m);
+                    prop_assert!(!t.text.is_empty());
+                    prop_assert!(t.line >= 1 && t.column >= 1);
+                }
+            }
+        }
+    }
 }
