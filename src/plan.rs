@@ -278,3 +278,262 @@ fn unknown_tool(name: &str, registry: &Registry) -> String {
         registry.names().join(", ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ToolConfig;
+    use crate::model::DaySet;
+    use crate::schedule::{ActiveHours, Window};
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
+
+    fn config(tools: BTreeMap<String, ToolConfig>) -> Config {
+        Config {
+            source: None,
+            files: vec![],
+            active: ActiveHours {
+                tz: chrono_tz::Europe::Berlin,
+                window: Window::parse("08:00-22:00").unwrap(),
+                days: DaySet::ALL,
+            },
+            autonomy: Autonomy::Cautious,
+            plain_tasks: PlainTasks::Remind,
+            state_dir: PathBuf::from("/state"),
+            audit_log: PathBuf::from("/state/audit.jsonl"),
+            approval_ttl: Duration::from_secs(86400),
+            concurrency: 1,
+            max_tasks_per_run: 50,
+            stuck_after: Duration::from_secs(1800),
+            tools,
+            warnings: vec![],
+        }
+    }
+
+    fn tasks(md: &str) -> Vec<Task> {
+        let p = Path::new("/x/HEARTBEAT.md");
+        crate::markdown::parse(p, p, md).tasks
+    }
+
+    fn decide_all(
+        md: &str,
+        cfg: &Config,
+        state: &Snapshot,
+        now: &str,
+        autonomy: Autonomy,
+    ) -> Vec<Decision> {
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let p = plan(
+            &tasks,
+            &PlanInput {
+                config: cfg,
+                registry: &registry,
+                state,
+                now: now.parse().unwrap(),
+                force: false,
+                autonomy,
+            },
+        );
+        p.items.into_iter().map(|i| i.decision).collect()
+    }
+
+    // 10:00 in Berlin (winter).
+    const NOON: &str = "2026-01-15T09:00:00Z";
+
+    const MD: &str = "## Recurring\n- [ ] @log {\"text\": \"hi\"}\n- [ ] @shell {\"cmd\": \"true\"}\n- [ ] Stretch\n- [x] @log {\"text\": \"done\"}\n## Notes\n- [ ] @shell {\"cmd\": \"x\"}\n";
+
+    #[test]
+    fn autonomy_levels_follow_the_table() {
+        let cfg = config(BTreeMap::new());
+        let s = Snapshot::default();
+        use Decision::*;
+        assert_eq!(
+            decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious),
+            vec![Run, Approve, Remind, Done, Ignored]
+        );
+        assert_eq!(
+            decide_all(MD, &cfg, &s, NOON, Autonomy::Full),
+            vec![Run, Run, Remind, Done, Ignored]
+        );
+        assert_eq!(
+            decide_all(MD, &cfg, &s, NOON, Autonomy::Observe),
+            vec![
+                Skip(SkipReason::Observe),
+                Skip(SkipReason::Observe),
+                Remind,
+                Done,
+                Ignored
+            ]
+        );
+    }
+
+    #[test]
+    fn policy_deny_pending_and_denials_hold() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "log".to_string(),
+            ToolConfig {
+                approval: Some(Approval::Deny),
+                ..ToolConfig::default()
+            },
+        );
+        let cfg = config(tools);
+        let ids: Vec<String> = tasks(MD).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        s.pending.insert(ids[1].clone(), 7);
+        let d = decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious);
+        assert_eq!(d[0], Decision::Skip(SkipReason::DeniedByPolicy));
+        assert_eq!(d[1], Decision::Pending(7));
+
+        let cfg = config(BTreeMap::new());
+        let mut s = Snapshot::default();
+        s.denied_until
+            .insert(ids[1].clone(), "2026-01-15T10:00:00Z".parse().unwrap());
+        assert_eq!(
+            decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious)[1],
+            Decision::Denied
+        );
+        // Once the denial stops holding, the task asks again.
+        assert_eq!(
+            decide_all(MD, &cfg, &s, "2026-01-15T10:00:00Z", Autonomy::Cautious)[1],
+            Decision::Approve
+        );
+    }
+
+    #[test]
+    fn outside_active_hours_everything_open_is_inactive() {
+        let cfg = config(BTreeMap::new());
+        let d = decide_all(
+            MD,
+            &cfg,
+            &Snapshot::default(),
+            "2026-01-15T22:00:00Z",
+            Autonomy::Full,
+        );
+        use Decision::*;
+        assert_eq!(d, vec![Inactive, Inactive, Inactive, Done, Ignored]);
+    }
+
+    #[test]
+    fn unknown_tools_and_bad_input_are_invalid() {
+        let cfg = config(BTreeMap::new());
+        let md = "## Recurring\n- [ ] @bakup {}\n- [ ] @shell {\"cwd\": \"/\"}\n";
+        let d = decide_all(md, &cfg, &Snapshot::default(), NOON, Autonomy::Full);
+        match &d[0] {
+            Decision::Invalid {
+                line,
+                column,
+                error,
+            } => {
+                assert_eq!((*line, *column), (2, 7));
+                assert!(error.contains("unknown tool \"bakup\""), "{error}");
+                assert!(
+                    error.contains("append_file, log, shell, write_file"),
+                    "{error}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(&d[1], Decision::Invalid { error, .. } if error.contains("cmd")),
+            "{:?}",
+            d[1]
+        );
+    }
+
+    #[test]
+    fn run_cap_skips_the_rest_in_file_order() {
+        let mut cfg = config(BTreeMap::new());
+        cfg.max_tasks_per_run = 2;
+        let md = "## Recurring\n- [ ] @log {\"text\": \"1\"}\n- [ ] @shell {\"cmd\": \"q\"}\n- [ ] @log {\"text\": \"2\"}\n- [ ] @log {\"text\": \"3\"}\n";
+        let d = decide_all(md, &cfg, &Snapshot::default(), NOON, Autonomy::Cautious);
+        use Decision::*;
+        assert_eq!(d, vec![Run, Approve, Run, Skip(SkipReason::RunCap)]);
+        cfg.max_tasks_per_run = 0;
+        let d = decide_all(md, &cfg, &Snapshot::default(), NOON, Autonomy::Cautious);
+        assert_eq!(d, vec![Run, Approve, Run, Run]);
+    }
+
+    #[test]
+    fn one_time_reminders_and_successes_happen_once() {
+        let cfg = config(BTreeMap::new());
+        let md = "## One-time\n- [ ] Call the bank\n- [ ] @log {\"text\": \"x\"}\n";
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        use Decision::*;
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
+            vec![Remind, Run]
+        );
+        s.reminded.insert(ids[0].clone());
+        s.succeeded.insert(ids[1].clone());
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
+            vec![NotDue, Done]
+        );
+    }
+
+    #[test]
+    fn plain_tasks_can_call_the_agent() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "agent".to_string(),
+            ToolConfig {
+                command: Some(vec!["my-agent".into()]),
+                approval: Some(Approval::Auto),
+                ..ToolConfig::default()
+            },
+        );
+        let mut cfg = config(tools);
+        cfg.plain_tasks = PlainTasks::Agent;
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks("## Recurring\n- [ ] Summarise   my mail\n");
+        let p = plan(
+            &tasks,
+            &PlanInput {
+                config: &cfg,
+                registry: &registry,
+                state: &Snapshot::default(),
+                now: NOON.parse().unwrap(),
+                force: false,
+                autonomy: Autonomy::Cautious,
+            },
+        );
+        assert_eq!(p.items[0].decision, Decision::Run);
+        assert_eq!(p.items[0].tool.as_deref(), Some("agent"));
+        assert_eq!(
+            p.items[0].input.as_ref().unwrap()["prompt"],
+            Value::String("Summarise   my mail".into())
+        );
+    }
+
+    #[test]
+    fn schedules_decide_due_and_next_due() {
+        let cfg = config(BTreeMap::new());
+        let md = "## Recurring\n### Every 6h\n- [ ] @log {\"text\": \"x\"}\n";
+        let id = tasks(md)[0].id.clone();
+        let mut s = Snapshot::default();
+        s.last_attempt
+            .insert(id, "2026-01-15T07:00:00Z".parse().unwrap());
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let p = plan(
+            &tasks,
+            &PlanInput {
+                config: &cfg,
+                registry: &registry,
+                state: &s,
+                now: NOON.parse().unwrap(),
+                force: false,
+                autonomy: Autonomy::Cautious,
+            },
+        );
+        assert_eq!(p.items[0].decision, Decision::NotDue);
+        assert_eq!(
+            p.items[0].next_due,
+            Some("2026-01-15T13:00:00Z".parse().unwrap())
+        );
+    }
+}
