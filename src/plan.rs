@@ -230,6 +230,17 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
             cfg.active.next_active(t)
         }
     });
+    // Waiting for a person, or refused by one: that is the state, whatever the clock says.
+    if let Some(id) = state.pending.get(&task.id) {
+        return planned(Decision::Pending(*id), tool, tool_in, due_at);
+    }
+    if state
+        .denied_until
+        .get(&task.id)
+        .is_some_and(|until| *until > now)
+    {
+        return planned(Decision::Denied, tool, tool_in, due_at);
+    }
     if !active && !input.force {
         return planned(Decision::Inactive, tool, tool_in, due_at);
     }
@@ -246,16 +257,6 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
             tool_in,
             due_at,
         );
-    }
-    if let Some(id) = state.pending.get(&task.id) {
-        return planned(Decision::Pending(*id), tool, tool_in, due_at);
-    }
-    if state
-        .denied_until
-        .get(&task.id)
-        .is_some_and(|until| *until > now)
-    {
-        return planned(Decision::Denied, tool, tool_in, due_at);
     }
     let decision = match (input.autonomy, spec.approval) {
         (Autonomy::Observe, _) => Decision::Skip(SkipReason::Observe),
@@ -386,6 +387,16 @@ mod tests {
         let d = decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious);
         assert_eq!(d[0], Decision::Skip(SkipReason::DeniedByPolicy));
         assert_eq!(d[1], Decision::Pending(7));
+        // Queuing counts as an attempt; a scheduled task still shows as pending, not not_due.
+        let md6 = MD.replace("## Recurring\n", "## Recurring\n### Every 6h\n");
+        let id6 = tasks(&md6)[1].id.clone();
+        let mut s6 = Snapshot::default();
+        s6.pending.insert(id6.clone(), 8);
+        s6.last_attempt.insert(id6, NOON.parse().unwrap());
+        assert_eq!(
+            decide_all(&md6, &cfg, &s6, NOON, Autonomy::Cautious)[1],
+            Decision::Pending(8)
+        );
 
         let cfg = config(BTreeMap::new());
         let mut s = Snapshot::default();
