@@ -114,3 +114,90 @@ fn line_breaks(bytes: &[u8]) -> usize {
     }
     n
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_text_as_is_and_resolves_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.md");
+        fs::write(&real, "\u{feff}## Once\r\n- [ ] a").unwrap();
+        let link = dir.path().join("HEARTBEAT.md");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let s = read_source(&link).unwrap();
+        assert_eq!(s.path, link);
+        assert_eq!(s.canonical, fs::canonicalize(&real).unwrap());
+        assert_eq!(s.text, "\u{feff}## Once\r\n- [ ] a");
+    }
+
+    #[test]
+    fn missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        let err = read_source(&path).unwrap_err();
+        assert!(matches!(&err, FileError::Missing(p) if *p == path));
+        assert_eq!(err.to_string(), format!("{}: no such file", path.display()));
+        // A dangling symlink is missing too.
+        std::os::unix::fs::symlink(dir.path().join("nowhere"), &path).unwrap();
+        assert!(matches!(read_source(&path), Err(FileError::Missing(_))));
+    }
+
+    #[test]
+    fn size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        let f = fs::File::create(&path).unwrap();
+        f.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let err = read_source(&path).unwrap_err();
+        assert!(
+            matches!(err, FileError::TooLarge { size, .. } if size == MAX_FILE_BYTES + 1),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("larger than the 8 MiB limit"));
+        // Exactly at the limit is fine.
+        f.set_len(MAX_FILE_BYTES).unwrap();
+        assert_eq!(
+            read_source(&path).unwrap().text.len() as u64,
+            MAX_FILE_BYTES
+        );
+    }
+
+    #[test]
+    fn not_utf8_names_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        for (bytes, line) in [
+            (&b"\xff"[..], 1),
+            (b"a\nb\n- [ ] \xc3(", 3),
+            (b"a\r\nb\r\nc\xe2\x82", 3),
+            (b"a\rb\r\r\xfe", 4),
+            (b"\xef\xbb\xbfok\n\x80", 2),
+        ] {
+            fs::write(&path, bytes).unwrap();
+            match read_source(&path) {
+                Err(FileError::NotUtf8 { line: got, path: p }) => {
+                    assert_eq!((got, &p), (line, &path), "{bytes:?}")
+                }
+                other => panic!("{bytes:?}: {other:?}"),
+            }
+        }
+        let err = read_source(&path).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!("{}:2: not valid UTF-8", path.display())
+        );
+    }
+
+    #[test]
+    fn directory_is_an_io_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_source(dir.path()).unwrap_err();
+        assert!(matches!(err, FileError::Io { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with(&dir.path().display().to_string())
+        );
+    }
+}
