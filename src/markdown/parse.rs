@@ -43,6 +43,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     let mut pending: Option<PendingTask> = None;
     let mut heading: Option<PendingHeading> = None;
     let mut quote_depth = 0usize;
+    let mut item_depth = 0usize;
     let mut fresh = Fresh::No;
 
     // Only task lists: tables, footnotes and the rest would change what counts as a list item.
@@ -78,7 +79,11 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
 
         let was = std::mem::replace(&mut fresh, Fresh::No);
         match event {
-            Event::Start(Tag::Item) => fresh = Fresh::Item,
+            Event::Start(Tag::Item) => {
+                item_depth += 1;
+                fresh = Fresh::Item;
+            }
+            Event::End(TagEnd::Item) => item_depth = item_depth.saturating_sub(1),
             // Loose items open their paragraph before the marker.
             Event::Start(Tag::Paragraph) if was == Fresh::Item => fresh = Fresh::ItemParagraph,
             Event::TaskListMarker(done) if was != Fresh::No => {
@@ -95,6 +100,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
             Event::Start(Tag::Heading { .. }) => {
                 heading = Some(PendingHeading {
                     start: range.start,
+                    nested: quote_depth > 0 || item_depth > 0,
                     in_quote: quote_depth > 0,
                     starts: Vec::new(),
                     end: None,
@@ -149,6 +155,8 @@ impl PendingTask {
 
 struct PendingHeading {
     start: usize,
+    /// Inside a blockquote or list item: quoted or nested text, not the file's structure.
+    nested: bool,
     in_quote: bool,
     starts: Vec<usize>,
     end: Option<usize>,
@@ -228,6 +236,11 @@ impl Builder<'_> {
     }
 
     fn finish_heading(&mut self, level: HeadingLevel, h: PendingHeading) {
+        // Only the file's own headings make sections and schedules: a quoted example such as
+        // `> ## Recurring` must never turn the tasks below it into work.
+        if h.nested {
+            return;
+        }
         let text = match h.end {
             Some(end) => {
                 let start = h.starts.iter().copied().min().unwrap_or(end);
@@ -914,7 +927,7 @@ mod tests {
 
     #[test]
     fn tasks_in_blockquotes() {
-        let text = "> ## Recurring\n> - [ ] @x {\"a\":\n>   1}\n>\n> > 1. [ ] deep\n> >    er\n";
+        let text = "## Recurring\n> - [ ] @x {\"a\":\n>   1}\n>\n> > 1. [ ] deep\n> >    er\n";
         let parsed = p(text);
         assert_eq!(parsed.tasks.len(), 2);
         let t = &parsed.tasks[0];
@@ -930,6 +943,20 @@ mod tests {
         );
         assert_eq!(parsed.tasks[1].text, "deep\ner");
         assert_eq!((parsed.tasks[1].line, parsed.tasks[1].column), (5, 8));
+    }
+
+    #[test]
+    fn headings_in_quotes_and_items_do_not_make_sections() {
+        // A quoted example of a HEARTBEAT.md is not work to do.
+        let text = "> ## Recurring\n> - [ ] @shell {\"cmd\": \"rm -rf /\"}\n\n- [ ] x\n  ## Recurring\n  - [ ] @log {}\n";
+        let parsed = p(text);
+        assert_eq!(parsed.tasks.len(), 3);
+        assert!(parsed.tasks.iter().all(|t| t.section == Section::Other));
+        // Nor do they end the file's own section or schedule.
+        let text = "## Recurring\n### Every 6h\n> ## Notes\n> ### Daily at 09:00\n- [ ] @log {}\n";
+        let t = &p(text).tasks[0];
+        assert_eq!(t.section, Section::Recurring);
+        assert_eq!(t.heading.as_deref(), Some("Every 6h"));
     }
 
     #[test]
