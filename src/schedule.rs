@@ -768,6 +768,77 @@ mod tests {
         );
     }
 
+    /// `next_active` agrees with a brute-force scan, minute by minute, around both Berlin DST
+    /// days and in other zones.
+    #[test]
+    fn next_active_matches_a_minute_scan() {
+        use Weekday::*;
+        let windows = [
+            "08:00-22:00",
+            "22:00-06:00",
+            "02:00-02:30",
+            "02:30-03:30",
+            "01:00-02:30",
+            "00:00-24:00",
+            "23:30-24:00",
+        ];
+        let day_sets = [DaySet::ALL, days(&[Sat]), days(&[Mon, Tue, Wed, Thu, Fri])];
+        let starts = [
+            (Berlin, "2026-03-28T20:00:00Z"),
+            (Berlin, "2026-10-24T20:00:00Z"),
+            (New_York, "2026-03-07T20:00:00Z"),
+            (Kolkata, "2026-06-01T00:00:00Z"),
+        ];
+        for (tz, start) in starts {
+            for w in windows {
+                for d in day_sets {
+                    let a = hours(tz, w, d);
+                    let mut t = utc(start);
+                    // Every 20 minutes over two days, compare with a scan.
+                    for _ in 0..(2 * 24 * 3) {
+                        let want = (0..=10 * 24 * 60)
+                            .map(|m| t + TimeDelta::minutes(m))
+                            .find(|&c| a.is_active(c));
+                        assert_eq!(a.next_active(t), want, "{tz} {w} {d:?} from {t}");
+                        t += TimeDelta::minutes(20);
+                    }
+                }
+            }
+        }
+    }
+
+    /// `next_due` agrees with a minute-by-minute scan of `is_due` for `At` schedules on DST
+    /// days, with and without a previous attempt.
+    #[test]
+    fn next_due_matches_a_minute_scan() {
+        use Weekday::*;
+        let times = [hm(0, 0), hm(2, 0), hm(2, 30), hm(3, 0), hm(23, 30)];
+        let day_sets = [DaySet::ALL, days(&[Sun]), days(&[Mon, Sat])];
+        let starts = [
+            (Berlin, "2026-03-28T20:00:00Z"),
+            (Berlin, "2026-10-24T20:00:00Z"),
+            (New_York, "2026-11-01T00:00:00Z"),
+        ];
+        for (tz, start) in starts {
+            for time in times {
+                for d in day_sets {
+                    let s = Schedule::At { days: d, time };
+                    let mut t = utc(start);
+                    for _ in 0..(2 * 24 * 2) {
+                        for last in [None, Some(t - TimeDelta::minutes(30))] {
+                            let want = (0..=9 * 24 * 60)
+                                .map(|m| t + TimeDelta::minutes(m))
+                                .find(|&c| is_due(Some(&s), tz, last, c));
+                            let got = next_due(Some(&s), tz, last, t);
+                            assert_eq!(got, want, "{tz} {time} {d:?} from {t} last {last:?}");
+                        }
+                        t += TimeDelta::minutes(30);
+                    }
+                }
+            }
+        }
+    }
+
     // ---- parse_heading ----
 
     fn sched(section: Section, text: &str) -> Schedule {
