@@ -1,2 +1,490 @@
 //! Child processes: own process group, concurrent capped capture, timeout with SIGTERM then
 //! SIGKILL to the group, always reaped. OWNER: tools helper.
+//!
+//! Invariants of [`run`]:
+//!
+//! - The child leads its own process group (`process_group(0)`), so every process it starts
+//!   belongs to that group unless it leaves it on purpose (`setsid`, `setpgid`).
+//! - Standard output and error are read concurrently, each on its own thread; at most
+//!   [`OUTPUT_CAP`] bytes of each are kept and the rest is read and counted, so the child never
+//!   blocks on a full pipe. Standard input, when given, is written on a third thread (a child
+//!   that does not read it cannot deadlock heartbeat); otherwise it is `/dev/null`.
+//! - The child is always reaped, on every path, by a waiter thread blocked in `waitpid`; the
+//!   caller waits on a channel with a deadline, so nothing busy-polls while a tool runs.
+//! - At the timeout (or an external stop request) the whole group gets SIGTERM, and SIGKILL
+//!   [`Request::kill_grace`] later if the leader still lives.
+//! - **No tool leaves processes behind.** When the leader has exited (normally or not) and
+//!   other members of its group are still alive, the group gets SIGTERM, then SIGKILL after
+//!   the grace period. A process that must outlive its task has to leave the group (e.g. with
+//!   `setsid`). Such a process may still hold the output pipes; the reader threads are then
+//!   given [`READER_GRACE`] to finish and abandoned after that (never joined forever), and
+//!   the output read so far is returned.
+//! - A group id is only signalled while its leader has not been waited for, or right after;
+//!   it is never `<= 1` (so `kill(-1, …)` can never happen).
+
+use std::io::{self, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::Outcome;
+
+/// Bytes of standard output (and, separately, of standard error) kept per process.
+pub const OUTPUT_CAP: usize = 1024 * 1024;
+
+/// SIGTERM → SIGKILL grace period of SPEC §4.
+pub const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// How long reader threads may take to finish once the group is gone; after that they are
+/// abandoned (something outside the group holds the pipes).
+pub const READER_GRACE: Duration = Duration::from_secs(2);
+
+/// How much of the end of standard output is kept to find the last line (cost/summary),
+/// also when the output passed [`OUTPUT_CAP`].
+const TAIL_KEEP: usize = 64 * 1024;
+
+/// How often a stop flag is looked at while a process runs, and how often a dying group is
+/// checked during the grace period (there is no way to wait for non-children).
+const POLL: Duration = Duration::from_millis(50);
+
+/// One process to run.
+#[derive(Clone, Debug)]
+pub struct Request<'a> {
+    /// Program and arguments. A program without `/` is looked up in `PATH`; a relative one
+    /// with a `/` (`./check.sh`) is taken relative to `cwd`.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// Added to (or replacing in) the inherited environment; applied after `env_remove`.
+    pub env: Vec<(String, String)>,
+    /// Removed from the inherited environment.
+    pub env_remove: Vec<String>,
+    /// Written to standard input, then closed; None: standard input is `/dev/null`.
+    pub stdin: Option<Vec<u8>>,
+    pub timeout: Duration,
+    /// SIGTERM → SIGKILL delay, at the timeout and for leftover group members.
+    pub kill_grace: Duration,
+    /// An external "stop now" (e.g. the daemon shutting down): once set, the group is stopped
+    /// as at a timeout and the error is `stopped`. Checked every 50 ms while the process runs.
+    pub stop: Option<&'a AtomicBool>,
+}
+
+impl<'a> Request<'a> {
+    /// A request with no extra environment, `/dev/null` as stdin, [`KILL_GRACE`] and no stop
+    /// flag.
+    pub fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration) -> Request<'a> {
+        Request {
+            argv,
+            cwd,
+            env: Vec::new(),
+            env_remove: Vec::new(),
+            stdin: None,
+            timeout,
+            kill_grace: KILL_GRACE,
+            stop: None,
+        }
+    }
+}
+
+/// How the wait for the leader ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    Exited,
+    TimedOut,
+    Stopped,
+}
+
+/// Runs one process to completion and describes what it did. Never panics: every failure
+/// (cannot start, non-zero exit, signal, timeout) is an `Outcome` with `success == false`.
+pub fn run(req: &Request) -> Outcome {
+    let started = Instant::now();
+    let mut outcome = run_inner(req);
+    outcome.duration = started.elapsed();
+    outcome
+}
+
+fn run_inner(req: &Request) -> Outcome {
+    let Some(program) = req.argv.first() else {
+        return failed("cannot start a process: empty command".to_string());
+    };
+    if !req.cwd.is_dir() {
+        return failed(format!(
+            "cannot start {program:?}: working directory {:?} is not a directory",
+            req.cwd
+        ));
+    }
+
+    // A relative program path with a `/` is relative to the tool's working directory, not to
+    // heartbeat's (std leaves this platform-specific).
+    let mut cmd = if program.contains('/') {
+        Command::new(req.cwd.join(program))
+    } else {
+        Command::new(program)
+    };
+    cmd.args(&req.argv[1..])
+        .current_dir(&req.cwd)
+        .stdin(if req.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for name in &req.env_remove {
+        cmd.env_remove(name);
+    }
+    for (k, v) in &req.env {
+        cmd.env(k, v);
+    }
+
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot start {program:?}: {e}")),
+    };
+    let pid = child.id() as libc::pid_t;
+
+    // From here on the child exists: every path must reap it.
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    // `Child` does not wait or kill on drop; the waiter below reaps by pid.
+    drop(child);
+
+    let out = Arc::new(Mutex::new(Capture::default()));
+    let err = Arc::new(Mutex::new(Capture::default()));
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let mut readers = 0;
+    let mut setup_error = None;
+    let pipes = [
+        stdout.map(|p| (Box::new(p) as Pipe, &out, "stdout")),
+        stderr.map(|p| (Box::new(p) as Pipe, &err, "stderr")),
+    ];
+    for (pipe, cap, name) in pipes.into_iter().flatten() {
+        let cap = Arc::clone(cap);
+        let tx = done_tx.clone();
+        let spawned = thread::Builder::new()
+            .name(format!("tool-{name}"))
+            .spawn(move || {
+                read_capped(pipe, &cap);
+                let _ = tx.send(());
+            });
+        match spawned {
+            Ok(_) => readers += 1,
+            Err(e) => setup_error = Some(format!("cannot start a reader thread: {e}")),
+        }
+    }
+    drop(done_tx);
+
+    if let (Some(mut pipe), Some(data)) = (stdin, req.stdin.clone()) {
+        // Detached: a child that never reads its input (or a grandchild that keeps the pipe
+        // open) must not hold heartbeat. A broken pipe is the child's business.
+        let spawned = thread::Builder::new()
+            .name("tool-stdin".to_string())
+            .spawn(move || {
+                let _ = pipe.write_all(&data);
+            });
+        if let Err(e) = spawned {
+            setup_error = Some(format!("cannot start the stdin thread: {e}"));
+        }
+    }
+
+    let (exit_tx, exit_rx) = mpsc::channel::<io::Result<ExitStatus>>();
+    let waiter = thread::Builder::new()
+        .name("tool-wait".to_string())
+        .spawn(move || {
+            let _ = exit_tx.send(wait_pid(pid));
+        });
+    let waiter_ok = match waiter {
+        Ok(_) => true,
+        Err(e) => {
+            setup_error = Some(format!("cannot start the waiter thread: {e}"));
+            false
+        }
+    };
+    if let Some(msg) = setup_error {
+        signal_group(pid, libc::SIGKILL);
+        if waiter_ok {
+            let _ = exit_rx.recv();
+        } else {
+            let _ = wait_pid(pid);
+        }
+        return failed(msg);
+    }
+
+    // Wait for the leader: deadline, stop flag, or exit.
+    // None: a timeout too large to represent, i.e. none.
+    let deadline = Instant::now().checked_add(req.timeout);
+    let mut term_sent: Option<Instant> = None;
+    let mut end = End::Exited;
+    let status: io::Result<ExitStatus> = loop {
+        let now = Instant::now();
+        if req.stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            end = End::Stopped;
+        } else if deadline.is_some_and(|d| now >= d) {
+            end = End::TimedOut;
+        }
+        if end != End::Exited {
+            signal_group(pid, libc::SIGTERM);
+            let sent = Instant::now();
+            term_sent = Some(sent);
+            match exit_rx.recv_timeout(req.kill_grace) {
+                Ok(s) => break s,
+                Err(RecvTimeoutError::Timeout) => {
+                    signal_group(pid, libc::SIGKILL);
+                    break recv_exit(&exit_rx);
+                }
+                Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
+            }
+        }
+        let mut wait = deadline.map_or(Duration::MAX, |d| d - now);
+        if req.stop.is_some() {
+            wait = wait.min(POLL);
+        }
+        match exit_rx.recv_timeout(wait) {
+            Ok(s) => break s,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
+        }
+    };
+
+    // The leader is reaped. Leftover members of its group are stopped too.
+    if group_alive(pid) {
+        let sent = *term_sent.get_or_insert_with(|| {
+            signal_group(pid, libc::SIGTERM);
+            Instant::now()
+        });
+        let kill_at = sent.checked_add(req.kill_grace);
+        while group_alive(pid) && kill_at.is_none_or(|k| Instant::now() < k) {
+            thread::sleep(POLL);
+        }
+        if group_alive(pid) {
+            signal_group(pid, libc::SIGKILL);
+        }
+    }
+
+    // Readers finish when the last holder of the pipes is gone; one that outlived its group
+    // (setsid) is abandoned after READER_GRACE.
+    let readers_deadline = Instant::now() + READER_GRACE;
+    let mut finished = 0;
+    while finished < readers {
+        let left = readers_deadline.saturating_duration_since(Instant::now());
+        match done_rx.recv_timeout(left) {
+            Ok(()) => finished += 1,
+            Err(_) => break,
+        }
+    }
+
+    let out = take(&out);
+    let err = take(&err);
+    let (cost_usd, summary) = last_line_report(&out.tail, out.total == out.tail.len() as u64);
+    let mut outcome = Outcome {
+        success: false,
+        exit_code: None,
+        stdout: String::from_utf8_lossy(&out.kept).into_owned(),
+        stdout_dropped: out.total - out.kept.len() as u64,
+        stderr: String::from_utf8_lossy(&err.kept).into_owned(),
+        stderr_dropped: err.total - err.kept.len() as u64,
+        error: None,
+        duration: Duration::ZERO,
+        cost_usd,
+        summary,
+    };
+    match status {
+        Ok(st) => {
+            outcome.exit_code = st.code();
+            outcome.error = match (end, st.code(), st.signal()) {
+                (End::TimedOut, _, _) => Some(format!(
+                    "timed out after {}",
+                    humantime::format_duration(req.timeout)
+                )),
+                (End::Stopped, _, _) => Some("stopped".to_string()),
+                (End::Exited, Some(0), _) => None,
+                (End::Exited, Some(code), _) => Some(format!("exit status {code}")),
+                (End::Exited, None, Some(sig)) => Some(format!("killed by signal {sig}")),
+                (End::Exited, None, None) => Some(format!("ended with wait status {st}")),
+            };
+        }
+        Err(e) => outcome.error = Some(format!("cannot wait for {program:?}: {e}")),
+    }
+    outcome.success = outcome.error.is_none();
+    outcome
+}
+
+fn failed(error: String) -> Outcome {
+    Outcome {
+        error: Some(error),
+        ..Outcome::default()
+    }
+}
+
+fn waiter_gone() -> io::Error {
+    io::Error::other("the waiter thread ended without a status")
+}
+
+fn recv_exit(rx: &mpsc::Receiver<io::Result<ExitStatus>>) -> io::Result<ExitStatus> {
+    rx.recv().unwrap_or_else(|_| Err(waiter_gone()))
+}
+
+/// `waitpid` for one child, retried on EINTR.
+fn wait_pid(pid: libc::pid_t) -> io::Result<ExitStatus> {
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: plain syscall on our own child's pid with a valid out-pointer.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if r == pid {
+            return Ok(ExitStatus::from_raw(status));
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Sends `sig` to the process group led by `pgid`. Never to a group id `<= 1`.
+fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
+    if pgid > 1 {
+        // SAFETY: kill(2) has no memory effects; a vanished group gives ESRCH.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}
+
+/// Whether a live process (not a zombie) is still in the group. Zombies are left out because
+/// they hold no pipes and cannot be stopped, and an orphaned one lasts until init reaps it
+/// (slowly under some inits, never under a container's missing one).
+fn group_alive(pgid: libc::pid_t) -> bool {
+    // SAFETY: as in `signal_group`; signal 0 only checks existence.
+    if pgid <= 1 || unsafe { libc::kill(-pgid, 0) } != 0 {
+        return false;
+    }
+    live_member_in_proc(pgid).unwrap_or(true)
+}
+
+/// Scans `/proc` for a member of group `pgid` that is not a zombie; None when `/proc` cannot
+/// be read (then the caller trusts `kill`).
+fn live_member_in_proc(pgid: libc::pid_t) -> Option<bool> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut seen_any = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // A process may vanish between the listing and the read.
+        let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
+            continue;
+        };
+        seen_any = true;
+        if let Some((state, pgrp)) = parse_stat(&stat)
+            && pgrp == pgid
+            && state != b'Z'
+            && state != b'X'
+        {
+            return Some(true);
+        }
+    }
+    // An empty or unreadable /proc says nothing.
+    seen_any.then_some(false)
+}
+
+/// State and process group from `/proc/PID/stat`: `pid (comm) state ppid pgrp …`, where comm
+/// may itself contain spaces and parentheses.
+pub(super) fn parse_stat(stat: &[u8]) -> Option<(u8, libc::pid_t)> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// A child's output pipe, either of them.
+type Pipe = Box<dyn Read + Send>;
+
+#[derive(Default)]
+struct Capture {
+    /// The first `OUTPUT_CAP` bytes.
+    kept: Vec<u8>,
+    /// Every byte read.
+    total: u64,
+    /// At least the last `min(total, TAIL_KEEP)` bytes of the stream.
+    tail: Vec<u8>,
+}
+
+fn take(cap: &Mutex<Capture>) -> Capture {
+    std::mem::take(&mut *cap.lock().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// Reads `pipe` to its end, keeping what the cap allows. Shares progress through `cap` so
+/// that an abandoned reader's output so far is still reported.
+fn read_capped(mut pipe: impl Read, cap: &Mutex<Capture>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let chunk = &buf[..n];
+        let mut c = cap.lock().unwrap_or_else(PoisonError::into_inner);
+        let room = OUTPUT_CAP.saturating_sub(c.kept.len());
+        c.kept.extend_from_slice(&chunk[..room.min(n)]);
+        c.total += n as u64;
+        c.tail.extend_from_slice(chunk);
+        if c.tail.len() > 2 * TAIL_KEEP {
+            let cut = c.tail.len() - TAIL_KEEP;
+            c.tail.drain(..cut);
+        }
+    }
+}
+
+/// `cost_usd` and `summary` from the last non-empty line of `tail` when it is a JSON object.
+/// `whole` says whether `tail` starts at the start of the stream; when it does not, a line
+/// with no newline before it inside `tail` may be cut and is not trusted.
+pub(crate) fn last_line_report(tail: &[u8], whole: bool) -> (Option<f64>, Option<String>) {
+    let mut end = tail.len();
+    loop {
+        let start = tail[..end]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = tail[start..end].trim_ascii();
+        if !line.is_empty() {
+            if start == 0 && !whole {
+                return (None, None);
+            }
+            return parse_report(line);
+        }
+        if start == 0 {
+            return (None, None);
+        }
+        end = start - 1;
+    }
+}
+
+fn parse_report(line: &[u8]) -> (Option<f64>, Option<String>) {
+    let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(line) else {
+        return (None, None);
+    };
+    let cost = obj
+        .get("cost_usd")
+        .and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c >= 0.0);
+    let summary = obj
+        .get("summary")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    (cost, summary)
+}

@@ -1,0 +1,929 @@
+//! Tests of the registry, validation and execution of every tool kind.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::config::{Approval, ToolConfig};
+
+fn obj(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        other => panic!("not an object: {other}"),
+    }
+}
+
+fn registry(tools: &[(&str, ToolConfig)]) -> Registry {
+    let map: BTreeMap<String, ToolConfig> = tools
+        .iter()
+        .map(|(n, c)| (n.to_string(), c.clone()))
+        .collect();
+    Registry::new(&map)
+}
+
+fn command_tool(name: &str, argv: &[&str]) -> ToolSpec {
+    let reg = registry(&[(
+        name,
+        ToolConfig {
+            command: Some(argv.iter().map(|s| s.to_string()).collect()),
+            ..ToolConfig::default()
+        },
+    )]);
+    reg.get(name).unwrap().clone()
+}
+
+fn builtin(name: &str) -> ToolSpec {
+    Registry::new(&BTreeMap::new()).get(name).unwrap().clone()
+}
+
+fn run_in(dir: &Path, spec: &ToolSpec, input: Value) -> Outcome {
+    run_with_env(dir, spec, input, &[])
+}
+
+fn run_with_env(dir: &Path, spec: &ToolSpec, input: Value, remove_env: &[String]) -> Outcome {
+    let inv = Invocation {
+        task_id: "0123456789ab",
+        run_id: "run-42",
+        workdir: dir,
+        remove_env,
+    };
+    execute(spec, &obj(input), &inv)
+}
+
+fn shell(dir: &Path, input: Value) -> Outcome {
+    run_in(dir, &builtin("shell"), input)
+}
+
+/// True once `pid` is dead: gone, or a zombie waiting for init to reap it (some inits reap
+/// only every second or so).
+fn gone_within(pid: i32, within: Duration) -> bool {
+    let until = Instant::now() + within;
+    loop {
+        // SAFETY: signal 0 only checks existence.
+        let r = unsafe { libc::kill(pid, 0) };
+        if r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            return true;
+        }
+        if let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat"))
+            && process::parse_stat(&stat).is_some_and(|(state, _)| state == b'Z')
+        {
+            return true;
+        }
+        if Instant::now() >= until {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn read_pid(path: &Path) -> i32 {
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path)
+            && let Ok(p) = s.trim().parse()
+        {
+            return p;
+        }
+        assert!(Instant::now() < until, "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------- registry
+
+#[test]
+fn registry_has_builtins_with_defaults() {
+    let reg = Registry::new(&BTreeMap::new());
+    assert_eq!(
+        reg.names(),
+        vec!["append_file", "log", "shell", "write_file"]
+    );
+    assert_eq!(reg.get("shell").unwrap().approval, Approval::Ask);
+    assert_eq!(reg.get("log").unwrap().approval, Approval::Auto);
+    assert_eq!(reg.get("write_file").unwrap().approval, Approval::Ask);
+    assert_eq!(reg.get("append_file").unwrap().approval, Approval::Ask);
+    assert_eq!(reg.get("shell").unwrap().timeout, Duration::from_secs(300));
+    assert_eq!(reg.get("shell").unwrap().kind, ToolKind::Shell);
+    assert!(reg.get("agent").is_none());
+    assert!(reg.get("http").is_none());
+}
+
+#[test]
+fn registry_adds_command_tools_and_overrides_builtins() {
+    let reg = registry(&[
+        (
+            "backup",
+            ToolConfig {
+                command: Some(vec!["restic".into(), "backup".into(), "{path}".into()]),
+                timeout: Some(Duration::from_secs(1800)),
+                description: Some("Back up".into()),
+                ..ToolConfig::default()
+            },
+        ),
+        (
+            "agent",
+            ToolConfig {
+                command: Some(vec!["my-agent".into(), "{prompt}".into()]),
+                approval: Some(Approval::Auto),
+                ..ToolConfig::default()
+            },
+        ),
+        (
+            "shell",
+            ToolConfig {
+                approval: Some(Approval::Deny),
+                timeout: Some(Duration::from_secs(10)),
+                description: Some("mine".into()),
+                ..ToolConfig::default()
+            },
+        ),
+        // Neither a built-in nor a command: not a tool.
+        (
+            "nothing",
+            ToolConfig {
+                approval: Some(Approval::Auto),
+                ..ToolConfig::default()
+            },
+        ),
+    ]);
+    assert_eq!(
+        reg.names(),
+        vec![
+            "agent",
+            "append_file",
+            "backup",
+            "log",
+            "shell",
+            "write_file"
+        ]
+    );
+    let backup = reg.get("backup").unwrap();
+    assert_eq!(
+        backup.kind,
+        ToolKind::Command(vec!["restic".into(), "backup".into(), "{path}".into()])
+    );
+    assert_eq!(backup.approval, Approval::Ask);
+    assert_eq!(backup.timeout, Duration::from_secs(1800));
+    assert_eq!(backup.description.as_deref(), Some("Back up"));
+    let agent = reg.get("agent").unwrap();
+    assert_eq!(agent.approval, Approval::Auto);
+    assert_eq!(agent.timeout, DEFAULT_TIMEOUT);
+    let sh = reg.get("shell").unwrap();
+    assert_eq!(sh.kind, ToolKind::Shell);
+    assert_eq!(sh.approval, Approval::Deny);
+    assert_eq!(sh.timeout, Duration::from_secs(10));
+    assert_eq!(sh.description.as_deref(), Some("mine"));
+}
+
+// ---------------------------------------------------------------- validate
+
+#[test]
+fn shell_validate_errors() {
+    let sh = builtin("shell");
+    let v = |i: Value| sh.validate(&obj(i));
+    assert_eq!(v(json!({})), Err("missing key \"cmd\" for shell".into()));
+    assert_eq!(
+        v(json!({"cmd": "true", "cwdd": "x"})),
+        Err("unknown key \"cwdd\" for shell (expected cmd, cwd, env, stdin, timeout)".into())
+    );
+    for bad in [json!(""), json!("  "), json!([]), json!(42), json!(null)] {
+        let e = v(json!({ "cmd": bad })).unwrap_err();
+        assert!(
+            e.contains(
+                "key \"cmd\" for shell must be a non-empty string or a non-empty array of strings"
+            ),
+            "{e}"
+        );
+    }
+    let e = v(json!({"cmd": ["ls", 3]})).unwrap_err();
+    assert!(e.contains("element 1 is a number"), "{e}");
+    let e = v(json!({"cmd": ["", "x"]})).unwrap_err();
+    assert!(e.contains("program"), "{e}");
+    assert!(v(json!({"cmd": "a\u{0}b"})).unwrap_err().contains("NUL"));
+    assert_eq!(
+        v(json!({"cmd": "true", "cwd": 1})),
+        Err("key \"cwd\" for shell must be a string, not a number".into())
+    );
+    assert_eq!(
+        v(json!({"cmd": "true", "env": ["A"]})),
+        Err("key \"env\" for shell must be an object of strings, not an array".into())
+    );
+    assert_eq!(
+        v(json!({"cmd": "true", "env": {"A": 1}})),
+        Err("key \"env\" for shell must be an object of strings; \"A\" is a number".into())
+    );
+    assert!(
+        v(json!({"cmd": "true", "env": {"A=B": "x"}}))
+            .unwrap_err()
+            .contains("not a valid variable name")
+    );
+    assert_eq!(
+        v(json!({"cmd": "true", "stdin": {}})),
+        Err("key \"stdin\" for shell must be a string, not an object".into())
+    );
+    for bad in [json!("soon"), json!(0), json!(-3), json!("0s"), json!(true)] {
+        let e = v(json!({"cmd": "true", "timeout": bad})).unwrap_err();
+        assert!(e.starts_with("key \"timeout\" for shell "), "{e}");
+    }
+    assert_eq!(v(json!({"cmd": "true"})), Ok(()));
+    assert_eq!(v(json!({"cmd": ["true"]})), Ok(()));
+    assert_eq!(
+        v(
+            json!({"cmd": ["ls", ""], "cwd": "sub", "env": {"A": "1"}, "stdin": "", "timeout": "30s"})
+        ),
+        Ok(())
+    );
+    assert_eq!(v(json!({"cmd": "true", "timeout": 1.5})), Ok(()));
+}
+
+#[test]
+fn log_and_file_validate_errors() {
+    let log = builtin("log");
+    assert_eq!(log.validate(&obj(json!({"text": "hi"}))), Ok(()));
+    assert_eq!(
+        log.validate(&obj(json!({}))),
+        Err("missing key \"text\" for log".into())
+    );
+    assert_eq!(
+        log.validate(&obj(json!({"text": 3}))),
+        Err("key \"text\" for log must be a string, not a number".into())
+    );
+    assert_eq!(
+        log.validate(&obj(json!({"text": "a", "level": "x"}))),
+        Err("unknown key \"level\" for log (expected text)".into())
+    );
+    for name in ["write_file", "append_file"] {
+        let t = builtin(name);
+        assert_eq!(t.validate(&obj(json!({"path": "a", "text": ""}))), Ok(()));
+        assert_eq!(
+            t.validate(&obj(json!({"text": "x"}))),
+            Err(format!("missing key \"path\" for {name}"))
+        );
+        assert_eq!(
+            t.validate(&obj(json!({"path": "a"}))),
+            Err(format!("missing key \"text\" for {name}"))
+        );
+        assert_eq!(
+            t.validate(&obj(json!({"path": "", "text": "x"}))),
+            Err(format!("key \"path\" for {name} must not be empty"))
+        );
+        assert_eq!(
+            t.validate(&obj(json!({"path": "a", "text": "x", "mode": 1}))),
+            Err(format!(
+                "unknown key \"mode\" for {name} (expected path, text)"
+            ))
+        );
+    }
+}
+
+#[test]
+fn command_validate_placeholders() {
+    let t = command_tool("backup", &["restic", "backup", "--tag={tag}", "{path}"]);
+    assert_eq!(
+        t.validate(&obj(json!({"tag": "x"}))),
+        Err("missing input key \"path\" for placeholder {path} in tools.backup.command".into())
+    );
+    assert_eq!(
+        t.validate(&obj(json!({"path": "/home", "tag": null}))),
+        Err(
+            "input key \"tag\" is null, but placeholder {tag} in tools.backup.command needs a value"
+                .into()
+        )
+    );
+    // Any extra keys are fine.
+    assert_eq!(
+        t.validate(&obj(json!({"path": "/home", "tag": 1, "other": [1]}))),
+        Ok(())
+    );
+    // Braces that are not `{identifier}` are literal text.
+    let lit = command_tool("lit", &["echo", "{\"a\": 1}", "{}", "{ x }", "{1}"]);
+    assert_eq!(lit.validate(&obj(json!({}))), Ok(()));
+    let empty = command_tool("empty", &[]);
+    assert!(
+        empty
+            .validate(&obj(json!({})))
+            .unwrap_err()
+            .contains("tools.empty.command is empty")
+    );
+}
+
+// ---------------------------------------------------------------- shell
+
+#[test]
+fn shell_array_runs_argv_without_a_shell() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(
+        dir.path(),
+        json!({"cmd": ["printf", "%s|", "a b", "$HOME", "; echo no"]}),
+    );
+    assert!(o.success, "{o:?}");
+    assert_eq!(o.stdout, "a b|$HOME|; echo no|");
+    assert_eq!(o.exit_code, Some(0));
+    assert_eq!(o.error, None);
+}
+
+#[test]
+fn shell_string_runs_sh_c() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(dir.path(), json!({"cmd": "echo $((1 + 2)); echo err >&2"}));
+    assert!(o.success, "{o:?}");
+    assert_eq!(o.stdout, "3\n");
+    assert_eq!(o.stderr, "err\n");
+}
+
+#[test]
+fn shell_cwd_env_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("sub")).unwrap();
+    let real = dir.path().canonicalize().unwrap();
+
+    let o = shell(dir.path(), json!({"cmd": "pwd -P"}));
+    assert_eq!(o.stdout.trim(), real.to_str().unwrap());
+    let o = shell(dir.path(), json!({"cmd": "pwd -P", "cwd": "sub"}));
+    assert_eq!(o.stdout.trim(), real.join("sub").to_str().unwrap());
+    let other = tempfile::tempdir().unwrap();
+    let o = shell(
+        dir.path(),
+        json!({"cmd": ["pwd", "-P"], "cwd": other.path().to_str().unwrap()}),
+    );
+    assert_eq!(
+        o.stdout.trim(),
+        other.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    let o = shell(dir.path(), json!({"cmd": "pwd", "cwd": "missing"}));
+    assert!(!o.success);
+    assert!(o.error.as_deref().unwrap().contains("missing"), "{o:?}");
+
+    let o = shell(
+        dir.path(),
+        json!({"cmd": "printf '%s,%s' \"$GREETING\" \"$HEARTBEAT_TASK_ID\"", "env": {"GREETING": "hi there"}}),
+    );
+    assert_eq!(o.stdout, "hi there,0123456789ab");
+
+    let o = shell(
+        dir.path(),
+        json!({"cmd": ["tr", "a-z", "A-Z"], "stdin": "hello\n"}),
+    );
+    assert_eq!(o.stdout, "HELLO\n");
+    // Without `stdin`, standard input is /dev/null: `cat` ends at once.
+    let o = shell(dir.path(), json!({"cmd": ["cat"], "timeout": "5s"}));
+    assert!(o.success, "{o:?}");
+    assert_eq!(o.stdout, "");
+}
+
+#[test]
+fn relative_program_is_relative_to_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    // Written by a child process: a write fd open in this multi-threaded test process could
+    // leak into a concurrent fork and make the exec fail with ETXTBSY.
+    let made = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("mkdir sub && printf '#!/bin/sh\\necho checked\\n' > sub/check.sh && chmod +x sub/check.sh")
+        .current_dir(dir.path())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let o = shell(dir.path(), json!({"cmd": ["./check.sh"], "cwd": "sub"}));
+    assert_eq!(o.stdout, "checked\n", "{o:?}");
+    let t = command_tool("check", &["sub/check.sh"]);
+    let o = run_in(dir.path(), &t, json!({}));
+    assert_eq!(o.stdout, "checked\n", "{o:?}");
+}
+
+#[test]
+fn an_enormous_timeout_is_no_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(dir.path(), json!({"cmd": "echo ok", "timeout": 1e19}));
+    assert!(o.success, "{o:?}");
+    let o = shell(
+        dir.path(),
+        json!({"cmd": "echo ok", "timeout": "500000000years"}),
+    );
+    assert!(o.success, "{o:?}");
+}
+
+#[test]
+fn exit_codes_signals_and_spawn_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(dir.path(), json!({"cmd": "echo out; exit 3"}));
+    assert!(!o.success);
+    assert_eq!(o.exit_code, Some(3));
+    assert_eq!(o.error.as_deref(), Some("exit status 3"));
+    assert_eq!(o.stdout, "out\n");
+
+    let o = shell(dir.path(), json!({"cmd": "kill -9 $$"}));
+    assert!(!o.success);
+    assert_eq!(o.exit_code, None);
+    assert_eq!(o.error.as_deref(), Some("killed by signal 9"));
+
+    let o = shell(
+        dir.path(),
+        json!({"cmd": ["heartbeat-no-such-program-xyz"]}),
+    );
+    assert!(!o.success);
+    assert_eq!(o.exit_code, None);
+    let e = o.error.unwrap();
+    assert!(
+        e.starts_with("cannot start \"heartbeat-no-such-program-xyz\": "),
+        "{e}"
+    );
+
+    // A bad input is an outcome, not a panic.
+    let o = shell(dir.path(), json!({"cmd": 1}));
+    assert!(!o.success);
+    assert!(o.error.unwrap().contains("cmd"));
+}
+
+// ---------------------------------------------------------------- command tools
+
+#[test]
+fn command_tool_gets_input_on_stdin_and_env() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = command_tool(
+        "probe",
+        &[
+            "sh",
+            "-c",
+            "printf '%s\\n' \"$HEARTBEAT_INPUT\" \"$HEARTBEAT_TASK_ID\" \"$HEARTBEAT_RUN_ID\" \"$(pwd -P)\"; cat",
+        ],
+    );
+    let input = json!({"prompt": "say \"hi\"\nnow", "n": 2, "nested": {"b": [1, true]}});
+    let o = run_in(dir.path(), &t, input.clone());
+    assert!(o.success, "{o:?}");
+    let lines: Vec<&str> = o.stdout.split('\n').collect();
+    let compact = serde_json::to_string(&input).unwrap();
+    assert_eq!(lines[0], compact);
+    assert_eq!(lines[1], "0123456789ab");
+    assert_eq!(lines[2], "run-42");
+    assert_eq!(
+        lines[3],
+        dir.path().canonicalize().unwrap().to_str().unwrap()
+    );
+    // stdin: exactly one JSON line.
+    assert_eq!(lines[4], compact);
+    assert_eq!(lines[5], "");
+    assert_eq!(lines.len(), 6);
+    let parsed: Value = serde_json::from_str(lines[4]).unwrap();
+    assert_eq!(parsed, input);
+}
+
+#[test]
+fn hostile_placeholder_values_stay_one_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = command_tool(
+        "args",
+        &[
+            "sh",
+            "-c",
+            "printf '%s\\0' \"$#\" \"$@\"",
+            "sh",
+            "{space}",
+            "{quote}",
+            "{subst}",
+            "{braces}",
+            "{newline}",
+            "{empty}",
+            "pre-{space}-mid-{empty}-post",
+            "{num}",
+            "{flag}",
+            "{list}",
+            "{map}",
+            "{{space}}",
+            "{space}{braces}",
+        ],
+    );
+    let o = run_in(
+        dir.path(),
+        &t,
+        json!({
+            "space": "a b",
+            "quote": "\"; rm -rf /tmp/x; \"",
+            "subst": "$(touch pwned)",
+            "braces": "{other}",
+            "other": "SHOULD NOT APPEAR",
+            "newline": "line1\nline2\n",
+            "empty": "",
+            "num": 4.5,
+            "flag": false,
+            "list": [1, "two"],
+            "map": {"k": "v w"},
+        }),
+    );
+    assert!(o.success, "{o:?}");
+    let mut parts: Vec<&str> = o.stdout.split('\0').collect();
+    assert_eq!(parts.pop(), Some(""));
+    let expected = [
+        "a b",
+        "\"; rm -rf /tmp/x; \"",
+        "$(touch pwned)",
+        "{other}",
+        "line1\nline2\n",
+        "",
+        "pre-a b-mid--post",
+        "4.5",
+        "false",
+        "[1,\"two\"]",
+        "{\"k\":\"v w\"}",
+        "{a b}",
+        "a b{other}",
+    ];
+    assert_eq!(parts[0], expected.len().to_string());
+    assert_eq!(&parts[1..], &expected);
+    assert!(!dir.path().join("pwned").exists());
+}
+
+#[test]
+fn command_tool_missing_key_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = command_tool("touch", &["touch", "{name}"]);
+    let o = run_in(dir.path(), &t, json!({"nam": "x"}));
+    assert!(!o.success);
+    assert_eq!(
+        o.error.as_deref(),
+        Some("missing input key \"name\" for placeholder {name} in tools.touch.command")
+    );
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+/// Run by `token_and_remove_env_are_not_inherited` in a child test process whose environment
+/// holds the secrets; a no-op otherwise.
+#[test]
+fn env_probe_child() {
+    if std::env::var_os("HB_TOOLS_ENV_PROBE").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let t = command_tool("env", &["env"]);
+    let remove = vec!["MY_BOT_TOKEN".to_string()];
+    let o = run_with_env(dir.path(), &t, json!({}), &remove);
+    assert!(o.success, "{o:?}");
+    assert!(o.stdout.contains("HB_TOOLS_ENV_PROBE=1\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("KEEP_ME=yes\n"), "{}", o.stdout);
+    assert!(
+        !o.stdout.contains("HEARTBEAT_TELEGRAM_TOKEN"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("MY_BOT_TOKEN"), "{}", o.stdout);
+    assert!(!o.stdout.contains("s3cr3t"), "{}", o.stdout);
+    let sh = shell(dir.path(), json!({"cmd": ["env"]}));
+    // The token variable goes even when `remove_env` does not name it.
+    assert!(!sh.stdout.contains("s3cr3t-a"), "{}", sh.stdout);
+    assert!(
+        sh.stdout.contains("MY_BOT_TOKEN=s3cr3t-b\n"),
+        "{}",
+        sh.stdout
+    );
+    assert!(sh.stdout.contains("HEARTBEAT_RUN_ID=run-42\n"));
+}
+
+#[test]
+fn token_and_remove_env_are_not_inherited() {
+    // /proc/self/exe survives a concurrent `cargo test` relinking the test binary.
+    let exe = if Path::new("/proc/self/exe").exists() {
+        std::path::PathBuf::from("/proc/self/exe")
+    } else {
+        std::env::current_exe().unwrap()
+    };
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "tools::tests::env_probe_child",
+            "--test-threads=1",
+        ])
+        .env("HB_TOOLS_ENV_PROBE", "1")
+        .env("HEARTBEAT_TELEGRAM_TOKEN", "s3cr3t-a")
+        .env("MY_BOT_TOKEN", "s3cr3t-b")
+        .env("KEEP_ME", "yes")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("1 passed"), "{text}");
+}
+
+// ---------------------------------------------------------------- timeouts and groups
+
+#[test]
+fn timeout_kills_the_whole_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let o = shell(
+        dir.path(),
+        json!({"cmd": "sleep 60 & echo $! > pidfile; echo started; sleep 60", "timeout": "1s"}),
+    );
+    let took = started.elapsed();
+    assert!(!o.success);
+    assert_eq!(o.error.as_deref(), Some("timed out after 1s"));
+    assert_eq!(o.exit_code, None);
+    assert_eq!(o.stdout, "started\n");
+    assert!(took < Duration::from_secs(4), "{took:?}");
+    let grandchild = read_pid(&dir.path().join("pidfile"));
+    assert!(gone_within(grandchild, Duration::from_secs(2)));
+}
+
+#[test]
+fn timeout_as_a_number_of_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(dir.path(), json!({"cmd": ["sleep", "30"], "timeout": 0.5}));
+    assert_eq!(o.error.as_deref(), Some("timed out after 500ms"));
+    assert!(o.duration < Duration::from_secs(3));
+}
+
+#[test]
+fn config_timeout_applies_to_command_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = registry(&[(
+        "slow",
+        ToolConfig {
+            command: Some(vec!["sleep".into(), "30".into()]),
+            timeout: Some(Duration::from_secs(1)),
+            ..ToolConfig::default()
+        },
+    )]);
+    let o = run_in(dir.path(), reg.get("slow").unwrap(), json!({}));
+    assert_eq!(o.error.as_deref(), Some("timed out after 1s"));
+    assert!(o.duration < Duration::from_secs(3), "{:?}", o.duration);
+    // `execute` uses the SPEC's grace; the SIGKILL path itself is tested on the runner with
+    // a shorter one.
+    assert_eq!(process::KILL_GRACE, Duration::from_secs(5));
+    let req = process::Request::new(vec!["x".into()], dir.path().into(), Duration::ZERO);
+    assert_eq!(req.kill_grace, process::KILL_GRACE);
+}
+
+#[test]
+fn background_child_holding_stdout_does_not_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let o = shell(
+        dir.path(),
+        json!({"cmd": "sleep 60 & echo $! > pidfile; echo done", "timeout": "30s"}),
+    );
+    let took = started.elapsed();
+    assert!(o.success, "{o:?}");
+    assert_eq!(o.stdout, "done\n");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let bg = read_pid(&dir.path().join("pidfile"));
+    assert!(gone_within(bg, Duration::from_secs(2)));
+}
+
+#[test]
+fn process_that_left_the_group_is_abandoned_not_waited_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let o = shell(
+        dir.path(),
+        json!({
+            "cmd": "setsid sh -c 'echo $$ > pidfile; exec sleep 30' & \
+                    while [ ! -s pidfile ]; do sleep 0.05; done; echo done",
+            "timeout": "30s",
+        }),
+    );
+    let took = started.elapsed();
+    let escaped = read_pid(&dir.path().join("pidfile"));
+    // It left the group on purpose: still alive, and heartbeat did not wait for it.
+    let alive = unsafe { libc::kill(escaped, 0) } == 0;
+    unsafe {
+        libc::kill(escaped, libc::SIGKILL);
+    }
+    assert!(o.success, "{o:?}");
+    assert_eq!(o.stdout, "done\n");
+    assert!(
+        took < process::READER_GRACE + Duration::from_secs(2),
+        "{took:?}"
+    );
+    assert!(alive);
+}
+
+// ---------------------------------------------------------------- output
+
+#[test]
+fn output_is_capped_and_the_rest_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let three = 3 * 1024 * 1024;
+    let o = shell(
+        dir.path(),
+        json!({"cmd": format!("head -c {three} /dev/zero | tr '\\0' a; head -c {three} /dev/zero | tr '\\0' b >&2")}),
+    );
+    assert!(o.success, "{:?}", o.error);
+    assert_eq!(o.stdout.len(), process::OUTPUT_CAP);
+    assert!(o.stdout.bytes().all(|b| b == b'a'));
+    assert_eq!(o.stdout_dropped, (three - process::OUTPUT_CAP) as u64);
+    assert_eq!(o.stderr.len(), process::OUTPUT_CAP);
+    assert_eq!(o.stderr_dropped, (three - process::OUTPUT_CAP) as u64);
+}
+
+#[test]
+fn large_stdin_does_not_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let big = "x".repeat(3 * 1024 * 1024);
+    let o = shell(dir.path(), json!({"cmd": ["cat"], "stdin": big}));
+    assert!(o.success, "{:?}", o.error);
+    assert_eq!(o.stdout.len(), process::OUTPUT_CAP);
+    assert_eq!(o.stdout_dropped, 2 * 1024 * 1024);
+    // A child that never reads a large input still finishes.
+    let o = shell(
+        dir.path(),
+        json!({"cmd": ["true"], "stdin": "y".repeat(1024 * 1024)}),
+    );
+    assert!(o.success, "{:?}", o.error);
+}
+
+#[test]
+fn invalid_utf8_output_is_lossy() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(dir.path(), json!({"cmd": "printf 'a\\377b'"}));
+    assert_eq!(o.stdout, "a\u{FFFD}b");
+}
+
+#[test]
+fn cost_and_summary_from_the_last_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(
+        dir.path(),
+        json!({"cmd": "echo working; echo '{\"cost_usd\": 0.25, \"summary\": \"3 files\"}'; echo; echo '  '"}),
+    );
+    assert!(o.success);
+    assert_eq!(o.cost_usd, Some(0.25));
+    assert_eq!(o.summary.as_deref(), Some("3 files"));
+
+    let o = shell(dir.path(), json!({"cmd": "echo '{\"cost_usd\": 2}'"}));
+    assert_eq!((o.cost_usd, o.summary), (Some(2.0), None));
+
+    let o = shell(dir.path(), json!({"cmd": "echo '{\"summary\": \"only\"}'"}));
+    assert_eq!((o.cost_usd, o.summary.as_deref()), (None, Some("only")));
+
+    // Not the last line, not an object, wrong types: nothing recorded.
+    for cmd in [
+        "echo '{\"cost_usd\": 1}'; echo done",
+        "echo '[1]'",
+        "echo '{\"cost_usd\": \"1\", \"summary\": 5}'",
+        "echo '{\"cost_usd\": 1'",
+        "true",
+    ] {
+        let o = shell(dir.path(), json!({ "cmd": cmd }));
+        assert_eq!((o.cost_usd, o.summary), (None, None), "{cmd}");
+    }
+
+    // Also after more output than the cap keeps.
+    let o = shell(
+        dir.path(),
+        json!({"cmd": "head -c 2000000 /dev/zero | tr '\\0' a; echo; echo '{\"summary\": \"big\"}'"}),
+    );
+    assert!(o.stdout_dropped > 0);
+    assert_eq!(o.summary.as_deref(), Some("big"));
+}
+
+#[test]
+fn last_line_report_edges() {
+    use process::last_line_report;
+    assert_eq!(
+        last_line_report(b"x\r\n{\"cost_usd\":1.5}\r\n", true),
+        (Some(1.5), None)
+    );
+    assert_eq!(
+        last_line_report(b"{\"summary\":\"s\"}", true),
+        (None, Some("s".into()))
+    );
+    // A tail that starts mid-stream: its first line may be cut, so it is not trusted.
+    assert_eq!(
+        last_line_report(b"{\"summary\":\"s\"}\n", false),
+        (None, None)
+    );
+    assert_eq!(
+        last_line_report(b"cut\n{\"summary\":\"s\"}\n", false),
+        (None, Some("s".into()))
+    );
+    assert_eq!(last_line_report(b"", true), (None, None));
+    assert_eq!(last_line_report(b"\n\n", true), (None, None));
+    assert_eq!(last_line_report(b"{\"cost_usd\": -1}", true), (None, None));
+}
+
+// ---------------------------------------------------------------- log and files
+
+#[test]
+fn log_succeeds_with_its_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_in(dir.path(), &builtin("log"), json!({"text": "hello"}));
+    assert!(o.success);
+    assert_eq!(o.stdout, "hello");
+    assert_eq!(o.exit_code, None);
+    assert_eq!(o.error, None);
+}
+
+#[test]
+fn write_and_append_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = builtin("write_file");
+    let a = builtin("append_file");
+    let file = dir.path().join("notes.txt");
+
+    let o = run_in(
+        dir.path(),
+        &a,
+        json!({"path": "notes.txt", "text": "one\n"}),
+    );
+    assert!(o.success, "{o:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    let o = run_in(
+        dir.path(),
+        &a,
+        json!({"path": "notes.txt", "text": "two\n"}),
+    );
+    assert!(o.success, "{o:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\ntwo\n");
+    let o = run_in(dir.path(), &w, json!({"path": "notes.txt", "text": "new"}));
+    assert!(o.success, "{o:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+
+    let abs = dir.path().join("abs.txt");
+    let o = run_in(
+        dir.path(),
+        &w,
+        json!({"path": abs.to_str().unwrap(), "text": "x"}),
+    );
+    assert!(o.success, "{o:?}");
+    assert_eq!(std::fs::read_to_string(&abs).unwrap(), "x");
+
+    for t in [&w, &a] {
+        let o = run_in(
+            dir.path(),
+            t,
+            json!({"path": "no/such/dir.txt", "text": "x"}),
+        );
+        assert!(!o.success);
+        let e = o.error.unwrap();
+        assert!(e.contains("no/such/dir.txt"), "{e}");
+        assert!(e.contains("No such file or directory"), "{e}");
+    }
+}
+
+// ---------------------------------------------------------------- the runner
+
+#[test]
+fn runner_sigkills_a_term_ignoring_group_after_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut req = process::Request::new(
+        vec![
+            "sh".into(),
+            "-c".into(),
+            "trap '' TERM; sleep 60 & echo $! > pidfile; sleep 60".into(),
+        ],
+        dir.path().to_path_buf(),
+        Duration::from_millis(500),
+    );
+    req.kill_grace = Duration::from_millis(700);
+    let started = Instant::now();
+    let o = process::run(&req);
+    let took = started.elapsed();
+    assert_eq!(o.error.as_deref(), Some("timed out after 500ms"));
+    assert_eq!(o.exit_code, None);
+    assert!(
+        took >= Duration::from_millis(1200) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+    let bg = read_pid(&dir.path().join("pidfile"));
+    assert!(gone_within(bg, Duration::from_secs(2)));
+}
+
+#[test]
+fn runner_stops_on_request() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let stop = AtomicBool::new(false);
+    let mut req = process::Request::new(
+        vec!["sleep".into(), "60".into()],
+        dir.path().to_path_buf(),
+        Duration::from_secs(30),
+    );
+    req.stop = Some(&stop);
+    let started = Instant::now();
+    let o = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, Ordering::SeqCst);
+        });
+        process::run(&req)
+    });
+    assert_eq!(o.error.as_deref(), Some("stopped"));
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(!o.success);
+}
+
+#[test]
+fn runner_rejects_an_empty_argv() {
+    let o = process::run(&process::Request::new(
+        Vec::new(),
+        std::env::temp_dir(),
+        Duration::from_secs(1),
+    ));
+    assert!(!o.success);
+    assert!(o.error.unwrap().contains("empty command"));
+}
