@@ -188,6 +188,7 @@ fn run_inner(req: &Request) -> Outcome {
         let spawned = thread::Builder::new()
             .name("tool-stdin".to_string())
             .spawn(move || {
+                block_sigpipe_in_this_thread();
                 let _ = pipe.write_all(&data);
             });
         if let Err(e) = spawned {
@@ -330,6 +331,21 @@ fn waiter_gone() -> io::Error {
 
 fn recv_exit(rx: &mpsc::Receiver<io::Result<ExitStatus>>) -> io::Result<ExitStatus> {
     rx.recv().unwrap_or_else(|_| Err(waiter_gone()))
+}
+
+/// Makes a write to a closed pipe fail with EPIPE in this thread instead of raising SIGPIPE,
+/// whatever the process's SIGPIPE disposition is (a CLI may restore the default to exit
+/// quietly on a closed stdout; a tool that exits without reading its input must not kill
+/// heartbeat). A SIGPIPE left pending on the thread is discarded when the thread ends.
+fn block_sigpipe_in_this_thread() {
+    // SAFETY: sigset_t is initialised by sigemptyset before use; pthread_sigmask only
+    // changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// `waitpid` for one child, retried on EINTR.

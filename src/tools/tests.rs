@@ -580,8 +580,9 @@ fn env_probe_child() {
     assert!(sh.stdout.contains("HEARTBEAT_RUN_ID=run-42\n"));
 }
 
-#[test]
-fn token_and_remove_env_are_not_inherited() {
+/// Runs the test `name` alone in a child copy of this test binary with `env` added, and
+/// asserts that it ran and passed.
+fn run_probe(name: &str, env: &[(&str, &str)]) {
     // /proc/self/exe survives a concurrent `cargo test` relinking the test binary.
     let exe = if Path::new("/proc/self/exe").exists() {
         std::path::PathBuf::from("/proc/self/exe")
@@ -589,24 +590,60 @@ fn token_and_remove_env_are_not_inherited() {
         std::env::current_exe().unwrap()
     };
     let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "tools::tests::env_probe_child",
-            "--test-threads=1",
-        ])
-        .env("HB_TOOLS_ENV_PROBE", "1")
-        .env("HEARTBEAT_TELEGRAM_TOKEN", "s3cr3t-a")
-        .env("MY_BOT_TOKEN", "s3cr3t-b")
-        .env("KEEP_ME", "yes")
+        .args(["--exact", name, "--test-threads=1"])
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "{text}\n{}",
+        "{:?}\n{text}\n{}",
+        out.status,
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(text.contains("1 passed"), "{text}");
+}
+
+#[test]
+fn token_and_remove_env_are_not_inherited() {
+    run_probe(
+        "tools::tests::env_probe_child",
+        &[
+            ("HB_TOOLS_ENV_PROBE", "1"),
+            ("HEARTBEAT_TELEGRAM_TOKEN", "s3cr3t-a"),
+            ("MY_BOT_TOKEN", "s3cr3t-b"),
+            ("KEEP_ME", "yes"),
+        ],
+    );
+}
+
+/// Run by `unread_stdin_never_raises_sigpipe`: with SIGPIPE at its default (as a CLI may set
+/// it), a tool that exits without reading a large input must not kill this process.
+#[test]
+fn sigpipe_probe_child() {
+    if std::env::var_os("HB_TOOLS_SIGPIPE_PROBE").is_none() {
+        return;
+    }
+    // SAFETY: this probe runs alone in its own process (see `run_probe`).
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for _ in 0..5 {
+        let o = shell(
+            dir.path(),
+            json!({"cmd": ["true"], "stdin": "z".repeat(4 * 1024 * 1024)}),
+        );
+        assert!(o.success, "{o:?}");
+    }
+}
+
+#[test]
+fn unread_stdin_never_raises_sigpipe() {
+    run_probe(
+        "tools::tests::sigpipe_probe_child",
+        &[("HB_TOOLS_SIGPIPE_PROBE", "1")],
+    );
 }
 
 // ---------------------------------------------------------------- timeouts and groups
