@@ -139,11 +139,7 @@ pub fn redact(value: &mut Value, secrets: &[String]) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|v| redact(v, secrets)),
-        Value::String(s) => {
-            if secrets.iter().any(|secret| secret == s) {
-                *s = "***".into();
-            }
-        }
+        Value::String(s) if secrets.iter().any(|secret| secret == s) => *s = "***".into(),
         _ => {}
     }
 }

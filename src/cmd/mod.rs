@@ -169,10 +169,10 @@ impl Out {
             return;
         }
         let mut stdout = io::stdout().lock();
-        if let Err(e) = writeln!(stdout, "{text}") {
-            if e.kind() == io::ErrorKind::BrokenPipe {
-                self.broken = true;
-            }
+        if let Err(e) = writeln!(stdout, "{text}")
+            && e.kind() == io::ErrorKind::BrokenPipe
+        {
+            self.broken = true;
         }
     }
 
