@@ -1,0 +1,129 @@
+
+use builtin;
+use str;
+
+set edit:completion:arg-completer[heartbeat] = {|@words|
+    fn spaces {|n|
+        builtin:repeat $n ' ' | str:join ''
+    }
+    fn cand {|text desc|
+        edit:complex-candidate $text &display=$text' '(spaces (- 14 (wcswidth $text)))$desc
+    }
+    var command = 'heartbeat'
+    for word $words[1..-1] {
+        if (str:has-prefix $word '-') {
+            break
+        }
+        set command = $command';'$word
+    }
+    var completions = [
+        &'heartbeat'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand run 'Run the due tasks once (for cron and systemd timers)'
+            cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
+            cand status 'Last run, pending approvals, spend and the run lock'
+            cand approvals 'List approvals'
+            cand completions 'Print a shell completion script'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'heartbeat;run'= {
+            cand --file 'HEARTBEAT.md to use instead of the config''s `files` (repeatable)'
+            cand --autonomy 'Override the configured autonomy for this run'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --once 'Run once and exit (the daemon is `heartbeat daemon`)'
+            cand --allow-missing 'A missing HEARTBEAT.md counts as empty instead of an error'
+            cand --force 'Run even outside active hours'
+            cand --dry-run 'Decide and print the plan; run, queue and write nothing'
+            cand --json 'Print one JSON document'
+            cand -q 'Print only failures and errors'
+            cand --quiet 'Print only failures and errors'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;check'= {
+            cand --file 'HEARTBEAT.md to use instead of the config''s `files` (repeatable)'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --allow-missing 'A missing HEARTBEAT.md counts as empty instead of an error'
+            cand --json 'Print one JSON document'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;status'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --json 'Print one JSON document'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;approvals'= {
+            cand --state 'Which approvals to list'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --json 'Print one JSON document'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;completions'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;help'= {
+            cand run 'Run the due tasks once (for cron and systemd timers)'
+            cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
+            cand status 'Last run, pending approvals, spend and the run lock'
+            cand approvals 'List approvals'
+            cand completions 'Print a shell completion script'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'heartbeat;help;run'= {
+        }
+        &'heartbeat;help;check'= {
+        }
+        &'heartbeat;help;status'= {
+        }
+        &'heartbeat;help;approvals'= {
+        }
+        &'heartbeat;help;completions'= {
+        }
+        &'heartbeat;help;help'= {
+        }
+    ]
+    $completions[$command]
+}

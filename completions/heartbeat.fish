@@ -1,0 +1,98 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_heartbeat_global_optspecs
+    string join \n config= state-dir= now= v/verbose h/help V/version
+end
+
+function __fish_heartbeat_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_heartbeat_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_heartbeat_using_subcommand
+    set -l cmd (__fish_heartbeat_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "approvals" -d 'List approvals'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "completions" -d 'Print a shell completion script'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l autonomy -d 'Override the configured autonomy for this run' -r -f -a "observe\t''
+cautious\t''
+full\t''"
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l once -d 'Run once and exit (the daemon is `heartbeat daemon`)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l allow-missing -d 'A missing HEARTBEAT.md counts as empty instead of an error'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l force -d 'Run even outside active hours'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l dry-run -d 'Decide and print the plan; run, queue and write nothing'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l json -d 'Print one JSON document'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s q -l quiet -d 'Print only failures and errors'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l allow-missing -d 'A missing HEARTBEAT.md counts as empty instead of an error'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l json -d 'Print one JSON document'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l json -d 'Print one JSON document'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l state -d 'Which approvals to list' -r -f -a "all\t''
+pending\t''
+approved\t''
+running\t''
+succeeded\t''
+failed\t''
+denied\t''
+expired\t''
+stale\t''"
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l json -d 'Print one JSON document'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "approvals" -d 'List approvals'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -1,0 +1,379 @@
+//! The harness: a temp dir with a HEARTBEAT.md, an optional heartbeat.toml and a state dir,
+//! and a builder that runs the real binary in it.
+//!
+//! Every command gets `--state-dir <tmp>/state` and `--now <RFC 3339>` (default [`NOW`]),
+//! `--config <tmp>/heartbeat.toml` when a config was given, the temp dir as working
+//! directory, and an environment without `HEARTBEAT_CONFIG`, `HEARTBEAT_NOW` and `TZ`, with
+//! `HOME`/`XDG_*` pointing into the temp dir so that the machine's own config never leaks in.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+/// The default `--now`: Friday 2026-05-01 10:00 UTC.
+pub const NOW: &str = "2026-05-01T10:00:00Z";
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_heartbeat");
+
+/// A sandbox for one test.
+pub struct Env {
+    dir: TempDir,
+    config: Option<PathBuf>,
+}
+
+impl Env {
+    /// A temp dir with `HEARTBEAT.md` holding `md`.
+    pub fn new(md: &str) -> Env {
+        let env = Env::empty();
+        env.write("HEARTBEAT.md", md);
+        env
+    }
+
+    /// A temp dir with nothing in it.
+    pub fn empty() -> Env {
+        let dir = tempfile::Builder::new()
+            .prefix("heartbeat-cli-")
+            .tempdir()
+            .expect("create temp dir");
+        Env { dir, config: None }
+    }
+
+    /// Write `heartbeat.toml` and pass it with `--config`.
+    pub fn config(mut self, toml: &str) -> Env {
+        let path = self.path("heartbeat.toml");
+        fs::write(&path, toml).expect("write config");
+        self.config = Some(path);
+        self
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    pub fn state(&self) -> PathBuf {
+        self.path("state")
+    }
+
+    pub fn md_path(&self) -> PathBuf {
+        self.path("HEARTBEAT.md")
+    }
+
+    /// The `file` value the program writes for HEARTBEAT.md (absolute, as named).
+    pub fn md_file(&self) -> String {
+        self.md_path().display().to_string()
+    }
+
+    pub fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) {
+        let path = self.path(rel);
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).expect("create parent dir");
+        }
+        fs::write(&path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        let path = self.path(rel);
+        fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    }
+
+    pub fn read_bytes(&self, rel: &str) -> Vec<u8> {
+        let path = self.path(rel);
+        fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+    }
+
+    pub fn exists(&self, rel: &str) -> bool {
+        self.path(rel).exists()
+    }
+
+    /// A command with the harness's global flags; add arguments with [`Cmd::args`].
+    pub fn cmd<I, S>(&self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(BIN);
+        cmd.current_dir(self.root())
+            .env_remove("HEARTBEAT_CONFIG")
+            .env_remove("HEARTBEAT_NOW")
+            .env_remove("TZ")
+            .env_remove("HEARTBEAT_TELEGRAM_TOKEN")
+            .env_remove("RUST_BACKTRACE")
+            .env("HOME", self.path("home"))
+            .env("XDG_CONFIG_HOME", self.path("home/.config"))
+            .env("XDG_DATA_HOME", self.path("home/.local/share"))
+            .stdin(Stdio::null());
+        Cmd {
+            cmd,
+            globals: vec![
+                "--state-dir".into(),
+                self.state().into_os_string(),
+                "--now".into(),
+                NOW.into(),
+            ],
+            config: self.config.clone(),
+            args: args.into_iter().map(|a| a.as_ref().to_owned()).collect(),
+        }
+    }
+
+    /// `run --once` at `now`.
+    pub fn run_once(&self, now: &str) -> Output {
+        self.cmd(["run", "--once"]).now(now).output()
+    }
+
+    /// `run --once` at `now` with extra arguments.
+    pub fn run_with(&self, now: &str, extra: &[&str]) -> Output {
+        self.cmd(["run", "--once"]).args(extra).now(now).output()
+    }
+
+    pub fn audit_path(&self) -> PathBuf {
+        self.state().join("audit.jsonl")
+    }
+
+    /// The raw audit log ("" when it does not exist).
+    pub fn audit_text(&self) -> String {
+        fs::read_to_string(self.audit_path()).unwrap_or_default()
+    }
+
+    /// Every audit line, parsed; panics on a line that is not one JSON object.
+    pub fn audit(&self) -> Vec<Value> {
+        let text = self.audit_text();
+        assert!(
+            text.is_empty() || text.ends_with('\n'),
+            "audit log does not end with a newline:\n{text}"
+        );
+        text.lines()
+            .map(|line| {
+                let v: Value = serde_json::from_str(line)
+                    .unwrap_or_else(|e| panic!("audit line is not JSON ({e}): {line}"));
+                assert!(v.is_object(), "audit line is not an object: {line}");
+                v
+            })
+            .collect()
+    }
+
+    /// Audit lines with this event.
+    pub fn events(&self, event: &str) -> Vec<Value> {
+        self.audit()
+            .into_iter()
+            .filter(|v| v["event"] == event)
+            .collect()
+    }
+
+    /// The events of the audit log, in order.
+    pub fn event_names(&self) -> Vec<String> {
+        self.audit()
+            .iter()
+            .map(|v| v["event"].as_str().unwrap_or("?").to_string())
+            .collect()
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.state().join("heartbeat.db")
+    }
+
+    pub fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open_with_flags(
+            self.db_path(),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("open heartbeat.db")
+    }
+
+    /// Rows of `SELECT state, tool, task_id FROM approvals ORDER BY id`.
+    pub fn approval_rows(&self) -> Vec<(String, String, String)> {
+        let db = self.db();
+        let mut stmt = db
+            .prepare("SELECT state, tool, task_id FROM approvals ORDER BY id")
+            .expect("query approvals");
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .expect("query approvals")
+            .collect::<Result<Vec<_>, _>>()
+            .expect("read approvals")
+    }
+}
+
+/// A command being built.
+pub struct Cmd {
+    cmd: Command,
+    globals: Vec<OsString>,
+    config: Option<PathBuf>,
+    args: Vec<OsString>,
+}
+
+impl Cmd {
+    pub fn args<I, S>(mut self, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.args
+            .extend(args.into_iter().map(|a| a.as_ref().to_owned()));
+        self
+    }
+
+    pub fn now(mut self, now: &str) -> Cmd {
+        self.globals[3] = now.into();
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
+        self.cmd.env(key, value);
+        self
+    }
+
+    /// Do not pass `--config` even though the sandbox has one.
+    pub fn without_config_flag(mut self) -> Cmd {
+        self.config = None;
+        self
+    }
+
+    fn finish(mut self) -> Command {
+        self.cmd.args(&self.globals);
+        if let Some(config) = &self.config {
+            self.cmd.arg("--config").arg(config);
+        }
+        self.cmd.args(&self.args);
+        self.cmd
+    }
+
+    pub fn output(self) -> Output {
+        let mut cmd = self.finish();
+        let described = format!("{cmd:?}");
+        let out = cmd.output().expect("start heartbeat");
+        Output {
+            command: described,
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// Start without waiting (stdout and stderr piped).
+    pub fn spawn(self) -> Child {
+        let mut cmd = self.finish();
+        cmd.stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start heartbeat")
+    }
+}
+
+/// What a finished command did.
+#[derive(Debug)]
+pub struct Output {
+    pub command: String,
+    /// None when killed by a signal.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Output {
+    /// Assert the exit code, showing everything on failure.
+    #[track_caller]
+    pub fn code(&self, expected: i32) -> &Output {
+        assert_eq!(
+            self.code,
+            Some(expected),
+            "unexpected exit code\ncommand: {}\n--- stdout\n{}--- stderr\n{}",
+            self.command,
+            self.stdout,
+            self.stderr
+        );
+        self.no_panic();
+        self
+    }
+
+    /// Never a Rust panic or backtrace (SPEC §8).
+    #[track_caller]
+    pub fn no_panic(&self) -> &Output {
+        assert!(
+            !self.stderr.contains("panicked at") && !self.stderr.contains("RUST_BACKTRACE"),
+            "heartbeat panicked\ncommand: {}\n--- stderr\n{}",
+            self.command,
+            self.stderr
+        );
+        self
+    }
+
+    /// stdout as one JSON document.
+    #[track_caller]
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e})\ncommand: {}\n--- stdout\n{}--- stderr\n{}",
+                self.command, self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// Keys of a JSON object, as a set.
+pub fn keys(v: &Value) -> BTreeSet<String> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .cloned()
+        .collect()
+}
+
+/// Assert that `v` is an object with at least these keys.
+#[track_caller]
+pub fn assert_has_keys(v: &Value, expected: &[&str]) {
+    let have = keys(v);
+    let missing: Vec<&&str> = expected.iter().filter(|k| !have.contains(**k)).collect();
+    assert!(missing.is_empty(), "missing keys {missing:?} in {v:#}");
+}
+
+/// A 12-hex-digit task id.
+pub fn is_task_id(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        s.len() == 12
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    })
+}
+
+/// `--now` as the audit log writes it: RFC 3339, UTC, milliseconds, `Z`.
+pub fn ts(rfc3339: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .expect("valid RFC 3339")
+        .with_timezone(&chrono::Utc)
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Poll until `path` exists; panics after `timeout`.
+#[track_caller]
+pub fn wait_for(path: &Path, timeout: Duration) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < timeout,
+            "{} did not appear within {timeout:?}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Lines of `text` that contain `needle`.
+pub fn count_matches(text: &str, needle: &str) -> usize {
+    text.matches(needle).count()
+}
+
+/// A JSON string literal for embedding in a HEARTBEAT.md line.
+pub fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("serialise")
+}

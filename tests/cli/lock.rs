@@ -1,0 +1,109 @@
+//! The run lock (SPEC §9): a run that finds it held writes `run_skipped` (reason `locked`),
+//! exits 0 at once, and warns naming the holder when it has held the lock past `stuck_after`.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+
+const SLOW: &str = "## Recurring\n- [ ] @shell {\"cmd\": \"touch started; sleep 2\"}\n";
+const FIRST: &str = "2026-05-01T10:00:00Z";
+
+#[test]
+fn a_second_run_skips_while_the_lock_is_held_and_reports_a_stuck_holder() {
+    let env = Env::new(SLOW).config("stuck_after = \"1m\"\n");
+    let mut first = env
+        .cmd(["run", "--once", "--autonomy", "full"])
+        .now(FIRST)
+        .spawn();
+    let first_pid = first.id();
+    wait_for(&env.path("started"), Duration::from_secs(10));
+
+    // Within stuck_after: skipped, quietly.
+    let t = Instant::now();
+    let second = env
+        .cmd(["run", "--once", "--autonomy", "full"])
+        .now("2026-05-01T10:00:30Z")
+        .env("TZ", "UTC")
+        .output();
+    second.code(0);
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "waited for the lock"
+    );
+    assert!(
+        !second.stderr.contains(&first_pid.to_string()),
+        "no warning before stuck_after: {}",
+        second.stderr
+    );
+
+    // status sees the holder.
+    let status = env.cmd(["status", "--json"]).output();
+    status.code(0);
+    let lock = &status.json()["lock"];
+    assert_eq!(lock["held"], true, "{lock}");
+    assert_eq!(lock["pid"], first_pid, "{lock}");
+    assert_eq!(lock["since"], ts(FIRST), "{lock}");
+
+    // Past stuck_after: skipped, with a warning naming the holder's pid and start time.
+    let t = Instant::now();
+    let third = env
+        .cmd(["run", "--once", "--autonomy", "full"])
+        .now("2026-05-01T10:02:00Z")
+        .env("TZ", "UTC")
+        .output();
+    third.code(0);
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "waited for the lock"
+    );
+    assert!(
+        third.stderr.contains(&first_pid.to_string()),
+        "the holder's pid {first_pid} in: {}",
+        third.stderr
+    );
+    assert!(
+        third.stderr.contains("2026-05-01") && third.stderr.contains("10:00"),
+        "the holder's start time in: {}",
+        third.stderr
+    );
+    assert!(third.stderr.starts_with("heartbeat: "), "{}", third.stderr);
+
+    let status = first.wait().expect("wait for the first run");
+    assert_eq!(status.code(), Some(0));
+
+    let skipped = env.events("run_skipped");
+    assert_eq!(skipped.len(), 2, "{:#?}", env.audit());
+    for s in &skipped {
+        assert_eq!(s["reason"], "locked");
+    }
+    assert_eq!(skipped[0]["ts"], "2026-05-01T10:00:30.000Z");
+    assert_eq!(skipped[1]["ts"], "2026-05-01T10:02:00.000Z");
+    // Only the first run ran the task.
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    let first_run = &env.events("run_started")[0]["run_id"];
+    assert_eq!(&ok[0]["run_id"], first_run);
+    assert_eq!(env.events("run_started").len(), 1);
+    assert_eq!(env.events("run_finished").len(), 1);
+
+    // The lock is free again.
+    let lock = env.cmd(["status", "--json"]).output().json()["lock"].clone();
+    assert_eq!(lock["held"], false, "{lock}");
+    env.run_with("2026-05-01T10:05:00Z", &["--autonomy", "full"])
+        .code(0);
+    assert_eq!(env.events("task_succeeded").len(), 2);
+}
+
+#[test]
+fn locked_run_json_says_so() {
+    let env = Env::new(SLOW);
+    let mut first = env
+        .cmd(["run", "--once", "--autonomy", "full"])
+        .now(FIRST)
+        .spawn();
+    wait_for(&env.path("started"), Duration::from_secs(10));
+    let out = env.run_with(FIRST, &["--json"]);
+    out.code(0);
+    assert_eq!(out.json()["skipped"], "locked");
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+}

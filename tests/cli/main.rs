@@ -1,0 +1,14 @@
+//! Integration tests: drive the built `heartbeat` binary in temp dirs (one test crate, one
+//! link step). Each module covers one part of SPEC.md; the harness is in `common`.
+
+mod common;
+
+mod active;
+mod audit;
+mod commands;
+mod config;
+mod invalid;
+mod lock;
+mod run;
+mod tick;
+mod tools;

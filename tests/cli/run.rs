@@ -1,0 +1,269 @@
+//! `run --once` basics: what runs, what is queued, skipped or reminded (SPEC §2, §5, §6, §8).
+
+use serde_json::json;
+
+use crate::common::*;
+
+#[test]
+fn log_task_succeeds_with_its_text_as_output() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hello from heartbeat\"}\n");
+    let out = env.run_once(NOW);
+    out.code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    let ev = &ok[0];
+    assert_eq!(ev["tool"], "log");
+    assert_eq!(ev["output"], "hello from heartbeat");
+    assert_eq!(ev["input"], json!({"text": "hello from heartbeat"}));
+    assert_eq!(ev["file"], env.md_file());
+    assert_eq!(ev["line"], 2);
+    assert_eq!(ev["section"], "recurring");
+    assert!(is_task_id(&ev["task_id"]), "{ev}");
+    // Something ran: a short human summary on stdout.
+    assert!(
+        out.stdout.contains("hello from heartbeat"),
+        "stdout: {}",
+        out.stdout
+    );
+}
+
+#[test]
+fn shell_is_queued_in_cautious_mode_once_and_listed_by_approvals() {
+    let env = Env::new("# Tasks\n\n## Recurring\n\n- [ ] @shell {\"cmd\": \"touch ran\"}\n");
+    let out = env.run_once(NOW);
+    out.code(0);
+    assert!(!env.exists("ran"), "a queued tool must not run");
+
+    let req = env.events("approval_requested");
+    assert_eq!(req.len(), 1, "{:#?}", env.audit());
+    let req = &req[0];
+    assert_eq!(req["tool"], "shell");
+    assert_eq!(req["input"], json!({"cmd": "touch ran"}));
+    assert_eq!(req["file"], env.md_file());
+    assert_eq!(req["line"], 5);
+    assert!(is_task_id(&req["task_id"]));
+    let approval_id = req["approval_id"]
+        .as_i64()
+        .expect("approval_id is an integer");
+    // The summary tells how to approve.
+    assert!(
+        out.stdout
+            .contains(&format!("heartbeat approve {approval_id}")),
+        "stdout: {}",
+        out.stdout
+    );
+
+    let task_id = req["task_id"].as_str().unwrap().to_string();
+    assert_eq!(
+        env.approval_rows(),
+        vec![("pending".to_string(), "shell".to_string(), task_id.clone())]
+    );
+
+    // `approvals --json`: SPEC §8 shape.
+    let list = env.cmd(["approvals", "--json"]).output();
+    list.code(0);
+    let list = list.json();
+    let list = list.as_array().expect("approvals --json is an array");
+    assert_eq!(list.len(), 1);
+    let a = &list[0];
+    assert_has_keys(
+        a,
+        &[
+            "id",
+            "task_id",
+            "state",
+            "tool",
+            "input",
+            "file",
+            "line",
+            "section",
+            "text",
+            "created_at",
+            "decided_at",
+            "decided_by",
+            "reason",
+        ],
+    );
+    assert_eq!(a["id"], approval_id);
+    assert_eq!(a["task_id"], task_id.as_str());
+    assert_eq!(a["state"], "pending");
+    assert_eq!(a["tool"], "shell");
+    assert_eq!(a["input"], json!({"cmd": "touch ran"}));
+    assert_eq!(a["file"], env.md_file());
+    assert_eq!(a["line"], 5);
+    assert_eq!(a["section"], "recurring");
+    assert_eq!(a["text"], "@shell {\"cmd\": \"touch ran\"}");
+    assert_eq!(a["created_at"], ts(NOW));
+    assert_eq!(a["decided_at"], json!(null));
+    assert_eq!(a["decided_by"], json!(null));
+    assert_eq!(a["reason"], json!(null));
+
+    // A later run does not queue it again while it is pending.
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    assert_eq!(env.events("approval_requested").len(), 1);
+    assert_eq!(env.approval_rows().len(), 1);
+    assert!(!env.exists("ran"));
+}
+
+#[test]
+fn full_autonomy_runs_ask_tools() {
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"echo out; touch ran\"}\n");
+    env.run_with(NOW, &["--autonomy", "full"]).code(0);
+    assert!(env.exists("ran"));
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    assert_eq!(ok[0]["tool"], "shell");
+    assert_eq!(ok[0]["exit_code"], 0);
+    assert_eq!(ok[0]["output"], "out\n");
+    assert!(env.events("approval_requested").is_empty());
+    assert_eq!(env.events("run_started")[0]["autonomy"], "full");
+}
+
+#[test]
+fn observe_runs_nothing_and_skips_with_reason_observe() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @shell {\"cmd\": \"touch ran\"}\n- [ ] @log {\"text\": \"auto tool\"}\n",
+    );
+    let out = env.run_with(NOW, &["--autonomy", "observe"]);
+    out.code(0);
+    assert!(!env.exists("ran"));
+    assert!(env.events("task_succeeded").is_empty());
+    assert!(env.events("approval_requested").is_empty());
+    let skipped = env.events("task_skipped");
+    assert_eq!(skipped.len(), 2, "{:#?}", env.audit());
+    for s in &skipped {
+        assert_eq!(s["reason"], "observe");
+        assert!(is_task_id(&s["task_id"]));
+    }
+    assert_eq!(skipped[0]["tool"], "shell");
+    assert_eq!(skipped[1]["tool"], "log");
+    assert!(!env.db_path().exists() || env.approval_rows().is_empty());
+}
+
+#[test]
+fn tool_policy_deny_skips_with_denied_by_policy_even_in_full_autonomy() {
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"touch ran\"}\n")
+        .config("[tools.shell]\napproval = \"deny\"\n");
+    env.run_with(NOW, &["--autonomy", "full"]).code(0);
+    assert!(!env.exists("ran"));
+    let skipped = env.events("task_skipped");
+    assert_eq!(skipped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(skipped[0]["reason"], "denied_by_policy");
+    assert_eq!(skipped[0]["tool"], "shell");
+    assert!(env.events("approval_requested").is_empty());
+}
+
+#[test]
+fn recurring_reminder_every_run_one_time_reminder_once_and_never_ticked() {
+    let md =
+        "## Recurring\n- [ ] Stretch and drink water\n\n## One-time\n- [ ] Renew the passport\n";
+    let env = Env::new(md);
+    for (i, now) in [
+        "2026-05-01T10:00:00Z",
+        "2026-05-01T10:30:00Z",
+        "2026-05-02T10:00:00Z",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let out = env.run_once(now);
+        out.code(0);
+        let reminded = env.events("task_reminded");
+        let stretch: Vec<_> = reminded
+            .iter()
+            .filter(|e| e["text"] == "Stretch and drink water")
+            .collect();
+        let passport: Vec<_> = reminded
+            .iter()
+            .filter(|e| e["text"] == "Renew the passport")
+            .collect();
+        assert_eq!(stretch.len(), i + 1, "recurring: every run");
+        assert_eq!(passport.len(), 1, "one-time: once only");
+        assert_eq!(stretch[0]["line"], 2);
+        assert_eq!(stretch[0]["file"], env.md_file());
+        assert_eq!(passport[0]["line"], 5);
+        assert!(is_task_id(&passport[0]["task_id"]));
+        // A reminder is listed in the run's summary.
+        assert!(
+            out.stdout.contains("Stretch and drink water"),
+            "stdout: {}",
+            out.stdout
+        );
+    }
+    // Ticking is for whoever does it: the file is untouched.
+    assert_eq!(env.read("HEARTBEAT.md"), md);
+    assert!(env.events("task_marked_done").is_empty());
+}
+
+#[test]
+fn plain_tasks_agent_sends_the_prompt_to_the_agent_tool_on_stdin() {
+    let env = Env::new("## Recurring\n- [ ] Summarise   the unread mail\n").config(
+        r#"plain_tasks = "agent"
+
+[tools.agent]
+command = ["sh", "-c", "cat > agent-stdin.txt"]
+approval = "auto"
+"#,
+    );
+    env.run_once(NOW).code(0);
+    let stdin = env.read("agent-stdin.txt");
+    assert!(stdin.ends_with('\n'), "one JSON line: {stdin:?}");
+    assert_eq!(stdin.lines().count(), 1, "one JSON line: {stdin:?}");
+    let v: serde_json::Value = serde_json::from_str(stdin.trim_end()).expect("stdin is JSON");
+    // The task text, as written in the file (SPEC §2: "{\"prompt\": \"<task text>\"}").
+    assert_eq!(v, json!({"prompt": "Summarise   the unread mail"}));
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    assert_eq!(ok[0]["tool"], "agent");
+    assert!(env.events("task_reminded").is_empty());
+}
+
+#[test]
+fn plain_tasks_agent_queues_when_the_agent_asks() {
+    // `agent` defaults to approval "ask": in cautious mode the prompt waits for a person.
+    let env = Env::new("## Recurring\n- [ ] Water the plants\n").config(
+        r#"plain_tasks = "agent"
+
+[tools.agent]
+command = ["sh", "-c", "cat > agent-stdin.txt"]
+"#,
+    );
+    env.run_once(NOW).code(0);
+    assert!(!env.exists("agent-stdin.txt"));
+    let req = env.events("approval_requested");
+    assert_eq!(req.len(), 1, "{:#?}", env.audit());
+    assert_eq!(req[0]["tool"], "agent");
+    assert_eq!(req[0]["input"], json!({"prompt": "Water the plants"}));
+}
+
+#[test]
+fn nothing_due_prints_nothing() {
+    let env = Env::new("## Recurring\n\n### Every 1d\n- [ ] @log {\"text\": \"daily\"}\n");
+    let first = env.run_once(NOW);
+    first.code(0);
+    assert!(!first.stdout.is_empty());
+    let second = env.run_once("2026-05-01T12:00:00Z");
+    second.code(0);
+    assert_eq!(second.stdout, "", "nothing happened, nothing printed");
+    assert_eq!(env.events("task_succeeded").len(), 1);
+}
+
+#[test]
+fn quiet_prints_only_failures() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"fine\"}\n");
+    let out = env.run_with(NOW, &["-q"]);
+    out.code(0);
+    assert_eq!(out.stdout, "");
+
+    let env = Env::new(
+        "## Recurring\n- [ ] @log {\"text\": \"fine\"}\n- [ ] @shell {\"cmd\": \"exit 4\"}\n",
+    );
+    let out = env.run_with(NOW, &["-q", "--autonomy", "full"]);
+    out.code(1);
+    assert!(!out.stdout.contains("fine"), "stdout: {}", out.stdout);
+    assert!(
+        out.stdout.contains(":3"),
+        "the failure, with its line: {}",
+        out.stdout
+    );
+}
