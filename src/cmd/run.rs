@@ -35,6 +35,8 @@ struct TaskReport {
     task_id: String,
     file: PathBuf,
     line: usize,
+    /// Where an invalid task's error is.
+    column: Option<usize>,
     text: String,
     tool: Option<String>,
     outcome: &'static str,
@@ -52,6 +54,7 @@ impl TaskReport {
             task_id: task.id.clone(),
             file: task.file.clone(),
             line: task.line,
+            column: None,
             text: task.text.clone(),
             tool,
             outcome,
@@ -76,6 +79,7 @@ impl TaskReport {
             "duration_ms": self.duration_ms,
             "file": self.file,
             "line": self.line,
+            "column": self.column,
             "text": self.text,
             "summary": self.summary,
         })
@@ -379,7 +383,8 @@ impl Apply<'_> {
                 )?;
                 let mut r = TaskReport::new(task, tool, "invalid");
                 r.line = *line;
-                r.reason = Some(format!("{}:{line}:{column}: {error}", task.file.display()));
+                r.column = Some(*column);
+                r.reason = Some(error.clone());
                 self.report.tasks.push(r);
             }
             Decision::Skip(reason) => {
@@ -631,7 +636,11 @@ fn dry_run(
                 line,
                 column,
                 error,
-            } => r.reason = Some(format!("{}:{line}:{column}: {error}", task.file.display())),
+            } => {
+                r.line = *line;
+                r.column = Some(*column);
+                r.reason = Some(error.clone());
+            }
             _ => {}
         }
         report.tasks.push(r);
@@ -666,7 +675,10 @@ fn print_human(report: &Report, quiet: bool, cwd: &Path, out: &mut Out) {
         if quiet && !failure {
             continue;
         }
-        let place = format!("{}:{}", show_path(&t.file, cwd), t.line);
+        let mut place = format!("{}:{}", show_path(&t.file, cwd), t.line);
+        if let Some(column) = t.column {
+            place.push_str(&format!(":{column}"));
+        }
         let what = match &t.tool {
             Some(tool) => format!("@{tool}"),
             None => "reminder".into(),
@@ -694,7 +706,7 @@ fn print_human(report: &Report, quiet: bool, cwd: &Path, out: &mut Out) {
             other => other,
         };
         let line = if t.outcome == "invalid" {
-            format!("{label:<9} {}", clean(&detail))
+            format!("{label:<9} {place}: {}", clean(&detail))
         } else {
             format!("{label:<9} {what:<14} {place}  {}", clean(&detail))
         };
