@@ -130,3 +130,133 @@ timeout = "30s"
     assert_eq!(runs[0]["reason"], "outside_active_hours");
     assert_eq!(runs[0]["next_active"], "2026-05-02T20:00:00.000Z");
 }
+
+fn files_and_config(out: &Output) -> (serde_json::Value, serde_json::Value) {
+    let doc = out.json();
+    (doc["files"].clone(), doc["config"].clone())
+}
+
+#[test]
+fn lookup_order_and_files_relative_to_the_config() {
+    use serde_json::json;
+    let env = Env::empty();
+    env.write(
+        "cfg/notes/b.md",
+        "## Recurring\n- [ ] @log {\"text\": \"B\"}\n",
+    );
+    env.write(
+        "cfg/notes/a.md",
+        "## Recurring\n- [ ] @log {\"text\": \"A\"}\n",
+    );
+    env.write(
+        "cfg/notes/.hidden.md",
+        "## Recurring\n- [ ] @log {\"text\": \"H\"}\n",
+    );
+    env.write(
+        "cfg/heartbeat.toml",
+        "files = [\"notes/*.md\", \"notes/a.md\"]\n",
+    );
+    env.write(
+        "other/HEARTBEAT.md",
+        "## Recurring\n- [ ] @log {\"text\": \"O\"}\n",
+    );
+    env.write("other/heartbeat.toml", "autonomy = \"observe\"\n");
+    let cfg = env.path("cfg/heartbeat.toml").display().to_string();
+    let a = env.path("cfg/notes/a.md").display().to_string();
+    let b = env.path("cfg/notes/b.md").display().to_string();
+    let other = env.path("other/HEARTBEAT.md").display().to_string();
+    let other_cfg = env.path("other/heartbeat.toml").display().to_string();
+
+    // --config: globs are relative to the config file, sorted, without duplicates.
+    let out = env.cmd(["check", "--json", "--config", &cfg]).output();
+    out.code(0);
+    assert_eq!(files_and_config(&out), (json!([a, b]), json!(cfg)));
+
+    // $HEARTBEAT_CONFIG.
+    let out = env
+        .cmd(["check", "--json"])
+        .env("HEARTBEAT_CONFIG", "cfg/heartbeat.toml")
+        .output();
+    out.code(0);
+    assert_eq!(files_and_config(&out), (json!([a, b]), json!(cfg)));
+
+    // --config wins over $HEARTBEAT_CONFIG; --file overrides `files`.
+    let out = env
+        .cmd([
+            "check",
+            "--json",
+            "--config",
+            &cfg,
+            "--file",
+            "other/HEARTBEAT.md",
+        ])
+        .env("HEARTBEAT_CONFIG", "other/heartbeat.toml")
+        .output();
+    out.code(0);
+    assert_eq!(files_and_config(&out), (json!([other]), json!(cfg)));
+
+    // Without either: heartbeat.toml beside the first HEARTBEAT.md.
+    let out = env
+        .cmd(["check", "--json", "--file", "other/HEARTBEAT.md"])
+        .output();
+    out.code(0);
+    let doc = out.json();
+    assert_eq!(doc["config"], json!(other_cfg));
+    assert_eq!(doc["tasks"][0]["decision"], "observe");
+
+    // The platform config dir ($XDG_CONFIG_HOME/heartbeat/config.toml) comes last. (Its
+    // `files` would be relative to it, so the file is named with --file.)
+    env.write(
+        "home/.config/heartbeat/config.toml",
+        "autonomy = \"full\"\n",
+    );
+    env.write(
+        "HEARTBEAT.md",
+        "## Recurring\n- [ ] @shell {\"cmd\": \"true\"}\n",
+    );
+    let out = env
+        .cmd(["check", "--json", "--file", "HEARTBEAT.md"])
+        .output();
+    out.code(0);
+    let doc = out.json();
+    assert_eq!(
+        doc["config"],
+        json!(env.path("home/.config/heartbeat/config.toml"))
+    );
+    assert_eq!(doc["tasks"][0]["decision"], "run");
+
+    // A named config that does not exist is an error naming it.
+    let out = env.cmd(["check", "--config", "missing.toml"]).output();
+    out.code(2);
+    assert!(out.stderr.contains("missing.toml"), "{}", out.stderr);
+    let out = env
+        .cmd(["check"])
+        .env("HEARTBEAT_CONFIG", "missing-too.toml")
+        .output();
+    out.code(2);
+    assert!(out.stderr.contains("missing-too.toml"), "{}", out.stderr);
+}
+
+#[test]
+fn no_config_at_all_uses_defaults() {
+    let env =
+        Env::new("## Recurring\n- [ ] @log {\"text\": \"x\"}\n- [ ] @shell {\"cmd\": \"true\"}\n");
+    let out = env.cmd(["check", "--json"]).output();
+    out.code(0);
+    let doc = out.json();
+    assert_eq!(doc["config"], serde_json::Value::Null);
+    assert_eq!(doc["files"], serde_json::json!([env.md_file()]));
+    assert_eq!(doc["tasks"][0]["decision"], "run");
+    assert_eq!(
+        doc["tasks"][1]["decision"], "approve",
+        "cautious by default"
+    );
+}
+
+#[test]
+fn a_bad_tz_variable_is_an_error_not_utc() {
+    let env = Env::new(MD);
+    let out = env.cmd(["check"]).env("TZ", "Nowhere/Land").output();
+    out.code(2);
+    assert!(out.stderr.contains("Nowhere/Land"), "{}", out.stderr);
+}

@@ -9,6 +9,7 @@ mod commands;
 mod config;
 mod invalid;
 mod lock;
+mod parse;
 mod run;
 mod tick;
 mod tools;

@@ -1,6 +1,6 @@
 //! `run --once` basics: what runs, what is queued, skipped or reminded (SPEC §2, §5, §6, §8).
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::*;
 
@@ -266,4 +266,117 @@ fn quiet_prints_only_failures() {
         "the failure, with its line: {}",
         out.stdout
     );
+}
+
+#[test]
+fn run_cap_skips_the_rest_and_they_run_at_a_later_run() {
+    // One-time tasks: the capped one runs next time (the first is done by then).
+    let env = Env::new(
+        "## One-time\n- [ ] @log {\"text\": \"first\"}\n- [ ] @log {\"text\": \"second\"}\n",
+    )
+    .config("max_tasks_per_run = 1\n");
+    env.run_once(NOW).code(0);
+    let skipped = env.events("task_skipped");
+    assert_eq!(skipped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(skipped[0]["reason"], "run_cap");
+    assert_eq!(skipped[0]["tool"], "log");
+    assert_eq!(env.events("run_finished")[0]["skipped"], 1);
+    env.run_once("2026-05-01T10:10:00Z").code(0);
+    let outputs: Vec<Value> = env
+        .events("task_succeeded")
+        .into_iter()
+        .map(|e| e["output"].clone())
+        .collect();
+    assert_eq!(outputs, vec![json!("first"), json!("second")]);
+}
+
+#[test]
+fn run_cap_does_not_starve_recurring_tasks() {
+    // SPEC §5: past max_tasks_per_run tasks are skipped; "they run at a later run". Two
+    // recurring tasks due at every run with a cap of 1 must take turns, or the second one
+    // never runs at all.
+    let env = Env::new(
+        "## Recurring\n- [ ] @log {\"text\": \"first\"}\n- [ ] @log {\"text\": \"second\"}\n",
+    )
+    .config("max_tasks_per_run = 1\n");
+    for now in [
+        "2026-05-01T10:00:00Z",
+        "2026-05-01T10:30:00Z",
+        "2026-05-01T11:00:00Z",
+    ] {
+        env.run_once(now).code(0);
+    }
+    let outputs: Vec<Value> = env
+        .events("task_succeeded")
+        .into_iter()
+        .map(|e| e["output"].clone())
+        .collect();
+    assert_eq!(outputs.len(), 3);
+    assert!(
+        outputs.contains(&json!("second")),
+        "the capped task never ran in three runs: {outputs:?}"
+    );
+}
+
+#[test]
+fn pending_approvals_expire_after_the_ttl_and_are_queued_again() {
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"true\"}\n")
+        .config("approval_ttl = \"1h\"\n");
+    env.run_once(NOW).code(0);
+    env.run_once("2026-05-01T10:59:59Z").code(0);
+    assert!(env.events("approval_expired").is_empty());
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    let expired = env.events("approval_expired");
+    assert_eq!(expired.len(), 1, "{:#?}", env.audit());
+    let requested = env.events("approval_requested");
+    assert_eq!(requested.len(), 2, "queued again: {:#?}", env.audit());
+    assert_eq!(expired[0]["approval_id"], requested[0]["approval_id"]);
+    assert_eq!(expired[0]["task_id"], requested[0]["task_id"]);
+    assert!(expired[0]["reason"].is_string(), "{}", expired[0]);
+    let states: Vec<String> = env.approval_rows().into_iter().map(|r| r.0).collect();
+    assert_eq!(states, vec!["expired", "pending"]);
+    // The list by state.
+    let all = env
+        .cmd(["approvals", "--state", "all", "--json"])
+        .output()
+        .json();
+    assert_eq!(all.as_array().unwrap().len(), 2);
+    let pending = env.cmd(["approvals", "--json"]).output().json();
+    assert_eq!(pending.as_array().unwrap().len(), 1);
+    assert_eq!(pending[0]["id"], requested[1]["approval_id"]);
+}
+
+#[test]
+fn a_failed_one_time_task_is_not_ticked_and_runs_again() {
+    let md = "## One-time\n- [ ] @shell {\"cmd\": \"test -e go\"}\n";
+    let env = Env::new(md);
+    env.run_with(NOW, &["--autonomy", "full"]).code(1);
+    assert_eq!(env.read("HEARTBEAT.md"), md);
+    env.write("go", "");
+    env.run_with("2026-05-01T11:00:00Z", &["--autonomy", "full"])
+        .code(0);
+    assert_eq!(
+        env.read("HEARTBEAT.md"),
+        "## One-time\n- [x] @shell {\"cmd\": \"test -e go\"}\n"
+    );
+    assert_eq!(env.events("task_failed").len(), 1);
+    assert_eq!(env.events("task_succeeded").len(), 1);
+}
+
+#[test]
+fn write_and_append_file_tools() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @append_file {\"path\": \"log.txt\", \"text\": \"line\\n\"}\n\n## One-time\n- [ ] @write_file {\"path\": \"out.txt\", \"text\": \"hello\"}\n",
+    );
+    env.run_with(NOW, &["--autonomy", "full"]).code(0);
+    env.run_with("2026-05-01T11:00:00Z", &["--autonomy", "full"])
+        .code(0);
+    assert_eq!(env.read("out.txt"), "hello");
+    assert_eq!(env.read("log.txt"), "line\nline\n");
+    // Both ask by default: queued in cautious mode.
+    let env =
+        Env::new("## Recurring\n- [ ] @write_file {\"path\": \"out.txt\", \"text\": \"x\"}\n");
+    env.run_once(NOW).code(0);
+    assert!(!env.exists("out.txt"));
+    assert_eq!(env.events("approval_requested").len(), 1);
 }

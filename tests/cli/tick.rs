@@ -180,3 +180,37 @@ fn task_removed_during_the_run_is_not_ticked_and_audited() {
     );
     assert!(env.events("task_marked_done").is_empty());
 }
+
+#[test]
+fn a_task_moved_during_the_run_is_found_again_by_id() {
+    // The tool inserts two lines above its own task: the tick must land on the task's new
+    // line, not on whatever is now at the old one.
+    let md = "## One-time\n\
+              - [ ] @shell {\"cmd\": \"printf '# Title\\\\n\\\\n' | cat - HEARTBEAT.md > tmp && cat tmp > HEARTBEAT.md\"}\n\
+              - [ ] @log {\"text\": \"next\"}\n";
+    let env = Env::new(md);
+    env.run_with(NOW, &["--autonomy", "full"]).code(0);
+    let mut expected = b"# Title\n\n".to_vec();
+    expected.extend(ticked(&ticked(md.as_bytes(), "@shell"), "\"next\""));
+    assert_eq!(
+        String::from_utf8(env.read_bytes("HEARTBEAT.md")).unwrap(),
+        String::from_utf8(expected).unwrap()
+    );
+    let marked = env.events("task_marked_done");
+    assert_eq!(marked.len(), 2, "{:#?}", env.audit());
+    assert_eq!(marked[0]["line"], 4, "the task's line now: {}", marked[0]);
+}
+
+#[test]
+fn a_task_ticked_by_hand_during_the_run_is_not_ticked_again() {
+    let md = "## One-time\n- [ ] @shell {\"cmd\": \"sed 's/^- \\\\[ \\\\]/- [X]/' HEARTBEAT.md > tmp && cat tmp > HEARTBEAT.md\"}\n";
+    let env = Env::new(md);
+    env.run_with(NOW, &["--autonomy", "full"]).code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1, "{:#?}", env.audit());
+    let by_hand = md.replacen("- [ ]", "- [X]", 1);
+    assert_eq!(env.read("HEARTBEAT.md"), by_hand, "the user's [X] stays");
+    let skipped = env.events("task_mark_skipped");
+    assert_eq!(skipped.len(), 1, "{:#?}", env.audit());
+    assert!(skipped[0]["reason"].is_string());
+    assert!(env.events("task_marked_done").is_empty());
+}

@@ -262,3 +262,29 @@ fn the_telegram_token_variable_is_not_passed_to_tools() {
     let ok = env.events("task_succeeded");
     assert_eq!(ok[0]["output"], "unset");
 }
+
+#[test]
+fn audit_lines_carry_at_most_4_kib_of_output() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @shell {\"cmd\": \"head -c 3000000 /dev/zero | tr '\\\\0' a; head -c 3000000 /dev/zero | tr '\\\\0' e >&2\"}\n",
+    );
+    let started = Instant::now();
+    env.run_with(NOW, &["--autonomy", "full"]).code(0);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    let output = ok[0]["output"].as_str().unwrap();
+    assert!(
+        output.starts_with(&"a".repeat(4096)),
+        "the first 4 KiB kept"
+    );
+    assert!(!output.contains(&"a".repeat(4097)), "no more than 4 KiB");
+    assert!(output.len() < 4096 + 200, "{} bytes", output.len());
+    let line = env
+        .audit_text()
+        .lines()
+        .find(|l| l.contains("task_succeeded"))
+        .unwrap()
+        .len();
+    assert!(line < 3 * 4096, "audit line of {line} bytes");
+}
