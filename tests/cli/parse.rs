@@ -316,3 +316,63 @@ fn a_symlink_and_its_target_are_the_same_tasks() {
     // The file is shown as the user named it.
     assert_eq!(check(&env)["files"], json!([env.md_file()]));
 }
+
+#[test]
+fn schedule_headings_and_warnings() {
+    let md = "## Recurring\n\
+              ### every 30m\n- [ ] a\n\
+              ### Mondays and Thursdays at 07:00\n- [ ] b\n\
+              ### Weekends at 10:00\n- [ ] c\n\
+              ### At 2026-12-24 18:00\n- [ ] d\n\
+              ### Daily at 7:00\n- [ ] e\n\
+              ### Daily at 24:00\n- [ ] f\n\
+              ## One-time\n\
+              ### Every 6h\n- [ ] g\n\
+              ### At 2026-02-30\n- [ ] h\n\
+              ### at 2026-12-24\n- [ ] i\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    let doc = check(&env);
+    let got: Vec<(String, Value, String)> = tasks(&doc)
+        .iter()
+        .map(|t| {
+            (
+                t["text"].as_str().unwrap().to_string(),
+                t["schedule"].clone(),
+                t["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let row = |text: &str, schedule: Value, decision: &str| {
+        (text.to_string(), schedule, decision.to_string())
+    };
+    // Friday 2026-05-01 10:00 UTC.
+    assert_eq!(
+        got,
+        vec![
+            row("a", json!("every 30m"), "remind"),
+            row("b", json!("Mondays and Thursdays at 07:00"), "not_due"),
+            row("c", json!("Weekends at 10:00"), "not_due"),
+            row("d", Value::Null, "remind"),
+            row("e", Value::Null, "remind"),
+            row("f", Value::Null, "remind"),
+            row("g", Value::Null, "remind"),
+            row("h", Value::Null, "remind"),
+            row("i", json!("at 2026-12-24"), "not_due"),
+        ],
+        "{doc:#}"
+    );
+    assert_eq!(tasks(&doc)[1]["next_due"], "2026-05-04T07:00:00.000Z");
+    assert_eq!(tasks(&doc)[2]["next_due"], "2026-05-02T10:00:00.000Z");
+    assert_eq!(tasks(&doc)[8]["next_due"], "2026-12-24T00:00:00.000Z");
+    // Every heading that is not a schedule for its section is a warning on its line.
+    let warnings: Vec<u64> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["severity"] == "warning")
+        .map(|p| p["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(warnings, vec![8, 10, 12, 15, 17], "{doc:#}");
+    // Warnings alone do not fail check.
+    env.cmd(["check"]).output().code(0);
+}

@@ -380,3 +380,92 @@ fn write_and_append_file_tools() {
     assert!(!env.exists("out.txt"));
     assert_eq!(env.events("approval_requested").len(), 1);
 }
+
+#[test]
+fn observe_shows_what_would_run() {
+    // SPEC §5: in observe mode tasks are "not run: task_skipped reason observe, shown as
+    // 'would run'".
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"x\"}\n");
+    let out = env.run_with(NOW, &["--autonomy", "observe"]);
+    out.code(0);
+    assert!(out.stdout.contains("would run"), "stdout: {}", out.stdout);
+    assert!(
+        out.stdout.contains("HEARTBEAT.md:2"),
+        "stdout: {}",
+        out.stdout
+    );
+}
+
+#[test]
+fn a_run_that_only_skips_by_policy_prints_nothing() {
+    // SPEC §8: the summary is printed "when anything ran, was queued, failed, was invalid or
+    // was reminded, and nothing otherwise" (cron mails any output, at every run).
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"true\"}\n")
+        .config("[tools.shell]\napproval = \"deny\"\n");
+    let out = env.run_once(NOW);
+    out.code(0);
+    assert_eq!(env.events("task_skipped").len(), 1, "{:#?}", env.audit());
+    assert_eq!(out.stdout, "", "nothing ran, nothing printed");
+}
+
+#[test]
+fn several_files_run_and_tick_each() {
+    let env = Env::empty();
+    env.write(
+        "a/HEARTBEAT.md",
+        "## One-time\n- [ ] @log {\"text\": \"a\"}\n",
+    );
+    env.write("b/TODO.md", "## One-time\n- [ ] @log {\"text\": \"b\"}\n");
+    let out = env
+        .cmd([
+            "run",
+            "--once",
+            "--file",
+            "a/HEARTBEAT.md",
+            "--file",
+            "b/TODO.md",
+        ])
+        .output();
+    out.code(0);
+    assert_eq!(
+        env.events("run_started")[0]["files"],
+        json!([env.path("a/HEARTBEAT.md"), env.path("b/TODO.md")])
+    );
+    let ok: Vec<(Value, Value)> = env
+        .events("task_succeeded")
+        .into_iter()
+        .map(|e| (e["output"].clone(), e["file"].clone()))
+        .collect();
+    assert_eq!(
+        ok,
+        vec![
+            (json!("a"), json!(env.path("a/HEARTBEAT.md"))),
+            (json!("b"), json!(env.path("b/TODO.md")))
+        ]
+    );
+    assert_eq!(
+        env.read("a/HEARTBEAT.md"),
+        "## One-time\n- [x] @log {\"text\": \"a\"}\n"
+    );
+    assert_eq!(
+        env.read("b/TODO.md"),
+        "## One-time\n- [x] @log {\"text\": \"b\"}\n"
+    );
+    // The same task text in two files: two tasks.
+    assert_ne!(
+        env.events("task_succeeded")[0]["task_id"],
+        env.events("task_succeeded")[1]["task_id"]
+    );
+}
+
+#[test]
+fn relative_state_dir_is_relative_to_the_working_directory() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"x\"}\n");
+    let out = env
+        .cmd(["run", "--once"])
+        .args(["--state-dir", "rel-state"])
+        .output();
+    out.code(0);
+    assert!(env.path("rel-state/audit.jsonl").is_file());
+    assert!(env.path("rel-state/heartbeat.db").is_file());
+}

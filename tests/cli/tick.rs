@@ -214,3 +214,40 @@ fn a_task_ticked_by_hand_during_the_run_is_not_ticked_again() {
     assert!(skipped[0]["reason"].is_string());
     assert!(env.events("task_marked_done").is_empty());
 }
+
+#[test]
+fn a_read_only_file_is_ticked_and_stays_read_only() {
+    let md = "## One-time\n- [ ] @log {\"text\": \"ro\"}\n";
+    let env = Env::new(md);
+    fs::set_permissions(env.md_path(), fs::Permissions::from_mode(0o444)).unwrap();
+    env.run_once(NOW).code(0);
+    assert_eq!(
+        env.read_bytes("HEARTBEAT.md"),
+        ticked(md.as_bytes(), "\"ro\"")
+    );
+    let mode = fs::metadata(env.md_path()).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o444, "{mode:o}");
+}
+
+#[test]
+fn a_file_deleted_during_the_run_is_not_recreated() {
+    let env = Env::new("## One-time\n- [ ] @shell {\"cmd\": \"rm HEARTBEAT.md\"}\n");
+    let out = env.run_with(NOW, &["--autonomy", "full"]);
+    out.no_panic();
+    assert!(out.code == Some(0) || out.code == Some(1), "{out:?}");
+    assert!(
+        !env.md_path().exists(),
+        "the tick must not recreate the file"
+    );
+    assert_eq!(env.events("task_succeeded").len(), 1);
+    let skipped = env.events("task_mark_skipped");
+    assert_eq!(skipped.len(), 1, "{:#?}", env.audit());
+    assert!(skipped[0]["reason"].is_string());
+    // No temp file left behind.
+    let leftovers: Vec<String> = fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("HEARTBEAT") || n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
