@@ -284,3 +284,54 @@ fn one_time_at_is_not_due_before_its_local_time() {
     );
     assert!(!ran_at(&env, "2027-01-06T12:00:00Z"));
 }
+
+#[test]
+fn active_hours_on_dst_days_follow_the_wall_clock() {
+    let active = |env: &Env, now: &str| -> (bool, Value) {
+        let doc = env.cmd(["check", "--json"]).now(now).output().json();
+        (
+            doc["active"].as_bool().expect("active"),
+            doc["next_active"].clone(),
+        )
+    };
+    // Spring: 02:30 does not exist on 2026-03-29; the window opens when the clock jumps to
+    // 03:00 CEST (01:00Z) and closes at 04:00 CEST (02:00Z).
+    let env =
+        Env::new(LOG).config("timezone = \"Europe/Berlin\"\nactive_hours = \"02:30-04:00\"\n");
+    assert_eq!(
+        active(&env, "2026-03-29T00:59:00Z"),
+        (false, serde_json::json!("2026-03-29T01:00:00.000Z"))
+    );
+    assert!(active(&env, "2026-03-29T01:00:00Z").0);
+    assert!(active(&env, "2026-03-29T01:59:00Z").0);
+    assert_eq!(
+        active(&env, "2026-03-29T02:00:00Z"),
+        (false, serde_json::json!("2026-03-30T00:30:00.000Z"))
+    );
+    // Fall: 02:00-03:00 local happens twice on 2026-10-25 (00:00-01:00Z CEST, 01:00-02:00Z
+    // CET); both are inside the window.
+    let env =
+        Env::new(LOG).config("timezone = \"Europe/Berlin\"\nactive_hours = \"02:00-03:00\"\n");
+    assert!(!active(&env, "2026-10-24T23:59:00Z").0);
+    assert!(active(&env, "2026-10-25T00:00:00Z").0);
+    assert!(active(&env, "2026-10-25T01:30:00Z").0);
+    assert_eq!(
+        active(&env, "2026-10-25T02:00:00Z"),
+        (false, serde_json::json!("2026-10-26T01:00:00.000Z"))
+    );
+    assert!(!env.state().exists());
+}
+
+#[test]
+fn a_one_time_reminder_with_a_date_is_given_once_when_due() {
+    let md = "## One-time\n\n### At 2026-06-01 09:00\n- [ ] Call the dentist\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    env.run_once("2026-06-01T08:59:00Z").code(0);
+    assert!(env.events("task_reminded").is_empty());
+    let out = env.run_once("2026-06-01T09:00:00Z");
+    out.code(0);
+    assert!(out.stdout.contains("Call the dentist"), "{}", out.stdout);
+    env.run_once("2026-06-02T09:00:00Z").code(0);
+    assert_eq!(env.events("task_reminded").len(), 1);
+    assert_eq!(env.read("HEARTBEAT.md"), md);
+}

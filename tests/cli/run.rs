@@ -469,3 +469,40 @@ fn relative_state_dir_is_relative_to_the_working_directory() {
     assert!(env.path("rel-state/audit.jsonl").is_file());
     assert!(env.path("rel-state/heartbeat.db").is_file());
 }
+
+#[test]
+fn control_characters_in_task_text_never_reach_the_terminal_raw() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @log {\"text\": \"\\u001b[31mred\\u0007\"}\n- [ ] plain \u{1b}[2J clear\n",
+    );
+    let out = env.run_once(NOW);
+    out.code(0);
+    assert!(out.stdout.contains("red"), "{}", out.stdout);
+    assert!(out.stdout.contains("clear"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains('\u{1b}') && !out.stdout.contains('\u{7}'),
+        "raw control characters on stdout: {:?}",
+        out.stdout
+    );
+    // The audit log keeps the real text (JSON-escaped).
+    assert_eq!(
+        env.events("task_succeeded")[0]["output"],
+        "\u{1b}[31mred\u{7}"
+    );
+}
+
+#[test]
+fn verbose_diagnostics_go_to_stderr_only() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"x\"}\n");
+    let quiet = env.cmd(["check", "--json"]).output();
+    quiet.code(0);
+    assert_eq!(quiet.stderr, "");
+    let verbose = env.cmd(["-v", "check", "--json"]).output();
+    verbose.code(0);
+    assert!(!verbose.stderr.is_empty());
+    assert_eq!(
+        verbose.json(),
+        quiet.json(),
+        "stdout stays one JSON document"
+    );
+}
