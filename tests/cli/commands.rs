@@ -200,6 +200,10 @@ fn status_json_shape() {
     assert_eq!(doc["pending_approvals"], 0);
     assert_eq!(doc["lock"]["held"], false);
     assert!(!env.state().exists(), "status creates nothing");
+    let list = env.cmd(["approvals", "--json"]).output();
+    list.code(0);
+    assert_eq!(list.json(), json!([]));
+    assert!(!env.state().exists(), "approvals creates nothing");
 
     env.run_once(NOW).code(0);
     let run_id = env.events("run_started")[0]["run_id"].clone();

@@ -10,6 +10,7 @@ mod config;
 mod invalid;
 mod lock;
 mod parse;
+mod props;
 mod run;
 mod tick;
 mod tools;
