@@ -144,16 +144,18 @@ pub fn redact(value: &mut Value, secrets: &[String]) {
     }
 }
 
-/// `text` cut to at most `limit` bytes on a character boundary, with a note of what was cut.
-pub fn truncate(text: &str, limit: usize) -> String {
-    if text.len() <= limit {
+/// `text` cut to at most `limit` bytes on a character boundary, with a note of how much
+/// was left out: what was cut here plus `dropped`, bytes the producer never kept.
+pub fn truncate(text: &str, limit: usize, dropped: u64) -> String {
+    if text.len() <= limit && dropped == 0 {
         return text.to_string();
     }
-    let mut end = limit;
+    let mut end = limit.min(text.len());
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{}… [{} more bytes]", &text[..end], text.len() - end)
+    let left_out = (text.len() - end) as u64 + dropped;
+    format!("{}… [{left_out} more bytes]", &text[..end])
 }
 
 #[cfg(test)]
@@ -231,8 +233,11 @@ mod tests {
 
     #[test]
     fn truncate_keeps_char_boundaries() {
-        assert_eq!(truncate("abc", 3), "abc");
-        assert_eq!(truncate("aé", 2), "a… [2 more bytes]");
-        assert_eq!(truncate("abcdef", 4), "abcd… [2 more bytes]");
+        assert_eq!(truncate("abc", 3, 0), "abc");
+        assert_eq!(truncate("aé", 2, 0), "a… [2 more bytes]");
+        assert_eq!(truncate("abcdef", 4, 0), "abcd… [2 more bytes]");
+        // Bytes the producer dropped count too.
+        assert_eq!(truncate("abcdef", 4, 10), "abcd… [12 more bytes]");
+        assert_eq!(truncate("abc", 4, 10), "abc… [10 more bytes]");
     }
 }

@@ -111,26 +111,29 @@ pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
     } else {
         cfg.active.next_active(now)
     };
-    let mut runs = 0usize;
-    let items = tasks
-        .iter()
-        .map(|task| {
-            let mut planned = decide(task, input, active);
-            if planned.decision == Decision::Run {
-                let cap = cfg.max_tasks_per_run;
-                if cap > 0 && runs >= cap {
-                    planned.decision = Decision::Skip(SkipReason::RunCap);
-                } else {
-                    runs += 1;
-                }
-            }
-            planned
-        })
-        .collect();
+    let mut items: Vec<Planned> = tasks.iter().map(|t| decide(t, input, active)).collect();
+    apply_run_cap(tasks, &mut items, cfg.max_tasks_per_run, input.state);
     Plan {
         active,
         next_active,
         items,
+    }
+}
+
+/// Past `cap` tasks to run, the rest wait. The tasks that waited longest go first (never
+/// attempted, then the oldest attempt; file order breaks ties), so that a recurring task
+/// near the top of the file cannot starve the ones below it. Those that run still run in
+/// file order.
+fn apply_run_cap(tasks: &[Task], items: &mut [Planned], cap: usize, state: &Snapshot) {
+    let mut runs: Vec<usize> = (0..items.len())
+        .filter(|&i| items[i].decision == Decision::Run)
+        .collect();
+    if cap == 0 || runs.len() <= cap {
+        return;
+    }
+    runs.sort_by_key(|&i| (state.last_attempt.get(&tasks[i].id).copied(), i));
+    for &i in &runs[cap..] {
+        items[i].decision = Decision::Skip(SkipReason::RunCap);
     }
 }
 
@@ -462,6 +465,15 @@ mod tests {
         let d = decide_all(md, &cfg, &Snapshot::default(), NOON, Autonomy::Cautious);
         use Decision::*;
         assert_eq!(d, vec![Run, Approve, Run, Skip(SkipReason::RunCap)]);
+        // The one that waited runs next time, ahead of those that ran.
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        s.last_attempt
+            .insert(ids[0].clone(), "2026-01-15T08:00:00Z".parse().unwrap());
+        s.last_attempt
+            .insert(ids[2].clone(), "2026-01-15T08:00:00Z".parse().unwrap());
+        let d = decide_all(md, &cfg, &s, NOON, Autonomy::Cautious);
+        assert_eq!(d, vec![Run, Approve, Skip(SkipReason::RunCap), Run]);
         cfg.max_tasks_per_run = 0;
         let d = decide_all(md, &cfg, &Snapshot::default(), NOON, Autonomy::Cautious);
         assert_eq!(d, vec![Run, Approve, Run, Run]);

@@ -23,9 +23,10 @@ use crate::cli::{AutonomyArg, RunArgs};
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Result, exit};
 use crate::lock::{self, Attempt};
+use crate::markdown::FileError;
 use crate::markdown::tick::{self, TickOutcome};
-use crate::model::{Section, Task};
-use crate::plan::{self, Decision, PlanInput, Planned};
+use crate::model::{Body, Section, Task};
+use crate::plan::{self, Decision, PlanInput, Planned, SkipReason};
 use crate::store::{NewApproval, RunCounts, Store, TaskRunRecord};
 use crate::tools::{self, Invocation, Registry};
 
@@ -55,7 +56,7 @@ impl TaskReport {
             file: task.file.clone(),
             line: task.line,
             column: None,
-            text: task.text.clone(),
+            text: safe_text(task),
             tool,
             outcome,
             reason: None,
@@ -160,6 +161,9 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     }
 
     ensure_state_dir(&cfg.state_dir)?;
+    if let Some(dir) = cfg.audit_log.parent() {
+        ensure_state_dir(dir)?;
+    }
     let mut audit = AuditLog::open(&cfg.audit_log).map_err(|e| Error::io(&cfg.audit_log, e))?;
     let audit_path = cfg.audit_log.clone();
     let audit_err = move |e| Error::io(&audit_path, e);
@@ -441,7 +445,7 @@ impl Apply<'_> {
         );
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
-        let output = audit::truncate(&outcome.stdout, TEXT_LIMIT);
+        let output = audit::truncate(&outcome.stdout, TEXT_LIMIT, outcome.stdout_dropped);
         let error = outcome.error.as_ref().map(|e| {
             let stderr = first_line(&outcome.stderr, 200);
             if stderr.is_empty() {
@@ -473,7 +477,11 @@ impl Apply<'_> {
                 ("summary", json!(outcome.summary)),
                 (
                     "stderr",
-                    json!(audit::truncate(&outcome.stderr, TEXT_LIMIT)),
+                    json!(audit::truncate(
+                        &outcome.stderr,
+                        TEXT_LIMIT,
+                        outcome.stderr_dropped
+                    )),
                 ),
             ]),
         )?;
@@ -515,6 +523,7 @@ impl Apply<'_> {
         let mut shown = Value::Object(input.clone());
         audit::redact(&mut shown, &[]);
         let file = task.file.to_string_lossy();
+        let text = safe_text(task);
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
@@ -523,7 +532,7 @@ impl Apply<'_> {
                 section: task.section.as_str(),
                 tool: name,
                 input: &shown,
-                text: &task.text,
+                text: &text,
             },
             self.now,
         )?;
@@ -549,7 +558,19 @@ impl Apply<'_> {
 
     fn tick(&mut self, file: &Path, ids: &[String]) -> Result<()> {
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        match tick::tick_file(file, &refs) {
+        let results = match tick::tick_file(file, &refs) {
+            // The file was removed during the run: every task in it is gone.
+            Err(FileError::Missing(_)) => Ok(ids
+                .iter()
+                .map(|id| tick::TickResult {
+                    task_id: id.clone(),
+                    outcome: TickOutcome::Gone,
+                    line: 0,
+                })
+                .collect()),
+            other => other,
+        };
+        match results {
             Ok(results) => {
                 for r in results {
                     let (event, reason) = match r.outcome {
@@ -670,6 +691,15 @@ fn dry_run(
 }
 
 fn print_human(report: &Report, quiet: bool, cwd: &Path, out: &mut Out) {
+    // Cron mails any output: print only when something happened that a person should see
+    // (SPEC §8). Tasks skipped by policy or by the run cap alone are not news.
+    let news = !report.errors.is_empty()
+        || report.tasks.iter().any(|t| {
+            t.outcome != "skipped" || t.reason.as_deref() == Some(SkipReason::Observe.as_str())
+        });
+    if !news {
+        return;
+    }
     for t in &report.tasks {
         let failure = matches!(t.outcome, "failed" | "invalid");
         if quiet && !failure {
@@ -695,6 +725,9 @@ fn print_human(report: &Report, quiet: bool, cwd: &Path, out: &mut Out) {
                 None => String::new(),
             },
             "invalid" => t.reason.clone().unwrap_or_default(),
+            "skipped" if t.reason.as_deref() == Some(SkipReason::Observe.as_str()) => {
+                first_line(&t.text, 120)
+            }
             "skipped" => t.reason.clone().unwrap_or_default(),
             _ => first_line(&t.text, 120),
         };
@@ -703,6 +736,7 @@ fn print_human(report: &Report, quiet: bool, cwd: &Path, out: &mut Out) {
             "failed" => "FAILED",
             "invalid" => "INVALID",
             "would_run" => "would run",
+            "skipped" if t.reason.as_deref() == Some(SkipReason::Observe.as_str()) => "would run",
             other => other,
         };
         let line = if t.outcome == "invalid" {
@@ -744,6 +778,19 @@ fn autonomy_of(a: AutonomyArg) -> Autonomy {
         AutonomyArg::Cautious => Autonomy::Cautious,
         AutonomyArg::Full => Autonomy::Full,
     }
+}
+
+/// The task's text, for records and output: a tool task whose input holds a secret is shown
+/// as its tool and redacted input instead of its raw source text.
+fn safe_text(task: &Task) -> String {
+    if let Body::Tool { name, input } = &task.body {
+        let mut shown = Value::Object(input.clone());
+        audit::redact(&mut shown, &[]);
+        if shown != Value::Object(input.clone()) {
+            return format!("@{name} {shown}");
+        }
+    }
+    task.text.clone()
 }
 
 /// An ordered JSON object from key/value pairs.

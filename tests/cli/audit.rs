@@ -133,6 +133,35 @@ fn secret_input_values_are_written_as_stars() {
 }
 
 #[test]
+fn secrets_reach_neither_sqlite_nor_json_output() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @shell {\"cmd\": \"true\", \"env\": {\"API_KEY\": \"sk-live-123\"}}\n",
+    );
+    let out = env.cmd(["run", "--once", "--json"]).now(NOW).output();
+    out.code(0);
+    assert!(!out.stdout.contains("sk-live-123"), "{}", out.stdout);
+    let approvals = env.cmd(["approvals", "--json"]).now(NOW).output();
+    approvals.code(0);
+    let list = approvals.json();
+    assert_eq!(list.as_array().unwrap().len(), 1, "{list:#}");
+    assert_eq!(list[0]["input"]["env"]["API_KEY"], "***");
+    assert!(list[0]["text"].as_str().unwrap().starts_with("@shell "));
+    assert!(
+        !approvals.stdout.contains("sk-live-123"),
+        "{}",
+        approvals.stdout
+    );
+    // Nothing in the database file either (WAL included).
+    for file in ["heartbeat.db", "heartbeat.db-wal"] {
+        let path = env.state().join(file);
+        if let Ok(bytes) = std::fs::read(&path) {
+            let hay = String::from_utf8_lossy(&bytes);
+            assert!(!hay.contains("sk-live-123"), "secret in {}", path.display());
+        }
+    }
+}
+
+#[test]
 fn task_invalid_is_written_once_per_run_with_position() {
     let env =
         Env::new("## Recurring\n- [ ] @log {\"text\": broken}\n- [ ] @log {\"text\": \"fine\"}\n");

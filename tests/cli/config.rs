@@ -260,3 +260,12 @@ fn a_bad_tz_variable_is_an_error_not_utc() {
     out.code(2);
     assert!(out.stderr.contains("Nowhere/Land"), "{}", out.stderr);
 }
+
+#[test]
+fn an_audit_log_in_a_subdirectory_of_the_state_dir_is_created() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n")
+        .config("audit_log = \"logs/audit.jsonl\"\n");
+    env.run_once("2026-05-01T10:00:00Z").code(0);
+    let log = std::fs::read_to_string(env.state().join("logs/audit.jsonl")).unwrap();
+    assert!(log.contains("\"event\":\"task_succeeded\""), "{log}");
+}

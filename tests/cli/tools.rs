@@ -280,6 +280,12 @@ fn audit_lines_carry_at_most_4_kib_of_output() {
     );
     assert!(!output.contains(&"a".repeat(4097)), "no more than 4 KiB");
     assert!(output.len() < 4096 + 200, "{} bytes", output.len());
+    // Everything left out is counted: 3,000,000 produced, 4096 kept.
+    assert!(
+        output.ends_with(&format!("[{} more bytes]", 3_000_000 - 4096)),
+        "{}",
+        &output[4096..]
+    );
     let line = env
         .audit_text()
         .lines()
