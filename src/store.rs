@@ -10,6 +10,7 @@
 //!   from the HEARTBEAT.md.
 
 use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -183,6 +184,17 @@ impl Store {
     /// Open (creating if needed) the database in `state_dir`, migrated to the current schema.
     pub fn open(state_dir: &Path) -> Result<Store> {
         let path = state_dir.join(DB_FILE);
+        // Created private; SQLite gives its -wal and -shm files the same mode.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })?;
         let conn = Connection::open(&path).map_err(|e| sql_err(&path, e))?;
         let mut store = Store { conn, path };
         store.configure()?;
@@ -659,6 +671,21 @@ mod tests {
         let err = Store::open(dir.path()).err().unwrap();
         assert!(err.to_string().contains("newer heartbeat"), "{err}");
         assert!(Store::open_existing(dir.path()).is_err());
+    }
+
+    #[test]
+    fn the_database_is_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        s.record_attempt("t", ts("2026-01-01T00:00:00Z")).unwrap();
+        for name in [DB_FILE, "heartbeat.db-wal"] {
+            let mode = std::fs::metadata(dir.path().join(name))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}: {mode:o}");
+        }
     }
 
     #[test]
