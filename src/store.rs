@@ -22,9 +22,11 @@ use crate::audit::format_ts;
 pub const DB_FILE: &str = "heartbeat.db";
 
 /// The schema version this binary writes.
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-const MIGRATIONS: [&str; 1] = [r#"
+/// Append-only: a released migration is never edited, a change is a new entry.
+const MIGRATIONS: [&str; 2] = [
+    r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
     last_attempt TEXT,
@@ -78,7 +80,24 @@ CREATE TABLE task_runs (
     approval_id INTEGER
 );
 CREATE INDEX task_runs_started ON task_runs(started_at);
-"#];
+"#,
+    r#"
+-- A task has at most one open approval: pending, approved (waiting to run) or running.
+DROP INDEX approvals_one_pending;
+CREATE UNIQUE INDEX approvals_one_open ON approvals(task_id)
+    WHERE state IN ('pending', 'approved', 'running');
+CREATE TABLE grants (
+    task_id TEXT PRIMARY KEY,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    file TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    approval_id INTEGER
+);
+"#,
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -110,8 +129,10 @@ pub struct Snapshot {
     /// Tasks that succeeded at least once (a one-time task never runs twice, even when its
     /// tick could not be written).
     pub succeeded: HashSet<String>,
-    /// Task id → id of its pending approval.
+    /// Task id → id of its open approval (pending, or approved and waiting to run).
     pub pending: HashMap<String, i64>,
+    /// Task ids with an *always* grant: `ask` counts as `auto` for them.
+    pub granted: HashSet<String>,
     /// Task id → when its latest denial stops holding.
     pub denied_until: HashMap<String, DateTime<Utc>>,
 }
@@ -132,6 +153,28 @@ pub struct ApprovalRow {
     pub decided_at: Option<String>,
     pub decided_by: Option<String>,
     pub reason: Option<String>,
+}
+
+/// A person's decision on a pending approval.
+pub struct Decision {
+    pub approve: bool,
+    /// `cli:<user>` or `telegram:<chat id>`.
+    pub by: String,
+    pub reason: Option<String>,
+    pub always: bool,
+}
+
+/// An *always* grant: this exact task (tool + input) runs without asking.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GrantRow {
+    pub task_id: String,
+    pub tool: String,
+    pub input: serde_json::Value,
+    pub file: String,
+    pub text: String,
+    pub created_at: String,
+    pub created_by: String,
+    pub approval_id: Option<i64>,
 }
 
 /// A new approval to queue.
@@ -315,7 +358,9 @@ impl Store {
         }
         let mut stmt = self
             .conn
-            .prepare("SELECT task_id, id FROM approvals WHERE state = 'pending'")
+            .prepare(
+                "SELECT task_id, id FROM approvals WHERE state IN ('pending', 'approved', 'running')",
+            )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
@@ -323,6 +368,16 @@ impl Store {
         for row in rows {
             let (task, id) = row.map_err(|e| self.err(e))?;
             snap.pending.insert(task, id);
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task_id FROM grants")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            snap.granted.insert(row.map_err(|e| self.err(e))?);
         }
         // A denial holds for approval_ttl after it was made.
         let ttl = chrono::Duration::from_std(approval_ttl).unwrap_or(chrono::Duration::MAX);
@@ -383,15 +438,23 @@ impl Store {
         Ok(expired)
     }
 
-    /// Queue a pending approval. None when the task already has one (never a second).
-    pub fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>> {
-        // Approval changes are made durable before anyone is told about them.
+    /// Run `f` with `synchronous = FULL`: an approval change is on disk before anyone is
+    /// told about it (the rest of the bookkeeping runs with NORMAL, safe in WAL mode).
+    fn durable<T>(&mut self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
         self.conn
             .execute_batch("PRAGMA synchronous = FULL")
             .map_err(|e| self.err(e))?;
-        let result = self
-            .conn
-            .query_row(
+        let result = f(&mut self.conn).map_err(|e| sql_err(&self.path, e));
+        self.conn
+            .execute_batch("PRAGMA synchronous = NORMAL")
+            .map_err(|e| self.err(e))?;
+        result
+    }
+
+    /// Queue a pending approval. None when the task already has an open one (never a second).
+    pub fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>> {
+        self.durable(|conn| {
+            conn.query_row(
                 "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text, created_at)
                  VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT DO NOTHING RETURNING id",
@@ -408,11 +471,152 @@ impl Store {
                 |r| r.get::<_, i64>(0),
             )
             .optional()
-            .map_err(|e| self.err(e));
+        })
+    }
+
+    pub fn approval(&self, id: i64) -> Result<Option<ApprovalRow>> {
         self.conn
-            .execute_batch("PRAGMA synchronous = NORMAL")
+            .query_row(
+                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"),
+                [id],
+                approval_row,
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// `pending → approved` or `pending → denied`. False when the approval was not pending
+    /// any more (someone else decided first).
+    pub fn decide(&mut self, id: i64, d: &Decision, now: DateTime<Utc>) -> Result<bool> {
+        let state = if d.approve { "approved" } else { "denied" };
+        self.durable(|conn| {
+            conn.execute(
+                "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4, reason = ?5,
+                 always = ?6 WHERE id = ?1 AND state = 'pending'",
+                params![id, state, format_ts(now), d.by, d.reason, d.always],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
+    /// `approved → running`, as one statement in one immediate transaction: of several
+    /// processes claiming the same approval, exactly one gets true.
+    pub fn claim(&mut self, id: i64, run_id: &str) -> Result<bool> {
+        self.durable(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let claimed = tx
+                .query_row(
+                    "UPDATE approvals SET state = 'running', run_id = ?2
+                     WHERE id = ?1 AND state = 'approved' RETURNING id",
+                    params![id, run_id],
+                    |r| r.get::<_, i64>(0),
+                )
+                .optional()?;
+            tx.commit()?;
+            Ok(claimed.is_some())
+        })
+    }
+
+    /// `running → succeeded | failed`.
+    pub fn finish_approval(
+        &mut self,
+        id: i64,
+        succeeded: bool,
+        reason: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        let state = if succeeded { "succeeded" } else { "failed" };
+        self.durable(|conn| {
+            conn.execute(
+                "UPDATE approvals SET state = ?2, finished_at = ?3,
+                 reason = COALESCE(?4, reason) WHERE id = ?1 AND state = 'running'",
+                params![id, state, format_ts(now), reason],
+            )
+        })
+        .map(drop)
+    }
+
+    /// `approved → stale`: the task changed or vanished before it could run.
+    pub fn mark_stale(&mut self, id: i64, reason: &str, now: DateTime<Utc>) -> Result<bool> {
+        self.durable(|conn| {
+            conn.execute(
+                "UPDATE approvals SET state = 'stale', finished_at = ?2, reason = ?3
+                 WHERE id = ?1 AND state = 'approved'",
+                params![id, format_ts(now), reason],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
+    /// Approvals left `running` by a process that died. Only call while holding the run
+    /// lock: then no live process is running any of them. They become `failed` with reason
+    /// `interrupted` and are never re-run silently.
+    pub fn interrupt_running(&mut self, now: DateTime<Utc>) -> Result<Vec<ApprovalRow>> {
+        self.durable(|conn| {
+            let mut stmt = conn.prepare(&format!(
+                "UPDATE approvals SET state = 'failed', finished_at = ?1, reason = 'interrupted'
+                 WHERE state = 'running' RETURNING {APPROVAL_COLUMNS}"
+            ))?;
+            let rows = stmt.query_map([format_ts(now)], approval_row)?;
+            rows.collect()
+        })
+    }
+
+    /// Record an *always* grant for a task id (replacing an older one).
+    pub fn add_grant(&mut self, g: &GrantRow) -> Result<()> {
+        self.durable(|conn| {
+            conn.execute(
+                "INSERT INTO grants (task_id, tool, input, file, text, created_at, created_by, approval_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT(task_id) DO UPDATE SET tool = excluded.tool, input = excluded.input,
+                    file = excluded.file, text = excluded.text, created_at = excluded.created_at,
+                    created_by = excluded.created_by, approval_id = excluded.approval_id",
+                params![
+                    g.task_id,
+                    g.tool,
+                    g.input.to_string(),
+                    g.file,
+                    g.text,
+                    g.created_at,
+                    g.created_by,
+                    g.approval_id
+                ],
+            )
+        })
+        .map(drop)
+    }
+
+    pub fn grants(&self) -> Result<Vec<GrantRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT task_id, tool, input, file, text, created_at, created_by, approval_id
+                 FROM grants ORDER BY created_at, task_id",
+            )
             .map_err(|e| self.err(e))?;
-        result
+        let rows = stmt
+            .query_map([], |r| {
+                let input: String = r.get(2)?;
+                Ok(GrantRow {
+                    task_id: r.get(0)?,
+                    tool: r.get(1)?,
+                    input: serde_json::from_str(&input).unwrap_or(serde_json::Value::String(input)),
+                    file: r.get(3)?,
+                    text: r.get(4)?,
+                    created_at: r.get(5)?,
+                    created_by: r.get(6)?,
+                    approval_id: r.get(7)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Remove a grant; false when there was none.
+    pub fn revoke(&mut self, task_id: &str) -> Result<bool> {
+        self.durable(|conn| conn.execute("DELETE FROM grants WHERE task_id = ?1", [task_id]))
+            .map(|n| n == 1)
     }
 
     /// Remember that a task was attempted (run, queued or reminded) at `now`.
@@ -634,6 +838,96 @@ mod tests {
         let snap = s.snapshot(now, Duration::from_secs(3600)).unwrap();
         assert_eq!(snap.pending.get("aaa"), first.as_ref());
         assert_eq!(s.count_pending().unwrap(), 2);
+    }
+
+    fn by_cli(approve: bool) -> Decision {
+        Decision {
+            approve,
+            by: "cli:ann".into(),
+            reason: None,
+            always: false,
+        }
+    }
+
+    #[test]
+    fn lifecycle_claims_exactly_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Store::open(dir.path()).unwrap();
+        let mut b = Store::open(dir.path()).unwrap();
+        let input = json!({});
+        let now = ts("2026-01-01T10:00:00Z");
+        let id = a
+            .queue_approval(&new_approval("t", &input), now)
+            .unwrap()
+            .unwrap();
+        // Not claimable before a person approved it.
+        assert!(!a.claim(id, "r1").unwrap());
+        assert!(a.decide(id, &by_cli(true), now).unwrap());
+        // Deciding twice does nothing.
+        assert!(!b.decide(id, &by_cli(false), now).unwrap());
+        // While approved (and running), the task cannot be queued again.
+        assert_eq!(
+            b.queue_approval(&new_approval("t", &input), now).unwrap(),
+            None
+        );
+        assert!(a.claim(id, "r1").unwrap());
+        assert!(!b.claim(id, "r2").unwrap());
+        assert!(!b.mark_stale(id, "gone", now).unwrap());
+        a.finish_approval(id, true, None, now).unwrap();
+        let row = b.approval(id).unwrap().unwrap();
+        assert_eq!(row.state, "succeeded");
+        assert_eq!(row.decided_by.as_deref(), Some("cli:ann"));
+        // Closed: a new approval may be queued.
+        assert!(
+            b.queue_approval(&new_approval("t", &input), now)
+                .unwrap()
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn running_rows_become_interrupted_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let input = json!({});
+        let now = ts("2026-01-01T10:00:00Z");
+        let id = s
+            .queue_approval(&new_approval("t", &input), now)
+            .unwrap()
+            .unwrap();
+        s.decide(id, &by_cli(true), now).unwrap();
+        s.claim(id, "r1").unwrap();
+        let rows = s.interrupt_running(now).unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].state, "failed");
+        assert_eq!(rows[0].reason.as_deref(), Some("interrupted"));
+        assert!(s.interrupt_running(now).unwrap().is_empty());
+    }
+
+    #[test]
+    fn grants_are_kept_per_task_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let g = GrantRow {
+            task_id: "t".into(),
+            tool: "shell".into(),
+            input: json!({"cmd": "true"}),
+            file: "/x".into(),
+            text: "@shell {}".into(),
+            created_at: "2026-01-01T10:00:00.000Z".into(),
+            created_by: "cli:ann".into(),
+            approval_id: Some(1),
+        };
+        s.add_grant(&g).unwrap();
+        s.add_grant(&g).unwrap();
+        assert_eq!(s.grants().unwrap(), vec![g]);
+        let snap = s
+            .snapshot(ts("2026-01-01T10:00:00Z"), Duration::from_secs(60))
+            .unwrap();
+        assert!(snap.granted.contains("t"));
+        assert!(s.revoke("t").unwrap());
+        assert!(!s.revoke("t").unwrap());
+        assert!(s.grants().unwrap().is_empty());
     }
 
     #[test]
