@@ -261,7 +261,13 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
             due_at,
         );
     }
-    let decision = match (input.autonomy, spec.approval) {
+    // An *always* grant makes `ask` into `auto` for this exact task (never overrides deny).
+    let approval = if spec.approval == Approval::Ask && state.granted.contains(&task.id) {
+        Approval::Auto
+    } else {
+        spec.approval
+    };
+    let decision = match (input.autonomy, approval) {
         (Autonomy::Observe, _) => Decision::Skip(SkipReason::Observe),
         (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto) => Decision::Run,
         (Autonomy::Cautious, _) => Decision::Approve,
@@ -413,6 +419,30 @@ mod tests {
         assert_eq!(
             decide_all(MD, &cfg, &s, "2026-01-15T10:00:00Z", Autonomy::Cautious)[1],
             Decision::Approve
+        );
+    }
+
+    #[test]
+    fn always_grants_turn_ask_into_auto_for_that_task_only() {
+        let cfg = config(BTreeMap::new());
+        let md = "## Recurring\n- [ ] @shell {\"cmd\": \"a\"}\n- [ ] @shell {\"cmd\": \"b\"}\n";
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        s.granted.insert(ids[0].clone());
+        use Decision::*;
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
+            vec![Run, Approve]
+        );
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Observe)[0],
+            Skip(SkipReason::Observe)
+        );
+        // A changed input is a new task: it asks again.
+        let md2 = md.replace("\"a\"", "\"a2\"");
+        assert_eq!(
+            decide_all(&md2, &cfg, &s, NOON, Autonomy::Cautious)[0],
+            Approve
         );
     }
 
