@@ -12,5 +12,6 @@ pub mod markdown;
 pub mod model;
 pub mod plan;
 pub mod schedule;
+pub mod session;
 pub mod store;
 pub mod tools;

@@ -8,6 +8,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
@@ -60,6 +61,24 @@ pub fn try_acquire(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Attempt> 
         }
         Err(TryLockError::WouldBlock) => Ok(Attempt::Held(read_holder(&mut file))),
         Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+/// Take the lock, waiting up to `timeout` for the holder to finish (`approve` waits; a
+/// run does not). Err: who still held it when the time ran out.
+pub fn acquire_wait(
+    state_dir: &Path,
+    now: DateTime<Utc>,
+    timeout: Duration,
+) -> io::Result<Result<RunLock, Holder>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match try_acquire(state_dir, now)? {
+            Attempt::Acquired(lock) => return Ok(Ok(lock)),
+            Attempt::Held(holder) if Instant::now() >= deadline => return Ok(Err(holder)),
+            // flock has no timed wait; a short sleep between attempts costs nothing here.
+            Attempt::Held(_) => std::thread::sleep(Duration::from_millis(50)),
+        }
     }
 }
 
@@ -119,5 +138,26 @@ mod tests {
             try_acquire(dir.path(), now).unwrap(),
             Attempt::Acquired(_)
         ));
+    }
+
+    #[test]
+    fn waiting_gives_up_after_the_timeout_and_succeeds_once_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: DateTime<Utc> = "2026-05-01T12:00:00Z".parse().unwrap();
+        let Attempt::Acquired(lock) = try_acquire(dir.path(), now).unwrap() else {
+            panic!("first attempt must acquire");
+        };
+        let held = acquire_wait(dir.path(), now, Duration::from_millis(120)).unwrap();
+        assert_eq!(held.err().and_then(|h| h.pid), Some(std::process::id()));
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            drop(lock);
+        });
+        assert!(
+            acquire_wait(dir.path(), now, Duration::from_secs(10))
+                .unwrap()
+                .is_ok()
+        );
+        releaser.join().unwrap();
     }
 }

@@ -731,6 +731,18 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Whether approved approvals wait to run, or a `running` one needs recovering: such
+    /// work is done even outside active hours.
+    pub fn has_approved_work(&self) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM approvals WHERE state IN ('approved', 'running'))",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
     pub fn count_pending(&self) -> Result<i64> {
         self.conn
             .query_row(

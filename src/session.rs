@@ -1,0 +1,805 @@
+//! A session is one stretch of work under the run lock: a `run --once`, or the execution of
+//! approvals by `approve`. Every effect of a session goes through here: tools, SQLite
+//! bookkeeping, audit lines, ticks.
+//!
+//! Invariants:
+//! - Only constructed while the caller holds the run lock (`Session::begin` takes the lock
+//!   guard by reference to make that visible at every call site).
+//! - A tool's outcome is recorded (SQLite, audit) right after it finishes, before the next
+//!   tool starts, so a crash loses at most the task that was running.
+//! - An approved task runs only after its file was re-read and the task found unchanged and
+//!   open, and only after the one-statement claim `approved → running` succeeded.
+//! - One-time ticks are written once per file, in `finish`, after re-reading the file.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::audit::{self, AuditLog, TEXT_LIMIT};
+use crate::cmd::{clean, first_line, show_path};
+use crate::config::{Approval, Config, PlainTasks};
+use crate::error::{Error, Result, exit};
+use crate::lock::RunLock;
+use crate::markdown::tick::{self, TickOutcome};
+use crate::markdown::{self, FileError};
+use crate::model::{Body, Section, Task};
+use crate::plan::{Decision, Planned, SkipReason};
+use crate::store::{ApprovalRow, NewApproval, RunCounts, Store, TaskRunRecord};
+use crate::tools::{self, Invocation, Outcome, Registry};
+
+/// What happened to one task (the `tasks` of `run --once --json`).
+#[derive(Clone, Debug)]
+pub struct TaskReport {
+    pub task_id: String,
+    pub file: PathBuf,
+    pub line: usize,
+    /// Where an invalid task's error is.
+    pub column: Option<usize>,
+    pub text: String,
+    pub tool: Option<String>,
+    /// succeeded, failed, queued, skipped, invalid, reminded, stale (would_run in dry runs).
+    pub outcome: &'static str,
+    pub reason: Option<String>,
+    pub approval_id: Option<i64>,
+    pub exit_code: Option<i32>,
+    pub output: Option<String>,
+    pub summary: Option<String>,
+    pub duration_ms: Option<u64>,
+}
+
+impl TaskReport {
+    pub fn new(task: &Task, tool: Option<String>, outcome: &'static str) -> TaskReport {
+        TaskReport {
+            task_id: task.id.clone(),
+            file: task.file.clone(),
+            line: task.line,
+            column: None,
+            text: safe_text(task),
+            tool,
+            outcome,
+            reason: None,
+            approval_id: None,
+            exit_code: None,
+            output: None,
+            summary: None,
+            duration_ms: None,
+        }
+    }
+
+    /// A report for an approval row (when its task could not be found in its file).
+    fn from_row(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
+        TaskReport {
+            task_id: row.task_id.clone(),
+            file: PathBuf::from(&row.file),
+            line: row.line.max(0) as usize,
+            column: None,
+            text: row.text.clone(),
+            tool: Some(row.tool.clone()),
+            outcome,
+            reason: None,
+            approval_id: Some(row.id),
+            exit_code: None,
+            output: None,
+            summary: None,
+            duration_ms: None,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "task_id": self.task_id,
+            "tool": self.tool,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "approval_id": self.approval_id,
+            "exit_code": self.exit_code,
+            "output": self.output,
+            "duration_ms": self.duration_ms,
+            "file": self.file,
+            "line": self.line,
+            "column": self.column,
+            "text": self.text,
+            "summary": self.summary,
+        })
+    }
+}
+
+/// What a session did.
+#[derive(Default)]
+pub struct Report {
+    pub run_id: String,
+    pub skipped: Option<&'static str>,
+    pub tasks: Vec<TaskReport>,
+    /// Problems that are not a task's (a tick that could not be written).
+    pub errors: Vec<String>,
+}
+
+impl Report {
+    pub fn count(&self, outcome: &str) -> usize {
+        self.tasks.iter().filter(|t| t.outcome == outcome).count()
+    }
+
+    pub fn counts(&self) -> RunCounts {
+        RunCounts {
+            succeeded: self.count("succeeded"),
+            failed: self.count("failed"),
+            queued: self.count("queued"),
+            skipped: self.count("skipped"),
+            invalid: self.count("invalid"),
+        }
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        let c = self.counts();
+        if c.failed > 0 || c.invalid > 0 || !self.errors.is_empty() {
+            exit::TASK_FAILED
+        } else {
+            exit::OK
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let c = self.counts();
+        json!({
+            "run_id": self.run_id,
+            "skipped": self.skipped,
+            "tasks": self.tasks.iter().map(TaskReport::to_json).collect::<Vec<_>>(),
+            "succeeded": c.succeeded,
+            "failed": c.failed,
+            "queued": c.queued,
+            "skipped_tasks": c.skipped,
+            "invalid": c.invalid,
+            "reminded": self.count("reminded"),
+            "stale": self.count("stale"),
+            "errors": self.errors,
+        })
+    }
+
+    /// The human summary: one line per task, then the counts. Prints nothing when nothing
+    /// happened that a person should see (cron mails any output, SPEC §8); tasks skipped by
+    /// policy or by the run cap alone are not news. `quiet` keeps only failures.
+    pub fn print(&self, quiet: bool, cwd: &Path, out: &mut crate::cmd::Out) {
+        let observe = Some(SkipReason::Observe.as_str());
+        let news = !self.errors.is_empty()
+            || self
+                .tasks
+                .iter()
+                .any(|t| t.outcome != "skipped" || t.reason.as_deref() == observe);
+        if !news {
+            return;
+        }
+        for t in &self.tasks {
+            let failure = matches!(t.outcome, "failed" | "invalid");
+            if quiet && !failure {
+                continue;
+            }
+            let mut place = format!("{}:{}", show_path(&t.file, cwd), t.line);
+            if let Some(column) = t.column {
+                place.push_str(&format!(":{column}"));
+            }
+            let what = match &t.tool {
+                Some(tool) => format!("@{tool}"),
+                None => "reminder".into(),
+            };
+            let observed = t.outcome == "skipped" && t.reason.as_deref() == observe;
+            let detail = match t.outcome {
+                "succeeded" => t
+                    .summary
+                    .clone()
+                    .or_else(|| t.output.as_deref().map(|o| first_line(o, 120)))
+                    .unwrap_or_default(),
+                "queued" => match t.approval_id {
+                    Some(id) => format!("approval {id}: heartbeat approve {id}"),
+                    None => String::new(),
+                },
+                "skipped" if observed => first_line(&t.text, 120),
+                "failed" | "invalid" | "skipped" | "stale" => t.reason.clone().unwrap_or_default(),
+                _ => first_line(&t.text, 120),
+            };
+            let label = match t.outcome {
+                "succeeded" => "ok",
+                "failed" => "FAILED",
+                "invalid" => "INVALID",
+                "stale" => "STALE",
+                "would_run" => "would run",
+                "skipped" if observed => "would run",
+                other => other,
+            };
+            let approval = t
+                .approval_id
+                .map(|id| format!(" #{id}"))
+                .unwrap_or_default();
+            let line = if t.outcome == "invalid" {
+                format!("{label:<9} {place}: {}", clean(&detail))
+            } else if t.outcome == "queued" {
+                format!("{label:<9} {what:<14} {place}  {}", clean(&detail))
+            } else {
+                format!(
+                    "{label:<9} {what:<14} {place}{approval}  {}",
+                    clean(&detail)
+                )
+            };
+            out.line(line.trim_end());
+        }
+        for e in &self.errors {
+            out.line(&format!("ERROR     {}", clean(e)));
+        }
+        if quiet {
+            return;
+        }
+        let c = self.counts();
+        let mut parts = vec![];
+        for (n, word) in [
+            (c.succeeded, "succeeded"),
+            (c.failed, "failed"),
+            (c.queued, "queued"),
+            (c.skipped, "skipped"),
+            (c.invalid, "invalid"),
+            (self.count("reminded"), "reminded"),
+            (self.count("stale"), "stale"),
+        ] {
+            if n > 0 {
+                parts.push(format!("{n} {word}"));
+            }
+        }
+        if !parts.is_empty() {
+            out.line(&format!("heartbeat: {}", parts.join(", ")));
+        }
+    }
+}
+
+/// Create the state dir and the audit log's directory (0700) and open the audit log.
+pub fn open_audit(cfg: &Config) -> Result<AuditLog> {
+    crate::cmd::ensure_state_dir(&cfg.state_dir)?;
+    if let Some(dir) = cfg.audit_log.parent() {
+        crate::cmd::ensure_state_dir(dir)?;
+    }
+    AuditLog::open(&cfg.audit_log).map_err(|e| Error::io(&cfg.audit_log, e))
+}
+
+pub struct Session<'a> {
+    cfg: &'a Config,
+    registry: &'a Registry,
+    pub store: Store,
+    audit: AuditLog,
+    pub run_id: String,
+    pub now: DateTime<Utc>,
+    pub report: Report,
+    /// File → one-time task ids to tick, in the order they succeeded.
+    ticks: BTreeMap<PathBuf, Vec<String>>,
+    /// Tasks run from an approval in this session: the plan leaves them alone this time.
+    pub handled: HashSet<String>,
+    started: Instant,
+}
+
+impl<'a> Session<'a> {
+    /// Write `run_started` and open the run's record. `mode`: once, daemon, approve.
+    #[allow(clippy::too_many_arguments)]
+    pub fn begin(
+        _lock: &RunLock,
+        cfg: &'a Config,
+        registry: &'a Registry,
+        store: Store,
+        audit: AuditLog,
+        run_id: String,
+        now: DateTime<Utc>,
+        mode: &str,
+        files: &[&Path],
+        autonomy: &str,
+    ) -> Result<Session<'a>> {
+        let mut s = Session {
+            cfg,
+            registry,
+            store,
+            audit,
+            report: Report {
+                run_id: run_id.clone(),
+                ..Report::default()
+            },
+            run_id,
+            now,
+            ticks: BTreeMap::new(),
+            handled: HashSet::new(),
+            started: Instant::now(),
+        };
+        s.record(
+            "run_started",
+            fields([
+                ("mode", json!(mode)),
+                ("files", json!(files)),
+                ("autonomy", json!(autonomy)),
+                ("host", json!(hostname())),
+                ("pid", json!(std::process::id())),
+                ("version", json!(env!("CARGO_PKG_VERSION"))),
+            ]),
+        )?;
+        let (run_id, now) = (s.run_id.clone(), s.now);
+        s.store.start_run(&run_id, mode, now)?;
+        Ok(s)
+    }
+
+    pub fn record(&mut self, event: &str, fields: Map<String, Value>) -> Result<()> {
+        self.audit
+            .record(self.now, event, Some(&self.run_id), fields)
+            .map_err(|e| Error::io(self.audit.path(), e))
+    }
+
+    /// Pending approvals older than `approval_ttl` expire.
+    pub fn expire(&mut self) -> Result<()> {
+        for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
+            self.record(
+                "approval_expired",
+                fields([
+                    ("approval_id", json!(row.id)),
+                    ("task_id", json!(row.task_id)),
+                    ("reason", json!("ttl")),
+                ]),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Approvals left `running` by a process that died become failed (`interrupted`).
+    pub fn recover_interrupted(&mut self) -> Result<()> {
+        for row in self.store.interrupt_running(self.now)? {
+            self.record(
+                "task_failed",
+                fields([
+                    ("task_id", json!(row.task_id)),
+                    ("file", json!(row.file)),
+                    ("line", json!(row.line)),
+                    ("section", json!(row.section)),
+                    ("tool", json!(row.tool)),
+                    ("input", row.input.clone()),
+                    ("exit_code", Value::Null),
+                    ("duration_ms", Value::Null),
+                    ("output", Value::Null),
+                    ("error", json!("interrupted")),
+                    ("cost_usd", Value::Null),
+                    ("approval_id", json!(row.id)),
+                ]),
+            )?;
+            self.store.record_task_run(&TaskRunRecord {
+                run_id: &self.run_id,
+                task_id: &row.task_id,
+                tool: &row.tool,
+                started_at: self.now,
+                finished_at: self.now,
+                succeeded: false,
+                cost_usd: None,
+                approval_id: Some(row.id),
+            })?;
+            let mut r = TaskReport::from_row(&row, "failed");
+            r.reason = Some("interrupted: the process running it died".into());
+            self.report.tasks.push(r);
+        }
+        Ok(())
+    }
+
+    /// Run approved tasks (all of them, or only these ids), each after re-reading its file.
+    pub fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
+        let rows = self.store.approvals(Some("approved"))?;
+        for row in rows {
+            if only.is_none_or(|ids| ids.contains(&row.id)) {
+                self.run_one_approved(&row)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_one_approved(&mut self, row: &ApprovalRow) -> Result<()> {
+        let task = match find_task(Path::new(&row.file), &row.task_id) {
+            Err(reason) => return self.stale(row, &reason),
+            Ok(None) => return self.stale(row, "the task changed or was removed"),
+            Ok(Some(t)) if t.done => return self.stale(row, "the task is already done"),
+            Ok(Some(t)) => t,
+        };
+        let (name, input) = match &task.body {
+            Body::Tool { name, input } => (name.clone(), input.clone()),
+            Body::Plain if self.cfg.plain_tasks == PlainTasks::Agent => {
+                let mut map = Map::new();
+                map.insert("prompt".into(), Value::String(task.text.clone()));
+                ("agent".to_string(), map)
+            }
+            Body::Plain | Body::Invalid { .. } => {
+                return self.stale(row, "the task is no longer a valid tool call");
+            }
+        };
+        let Some(spec) = self.registry.get(&name) else {
+            return self.stale(row, &format!("tool \"{name}\" no longer exists"));
+        };
+        if let Err(e) = spec.validate(&input) {
+            return self.stale(row, &format!("invalid input: {e}"));
+        }
+        if spec.approval == Approval::Deny {
+            return self.stale(row, "the tool is now denied by policy");
+        }
+        if !self.store.claim(row.id, &self.run_id)? {
+            // Another process claimed it first: it runs there, exactly once.
+            return Ok(());
+        }
+        let outcome = self.run_tool(&task, &name, &input, Some(row.id))?;
+        self.store
+            .finish_approval(row.id, outcome.success, outcome.error.as_deref(), self.now)?;
+        self.handled.insert(task.id.clone());
+        Ok(())
+    }
+
+    fn stale(&mut self, row: &ApprovalRow, reason: &str) -> Result<()> {
+        if !self.store.mark_stale(row.id, reason, self.now)? {
+            return Ok(());
+        }
+        self.record(
+            "approval_stale",
+            fields([
+                ("approval_id", json!(row.id)),
+                ("task_id", json!(row.task_id)),
+                ("reason", json!(reason)),
+            ]),
+        )?;
+        let mut r = TaskReport::from_row(row, "stale");
+        r.reason = Some(reason.to_string());
+        self.report.tasks.push(r);
+        Ok(())
+    }
+
+    /// Carry out one planned decision.
+    pub fn apply(&mut self, task: &Task, planned: &Planned) -> Result<()> {
+        if self.handled.contains(&task.id) {
+            return Ok(());
+        }
+        let tool = planned.tool.clone();
+        match &planned.decision {
+            Decision::Run => {
+                if let (Some(name), Some(input)) = (&planned.tool, &planned.input) {
+                    self.run_tool(task, name, input, None)?;
+                }
+            }
+            Decision::Approve => self.queue(task, planned)?,
+            Decision::Remind => {
+                self.record(
+                    "task_reminded",
+                    fields([
+                        ("task_id", json!(task.id)),
+                        ("file", json!(task.file)),
+                        ("line", json!(task.line)),
+                        ("text", json!(task.text)),
+                    ]),
+                )?;
+                if task.section == Section::OneTime {
+                    self.store.record_reminded(&task.id, self.now)?;
+                } else {
+                    self.store.record_attempt(&task.id, self.now)?;
+                }
+                self.report
+                    .tasks
+                    .push(TaskReport::new(task, None, "reminded"));
+            }
+            Decision::Invalid {
+                line,
+                column,
+                error,
+            } => {
+                self.record(
+                    "task_invalid",
+                    fields([
+                        ("task_id", json!(task.id)),
+                        ("file", json!(task.file)),
+                        ("line", json!(line)),
+                        ("column", json!(column)),
+                        ("error", json!(error)),
+                        ("tool", json!(tool)),
+                    ]),
+                )?;
+                let mut r = TaskReport::new(task, tool, "invalid");
+                r.line = *line;
+                r.column = Some(*column);
+                r.reason = Some(error.clone());
+                self.report.tasks.push(r);
+            }
+            Decision::Skip(reason) => {
+                self.record(
+                    "task_skipped",
+                    fields([
+                        ("task_id", json!(task.id)),
+                        ("reason", json!(reason.as_str())),
+                        ("tool", json!(tool)),
+                    ]),
+                )?;
+                let mut r = TaskReport::new(task, tool, "skipped");
+                r.reason = Some(reason.as_str().into());
+                self.report.tasks.push(r);
+            }
+            // A one-time success whose tick did not land: try the tick again, run nothing.
+            Decision::Done if !task.done && task.section == Section::OneTime => {
+                self.want_tick(task);
+            }
+            Decision::Pending(_)
+            | Decision::NotDue
+            | Decision::Denied
+            | Decision::Ignored
+            | Decision::Done
+            | Decision::Inactive => {}
+        }
+        Ok(())
+    }
+
+    fn want_tick(&mut self, task: &Task) {
+        let ids = self.ticks.entry(task.file.clone()).or_default();
+        if !ids.contains(&task.id) {
+            ids.push(task.id.clone());
+        }
+    }
+
+    /// Run one tool and record its outcome.
+    fn run_tool(
+        &mut self,
+        task: &Task,
+        name: &str,
+        input: &Map<String, Value>,
+        approval_id: Option<i64>,
+    ) -> Result<Outcome> {
+        let Some(spec) = self.registry.get(name) else {
+            // The plan only runs tools that exist.
+            return Ok(Outcome::default());
+        };
+        let workdir = task.file.parent().unwrap_or(Path::new("/"));
+        let outcome = tools::execute(
+            spec,
+            input,
+            &Invocation {
+                task_id: &task.id,
+                run_id: &self.run_id,
+                workdir,
+                remove_env: &[],
+            },
+        );
+        let duration_ms = outcome.duration.as_millis() as u64;
+        let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
+        let output = audit::truncate(&outcome.stdout, TEXT_LIMIT, outcome.stdout_dropped);
+        let error = outcome.error.as_ref().map(|e| {
+            let stderr = first_line(&outcome.stderr, 200);
+            if stderr.is_empty() {
+                e.clone()
+            } else {
+                format!("{e}: {stderr}")
+            }
+        });
+        let event = if outcome.success {
+            "task_succeeded"
+        } else {
+            "task_failed"
+        };
+        let stderr = audit::truncate(&outcome.stderr, TEXT_LIMIT, outcome.stderr_dropped);
+        self.record(
+            event,
+            fields([
+                ("task_id", json!(task.id)),
+                ("file", json!(task.file)),
+                ("line", json!(task.line)),
+                ("section", json!(task.section.as_str())),
+                ("tool", json!(name)),
+                ("input", Value::Object(input.clone())),
+                ("exit_code", json!(outcome.exit_code)),
+                ("duration_ms", json!(duration_ms)),
+                ("output", json!(output)),
+                ("error", json!(error)),
+                ("cost_usd", json!(outcome.cost_usd)),
+                ("approval_id", json!(approval_id)),
+                ("summary", json!(outcome.summary)),
+                ("stderr", json!(stderr)),
+            ]),
+        )?;
+        self.store.record_task_run(&TaskRunRecord {
+            run_id: &self.run_id,
+            task_id: &task.id,
+            tool: name,
+            started_at: self.now,
+            finished_at: finished,
+            succeeded: outcome.success,
+            cost_usd: outcome.cost_usd,
+            approval_id,
+        })?;
+        if outcome.success && task.section == Section::OneTime {
+            self.want_tick(task);
+        }
+        let mut r = TaskReport::new(
+            task,
+            Some(name.to_string()),
+            if outcome.success {
+                "succeeded"
+            } else {
+                "failed"
+            },
+        );
+        r.exit_code = outcome.exit_code;
+        r.output = Some(output);
+        r.summary = outcome.summary.clone();
+        r.reason = error;
+        r.duration_ms = Some(duration_ms);
+        r.approval_id = approval_id;
+        self.report.tasks.push(r);
+        Ok(outcome)
+    }
+
+    fn queue(&mut self, task: &Task, planned: &Planned) -> Result<()> {
+        let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
+            return Ok(());
+        };
+        let mut shown = Value::Object(input.clone());
+        audit::redact(&mut shown, &[]);
+        let file = task.file.to_string_lossy();
+        let text = safe_text(task);
+        let id = self.store.queue_approval(
+            &NewApproval {
+                task_id: &task.id,
+                file: &file,
+                line: task.line,
+                section: task.section.as_str(),
+                tool: name,
+                input: &shown,
+                text: &text,
+            },
+            self.now,
+        )?;
+        // None: another process queued it a moment ago; it is pending, nothing to add.
+        let Some(id) = id else { return Ok(()) };
+        self.record(
+            "approval_requested",
+            fields([
+                ("approval_id", json!(id)),
+                ("task_id", json!(task.id)),
+                ("tool", json!(name)),
+                ("input", Value::Object(input.clone())),
+                ("file", json!(task.file)),
+                ("line", json!(task.line)),
+            ]),
+        )?;
+        self.store.record_attempt(&task.id, self.now)?;
+        let mut r = TaskReport::new(task, Some(name.clone()), "queued");
+        r.approval_id = Some(id);
+        self.report.tasks.push(r);
+        Ok(())
+    }
+
+    fn tick(&mut self, file: &Path, ids: &[String]) -> Result<()> {
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let results = match tick::tick_file(file, &refs) {
+            // The file was removed during the run: every task in it is gone.
+            Err(FileError::Missing(_)) => Ok(ids
+                .iter()
+                .map(|id| tick::TickResult {
+                    task_id: id.clone(),
+                    outcome: TickOutcome::Gone,
+                    line: 0,
+                })
+                .collect()),
+            other => other,
+        };
+        match results {
+            Ok(results) => {
+                for r in results {
+                    let (event, reason) = match r.outcome {
+                        TickOutcome::Marked => ("task_marked_done", None),
+                        TickOutcome::AlreadyDone => ("task_mark_skipped", Some("already_done")),
+                        TickOutcome::Gone => ("task_mark_skipped", Some("gone")),
+                    };
+                    self.record(
+                        event,
+                        fields([
+                            ("task_id", json!(r.task_id)),
+                            ("file", json!(file)),
+                            ("line", json!(r.line)),
+                            ("reason", json!(reason)),
+                        ]),
+                    )?;
+                }
+            }
+            Err(e) => {
+                for id in ids {
+                    self.record(
+                        "task_mark_skipped",
+                        fields([
+                            ("task_id", json!(id)),
+                            ("file", json!(file)),
+                            ("line", Value::Null),
+                            ("reason", json!(format!("error: {e}"))),
+                        ]),
+                    )?;
+                }
+                self.report
+                    .errors
+                    .push(format!("cannot tick done tasks: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Tick what succeeded, write `run_finished`, sync the audit log.
+    pub fn finish(mut self) -> Result<Report> {
+        for (file, ids) in std::mem::take(&mut self.ticks) {
+            self.tick(&file, &ids)?;
+        }
+        let counts = self.report.counts();
+        let duration_ms = self.started.elapsed().as_millis() as u64;
+        self.record(
+            "run_finished",
+            fields([
+                ("succeeded", json!(counts.succeeded)),
+                ("failed", json!(counts.failed)),
+                ("queued", json!(counts.queued)),
+                ("skipped", json!(counts.skipped)),
+                ("invalid", json!(counts.invalid)),
+                ("duration_ms", json!(duration_ms)),
+            ]),
+        )?;
+        self.store.finish_run(&self.run_id, self.now, counts)?;
+        self.audit
+            .sync()
+            .map_err(|e| Error::io(self.audit.path(), e))?;
+        Ok(self.report)
+    }
+}
+
+/// Re-read a file and find a task by id. Err: the file could not be read.
+fn find_task(path: &Path, task_id: &str) -> std::result::Result<Option<Task>, String> {
+    match markdown::read_source(path) {
+        Ok(src) => Ok(markdown::parse(&src.path, &src.canonical, &src.text)
+            .tasks
+            .into_iter()
+            .find(|t| t.id == task_id)),
+        Err(FileError::Missing(_)) => Ok(None),
+        Err(e) => Err(format!("cannot read the file: {e}")),
+    }
+}
+
+/// The task's text, for records and output: a tool task whose input holds a secret is shown
+/// as its tool and redacted input instead of its raw source text.
+pub fn safe_text(task: &Task) -> String {
+    if let Body::Tool { name, input } = &task.body {
+        let mut shown = Value::Object(input.clone());
+        audit::redact(&mut shown, &[]);
+        if shown != Value::Object(input.clone()) {
+            return format!("@{name} {shown}");
+        }
+    }
+    task.text.clone()
+}
+
+/// An ordered JSON object from key/value pairs.
+pub fn fields<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// 12 hex digits, unique across processes and runs.
+pub fn new_run_id(now: DateTime<Utc>) -> String {
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let mut h = Sha256::new();
+    h.update(format!(
+        "{}:{}:{}",
+        std::process::id(),
+        real,
+        now.timestamp_millis()
+    ));
+    let digest = h.finalize();
+    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it
+    // or truncates, and we stop at the first NUL or the end.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
