@@ -30,7 +30,11 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand run 'Run the due tasks once (for cron and systemd timers)'
             cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
             cand status 'Last run, pending approvals, spend and the run lock'
+            cand approve 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
+            cand deny 'Deny pending approvals'
             cand approvals 'List approvals'
+            cand grants 'List the always-grants (tasks that run without asking)'
+            cand revoke 'Remove the always-grant of a task'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -80,12 +84,63 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;approve'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --all 'Approve every pending approval (on a terminal: shown first, asked once)'
+            cand --yes 'With --all: do not ask'
+            cand --always 'Also grant these exact tasks from now on: later runs do not ask again'
+            cand --later 'Do not run now: the next run runs them'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;deny'= {
+            cand --reason 'Why (recorded and shown)'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --all 'Deny every pending approval'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;approvals'= {
             cand --state 'Which approvals to list'
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
             cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
             cand --json 'Print one JSON document'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;grants'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --json 'Print one JSON document'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;revoke'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
             cand -v 'Diagnostics on stderr (-vv for more)'
             cand --verbose 'Diagnostics on stderr (-vv for more)'
             cand -h 'Print help'
@@ -108,7 +163,11 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand run 'Run the due tasks once (for cron and systemd timers)'
             cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
             cand status 'Last run, pending approvals, spend and the run lock'
+            cand approve 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
+            cand deny 'Deny pending approvals'
             cand approvals 'List approvals'
+            cand grants 'List the always-grants (tasks that run without asking)'
+            cand revoke 'Remove the always-grant of a task'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -118,7 +177,15 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         }
         &'heartbeat;help;status'= {
         }
+        &'heartbeat;help;approve'= {
+        }
+        &'heartbeat;help;deny'= {
+        }
         &'heartbeat;help;approvals'= {
+        }
+        &'heartbeat;help;grants'= {
+        }
+        &'heartbeat;help;revoke'= {
         }
         &'heartbeat;help;completions'= {
         }

@@ -33,7 +33,11 @@ complete -c heartbeat -n "__fish_heartbeat_needs_command" -s V -l version -d 'Pr
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "approve" -d 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "deny" -d 'Deny pending approvals'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "approvals" -d 'List approvals'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "grants" -d 'List the always-grants (tasks that run without asking)'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "revoke" -d 'Remove the always-grant of a task'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
@@ -68,6 +72,24 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l json -d '
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l all -d 'Approve every pending approval (on a terminal: shown first, asked once)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l yes -d 'With --all: do not ask'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l always -d 'Also grant these exact tasks from now on: later runs do not ask again'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l later -d 'Do not run now: the next run runs them'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l reason -d 'Why (recorded and shown)' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l all -d 'Deny every pending approval'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l state -d 'Which approvals to list' -r -f -a "all\t''
 pending\t''
 approved\t''
@@ -84,15 +106,32 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l json -
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l json -d 'Print one JSON document'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "approvals" -d 'List approvals'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "completions" -d 'Print a shell completion script'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approvals completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "approve" -d 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "deny" -d 'Deny pending approvals'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "approvals" -d 'List approvals'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "grants" -d 'List the always-grants (tasks that run without asking)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "revoke" -d 'Remove the always-grant of a task'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

@@ -45,7 +45,11 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Run(args) => cmd::run::run(&ctx, &args),
         Command::Check(args) => cmd::check::run(&ctx, &args),
         Command::Status(args) => cmd::status::run(&ctx, &args),
+        Command::Approve(args) => cmd::approve::run(&ctx, &args),
+        Command::Deny(args) => cmd::deny::run(&ctx, &args),
         Command::Approvals(args) => cmd::approvals::run(&ctx, &args),
+        Command::Grants(args) => cmd::grants::list(&ctx, &args),
+        Command::Revoke { task_id } => cmd::grants::revoke(&ctx, &task_id),
         Command::Completions { shell } => {
             let mut out = std::io::stdout();
             clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);

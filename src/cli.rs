@@ -50,8 +50,19 @@ pub enum Command {
     Check(CheckArgs),
     /// Last run, pending approvals, spend and the run lock
     Status(JsonArg),
+    /// Approve pending approvals (by id, all, or one by one on a terminal) and run them
+    Approve(ApproveArgs),
+    /// Deny pending approvals
+    Deny(DenyArgs),
     /// List approvals
     Approvals(ApprovalsArgs),
+    /// List the always-grants (tasks that run without asking)
+    Grants(JsonArg),
+    /// Remove the always-grant of a task
+    Revoke {
+        /// The task's id (12 hex digits, as `heartbeat grants` shows)
+        task_id: String,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -118,6 +129,44 @@ pub struct JsonArg {
 }
 
 #[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// Approval ids (as `heartbeat approvals` shows)
+    #[arg(value_name = "ID", value_parser = parse_approval_id)]
+    pub ids: Vec<i64>,
+
+    /// Approve every pending approval (on a terminal: shown first, asked once)
+    #[arg(long, conflicts_with = "ids")]
+    pub all: bool,
+
+    /// With --all: do not ask
+    #[arg(long, requires = "all")]
+    pub yes: bool,
+
+    /// Also grant these exact tasks from now on: later runs do not ask again
+    #[arg(long)]
+    pub always: bool,
+
+    /// Do not run now: the next run runs them
+    #[arg(long)]
+    pub later: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DenyArgs {
+    /// Approval ids
+    #[arg(value_name = "ID", value_parser = parse_approval_id, required_unless_present = "all")]
+    pub ids: Vec<i64>,
+
+    /// Deny every pending approval
+    #[arg(long, conflicts_with = "ids")]
+    pub all: bool,
+
+    /// Why (recorded and shown)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct ApprovalsArgs {
     /// Which approvals to list
     #[arg(long, value_enum, default_value = "pending")]
@@ -162,6 +211,17 @@ impl StateFilter {
             StateFilter::Expired => "expired",
             StateFilter::Stale => "stale",
         })
+    }
+}
+
+/// `3` or `#3`.
+fn parse_approval_id(s: &str) -> Result<i64, String> {
+    let digits = s.trim().trim_start_matches('#');
+    match digits.parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(format!(
+            "\"{s}\" is not an approval id (a number, as `heartbeat approvals` shows)"
+        )),
     }
 }
 

@@ -2,7 +2,10 @@
 //! global flags, loading config and files, and terminal-safe output.
 
 pub mod approvals;
+pub mod approve;
 pub mod check;
+pub mod deny;
+pub mod grants;
 pub mod run;
 pub mod status;
 

@@ -1,0 +1,420 @@
+//! `heartbeat approve`: a person says yes. By id, `--all`, or one by one on a terminal.
+//!
+//! Invariants:
+//! - Only `pending` approvals are approved; an id in any other state is an error that names
+//!   the state, and nothing is decided (all ids are checked before any is approved).
+//! - `--all` approves exactly the approvals it showed (or listed, with `--yes`), never one
+//!   queued after it looked.
+//! - The decision is stored (synchronously) and audited before anything runs; running takes
+//!   the run lock, re-reads the task's file and claims the approval atomically (see
+//!   `session`), so an approved task runs at most once whoever else is trying.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::{Ctx, Out, clean, first_line, show_path};
+use crate::audit::{self, AuditLog};
+use crate::cli::ApproveArgs;
+use crate::config::Config;
+use crate::error::{Error, Result, exit};
+use crate::lock;
+use crate::session::{self, Session, fields, new_run_id};
+use crate::store::{ApprovalRow, Decision, GrantRow, Store};
+use crate::tools::Registry;
+
+/// How long `approve` waits for a run that holds the lock.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
+    let mut d = Decider::open(ctx)?;
+    let mut out = Out::new();
+    let interactive = std::io::stdin().is_terminal();
+
+    let targets = if !args.ids.is_empty() {
+        d.pending_by_id(&args.ids)?
+    } else if args.all {
+        let pending = d.store.approvals(Some("pending"))?;
+        if pending.is_empty() {
+            out.line("no pending approvals");
+            return Ok(exit::OK);
+        }
+        for row in &pending {
+            out.line(&describe(row, ctx));
+        }
+        if !args.yes {
+            if !interactive {
+                return Err(Error::Usage(
+                    "approve --all needs --yes when not on a terminal (the list above is what it would approve)".into(),
+                ));
+            }
+            if !confirm(&format!("Approve these {}? [y/N] ", pending.len()))? {
+                out.line("nothing approved");
+                return Ok(exit::OK);
+            }
+        }
+        pending
+    } else if interactive {
+        return d.walk(ctx, &mut out);
+    } else {
+        let pending = d.store.approvals(Some("pending"))?;
+        for row in &pending {
+            out.line(&describe(row, ctx));
+        }
+        return Err(Error::Usage(format!(
+            "{} pending approval(s); not on a terminal, so give ids: `heartbeat approve ID…` (or `approve --all --yes`)",
+            pending.len()
+        )));
+    };
+
+    let mut approved = Vec::new();
+    for row in &targets {
+        if d.approve(row, args.always)? {
+            approved.push(row.id);
+            if args.later {
+                out.line(&format!(
+                    "approved #{} @{} {}:{}; it runs at the next run",
+                    row.id,
+                    row.tool,
+                    show_path(row.file.as_ref(), &ctx.cwd),
+                    row.line
+                ));
+            }
+        } else {
+            out.line(&format!(
+                "#{} was decided by someone else meanwhile",
+                row.id
+            ));
+        }
+    }
+    if args.later || approved.is_empty() {
+        return Ok(exit::OK);
+    }
+    d.execute(ctx, &approved, &mut out)
+}
+
+/// The state an approving command works with.
+pub(crate) struct Decider {
+    pub cfg: Config,
+    pub store: Store,
+    pub audit: AuditLog,
+    pub by: String,
+    pub now: DateTime<Utc>,
+}
+
+impl Decider {
+    /// Load config and state, and let expired approvals expire first: an approval past its
+    /// `approval_ttl` can no longer be approved.
+    pub fn open(ctx: &Ctx) -> Result<Decider> {
+        let cfg = ctx.load_config(&[])?;
+        let audit = session::open_audit(&cfg)?;
+        let store = Store::open(&cfg.state_dir)?;
+        let mut d = Decider {
+            cfg,
+            store,
+            audit,
+            by: format!("cli:{}", user_name()),
+            now: ctx.now,
+        };
+        for row in d.store.expire_pending(d.now, d.cfg.approval_ttl)? {
+            d.record(
+                "approval_expired",
+                fields([
+                    ("approval_id", json!(row.id)),
+                    ("task_id", json!(row.task_id)),
+                    ("reason", json!("ttl")),
+                ]),
+            )?;
+        }
+        Ok(d)
+    }
+
+    pub fn record(
+        &mut self,
+        event: &str,
+        f: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        self.audit
+            .record(self.now, event, None, f)
+            .map_err(|e| Error::io(self.audit.path(), e))?;
+        self.audit
+            .sync()
+            .map_err(|e| Error::io(self.audit.path(), e))
+    }
+
+    /// The rows for these ids, all pending; otherwise an error naming what is wrong.
+    pub fn pending_by_id(&self, ids: &[i64]) -> Result<Vec<ApprovalRow>> {
+        let mut rows = Vec::with_capacity(ids.len());
+        let mut problems = Vec::new();
+        for &id in ids {
+            match self.store.approval(id)? {
+                None => problems.push(format!("no approval #{id}")),
+                Some(row) if row.state != "pending" => {
+                    let by = match (&row.decided_by, &row.decided_at) {
+                        (Some(by), Some(at)) => format!(" (by {by} at {at})"),
+                        (None, Some(at)) => format!(" (at {at})"),
+                        _ => String::new(),
+                    };
+                    problems.push(format!(
+                        "approval #{id} is {}{by}; only pending approvals can be decided",
+                        row.state
+                    ));
+                }
+                Some(row) => {
+                    if !rows.iter().any(|r: &ApprovalRow| r.id == id) {
+                        rows.push(row);
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(rows)
+        } else {
+            Err(Error::Usage(format!(
+                "{}; nothing was decided",
+                problems.join("; ")
+            )))
+        }
+    }
+
+    /// `pending → approved`, audited; with `always`, grant the task id. False when someone
+    /// else decided it first.
+    pub fn approve(&mut self, row: &ApprovalRow, always: bool) -> Result<bool> {
+        let decision = Decision {
+            approve: true,
+            by: self.by.clone(),
+            reason: None,
+            always,
+        };
+        if !self.store.decide(row.id, &decision, self.now)? {
+            return Ok(false);
+        }
+        self.record(
+            "approval_approved",
+            fields([
+                ("approval_id", json!(row.id)),
+                ("task_id", json!(row.task_id)),
+                ("by", json!(self.by)),
+                ("always", json!(always)),
+                ("reason", serde_json::Value::Null),
+            ]),
+        )?;
+        if always {
+            self.store.add_grant(&GrantRow {
+                task_id: row.task_id.clone(),
+                tool: row.tool.clone(),
+                input: row.input.clone(),
+                file: row.file.clone(),
+                text: row.text.clone(),
+                created_at: audit::format_ts(self.now),
+                created_by: self.by.clone(),
+                approval_id: Some(row.id),
+            })?;
+        }
+        Ok(true)
+    }
+
+    /// `pending → denied`, audited. False when someone else decided it first.
+    pub fn deny(&mut self, row: &ApprovalRow, reason: Option<&str>) -> Result<bool> {
+        let decision = Decision {
+            approve: false,
+            by: self.by.clone(),
+            reason: reason.map(str::to_string),
+            always: false,
+        };
+        if !self.store.decide(row.id, &decision, self.now)? {
+            return Ok(false);
+        }
+        self.record(
+            "approval_denied",
+            fields([
+                ("approval_id", json!(row.id)),
+                ("task_id", json!(row.task_id)),
+                ("by", json!(self.by)),
+                ("always", json!(false)),
+                ("reason", json!(reason)),
+            ]),
+        )?;
+        Ok(true)
+    }
+
+    /// Run approved approvals now, under the run lock (waiting for it up to 30 s).
+    fn execute(&mut self, ctx: &Ctx, ids: &[i64], out: &mut Out) -> Result<u8> {
+        let lock_path = self.cfg.state_dir.join(lock::LOCK_FILE);
+        let lock = match lock::acquire_wait(&self.cfg.state_dir, self.now, LOCK_WAIT)
+            .map_err(|e| Error::io(&lock_path, e))?
+        {
+            Ok(lock) => lock,
+            Err(holder) => {
+                eprintln!(
+                    "heartbeat: approved, but another run still holds the run lock after {}s (pid {}, since {}); the approval stands and runs at the next run",
+                    LOCK_WAIT.as_secs(),
+                    holder.pid.map_or("?".into(), |p| p.to_string()),
+                    holder.since.map_or("?".into(), super::show_local),
+                );
+                return Ok(exit::TASK_FAILED);
+            }
+        };
+        let registry = Registry::from_config(&self.cfg);
+        // The session takes its own handles; ours stay usable for the next decision.
+        let store = Store::open(&self.cfg.state_dir)?;
+        let audit = session::open_audit(&self.cfg)?;
+        let rows: Vec<ApprovalRow> = ids
+            .iter()
+            .filter_map(|&id| self.store.approval(id).ok().flatten())
+            .collect();
+        let files: Vec<&std::path::Path> =
+            rows.iter().map(|r| std::path::Path::new(&r.file)).collect();
+        let mut session = Session::begin(
+            &lock,
+            &self.cfg,
+            &registry,
+            store,
+            audit,
+            new_run_id(self.now),
+            self.now,
+            "approve",
+            &files,
+            self.cfg.autonomy.as_str(),
+        )?;
+        session.recover_interrupted()?;
+        session.run_approved(Some(ids))?;
+        let report = session.finish()?;
+        if report.tasks.is_empty() {
+            out.line("nothing ran: another process ran it already");
+        }
+        report.print(false, &ctx.cwd, out);
+        Ok(report.exit_code())
+    }
+
+    /// On a terminal: one pending approval at a time.
+    fn walk(&mut self, ctx: &Ctx, out: &mut Out) -> Result<u8> {
+        let pending = self.store.approvals(Some("pending"))?;
+        if pending.is_empty() {
+            out.line("no pending approvals");
+            return Ok(exit::OK);
+        }
+        let mut code = exit::OK;
+        let total = pending.len();
+        'rows: for (n, row) in pending.iter().enumerate() {
+            // It may have been decided elsewhere while we were asking about another one.
+            let Some(row) = self.store.approval(row.id)? else {
+                continue;
+            };
+            if row.state != "pending" {
+                continue;
+            }
+            out.line("");
+            out.line(&format!("[{}/{total}] {}", n + 1, describe(&row, ctx)));
+            out.line(&format!("  queued {} ago", age(&row.created_at, self.now)));
+            out.line("  input:");
+            let pretty = serde_json::to_string_pretty(&row.input).unwrap_or_default();
+            for line in pretty.lines() {
+                out.line(&format!("    {}", clean(line)));
+            }
+            out.line(&format!("  task: {}", clean(&first_line(&row.text, 200))));
+            loop {
+                let Some(answer) =
+                    ask("[y] approve and run  [a] always  [n] deny  [s] skip  [q] quit: ")?
+                else {
+                    break 'rows;
+                };
+                match answer.trim().to_ascii_lowercase().chars().next() {
+                    Some(c @ ('y' | 'a')) => {
+                        let always = c == 'a';
+                        if self.approve(&row, always)? {
+                            let c = self.execute(ctx, &[row.id], out)?;
+                            code = code.max(c);
+                        } else {
+                            out.line("  decided by someone else meanwhile");
+                        }
+                        break;
+                    }
+                    Some('n') => {
+                        let reason = ask("  reason (optional): ")?.unwrap_or_default();
+                        let reason = reason.trim();
+                        let reason = (!reason.is_empty()).then_some(reason);
+                        if self.deny(&row, reason)? {
+                            out.line(&format!("  denied #{}", row.id));
+                        } else {
+                            out.line("  decided by someone else meanwhile");
+                        }
+                        break;
+                    }
+                    Some('s') => break,
+                    Some('q') => break 'rows,
+                    _ => out.line("  please answer y, a, n, s or q"),
+                }
+            }
+        }
+        Ok(code)
+    }
+}
+
+/// One line about an approval: id, tool, place, input.
+pub(crate) fn describe(row: &ApprovalRow, ctx: &Ctx) -> String {
+    format!(
+        "#{} @{} {}:{}  {}",
+        row.id,
+        row.tool,
+        show_path(row.file.as_ref(), &ctx.cwd),
+        row.line,
+        clean(&first_line(&row.input.to_string(), 100))
+    )
+}
+
+/// How long ago an RFC 3339 time was, to the minute.
+fn age(created_at: &str, now: DateTime<Utc>) -> String {
+    let Some(t) = crate::store::parse_ts(created_at) else {
+        return "?".into();
+    };
+    let secs = now.signed_duration_since(t).num_seconds().max(0) as u64;
+    if secs < 60 {
+        return format!("{secs}s");
+    }
+    humantime::format_duration(Duration::from_secs(secs / 60 * 60)).to_string()
+}
+
+/// Print a prompt and read one line; None at end of input.
+fn ask(prompt: &str) -> Result<Option<String>> {
+    let mut stdout = std::io::stdout();
+    let _ = write!(stdout, "{prompt}");
+    let _ = stdout.flush();
+    let mut line = String::new();
+    let n = std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Error::io("<stdin>", e))?;
+    Ok((n > 0).then_some(line))
+}
+
+fn confirm(prompt: &str) -> Result<bool> {
+    Ok(ask(prompt)?
+        .map(|a| matches!(a.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+        .unwrap_or(false))
+}
+
+/// Who is deciding: `$USER`, `$LOGNAME`, else the passwd entry of the real uid.
+pub(crate) fn user_name() -> String {
+    for var in ["USER", "LOGNAME"] {
+        if let Ok(name) = std::env::var(var)
+            && !name.is_empty()
+        {
+            return name;
+        }
+    }
+    // SAFETY: getuid cannot fail; getpwuid returns a pointer to static storage or null, and
+    // we copy the name out before any other passwd call.
+    unsafe {
+        let uid = libc::getuid();
+        let pw = libc::getpwuid(uid);
+        if !pw.is_null() && !(*pw).pw_name.is_null() {
+            return std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned();
+        }
+        format!("uid{uid}")
+    }
+}

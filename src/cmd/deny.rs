@@ -1,0 +1,32 @@
+//! `heartbeat deny`: a person says no. The task is not queued again until `approval_ttl`
+//! has passed since the denial (a changed task is a new task and asks again).
+
+use super::approve::{Decider, describe};
+use super::{Ctx, Out};
+use crate::cli::DenyArgs;
+use crate::error::{Result, exit};
+
+pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
+    let mut d = Decider::open(ctx)?;
+    let mut out = Out::new();
+    let targets = if args.all {
+        d.store.approvals(Some("pending"))?
+    } else {
+        d.pending_by_id(&args.ids)?
+    };
+    if targets.is_empty() {
+        out.line("no pending approvals");
+        return Ok(exit::OK);
+    }
+    for row in &targets {
+        if d.deny(row, args.reason.as_deref())? {
+            out.line(&format!("denied {}", describe(row, ctx)));
+        } else {
+            out.line(&format!(
+                "#{} was decided by someone else meanwhile",
+                row.id
+            ));
+        }
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,79 @@
+//! `heartbeat grants` / `heartbeat revoke TASK_ID`: the always-grants, tasks that run without
+//! asking because a person approved them with *always*.
+
+use serde_json::{Value, json};
+
+use super::approve::Decider;
+use super::{Ctx, Out, clean, first_line};
+use crate::cli::JsonArg;
+use crate::error::{Error, Result, exit};
+use crate::session::fields;
+use crate::store::Store;
+
+pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
+    let cfg = ctx.load_config(&[])?;
+    let grants = match Store::open_existing(&cfg.state_dir)? {
+        Some(store) => store.grants()?,
+        None => Vec::new(),
+    };
+    let mut out = Out::new();
+    if args.json {
+        let list: Vec<Value> = grants
+            .iter()
+            .map(|g| {
+                json!({
+                    "task_id": g.task_id,
+                    "tool": g.tool,
+                    "input": g.input,
+                    "file": g.file,
+                    "text": g.text,
+                    "created_at": g.created_at,
+                    "created_by": g.created_by,
+                    "approval_id": g.approval_id,
+                })
+            })
+            .collect();
+        out.json(&Value::Array(list));
+        return Ok(exit::OK);
+    }
+    if grants.is_empty() {
+        out.line("no grants");
+    }
+    for g in &grants {
+        out.line(&format!(
+            "{}  @{:<12} {}  {}  (by {} at {})",
+            g.task_id,
+            g.tool,
+            g.file,
+            clean(&first_line(&g.input.to_string(), 80)),
+            g.created_by,
+            g.created_at
+        ));
+    }
+    Ok(exit::OK)
+}
+
+pub fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
+    let task_id = task_id.trim();
+    if task_id.len() != 12 || !task_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::Usage(format!(
+            "\"{task_id}\" is not a task id (12 hex digits, as `heartbeat grants` shows)"
+        )));
+    }
+    let task_id = task_id.to_ascii_lowercase();
+    let mut d = Decider::open(ctx)?;
+    if !d.store.revoke(&task_id)? {
+        return Err(Error::Usage(format!(
+            "no grant for task {task_id} (see `heartbeat grants`)"
+        )));
+    }
+    let by = d.by.clone();
+    d.record(
+        "grant_revoked",
+        fields([("task_id", json!(task_id)), ("by", json!(by))]),
+    )?;
+    Out::new().line(&format!(
+        "revoked the grant of task {task_id}; it asks again"
+    ));
+    Ok(exit::OK)
+}
