@@ -34,7 +34,8 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     let interactive = std::io::stdin().is_terminal();
 
     let targets = if !args.ids.is_empty() {
-        d.pending_by_id(&args.ids)?
+        // An approval already approved (say with --later) is run now, not refused.
+        d.decidable_by_id(&args.ids, true)?
     } else if args.all {
         let pending = d.store.approvals(Some("pending"))?;
         if pending.is_empty() {
@@ -71,7 +72,14 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
 
     let mut approved = Vec::new();
     for row in &targets {
-        if d.approve(row, args.always)? {
+        if row.state == "approved" {
+            out.line(&format!(
+                "#{} was already approved by {}",
+                row.id,
+                row.decided_by.as_deref().unwrap_or("?")
+            ));
+            approved.push(row.id);
+        } else if d.approve(row, args.always)? {
             approved.push(row.id);
             if args.later {
                 out.line(&format!(
@@ -144,14 +152,17 @@ impl Decider {
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
-    /// The rows for these ids, all pending; otherwise an error naming what is wrong.
-    pub fn pending_by_id(&self, ids: &[i64]) -> Result<Vec<ApprovalRow>> {
+    /// The rows for these ids, all pending (or, with `approved_too`, already approved and
+    /// waiting to run); otherwise an error naming what is wrong.
+    pub fn decidable_by_id(&self, ids: &[i64], approved_too: bool) -> Result<Vec<ApprovalRow>> {
         let mut rows = Vec::with_capacity(ids.len());
         let mut problems = Vec::new();
         for &id in ids {
             match self.store.approval(id)? {
                 None => problems.push(format!("no approval #{id}")),
-                Some(row) if row.state != "pending" => {
+                Some(row)
+                    if row.state != "pending" && !(approved_too && row.state == "approved") =>
+                {
                     let by = match (&row.decided_by, &row.decided_at) {
                         (Some(by), Some(at)) => format!(" (by {by} at {at})"),
                         (None, Some(at)) => format!(" (at {at})"),

@@ -12,7 +12,7 @@ pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
     let targets = if args.all {
         d.store.approvals(Some("pending"))?
     } else {
-        d.pending_by_id(&args.ids)?
+        d.decidable_by_id(&args.ids, false)?
     };
     if targets.is_empty() {
         out.line("no pending approvals");
