@@ -69,6 +69,61 @@ pub struct ToolConfig {
     pub description: Option<String>,
 }
 
+/// When a run's summary goes to Telegram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SummaryMode {
+    /// After runs that did something (default).
+    OnChange,
+    /// After every run, empty ones too.
+    Always,
+    /// Only failures (and other urgent messages).
+    Never,
+}
+
+/// `[telegram]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TelegramConfig {
+    /// The name of the environment variable that holds the bot token (never the token).
+    pub bot_token_env: String,
+    /// The only chats that receive messages and may approve.
+    pub chat_ids: Vec<i64>,
+    /// The Bot API server, without a trailing slash.
+    pub api_url: String,
+    pub summary: SummaryMode,
+    /// Non-urgent messages wait until these hours end.
+    pub quiet_hours: Option<Window>,
+    /// Past this many messages a local day, non-urgent ones are folded; 0 = no limit.
+    pub max_messages_per_day: u32,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        TelegramConfig {
+            bot_token_env: "HEARTBEAT_TELEGRAM_TOKEN".into(),
+            chat_ids: Vec::new(),
+            api_url: "https://api.telegram.org".into(),
+            summary: SummaryMode::OnChange,
+            quiet_hours: None,
+            max_messages_per_day: 20,
+        }
+    }
+}
+
+/// `[daemon]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DaemonConfig {
+    /// Tick interval; ticks align to multiples of it in local time.
+    pub every: Duration,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            every: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
 /// A loaded, validated config. Every value is parsed once here.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -90,6 +145,9 @@ pub struct Config {
     pub max_tasks_per_run: usize,
     pub stuck_after: Duration,
     pub tools: BTreeMap<String, ToolConfig>,
+    /// `[telegram]`; None when the table is absent.
+    pub telegram: Option<TelegramConfig>,
+    pub daemon: DaemonConfig,
     /// Non-fatal notes (a glob that matched nothing).
     pub warnings: Vec<String>,
 }
@@ -206,8 +264,19 @@ const TOP_KEYS: &[&str] = &[
     "max_tasks_per_run",
     "stuck_after",
     "tools",
+    "telegram",
+    "daemon",
 ];
-const TOP_UNSUPPORTED: &[&str] = &["max_consecutive_failures", "daemon", "budget", "telegram"];
+const TOP_UNSUPPORTED: &[&str] = &["max_consecutive_failures", "budget"];
+const TELEGRAM_KEYS: &[&str] = &[
+    "bot_token_env",
+    "chat_ids",
+    "api_url",
+    "summary",
+    "quiet_hours",
+    "max_messages_per_day",
+];
+const DAEMON_KEYS: &[&str] = &["every"];
 const TOOL_KEYS: &[&str] = &["command", "timeout", "approval", "description"];
 const TOOL_UNSUPPORTED: &[&str] = &["cooldown", "cost_usd", "max_consecutive_failures"];
 const NOT_YET: &str = "not supported yet in this version of heartbeat";
@@ -249,6 +318,8 @@ pub fn load_with(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError>
     let mut concurrency = 1;
     let mut max_tasks_per_run = 50;
     let mut tools = BTreeMap::new();
+    let mut telegram = None;
+    let mut daemon = DaemonConfig::default();
 
     for (key, value) in &table {
         let k = key.as_str();
@@ -340,6 +411,8 @@ pub fn load_with(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError>
                     .map_err(|_| cx.bad(k, value, "must be 0 (no cap) or more"))?;
             }
             "tools" => tools = cx.tools(value)?,
+            "telegram" => telegram = Some(cx.telegram(value)?),
+            "daemon" => daemon = cx.daemon(value)?,
             _ if TOP_UNSUPPORTED.contains(&k) => return Err(cx.err(k, NOT_YET)),
             _ => return Err(cx.unknown(None, k, TOP_KEYS)),
         }
@@ -405,6 +478,8 @@ pub fn load_with(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError>
         max_tasks_per_run,
         stuck_after,
         tools,
+        telegram,
+        daemon,
         warnings,
     })
 }
@@ -671,6 +746,102 @@ impl Cx<'_> {
             .map_err(|e| self.err(key, &format!("{} is not a duration: {e}", show(value))))?;
         if d.is_zero() {
             return Err(self.bad(key, value, "must be longer than zero"));
+        }
+        Ok(d)
+    }
+
+    fn table<'v>(&self, key: &str, value: &'v Value) -> Result<&'v Table, ConfigError> {
+        value
+            .as_table()
+            .ok_or_else(|| self.wrong_type(key, "a table", value))
+    }
+
+    fn telegram(&self, value: &Value) -> Result<TelegramConfig, ConfigError> {
+        let mut t = TelegramConfig::default();
+        for (key, v) in self.table("telegram", value)? {
+            let k = format!("telegram.{key}");
+            match key.as_str() {
+                "bot_token_env" => {
+                    let name = self.string(&k, v)?;
+                    let valid = name
+                        .chars()
+                        .next()
+                        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !valid {
+                        return Err(self.bad(
+                            &k,
+                            v,
+                            "not an environment variable name (the token itself never goes \
+                             in the config: put it in that variable)",
+                        ));
+                    }
+                    t.bot_token_env = name.to_string();
+                }
+                "chat_ids" => {
+                    let list = v
+                        .as_array()
+                        .ok_or_else(|| self.wrong_type(&k, "an array of chat ids", v))?;
+                    t.chat_ids = Vec::with_capacity(list.len());
+                    for (i, item) in list.iter().enumerate() {
+                        match item.as_integer() {
+                            Some(id) if id != 0 => t.chat_ids.push(id),
+                            _ => {
+                                return Err(self.bad(
+                                    &format!("{k}[{i}]"),
+                                    item,
+                                    "not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+                                ));
+                            }
+                        }
+                    }
+                }
+                "api_url" => {
+                    let url = self.string(&k, v)?.trim_end_matches('/');
+                    let rest = url
+                        .strip_prefix("https://")
+                        .or_else(|| url.strip_prefix("http://"));
+                    if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
+                        return Err(self.bad(&k, v, "not an http:// or https:// URL"));
+                    }
+                    t.api_url = url.to_string();
+                }
+                "summary" => {
+                    t.summary = match self.string(&k, v)? {
+                        "on_change" => SummaryMode::OnChange,
+                        "always" => SummaryMode::Always,
+                        "never" => SummaryMode::Never,
+                        _ => return Err(self.bad(&k, v, "expected on_change, always or never")),
+                    };
+                }
+                "quiet_hours" => {
+                    let w = Window::parse(self.string(&k, v)?).map_err(|e| self.bad(&k, v, &e))?;
+                    t.quiet_hours = Some(w);
+                }
+                "max_messages_per_day" => {
+                    let n = self.integer(&k, v)?;
+                    t.max_messages_per_day = u32::try_from(n)
+                        .map_err(|_| self.bad(&k, v, "must be 0 (no limit) or more"))?;
+                }
+                _ => return Err(self.unknown(Some("telegram"), key, TELEGRAM_KEYS)),
+            }
+        }
+        Ok(t)
+    }
+
+    fn daemon(&self, value: &Value) -> Result<DaemonConfig, ConfigError> {
+        let mut d = DaemonConfig::default();
+        for (key, v) in self.table("daemon", value)? {
+            let k = format!("daemon.{key}");
+            match key.as_str() {
+                "every" => {
+                    d.every = self.duration(&k, v)?;
+                    if d.every < Duration::from_secs(1) {
+                        return Err(self.bad(&k, v, "must be at least 1s"));
+                    }
+                }
+                _ => return Err(self.unknown(Some("daemon"), key, DAEMON_KEYS)),
+            }
         }
         Ok(d)
     }
@@ -1343,14 +1514,80 @@ timeout = "1m"
     }
 
     #[test]
+    fn telegram_and_daemon_tables() {
+        let w = World::new();
+        let cfg = w.load_toml("").unwrap();
+        assert_eq!(cfg.telegram, None);
+        assert_eq!(cfg.daemon.every, Duration::from_secs(1800));
+        let cfg = w
+            .load_toml(
+                "[telegram]\nbot_token_env = \"MY_BOT\"\nchat_ids = [123, -100200]\n\
+                 api_url = \"http://127.0.0.1:8081/\"\nsummary = \"always\"\n\
+                 quiet_hours = \"22:00-07:00\"\nmax_messages_per_day = 5\n\
+                 [daemon]\nevery = \"10m\"\n",
+            )
+            .unwrap();
+        let t = cfg.telegram.unwrap();
+        assert_eq!(t.bot_token_env, "MY_BOT");
+        assert_eq!(t.chat_ids, vec![123, -100200]);
+        assert_eq!(t.api_url, "http://127.0.0.1:8081");
+        assert_eq!(t.summary, SummaryMode::Always);
+        assert_eq!(t.quiet_hours, Some(Window::parse("22:00-07:00").unwrap()));
+        assert_eq!(t.max_messages_per_day, 5);
+        assert_eq!(cfg.daemon.every, Duration::from_secs(600));
+        // An empty [telegram] takes every default.
+        assert_eq!(
+            w.load_toml("[telegram]\n").unwrap().telegram,
+            Some(TelegramConfig::default())
+        );
+
+        let f = w.toml_path();
+        let cases: &[(&str, &str)] = &[
+            (
+                "[telegram]\nbot_token_env = \"123:ABC\"",
+                "telegram.bot_token_env: \"123:ABC\": not an environment variable name",
+            ),
+            (
+                "[telegram]\nchat_ids = [\"me\"]",
+                "telegram.chat_ids[0]: \"me\": not a chat id",
+            ),
+            (
+                "[telegram]\napi_url = \"api.telegram.org\"",
+                "telegram.api_url: \"api.telegram.org\": not an http:// or https:// URL",
+            ),
+            (
+                "[telegram]\nsummary = \"sometimes\"",
+                "telegram.summary: \"sometimes\": expected on_change, always or never",
+            ),
+            (
+                "[telegram]\nquiet_hours = \"10pm-7am\"",
+                "telegram.quiet_hours: \"10pm-7am\"",
+            ),
+            (
+                "[telegram]\nmax_messages_per_day = -1",
+                "telegram.max_messages_per_day: -1: must be 0",
+            ),
+            (
+                "[telegram]\nchat_id = [1]",
+                "telegram: unknown key \"chat_id\" (did you mean \"chat_ids\"?)",
+            ),
+            ("[daemon]\nevery = \"0s\"", "daemon.every"),
+            ("[daemon]\nevry = \"1m\"", "daemon: unknown key \"evry\""),
+            ("telegram = 5", "telegram: expected a table"),
+        ];
+        for (text, want) in cases {
+            let err = w.error(text);
+            assert!(err.starts_with(&format!("{f}: {want}")), "{text}: {err}");
+        }
+    }
+
+    #[test]
     fn keys_not_built_yet_are_refused() {
         let w = World::new();
         let f = w.toml_path();
         let cases: &[(&str, &str)] = &[
             ("max_consecutive_failures = 3", "max_consecutive_failures"),
-            ("[daemon]\nevery = \"30m\"", "daemon"),
             ("[budget]\ndaily_usd = 5.0", "budget"),
-            ("[telegram]\nchat_ids = [1]", "telegram"),
             (
                 "[tools.backup]\ncommand = [\"x\"]\ncooldown = \"1h\"",
                 "tools.backup.cooldown",

@@ -317,6 +317,8 @@ mod tests {
             max_tasks_per_run: 50,
             stuck_after: Duration::from_secs(1800),
             tools,
+            telegram: None,
+            daemon: Default::default(),
             warnings: vec![],
         }
     }

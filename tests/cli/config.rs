@@ -88,12 +88,7 @@ fn bad_timezone_day_and_duration_are_refused() {
 #[test]
 fn features_not_built_yet_are_refused_not_ignored() {
     for (toml, key) in [
-        (
-            "[telegram]\nbot_token_env = \"T\"\nchat_ids = [1]\n",
-            "telegram",
-        ),
         ("[budget]\ndaily_usd = 5.0\n", "budget"),
-        ("[daemon]\nevery = \"30m\"\n", "daemon"),
         (
             "[tools.backup]\ncommand = [\"true\"]\ncooldown = \"1h\"\n",
             "cooldown",
@@ -101,6 +96,19 @@ fn features_not_built_yet_are_refused_not_ignored() {
     ] {
         refused(toml, &[key, "not supported yet"]);
     }
+}
+
+#[test]
+fn telegram_and_daemon_values_are_validated() {
+    refused(
+        "[telegram]\nchat_ids = [\"me\"]\n",
+        &["telegram.chat_ids[0]", "\"me\""],
+    );
+    refused(
+        "[telegram]\nquiet_hours = \"22:00-22:00\"\n",
+        &["telegram.quiet_hours", "22:00-22:00"],
+    );
+    refused("[daemon]\nevery = \"soon\"\n", &["daemon.every", "soon"]);
 }
 
 #[test]
