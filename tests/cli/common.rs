@@ -377,3 +377,315 @@ pub fn count_matches(text: &str, needle: &str) -> usize {
 pub fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("serialise")
 }
+
+// ---------------------------------------------------------------------------------------
+// Helpers for the approvals tests: a writable database handle, the deciding user, a
+// pseudo-terminal for interactive commands, and waiting on children with a deadline.
+
+impl Env {
+    /// A writable connection to `heartbeat.db` (to tamper with it as a user or a bug might).
+    pub fn db_rw(&self) -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open(self.db_path()).expect("open heartbeat.db");
+        conn.busy_timeout(Duration::from_secs(5))
+            .expect("busy timeout");
+        conn
+    }
+
+    /// One approval row as `approvals --state all --json` shows it; panics when missing.
+    #[track_caller]
+    pub fn approval(&self, id: i64) -> Value {
+        let list = self.cmd(["approvals", "--state", "all", "--json"]).output();
+        list.code(0);
+        list.json()
+            .as_array()
+            .expect("approvals --json is an array")
+            .iter()
+            .find(|a| a["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no approval #{id} in {}", list.stdout))
+    }
+
+    /// The state of approval `id`, read straight from the database.
+    pub fn approval_state(&self, id: i64) -> Option<String> {
+        use rusqlite::OptionalExtension;
+        self.db()
+            .query_row("SELECT state FROM approvals WHERE id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .expect("query approval state")
+    }
+
+    /// Hold the run lock (`<state>/heartbeat.lock`) as another run would, until dropped.
+    pub fn hold_lock(&self) -> fs::File {
+        fs::create_dir_all(self.state()).expect("create state dir");
+        let file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.state().join("heartbeat.lock"))
+            .expect("open heartbeat.lock");
+        file.try_lock().expect("take the run lock");
+        file
+    }
+}
+
+impl Cmd {
+    /// Decide as this user: `by` is recorded as `cli:<name>`.
+    pub fn user(self, name: &str) -> Cmd {
+        self.env("USER", name).env("LOGNAME", name)
+    }
+
+    /// Start with a pseudo-terminal as standard input (so the command sees a terminal);
+    /// stdout and stderr are pipes, read in the background.
+    pub fn spawn_on_pty(self) -> Interactive {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        let (mut master, mut slave) = (-1, -1);
+        // SAFETY: openpty writes two fds into the out-pointers; name, termios and winsize may
+        // be null. We own both fds from here on.
+        let rc = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+        // SAFETY: both fds were just returned by openpty and are owned by nobody else.
+        let (master, slave) =
+            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        for fd in [&master, &slave] {
+            use std::os::fd::AsRawFd;
+            // SAFETY: fcntl on a valid fd; keeps them out of other tests' children.
+            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
+        {
+            use std::os::fd::AsRawFd;
+            // No echo: what we type is not mixed into anything, and the pty buffer never fills.
+            // SAFETY: termios is plain data; tcgetattr fills it from a valid fd.
+            unsafe {
+                let mut t: libc::termios = std::mem::zeroed();
+                if libc::tcgetattr(slave.as_raw_fd(), &mut t) == 0 {
+                    t.c_lflag &= !(libc::ECHO | libc::ECHONL);
+                    libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t);
+                }
+            }
+        }
+        let mut cmd = self.finish();
+        let described = format!("{cmd:?}");
+        cmd.stdin(Stdio::from(slave))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("start heartbeat");
+        drop(cmd);
+        let (tx, stdout_rx) = std::sync::mpsc::channel();
+        let mut stdout = child.stdout.take().expect("stdout piped");
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            loop {
+                match stdout.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if tx.send(buf[..n].to_vec()).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let mut stderr = child.stderr.take().expect("stderr piped");
+        let stderr_thread = std::thread::spawn(move || {
+            use std::io::Read;
+            let mut s = Vec::new();
+            let _ = stderr.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        });
+        Interactive {
+            command: described,
+            child,
+            master: Some(fs::File::from(master)),
+            stdout_rx,
+            stdout: Vec::new(),
+            seen: 0,
+            stderr_thread: Some(stderr_thread),
+        }
+    }
+}
+
+/// A command on a pseudo-terminal: wait for its prompts, answer them line by line.
+pub struct Interactive {
+    command: String,
+    child: Child,
+    master: Option<fs::File>,
+    stdout_rx: std::sync::mpsc::Receiver<Vec<u8>>,
+    stdout: Vec<u8>,
+    /// How much of `stdout` earlier `expect`s consumed.
+    seen: usize,
+    stderr_thread: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Interactive {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait until stdout (after what earlier calls consumed) contains `needle`; returns the
+    /// text up to and including it. Panics after `timeout`, showing what was printed.
+    #[track_caller]
+    pub fn expect(&mut self, needle: &str, timeout: Duration) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = String::from_utf8_lossy(&self.stdout[self.seen..]).into_owned();
+            if let Some(at) = text.find(needle) {
+                let end = at + needle.len();
+                self.seen += end;
+                return text[..end].to_string();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self
+                .stdout_rx
+                .recv_timeout(left.max(Duration::from_millis(1)))
+            {
+                Ok(chunk) => self.stdout.extend_from_slice(&chunk),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!(
+                        "{needle:?} never came; the command closed stdout\ncommand: {}\n--- stdout\n{}",
+                        self.command,
+                        String::from_utf8_lossy(&self.stdout)
+                    );
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => panic!(
+                    "{needle:?} did not appear within {timeout:?}\ncommand: {}\n--- stdout\n{}",
+                    self.command,
+                    String::from_utf8_lossy(&self.stdout)
+                ),
+            }
+        }
+    }
+
+    /// Like [`Interactive::expect`], but None when stdout closes or the time runs out first.
+    pub fn try_expect(&mut self, needle: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = String::from_utf8_lossy(&self.stdout[self.seen..]).into_owned();
+            if let Some(at) = text.find(needle) {
+                let end = at + needle.len();
+                self.seen += end;
+                return Some(text[..end].to_string());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self
+                .stdout_rx
+                .recv_timeout(left.max(Duration::from_millis(1)))
+            {
+                Ok(chunk) => self.stdout.extend_from_slice(&chunk),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Type one line (a newline is added).
+    pub fn send(&mut self, line: &str) {
+        use std::io::Write;
+        let master = self.master.as_mut().expect("terminal still open");
+        master
+            .write_all(format!("{line}\n").as_bytes())
+            .expect("write to the terminal");
+        master.flush().expect("flush the terminal");
+    }
+
+    /// Wait for the command to exit (killing it after `timeout`) and collect everything.
+    #[track_caller]
+    pub fn finish(mut self, timeout: Duration) -> Output {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for heartbeat") {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                while let Ok(chunk) = self.stdout_rx.recv_timeout(Duration::from_millis(100)) {
+                    self.stdout.extend_from_slice(&chunk);
+                }
+                panic!(
+                    "did not exit within {timeout:?}\ncommand: {}\n--- stdout\n{}",
+                    self.command,
+                    String::from_utf8_lossy(&self.stdout)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        // The reader ends when the pipe closes (the child and any tool it left are gone).
+        while let Ok(chunk) = self.stdout_rx.recv_timeout(Duration::from_secs(2)) {
+            self.stdout.extend_from_slice(&chunk);
+        }
+        let stderr = self
+            .stderr_thread
+            .take()
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
+        self.master = None;
+        Output {
+            command: self.command.clone(),
+            code: status.code(),
+            stdout: String::from_utf8_lossy(&self.stdout).into_owned(),
+            stderr,
+        }
+    }
+}
+
+impl Drop for Interactive {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Wait for a child with a deadline (killing it and panicking when it does not end).
+#[track_caller]
+pub fn wait_output(mut child: Child, command: &str, timeout: Duration) -> Output {
+    use std::io::Read;
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for heartbeat") {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command} did not exit within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stdout = String::new();
+    let mut stderr = String::new();
+    if let Some(mut s) = child.stdout.take() {
+        let _ = s.read_to_string(&mut stdout);
+    }
+    if let Some(mut s) = child.stderr.take() {
+        let _ = s.read_to_string(&mut stderr);
+    }
+    Output {
+        command: command.to_string(),
+        code: status.code(),
+        stdout,
+        stderr,
+    }
+}
+
+/// Poll `cond` every 10 ms; panics with `what` after `timeout`.
+#[track_caller]
+pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -4,6 +4,8 @@
 mod common;
 
 mod active;
+mod approve;
+mod approve_concurrency;
 mod audit;
 mod commands;
 mod config;
