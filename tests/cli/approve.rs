@@ -427,6 +427,34 @@ fn approve_always_grants_the_exact_task_until_revoked() {
     }
 }
 
+#[test]
+fn always_on_an_id_already_approved_with_later_still_grants_it() {
+    // `approve ID` accepts an approval already approved with --later (it runs it now); an
+    // --always given then must not be dropped without a word.
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo x >> ran.txt")
+    ));
+    env.run_once(NOW).code(0);
+    let task_id = task_of(&env, 1);
+    approve(&env, NOW, &["1", "--later"]).code(0);
+    let out = approve(&env, "2026-05-01T10:01:00Z", &["1", "--always"]);
+    out.code(0);
+    assert_eq!(env.read("ran.txt"), "x\n");
+    let grants = env.cmd(["grants", "--json"]).output().json();
+    assert_eq!(
+        grants.as_array().map(Vec::len),
+        Some(1),
+        "approve 1 --always on an approved id made no grant\n--- stdout\n{}--- grants\n{grants:#}",
+        out.stdout
+    );
+    assert_eq!(grants[0]["task_id"], task_id.as_str());
+    // And the grant works: the next run runs it without asking.
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    assert_eq!(env.read("ran.txt"), "x\nx\n");
+    assert_eq!(requested_ids(&env), vec![1]);
+}
+
 // ---------------------------------------------------------------------------------------
 // deny: reason, who, holds for approval_ttl, then the task is queued again.
 
