@@ -10,6 +10,7 @@ pub mod error;
 pub mod lock;
 pub mod markdown;
 pub mod model;
+pub mod notify;
 pub mod plan;
 pub mod schedule;
 pub mod session;

@@ -1,0 +1,830 @@
+//! Messages to people: the run summary (pure rendering), and delivery from the outbox with
+//! the noise rules of SPEC §10.
+//!
+//! Invariants:
+//! - Every message is stored in the outbox before it is sent, and deleted only once the
+//!   transport accepted it; a failed send stays queued for the next run, for 24 h at most.
+//! - Delivery never fails a run: transport errors become audit lines, not errors.
+//! - Dynamic text is HTML-escaped; no tag spans a line, so a message can be cut at any line.
+//! - The same text is not sent to the same chat twice within 6 h; in quiet hours only urgent
+//!   messages go out; past `max_messages_per_day` non-urgent messages fold into one.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeZone, Timelike, Utc};
+use chrono_tz::Tz;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::cmd::first_line;
+use crate::config::{SummaryMode, TelegramConfig};
+use crate::session::{Report, TaskReport, fields};
+use crate::store::{self, NewMessage, OutboxRow, Store};
+
+/// Telegram's limit is 4096 characters of text; HTML markup only makes ours longer, so
+/// counting the markup too (in UTF-16 units, as Telegram does) stays on the safe side.
+pub const MAX_MESSAGE: usize = 4096;
+/// Identical text to the same chat within this time is not sent again.
+pub const DEDUPE: Duration = Duration::from_secs(6 * 3600);
+/// Undelivered messages older than this are dropped.
+pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+/// Approval buttons on one message at most (one row each).
+pub const MAX_BUTTON_ROWS: usize = 8;
+
+/// A message ready for the outbox.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rendered {
+    pub kind: &'static str,
+    pub html: String,
+    pub urgent: bool,
+    /// Approvals that get a row of buttons.
+    pub approvals: Vec<i64>,
+}
+
+/// Escape text for Telegram's HTML parse mode.
+pub fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The same message as plain text (for when Telegram rejects the HTML).
+pub fn html_to_plain(html: &str) -> String {
+    let mut out = String::with_capacity(html.len());
+    let mut in_tag = false;
+    for c in html.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+fn units(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+/// Cut a message into parts of at most `limit` UTF-16 units, at line boundaries (a line
+/// longer than the limit is cut at a character boundary).
+pub fn split(html: &str, limit: usize) -> Vec<String> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    for line in html.split('\n') {
+        let mut line = line.to_string();
+        while units(&line) > limit {
+            let mut cut = String::new();
+            let mut n = 0;
+            for c in line.chars() {
+                if n + c.len_utf16() > limit {
+                    break;
+                }
+                n += c.len_utf16();
+                cut.push(c);
+            }
+            if !current.is_empty() {
+                parts.push(std::mem::take(&mut current));
+            }
+            line = line[cut.len()..].to_string();
+            parts.push(cut);
+        }
+        let extra = if current.is_empty() { 0 } else { 1 };
+        if units(&current) + extra + units(&line) > limit {
+            parts.push(std::mem::take(&mut current));
+        }
+        if !current.is_empty() {
+            current.push('\n');
+        }
+        current.push_str(&line);
+    }
+    if !current.is_empty() || parts.is_empty() {
+        parts.push(current);
+    }
+    parts
+}
+
+/// The summary of a run, or None when nothing is to be said (SPEC §10).
+pub fn summary(report: &Report, mode: SummaryMode) -> Option<Rendered> {
+    let c = report.counts();
+    let reminded = report.count("reminded");
+    let did_something =
+        c.succeeded + c.failed + c.queued + c.invalid + reminded + report.count("stale") > 0
+            || !report.errors.is_empty();
+    let urgent = c.failed > 0 || !report.errors.is_empty();
+    let tasks: Vec<&TaskReport> = match mode {
+        SummaryMode::Never if !urgent => return None,
+        SummaryMode::Never => report
+            .tasks
+            .iter()
+            .filter(|t| t.outcome == "failed")
+            .collect(),
+        SummaryMode::OnChange if !did_something => return None,
+        _ => report
+            .tasks
+            .iter()
+            .filter(|t| t.outcome != "skipped" || t.reason.as_deref() == Some("observe"))
+            .collect(),
+    };
+
+    let mut counts = vec![];
+    for (n, word) in [
+        (c.succeeded, "succeeded"),
+        (c.failed, "failed"),
+        (c.queued, "queued"),
+        (c.invalid, "invalid"),
+        (reminded, "reminder(s)"),
+        (report.count("stale"), "stale"),
+    ] {
+        if n > 0 && (mode != SummaryMode::Never || word == "failed") {
+            counts.push(format!("{n} {word}"));
+        }
+    }
+    let headline = if counts.is_empty() {
+        "nothing to do".to_string()
+    } else {
+        counts.join(", ")
+    };
+    let mut html = format!("<b>heartbeat</b>: {}", escape(&headline));
+    let mut approvals = Vec::new();
+    for t in tasks {
+        html.push('\n');
+        html.push_str(&task_line(t));
+        if t.outcome == "queued"
+            && let Some(id) = t.approval_id
+        {
+            approvals.push(id);
+        }
+    }
+    if mode != SummaryMode::Never {
+        for e in &report.errors {
+            html.push_str(&format!("\n⚠️ {}", escape(&first_line(e, 300))));
+        }
+    }
+    approvals.truncate(MAX_BUTTON_ROWS);
+    Some(Rendered {
+        kind: if urgent { "failure" } else { "summary" },
+        html,
+        urgent,
+        approvals,
+    })
+}
+
+/// One line per task: ✅ / ❌ / ⏳ / 🔔 …, the tool and text, the summary or first output line.
+fn task_line(t: &TaskReport) -> String {
+    let icon = match t.outcome {
+        "succeeded" => "✅",
+        "failed" => "❌",
+        "queued" => "⏳",
+        "reminded" => "🔔",
+        "invalid" => "⚠️",
+        "stale" => "🚫",
+        _ => "👀",
+    };
+    let what = match &t.tool {
+        Some(tool) => {
+            let text = t.text.strip_prefix(&format!("@{tool}")).unwrap_or(&t.text);
+            format!(
+                "<b>@{}</b> {}",
+                escape(tool),
+                escape(&first_line(text.trim(), 80))
+            )
+        }
+        None => escape(&first_line(&t.text, 120)),
+    };
+    let detail = match t.outcome {
+        "succeeded" => t
+            .summary
+            .clone()
+            .or_else(|| t.output.as_deref().map(|o| first_line(o, 160))),
+        "queued" => t.approval_id.map(|id| format!("approval #{id}")),
+        "reminded" => None,
+        "skipped" => Some("would run".into()),
+        _ => t.reason.as_deref().map(|r| first_line(r, 160)),
+    };
+    let mut line = format!("{icon} {what}");
+    if let Some(d) = detail.filter(|d| !d.is_empty()) {
+        line.push_str(&format!(" — {}", escape(&d)));
+    }
+    if t.outcome == "queued"
+        && let Some(id) = t.approval_id
+    {
+        line.push_str(&format!(": <code>heartbeat approve {id}</code>"));
+    }
+    line
+}
+
+/// Put a message in the outbox for every configured chat.
+pub fn enqueue_all(
+    store: &mut Store,
+    cfg: &TelegramConfig,
+    msg: &Rendered,
+    direct: bool,
+    now: DateTime<Utc>,
+) -> store::Result<()> {
+    for &chat in &cfg.chat_ids {
+        store.enqueue(
+            &NewMessage {
+                chat_id: chat,
+                kind: msg.kind,
+                html: &msg.html,
+                urgent: msg.urgent,
+                direct,
+                approvals: &msg.approvals,
+            },
+            now,
+        )?;
+    }
+    Ok(())
+}
+
+/// Why a send did not go through.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SendError {
+    /// Telegram answered and refused this message (a bad chat, a blocked bot): try the
+    /// other messages.
+    Refused(String),
+    /// Telegram could not be reached or failed (network, 5xx, no token): stop for now.
+    Unavailable(String),
+}
+
+impl SendError {
+    pub fn message(&self) -> &str {
+        match self {
+            SendError::Refused(m) | SendError::Unavailable(m) => m,
+        }
+    }
+}
+
+/// Where messages go. Implemented by the Telegram client; tests use a fake.
+pub trait Transport {
+    /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
+    /// row of Approve / Always / Deny buttons per approval id. Returns the message id.
+    fn send(&mut self, chat_id: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError>;
+}
+
+/// What `deliver` did, for the caller's report.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Delivery {
+    pub sent: usize,
+    pub failed: usize,
+    pub waiting: usize,
+    pub dropped: usize,
+}
+
+/// An audit line to write: event and fields.
+pub type AuditLine = (&'static str, Map<String, Value>);
+
+/// One message to send, made of one or more outbox rows.
+struct Planned {
+    rows: Vec<OutboxRow>,
+    html: String,
+    approvals: Vec<i64>,
+    counted: bool,
+    kind: String,
+}
+
+/// Send what the outbox holds, obeying quiet hours, the dedupe and the daily cap. Returns
+/// what happened and the audit lines to write (the caller owns the audit log).
+pub fn deliver(
+    store: &mut Store,
+    transport: Option<&mut dyn Transport>,
+    cfg: &TelegramConfig,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> store::Result<(Delivery, Vec<AuditLine>)> {
+    let mut stats = Delivery::default();
+    let mut audit = Vec::new();
+    let mut by_chat: BTreeMap<i64, Vec<OutboxRow>> = BTreeMap::new();
+    for row in store.outbox()? {
+        by_chat.entry(row.chat_id).or_default().push(row);
+    }
+    store.prune_sent(now - chrono::Duration::hours(25))?;
+    let quiet = cfg.quiet_hours.is_some_and(|w| {
+        let local = now.with_timezone(&tz);
+        let minute = local.hour() * 60 + local.minute();
+        if w.start < w.end {
+            (w.start..w.end).contains(&minute)
+        } else {
+            minute >= w.start || minute < w.end
+        }
+    });
+    let day_start = local_midnight(tz, now);
+    let mut transport = transport;
+
+    for (chat, rows) in by_chat {
+        let mut live = Vec::new();
+        for row in rows {
+            let too_old = store::parse_ts(&row.created_at).is_none_or(|t| {
+                now.signed_duration_since(t).to_std().unwrap_or_default() >= MAX_AGE
+            });
+            let why = if !cfg.chat_ids.contains(&chat) {
+                Some("the chat is no longer in telegram.chat_ids")
+            } else if too_old {
+                Some("undelivered for 24h; dropped")
+            } else {
+                None
+            };
+            match why {
+                Some(why) => {
+                    store.outbox_delete(row.id)?;
+                    stats.dropped += 1;
+                    audit.push(failed_line(chat, &row.kind, why, false));
+                }
+                None => live.push(row),
+            }
+        }
+        // The same text within 6 h is not sent again (replies and tests are exempt).
+        let mut fresh = Vec::new();
+        for row in live {
+            if !row.direct
+                && store.sent_since(
+                    chat,
+                    &hash(&row.html),
+                    now - chrono::Duration::from_std(DEDUPE).unwrap_or_default(),
+                )?
+            {
+                store.outbox_delete(row.id)?;
+                continue;
+            }
+            fresh.push(row);
+        }
+        let (urgent, normal): (Vec<_>, Vec<_>) =
+            fresh.into_iter().partition(|r| r.urgent || r.direct);
+        let normal = if quiet {
+            stats.waiting += normal.len();
+            Vec::new()
+        } else {
+            normal
+        };
+        let budget = match cfg.max_messages_per_day {
+            0 => usize::MAX,
+            max => (max as usize).saturating_sub(store.count_sent(chat, day_start)? as usize),
+        };
+        let mut plan: Vec<Planned> = urgent
+            .into_iter()
+            .map(|r| Planned {
+                html: r.html.clone(),
+                approvals: r.approvals.clone(),
+                counted: !r.direct,
+                kind: r.kind.clone(),
+                rows: vec![r],
+            })
+            .collect();
+        if normal.len() <= budget {
+            plan.extend(normal.into_iter().map(|r| Planned {
+                html: r.html.clone(),
+                approvals: r.approvals.clone(),
+                counted: true,
+                kind: r.kind.clone(),
+                rows: vec![r],
+            }));
+        } else if budget >= 1 {
+            let mut normal = normal;
+            let rest = normal.split_off(budget - 1);
+            plan.extend(normal.into_iter().map(|r| Planned {
+                html: r.html.clone(),
+                approvals: r.approvals.clone(),
+                counted: true,
+                kind: r.kind.clone(),
+                rows: vec![r],
+            }));
+            plan.push(fold(rest, None));
+        } else if !normal.is_empty() {
+            // No budget left today: ride along with the next urgent message, or wait.
+            match plan.pop() {
+                Some(last) => plan.push(fold(normal, Some(last))),
+                None => stats.waiting += normal.len(),
+            }
+        }
+
+        for p in plan {
+            let Some(t) = transport.as_deref_mut() else {
+                stats.waiting += p.rows.len();
+                continue;
+            };
+            match send_parts(t, chat, &p) {
+                Ok(message_id) => {
+                    for r in &p.rows {
+                        store.outbox_delete(r.id)?;
+                        store.record_sent(chat, &hash(&r.html), false, now)?;
+                    }
+                    store.record_sent(chat, &hash(&p.html), p.counted, now)?;
+                    if !p.approvals.is_empty() {
+                        let last = split(&p.html, MAX_MESSAGE).pop().unwrap_or_default();
+                        store.save_button_message(chat, message_id, &last, &p.approvals, now)?;
+                    }
+                    stats.sent += 1;
+                    audit.push((
+                        "notification_sent",
+                        fields([
+                            ("channel", json!("telegram")),
+                            ("chat_id", json!(chat)),
+                            ("kind", json!(p.kind)),
+                            ("error", Value::Null),
+                            ("queued", json!(false)),
+                        ]),
+                    ));
+                }
+                Err(e) => {
+                    for r in &p.rows {
+                        store.outbox_failed(r.id, e.message())?;
+                    }
+                    stats.failed += 1;
+                    audit.push(failed_line(chat, &p.kind, e.message(), true));
+                    if matches!(e, SendError::Unavailable(_)) {
+                        // Telegram is down or unreachable: the rest waits for the next run.
+                        transport = None;
+                    }
+                }
+            }
+        }
+    }
+    Ok((stats, audit))
+}
+
+fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> AuditLine {
+    (
+        "notification_failed",
+        fields([
+            ("channel", json!("telegram")),
+            ("chat_id", json!(chat)),
+            ("kind", json!(kind)),
+            ("error", json!(error)),
+            ("queued", json!(queued)),
+        ]),
+    )
+}
+
+/// Send a message in as many parts as it needs; buttons go on the last part.
+fn send_parts(t: &mut dyn Transport, chat: i64, p: &Planned) -> Result<i64, SendError> {
+    let parts = split(&p.html, MAX_MESSAGE);
+    let last = parts.len() - 1;
+    let mut id = 0;
+    for (i, part) in parts.iter().enumerate() {
+        let buttons: &[i64] = if i == last { &p.approvals } else { &[] };
+        id = t.send(chat, part, buttons)?;
+    }
+    Ok(id)
+}
+
+/// Fold several messages into one (cut to one message's length), after `head` if given.
+fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
+    let n = rows.len();
+    let mut html = match &head {
+        Some(h) => format!("{}\n\n", h.html),
+        None => String::new(),
+    };
+    html.push_str(&format!(
+        "<b>heartbeat</b>: {n} message(s) folded into one (telegram.max_messages_per_day)"
+    ));
+    let mut approvals = head
+        .as_ref()
+        .map(|h| h.approvals.clone())
+        .unwrap_or_default();
+    for r in &rows {
+        html.push_str("\n\n");
+        html.push_str(&r.html);
+        approvals.extend(&r.approvals);
+    }
+    let mut parts = split(&html, MAX_MESSAGE - 40);
+    let cut = parts.len() > 1;
+    let mut html = parts.swap_remove(0);
+    if cut {
+        html.push_str("\n… (cut to fit one message)");
+    }
+    approvals.truncate(MAX_BUTTON_ROWS);
+    let mut all = head.map(|h| h.rows).unwrap_or_default();
+    let kind = all.first().map_or("folded".to_string(), |r| r.kind.clone());
+    all.extend(rows);
+    Planned {
+        rows: all,
+        html,
+        approvals,
+        counted: true,
+        kind,
+    }
+}
+
+fn hash(text: &str) -> String {
+    let d = Sha256::digest(text.as_bytes());
+    d[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Local midnight of `now`'s day in `tz` (the start of the budget and message day).
+pub fn local_midnight(tz: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
+    let day = now.with_timezone(&tz).date_naive();
+    day.and_hms_opt(0, 0, 0)
+        .and_then(|t| tz.from_local_datetime(&t).earliest())
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or(now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::Window;
+    use std::path::PathBuf;
+
+    fn report(outcomes: &[(&'static str, Option<&str>)]) -> Report {
+        let mut r = Report {
+            run_id: "r".into(),
+            ..Report::default()
+        };
+        for (i, (outcome, tool)) in outcomes.iter().enumerate() {
+            r.tasks.push(TaskReport {
+                task_id: format!("{i:012}"),
+                file: PathBuf::from("/x/HEARTBEAT.md"),
+                line: i + 1,
+                column: None,
+                text: match tool {
+                    Some(t) => format!("@{t} {{\"text\": \"<b>&\"}}"),
+                    None => "Stretch <now>".into(),
+                },
+                tool: tool.map(str::to_string),
+                outcome,
+                reason: (*outcome == "failed").then(|| "exit status 1: <oops>".to_string()),
+                approval_id: (*outcome == "queued").then_some(i as i64 + 1),
+                exit_code: None,
+                output: Some("line one\nline two".into()),
+                summary: None,
+                duration_ms: None,
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn summary_lists_tasks_escaped_with_approval_hints() {
+        let r = report(&[
+            ("succeeded", Some("log")),
+            ("failed", Some("shell")),
+            ("queued", Some("shell")),
+            ("reminded", None),
+            ("skipped", Some("x")),
+        ]);
+        let m = summary(&r, SummaryMode::OnChange).unwrap();
+        assert!(m.urgent);
+        assert_eq!(m.kind, "failure");
+        assert_eq!(m.approvals, vec![3]);
+        let lines: Vec<&str> = m.html.lines().collect();
+        assert_eq!(
+            lines[0],
+            "<b>heartbeat</b>: 1 succeeded, 1 failed, 1 queued, 1 reminder(s)"
+        );
+        assert_eq!(
+            lines[1],
+            "✅ <b>@log</b> {&quot;text&quot;: &quot;&lt;b&gt;&amp;&quot;} — line one"
+        );
+        assert!(lines[2].starts_with("❌ <b>@shell</b>"), "{}", lines[2]);
+        assert!(
+            lines[2].ends_with("— exit status 1: &lt;oops&gt;"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].ends_with("— approval #3: <code>heartbeat approve 3</code>"),
+            "{}",
+            lines[3]
+        );
+        assert_eq!(lines[4], "🔔 Stretch &lt;now&gt;");
+        // Skipped by policy is not news.
+        assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn summary_modes() {
+        let quiet = report(&[("skipped", Some("x"))]);
+        assert_eq!(summary(&quiet, SummaryMode::OnChange), None);
+        let always = summary(&quiet, SummaryMode::Always).unwrap();
+        assert_eq!(always.html, "<b>heartbeat</b>: nothing to do");
+        assert!(!always.urgent);
+        let ok = report(&[("succeeded", Some("log"))]);
+        assert_eq!(summary(&ok, SummaryMode::Never), None);
+        let bad = report(&[("succeeded", Some("log")), ("failed", Some("shell"))]);
+        let never = summary(&bad, SummaryMode::Never).unwrap();
+        assert!(never.urgent);
+        assert_eq!(never.html.lines().count(), 2);
+        assert!(never.html.starts_with("<b>heartbeat</b>: 1 failed\n❌"));
+    }
+
+    #[test]
+    fn split_respects_the_limit_at_line_boundaries() {
+        let line = "x".repeat(100);
+        let text = vec![line.as_str(); 100].join("\n");
+        let parts = split(&text, 4096);
+        assert!(parts.len() >= 3);
+        for p in &parts {
+            assert!(units(p) <= 4096);
+            assert!(p.lines().all(|l| l == line));
+        }
+        assert_eq!(parts.join("\n"), text);
+        // A line longer than the limit is cut, never dropped; emoji count as two units.
+        let long = "😀".repeat(3000);
+        let parts = split(&long, 4096);
+        assert!(parts.iter().all(|p| units(p) <= 4096));
+        assert_eq!(parts.concat(), long);
+        assert_eq!(split("", 10), vec![String::new()]);
+    }
+
+    #[test]
+    fn plain_fallback_strips_tags_and_entities() {
+        assert_eq!(
+            html_to_plain("<b>heartbeat</b>: a &lt;b&gt; &amp; &quot;c&quot; <code>x</code>"),
+            "heartbeat: a <b> & \"c\" x"
+        );
+    }
+
+    /// A transport that records what it was given and fails as told.
+    #[derive(Default)]
+    struct Fake {
+        sent: Vec<(i64, String, Vec<i64>)>,
+        fail: Option<SendError>,
+    }
+
+    impl Transport for Fake {
+        fn send(&mut self, chat: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError> {
+            if let Some(e) = &self.fail {
+                return Err(e.clone());
+            }
+            self.sent.push((chat, html.to_string(), approvals.to_vec()));
+            Ok(self.sent.len() as i64)
+        }
+    }
+
+    fn tg(chats: &[i64]) -> TelegramConfig {
+        TelegramConfig {
+            chat_ids: chats.to_vec(),
+            ..TelegramConfig::default()
+        }
+    }
+
+    fn msg(html: &str, urgent: bool) -> Rendered {
+        Rendered {
+            kind: "summary",
+            html: html.into(),
+            urgent,
+            approvals: vec![],
+        }
+    }
+
+    fn ts(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn queued_messages_survive_a_failure_and_go_out_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let cfg = tg(&[1, 2]);
+        let t0 = ts("2026-01-01T10:00:00Z");
+        enqueue_all(&mut s, &cfg, &msg("a", false), false, t0).unwrap();
+        let mut down = Fake {
+            fail: Some(SendError::Unavailable("502 Bad Gateway".into())),
+            ..Fake::default()
+        };
+        let (d, lines) = deliver(&mut s, Some(&mut down), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(d.failed, 1, "stops at the first unavailable");
+        assert_eq!(lines[0].0, "notification_failed");
+        assert_eq!(lines[0].1["queued"], json!(true));
+        assert_eq!(s.outbox_len().unwrap(), 2);
+        let mut up = Fake::default();
+        let (d, _) = deliver(&mut s, Some(&mut up), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(d.sent, 2);
+        assert_eq!(s.outbox_len().unwrap(), 0);
+        assert_eq!(up.sent.iter().map(|m| m.0).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn dedupe_within_six_hours_and_drop_after_a_day() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let cfg = tg(&[1]);
+        let mut t = Fake::default();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        enqueue_all(&mut s, &cfg, &msg("same", false), false, t0).unwrap();
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        let t1 = ts("2026-01-01T15:59:00Z");
+        enqueue_all(&mut s, &cfg, &msg("same", false), false, t1).unwrap();
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t1).unwrap();
+        assert_eq!(t.sent.len(), 1, "identical text within 6h is not re-sent");
+        assert_eq!(s.outbox_len().unwrap(), 0);
+        let t2 = ts("2026-01-01T16:00:01Z");
+        enqueue_all(&mut s, &cfg, &msg("same", false), false, t2).unwrap();
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t2).unwrap();
+        assert_eq!(t.sent.len(), 2, "after 6h it goes again");
+
+        enqueue_all(&mut s, &cfg, &msg("old", false), false, t2).unwrap();
+        let (d, lines) = deliver(&mut s, None, &cfg, chrono_tz::UTC, t2).unwrap();
+        assert_eq!(d.waiting, 1);
+        let later = ts("2026-01-02T16:00:01Z");
+        let (d, lines2) = deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, later).unwrap();
+        assert!(lines.is_empty());
+        assert_eq!(d.dropped, 1);
+        assert_eq!(lines2[0].1["error"], json!("undelivered for 24h; dropped"));
+        assert_eq!(lines2[0].1["queued"], json!(false));
+    }
+
+    #[test]
+    fn quiet_hours_hold_all_but_urgent() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let mut cfg = tg(&[1]);
+        cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
+        let mut t = Fake::default();
+        let night = ts("2026-01-01T23:00:00Z");
+        enqueue_all(&mut s, &cfg, &msg("fine", false), false, night).unwrap();
+        enqueue_all(&mut s, &cfg, &msg("broken", true), false, night).unwrap();
+        let (d, _) = deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, night).unwrap();
+        assert_eq!((d.sent, d.waiting), (1, 1));
+        assert_eq!(t.sent[0].1, "broken");
+        let morning = ts("2026-01-02T07:00:00Z");
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, morning).unwrap();
+        assert_eq!(t.sent[1].1, "fine");
+    }
+
+    #[test]
+    fn past_the_daily_cap_messages_fold_into_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let mut cfg = tg(&[1]);
+        cfg.max_messages_per_day = 3;
+        let mut t = Fake::default();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        for i in 0..6 {
+            enqueue_all(&mut s, &cfg, &msg(&format!("m{i}"), false), false, t0).unwrap();
+        }
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent.len(), 3);
+        assert_eq!(t.sent[0].1, "m0");
+        assert_eq!(t.sent[1].1, "m1");
+        assert!(
+            t.sent[2].1.contains("4 message(s) folded"),
+            "{}",
+            t.sent[2].1
+        );
+        assert!(t.sent[2].1.contains("m5"));
+        assert_eq!(s.outbox_len().unwrap(), 0);
+        // The day is used up: the next one waits, then rides along with an urgent one.
+        enqueue_all(&mut s, &cfg, &msg("later", false), false, t0).unwrap();
+        let (d, _) = deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(d.waiting, 1);
+        enqueue_all(&mut s, &cfg, &msg("fire", true), false, t0).unwrap();
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent.len(), 4);
+        assert!(t.sent[3].1.starts_with("fire\n\n"), "{}", t.sent[3].1);
+        assert!(t.sent[3].1.contains("later"));
+    }
+
+    #[test]
+    fn replies_are_exempt_from_dedupe_and_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let mut cfg = tg(&[1]);
+        cfg.max_messages_per_day = 1;
+        let mut t = Fake::default();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        for _ in 0..3 {
+            enqueue_all(&mut s, &cfg, &msg("status: ok", false), true, t0).unwrap();
+        }
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent.len(), 3);
+    }
+
+    #[test]
+    fn buttons_ride_on_the_last_part_and_are_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let cfg = tg(&[1]);
+        let mut t = Fake::default();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        let long = vec!["y".repeat(1000); 6].join("\n");
+        let m = Rendered {
+            kind: "summary",
+            html: long,
+            urgent: false,
+            approvals: vec![7],
+        };
+        enqueue_all(&mut s, &cfg, &m, false, t0).unwrap();
+        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent.len(), 2);
+        assert!(t.sent[0].2.is_empty());
+        assert_eq!(t.sent[1].2, vec![7]);
+        let (_, approvals) = s.button_message(1, 2).unwrap().unwrap();
+        assert_eq!(approvals, vec![7]);
+    }
+}
