@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
         }
         pending
     } else if interactive {
-        return d.walk(ctx, &mut out);
+        return d.walk(ctx, &mut out, args.later, args.always);
     } else {
         let pending = d.store.approvals(Some("pending"))?;
         for row in &pending {
@@ -78,6 +78,9 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
                 row.id,
                 row.decided_by.as_deref().unwrap_or("?")
             ));
+            if args.always {
+                d.grant(row)?;
+            }
             approved.push(row.id);
         } else if d.approve(row, args.always)? {
             approved.push(row.id);
@@ -213,18 +216,24 @@ impl Decider {
             ]),
         )?;
         if always {
-            self.store.add_grant(&GrantRow {
-                task_id: row.task_id.clone(),
-                tool: row.tool.clone(),
-                input: row.input.clone(),
-                file: row.file.clone(),
-                text: row.text.clone(),
-                created_at: audit::format_ts(self.now),
-                created_by: self.by.clone(),
-                approval_id: Some(row.id),
-            })?;
+            self.grant(row)?;
         }
         Ok(true)
+    }
+
+    /// Grant the approval's exact task from now on.
+    pub fn grant(&mut self, row: &ApprovalRow) -> Result<()> {
+        self.store.add_grant(&GrantRow {
+            task_id: row.task_id.clone(),
+            tool: row.tool.clone(),
+            input: row.input.clone(),
+            file: row.file.clone(),
+            text: row.text.clone(),
+            created_at: audit::format_ts(self.now),
+            created_by: self.by.clone(),
+            approval_id: Some(row.id),
+        })?;
+        Ok(())
     }
 
     /// `pending → denied`, audited. False when someone else decided it first.
@@ -300,8 +309,9 @@ impl Decider {
         Ok(report.exit_code())
     }
 
-    /// On a terminal: one pending approval at a time.
-    fn walk(&mut self, ctx: &Ctx, out: &mut Out) -> Result<u8> {
+    /// On a terminal: one pending approval at a time. `later` and `always` apply to every
+    /// yes given here, as on the command line.
+    fn walk(&mut self, ctx: &Ctx, out: &mut Out, later: bool, always: bool) -> Result<u8> {
         let pending = self.store.approvals(Some("pending"))?;
         if pending.is_empty() {
             out.line("no pending approvals");
@@ -334,12 +344,13 @@ impl Decider {
                 };
                 match answer.trim().to_ascii_lowercase().chars().next() {
                     Some(c @ ('y' | 'a')) => {
-                        let always = c == 'a';
-                        if self.approve(&row, always)? {
+                        if !self.approve(&row, always || c == 'a')? {
+                            out.line("  decided by someone else meanwhile");
+                        } else if later {
+                            out.line(&format!("  approved #{}; it runs at the next run", row.id));
+                        } else {
                             let c = self.execute(ctx, &[row.id], out)?;
                             code = code.max(c);
-                        } else {
-                            out.line("  decided by someone else meanwhile");
                         }
                         break;
                     }

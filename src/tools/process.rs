@@ -1,5 +1,5 @@
 //! Child processes: own process group, concurrent capped capture, timeout with SIGTERM then
-//! SIGKILL to the group, always reaped. OWNER: tools helper.
+//! SIGKILL to the group, always reaped; the leader gets SIGTERM if heartbeat dies.
 //!
 //! Invariants of [`run`]:
 //!
@@ -137,6 +137,23 @@ fn run_inner(req: &Request) -> Outcome {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // If heartbeat itself dies (kill -9, OOM), the tool's leader gets SIGTERM instead of
+    // running on unwatched. The signal fires when the *thread* that spawned the child exits,
+    // so tools are spawned from threads that outlive them (the caller's, which waits here).
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl and getppid are async-signal-safe, and the closure allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl.
+            if libc::getppid() != parent {
+                return Err(io::Error::other("heartbeat exited before the tool started"));
+            }
+            Ok(())
+        });
+    }
     for name in &req.env_remove {
         cmd.env_remove(name);
     }

@@ -190,3 +190,45 @@ fn first_opens_of_a_fresh_state_dir_at_once_all_succeed() {
     env.run_once(NOW).code(0);
     assert_eq!(env.events("task_succeeded").len(), 1);
 }
+
+#[test]
+fn a_tool_does_not_outlive_a_killed_heartbeat() {
+    // `exec` makes the sleep the group leader, the process heartbeat started.
+    let env = Env::new(&shell_one_time(
+        "echo $$ > marker.tmp; mv marker.tmp marker; exec sleep 30",
+    ));
+    env.run_once(NOW).code(0);
+    let mut approving = env.cmd(["approve", "1"]).user(USER).spawn();
+    wait_for(&env.path("marker"), T);
+    let leader: i32 = env.read("marker").trim().parse().expect("the tool's pid");
+    approving.kill().expect("kill -9 approve");
+    approving.wait().expect("reap approve");
+    // The kernel tells the tool its parent died (SIGTERM); it is gone soon after.
+    let start = Instant::now();
+    // Alive: it exists and is not a zombie waiting for init to reap it.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{leader}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let state = stat
+                    .rsplit_once(')')?
+                    .1
+                    .split_whitespace()
+                    .next()?
+                    .to_string();
+                Some(state != "Z")
+            })
+            .unwrap_or(false)
+    };
+    while alive() && start.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let gone = !alive();
+    if !gone {
+        kill_group(leader);
+    }
+    assert!(
+        gone,
+        "the tool {leader} kept running after heartbeat was killed"
+    );
+}
