@@ -14,5 +14,6 @@ mod lock;
 mod parse;
 mod props;
 mod run;
+mod tg_double;
 mod tick;
 mod tools;
