@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod audit;
+pub mod bot;
 pub mod cli;
 pub mod cmd;
 pub mod config;
@@ -15,4 +16,5 @@ pub mod plan;
 pub mod schedule;
 pub mod session;
 pub mod store;
+pub mod telegram;
 pub mod tools;

@@ -274,7 +274,7 @@ impl SendError {
 pub trait Transport {
     /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
     /// row of Approve / Always / Deny buttons per approval id. Returns the message id.
-    fn send(&mut self, chat_id: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError>;
+    fn send(&self, chat_id: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError>;
 }
 
 /// What `deliver` did, for the caller's report.
@@ -302,7 +302,7 @@ struct Planned {
 /// what happened and the audit lines to write (the caller owns the audit log).
 pub fn deliver(
     store: &mut Store,
-    transport: Option<&mut dyn Transport>,
+    transport: Option<&dyn Transport>,
     cfg: &TelegramConfig,
     tz: Tz,
     now: DateTime<Utc>,
@@ -413,7 +413,7 @@ pub fn deliver(
         }
 
         for p in plan {
-            let Some(t) = transport.as_deref_mut() else {
+            let Some(t) = transport else {
                 stats.waiting += p.rows.len();
                 continue;
             };
@@ -471,7 +471,7 @@ fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> AuditLine {
 }
 
 /// Send a message in as many parts as it needs; buttons go on the last part.
-fn send_parts(t: &mut dyn Transport, chat: i64, p: &Planned) -> Result<i64, SendError> {
+fn send_parts(t: &dyn Transport, chat: i64, p: &Planned) -> Result<i64, SendError> {
     let parts = split(&p.html, MAX_MESSAGE);
     let last = parts.len() - 1;
     let mut id = 0;
@@ -652,17 +652,24 @@ mod tests {
     /// A transport that records what it was given and fails as told.
     #[derive(Default)]
     struct Fake {
-        sent: Vec<(i64, String, Vec<i64>)>,
+        sent: std::cell::RefCell<Vec<(i64, String, Vec<i64>)>>,
         fail: Option<SendError>,
     }
 
+    impl Fake {
+        fn sent(&self) -> Vec<(i64, String, Vec<i64>)> {
+            self.sent.borrow().clone()
+        }
+    }
+
     impl Transport for Fake {
-        fn send(&mut self, chat: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError> {
+        fn send(&self, chat: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError> {
             if let Some(e) = &self.fail {
                 return Err(e.clone());
             }
-            self.sent.push((chat, html.to_string(), approvals.to_vec()));
-            Ok(self.sent.len() as i64)
+            let mut sent = self.sent.borrow_mut();
+            sent.push((chat, html.to_string(), approvals.to_vec()));
+            Ok(sent.len() as i64)
         }
     }
 
@@ -693,20 +700,23 @@ mod tests {
         let cfg = tg(&[1, 2]);
         let t0 = ts("2026-01-01T10:00:00Z");
         enqueue_all(&mut s, &cfg, &msg("a", false), false, t0).unwrap();
-        let mut down = Fake {
+        let down = Fake {
             fail: Some(SendError::Unavailable("502 Bad Gateway".into())),
             ..Fake::default()
         };
-        let (d, lines) = deliver(&mut s, Some(&mut down), &cfg, chrono_tz::UTC, t0).unwrap();
+        let (d, lines) = deliver(&mut s, Some(&down), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(d.failed, 1, "stops at the first unavailable");
         assert_eq!(lines[0].0, "notification_failed");
         assert_eq!(lines[0].1["queued"], json!(true));
         assert_eq!(s.outbox_len().unwrap(), 2);
-        let mut up = Fake::default();
-        let (d, _) = deliver(&mut s, Some(&mut up), &cfg, chrono_tz::UTC, t0).unwrap();
+        let up = Fake::default();
+        let (d, _) = deliver(&mut s, Some(&up), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(d.sent, 2);
         assert_eq!(s.outbox_len().unwrap(), 0);
-        assert_eq!(up.sent.iter().map(|m| m.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            up.sent().iter().map(|m| m.0).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
     }
 
     #[test]
@@ -714,25 +724,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
         let cfg = tg(&[1]);
-        let mut t = Fake::default();
+        let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         enqueue_all(&mut s, &cfg, &msg("same", false), false, t0).unwrap();
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         let t1 = ts("2026-01-01T15:59:00Z");
         enqueue_all(&mut s, &cfg, &msg("same", false), false, t1).unwrap();
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t1).unwrap();
-        assert_eq!(t.sent.len(), 1, "identical text within 6h is not re-sent");
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t1).unwrap();
+        assert_eq!(t.sent().len(), 1, "identical text within 6h is not re-sent");
         assert_eq!(s.outbox_len().unwrap(), 0);
         let t2 = ts("2026-01-01T16:00:01Z");
         enqueue_all(&mut s, &cfg, &msg("same", false), false, t2).unwrap();
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t2).unwrap();
-        assert_eq!(t.sent.len(), 2, "after 6h it goes again");
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t2).unwrap();
+        assert_eq!(t.sent().len(), 2, "after 6h it goes again");
 
         enqueue_all(&mut s, &cfg, &msg("old", false), false, t2).unwrap();
         let (d, lines) = deliver(&mut s, None, &cfg, chrono_tz::UTC, t2).unwrap();
         assert_eq!(d.waiting, 1);
         let later = ts("2026-01-02T16:00:01Z");
-        let (d, lines2) = deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, later).unwrap();
+        let (d, lines2) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, later).unwrap();
         assert!(lines.is_empty());
         assert_eq!(d.dropped, 1);
         assert_eq!(lines2[0].1["error"], json!("undelivered for 24h; dropped"));
@@ -745,16 +755,16 @@ mod tests {
         let mut s = Store::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
         cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
-        let mut t = Fake::default();
+        let t = Fake::default();
         let night = ts("2026-01-01T23:00:00Z");
         enqueue_all(&mut s, &cfg, &msg("fine", false), false, night).unwrap();
         enqueue_all(&mut s, &cfg, &msg("broken", true), false, night).unwrap();
-        let (d, _) = deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, night).unwrap();
+        let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, night).unwrap();
         assert_eq!((d.sent, d.waiting), (1, 1));
-        assert_eq!(t.sent[0].1, "broken");
+        assert_eq!(t.sent()[0].1, "broken");
         let morning = ts("2026-01-02T07:00:00Z");
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, morning).unwrap();
-        assert_eq!(t.sent[1].1, "fine");
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, morning).unwrap();
+        assert_eq!(t.sent()[1].1, "fine");
     }
 
     #[test]
@@ -763,31 +773,31 @@ mod tests {
         let mut s = Store::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
         cfg.max_messages_per_day = 3;
-        let mut t = Fake::default();
+        let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for i in 0..6 {
             enqueue_all(&mut s, &cfg, &msg(&format!("m{i}"), false), false, t0).unwrap();
         }
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
-        assert_eq!(t.sent.len(), 3);
-        assert_eq!(t.sent[0].1, "m0");
-        assert_eq!(t.sent[1].1, "m1");
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent().len(), 3);
+        assert_eq!(t.sent()[0].1, "m0");
+        assert_eq!(t.sent()[1].1, "m1");
         assert!(
-            t.sent[2].1.contains("4 message(s) folded"),
+            t.sent()[2].1.contains("4 message(s) folded"),
             "{}",
-            t.sent[2].1
+            t.sent()[2].1
         );
-        assert!(t.sent[2].1.contains("m5"));
+        assert!(t.sent()[2].1.contains("m5"));
         assert_eq!(s.outbox_len().unwrap(), 0);
         // The day is used up: the next one waits, then rides along with an urgent one.
         enqueue_all(&mut s, &cfg, &msg("later", false), false, t0).unwrap();
-        let (d, _) = deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
+        let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(d.waiting, 1);
         enqueue_all(&mut s, &cfg, &msg("fire", true), false, t0).unwrap();
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
-        assert_eq!(t.sent.len(), 4);
-        assert!(t.sent[3].1.starts_with("fire\n\n"), "{}", t.sent[3].1);
-        assert!(t.sent[3].1.contains("later"));
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent().len(), 4);
+        assert!(t.sent()[3].1.starts_with("fire\n\n"), "{}", t.sent()[3].1);
+        assert!(t.sent()[3].1.contains("later"));
     }
 
     #[test]
@@ -796,13 +806,13 @@ mod tests {
         let mut s = Store::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
         cfg.max_messages_per_day = 1;
-        let mut t = Fake::default();
+        let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for _ in 0..3 {
             enqueue_all(&mut s, &cfg, &msg("status: ok", false), true, t0).unwrap();
         }
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
-        assert_eq!(t.sent.len(), 3);
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent().len(), 3);
     }
 
     #[test]
@@ -810,7 +820,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
         let cfg = tg(&[1]);
-        let mut t = Fake::default();
+        let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         let long = vec!["y".repeat(1000); 6].join("\n");
         let m = Rendered {
@@ -820,10 +830,10 @@ mod tests {
             approvals: vec![7],
         };
         enqueue_all(&mut s, &cfg, &m, false, t0).unwrap();
-        deliver(&mut s, Some(&mut t), &cfg, chrono_tz::UTC, t0).unwrap();
-        assert_eq!(t.sent.len(), 2);
-        assert!(t.sent[0].2.is_empty());
-        assert_eq!(t.sent[1].2, vec![7]);
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent().len(), 2);
+        assert!(t.sent()[0].2.is_empty());
+        assert_eq!(t.sent()[1].2, vec![7]);
         let (_, approvals) = s.button_message(1, 2).unwrap().unwrap();
         assert_eq!(approvals, vec![7]);
     }

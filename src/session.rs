@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
@@ -261,7 +262,23 @@ pub fn open_audit(cfg: &Config) -> Result<AuditLog> {
     AuditLog::open(&cfg.audit_log).map_err(|e| Error::io(&cfg.audit_log, e))
 }
 
+/// A stop request (the daemon's SIGTERM): `no_new` keeps tasks from starting, `kill` stops
+/// the tools that are running.
+#[derive(Debug, Default)]
+pub struct Stop {
+    pub no_new: AtomicBool,
+    pub kill: AtomicBool,
+}
+
+impl Stop {
+    pub fn stopping(&self) -> bool {
+        self.no_new.load(Ordering::SeqCst)
+    }
+}
+
 pub struct Session<'a> {
+    /// Set by the daemon: honoured before every task.
+    pub stop: Option<&'a Stop>,
     cfg: &'a Config,
     registry: &'a Registry,
     pub store: Store,
@@ -292,6 +309,7 @@ impl<'a> Session<'a> {
         autonomy: &str,
     ) -> Result<Session<'a>> {
         let mut s = Session {
+            stop: None,
             cfg,
             registry,
             store,
@@ -418,6 +436,10 @@ impl<'a> Session<'a> {
         if spec.approval == Approval::Deny {
             return self.stale(row, "the tool is now denied by policy");
         }
+        if self.stopping() {
+            // Shutting down: it stays approved and runs at the next tick.
+            return Ok(());
+        }
         if !self.store.claim(row.id, &self.run_id)? {
             // Another process claimed it first: it runs there, exactly once.
             return Ok(());
@@ -447,9 +469,13 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
+    fn stopping(&self) -> bool {
+        self.stop.is_some_and(Stop::stopping)
+    }
+
     /// Carry out one planned decision.
     pub fn apply(&mut self, task: &Task, planned: &Planned) -> Result<()> {
-        if self.handled.contains(&task.id) {
+        if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
         }
         let tool = planned.tool.clone();
@@ -548,15 +574,22 @@ impl<'a> Session<'a> {
             return Ok(Outcome::default());
         };
         let workdir = task.file.parent().unwrap_or(Path::new("/"));
-        let outcome = tools::execute(
+        let remove_env: Vec<String> = self
+            .cfg
+            .telegram
+            .iter()
+            .map(|t| t.bot_token_env.clone())
+            .collect();
+        let outcome = tools::execute_with_stop(
             spec,
             input,
             &Invocation {
                 task_id: &task.id,
                 run_id: &self.run_id,
                 workdir,
-                remove_env: &[],
+                remove_env: &remove_env,
             },
+            self.stop.map(|s| &s.kill),
         );
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
@@ -719,8 +752,9 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Tick what succeeded, write `run_finished`, sync the audit log.
-    pub fn finish(mut self) -> Result<Report> {
+    /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
+    /// and the audit log for what follows the run (notifications).
+    pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
         for (file, ids) in std::mem::take(&mut self.ticks) {
             self.tick(&file, &ids)?;
         }
@@ -741,7 +775,7 @@ impl<'a> Session<'a> {
         self.audit
             .sync()
             .map_err(|e| Error::io(self.audit.path(), e))?;
-        Ok(self.report)
+        Ok((self.report, self.store, self.audit))
     }
 }
 

@@ -107,7 +107,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
 }
 
 /// The state an approving command works with.
-pub(crate) struct Decider {
+pub struct Decider {
     pub cfg: Config,
     pub store: Store,
     pub audit: AuditLog,
@@ -122,15 +122,37 @@ impl Decider {
         let cfg = ctx.load_config(&[])?;
         let audit = session::open_audit(&cfg)?;
         let store = Store::open(&cfg.state_dir)?;
-        let mut d = Decider {
+        let by = format!("cli:{}", user_name());
+        let mut d = Decider::from_parts(cfg, store, audit, by, ctx.now);
+        d.expire()?;
+        Ok(d)
+    }
+
+    /// From state a caller already holds (a run that handles Telegram button presses).
+    pub fn from_parts(
+        cfg: Config,
+        store: Store,
+        audit: AuditLog,
+        by: String,
+        now: DateTime<Utc>,
+    ) -> Decider {
+        Decider {
             cfg,
             store,
             audit,
-            by: format!("cli:{}", user_name()),
-            now: ctx.now,
-        };
-        for row in d.store.expire_pending(d.now, d.cfg.approval_ttl)? {
-            d.record(
+            by,
+            now,
+        }
+    }
+
+    pub fn into_parts(self) -> (Store, AuditLog) {
+        (self.store, self.audit)
+    }
+
+    /// Pending approvals past `approval_ttl` become `expired` (audited).
+    pub fn expire(&mut self) -> Result<()> {
+        for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
+            self.record(
                 "approval_expired",
                 fields([
                     ("approval_id", json!(row.id)),
@@ -139,7 +161,7 @@ impl Decider {
                 ]),
             )?;
         }
-        Ok(d)
+        Ok(())
     }
 
     pub fn record(
@@ -301,7 +323,7 @@ impl Decider {
         )?;
         session.recover_interrupted()?;
         session.run_approved(Some(ids))?;
-        let report = session.finish()?;
+        let (report, _, _) = session.finish()?;
         if report.tasks.is_empty() {
             out.line("nothing ran: another process ran it already");
         }

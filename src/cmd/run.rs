@@ -1,77 +1,142 @@
-//! `heartbeat run --once`: parse → plan → apply (tools, approvals, audit) → tick → report.
+//! `heartbeat run --once`: one tick, printed. A tick: lock → decisions waiting at Telegram
+//! → pause and active hours → approved work, then the plan → notifications.
 //!
 //! Order of effects, and why:
 //! - Files are read and validated before anything is written: a bad file exits 2 and
 //!   leaves no trace but the message.
 //! - The run lock is taken before the database is opened for writing, so runs never
 //!   overlap; a run that finds the lock held writes `run_skipped` and exits 0.
+//! - Button presses and chat commands are handled first, even outside active hours and while
+//!   paused (so `/resume` and approving from a phone work with cron alone).
 //! - Approvals a person approved run first, even outside active hours (a person said yes),
 //!   each after its file was re-read; then the plan for everything else.
-//! - The effects themselves are in [`crate::session`].
+//! - Notifications go last and never fail the run: the outbox keeps what Telegram refused.
+//! - The effects themselves are in [`crate::session`] and [`crate::notify`].
 
 use std::path::Path;
+use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::{Ctx, Out, all_tasks, read_files};
+use super::approve::Decider;
+use super::{Ctx, Loaded, Out, all_tasks, read_files};
 use crate::audit;
+use crate::bot::{self, Effects, Pressed};
 use crate::cli::{AutonomyArg, RunArgs};
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Result, exit};
 use crate::lock::{self, Attempt};
 use crate::model::Task;
+use crate::notify;
 use crate::plan::{self, Decision, PlanInput};
 use crate::session::{self, Report, Session, TaskReport, fields, new_run_id};
 use crate::store::Store;
+use crate::telegram::Telegram;
 use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     if !args.once {
         return Err(Error::Usage(
             "`heartbeat run` needs --once: `heartbeat run --once` runs the due tasks once \
-             (from cron or a systemd timer); `heartbeat check` shows what it would do"
+             (from cron or a systemd timer), `heartbeat daemon` stays up; `heartbeat check` \
+             shows what a run would do"
                 .into(),
         ));
     }
     let cfg = ctx.load_config(&args.files.files)?;
     let autonomy = args.autonomy.map(autonomy_of).unwrap_or(cfg.autonomy);
     let files = read_files(&cfg, args.files.allow_missing)?;
-    let registry = Registry::from_config(&cfg);
-    let tasks = all_tasks(&files);
-    let now = ctx.now;
-    let run_id = new_run_id(now);
     let mut out = Out::new();
 
     if args.dry_run {
+        let registry = Registry::from_config(&cfg);
+        let tasks = all_tasks(&files);
+        let run_id = new_run_id(ctx.now);
         return dry_run(
             ctx, args, &cfg, &registry, &tasks, autonomy, run_id, &mut out,
         );
     }
 
-    let mut audit = session::open_audit(&cfg)?;
+    let telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
+    let report = tick(&Tick {
+        cfg: &cfg,
+        files: &files,
+        now: ctx.now,
+        force: args.force,
+        autonomy,
+        mode: "once",
+        telegram: telegram.as_ref(),
+        read_updates: true,
+        pressed: &[],
+        stop: None,
+        diag: &|m| ctx.diag(1, || m),
+    })?;
+    if args.json {
+        out.json(&report.to_json());
+    } else {
+        report.print(args.quiet, &ctx.cwd, &mut out);
+    }
+    Ok(report.exit_code())
+}
+
+/// The Telegram client when `[telegram]` is configured and its token is set. A problem is
+/// a warning, never an error: messages wait in the outbox until it is fixed.
+pub fn connect_telegram(ctx: &Ctx, cfg: &Config, poll: Duration) -> Option<Telegram> {
+    let tc = cfg.telegram.as_ref()?;
+    let env = |name: &str| std::env::var(name).ok();
+    match Telegram::connect(tc, &env, poll) {
+        Ok(Some(tg)) => Some(tg),
+        Ok(None) => {
+            eprintln!(
+                "heartbeat: warning: telegram: ${} is not set; messages wait in the outbox",
+                tc.bot_token_env
+            );
+            None
+        }
+        Err(e) => {
+            eprintln!("heartbeat: warning: telegram: {e}; messages wait in the outbox");
+            None
+        }
+    }
+    .inspect(|_| ctx.diag(1, || format!("telegram: {}", tc.api_url)))
+}
+
+/// What one tick works with.
+pub struct Tick<'a> {
+    pub cfg: &'a Config,
+    pub files: &'a [Loaded],
+    pub now: DateTime<Utc>,
+    /// Run even outside active hours or while paused.
+    pub force: bool,
+    pub autonomy: Autonomy,
+    /// `once` or `daemon` (the audit's `run_started.mode`).
+    pub mode: &'static str,
+    pub telegram: Option<&'a Telegram>,
+    /// Read the updates waiting at Telegram first (`run --once`; the daemon long-polls).
+    pub read_updates: bool,
+    /// Messages pressed since the last tick (the daemon), to edit after the run.
+    pub pressed: &'a [Pressed],
+    /// The daemon's stop request: no new task, and stop running tools.
+    pub stop: Option<&'a session::Stop>,
+    pub diag: &'a dyn Fn(String),
+}
+
+/// One tick under the run lock. The report's `skipped` says when it did not run.
+pub fn tick(t: &Tick) -> Result<Report> {
+    let cfg = t.cfg;
+    let now = t.now;
+    let run_id = new_run_id(now);
+    let mut audit = session::open_audit(cfg)?;
+    if let Some(tg) = t.telegram {
+        audit.add_secret(tg.secret().to_string());
+    }
     let audit_path = cfg.audit_log.clone();
     let audit_err = move |e| Error::io(&audit_path, e);
-    let skip = |audit: &mut audit::AuditLog,
-                reason: &'static str,
-                extra: serde_json::Map<_, _>,
-                out: &mut Out|
-     -> Result<u8> {
-        let mut f = fields([("reason", json!(reason))]);
-        f.extend(extra);
-        audit
-            .record(now, "run_skipped", Some(&run_id), f)
-            .map_err(&audit_err)?;
-        audit.sync().map_err(&audit_err)?;
-        ctx.diag(1, || format!("run skipped: {reason}"));
-        if args.json {
-            let report = Report {
-                run_id: run_id.clone(),
-                skipped: Some(reason),
-                ..Report::default()
-            };
-            out.json(&report.to_json());
-        }
-        Ok(exit::OK)
+    let skipped = |reason| Report {
+        run_id: run_id.clone(),
+        skipped: Some(reason),
+        ..Report::default()
     };
 
     let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
@@ -90,75 +155,152 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
                     );
                 }
             }
-            let extra = fields([
+            let f = fields([
+                ("reason", json!("locked")),
                 ("holder_pid", json!(holder.pid)),
                 ("holder_since", json!(holder.since.map(audit::format_ts))),
             ]);
-            return skip(&mut audit, "locked", extra, &mut out);
+            audit
+                .record(now, "run_skipped", Some(&run_id), f)
+                .map_err(&audit_err)?;
+            audit.sync().map_err(&audit_err)?;
+            (t.diag)("another run holds the lock; skipped".into());
+            return Ok(skipped("locked"));
         }
     };
 
+    // Decisions first: presses and commands waiting at Telegram, expired approvals.
     let store = Store::open(&cfg.state_dir)?;
-    let active = args.force || cfg.active.is_active(now);
-    if !active && !store.has_approved_work()? {
-        let next = cfg.active.next_active(now);
-        let extra = fields([("next_active", json!(next.map(audit::format_ts)))]);
-        return skip(&mut audit, "outside_active_hours", extra, &mut out);
-    }
-
-    let paths: Vec<&Path> = files.iter().map(|f| f.source.path.as_path()).collect();
-    let mut session = Session::begin(
-        &lock,
-        &cfg,
-        &registry,
-        store,
-        audit,
-        run_id.clone(),
-        now,
-        "once",
-        &paths,
-        autonomy.as_str(),
-    )?;
-    session.expire()?;
-    session.recover_interrupted()?;
-    session.run_approved(None)?;
-
-    if active {
-        let snapshot = session.store.snapshot(now, cfg.approval_ttl)?;
-        let plan = plan::plan(
-            &tasks,
-            &PlanInput {
-                config: &cfg,
-                registry: &registry,
-                state: &snapshot,
-                now,
-                force: args.force,
-                autonomy,
-            },
-        );
-        for (task, planned) in tasks.iter().zip(&plan.items) {
-            session.apply(task, planned)?;
+    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
+    d.expire()?;
+    let mut fx = Effects {
+        pressed: t.pressed.to_vec(),
+        ..Effects::default()
+    };
+    if t.read_updates
+        && let (Some(tg), Some(tc)) = (t.telegram, &cfg.telegram)
+    {
+        let got = bot::handle_updates(tg, &mut d, tc, Duration::ZERO)?;
+        if let Some(e) = &got.error {
+            (t.diag)(format!("telegram: cannot read updates: {e}"));
         }
-    } else {
-        // Only approved work ran; the rest waits for active hours.
-        let next = cfg.active.next_active(now);
-        session.record(
-            "run_skipped",
-            fields([
-                ("reason", json!("outside_active_hours")),
-                ("next_active", json!(next.map(audit::format_ts))),
-            ]),
-        )?;
-        session.report.skipped = Some("outside_active_hours");
+        fx.pressed.extend(got.pressed);
     }
-    let report = session.finish()?;
+    // A timed pause ends by itself.
+    let paused = match d.store.current_pause(now)? {
+        Err(ended) => {
+            d.record(
+                "resumed",
+                fields([
+                    ("until", json!(ended.until)),
+                    ("reason", json!("the pause ended")),
+                    ("by", json!(ended.by)),
+                ]),
+            )?;
+            None
+        }
+        Ok(p) => p,
+    };
+    let (store, mut audit) = d.into_parts();
 
-    if args.json {
-        out.json(&report.to_json());
+    let active = t.force || cfg.active.is_active(now);
+    let skip = if paused.is_some() && !t.force {
+        let until = paused.as_ref().and_then(|p| p.until.clone());
+        Some(("paused", fields([("until", json!(until))])))
+    } else if !active && !store.has_approved_work()? {
+        let next = cfg.active.next_active(now);
+        let f = fields([("next_active", json!(next.map(audit::format_ts)))]);
+        Some(("outside_active_hours", f))
     } else {
-        report.print(args.quiet, &ctx.cwd, &mut out);
+        None
+    };
+    let ran = skip.is_none();
+    let (report, mut store, mut audit) = match skip {
+        Some((reason, extra)) => {
+            let mut f = fields([("reason", json!(reason))]);
+            f.extend(extra);
+            audit
+                .record(now, "run_skipped", Some(&run_id), f)
+                .map_err(&audit_err)?;
+            (t.diag)(format!("run skipped: {reason}"));
+            (skipped(reason), store, audit)
+        }
+        None => {
+            let registry = Registry::from_config(cfg);
+            let tasks = all_tasks(t.files);
+            let paths: Vec<&Path> = t.files.iter().map(|f| f.source.path.as_path()).collect();
+            let mut session = Session::begin(
+                &lock,
+                cfg,
+                &registry,
+                store,
+                audit,
+                run_id.clone(),
+                now,
+                t.mode,
+                &paths,
+                t.autonomy.as_str(),
+            )?;
+            session.stop = t.stop;
+            session.recover_interrupted()?;
+            session.run_approved(None)?;
+            if active {
+                let snapshot = session.store.snapshot(now, cfg.approval_ttl)?;
+                let plan = plan::plan(
+                    &tasks,
+                    &PlanInput {
+                        config: cfg,
+                        registry: &registry,
+                        state: &snapshot,
+                        now,
+                        force: t.force,
+                        autonomy: t.autonomy,
+                    },
+                );
+                for (task, planned) in tasks.iter().zip(&plan.items) {
+                    session.apply(task, planned)?;
+                }
+            } else {
+                // Only approved work ran; the rest waits for active hours.
+                let next = cfg.active.next_active(now);
+                session.record(
+                    "run_skipped",
+                    fields([
+                        ("reason", json!("outside_active_hours")),
+                        ("next_active", json!(next.map(audit::format_ts))),
+                    ]),
+                )?;
+                session.report.skipped = Some("outside_active_hours");
+            }
+            session.finish()?
+        }
+    };
+
+    // Messages: stored first, then delivered; delivery never fails the run.
+    if let Some(tc) = &cfg.telegram {
+        if ran
+            && let Some(msg) = notify::summary(&report, tc.summary)
+        {
+            notify::enqueue_all(&mut store, tc, &msg, false, now)?;
+        }
+        if let Some(tg) = t.telegram {
+            bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
+        }
+        let transport = t.telegram.map(|tg| tg as &dyn notify::Transport);
+        let (stats, lines) = notify::deliver(&mut store, transport, tc, cfg.tz(), now)?;
+        for (event, f) in lines {
+            audit
+                .record(now, event, Some(&run_id), f)
+                .map_err(&audit_err)?;
+        }
+        (t.diag)(format!(
+            "telegram: {} sent, {} failed, {} waiting, {} dropped",
+            stats.sent, stats.failed, stats.waiting, stats.dropped
+        ));
     }
-    Ok(report.exit_code())
+    audit.sync().map_err(&audit_err)?;
+    drop(lock);
+    Ok(report)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -1,0 +1,389 @@
+//! What button presses and chat commands do (SPEC §10).
+//!
+//! Invariants:
+//! - Only chats in `telegram.chat_ids` decide anything. Anything from another chat is
+//!   answered (presses), ignored and audited as `telegram_rejected`.
+//! - A press acts exactly like `heartbeat approve`/`deny`: the same `Decider` (only pending
+//!   approvals, the decision stored and audited first), `by: telegram:<chat id>`. Running is
+//!   left to the caller's session (stale check, exactly-once claim); the pressed message is
+//!   edited afterwards to show the outcome.
+//! - Every press is answered (`answerCallbackQuery`), also when refused.
+//! - The update offset is stored after each update, so an update is acted on once.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::audit;
+use crate::cmd::approve::Decider;
+use crate::cmd::first_line;
+use crate::config::TelegramConfig;
+use crate::error::Result;
+use crate::notify::escape;
+use crate::session::fields;
+use crate::store::{NewMessage, PauseRow, Store};
+use crate::telegram::{Incoming, Telegram, read_update};
+
+const OFFSET_KEY: &str = "telegram_offset";
+
+/// A pressed message whose text must show the outcome once the approval ran.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pressed {
+    pub chat_id: i64,
+    pub message_id: i64,
+    pub approval_id: i64,
+}
+
+/// What the updates asked of the caller.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Effects {
+    /// Approved from Telegram: edit these messages after the run.
+    pub pressed: Vec<Pressed>,
+    /// `/run`: tick now (the daemon; a run is ticking anyway).
+    pub run_now: bool,
+    /// Getting updates failed (Telegram unreachable): a note for diagnostics.
+    pub error: Option<String>,
+}
+
+/// Read the updates waiting at the Bot API (`wait` 0: without waiting) and act on them.
+pub fn handle_updates(
+    tg: &Telegram,
+    d: &mut Decider,
+    cfg: &TelegramConfig,
+    wait: Duration,
+) -> Result<Effects> {
+    let mut fx = Effects::default();
+    let offset = d
+        .store
+        .meta(OFFSET_KEY)?
+        .and_then(|v| v.parse::<i32>().ok());
+    let updates = match tg.updates(offset, wait) {
+        Ok(u) => u,
+        Err(e) => {
+            fx.error = Some(e);
+            return Ok(fx);
+        }
+    };
+    for u in updates {
+        if let Some((incoming, seen)) = read_update(&u) {
+            d.store
+                .saw_chat(seen.chat_id, &seen.kind, &seen.title, d.now)?;
+            handle(tg, d, cfg, incoming, &mut fx)?;
+        }
+        d.store
+            .set_meta(OFFSET_KEY, &(u.id.0 as i64 + 1).to_string())?;
+    }
+    Ok(fx)
+}
+
+fn handle(
+    tg: &Telegram,
+    d: &mut Decider,
+    cfg: &TelegramConfig,
+    incoming: Incoming,
+    fx: &mut Effects,
+) -> Result<()> {
+    let (chat_id, kind) = match &incoming {
+        Incoming::Press { chat_id, .. } => (*chat_id, "button"),
+        Incoming::Command { chat_id, .. } => (*chat_id, "command"),
+        Incoming::Message { chat_id } => (*chat_id, "message"),
+    };
+    if !cfg.chat_ids.contains(&chat_id) {
+        d.record(
+            "telegram_rejected",
+            fields([("chat_id", json!(chat_id)), ("kind", json!(kind))]),
+        )?;
+        if let Incoming::Press { callback_id, .. } = &incoming {
+            let _ = tg.answer(callback_id, "This chat may not decide here.");
+        }
+        return Ok(());
+    }
+    d.by = format!("telegram:{chat_id}");
+    match incoming {
+        Incoming::Press {
+            callback_id,
+            message_id,
+            action,
+            ..
+        } => press(tg, d, chat_id, &callback_id, message_id, action, fx),
+        Incoming::Command { command, arg, .. } => command_reply(d, chat_id, &command, &arg, fx),
+        // Chatter is not a command; nothing to do.
+        Incoming::Message { .. } => Ok(()),
+    }
+}
+
+fn press(
+    tg: &Telegram,
+    d: &mut Decider,
+    chat_id: i64,
+    callback_id: &str,
+    message_id: Option<i64>,
+    action: Option<(char, i64)>,
+    fx: &mut Effects,
+) -> Result<()> {
+    let Some((action, id)) = action else {
+        let _ = tg.answer(callback_id, "This button is not heartbeat's.");
+        return Ok(());
+    };
+    let Some(row) = d.store.approval(id)? else {
+        let _ = tg.answer(callback_id, &format!("There is no approval #{id}."));
+        return Ok(());
+    };
+    let answer = match (row.state.as_str(), action) {
+        ("pending", 'y' | 'a') => {
+            if d.approve(&row, action == 'a')? {
+                if let Some(m) = message_id {
+                    fx.pressed.push(Pressed {
+                        chat_id,
+                        message_id: m,
+                        approval_id: id,
+                    });
+                }
+                format!("Approved #{id}; running it now.")
+            } else {
+                format!("#{id} was decided elsewhere meanwhile.")
+            }
+        }
+        ("pending", _) => {
+            if d.deny(&row, None)? {
+                if let Some(m) = message_id {
+                    let line = format!("🚫 #{id} denied by {}", d.by);
+                    edit_with(tg, &mut d.store, chat_id, m, id, &line, d.now)?;
+                }
+                format!("Denied #{id}.")
+            } else {
+                format!("#{id} was decided elsewhere meanwhile.")
+            }
+        }
+        ("approved", 'y' | 'a') => {
+            if action == 'a' {
+                d.grant(&row)?;
+            }
+            if let Some(m) = message_id {
+                fx.pressed.push(Pressed {
+                    chat_id,
+                    message_id: m,
+                    approval_id: id,
+                });
+            }
+            format!("#{id} is already approved; it runs now.")
+        }
+        (state, _) => {
+            if let Some(m) = message_id {
+                let line = format!("#{id} is {state}");
+                edit_with(tg, &mut d.store, chat_id, m, id, &line, d.now)?;
+            }
+            format!("#{id} is already {state}.")
+        }
+    };
+    let _ = tg.answer(callback_id, &answer);
+    Ok(())
+}
+
+/// Append an outcome line to a message with buttons and drop that approval's buttons.
+fn edit_with(
+    tg: &Telegram,
+    store: &mut Store,
+    chat_id: i64,
+    message_id: i64,
+    approval_id: i64,
+    line: &str,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let Some((html, approvals)) = store.button_message(chat_id, message_id)? else {
+        return Ok(());
+    };
+    let html = format!("{html}\n{}", escape(line));
+    let rest: Vec<i64> = approvals
+        .into_iter()
+        .filter(|&a| a != approval_id)
+        .collect();
+    // An edit that does not go through is cosmetic: the decision stands either way.
+    if tg.edit(chat_id, message_id, &html, &rest).is_ok() {
+        store.save_button_message(chat_id, message_id, &html, &rest, now)?;
+    }
+    Ok(())
+}
+
+/// After a run: show on each pressed message what became of its approval.
+pub fn show_outcomes(
+    tg: &Telegram,
+    store: &mut Store,
+    pressed: &[Pressed],
+    now: DateTime<Utc>,
+) -> Result<()> {
+    for p in pressed {
+        let Some(row) = store.approval(p.approval_id)? else {
+            continue;
+        };
+        let by = row.decided_by.as_deref().unwrap_or("?");
+        let id = row.id;
+        let line = match row.state.as_str() {
+            "succeeded" => format!("✅ #{id} approved by {by}: done"),
+            "failed" => format!(
+                "❌ #{id} approved by {by}: failed ({})",
+                first_line(row.reason.as_deref().unwrap_or("?"), 120)
+            ),
+            "stale" => format!(
+                "🚫 #{id} stale: {}",
+                first_line(row.reason.as_deref().unwrap_or("?"), 120)
+            ),
+            "approved" => format!("☑️ #{id} approved by {by}; it runs at the next run"),
+            state => format!("#{id} is {state}"),
+        };
+        edit_with(tg, store, p.chat_id, p.message_id, id, &line, now)?;
+    }
+    Ok(())
+}
+
+fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result<()> {
+    d.store.enqueue(
+        &NewMessage {
+            chat_id,
+            kind: "reply",
+            html,
+            urgent: true,
+            direct: true,
+            approvals,
+        },
+        d.now,
+    )?;
+    Ok(())
+}
+
+const HELP: &str = "Commands: /status, /pending, /pause [duration], /resume, /run";
+
+fn command_reply(
+    d: &mut Decider,
+    chat_id: i64,
+    command: &str,
+    arg: &str,
+    fx: &mut Effects,
+) -> Result<()> {
+    match command {
+        "status" => {
+            let text = status_text(&d.store, d.now)?;
+            reply(d, chat_id, &text, &[])
+        }
+        "pending" => {
+            let rows = d.store.approvals(Some("pending"))?;
+            if rows.is_empty() {
+                return reply(d, chat_id, "No pending approvals.", &[]);
+            }
+            let mut html = format!("<b>{} pending approval(s)</b>", rows.len());
+            for r in &rows {
+                html.push_str(&format!(
+                    "\n⏳ #{} <b>@{}</b> {} — <code>heartbeat approve {}</code>",
+                    r.id,
+                    escape(&r.tool),
+                    escape(&first_line(&r.input.to_string(), 80)),
+                    r.id
+                ));
+            }
+            let ids: Vec<i64> = rows
+                .iter()
+                .map(|r| r.id)
+                .take(crate::notify::MAX_BUTTON_ROWS)
+                .collect();
+            reply(d, chat_id, &html, &ids)
+        }
+        "pause" => {
+            let until = if arg.is_empty() {
+                None
+            } else {
+                match humantime::parse_duration(arg) {
+                    Ok(dur) => Some(d.now + chrono::Duration::from_std(dur).unwrap_or_default()),
+                    Err(e) => {
+                        let text = format!("Not a duration: {} ({e}). Try /pause 2h.", escape(arg));
+                        return reply(d, chat_id, &text, &[]);
+                    }
+                }
+            };
+            pause(d, until, None)?;
+            let text = match until {
+                Some(u) => format!("Paused until {}.", audit::format_ts(u)),
+                None => "Paused until /resume.".into(),
+            };
+            reply(d, chat_id, &text, &[])
+        }
+        "resume" => {
+            let text = if resume(d, "resumed")? {
+                "Resumed."
+            } else {
+                "Not paused."
+            };
+            reply(d, chat_id, text, &[])
+        }
+        "run" => {
+            fx.run_now = true;
+            reply(d, chat_id, "Running now.", &[])
+        }
+        _ => reply(d, chat_id, HELP, &[]),
+    }
+}
+
+/// Pause runs (until a time, or until resumed); audited `paused`.
+pub fn pause(d: &mut Decider, until: Option<DateTime<Utc>>, reason: Option<&str>) -> Result<()> {
+    let row = PauseRow {
+        since: audit::format_ts(d.now),
+        until: until.map(audit::format_ts),
+        reason: reason.map(str::to_string),
+        by: d.by.clone(),
+    };
+    d.store.set_pause(&row)?;
+    let by = d.by.clone();
+    d.record(
+        "paused",
+        fields([
+            ("until", json!(row.until)),
+            ("reason", json!(reason)),
+            ("by", json!(by)),
+        ]),
+    )
+}
+
+/// End a pause; false when there was none. Audited `resumed`.
+pub fn resume(d: &mut Decider, reason: &str) -> Result<bool> {
+    let Some(row) = d.store.clear_pause()? else {
+        return Ok(false);
+    };
+    let by = d.by.clone();
+    d.record(
+        "resumed",
+        fields([
+            ("until", json!(row.until)),
+            ("reason", json!(reason)),
+            ("by", json!(by)),
+        ]),
+    )?;
+    Ok(true)
+}
+
+/// A short status for `/status`.
+pub fn status_text(store: &Store, now: DateTime<Utc>) -> Result<String> {
+    let mut lines = vec!["<b>heartbeat</b> status".to_string()];
+    match store.last_run()? {
+        Some(r) => lines.push(format!(
+            "last run {} at {}: {} succeeded, {} failed",
+            escape(&r.run_id),
+            escape(&r.started_at),
+            r.succeeded,
+            r.failed
+        )),
+        None => lines.push("no run yet".into()),
+    }
+    lines.push(format!("pending approvals: {}", store.count_pending()?));
+    match store.pause_row()? {
+        Some(p) => lines.push(match p.until {
+            Some(u) if crate::store::parse_ts(&u).is_some_and(|u| u > now) => {
+                format!("paused until {}", escape(&u))
+            }
+            Some(_) => "pause ending".into(),
+            None => "paused until resumed".into(),
+        }),
+        None => lines.push("not paused".into()),
+    }
+    lines.push(format!("outbox: {}", store.outbox_len()?));
+    Ok(lines.join("\n"))
+}

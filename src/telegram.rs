@@ -1,0 +1,376 @@
+//! The Telegram Bot API, through teloxide: send (HTML, plain-text fallback, approval
+//! buttons), edit, answer button presses, read updates.
+//!
+//! Invariants:
+//! - The token never leaves this module: `Telegram` has no `Debug` that prints it (teloxide's
+//!   `Bot` derives one with the token inside, so the `Bot` is never exposed), and every error
+//!   text passes through [`Telegram::scrub`] (reqwest errors name the URL, which holds it).
+//! - The tokio runtime and the HTTP client are built only when Telegram is configured and
+//!   a token is present; nothing else in heartbeat needs them.
+//! - Every request has a timeout: a hung Telegram never blocks a run for long.
+
+use std::fmt;
+use std::time::Duration;
+
+use teloxide::payloads::{
+    AnswerCallbackQuerySetters, EditMessageTextSetters, GetUpdatesSetters, SendMessageSetters,
+};
+use teloxide::prelude::Requester;
+use teloxide::types::{
+    ChatId, InlineKeyboardButton, InlineKeyboardMarkup, MessageId, ParseMode, Update, UpdateKind,
+};
+use teloxide::{ApiError, Bot, RequestError};
+
+use crate::config::TelegramConfig;
+use crate::notify::{SendError, Transport, html_to_plain};
+
+/// Extra time the HTTP client allows beyond a long poll's own timeout.
+const SLACK: Duration = Duration::from_secs(10);
+
+pub struct Telegram {
+    bot: Bot,
+    rt: tokio::runtime::Runtime,
+    token: String,
+}
+
+impl fmt::Debug for Telegram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Telegram { token: *** }")
+    }
+}
+
+/// A button press or a message, reduced to what heartbeat acts on.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Incoming {
+    Press {
+        callback_id: String,
+        chat_id: i64,
+        message_id: Option<i64>,
+        /// `y` approve, `a` always, `n` deny; None for data heartbeat did not make.
+        action: Option<(char, i64)>,
+    },
+    Command {
+        chat_id: i64,
+        command: String,
+        arg: String,
+    },
+    Message {
+        chat_id: i64,
+    },
+}
+
+/// Who wrote: for `heartbeat telegram-chats`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatSeen {
+    pub chat_id: i64,
+    pub kind: String,
+    pub title: String,
+}
+
+/// The callback data of a button: `hb:<action>:<approval id>` (well under 64 bytes).
+pub fn button_data(action: char, approval: i64) -> String {
+    format!("hb:{action}:{approval}")
+}
+
+fn parse_button(data: &str) -> Option<(char, i64)> {
+    let rest = data.strip_prefix("hb:")?;
+    let (action, id) = rest.split_once(':')?;
+    let action = match action {
+        "y" => 'y',
+        "a" => 'a',
+        "n" => 'n',
+        _ => return None,
+    };
+    Some((action, id.parse().ok()?))
+}
+
+/// Approve / Always / Deny, one row per approval.
+pub fn keyboard(approvals: &[i64]) -> InlineKeyboardMarkup {
+    InlineKeyboardMarkup::new(approvals.iter().map(|&id| {
+        vec![
+            InlineKeyboardButton::callback(format!("Approve #{id}"), button_data('y', id)),
+            InlineKeyboardButton::callback("Always", button_data('a', id)),
+            InlineKeyboardButton::callback("Deny", button_data('n', id)),
+        ]
+    }))
+}
+
+impl Telegram {
+    /// Build the client from the config; None when the token variable is unset or empty.
+    /// `poll` is the longest long-poll this client will make.
+    pub fn connect(
+        cfg: &TelegramConfig,
+        env: &dyn Fn(&str) -> Option<String>,
+        poll: Duration,
+    ) -> Result<Option<Telegram>, String> {
+        let Some(token) = env(&cfg.bot_token_env).filter(|t| !t.trim().is_empty()) else {
+            return Ok(None);
+        };
+        let token = token.trim().to_string();
+        let url = reqwest::Url::parse(&cfg.api_url)
+            .map_err(|e| format!("telegram.api_url {:?}: {e}", cfg.api_url))?;
+        let client = teloxide::net::default_reqwest_settings()
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(poll + SLACK)
+            .build()
+            .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
+        let bot = Bot::with_client(token.clone(), client).set_api_url(url);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the Telegram runtime: {e}"))?;
+        Ok(Some(Telegram { bot, rt, token }))
+    }
+
+    /// The token, for registering with the audit log's redaction. Nothing else.
+    pub fn secret(&self) -> &str {
+        &self.token
+    }
+
+    /// `text` with the token replaced by `***`.
+    pub fn scrub(&self, text: &str) -> String {
+        text.replace(&self.token, "***")
+    }
+
+    fn error(&self, e: &RequestError) -> String {
+        self.scrub(&e.to_string())
+    }
+
+    fn send_error(&self, e: &RequestError) -> SendError {
+        match e {
+            RequestError::Api(_) | RequestError::MigrateToChatId(_) => {
+                SendError::Refused(self.error(e))
+            }
+            _ => SendError::Unavailable(self.error(e)),
+        }
+    }
+
+    /// Send one message; Telegram's message id.
+    pub fn send_message(
+        &self,
+        chat_id: i64,
+        html: &str,
+        approvals: &[i64],
+    ) -> Result<i64, SendError> {
+        let send = |html_mode: bool| {
+            let text = if html_mode {
+                html.to_string()
+            } else {
+                html_to_plain(html)
+            };
+            let mut req = self.bot.send_message(ChatId(chat_id), text);
+            if html_mode {
+                req = req.parse_mode(ParseMode::Html);
+            }
+            if !approvals.is_empty() {
+                req = req.reply_markup(keyboard(approvals));
+            }
+            self.rt.block_on(async { req.await })
+        };
+        match send(true) {
+            Ok(m) => Ok(i64::from(m.id.0)),
+            // Telegram could not parse our HTML: the same content as plain text.
+            Err(RequestError::Api(ApiError::CantParseEntities(_))) => send(false)
+                .map(|m| i64::from(m.id.0))
+                .map_err(|e| self.send_error(&e)),
+            Err(e) => Err(self.send_error(&e)),
+        }
+    }
+
+    /// Replace a message's text and buttons.
+    pub fn edit(
+        &self,
+        chat_id: i64,
+        message_id: i64,
+        html: &str,
+        approvals: &[i64],
+    ) -> Result<(), String> {
+        let id = MessageId(i32::try_from(message_id).map_err(|_| "bad message id".to_string())?);
+        let edit = |html_mode: bool| {
+            let text = if html_mode {
+                html.to_string()
+            } else {
+                html_to_plain(html)
+            };
+            let mut req = self.bot.edit_message_text(ChatId(chat_id), id, text);
+            if html_mode {
+                req = req.parse_mode(ParseMode::Html);
+            }
+            req = req.reply_markup(keyboard(approvals));
+            self.rt.block_on(async { req.await })
+        };
+        match edit(true) {
+            Ok(_) => Ok(()),
+            Err(RequestError::Api(ApiError::CantParseEntities(_))) => {
+                edit(false).map(drop).map_err(|e| self.error(&e))
+            }
+            Err(e) => Err(self.error(&e)),
+        }
+    }
+
+    /// Answer a button press (Telegram shows `text` briefly).
+    pub fn answer(&self, callback_id: &str, text: &str) -> Result<(), String> {
+        let req = self
+            .bot
+            .answer_callback_query(teloxide::types::CallbackQueryId(callback_id.to_string()))
+            .text(text.to_string());
+        self.rt
+            .block_on(async { req.await })
+            .map(drop)
+            .map_err(|e| self.error(&e))
+    }
+
+    /// Updates after `offset` (exclusive of those already confirmed). `timeout` 0 returns at
+    /// once (for `run --once`); the daemon long-polls.
+    pub fn updates(&self, offset: Option<i32>, timeout: Duration) -> Result<Vec<Update>, String> {
+        let mut req = self
+            .bot
+            .get_updates()
+            .timeout(timeout.as_secs() as u32)
+            .limit(100);
+        if let Some(offset) = offset {
+            req = req.offset(offset);
+        }
+        self.rt
+            .block_on(async { req.await })
+            .map_err(|e| self.error(&e))
+    }
+}
+
+impl Transport for Telegram {
+    fn send(&self, chat_id: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError> {
+        self.send_message(chat_id, html, approvals)
+    }
+}
+
+/// What an update means to heartbeat, and who sent it. None for kinds it ignores.
+pub fn read_update(u: &Update) -> Option<(Incoming, ChatSeen)> {
+    match &u.kind {
+        UpdateKind::CallbackQuery(q) => {
+            let message = q.message.as_ref();
+            let chat = message.map(|m| m.chat());
+            // A press on a message we cannot see: fall back to the presser's own chat.
+            let chat_id = chat.map_or(q.from.id.0 as i64, |c| c.id.0);
+            let seen = ChatSeen {
+                chat_id,
+                kind: chat.map_or("private".into(), chat_kind),
+                title: chat.map_or_else(|| user_title(&q.from), chat_title),
+            };
+            Some((
+                Incoming::Press {
+                    callback_id: q.id.0.clone(),
+                    chat_id,
+                    message_id: message.map(|m| i64::from(m.id().0)),
+                    action: q.data.as_deref().and_then(parse_button),
+                },
+                seen,
+            ))
+        }
+        UpdateKind::Message(m) | UpdateKind::EditedMessage(m) | UpdateKind::ChannelPost(m) => {
+            let chat_id = m.chat.id.0;
+            let seen = ChatSeen {
+                chat_id,
+                kind: chat_kind(&m.chat),
+                title: chat_title(&m.chat),
+            };
+            let text = m.text().unwrap_or("").trim();
+            let incoming = match text.strip_prefix('/') {
+                Some(rest) => {
+                    let (cmd, arg) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+                    // `/status@my_bot` in groups.
+                    let cmd = cmd.split('@').next().unwrap_or(cmd);
+                    Incoming::Command {
+                        chat_id,
+                        command: cmd.to_ascii_lowercase(),
+                        arg: arg.trim().to_string(),
+                    }
+                }
+                None => Incoming::Message { chat_id },
+            };
+            Some((incoming, seen))
+        }
+        _ => None,
+    }
+}
+
+fn chat_kind(c: &teloxide::types::Chat) -> String {
+    if c.is_private() {
+        "private"
+    } else if c.is_channel() {
+        "channel"
+    } else if c.is_supergroup() {
+        "supergroup"
+    } else {
+        "group"
+    }
+    .into()
+}
+
+fn chat_title(c: &teloxide::types::Chat) -> String {
+    if let Some(t) = c.title() {
+        return t.to_string();
+    }
+    let mut name = [c.first_name(), c.last_name()]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    if let Some(u) = c.username() {
+        if !name.is_empty() {
+            name.push(' ');
+        }
+        name.push_str(&format!("@{u}"));
+    }
+    name
+}
+
+fn user_title(u: &teloxide::types::User) -> String {
+    match &u.username {
+        Some(name) => format!("{} @{name}", u.first_name),
+        None => u.first_name.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn button_data_round_trips_and_stays_small() {
+        for action in ['y', 'a', 'n'] {
+            let data = button_data(action, i64::MAX);
+            assert!(data.len() < 64);
+            assert_eq!(parse_button(&data), Some((action, i64::MAX)));
+        }
+        assert_eq!(parse_button("hb:x:1"), None);
+        assert_eq!(parse_button("other"), None);
+        assert_eq!(parse_button("hb:y:abc"), None);
+    }
+
+    #[test]
+    fn debug_and_errors_never_show_the_token() {
+        let cfg = TelegramConfig {
+            api_url: "http://127.0.0.1:9".into(),
+            ..TelegramConfig::default()
+        };
+        let env = |_: &str| Some("123456:SECRET-token".to_string());
+        let tg = Telegram::connect(&cfg, &env, Duration::from_secs(1))
+            .unwrap()
+            .unwrap();
+        assert!(!format!("{tg:?}").contains("SECRET"));
+        assert_eq!(
+            tg.scrub("https://x/bot123456:SECRET-token/sendMessage"),
+            "https://x/bot***/sendMessage"
+        );
+        // Port 9 on loopback refuses: the error names the URL, scrubbed.
+        let err = tg.send_message(1, "hi", &[]).unwrap_err();
+        assert!(matches!(err, SendError::Unavailable(_)), "{err:?}");
+        assert!(!err.message().contains("SECRET"), "{}", err.message());
+        let none = |_: &str| None;
+        assert!(
+            Telegram::connect(&cfg, &none, Duration::from_secs(1))
+                .unwrap()
+                .is_none()
+        );
+    }
+}
