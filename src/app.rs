@@ -50,6 +50,11 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Approvals(args) => cmd::approvals::run(&ctx, &args),
         Command::Grants(args) => cmd::grants::list(&ctx, &args),
         Command::Revoke { task_id } => cmd::grants::revoke(&ctx, &task_id),
+        Command::Daemon(args) => cmd::daemon::run(&ctx, &args),
+        Command::Pause(args) => cmd::pause::pause(&ctx, &args),
+        Command::Resume => cmd::pause::resume(&ctx),
+        Command::NotifyTest => cmd::telegram::notify_test(&ctx),
+        Command::TelegramChats(args) => cmd::telegram::chats(&ctx, &args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout();
             clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);

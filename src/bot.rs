@@ -24,6 +24,7 @@ use crate::notify::escape;
 use crate::session::fields;
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Incoming, Telegram, read_update};
+use teloxide::types::Update;
 
 const OFFSET_KEY: &str = "telegram_offset";
 
@@ -53,20 +54,30 @@ pub fn handle_updates(
     cfg: &TelegramConfig,
     wait: Duration,
 ) -> Result<Effects> {
+    match tg.updates(stored_offset(&d.store)?, wait) {
+        Ok(updates) => process(tg, d, cfg, &updates),
+        Err(e) => Ok(Effects {
+            error: Some(e),
+            ..Effects::default()
+        }),
+    }
+}
+
+/// The offset to ask Telegram for next (the update after the last one acted on).
+pub fn stored_offset(store: &Store) -> Result<Option<i32>> {
+    Ok(store.meta(OFFSET_KEY)?.and_then(|v| v.parse::<i32>().ok()))
+}
+
+/// Act on updates already fetched, storing the offset after each.
+pub fn process(
+    tg: &Telegram,
+    d: &mut Decider,
+    cfg: &TelegramConfig,
+    updates: &[Update],
+) -> Result<Effects> {
     let mut fx = Effects::default();
-    let offset = d
-        .store
-        .meta(OFFSET_KEY)?
-        .and_then(|v| v.parse::<i32>().ok());
-    let updates = match tg.updates(offset, wait) {
-        Ok(u) => u,
-        Err(e) => {
-            fx.error = Some(e);
-            return Ok(fx);
-        }
-    };
     for u in updates {
-        if let Some((incoming, seen)) = read_update(&u) {
+        if let Some((incoming, seen)) = read_update(u) {
             d.store
                 .saw_chat(seen.chat_id, &seen.kind, &seen.title, d.now)?;
             handle(tg, d, cfg, incoming, &mut fx)?;

@@ -46,6 +46,8 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Run the due tasks once (for cron and systemd timers)
     Run(RunArgs),
+    /// Stay up: tick every interval, answer Telegram buttons and commands
+    Daemon(DaemonArgs),
     /// Validate the config and files; list tasks, what would happen now and when they are due
     Check(CheckArgs),
     /// Last run, pending approvals, spend and the run lock
@@ -63,6 +65,14 @@ pub enum Command {
         /// The task's id (12 hex digits, as `heartbeat grants` shows)
         task_id: String,
     },
+    /// Pause runs (until resumed, or for a while)
+    Pause(PauseArgs),
+    /// End a pause
+    Resume,
+    /// Send a test message to every configured Telegram chat
+    NotifyTest,
+    /// List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)
+    TelegramChats(JsonArg),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -109,6 +119,27 @@ pub struct RunArgs {
     /// Print only failures and errors
     #[arg(short, long)]
     pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Tick interval (default: daemon.every, 30m); ticks align to multiples of it
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub every: Option<std::time::Duration>,
+
+    #[command(flatten)]
+    pub files: FileArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// End the pause by itself after this long (default: until `heartbeat resume`)
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    pub for_: Option<std::time::Duration>,
+
+    /// Why (recorded and shown)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -211,6 +242,16 @@ impl StateFilter {
             StateFilter::Expired => "expired",
             StateFilter::Stale => "stale",
         })
+    }
+}
+
+fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("must be more than 0".into()),
+        Err(e) => Err(format!(
+            "\"{s}\" is not a duration (like 90s, 10m, 6h, 1d): {e}"
+        )),
     }
 }
 

@@ -26,6 +26,9 @@ use crate::notify::{SendError, Transport, html_to_plain};
 
 /// Extra time the HTTP client allows beyond a long poll's own timeout.
 const SLACK: Duration = Duration::from_secs(10);
+/// The longest a request other than a long poll may take. teloxide waits 10 s before it
+/// reads any 5xx answer; a run must not stall that long per message when Telegram is down.
+const REQUEST_LIMIT: Duration = Duration::from_secs(5);
 
 pub struct Telegram {
     bot: Bot,
@@ -136,6 +139,23 @@ impl Telegram {
         self.scrub(&e.to_string())
     }
 
+    /// Run one request on the runtime, giving up after `limit` (an `Io` timeout error).
+    fn block<T>(
+        &self,
+        limit: Duration,
+        req: impl std::future::IntoFuture<Output = Result<T, RequestError>>,
+    ) -> Result<T, RequestError> {
+        self.rt.block_on(async {
+            match tokio::time::timeout(limit, req.into_future()).await {
+                Ok(result) => result,
+                Err(_) => Err(RequestError::Io(std::sync::Arc::new(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer from Telegram within {}s", limit.as_secs()),
+                )))),
+            }
+        })
+    }
+
     fn send_error(&self, e: &RequestError) -> SendError {
         match e {
             RequestError::Api(_) | RequestError::MigrateToChatId(_) => {
@@ -165,7 +185,7 @@ impl Telegram {
             if !approvals.is_empty() {
                 req = req.reply_markup(keyboard(approvals));
             }
-            self.rt.block_on(async { req.await })
+            self.block(REQUEST_LIMIT, req)
         };
         match send(true) {
             Ok(m) => Ok(i64::from(m.id.0)),
@@ -197,7 +217,7 @@ impl Telegram {
                 req = req.parse_mode(ParseMode::Html);
             }
             req = req.reply_markup(keyboard(approvals));
-            self.rt.block_on(async { req.await })
+            self.block(REQUEST_LIMIT, req)
         };
         match edit(true) {
             Ok(_) => Ok(()),
@@ -214,8 +234,7 @@ impl Telegram {
             .bot
             .answer_callback_query(teloxide::types::CallbackQueryId(callback_id.to_string()))
             .text(text.to_string());
-        self.rt
-            .block_on(async { req.await })
+        self.block(REQUEST_LIMIT, req)
             .map(drop)
             .map_err(|e| self.error(&e))
     }
@@ -231,8 +250,7 @@ impl Telegram {
         if let Some(offset) = offset {
             req = req.offset(offset);
         }
-        self.rt
-            .block_on(async { req.await })
+        self.block(timeout + REQUEST_LIMIT, req)
             .map_err(|e| self.error(&e))
     }
 }

@@ -4,10 +4,13 @@
 pub mod approvals;
 pub mod approve;
 pub mod check;
+pub mod daemon;
 pub mod deny;
 pub mod grants;
+pub mod pause;
 pub mod run;
 pub mod status;
+pub mod telegram;
 
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;

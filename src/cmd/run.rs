@@ -70,6 +70,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         read_updates: true,
         pressed: &[],
         stop: None,
+        plan: true,
         diag: &|m| ctx.diag(1, || m),
     })?;
     if args.json {
@@ -119,6 +120,8 @@ pub struct Tick<'a> {
     pub pressed: &'a [Pressed],
     /// The daemon's stop request: no new task, and stop running tools.
     pub stop: Option<&'a session::Stop>,
+    /// Apply the plan (false: only run what people approved, after a button press).
+    pub plan: bool,
     pub diag: &'a dyn Fn(String),
 }
 
@@ -244,7 +247,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
             session.stop = t.stop;
             session.recover_interrupted()?;
             session.run_approved(None)?;
-            if active {
+            if active && t.plan {
                 let snapshot = session.store.snapshot(now, cfg.approval_ttl)?;
                 let plan = plan::plan(
                     &tasks,
@@ -260,7 +263,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 for (task, planned) in tasks.iter().zip(&plan.items) {
                     session.apply(task, planned)?;
                 }
-            } else {
+            } else if !active {
                 // Only approved work ran; the rest waits for active hours.
                 let next = cfg.active.next_active(now);
                 session.record(
@@ -278,9 +281,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     // Messages: stored first, then delivered; delivery never fails the run.
     if let Some(tc) = &cfg.telegram {
-        if ran
-            && let Some(msg) = notify::summary(&report, tc.summary)
-        {
+        if ran && let Some(msg) = notify::summary(&report, tc.summary) {
             notify::enqueue_all(&mut store, tc, &msg, false, now)?;
         }
         if let Some(tg) = t.telegram {

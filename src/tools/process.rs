@@ -141,9 +141,15 @@ fn run_inner(req: &Request) -> Outcome {
     // running on unwatched. The signal fires when the *thread* that spawned the child exits,
     // so tools are spawned from threads that outlive them (the caller's, which waits here).
     let parent = std::process::id() as libc::pid_t;
-    // SAFETY: prctl and getppid are async-signal-safe, and the closure allocates nothing.
+    // SAFETY: sigemptyset, pthread_sigmask, prctl and getppid are async-signal-safe, and the
+    // closure allocates nothing.
     unsafe {
         cmd.pre_exec(move || {
+            // The daemon blocks its signals to take them on one thread; a tool starts with
+            // none blocked.
+            let mut none: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut none);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                 return Err(io::Error::last_os_error());
             }

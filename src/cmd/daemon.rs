@@ -1,0 +1,397 @@
+//! `heartbeat daemon`: tick every interval, aligned in local time; answer Telegram.
+//!
+//! Invariants:
+//! - No busy loop: the main thread blocks on one channel until the next tick is due (at most
+//!   a minute at a time, to re-read the wall clock: after a suspend or a clock jump it ticks
+//!   once, never a burst of missed ticks).
+//! - Signals are blocked in every thread and taken by one thread with `sigwait`, which turns
+//!   them into events. SIGTERM/SIGINT: no new task starts at once; running tools get 10 s,
+//!   then are stopped; then `daemon_stopped` and exit 0. SIGHUP: reload the config now
+//!   (`config_reloaded`, or the error and the old config kept). SIGUSR1: tick now.
+//! - Every tick re-reads the config and the files; a config that became invalid is reported
+//!   and the last good one is used.
+//! - Ticks share the run lock with `run --once` and `approve`: a tick that finds it held is
+//!   skipped (`run_skipped`, `locked`).
+//! - With Telegram, a second thread long-polls the Bot API and hands updates to the main
+//!   thread, which decides; a press that approves runs the approved task right away.
+
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+use teloxide::types::Update;
+
+use super::approve::Decider;
+use super::run::{Tick, connect_telegram, tick};
+use super::{Ctx, read_files};
+use crate::bot;
+use crate::cli::DaemonArgs;
+use crate::config::Config;
+use crate::error::{Error, Result, exit};
+use crate::notify::local_midnight;
+use crate::session::{self, Stop, fields};
+use crate::store::{Store, parse_ts};
+use crate::telegram::Telegram;
+
+/// Running tools get this long after SIGTERM before they are stopped.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+/// The longest the main thread sleeps without looking at the wall clock.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+/// Long-poll timeout for Telegram updates.
+const POLL: Duration = Duration::from_secs(25);
+
+enum Event {
+    Signal(i32),
+    Updates(Vec<Update>),
+}
+
+pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
+    let stop = Arc::new(Stop::default());
+    let (tx, rx) = mpsc::channel();
+    // Before any other thread exists, so that every thread inherits the mask.
+    let signals = block_signals();
+    spawn_signal_thread(signals, tx.clone(), stop.clone());
+
+    let mut cfg = ctx.load_config(&args.files.files)?;
+    // `--now` shifts the daemon's clock; it then runs in real time from there.
+    let offset = ctx.now - Utc::now();
+    let clock = move || Utc::now() + offset;
+    let every = |cfg: &Config| args.every.unwrap_or(cfg.daemon.every);
+
+    let mut telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
+    if cfg.telegram.is_some() {
+        let env = |name: &str| std::env::var(name).ok();
+        if let Some(tc) = &cfg.telegram
+            && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
+        {
+            let start = Store::open_existing(&cfg.state_dir)?
+                .map(|s| bot::stored_offset(&s))
+                .transpose()?
+                .flatten();
+            spawn_poll_thread(poller, start, tx.clone());
+        }
+    }
+    drop(tx);
+
+    record(
+        &cfg,
+        clock(),
+        "daemon_started",
+        None,
+        None,
+        telegram.as_ref(),
+    )?;
+    eprintln!(
+        "heartbeat: daemon started (pid {}, every {})",
+        std::process::id(),
+        humantime::format_duration(every(&cfg))
+    );
+
+    let mut last_error: Option<String> = None;
+    let mut due_now = last_run_older_than(&cfg, clock(), every(&cfg))?;
+    let mut stop_signal = None;
+    loop {
+        if due_now {
+            due_now = false;
+            // The config and files are read afresh at every tick.
+            match ctx.load_config(&args.files.files) {
+                Ok(fresh) => {
+                    cfg = fresh;
+                    last_error = None;
+                }
+                Err(e) => {
+                    let msg = e.to_string();
+                    eprintln!("heartbeat: {msg}; keeping the last good config");
+                    if last_error.as_ref() != Some(&msg) {
+                        record(
+                            &cfg,
+                            clock(),
+                            "config_reloaded",
+                            None,
+                            Some(&msg),
+                            telegram.as_ref(),
+                        )?;
+                        last_error = Some(msg);
+                    }
+                }
+            }
+            run_tick(ctx, &cfg, clock(), &stop, telegram.as_ref(), &[], true);
+        }
+        if stop.stopping() {
+            break;
+        }
+        let now = clock();
+        let next = next_tick(&cfg, now, every(&cfg));
+        let wait = (next - now).to_std().unwrap_or_default().min(MAX_SLEEP);
+        match next_event(&rx, wait) {
+            Ok(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
+                stop_signal = Some(sig);
+                break;
+            }
+            Ok(Event::Signal(sig)) if sig == libc::SIGHUP => {
+                match ctx.load_config(&args.files.files) {
+                    Ok(fresh) => {
+                        cfg = fresh;
+                        last_error = None;
+                        telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
+                        record(
+                            &cfg,
+                            clock(),
+                            "config_reloaded",
+                            Some(signal_name(sig)),
+                            None,
+                            telegram.as_ref(),
+                        )?;
+                        eprintln!("heartbeat: config reloaded");
+                    }
+                    Err(e) => {
+                        let msg = e.to_string();
+                        eprintln!("heartbeat: {msg}; keeping the old config");
+                        record(
+                            &cfg,
+                            clock(),
+                            "config_reloaded",
+                            Some(signal_name(sig)),
+                            Some(&msg),
+                            telegram.as_ref(),
+                        )?;
+                    }
+                }
+            }
+            Ok(Event::Signal(_)) => due_now = true,
+            Ok(Event::Updates(updates)) => {
+                let fx = handle_updates(&cfg, telegram.as_ref(), &updates, clock())?;
+                if fx.run_now {
+                    due_now = true;
+                } else if !fx.pressed.is_empty() {
+                    // Approved from a phone: run it now, like `heartbeat approve`.
+                    run_tick(
+                        ctx,
+                        &cfg,
+                        clock(),
+                        &stop,
+                        telegram.as_ref(),
+                        &fx.pressed,
+                        false,
+                    );
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => due_now = clock() >= next,
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let sig = stop_signal.map(signal_name);
+    record(
+        &cfg,
+        clock(),
+        "daemon_stopped",
+        sig,
+        None,
+        telegram.as_ref(),
+    )?;
+    eprintln!("heartbeat: daemon stopped");
+    Ok(exit::OK)
+}
+
+fn next_event(
+    rx: &Receiver<Event>,
+    wait: Duration,
+) -> std::result::Result<Event, RecvTimeoutError> {
+    rx.recv_timeout(wait)
+}
+
+/// One tick; its problems are reported and the daemon goes on.
+fn run_tick(
+    ctx: &Ctx,
+    cfg: &Config,
+    now: DateTime<Utc>,
+    stop: &Stop,
+    telegram: Option<&Telegram>,
+    pressed: &[bot::Pressed],
+    plan: bool,
+) {
+    let result = read_files(cfg, false).and_then(|files| {
+        tick(&Tick {
+            cfg,
+            files: &files,
+            now,
+            force: false,
+            autonomy: cfg.autonomy,
+            mode: "daemon",
+            telegram,
+            read_updates: false,
+            pressed,
+            stop: Some(stop),
+            plan,
+            diag: &|m| ctx.diag(1, || m),
+        })
+    });
+    match result {
+        Ok(report) => {
+            if ctx.verbose > 0 {
+                let mut out = super::Out::new();
+                report.print(false, &ctx.cwd, &mut out);
+            }
+        }
+        Err(e) => eprintln!("heartbeat: tick failed: {e}"),
+    }
+}
+
+/// Decide on updates the poll thread fetched.
+fn handle_updates(
+    cfg: &Config,
+    telegram: Option<&Telegram>,
+    updates: &[Update],
+    now: DateTime<Utc>,
+) -> Result<bot::Effects> {
+    let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
+        return Ok(bot::Effects::default());
+    };
+    let mut audit = session::open_audit(cfg)?;
+    audit.add_secret(tg.secret().to_string());
+    let store = Store::open(&cfg.state_dir)?;
+    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
+    d.expire()?;
+    let fx = bot::process(tg, &mut d, tc, updates)?;
+    // Replies to commands go out now, not at the next tick.
+    let (mut store, mut audit) = d.into_parts();
+    let (_, lines) = crate::notify::deliver(
+        &mut store,
+        Some(tg as &dyn crate::notify::Transport),
+        tc,
+        cfg.tz(),
+        now,
+    )?;
+    for (event, f) in lines {
+        audit
+            .record(now, event, None, f)
+            .map_err(|e| Error::io(audit.path(), e))?;
+    }
+    audit.sync().map_err(|e| Error::io(audit.path(), e))?;
+    Ok(fx)
+}
+
+fn record(
+    cfg: &Config,
+    now: DateTime<Utc>,
+    event: &str,
+    signal: Option<&'static str>,
+    error: Option<&str>,
+    telegram: Option<&Telegram>,
+) -> Result<()> {
+    let mut audit = session::open_audit(cfg)?;
+    if let Some(tg) = telegram {
+        audit.add_secret(tg.secret().to_string());
+    }
+    let mut f = fields([("signal", json!(signal)), ("error", json!(error))]);
+    if event == "daemon_started" {
+        f.insert("pid".into(), json!(std::process::id()));
+        f.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    }
+    audit
+        .record(now, event, None, f)
+        .map_err(|e| Error::io(audit.path(), e))?;
+    audit.sync().map_err(|e| Error::io(audit.path(), e))
+}
+
+/// The next multiple of `every` after `now`, counted from local midnight (every 30m →
+/// :00 and :30); a new local day starts the count again.
+pub fn next_tick(cfg: &Config, now: DateTime<Utc>, every: Duration) -> DateTime<Utc> {
+    let tz = cfg.tz();
+    let midnight = local_midnight(tz, now);
+    let every_ms = every.as_millis().max(1) as i64;
+    let since = (now - midnight).num_milliseconds().max(0);
+    let next = midnight + chrono::Duration::milliseconds((since / every_ms + 1) * every_ms);
+    let tomorrow = local_midnight(tz, midnight + chrono::Duration::hours(26));
+    next.min(tomorrow)
+}
+
+/// A tick at start when the last run is older than the interval (or there was none).
+fn last_run_older_than(cfg: &Config, now: DateTime<Utc>, every: Duration) -> Result<bool> {
+    let Some(store) = Store::open_existing(&cfg.state_dir)? else {
+        return Ok(true);
+    };
+    Ok(
+        match store.last_run()?.and_then(|r| parse_ts(&r.started_at)) {
+            Some(at) => (now - at).to_std().is_ok_and(|d| d >= every),
+            None => true,
+        },
+    )
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGUSR1 => "SIGUSR1",
+        _ => "signal",
+    }
+}
+
+/// Block the daemon's signals in this thread (and so in every thread started after).
+fn block_signals() -> libc::sigset_t {
+    // SAFETY: plain libc calls on a local, zero-initialised sigset_t.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// One thread takes the signals. TERM/INT also stop new tasks at once and, after the
+/// grace period, the running tools: the main thread may be busy in a tick.
+fn spawn_signal_thread(set: libc::sigset_t, tx: Sender<Event>, stop: Arc<Stop>) {
+    std::thread::spawn(move || {
+        loop {
+            let mut sig: libc::c_int = 0;
+            // SAFETY: `set` is a valid, initialised signal set; sigwait writes `sig`.
+            let rc = unsafe { libc::sigwait(&set, &mut sig) };
+            if rc != 0 {
+                continue;
+            }
+            if sig == libc::SIGTERM || sig == libc::SIGINT {
+                stop.no_new.store(true, std::sync::atomic::Ordering::SeqCst);
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(STOP_GRACE);
+                    stop.kill.store(true, std::sync::atomic::Ordering::SeqCst);
+                });
+            }
+            if tx.send(Event::Signal(sig)).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Long-poll Telegram and hand updates to the main thread. Errors back off, never spin.
+fn spawn_poll_thread(tg: Telegram, start: Option<i32>, tx: Sender<Event>) {
+    std::thread::spawn(move || {
+        let mut offset = start;
+        let mut backoff = Duration::from_secs(1);
+        loop {
+            match tg.updates(offset, POLL) {
+                Ok(updates) => {
+                    backoff = Duration::from_secs(1);
+                    if let Some(last) = updates.last() {
+                        offset = Some(last.id.0 as i32 + 1);
+                    }
+                    if !updates.is_empty() && tx.send(Event::Updates(updates)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_secs(60));
+                }
+            }
+        }
+    });
+}

@@ -1,0 +1,32 @@
+//! `heartbeat pause [--for D] [--reason …]` / `heartbeat resume`: stored in SQLite, audited
+//! (`paused` / `resumed`), honoured by `run --once` and the daemon (unless `--force`).
+
+use super::approve::Decider;
+use super::{Ctx, Out};
+use crate::bot;
+use crate::cli::PauseArgs;
+use crate::error::{Result, exit};
+
+pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
+    let mut d = Decider::open(ctx)?;
+    let until = args
+        .for_
+        .map(|dur| d.now + chrono::Duration::from_std(dur).unwrap_or(chrono::Duration::MAX));
+    bot::pause(&mut d, until, args.reason.as_deref())?;
+    let mut out = Out::new();
+    out.line(&match until {
+        Some(u) => format!(
+            "paused until {}; `heartbeat resume` ends it sooner",
+            crate::audit::format_ts(u)
+        ),
+        None => "paused until `heartbeat resume`".into(),
+    });
+    Ok(exit::OK)
+}
+
+pub fn resume(ctx: &Ctx) -> Result<u8> {
+    let mut d = Decider::open(ctx)?;
+    let resumed = bot::resume(&mut d, "resumed")?;
+    Out::new().line(if resumed { "resumed" } else { "not paused" });
+    Ok(exit::OK)
+}

@@ -1,0 +1,140 @@
+//! `heartbeat notify-test` and `heartbeat telegram-chats`: setting up Telegram.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Ctx, Out, clean};
+use crate::audit::AuditLog;
+use crate::cli::JsonArg;
+use crate::config::{Config, TelegramConfig};
+use crate::error::{Error, Result, exit};
+use crate::session::{self, fields};
+use crate::store::Store;
+use crate::telegram::{Telegram, read_update};
+
+/// Config, Telegram client and audit log, or a usage error saying what is missing.
+fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
+    let cfg = ctx.load_config(&[])?;
+    let Some(tc) = cfg.telegram.clone() else {
+        return Err(Error::Usage(
+            "telegram is not configured: add a [telegram] table to the config (see README)".into(),
+        ));
+    };
+    let env = |name: &str| std::env::var(name).ok();
+    let tg = match Telegram::connect(&tc, &env, Duration::from_secs(5)) {
+        Ok(Some(tg)) => tg,
+        Ok(None) => {
+            return Err(Error::Usage(format!(
+                "telegram: ${} is not set; put the bot token from @BotFather in it",
+                tc.bot_token_env
+            )));
+        }
+        Err(e) => return Err(Error::Usage(format!("telegram: {e}"))),
+    };
+    let mut audit = session::open_audit(&cfg)?;
+    audit.add_secret(tg.secret().to_string());
+    Ok((cfg, tc, tg, audit))
+}
+
+pub fn notify_test(ctx: &Ctx) -> Result<u8> {
+    let (_, tc, tg, mut audit) = setup(ctx)?;
+    if tc.chat_ids.is_empty() {
+        return Err(Error::Usage(
+            "telegram.chat_ids is empty: `heartbeat telegram-chats` lists the chats that wrote to the bot".into(),
+        ));
+    }
+    let mut out = Out::new();
+    let mut code = exit::OK;
+    let text = format!(
+        "<b>heartbeat</b>: test message from {} ✅",
+        crate::notify::escape(&session::hostname())
+    );
+    for &chat in &tc.chat_ids {
+        // A test of the connection, now: sent directly, not through the outbox.
+        let result = tg.send_message(chat, &text, &[]);
+        let (event, error) = match &result {
+            Ok(_) => ("notification_sent", None),
+            Err(e) => ("notification_failed", Some(e.message().to_string())),
+        };
+        audit
+            .record(
+                ctx.now,
+                event,
+                None,
+                fields([
+                    ("channel", json!("telegram")),
+                    ("chat_id", json!(chat)),
+                    ("kind", json!("test")),
+                    ("error", json!(error)),
+                    ("queued", json!(false)),
+                ]),
+            )
+            .map_err(|e| Error::io(audit.path(), e))?;
+        match result {
+            Ok(id) => out.line(&format!("sent to chat {chat} (message {id})")),
+            Err(e) => {
+                code = exit::TASK_FAILED;
+                out.line(&format!("FAILED for chat {chat}: {}", clean(e.message())));
+            }
+        }
+    }
+    audit.sync().map_err(|e| Error::io(audit.path(), e))?;
+    Ok(code)
+}
+
+pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
+    let (cfg, tc, tg, _) = setup(ctx)?;
+    super::ensure_state_dir(&cfg.state_dir)?;
+    let mut store = Store::open(&cfg.state_dir)?;
+    // Look without confirming anything: the updates stay for the next run or the daemon.
+    let offset = store
+        .meta("telegram_offset")?
+        .and_then(|v| v.parse::<i32>().ok());
+    let mut note = None;
+    match tg.updates(offset, Duration::ZERO) {
+        Ok(updates) => {
+            for u in &updates {
+                if let Some((_, seen)) = read_update(u) {
+                    store.saw_chat(seen.chat_id, &seen.kind, &seen.title, ctx.now)?;
+                }
+            }
+        }
+        Err(e) => note = Some(e),
+    }
+    let chats = store.chats()?;
+    let mut out = Out::new();
+    if args.json {
+        let list: Vec<Value> = chats
+            .iter()
+            .map(|(id, kind, title, seen)| {
+                json!({
+                    "chat_id": id,
+                    "kind": kind,
+                    "title": title,
+                    "last_seen": seen,
+                    "allowed": tc.chat_ids.contains(id),
+                })
+            })
+            .collect();
+        out.json(&Value::Array(list));
+    } else if chats.is_empty() {
+        out.line("no chats yet: send your bot a message (e.g. /start), then run this again");
+    } else {
+        for (id, kind, title, seen) in &chats {
+            let allowed = if tc.chat_ids.contains(id) {
+                "in chat_ids"
+            } else {
+                "not in chat_ids"
+            };
+            out.line(&format!(
+                "{id:>15}  {kind:<10} {:<30} last seen {seen}  ({allowed})",
+                clean(title)
+            ));
+        }
+    }
+    if let Some(e) = note {
+        eprintln!("heartbeat: warning: telegram: {}", clean(&e));
+    }
+    Ok(exit::OK)
+}
