@@ -4,8 +4,8 @@
 //! - `ts` and `event` are the first keys of every line, `run_id` the third on lines of a run.
 //! - A line is serialised completely, then written with one `write` call on a file opened
 //!   with O_APPEND, so lines of concurrent processes never interleave.
-//! - Values under secret-looking keys, and any string equal to a registered secret, are
-//!   written as `"***"`.
+//! - Values under secret-looking keys are written as `"***"`, and so is a registered secret
+//!   (the Telegram token) wherever it appears inside a string.
 //! - Long texts are cut to [`TEXT_LIMIT`] bytes before they reach a line.
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
 
@@ -139,7 +139,12 @@ pub fn redact(value: &mut Value, secrets: &[String]) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|v| redact(v, secrets)),
-        Value::String(s) if secrets.iter().any(|secret| secret == s) => *s = "***".into(),
+        // Also inside longer strings: an error message that quotes a URL with the token.
+        Value::String(s) if secrets.iter().any(|secret| s.contains(secret.as_str())) => {
+            for secret in secrets {
+                *s = s.replace(secret.as_str(), "***");
+            }
+        }
         _ => {}
     }
 }
@@ -191,6 +196,7 @@ mod tests {
         log.add_secret("123:ABC".into());
         let input = json!({
             "api_key": "k", "Authorization": "Bearer x", "nested": {"db_PASSWORD": "p", "ok": "123:ABC"},
+            "error": "GET https://api/bot123:ABC/getMe failed",
             "list": [{"passwd": 1}], "my_token": null, "url": "https://x"
         });
         let line = log.render(
@@ -204,6 +210,7 @@ mod tests {
             v["input"],
             json!({
                 "api_key": "***", "Authorization": "***", "nested": {"db_PASSWORD": "***", "ok": "***"},
+                "error": "GET https://api/bot***/getMe failed",
                 "list": [{"passwd": "***"}], "my_token": null, "url": "https://x"
             })
         );

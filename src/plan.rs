@@ -105,7 +105,8 @@ pub struct PlanInput<'a> {
 pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
     let cfg = input.config;
     let now = input.now;
-    let active = cfg.active.is_active(now);
+    // Paused counts as not active: nothing runs unless forced.
+    let active = cfg.active.is_active(now) && !input.state.paused;
     let next_active = if active {
         Some(now)
     } else {
@@ -460,6 +461,20 @@ mod tests {
         );
         use Decision::*;
         assert_eq!(d, vec![Inactive, Inactive, Inactive, Done, Ignored]);
+    }
+
+    #[test]
+    fn paused_is_inactive_unless_forced() {
+        let cfg = config(BTreeMap::new());
+        let s = Snapshot {
+            paused: true,
+            ..Snapshot::default()
+        };
+        use Decision::*;
+        assert_eq!(
+            decide_all(MD, &cfg, &s, NOON, Autonomy::Full),
+            vec![Inactive, Inactive, Inactive, Done, Ignored]
+        );
     }
 
     #[test]

@@ -185,6 +185,8 @@ pub struct Snapshot {
     pub pending: HashMap<String, i64>,
     /// Task ids with an *always* grant: `ask` counts as `auto` for them.
     pub granted: HashSet<String>,
+    /// A pause is in force (runs are skipped).
+    pub paused: bool,
     /// Task id → when its latest denial stops holding.
     pub denied_until: HashMap<String, DateTime<Utc>>,
 }
@@ -431,6 +433,12 @@ impl Store {
         for row in rows {
             snap.granted.insert(row.map_err(|e| self.err(e))?);
         }
+        snap.paused = self.pause_row()?.is_some_and(|p| {
+            p.until
+                .as_deref()
+                .and_then(parse_ts)
+                .is_none_or(|u| u > now)
+        });
         // A denial holds for approval_ttl after it was made.
         let ttl = chrono::Duration::from_std(approval_ttl).unwrap_or(chrono::Duration::MAX);
         let since = now

@@ -1,30 +1,38 @@
-//! `heartbeat status`: last run, pending approvals, the day's spend and the run lock.
-//! Reads only; never creates the state dir.
+//! `heartbeat status`: last run, pause, pending approvals, the day's spend, the outbox and
+//! the run lock. Reads only; never creates the state dir.
 
-use chrono::{TimeZone, Utc};
 use serde_json::json;
 
 use super::{Ctx, Out, show_local};
 use crate::cli::JsonArg;
 use crate::error::{Error, Result, exit};
 use crate::lock;
-use crate::store::Store;
+use crate::notify::local_midnight;
+use crate::store::{PauseRow, Store, parse_ts};
 
 pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;
     let store = Store::open_existing(&cfg.state_dir)?;
-    let (last_run, pending, spent) = match &store {
+    let (last_run, pending, spent, outbox, pause) = match &store {
         Some(s) => {
             // The budget day starts at local midnight in the configured zone.
-            let local = ctx.now.with_timezone(&cfg.tz()).date_naive();
-            let midnight = local
-                .and_hms_opt(0, 0, 0)
-                .and_then(|t| cfg.tz().from_local_datetime(&t).earliest())
-                .map(|t| t.with_timezone(&Utc))
-                .unwrap_or(ctx.now);
-            (s.last_run()?, s.count_pending()?, s.spent_since(midnight)?)
+            let midnight = local_midnight(cfg.tz(), ctx.now);
+            // A timed pause that has ended no longer counts (the next run records it).
+            let pause = s.pause_row()?.filter(|p: &PauseRow| {
+                p.until
+                    .as_deref()
+                    .and_then(parse_ts)
+                    .is_none_or(|u| u > ctx.now)
+            });
+            (
+                s.last_run()?,
+                s.count_pending()?,
+                s.spent_since(midnight)?,
+                s.outbox_len()?,
+                pause,
+            )
         }
-        None => (None, 0, 0.0),
+        None => (None, 0, 0.0, 0, None),
     };
     let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
     let holder = lock::probe(&cfg.state_dir).map_err(|e| Error::io(&lock_path, e))?;
@@ -32,8 +40,9 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let mut out = Out::new();
     if args.json {
         out.json(&json!({
-            "paused": false,
-            "paused_until": null,
+            "paused": pause.is_some(),
+            "paused_until": pause.as_ref().and_then(|p| p.until.clone()),
+            "pause_reason": pause.as_ref().and_then(|p| p.reason.clone()),
             "last_run": last_run.as_ref().map(|r| json!({
                 "run_id": r.run_id,
                 "at": r.started_at,
@@ -43,7 +52,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             "pending_approvals": pending,
             "budget": {"spent_usd": spent, "daily_usd": 0.0},
             "tripped": [],
-            "outbox": 0,
+            "outbox": outbox,
             "lock": {
                 "held": holder.is_some(),
                 "pid": holder.as_ref().and_then(|h| h.pid),
@@ -53,16 +62,30 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         }));
         return Ok(exit::OK);
     }
-    out.line(&format!("state dir:  {}", cfg.state_dir.display()));
+    out.line(&format!("state dir:   {}", cfg.state_dir.display()));
     out.line(&match &last_run {
         Some(r) => format!(
-            "last run:   {} at {} ({} succeeded, {} failed)",
+            "last run:    {} at {} ({} succeeded, {} failed)",
             r.run_id, r.started_at, r.succeeded, r.failed
         ),
-        None => "last run:   never".into(),
+        None => "last run:    never".into(),
+    });
+    out.line(&match &pause {
+        Some(p) => format!(
+            "paused:      since {} {} by {}{}",
+            p.since,
+            p.until
+                .as_ref()
+                .map_or("until `heartbeat resume`".into(), |u| format!("until {u}")),
+            p.by,
+            p.reason
+                .as_ref()
+                .map_or(String::new(), |r| format!(" ({})", super::clean(r)))
+        ),
+        None => "paused:      no".into(),
     });
     out.line(&format!(
-        "pending:    {pending} approval(s){}",
+        "pending:     {pending} approval(s){}",
         if pending > 0 {
             " (heartbeat approvals)"
         } else {
@@ -70,13 +93,14 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         }
     ));
     out.line(&format!("spent today: ${spent:.2} (no budget set)"));
+    out.line(&format!("outbox:      {outbox} message(s) waiting"));
     out.line(&match holder {
         Some(h) => format!(
-            "lock:       held by pid {} since {}",
+            "lock:        held by pid {} since {}",
             h.pid.map_or("?".into(), |p| p.to_string()),
             h.since.map_or("?".into(), show_local)
         ),
-        None => "lock:       free".into(),
+        None => "lock:        free".into(),
     });
     Ok(exit::OK)
 }
