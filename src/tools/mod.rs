@@ -12,6 +12,7 @@
 //! - Every process gets `HEARTBEAT_TASK_ID` and `HEARTBEAT_RUN_ID`, and loses
 //!   `HEARTBEAT_TELEGRAM_TOKEN` and every name in [`Invocation::remove_env`].
 
+pub mod http;
 pub mod process;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,8 @@ pub enum ToolKind {
     Log,
     WriteFile,
     AppendFile,
+    /// One HTTP request (see [`http`]).
+    Http,
     /// A config tool (also `agent`): argv with `{key}` placeholders, no shell.
     Command(Vec<String>),
 }
@@ -56,7 +59,7 @@ pub struct Registry {
 }
 
 /// Built-in tools: name, kind, default approval, description.
-const BUILTINS: [(&str, ToolKind, Approval, &str); 4] = [
+const BUILTINS: [(&str, ToolKind, Approval, &str); 5] = [
     (
         "shell",
         ToolKind::Shell,
@@ -80,6 +83,12 @@ const BUILTINS: [(&str, ToolKind, Approval, &str); 4] = [
         ToolKind::AppendFile,
         Approval::Ask,
         "Append text to a file",
+    ),
+    (
+        "http",
+        ToolKind::Http,
+        Approval::Ask,
+        "Make an HTTP request (url, method, headers, body, expect_status)",
     ),
 ];
 
@@ -170,6 +179,7 @@ impl ToolSpec {
                 }
                 required_str(&self.name, input, "text").map(drop)
             }
+            ToolKind::Http => http::validate(&self.name, input),
             ToolKind::Command(argv) => self.command_argv(argv, input).map(drop),
         }
     }
@@ -441,6 +451,7 @@ pub fn execute(spec: &ToolSpec, input: &Map<String, Value>, inv: &Invocation) ->
 
 /// [`execute`], with an external "stop now" flag: once it is set, a running process's group
 /// is stopped (SIGTERM, SIGKILL after the grace period) and the outcome's error is `stopped`.
+/// An `http` request is not sent once it is set, and a running one is abandoned.
 pub fn execute_with_stop(
     spec: &ToolSpec,
     input: &Map<String, Value>,
@@ -463,6 +474,7 @@ pub fn execute_with_stop(
         },
         ToolKind::WriteFile => write_file(input, inv, false),
         ToolKind::AppendFile => write_file(input, inv, true),
+        ToolKind::Http => http::run(&spec.name, input, spec.timeout, stop),
         ToolKind::Shell => {
             let mut req = base_request(spec, inv, stop);
             match input.get("cmd") {

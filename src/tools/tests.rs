@@ -99,7 +99,7 @@ fn registry_has_builtins_with_defaults() {
     let reg = Registry::new(&BTreeMap::new());
     assert_eq!(
         reg.names(),
-        vec!["append_file", "log", "shell", "write_file"]
+        vec!["append_file", "http", "log", "shell", "write_file"]
     );
     assert_eq!(reg.get("shell").unwrap().approval, Approval::Ask);
     assert_eq!(reg.get("log").unwrap().approval, Approval::Auto);
@@ -108,7 +108,9 @@ fn registry_has_builtins_with_defaults() {
     assert_eq!(reg.get("shell").unwrap().timeout, Duration::from_secs(300));
     assert_eq!(reg.get("shell").unwrap().kind, ToolKind::Shell);
     assert!(reg.get("agent").is_none());
-    assert!(reg.get("http").is_none());
+    assert_eq!(reg.get("http").unwrap().approval, Approval::Ask);
+    assert_eq!(reg.get("http").unwrap().timeout, Duration::from_secs(300));
+    assert_eq!(reg.get("http").unwrap().kind, ToolKind::Http);
 }
 
 #[test]
@@ -155,6 +157,7 @@ fn registry_adds_command_tools_and_overrides_builtins() {
             "agent",
             "append_file",
             "backup",
+            "http",
             "log",
             "shell",
             "write_file"
