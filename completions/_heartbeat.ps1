@@ -31,6 +31,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run the due tasks once (for cron and systemd timers)')
+            [CompletionResult]::new('daemon', 'daemon', [CompletionResultType]::ParameterValue, 'Stay up: tick every interval, answer Telegram buttons and commands')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Validate the config and files; list tasks, what would happen now and when they are due')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Last run, pending approvals, spend and the run lock')
             [CompletionResult]::new('approve', 'approve', [CompletionResultType]::ParameterValue, 'Approve pending approvals (by id, all, or one by one on a terminal) and run them')
@@ -38,6 +39,10 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('approvals', 'approvals', [CompletionResultType]::ParameterValue, 'List approvals')
             [CompletionResult]::new('grants', 'grants', [CompletionResultType]::ParameterValue, 'List the always-grants (tasks that run without asking)')
             [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Remove the always-grant of a task')
+            [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
+            [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
+            [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
+            [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -55,6 +60,21 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document')
             [CompletionResult]::new('-q', '-q', [CompletionResultType]::ParameterName, 'Print only failures and errors')
             [CompletionResult]::new('--quiet', '--quiet', [CompletionResultType]::ParameterName, 'Print only failures and errors')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;daemon' {
+            [CompletionResult]::new('--every', '--every', [CompletionResultType]::ParameterName, 'Tick interval (default: daemon.every, 30m); ticks align to multiples of it')
+            [CompletionResult]::new('--file', '--file', [CompletionResultType]::ParameterName, 'HEARTBEAT.md to use instead of the config''s `files` (repeatable)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('--allow-missing', '--allow-missing', [CompletionResultType]::ParameterName, 'A missing HEARTBEAT.md counts as empty instead of an error')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
             [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
@@ -160,6 +180,57 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'heartbeat;pause' {
+            [CompletionResult]::new('--for', '--for', [CompletionResultType]::ParameterName, 'End the pause by itself after this long (default: until `heartbeat resume`)')
+            [CompletionResult]::new('--reason', '--reason', [CompletionResultType]::ParameterName, 'Why (recorded and shown)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;resume' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;notify-test' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;telegram-chats' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'heartbeat;completions' {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
@@ -174,6 +245,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
         }
         'heartbeat;help' {
             [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run the due tasks once (for cron and systemd timers)')
+            [CompletionResult]::new('daemon', 'daemon', [CompletionResultType]::ParameterValue, 'Stay up: tick every interval, answer Telegram buttons and commands')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Validate the config and files; list tasks, what would happen now and when they are due')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Last run, pending approvals, spend and the run lock')
             [CompletionResult]::new('approve', 'approve', [CompletionResultType]::ParameterValue, 'Approve pending approvals (by id, all, or one by one on a terminal) and run them')
@@ -181,11 +253,18 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('approvals', 'approvals', [CompletionResultType]::ParameterValue, 'List approvals')
             [CompletionResult]::new('grants', 'grants', [CompletionResultType]::ParameterValue, 'List the always-grants (tasks that run without asking)')
             [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Remove the always-grant of a task')
+            [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
+            [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
+            [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
+            [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
         }
         'heartbeat;help;run' {
+            break
+        }
+        'heartbeat;help;daemon' {
             break
         }
         'heartbeat;help;check' {
@@ -207,6 +286,18 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;revoke' {
+            break
+        }
+        'heartbeat;help;pause' {
+            break
+        }
+        'heartbeat;help;resume' {
+            break
+        }
+        'heartbeat;help;notify-test' {
+            break
+        }
+        'heartbeat;help;telegram-chats' {
             break
         }
         'heartbeat;help;completions' {

@@ -28,6 +28,9 @@ _heartbeat() {
             heartbeat,completions)
                 cmd="heartbeat__subcmd__completions"
                 ;;
+            heartbeat,daemon)
+                cmd="heartbeat__subcmd__daemon"
+                ;;
             heartbeat,deny)
                 cmd="heartbeat__subcmd__deny"
                 ;;
@@ -37,6 +40,15 @@ _heartbeat() {
             heartbeat,help)
                 cmd="heartbeat__subcmd__help"
                 ;;
+            heartbeat,notify-test)
+                cmd="heartbeat__subcmd__notify__subcmd__test"
+                ;;
+            heartbeat,pause)
+                cmd="heartbeat__subcmd__pause"
+                ;;
+            heartbeat,resume)
+                cmd="heartbeat__subcmd__resume"
+                ;;
             heartbeat,revoke)
                 cmd="heartbeat__subcmd__revoke"
                 ;;
@@ -45,6 +57,9 @@ _heartbeat() {
                 ;;
             heartbeat,status)
                 cmd="heartbeat__subcmd__status"
+                ;;
+            heartbeat,telegram-chats)
+                cmd="heartbeat__subcmd__telegram__subcmd__chats"
                 ;;
             heartbeat__subcmd__help,approvals)
                 cmd="heartbeat__subcmd__help__subcmd__approvals"
@@ -58,6 +73,9 @@ _heartbeat() {
             heartbeat__subcmd__help,completions)
                 cmd="heartbeat__subcmd__help__subcmd__completions"
                 ;;
+            heartbeat__subcmd__help,daemon)
+                cmd="heartbeat__subcmd__help__subcmd__daemon"
+                ;;
             heartbeat__subcmd__help,deny)
                 cmd="heartbeat__subcmd__help__subcmd__deny"
                 ;;
@@ -66,6 +84,15 @@ _heartbeat() {
                 ;;
             heartbeat__subcmd__help,help)
                 cmd="heartbeat__subcmd__help__subcmd__help"
+                ;;
+            heartbeat__subcmd__help,notify-test)
+                cmd="heartbeat__subcmd__help__subcmd__notify__subcmd__test"
+                ;;
+            heartbeat__subcmd__help,pause)
+                cmd="heartbeat__subcmd__help__subcmd__pause"
+                ;;
+            heartbeat__subcmd__help,resume)
+                cmd="heartbeat__subcmd__help__subcmd__resume"
                 ;;
             heartbeat__subcmd__help,revoke)
                 cmd="heartbeat__subcmd__help__subcmd__revoke"
@@ -76,6 +103,9 @@ _heartbeat() {
             heartbeat__subcmd__help,status)
                 cmd="heartbeat__subcmd__help__subcmd__status"
                 ;;
+            heartbeat__subcmd__help,telegram-chats)
+                cmd="heartbeat__subcmd__help__subcmd__telegram__subcmd__chats"
+                ;;
             *)
                 ;;
         esac
@@ -83,7 +113,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run check status approve deny approvals grants revoke completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -220,6 +250,40 @@ _heartbeat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        heartbeat__subcmd__daemon)
+            opts="-v -h -V --every --file --allow-missing --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --every)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         heartbeat__subcmd__deny)
             opts="-v -h -V --all --reason --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -277,7 +341,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run check status approve deny approvals grants revoke completions help"
+            opts="run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -346,6 +410,20 @@ _heartbeat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        heartbeat__subcmd__help__subcmd__daemon)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         heartbeat__subcmd__help__subcmd__deny)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -375,6 +453,48 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__notify__subcmd__test)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__resume)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -423,6 +543,106 @@ _heartbeat() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__telegram__subcmd__chats)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__notify__subcmd__test)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__pause)
+            opts="-v -h -V --for --reason --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reason)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__resume)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -491,6 +711,32 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__status)
+            opts="-v -h -V --json --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__telegram__subcmd__chats)
             opts="-v -h -V --json --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -28,6 +28,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
             cand run 'Run the due tasks once (for cron and systemd timers)'
+            cand daemon 'Stay up: tick every interval, answer Telegram buttons and commands'
             cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
             cand status 'Last run, pending approvals, spend and the run lock'
             cand approve 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
@@ -35,6 +36,10 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand approvals 'List approvals'
             cand grants 'List the always-grants (tasks that run without asking)'
             cand revoke 'Remove the always-grant of a task'
+            cand pause 'Pause runs (until resumed, or for a while)'
+            cand resume 'End a pause'
+            cand notify-test 'Send a test message to every configured Telegram chat'
+            cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -51,6 +56,20 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand --json 'Print one JSON document'
             cand -q 'Print only failures and errors'
             cand --quiet 'Print only failures and errors'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;daemon'= {
+            cand --every 'Tick interval (default: daemon.every, 30m); ticks align to multiples of it'
+            cand --file 'HEARTBEAT.md to use instead of the config''s `files` (repeatable)'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --allow-missing 'A missing HEARTBEAT.md counts as empty instead of an error'
             cand -v 'Diagnostics on stderr (-vv for more)'
             cand --verbose 'Diagnostics on stderr (-vv for more)'
             cand -h 'Print help'
@@ -148,6 +167,53 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;pause'= {
+            cand --for 'End the pause by itself after this long (default: until `heartbeat resume`)'
+            cand --reason 'Why (recorded and shown)'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;resume'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;notify-test'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;telegram-chats'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --json 'Print one JSON document'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;completions'= {
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
@@ -161,6 +227,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         }
         &'heartbeat;help'= {
             cand run 'Run the due tasks once (for cron and systemd timers)'
+            cand daemon 'Stay up: tick every interval, answer Telegram buttons and commands'
             cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
             cand status 'Last run, pending approvals, spend and the run lock'
             cand approve 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
@@ -168,10 +235,16 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand approvals 'List approvals'
             cand grants 'List the always-grants (tasks that run without asking)'
             cand revoke 'Remove the always-grant of a task'
+            cand pause 'Pause runs (until resumed, or for a while)'
+            cand resume 'End a pause'
+            cand notify-test 'Send a test message to every configured Telegram chat'
+            cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'heartbeat;help;run'= {
+        }
+        &'heartbeat;help;daemon'= {
         }
         &'heartbeat;help;check'= {
         }
@@ -186,6 +259,14 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;grants'= {
         }
         &'heartbeat;help;revoke'= {
+        }
+        &'heartbeat;help;pause'= {
+        }
+        &'heartbeat;help;resume'= {
+        }
+        &'heartbeat;help;notify-test'= {
+        }
+        &'heartbeat;help;telegram-chats'= {
         }
         &'heartbeat;help;completions'= {
         }

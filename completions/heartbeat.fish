@@ -31,6 +31,7 @@ complete -c heartbeat -n "__fish_heartbeat_needs_command" -s v -l verbose -d 'Di
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "daemon" -d 'Stay up: tick every interval, answer Telegram buttons and commands'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "approve" -d 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
@@ -38,6 +39,10 @@ complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "deny" -d 'Deny 
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "approvals" -d 'List approvals'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "grants" -d 'List the always-grants (tasks that run without asking)'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "revoke" -d 'Remove the always-grant of a task'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "pause" -d 'Pause runs (until resumed, or for a while)'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "resume" -d 'End a pause'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "notify-test" -d 'Send a test message to every configured Telegram chat'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "telegram-chats" -d 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "completions" -d 'Print a shell completion script'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
@@ -56,6 +61,15 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s q -l quiet -
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l every -d 'Tick interval (default: daemon.every, 30m); ticks align to multiples of it' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l allow-missing -d 'A missing HEARTBEAT.md counts as empty instead of an error'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
@@ -119,19 +133,51 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l now -d 'A
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l for -d 'End the pause by itself after this long (default: until `heartbeat resume`)' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l reason -d 'Why (recorded and shown)' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -s V -l version -d 'Print version'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l json -d 'Print one JSON document'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s h -l help -d 'Print help'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s V -l version -d 'Print version'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "approve" -d 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "deny" -d 'Deny pending approvals'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "approvals" -d 'List approvals'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "grants" -d 'List the always-grants (tasks that run without asking)'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "revoke" -d 'Remove the always-grant of a task'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "completions" -d 'Print a shell completion script'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run check status approve deny approvals grants revoke completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "daemon" -d 'Stay up: tick every interval, answer Telegram buttons and commands'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "approve" -d 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "deny" -d 'Deny pending approvals'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "approvals" -d 'List approvals'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "grants" -d 'List the always-grants (tasks that run without asking)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "revoke" -d 'Remove the always-grant of a task'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "pause" -d 'Pause runs (until resumed, or for a while)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "resume" -d 'End a pause'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "notify-test" -d 'Send a test message to every configured Telegram chat'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "telegram-chats" -d 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "completions" -d 'Print a shell completion script'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'

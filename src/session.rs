@@ -30,7 +30,7 @@ use crate::markdown::{self, FileError};
 use crate::model::{Body, Section, Task};
 use crate::plan::{Decision, Planned, SkipReason};
 use crate::store::{ApprovalRow, NewApproval, RunCounts, Store, TaskRunRecord};
-use crate::tools::{self, Invocation, Outcome, Registry};
+use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
 /// What happened to one task (the `tasks` of `run --once --json`).
 #[derive(Clone, Debug)]
@@ -573,6 +573,51 @@ impl<'a> Session<'a> {
             // The plan only runs tools that exist.
             return Ok(Outcome::default());
         };
+        let outcome = if spec.kind == ToolKind::Notify {
+            self.notify(input)?
+        } else {
+            self.execute(task, spec, input)
+        };
+        self.record_outcome(task, name, input, approval_id, outcome)
+    }
+
+    /// `notify`: put the text in the outbox for every chat; delivered at the end of the run.
+    fn notify(&mut self, input: &Map<String, Value>) -> Result<Outcome> {
+        let started = Instant::now();
+        let text = input
+            .get("text")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let Some(tc) = &self.cfg.telegram else {
+            return Ok(Outcome {
+                error: Some("notify needs a [telegram] table in the config".into()),
+                duration: started.elapsed(),
+                ..Outcome::default()
+            });
+        };
+        if tc.chat_ids.is_empty() {
+            return Ok(Outcome {
+                error: Some("telegram.chat_ids is empty: nobody to notify".into()),
+                duration: started.elapsed(),
+                ..Outcome::default()
+            });
+        }
+        let msg = crate::notify::Rendered {
+            kind: "notify",
+            html: crate::notify::escape(text),
+            urgent: false,
+            approvals: Vec::new(),
+        };
+        crate::notify::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
+        Ok(Outcome {
+            success: true,
+            stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),
+            duration: started.elapsed(),
+            ..Outcome::default()
+        })
+    }
+
+    fn execute(&self, task: &Task, spec: &ToolSpec, input: &Map<String, Value>) -> Outcome {
         let workdir = task.file.parent().unwrap_or(Path::new("/"));
         let remove_env: Vec<String> = self
             .cfg
@@ -580,7 +625,7 @@ impl<'a> Session<'a> {
             .iter()
             .map(|t| t.bot_token_env.clone())
             .collect();
-        let outcome = tools::execute_with_stop(
+        tools::execute_with_stop(
             spec,
             input,
             &Invocation {
@@ -590,7 +635,18 @@ impl<'a> Session<'a> {
                 remove_env: &remove_env,
             },
             self.stop.map(|s| &s.kill),
-        );
+        )
+    }
+
+    /// Audit and store a tool's outcome, and remember a one-time success for its tick.
+    fn record_outcome(
+        &mut self,
+        task: &Task,
+        name: &str,
+        input: &Map<String, Value>,
+        approval_id: Option<i64>,
+        outcome: Outcome,
+    ) -> Result<Outcome> {
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
         let output = audit::truncate(&outcome.stdout, TEXT_LIMIT, outcome.stdout_dropped);

@@ -40,6 +40,9 @@ pub enum ToolKind {
     AppendFile,
     /// One HTTP request (see [`http`]).
     Http,
+    /// A message to the Telegram chats. It needs the outbox, so the session carries it
+    /// out (`execute` only validates).
+    Notify,
     /// A config tool (also `agent`): argv with `{key}` placeholders, no shell.
     Command(Vec<String>),
 }
@@ -59,7 +62,7 @@ pub struct Registry {
 }
 
 /// Built-in tools: name, kind, default approval, description.
-const BUILTINS: [(&str, ToolKind, Approval, &str); 5] = [
+const BUILTINS: [(&str, ToolKind, Approval, &str); 6] = [
     (
         "shell",
         ToolKind::Shell,
@@ -89,6 +92,12 @@ const BUILTINS: [(&str, ToolKind, Approval, &str); 5] = [
         ToolKind::Http,
         Approval::Ask,
         "Make an HTTP request (url, method, headers, body, expect_status)",
+    ),
+    (
+        "notify",
+        ToolKind::Notify,
+        Approval::Auto,
+        "Send a message to the Telegram chats (through the outbox)",
     ),
 ];
 
@@ -161,7 +170,7 @@ impl ToolSpec {
     pub fn validate(&self, input: &Map<String, Value>) -> Result<(), String> {
         match &self.kind {
             ToolKind::Shell => validate_shell(&self.name, input),
-            ToolKind::Log => {
+            ToolKind::Log | ToolKind::Notify => {
                 only_keys(&self.name, input, &["text"])?;
                 required_str(&self.name, input, "text").map(drop)
             }
@@ -475,6 +484,10 @@ pub fn execute_with_stop(
         ToolKind::WriteFile => write_file(input, inv, false),
         ToolKind::AppendFile => write_file(input, inv, true),
         ToolKind::Http => http::run(&spec.name, input, spec.timeout, stop),
+        ToolKind::Notify => Outcome {
+            error: Some("notify is delivered by the run itself, not by execute".into()),
+            ..Outcome::default()
+        },
         ToolKind::Shell => {
             let mut req = base_request(spec, inv, stop);
             match input.get("cmd") {

@@ -99,8 +99,10 @@ fn registry_has_builtins_with_defaults() {
     let reg = Registry::new(&BTreeMap::new());
     assert_eq!(
         reg.names(),
-        vec!["append_file", "http", "log", "shell", "write_file"]
+        vec!["append_file", "http", "log", "notify", "shell", "write_file"]
     );
+    assert_eq!(reg.get("notify").unwrap().approval, Approval::Auto);
+    assert_eq!(reg.get("http").unwrap().approval, Approval::Ask);
     assert_eq!(reg.get("shell").unwrap().approval, Approval::Ask);
     assert_eq!(reg.get("log").unwrap().approval, Approval::Auto);
     assert_eq!(reg.get("write_file").unwrap().approval, Approval::Ask);
@@ -159,6 +161,7 @@ fn registry_adds_command_tools_and_overrides_builtins() {
             "backup",
             "http",
             "log",
+            "notify",
             "shell",
             "write_file"
         ]
