@@ -67,6 +67,12 @@ pub struct ToolConfig {
     pub timeout: Option<Duration>,
     pub approval: Option<Approval>,
     pub description: Option<String>,
+    /// Not started while another task of this tool started within this time.
+    pub cooldown: Option<Duration>,
+    /// Estimated cost of one call, for the budget (when the tool does not report one).
+    pub cost_usd: Option<f64>,
+    /// Overrides the global `max_consecutive_failures` for this tool's tasks.
+    pub max_consecutive_failures: Option<u32>,
 }
 
 /// When a run's summary goes to Telegram.
@@ -148,6 +154,10 @@ pub struct Config {
     /// `[telegram]`; None when the table is absent.
     pub telegram: Option<TelegramConfig>,
     pub daemon: DaemonConfig,
+    /// `[budget] daily_usd`; 0 = no budget.
+    pub daily_usd: f64,
+    /// After this many failures in a row a task is tripped; 0 = never.
+    pub max_consecutive_failures: u32,
     /// Non-fatal notes (a glob that matched nothing).
     pub warnings: Vec<String>,
 }
@@ -266,8 +276,9 @@ const TOP_KEYS: &[&str] = &[
     "tools",
     "telegram",
     "daemon",
+    "budget",
+    "max_consecutive_failures",
 ];
-const TOP_UNSUPPORTED: &[&str] = &["max_consecutive_failures", "budget"];
 const TELEGRAM_KEYS: &[&str] = &[
     "bot_token_env",
     "chat_ids",
@@ -277,9 +288,16 @@ const TELEGRAM_KEYS: &[&str] = &[
     "max_messages_per_day",
 ];
 const DAEMON_KEYS: &[&str] = &["every"];
-const TOOL_KEYS: &[&str] = &["command", "timeout", "approval", "description"];
-const TOOL_UNSUPPORTED: &[&str] = &["cooldown", "cost_usd", "max_consecutive_failures"];
-const NOT_YET: &str = "not supported yet in this version of heartbeat";
+const TOOL_KEYS: &[&str] = &[
+    "command",
+    "timeout",
+    "approval",
+    "description",
+    "cooldown",
+    "cost_usd",
+    "max_consecutive_failures",
+];
+const BUDGET_KEYS: &[&str] = &["daily_usd"];
 
 /// Find, read and validate the config (SPEC §3), detecting the host's directories and zone.
 pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
@@ -320,6 +338,8 @@ pub fn load_with(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError>
     let mut tools = BTreeMap::new();
     let mut telegram = None;
     let mut daemon = DaemonConfig::default();
+    let mut daily_usd = 0.0;
+    let mut max_consecutive_failures = 3;
 
     for (key, value) in &table {
         let k = key.as_str();
@@ -413,7 +433,8 @@ pub fn load_with(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError>
             "tools" => tools = cx.tools(value)?,
             "telegram" => telegram = Some(cx.telegram(value)?),
             "daemon" => daemon = cx.daemon(value)?,
-            _ if TOP_UNSUPPORTED.contains(&k) => return Err(cx.err(k, NOT_YET)),
+            "budget" => daily_usd = cx.budget(value)?,
+            "max_consecutive_failures" => max_consecutive_failures = cx.count(k, value)?,
             _ => return Err(cx.unknown(None, k, TOP_KEYS)),
         }
     }
@@ -480,6 +501,8 @@ pub fn load_with(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError>
         tools,
         telegram,
         daemon,
+        daily_usd,
+        max_consecutive_failures,
         warnings,
     })
 }
@@ -829,6 +852,37 @@ impl Cx<'_> {
         Ok(t)
     }
 
+    fn budget(&self, value: &Value) -> Result<f64, ConfigError> {
+        let mut daily = 0.0;
+        for (key, v) in self.table("budget", value)? {
+            let k = format!("budget.{key}");
+            match key.as_str() {
+                "daily_usd" => daily = self.money(&k, v)?,
+                _ => return Err(self.unknown(Some("budget"), key, BUDGET_KEYS)),
+            }
+        }
+        Ok(daily)
+    }
+
+    /// A non-negative amount of money (integer or float).
+    fn money(&self, key: &str, value: &Value) -> Result<f64, ConfigError> {
+        let n = match value {
+            Value::Float(f) => *f,
+            Value::Integer(i) => *i as f64,
+            other => return Err(self.wrong_type(key, "a number", other)),
+        };
+        if !n.is_finite() || n < 0.0 {
+            return Err(self.bad(key, value, "must be 0 or more"));
+        }
+        Ok(n)
+    }
+
+    /// A non-negative count.
+    fn count(&self, key: &str, value: &Value) -> Result<u32, ConfigError> {
+        let n = self.integer(key, value)?;
+        u32::try_from(n).map_err(|_| self.bad(key, value, "must be 0 or more"))
+    }
+
     fn daemon(&self, value: &Value) -> Result<DaemonConfig, ConfigError> {
         let mut d = DaemonConfig::default();
         for (key, v) in self.table("daemon", value)? {
@@ -893,8 +947,10 @@ impl Cx<'_> {
                         });
                     }
                     "description" => tool.description = Some(self.string(&k, value)?.to_string()),
-                    _ if TOOL_UNSUPPORTED.contains(&key.as_str()) => {
-                        return Err(self.err(&k, NOT_YET));
+                    "cooldown" => tool.cooldown = Some(self.duration(&k, value)?),
+                    "cost_usd" => tool.cost_usd = Some(self.money(&k, value)?),
+                    "max_consecutive_failures" => {
+                        tool.max_consecutive_failures = Some(self.count(&k, value)?)
                     }
                     _ => return Err(self.unknown(Some(&prefix), key, TOOL_KEYS)),
                 }
@@ -1130,6 +1186,7 @@ timeout = "1m"
                 timeout: Some(Duration::from_secs(600)),
                 approval: Some(Approval::Auto),
                 description: Some("the agent".into()),
+                ..ToolConfig::default()
             }
         );
         assert_eq!(
@@ -1139,6 +1196,7 @@ timeout = "1m"
                 timeout: Some(Duration::from_secs(60)),
                 approval: Some(Approval::Deny),
                 description: None,
+                ..ToolConfig::default()
             }
         );
     }
@@ -1582,31 +1640,53 @@ timeout = "1m"
     }
 
     #[test]
-    fn keys_not_built_yet_are_refused() {
+    fn guardrail_keys() {
         let w = World::new();
+        let cfg = w.load_toml("").unwrap();
+        assert_eq!((cfg.daily_usd, cfg.max_consecutive_failures), (0.0, 3));
+        let cfg = w
+            .load_toml(
+                "max_consecutive_failures = 5\n[budget]\ndaily_usd = 2\n\
+                 [tools.backup]\ncommand = [\"x\"]\ncooldown = \"1h\"\ncost_usd = 0.25\n\
+                 max_consecutive_failures = 0\n",
+            )
+            .unwrap();
+        assert_eq!((cfg.daily_usd, cfg.max_consecutive_failures), (2.0, 5));
+        let b = &cfg.tools["backup"];
+        assert_eq!(b.cooldown, Some(Duration::from_secs(3600)));
+        assert_eq!(b.cost_usd, Some(0.25));
+        assert_eq!(b.max_consecutive_failures, Some(0));
+
         let f = w.toml_path();
         let cases: &[(&str, &str)] = &[
-            ("max_consecutive_failures = 3", "max_consecutive_failures"),
-            ("[budget]\ndaily_usd = 5.0", "budget"),
             (
-                "[tools.backup]\ncommand = [\"x\"]\ncooldown = \"1h\"",
-                "tools.backup.cooldown",
+                "max_consecutive_failures = -1",
+                "max_consecutive_failures: -1: must be 0 or more",
             ),
             (
-                "[tools.backup]\ncommand = [\"x\"]\ncost_usd = 0.5",
-                "tools.backup.cost_usd",
+                "[budget]\ndaily_usd = -5.0",
+                "budget.daily_usd: -5.0: must be 0 or more",
             ),
             (
-                "[tools.shell]\nmax_consecutive_failures = 2",
-                "tools.shell.max_consecutive_failures",
+                "[budget]\ndaily_usd = \"5\"",
+                "budget.daily_usd: expected a number",
+            ),
+            (
+                "[budget]\ndayly_usd = 5",
+                "budget: unknown key \"dayly_usd\"",
+            ),
+            (
+                "[tools.backup]\ncommand = [\"x\"]\ncooldown = \"soon\"",
+                "tools.backup.cooldown: \"soon\"",
+            ),
+            (
+                "[tools.backup]\ncommand = [\"x\"]\ncost_usd = -1",
+                "tools.backup.cost_usd: -1: must be 0 or more",
             ),
         ];
-        for (text, key) in cases {
-            assert_eq!(
-                w.error(text),
-                format!("{f}: {key}: not supported yet in this version of heartbeat"),
-                "{text}"
-            );
+        for (text, want) in cases {
+            let err = w.error(text);
+            assert!(err.starts_with(&format!("{f}: {want}")), "{text}: {err}");
         }
     }
 

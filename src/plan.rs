@@ -320,6 +320,8 @@ mod tests {
             tools,
             telegram: None,
             daemon: Default::default(),
+            daily_usd: 0.0,
+            max_consecutive_failures: 3,
             warnings: vec![],
         }
     }

@@ -86,16 +86,16 @@ fn bad_timezone_day_and_duration_are_refused() {
 }
 
 #[test]
-fn features_not_built_yet_are_refused_not_ignored() {
-    for (toml, key) in [
-        ("[budget]\ndaily_usd = 5.0\n", "budget"),
-        (
-            "[tools.backup]\ncommand = [\"true\"]\ncooldown = \"1h\"\n",
-            "cooldown",
-        ),
-    ] {
-        refused(toml, &[key, "not supported yet"]);
-    }
+fn guardrail_values_are_validated() {
+    refused("[budget]\ndaily_usd = -1\n", &["budget.daily_usd", "-1"]);
+    refused(
+        "[tools.backup]\ncommand = [\"true\"]\ncooldown = \"later\"\n",
+        &["tools.backup.cooldown", "later"],
+    );
+    refused(
+        "max_consecutive_failures = \"3\"\n",
+        &["max_consecutive_failures"],
+    );
 }
 
 #[test]
