@@ -39,6 +39,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('approvals', 'approvals', [CompletionResultType]::ParameterValue, 'List approvals')
             [CompletionResult]::new('grants', 'grants', [CompletionResultType]::ParameterValue, 'List the always-grants (tasks that run without asking)')
             [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Remove the always-grant of a task')
+            [CompletionResult]::new('reset', 'reset', [CompletionResultType]::ParameterValue, 'Clear a tripped task''s failure count so it runs again')
             [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
@@ -180,6 +181,18 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'heartbeat;reset' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'heartbeat;pause' {
             [CompletionResult]::new('--for', '--for', [CompletionResultType]::ParameterName, 'End the pause by itself after this long (default: until `heartbeat resume`)')
             [CompletionResult]::new('--reason', '--reason', [CompletionResultType]::ParameterName, 'Why (recorded and shown)')
@@ -253,6 +266,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('approvals', 'approvals', [CompletionResultType]::ParameterValue, 'List approvals')
             [CompletionResult]::new('grants', 'grants', [CompletionResultType]::ParameterValue, 'List the always-grants (tasks that run without asking)')
             [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Remove the always-grant of a task')
+            [CompletionResult]::new('reset', 'reset', [CompletionResultType]::ParameterValue, 'Clear a tripped task''s failure count so it runs again')
             [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
@@ -286,6 +300,9 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;revoke' {
+            break
+        }
+        'heartbeat;help;reset' {
             break
         }
         'heartbeat;help;pause' {

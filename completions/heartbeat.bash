@@ -46,6 +46,9 @@ _heartbeat() {
             heartbeat,pause)
                 cmd="heartbeat__subcmd__pause"
                 ;;
+            heartbeat,reset)
+                cmd="heartbeat__subcmd__reset"
+                ;;
             heartbeat,resume)
                 cmd="heartbeat__subcmd__resume"
                 ;;
@@ -91,6 +94,9 @@ _heartbeat() {
             heartbeat__subcmd__help,pause)
                 cmd="heartbeat__subcmd__help__subcmd__pause"
                 ;;
+            heartbeat__subcmd__help,reset)
+                cmd="heartbeat__subcmd__help__subcmd__reset"
+                ;;
             heartbeat__subcmd__help,resume)
                 cmd="heartbeat__subcmd__help__subcmd__resume"
                 ;;
@@ -113,7 +119,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -341,7 +347,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status approve deny approvals grants revoke pause resume notify-test telegram-chats completions help"
+            opts="run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -494,6 +500,20 @@ _heartbeat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        heartbeat__subcmd__help__subcmd__reset)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         heartbeat__subcmd__help__subcmd__resume)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -605,6 +625,32 @@ _heartbeat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__reset)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

@@ -36,6 +36,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand approvals 'List approvals'
             cand grants 'List the always-grants (tasks that run without asking)'
             cand revoke 'Remove the always-grant of a task'
+            cand reset 'Clear a tripped task''s failure count so it runs again'
             cand pause 'Pause runs (until resumed, or for a while)'
             cand resume 'End a pause'
             cand notify-test 'Send a test message to every configured Telegram chat'
@@ -167,6 +168,17 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;reset'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;pause'= {
             cand --for 'End the pause by itself after this long (default: until `heartbeat resume`)'
             cand --reason 'Why (recorded and shown)'
@@ -235,6 +247,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand approvals 'List approvals'
             cand grants 'List the always-grants (tasks that run without asking)'
             cand revoke 'Remove the always-grant of a task'
+            cand reset 'Clear a tripped task''s failure count so it runs again'
             cand pause 'Pause runs (until resumed, or for a while)'
             cand resume 'End a pause'
             cand notify-test 'Send a test message to every configured Telegram chat'
@@ -259,6 +272,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;grants'= {
         }
         &'heartbeat;help;revoke'= {
+        }
+        &'heartbeat;help;reset'= {
         }
         &'heartbeat;help;pause'= {
         }

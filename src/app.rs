@@ -51,6 +51,7 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Grants(args) => cmd::grants::list(&ctx, &args),
         Command::Revoke { task_id } => cmd::grants::revoke(&ctx, &task_id),
         Command::Daemon(args) => cmd::daemon::run(&ctx, &args),
+        Command::Reset { task_id } => cmd::reset::run(&ctx, &task_id),
         Command::Pause(args) => cmd::pause::pause(&ctx, &args),
         Command::Resume => cmd::pause::resume(&ctx),
         Command::NotifyTest => cmd::telegram::notify_test(&ctx),

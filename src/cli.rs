@@ -65,6 +65,11 @@ pub enum Command {
         /// The task's id (12 hex digits, as `heartbeat grants` shows)
         task_id: String,
     },
+    /// Clear a tripped task's failure count so it runs again
+    Reset {
+        /// The task's id (12 hex digits, as `heartbeat check` and `status` show)
+        task_id: String,
+    },
     /// Pause runs (until resumed, or for a while)
     Pause(PauseArgs),
     /// End a pause

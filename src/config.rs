@@ -166,6 +166,30 @@ impl Config {
     pub fn tz(&self) -> Tz {
         self.active.tz
     }
+
+    /// The estimated cost of one call of a tool (`[tools.NAME] cost_usd`, else 0).
+    pub fn cost_estimate(&self, tool: &str) -> f64 {
+        self.tools.get(tool).and_then(|t| t.cost_usd).unwrap_or(0.0)
+    }
+
+    /// A tool's cooldown, if it has one.
+    pub fn cooldown(&self, tool: &str) -> Option<Duration> {
+        self.tools.get(tool).and_then(|t| t.cooldown)
+    }
+
+    /// Failures in a row after which a task of this tool is tripped; 0 = never.
+    pub fn failure_limit(&self, tool: &str) -> u32 {
+        self.tools
+            .get(tool)
+            .and_then(|t| t.max_consecutive_failures)
+            .unwrap_or(self.max_consecutive_failures)
+    }
+
+    /// Whether a task with this estimate may start after `spent` today (SPEC §11): not once
+    /// the cap is reached, nor when the estimate would pass it. Always with no budget.
+    pub fn within_budget(&self, spent: f64, estimate: f64) -> bool {
+        self.daily_usd <= 0.0 || (spent < self.daily_usd && spent + estimate <= self.daily_usd)
+    }
 }
 
 /// A config error: names the file, the key and the bad value. Exit code 2.

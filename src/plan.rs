@@ -16,6 +16,8 @@ pub enum SkipReason {
     Observe,
     DeniedByPolicy,
     RunCap,
+    Tripped,
+    Budget,
 }
 
 impl SkipReason {
@@ -24,6 +26,8 @@ impl SkipReason {
             SkipReason::Observe => "observe",
             SkipReason::DeniedByPolicy => "denied_by_policy",
             SkipReason::RunCap => "run_cap",
+            SkipReason::Tripped => "tripped",
+            SkipReason::Budget => "budget",
         }
     }
 }
@@ -61,7 +65,10 @@ impl Decision {
             Decision::Run => "run",
             Decision::Approve => "approve",
             Decision::Pending(_) => "pending",
-            Decision::NotDue | Decision::Skip(SkipReason::RunCap) => "not_due",
+            Decision::NotDue
+            | Decision::Skip(SkipReason::RunCap)
+            | Decision::Skip(SkipReason::Budget) => "not_due",
+            Decision::Skip(SkipReason::Tripped) => "tripped",
             Decision::Denied | Decision::Skip(SkipReason::DeniedByPolicy) => "denied",
             Decision::Skip(SkipReason::Observe) => "observe",
             Decision::Remind => "remind",
@@ -254,6 +261,27 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     let Some(spec) = spec else {
         return planned(Decision::Remind, None, None, due_at);
     };
+    // A cooldown: not due while another task of this tool started within it.
+    if let Some(cooldown) = cfg.cooldown(&spec.name)
+        && let Some(last) = state.tool_last_start.get(&spec.name)
+        && let Some(until) = chrono::Duration::from_std(cooldown)
+            .ok()
+            .and_then(|c| last.checked_add_signed(c))
+        && until > now
+    {
+        let due = if cfg.active.is_active(until) {
+            Some(until)
+        } else {
+            cfg.active.next_active(until)
+        };
+        return planned(Decision::NotDue, tool, tool_in, due);
+    }
+    if state.tripped.contains(&task.id) {
+        return planned(Decision::Skip(SkipReason::Tripped), tool, tool_in, None);
+    }
+    if !cfg.within_budget(state.spent_today, cfg.cost_estimate(&spec.name)) {
+        return planned(Decision::Skip(SkipReason::Budget), tool, tool_in, due_at);
+    }
     if spec.approval == Approval::Deny {
         return planned(
             Decision::Skip(SkipReason::DeniedByPolicy),
@@ -463,6 +491,63 @@ mod tests {
         );
         use Decision::*;
         assert_eq!(d, vec![Inactive, Inactive, Inactive, Done, Ignored]);
+    }
+
+    #[test]
+    fn cooldown_trips_and_budget() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "log".to_string(),
+            ToolConfig {
+                cooldown: Some(Duration::from_secs(3600)),
+                ..ToolConfig::default()
+            },
+        );
+        tools.insert(
+            "paid".to_string(),
+            ToolConfig {
+                command: Some(vec!["true".into()]),
+                approval: Some(Approval::Auto),
+                cost_usd: Some(0.4),
+                ..ToolConfig::default()
+            },
+        );
+        let mut cfg = config(tools);
+        cfg.daily_usd = 1.0;
+        let md = "## Recurring\n- [ ] @log {\"text\": \"x\"}\n- [ ] @paid {}\n- [ ] @shell {\"cmd\": \"y\"}\n";
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        use Decision::*;
+        let mut s = Snapshot::default();
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
+            vec![Run, Run, Approve]
+        );
+        // A log task started 30 minutes ago: the other waits out the hour.
+        s.tool_last_start
+            .insert("log".into(), "2026-01-15T08:30:00Z".parse().unwrap());
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[0],
+            NotDue
+        );
+        // 0.7 spent: the 0.4 task would pass the cap, the free ones may still run.
+        s.spent_today = 0.7;
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[1..],
+            [Skip(SkipReason::Budget), Approve]
+        );
+        // The cap reached: nothing runs, free or not.
+        s.spent_today = 1.0;
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[1..],
+            [Skip(SkipReason::Budget), Skip(SkipReason::Budget)]
+        );
+        s.spent_today = 0.0;
+        s.tripped.insert(ids[2].clone());
+        assert_eq!(
+            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[2],
+            Skip(SkipReason::Tripped)
+        );
+        assert_eq!(Skip(SkipReason::Tripped).as_str(), "tripped");
     }
 
     #[test]

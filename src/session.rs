@@ -32,6 +32,9 @@ use crate::plan::{Decision, Planned, SkipReason};
 use crate::store::{ApprovalRow, NewApproval, RunCounts, Store, TaskRunRecord};
 use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
+/// The local day on which `budget_exhausted` was last audited.
+const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
+
 /// What happened to one task (the `tasks` of `run --once --json`).
 #[derive(Clone, Debug)]
 pub struct TaskReport {
@@ -290,6 +293,10 @@ pub struct Session<'a> {
     ticks: BTreeMap<PathBuf, Vec<String>>,
     /// Tasks run from an approval in this session: the plan leaves them alone this time.
     pub handled: HashSet<String>,
+    /// Spent since local midnight, including what this session ran (for the budget).
+    spent: f64,
+    /// Tools started in this session (for cooldowns).
+    started_tools: HashSet<String>,
     started: Instant,
 }
 
@@ -322,6 +329,8 @@ impl<'a> Session<'a> {
             now,
             ticks: BTreeMap::new(),
             handled: HashSet::new(),
+            spent: 0.0,
+            started_tools: HashSet::new(),
             started: Instant::now(),
         };
         s.record(
@@ -337,6 +346,9 @@ impl<'a> Session<'a> {
         )?;
         let (run_id, now) = (s.run_id.clone(), s.now);
         s.store.start_run(&run_id, mode, now)?;
+        s.spent = s
+            .store
+            .spent_since(crate::notify::local_midnight(cfg.tz(), now))?;
         Ok(s)
     }
 
@@ -440,6 +452,13 @@ impl<'a> Session<'a> {
             // Shutting down: it stays approved and runs at the next tick.
             return Ok(());
         }
+        if !self
+            .cfg
+            .within_budget(self.spent, self.cfg.cost_estimate(&name))
+        {
+            // Approved work obeys the budget too: it stays approved until there is room.
+            return self.skip(&task, Some(name), SkipReason::Budget);
+        }
         if !self.store.claim(row.id, &self.run_id)? {
             // Another process claimed it first: it runs there, exactly once.
             return Ok(());
@@ -482,6 +501,17 @@ impl<'a> Session<'a> {
         match &planned.decision {
             Decision::Run => {
                 if let (Some(name), Some(input)) = (&planned.tool, &planned.input) {
+                    // What this run already did: another task of a tool with a cooldown,
+                    // or spending that leaves no room.
+                    if self.cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
+                        return Ok(());
+                    }
+                    if !self
+                        .cfg
+                        .within_budget(self.spent, self.cfg.cost_estimate(name))
+                    {
+                        return self.skip(task, Some(name.clone()), SkipReason::Budget);
+                    }
                     self.run_tool(task, name, input, None)?;
                 }
             }
@@ -527,19 +557,7 @@ impl<'a> Session<'a> {
                 r.reason = Some(error.clone());
                 self.report.tasks.push(r);
             }
-            Decision::Skip(reason) => {
-                self.record(
-                    "task_skipped",
-                    fields([
-                        ("task_id", json!(task.id)),
-                        ("reason", json!(reason.as_str())),
-                        ("tool", json!(tool)),
-                    ]),
-                )?;
-                let mut r = TaskReport::new(task, tool, "skipped");
-                r.reason = Some(reason.as_str().into());
-                self.report.tasks.push(r);
-            }
+            Decision::Skip(reason) => self.skip(task, tool, *reason)?,
             // A one-time success whose tick did not land: try the tick again, run nothing.
             Decision::Done if !task.done && task.section == Section::OneTime => {
                 self.want_tick(task);
@@ -550,6 +568,61 @@ impl<'a> Session<'a> {
             | Decision::Ignored
             | Decision::Done
             | Decision::Inactive => {}
+        }
+        Ok(())
+    }
+
+    /// `task_skipped`; the first budget stop of a local day also audits `budget_exhausted`
+    /// and alerts Telegram.
+    fn skip(&mut self, task: &Task, tool: Option<String>, reason: SkipReason) -> Result<()> {
+        if reason == SkipReason::Budget {
+            self.budget_exhausted()?;
+        }
+        self.record(
+            "task_skipped",
+            fields([
+                ("task_id", json!(task.id)),
+                ("reason", json!(reason.as_str())),
+                ("tool", json!(tool)),
+            ]),
+        )?;
+        let mut r = TaskReport::new(task, tool, "skipped");
+        r.reason = Some(reason.as_str().into());
+        self.report.tasks.push(r);
+        Ok(())
+    }
+
+    fn budget_exhausted(&mut self) -> Result<()> {
+        let day = self
+            .now
+            .with_timezone(&self.cfg.tz())
+            .date_naive()
+            .to_string();
+        if self.store.meta(BUDGET_DAY_KEY)?.as_deref() == Some(day.as_str()) {
+            return Ok(());
+        }
+        self.store.set_meta(BUDGET_DAY_KEY, &day)?;
+        let (spent, daily) = (self.spent, self.cfg.daily_usd);
+        self.record(
+            "budget_exhausted",
+            fields([("spent_usd", json!(spent)), ("daily_usd", json!(daily))]),
+        )?;
+        self.alert(&format!(
+            "💸 <b>heartbeat</b>: the daily budget is used up (${spent:.2} of ${daily:.2}); paid \
+             tasks wait until tomorrow"
+        ))
+    }
+
+    /// An urgent message to the Telegram chats (trips, the budget).
+    fn alert(&mut self, html: &str) -> Result<()> {
+        if let Some(tc) = &self.cfg.telegram {
+            let msg = crate::notify::Rendered {
+                kind: "alert",
+                html: html.to_string(),
+                urgent: true,
+                approvals: Vec::new(),
+            };
+            crate::notify::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
         }
         Ok(())
     }
@@ -683,16 +756,42 @@ impl<'a> Session<'a> {
                 ("stderr", json!(stderr)),
             ]),
         )?;
-        self.store.record_task_run(&TaskRunRecord {
+        // What it cost: as reported by the tool, else the configured estimate.
+        let estimate = self.cfg.cost_estimate(name);
+        let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
+        self.spent += cost.unwrap_or(0.0);
+        self.started_tools.insert(name.to_string());
+        let failures = self.store.record_task_run(&TaskRunRecord {
             run_id: &self.run_id,
             task_id: &task.id,
             tool: name,
             started_at: self.now,
             finished_at: finished,
             succeeded: outcome.success,
-            cost_usd: outcome.cost_usd,
+            cost_usd: cost,
             approval_id,
         })?;
+        let limit = self.cfg.failure_limit(name);
+        if !outcome.success && limit > 0 && failures >= limit {
+            self.store.trip(&task.id, self.now)?;
+            self.record(
+                "task_tripped",
+                fields([
+                    ("task_id", json!(task.id)),
+                    ("failures", json!(failures)),
+                    ("tool", json!(name)),
+                    ("file", json!(task.file)),
+                    ("line", json!(task.line)),
+                ]),
+            )?;
+            self.alert(&format!(
+                "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
+                 stopped: <code>heartbeat reset {}</code>",
+                crate::notify::escape(name),
+                crate::notify::escape(&first_line(&safe_text(task), 80)),
+                task.id
+            ))?;
+        }
         if outcome.success && task.section == Section::OneTime {
             self.want_tick(task);
         }

@@ -25,7 +25,7 @@ pub const DB_FILE: &str = "heartbeat.db";
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Append-only: a released migration is never edited, a change is a new entry.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -149,6 +149,11 @@ CREATE TABLE pause (
     by TEXT NOT NULL
 );
 "#,
+    r#"
+-- Set when a task's failures in a row reached its limit; cleared by `heartbeat reset`.
+ALTER TABLE task_state ADD COLUMN tripped_at TEXT;
+CREATE INDEX task_runs_tool ON task_runs(tool, started_at);
+"#,
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -187,6 +192,14 @@ pub struct Snapshot {
     pub granted: HashSet<String>,
     /// A pause is in force (runs are skipped).
     pub paused: bool,
+    /// Task id → failures in a row.
+    pub failures: HashMap<String, u32>,
+    /// Tasks tripped by the failure breaker.
+    pub tripped: HashSet<String>,
+    /// Tool → when a task of it last started (for cooldowns).
+    pub tool_last_start: HashMap<String, DateTime<Utc>>,
+    /// Spent since the start of the budget day (`snapshot`'s `day_start`).
+    pub spent_today: f64,
     /// Task id → when its latest denial stops holding.
     pub denied_until: HashMap<String, DateTime<Utc>>,
 }
@@ -381,12 +394,42 @@ impl Store {
         sql_err(&self.path, e)
     }
 
-    /// Everything `plan` needs, read in one go.
-    pub fn snapshot(&self, now: DateTime<Utc>, approval_ttl: Duration) -> Result<Snapshot> {
-        let mut snap = Snapshot::default();
+    /// Everything `plan` needs, read in one go. `day_start`: local midnight, for the budget.
+    pub fn snapshot(
+        &self,
+        now: DateTime<Utc>,
+        approval_ttl: Duration,
+        day_start: DateTime<Utc>,
+    ) -> Result<Snapshot> {
+        let mut snap = Snapshot {
+            spent_today: self.spent_since(day_start)?,
+            ..Snapshot::default()
+        };
         let mut stmt = self
             .conn
-            .prepare("SELECT task_id, last_attempt, reminded_at, last_success FROM task_state")
+            .prepare(
+                "SELECT tool, MAX(started_at) FROM task_runs WHERE started_at >= ?1 GROUP BY tool",
+            )
+            .map_err(|e| self.err(e))?;
+        // Cooldowns are hours, not weeks: a week back is plenty.
+        let week = format_ts(now - chrono::Duration::days(7));
+        let rows = stmt
+            .query_map([week], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (tool, at) = row.map_err(|e| self.err(e))?;
+            if let Some(t) = parse_ts(&at) {
+                snap.tool_last_start.insert(tool, t);
+            }
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT task_id, last_attempt, reminded_at, last_success, consecutive_failures,
+                 tripped_at FROM task_state",
+            )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {
@@ -395,11 +438,20 @@ impl Store {
                     r.get::<_, Option<String>>(1)?,
                     r.get::<_, Option<String>>(2)?,
                     r.get::<_, Option<String>>(3)?,
+                    r.get::<_, u32>(4)?,
+                    r.get::<_, Option<String>>(5)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
         for row in rows {
-            let (id, attempt, reminded, success) = row.map_err(|e| self.err(e))?;
+            let (id, attempt, reminded, success, failures, tripped) =
+                row.map_err(|e| self.err(e))?;
+            if failures > 0 {
+                snap.failures.insert(id.clone(), failures);
+            }
+            if tripped.is_some() {
+                snap.tripped.insert(id.clone());
+            }
             if success.is_some() {
                 snap.succeeded.insert(id.clone());
             }
@@ -704,8 +756,9 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Record a finished tool run: history, the task's outcome and failure streak.
-    pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<()> {
+    /// Record a finished tool run: history, the task's outcome and failure streak. Returns
+    /// the task's failures in a row after this run.
+    pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
         let outcome = if r.succeeded { "succeeded" } else { "failed" };
         let started = format_ts(r.started_at);
         let finished = format_ts(r.finished_at);
@@ -728,7 +781,62 @@ impl Store {
             params![r.task_id, started, finished, r.succeeded, outcome],
         )
         .map_err(|e| sql_err(&path, e))?;
-        tx.commit().map_err(|e| sql_err(&path, e))
+        let failures: u32 = tx
+            .query_row(
+                "SELECT consecutive_failures FROM task_state WHERE task_id = ?1",
+                [r.task_id],
+                |row| row.get(0),
+            )
+            .map_err(|e| sql_err(&path, e))?;
+        tx.commit().map_err(|e| sql_err(&path, e))?;
+        Ok(failures)
+    }
+
+    /// Mark a task tripped by the failure breaker.
+    pub fn trip(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
+        self.durable(|conn| {
+            conn.execute(
+                "UPDATE task_state SET tripped_at = ?2 WHERE task_id = ?1",
+                params![task_id, format_ts(now)],
+            )
+        })
+        .map(drop)
+    }
+
+    /// Clear a task's failure count and trip. None when heartbeat knows nothing of the
+    /// task; else the failures in a row it had and whether it was tripped.
+    pub fn reset(&mut self, task_id: &str) -> Result<Option<(u32, bool)>> {
+        let before = self
+            .conn
+            .query_row(
+                "SELECT consecutive_failures, tripped_at IS NOT NULL FROM task_state
+                 WHERE task_id = ?1",
+                [task_id],
+                |r| Ok((r.get::<_, u32>(0)?, r.get::<_, bool>(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        if before.is_some() {
+            self.durable(|conn| {
+                conn.execute(
+                    "UPDATE task_state SET consecutive_failures = 0, tripped_at = NULL
+                     WHERE task_id = ?1",
+                    [task_id],
+                )
+            })?;
+        }
+        Ok(before)
+    }
+
+    /// Tasks tripped by the failure breaker.
+    pub fn tripped(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task_id FROM task_state WHERE tripped_at IS NOT NULL ORDER BY task_id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
     }
 
     pub fn start_run(&mut self, run_id: &str, mode: &str, now: DateTime<Utc>) -> Result<()> {
@@ -1217,7 +1325,9 @@ mod tests {
             [],
         );
         assert!(dup.is_err());
-        let snap = s.snapshot(now, Duration::from_secs(3600)).unwrap();
+        let snap = s
+            .snapshot(now, Duration::from_secs(3600), ts("2000-01-01T00:00:00Z"))
+            .unwrap();
         assert_eq!(snap.pending.get("aaa"), first.as_ref());
         assert_eq!(s.count_pending().unwrap(), 2);
     }
@@ -1304,7 +1414,11 @@ mod tests {
         s.add_grant(&g).unwrap();
         assert_eq!(s.grants().unwrap(), vec![g]);
         let snap = s
-            .snapshot(ts("2026-01-01T10:00:00Z"), Duration::from_secs(60))
+            .snapshot(
+                ts("2026-01-01T10:00:00Z"),
+                Duration::from_secs(60),
+                ts("2000-01-01T00:00:00Z"),
+            )
             .unwrap();
         assert!(snap.granted.contains("t"));
         assert!(s.revoke("t").unwrap());
@@ -1413,7 +1527,11 @@ mod tests {
         assert_eq!(fails, 0);
         assert_eq!(s.spent_since(ts("2026-01-02T00:00:00Z")).unwrap(), 0.25);
         let snap = s
-            .snapshot(ts("2026-01-03T00:00:00Z"), Duration::from_secs(60))
+            .snapshot(
+                ts("2026-01-03T00:00:00Z"),
+                Duration::from_secs(60),
+                ts("2000-01-01T00:00:00Z"),
+            )
             .unwrap();
         assert_eq!(snap.last_attempt["t"], ts("2026-01-02T11:00:00Z"));
     }

@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod deny;
 pub mod grants;
 pub mod pause;
+pub mod reset;
 pub mod run;
 pub mod status;
 pub mod telegram;
@@ -97,7 +98,11 @@ pub fn all_tasks(files: &[Loaded]) -> Vec<Task> {
 /// Stored state for planning, without creating anything (read-only commands, dry runs).
 pub fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
     Ok(match Store::open_existing(&cfg.state_dir)? {
-        Some(store) => store.snapshot(now, cfg.approval_ttl)?,
+        Some(store) => store.snapshot(
+            now,
+            cfg.approval_ttl,
+            crate::notify::local_midnight(cfg.tz(), now),
+        )?,
         None => Snapshot::default(),
     })
 }

@@ -248,7 +248,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
             session.recover_interrupted()?;
             session.run_approved(None)?;
             if active && t.plan {
-                let snapshot = session.store.snapshot(now, cfg.approval_ttl)?;
+                let snapshot = session.store.snapshot(
+                    now,
+                    cfg.approval_ttl,
+                    notify::local_midnight(cfg.tz(), now),
+                )?;
                 let plan = plan::plan(
                     &tasks,
                     &PlanInput {

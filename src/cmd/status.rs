@@ -13,7 +13,7 @@ use crate::store::{PauseRow, Store, parse_ts};
 pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;
     let store = Store::open_existing(&cfg.state_dir)?;
-    let (last_run, pending, spent, outbox, pause) = match &store {
+    let (last_run, pending, spent, outbox, pause, tripped) = match &store {
         Some(s) => {
             // The budget day starts at local midnight in the configured zone.
             let midnight = local_midnight(cfg.tz(), ctx.now);
@@ -30,9 +30,10 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
                 s.spent_since(midnight)?,
                 s.outbox_len()?,
                 pause,
+                s.tripped()?,
             )
         }
-        None => (None, 0, 0.0, 0, None),
+        None => (None, 0, 0.0, 0, None, Vec::new()),
     };
     let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
     let holder = lock::probe(&cfg.state_dir).map_err(|e| Error::io(&lock_path, e))?;
@@ -50,8 +51,8 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
                 "failed": r.failed,
             })),
             "pending_approvals": pending,
-            "budget": {"spent_usd": spent, "daily_usd": 0.0},
-            "tripped": [],
+            "budget": {"spent_usd": spent, "daily_usd": cfg.daily_usd},
+            "tripped": tripped,
             "outbox": outbox,
             "lock": {
                 "held": holder.is_some(),
@@ -92,7 +93,17 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             ""
         }
     ));
-    out.line(&format!("spent today: ${spent:.2} (no budget set)"));
+    out.line(&if cfg.daily_usd > 0.0 {
+        format!("spent today: ${spent:.2} of ${:.2}", cfg.daily_usd)
+    } else {
+        format!("spent today: ${spent:.2} (no budget set)")
+    });
+    if !tripped.is_empty() {
+        out.line(&format!(
+            "tripped:     {} (heartbeat reset TASK_ID)",
+            tripped.join(", ")
+        ));
+    }
     out.line(&format!("outbox:      {outbox} message(s) waiting"));
     out.line(&match holder {
         Some(h) => format!(

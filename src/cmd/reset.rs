@@ -1,0 +1,39 @@
+//! `heartbeat reset TASK_ID`: clear a task's failure count, so a tripped task runs again.
+
+use serde_json::json;
+
+use super::approve::Decider;
+use super::{Ctx, Out};
+use crate::error::{Error, Result, exit};
+use crate::session::fields;
+
+pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
+    let task_id = task_id.trim().to_ascii_lowercase();
+    if task_id.len() != 12 || !task_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::Usage(format!(
+            "\"{task_id}\" is not a task id (12 hex digits, as `heartbeat check` and `status` show)"
+        )));
+    }
+    let mut d = Decider::open(ctx)?;
+    let Some((failures, tripped)) = d.store.reset(&task_id)? else {
+        return Err(Error::Usage(format!(
+            "heartbeat has no record of task {task_id} (see `heartbeat check`)"
+        )));
+    };
+    let by = d.by.clone();
+    d.record(
+        "task_reset",
+        fields([
+            ("task_id", json!(task_id)),
+            ("failures", json!(failures)),
+            ("tripped", json!(tripped)),
+            ("by", json!(by)),
+        ]),
+    )?;
+    Out::new().line(&if tripped {
+        format!("task {task_id} reset ({failures} failures in a row); it runs again when due")
+    } else {
+        format!("task {task_id} was not tripped ({failures} failures in a row); count cleared")
+    });
+    Ok(exit::OK)
+}
