@@ -436,18 +436,10 @@ pub fn load_with(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError>
             "stuck_after" => stuck_after = cx.duration(k, value)?,
             "concurrency" => {
                 let n = cx.integer(k, value)?;
-                if n < 1 {
-                    return Err(cx.bad(k, value, "must be at least 1"));
+                if !(1..=64).contains(&n) {
+                    return Err(cx.bad(k, value, "must be between 1 and 64"));
                 }
-                if n > 1 {
-                    return Err(cx.bad(
-                        k,
-                        value,
-                        "more than 1 is not supported yet (bounded concurrency is coming in a \
-                         later version); use 1",
-                    ));
-                }
-                concurrency = 1;
+                concurrency = n as usize;
             }
             "max_tasks_per_run" => {
                 let n = cx.integer(k, value)?;
@@ -1443,12 +1435,12 @@ timeout = "1m"
                 r#"stuck_after: "soon" is not a duration: expected number at 0"#,
             ),
             (
-                r#"concurrency = 4"#,
-                r#"concurrency: 4: more than 1 is not supported yet (bounded concurrency is coming in a later version); use 1"#,
+                r#"concurrency = 65"#,
+                r#"concurrency: 65: must be between 1 and 64"#,
             ),
             (
                 r#"concurrency = 0"#,
-                r#"concurrency: 0: must be at least 1"#,
+                r#"concurrency: 0: must be between 1 and 64"#,
             ),
             (
                 r#"concurrency = "1""#,

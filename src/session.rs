@@ -297,6 +297,8 @@ pub struct Session<'a> {
     spent: f64,
     /// Tools started in this session (for cooldowns).
     started_tools: HashSet<String>,
+    /// Estimated costs of the tools running now (so parallel starts cannot overspend).
+    reserved: f64,
     started: Instant,
 }
 
@@ -331,6 +333,7 @@ impl<'a> Session<'a> {
             handled: HashSet::new(),
             spent: 0.0,
             started_tools: HashSet::new(),
+            reserved: 0.0,
             started: Instant::now(),
         };
         s.record(
@@ -500,18 +503,9 @@ impl<'a> Session<'a> {
         let tool = planned.tool.clone();
         match &planned.decision {
             Decision::Run => {
-                if let (Some(name), Some(input)) = (&planned.tool, &planned.input) {
-                    // What this run already did: another task of a tool with a cooldown,
-                    // or spending that leaves no room.
-                    if self.cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
-                        return Ok(());
-                    }
-                    if !self
-                        .cfg
-                        .within_budget(self.spent, self.cfg.cost_estimate(name))
-                    {
-                        return self.skip(task, Some(name.clone()), SkipReason::Budget);
-                    }
+                if let (Some(name), Some(input)) = (&planned.tool, &planned.input)
+                    && self.may_start(task, name)?
+                {
                     self.run_tool(task, name, input, None)?;
                 }
             }
@@ -570,6 +564,112 @@ impl<'a> Session<'a> {
             | Decision::Inactive => {}
         }
         Ok(())
+    }
+
+    /// Whether a planned task may start now, given what this run already did: another task
+    /// of a tool with a cooldown started (then it is not due: nothing to say), or the
+    /// spending so far, with the estimates of running tasks reserved, leaves no room
+    /// (`task_skipped`, budget). When it may, its tool counts as started and its estimate
+    /// is reserved until its outcome is recorded.
+    fn may_start(&mut self, task: &Task, name: &str) -> Result<bool> {
+        if self.cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
+            return Ok(false);
+        }
+        let estimate = self.cfg.cost_estimate(name);
+        if !self.cfg.within_budget(self.spent + self.reserved, estimate) {
+            self.skip(task, Some(name.to_string()), SkipReason::Budget)?;
+            return Ok(false);
+        }
+        self.started_tools.insert(name.to_string());
+        self.reserved += estimate;
+        Ok(true)
+    }
+
+    /// Carry out the plan. With `concurrency` above 1, up to that many tools run at once,
+    /// started in file order; everything else (checks, records, the audit) stays on this
+    /// thread, so lines stay whole and the guardrails see every start and every outcome.
+    pub fn apply_all(&mut self, tasks: &[Task], items: &[Planned]) -> Result<()> {
+        let limit = self.cfg.concurrency.max(1);
+        if limit == 1 {
+            for (task, planned) in tasks.iter().zip(items) {
+                self.apply(task, planned)?;
+            }
+            return Ok(());
+        }
+        let stop = self.stop;
+        let run_id = self.run_id.clone();
+        let remove_env = self.token_env();
+        std::thread::scope(|scope| -> Result<()> {
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome)>();
+            let mut running = 0usize;
+            for (i, (task, planned)) in tasks.iter().zip(items).enumerate() {
+                let parallel = match (&planned.decision, &planned.tool, &planned.input) {
+                    (Decision::Run, Some(name), Some(_)) => self
+                        .registry
+                        .get(name)
+                        .filter(|spec| spec.kind != ToolKind::Notify)
+                        .cloned(),
+                    _ => None,
+                };
+                let Some(spec) = parallel else {
+                    self.apply(task, planned)?;
+                    continue;
+                };
+                if self.handled.contains(&task.id) || self.stopping() {
+                    continue;
+                }
+                // A free slot first: record what finished meanwhile.
+                while running >= limit {
+                    // Every worker sends its outcome; a closed channel only ends the wait.
+                    let Ok((j, outcome)) = rx.recv() else { break };
+                    running -= 1;
+                    self.finish_parallel(&tasks[j], &items[j], outcome)?;
+                }
+                if !self.may_start(task, &spec.name)? {
+                    continue;
+                }
+                let input = planned.input.clone().unwrap_or_default();
+                let task_id = task.id.clone();
+                let workdir = task.file.parent().unwrap_or(Path::new("/")).to_path_buf();
+                let (tx, run_id, remove_env) = (tx.clone(), run_id.clone(), remove_env.clone());
+                scope.spawn(move || {
+                    let outcome = tools::execute_with_stop(
+                        &spec,
+                        &input,
+                        &Invocation {
+                            task_id: &task_id,
+                            run_id: &run_id,
+                            workdir: &workdir,
+                            remove_env: &remove_env,
+                        },
+                        stop.map(|s| &s.kill),
+                    );
+                    let _ = tx.send((i, outcome));
+                });
+                running += 1;
+            }
+            drop(tx);
+            for (j, outcome) in rx {
+                self.finish_parallel(&tasks[j], &items[j], outcome)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn finish_parallel(&mut self, task: &Task, planned: &Planned, outcome: Outcome) -> Result<()> {
+        if let (Some(name), Some(input)) = (&planned.tool, &planned.input) {
+            self.record_outcome(task, name, input, None, outcome)?;
+        }
+        Ok(())
+    }
+
+    /// The Telegram token's variable, removed from every tool's environment.
+    fn token_env(&self) -> Vec<String> {
+        self.cfg
+            .telegram
+            .iter()
+            .map(|t| t.bot_token_env.clone())
+            .collect()
     }
 
     /// `task_skipped`; the first budget stop of a local day also audits `budget_exhausted`
@@ -692,12 +792,7 @@ impl<'a> Session<'a> {
 
     fn execute(&self, task: &Task, spec: &ToolSpec, input: &Map<String, Value>) -> Outcome {
         let workdir = task.file.parent().unwrap_or(Path::new("/"));
-        let remove_env: Vec<String> = self
-            .cfg
-            .telegram
-            .iter()
-            .map(|t| t.bot_token_env.clone())
-            .collect();
+        let remove_env = self.token_env();
         tools::execute_with_stop(
             spec,
             input,
@@ -760,6 +855,10 @@ impl<'a> Session<'a> {
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
         self.spent += cost.unwrap_or(0.0);
+        if approval_id.is_none() {
+            // Started through `may_start`, which reserved the estimate.
+            self.reserved = (self.reserved - estimate).max(0.0);
+        }
         self.started_tools.insert(name.to_string());
         let failures = self.store.record_task_run(&TaskRunRecord {
             run_id: &self.run_id,

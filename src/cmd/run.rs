@@ -264,9 +264,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                         autonomy: t.autonomy,
                     },
                 );
-                for (task, planned) in tasks.iter().zip(&plan.items) {
-                    session.apply(task, planned)?;
-                }
+                session.apply_all(&tasks, &plan.items)?;
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
                 let next = cfg.active.next_active(now);
