@@ -689,3 +689,157 @@ pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Helpers for the Telegram and daemon tests: the bot token, a `[telegram]` table pointing at
+// a test double, signals, and a child that is killed when the test ends (also on failure).
+
+/// The bot token the Telegram tests give heartbeat (and expect at the double). Shaped like a
+/// real one so that a leak is easy to grep for.
+pub const TG_TOKEN: &str = "7000000001:AAHbTestSecretTokenXYZ-0123456789abcd";
+
+/// A `[telegram]` table for the double at `api_url`, sending to `chat_ids`, plus `extra`
+/// lines (e.g. `summary = "always"`).
+pub fn tg_toml(api_url: &str, chat_ids: &[i64], extra: &str) -> String {
+    let ids: Vec<String> = chat_ids.iter().map(i64::to_string).collect();
+    format!(
+        "[telegram]\napi_url = \"{api_url}\"\nchat_ids = [{}]\n{extra}\n",
+        ids.join(", ")
+    )
+}
+
+impl Cmd {
+    /// Set the bot token variable (the default name, `HEARTBEAT_TELEGRAM_TOKEN`).
+    pub fn token(self) -> Cmd {
+        self.env("HEARTBEAT_TELEGRAM_TOKEN", TG_TOKEN)
+    }
+}
+
+/// Send `sig` to `pid`; panics when the process is gone.
+#[track_caller]
+pub fn send_signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) with a pid we started and a valid signal number.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {sig}): {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// A spawned heartbeat (a daemon) that is SIGKILLed and reaped when dropped, so a failing
+/// test never leaves it behind. Its stderr is drained in the background so it never blocks.
+pub struct Guarded {
+    child: Option<Child>,
+    command: String,
+    stdout: Option<std::thread::JoinHandle<String>>,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Guarded {
+    pub fn new(mut child: Child, command: &str) -> Guarded {
+        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            pipe.map(|mut p| {
+                std::thread::spawn(move || {
+                    let mut s = Vec::new();
+                    let _ = p.read_to_end(&mut s);
+                    String::from_utf8_lossy(&s).into_owned()
+                })
+            })
+        };
+        let stdout = drain(
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        );
+        let stderr = drain(
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        );
+        Guarded {
+            child: Some(child),
+            command: command.to_string(),
+            stdout,
+            stderr,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("child still owned").id()
+    }
+
+    #[track_caller]
+    pub fn signal(&self, sig: libc::c_int) {
+        send_signal(self.pid(), sig);
+    }
+
+    /// Still running?
+    pub fn alive(&mut self) -> bool {
+        matches!(
+            self.child.as_mut().expect("child still owned").try_wait(),
+            Ok(None)
+        )
+    }
+
+    /// Wait for it to exit (SIGKILL and panic after `timeout`) and collect its output.
+    #[track_caller]
+    pub fn finish(mut self, timeout: Duration) -> Output {
+        let mut child = self.child.take().expect("child still owned");
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for heartbeat") {
+                break Some(status);
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let stdout = self
+            .stdout
+            .take()
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
+        let stderr = self
+            .stderr
+            .take()
+            .map(|t| t.join().unwrap_or_default())
+            .unwrap_or_default();
+        let Some(status) = status else {
+            panic!(
+                "{} did not exit within {timeout:?}\n--- stdout\n{stdout}--- stderr\n{stderr}",
+                self.command
+            );
+        };
+        Output {
+            command: self.command.clone(),
+            code: status.code(),
+            stdout,
+            stderr,
+        }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Cmd {
+    /// Start in the background, killed (SIGKILL) when the guard is dropped.
+    pub fn spawn_guarded(self) -> Guarded {
+        let described = format!("{:?}", self.args);
+        let child = self.spawn();
+        Guarded::new(child, &format!("heartbeat {described}"))
+    }
+}
