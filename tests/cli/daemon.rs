@@ -258,6 +258,39 @@ fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
     d.finish(Duration::from_secs(5)).code(0);
 }
 
+#[test]
+fn daemon_reports_a_broken_config_once() {
+    let env = Env::new(MARK_MD).config(&mark_config("ticks1"));
+    let d = daemon(&env, "1s");
+    wait_until("a first tick", Duration::from_secs(5), || {
+        lines_in(&env, "ticks1") >= 1
+    });
+    env.write(
+        "heartbeat.toml",
+        format!("{}bogus_key = 1\n", mark_config("ticks2")),
+    );
+    d.signal(libc::SIGHUP);
+    wait_events(&env, "config_reloaded", 1, Duration::from_secs(5));
+    // Two more ticks read the same broken file.
+    let before = lines_in(&env, "ticks1");
+    wait_until("two more ticks", Duration::from_secs(5), || {
+        lines_in(&env, "ticks1") >= before + 2
+    });
+    d.signal(libc::SIGTERM);
+    d.finish(Duration::from_secs(5)).code(0);
+    let errors: Vec<Value> = env
+        .events("config_reloaded")
+        .into_iter()
+        .filter(|e| e["error"].is_string())
+        .collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "one broken config, one error line (SIGHUP reported it; the ticks need not again): \
+         {errors:#?}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // (19) SIGUSR1
 

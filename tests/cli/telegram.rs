@@ -677,6 +677,14 @@ fn telegram_deny_button_denies_and_a_second_press_changes_nothing() {
     assert!(env.events("task_succeeded").is_empty());
     assert!(!env.exists("ran"));
     assert_eq!(env.events("approval_denied").len(), 1);
+
+    // A press for an approval that does not exist: answered, nothing else.
+    let q3 = press(&tg, CHAT, mid, "hb:y:42");
+    run(&env, &minutes_after_now(15)).code(0);
+    assert_eq!(answered(&tg).len(), 3);
+    assert_eq!(answered(&tg)[2], q3);
+    assert!(env.events("approval_approved").is_empty());
+    assert!(!env.exists("ran"));
 }
 
 #[test]
@@ -1123,7 +1131,13 @@ fn pause_for_a_while_skips_runs_until_it_ends_by_itself() {
     assert_eq!(env.events("run_skipped").len(), 2);
     assert!(env.events("resumed").is_empty());
 
-    // Past the end: the pause ends by itself, audited, and the run runs.
+    // Past the end: `status` no longer counts it; the pause ends by itself at the next
+    // run, audited, and the run runs.
+    let st = env
+        .cmd(["status", "--json"])
+        .now(&minutes_after_now(61))
+        .output();
+    assert_eq!(st.json()["paused"], false, "{}", st.stdout);
     env.run_once(&minutes_after_now(61)).code(0);
     let resumed = env.events("resumed");
     assert_eq!(resumed.len(), 1, "{:#?}", env.audit());
