@@ -10,6 +10,7 @@ mod audit;
 mod commands;
 mod config;
 mod daemon;
+mod guardrails;
 mod invalid;
 mod lock;
 mod parse;
