@@ -303,8 +303,12 @@ fn command_reply(
             let until = if arg.is_empty() {
                 None
             } else {
-                match humantime::parse_duration(arg) {
-                    Ok(dur) => Some(d.now + chrono::Duration::from_std(dur).unwrap_or_default()),
+                match humantime::parse_duration(arg).map(|dur| pause_end(d.now, dur)) {
+                    Ok(Some(end)) => Some(end),
+                    Ok(None) => {
+                        let text = "Too long; /pause without a duration pauses until /resume.";
+                        return reply(d, chat_id, text, &[]);
+                    }
                     Err(e) => {
                         let text = format!("Not a duration: {} ({e}). Try /pause 2h.", escape(arg));
                         return reply(d, chat_id, &text, &[]);
@@ -332,6 +336,13 @@ fn command_reply(
         }
         _ => reply(d, chat_id, HELP, &[]),
     }
+}
+
+/// When a pause of `dur` from `now` ends; None when that is past the calendar's end.
+pub fn pause_end(now: DateTime<Utc>, dur: Duration) -> Option<DateTime<Utc>> {
+    chrono::Duration::from_std(dur)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d))
 }
 
 /// Pause runs (until a time, or until resumed); audited `paused`.

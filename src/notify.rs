@@ -198,11 +198,12 @@ fn task_line(t: &TaskReport) -> String {
     let what = match &t.tool {
         Some(tool) => {
             let text = t.text.strip_prefix(&format!("@{tool}")).unwrap_or(&t.text);
-            format!(
-                "<b>@{}</b> {}",
-                escape(tool),
-                escape(&first_line(text.trim(), 80))
-            )
+            let text = first_line(text.trim(), 80);
+            if text.is_empty() {
+                format!("<b>@{}</b>", escape(tool))
+            } else {
+                format!("<b>@{}</b> {}", escape(tool), escape(&text))
+            }
         }
         None => escape(&first_line(&t.text, 120)),
     };
@@ -348,9 +349,15 @@ pub fn deliver(
                 None => live.push(row),
             }
         }
-        // The same text within 6 h is not sent again (replies and tests are exempt).
+        // The same text within 6 h is not sent again (replies and tests are exempt), nor
+        // twice from one batch (runs that queued it while Telegram was down).
         let mut fresh = Vec::new();
+        let mut batch = std::collections::HashSet::new();
         for row in live {
+            if !row.direct && !batch.insert(hash(&row.html)) {
+                store.outbox_delete(row.id)?;
+                continue;
+            }
             if !row.direct
                 && store.sent_since(
                     chat,
@@ -747,6 +754,21 @@ mod tests {
         assert_eq!(d.dropped, 1);
         assert_eq!(lines2[0].1["error"], json!("undelivered for 24h; dropped"));
         assert_eq!(lines2[0].1["queued"], json!(false));
+    }
+
+    #[test]
+    fn identical_messages_waiting_together_go_out_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let cfg = tg(&[1]);
+        let t = Fake::default();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        for _ in 0..3 {
+            enqueue_all(&mut s, &cfg, &msg("same", false), false, t0).unwrap();
+        }
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent().len(), 1);
+        assert_eq!(s.outbox_len().unwrap(), 0);
     }
 
     #[test]

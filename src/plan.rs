@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::config::{Approval, Autonomy, Config, PlainTasks};
 use crate::model::{Body, Section, Task};
+use crate::notify::local_midnight;
 use crate::schedule;
 use crate::store::Snapshot;
 use crate::tools::Registry;
@@ -120,11 +121,64 @@ pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
         cfg.active.next_active(now)
     };
     let mut items: Vec<Planned> = tasks.iter().map(|t| decide(t, input, active)).collect();
+    apply_cooldowns(tasks, &mut items, cfg, input.state, now);
     apply_run_cap(tasks, &mut items, cfg.max_tasks_per_run, input.state);
     Plan {
         active,
         next_active,
         items,
+    }
+}
+
+/// Of the tasks of one tool with a cooldown, one runs per run: the one that waited longest
+/// (never attempted first, then the oldest attempt; file order breaks ties), so that the
+/// first task in the file cannot starve the others. The rest are not due until the
+/// cooldown has passed.
+fn apply_cooldowns(
+    tasks: &[Task],
+    items: &mut [Planned],
+    cfg: &Config,
+    state: &Snapshot,
+    now: DateTime<Utc>,
+) {
+    let mut chosen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for i in 0..items.len() {
+        let Some(tool) = items[i].tool.as_deref() else {
+            continue;
+        };
+        if items[i].decision != Decision::Run || cfg.cooldown(tool).is_none() {
+            continue;
+        }
+        let waited = |j: usize| (state.last_attempt.get(&tasks[j].id).copied(), j);
+        match chosen.get(tool) {
+            Some(&j) if waited(j) <= waited(i) => {}
+            _ => {
+                chosen.insert(tool, i);
+            }
+        }
+    }
+    for i in 0..items.len() {
+        let Some(tool) = items[i].tool.clone() else {
+            continue;
+        };
+        if items[i].decision == Decision::Run && chosen.get(tool.as_str()).is_some_and(|&j| j != i)
+        {
+            let until = cfg
+                .cooldown(&tool)
+                .and_then(|c| chrono::Duration::from_std(c).ok())
+                .and_then(|c| now.checked_add_signed(c));
+            items[i].decision = Decision::NotDue;
+            items[i].next_due = until.and_then(|u| active_from(cfg, u));
+        }
+    }
+}
+
+/// `t` if it is within active hours, else the next active moment after it.
+fn active_from(cfg: &Config, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    if cfg.active.is_active(t) {
+        Some(t)
+    } else {
+        cfg.active.next_active(t)
     }
 }
 
@@ -269,18 +323,17 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
             .and_then(|c| last.checked_add_signed(c))
         && until > now
     {
-        let due = if cfg.active.is_active(until) {
-            Some(until)
-        } else {
-            cfg.active.next_active(until)
-        };
-        return planned(Decision::NotDue, tool, tool_in, due);
+        return planned(Decision::NotDue, tool, tool_in, active_from(cfg, until));
     }
     if state.tripped.contains(&task.id) {
         return planned(Decision::Skip(SkipReason::Tripped), tool, tool_in, None);
     }
     if !cfg.within_budget(state.spent_today, cfg.cost_estimate(&spec.name)) {
-        return planned(Decision::Skip(SkipReason::Budget), tool, tool_in, due_at);
+        // The budget day starts again at local midnight.
+        let tz = cfg.tz();
+        let midnight = local_midnight(tz, local_midnight(tz, now) + chrono::Duration::hours(26));
+        let due = active_from(cfg, midnight);
+        return planned(Decision::Skip(SkipReason::Budget), tool, tool_in, due);
     }
     if spec.approval == Approval::Deny {
         return planned(

@@ -165,14 +165,15 @@ impl Report {
 
     /// The human summary: one line per task, then the counts. Prints nothing when nothing
     /// happened that a person should see (cron mails any output, SPEC §8); tasks skipped by
-    /// policy or by the run cap alone are not news. `quiet` keeps only failures.
-    pub fn print(&self, quiet: bool, cwd: &Path, out: &mut crate::cmd::Out) {
+    /// policy, the budget or the run cap alone are not news. `quiet` keeps only failures.
+    /// `all_skips`: every skip is news (a person just approved and waits for the result).
+    pub fn print(&self, quiet: bool, all_skips: bool, cwd: &Path, out: &mut crate::cmd::Out) {
         let observe = Some(SkipReason::Observe.as_str());
         let news = !self.errors.is_empty()
             || self
                 .tasks
                 .iter()
-                .any(|t| t.outcome != "skipped" || t.reason.as_deref() == observe);
+                .any(|t| all_skips || t.outcome != "skipped" || t.reason.as_deref() == observe);
         if !news {
             return;
         }
@@ -702,7 +703,8 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         self.store.set_meta(BUDGET_DAY_KEY, &day)?;
-        let (spent, daily) = (self.spent, self.cfg.daily_usd);
+        // What is spent or committed to the tools running now.
+        let (spent, daily) = (self.spent + self.reserved, self.cfg.daily_usd);
         self.record(
             "budget_exhausted",
             fields([("spent_usd", json!(spent)), ("daily_usd", json!(daily))]),

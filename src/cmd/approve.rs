@@ -327,7 +327,7 @@ impl Decider {
         if report.tasks.is_empty() {
             out.line("nothing ran: another process ran it already");
         }
-        report.print(false, &ctx.cwd, out);
+        report.print(false, true, &ctx.cwd, out);
         Ok(report.exit_code())
     }
 

@@ -120,6 +120,11 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
             run_tick(ctx, &cfg, clock(), &stop, telegram.as_ref(), &[], true);
         }
         if stop.stopping() {
+            // SIGTERM came during the tick: its event is queued; take it for the record.
+            stop_signal = rx.try_iter().find_map(|e| match e {
+                Event::Signal(sig) if sig == libc::SIGTERM || sig == libc::SIGINT => Some(sig),
+                _ => None,
+            });
             break;
         }
         let now = clock();
@@ -157,6 +162,8 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                             Some(&msg),
                             telegram.as_ref(),
                         )?;
+                        // Reported once: the next ticks find the same error.
+                        last_error = Some(msg);
                     }
                 }
             }
@@ -232,7 +239,7 @@ fn run_tick(
         Ok(report) => {
             if ctx.verbose > 0 {
                 let mut out = super::Out::new();
-                report.print(false, &ctx.cwd, &mut out);
+                report.print(false, false, &ctx.cwd, &mut out);
             }
         }
         Err(e) => eprintln!("heartbeat: tick failed: {e}"),

@@ -9,9 +9,15 @@ use crate::error::{Result, exit};
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
     let mut d = Decider::open(ctx)?;
-    let until = args
-        .for_
-        .map(|dur| d.now + chrono::Duration::from_std(dur).unwrap_or(chrono::Duration::MAX));
+    let until = match args.for_ {
+        None => None,
+        Some(dur) => Some(bot::pause_end(d.now, dur).ok_or_else(|| {
+            crate::error::Error::Usage(format!(
+                "--for {}: too long; leave --for out to pause until `heartbeat resume`",
+                humantime::format_duration(dur)
+            ))
+        })?),
+    };
     bot::pause(&mut d, until, args.reason.as_deref())?;
     let mut out = Out::new();
     out.line(&match until {

@@ -76,7 +76,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     if args.json {
         out.json(&report.to_json());
     } else {
-        report.print(args.quiet, &ctx.cwd, &mut out);
+        report.print(args.quiet, false, &ctx.cwd, &mut out);
     }
     Ok(report.exit_code())
 }
@@ -375,7 +375,7 @@ fn dry_run(
                 next.unwrap_or_else(|| "never".into())
             ));
         }
-        report.print(args.quiet, &ctx.cwd, out);
+        report.print(args.quiet, false, &ctx.cwd, out);
         if report.tasks.is_empty() && !args.quiet {
             out.line("dry run: nothing to do now");
         }
