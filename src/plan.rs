@@ -141,34 +141,33 @@ fn apply_cooldowns(
     state: &Snapshot,
     now: DateTime<Utc>,
 ) {
-    let mut chosen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    for i in 0..items.len() {
-        let Some(tool) = items[i].tool.as_deref() else {
+    let mut chosen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let waited = |j: usize| (state.last_attempt.get(&tasks[j].id).copied(), j);
+    for (i, item) in items.iter().enumerate() {
+        let Some(tool) = item.tool.as_deref() else {
             continue;
         };
-        if items[i].decision != Decision::Run || cfg.cooldown(tool).is_none() {
+        if item.decision != Decision::Run || cfg.cooldown(tool).is_none() {
             continue;
         }
-        let waited = |j: usize| (state.last_attempt.get(&tasks[j].id).copied(), j);
         match chosen.get(tool) {
             Some(&j) if waited(j) <= waited(i) => {}
             _ => {
-                chosen.insert(tool, i);
+                chosen.insert(tool.to_string(), i);
             }
         }
     }
-    for i in 0..items.len() {
-        let Some(tool) = items[i].tool.clone() else {
+    for (i, item) in items.iter_mut().enumerate() {
+        let Some(tool) = item.tool.as_deref() else {
             continue;
         };
-        if items[i].decision == Decision::Run && chosen.get(tool.as_str()).is_some_and(|&j| j != i)
-        {
+        if item.decision == Decision::Run && chosen.get(tool).is_some_and(|&j| j != i) {
             let until = cfg
-                .cooldown(&tool)
+                .cooldown(tool)
                 .and_then(|c| chrono::Duration::from_std(c).ok())
                 .and_then(|c| now.checked_add_signed(c));
-            items[i].decision = Decision::NotDue;
-            items[i].next_due = until.and_then(|u| active_from(cfg, u));
+            item.decision = Decision::NotDue;
+            item.next_due = until.and_then(|u| active_from(cfg, u));
         }
     }
 }
