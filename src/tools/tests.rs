@@ -99,7 +99,14 @@ fn registry_has_builtins_with_defaults() {
     let reg = Registry::new(&BTreeMap::new());
     assert_eq!(
         reg.names(),
-        vec!["append_file", "http", "log", "notify", "shell", "write_file"]
+        vec![
+            "append_file",
+            "http",
+            "log",
+            "notify",
+            "shell",
+            "write_file"
+        ]
     );
     assert_eq!(reg.get("notify").unwrap().approval, Approval::Auto);
     assert_eq!(reg.get("http").unwrap().approval, Approval::Ask);
