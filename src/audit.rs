@@ -80,6 +80,9 @@ impl AuditLog {
         fields: Map<String, Value>,
     ) -> io::Result<()> {
         let line = self.render(ts, event, run_id, fields);
+        crate::fault::point_then("audit_torn", || {
+            let _ = self.file.write_all(&line.as_bytes()[..line.len() / 2]);
+        });
         self.file.write_all(line.as_bytes())
     }
 

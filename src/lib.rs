@@ -8,6 +8,7 @@ pub mod cli;
 pub mod cmd;
 pub mod config;
 pub mod error;
+pub mod fault;
 pub mod lock;
 pub mod markdown;
 pub mod model;

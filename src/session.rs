@@ -467,7 +467,9 @@ impl<'a> Session<'a> {
             // Another process claimed it first: it runs there, exactly once.
             return Ok(());
         }
+        crate::fault::point("approval_claimed");
         let outcome = self.run_tool(&task, &name, &input, Some(row.id))?;
+        crate::fault::point("approval_ran");
         self.store
             .finish_approval(row.id, outcome.success, outcome.error.as_deref(), self.now)?;
         self.handled.insert(task.id.clone());
@@ -862,6 +864,7 @@ impl<'a> Session<'a> {
             self.reserved = (self.reserved - estimate).max(0.0);
         }
         self.started_tools.insert(name.to_string());
+        crate::fault::point("task_done");
         let failures = self.store.record_task_run(&TaskRunRecord {
             run_id: &self.run_id,
             task_id: &task.id,
@@ -872,6 +875,7 @@ impl<'a> Session<'a> {
             cost_usd: cost,
             approval_id,
         })?;
+        crate::fault::point("task_recorded");
         let limit = self.cfg.failure_limit(name);
         if !outcome.success && limit > 0 && failures >= limit {
             self.store.trip(&task.id, self.now)?;

@@ -788,6 +788,7 @@ impl Store {
                 |row| row.get(0),
             )
             .map_err(|e| sql_err(&path, e))?;
+        crate::fault::point("sqlite_commit");
         tx.commit().map_err(|e| sql_err(&path, e))?;
         Ok(failures)
     }

@@ -98,11 +98,15 @@ fn replace_atomically(target: &Path, contents: &[u8]) -> Result<(), FileError> {
     let meta = fs::metadata(target).map_err(io_err(target))?;
 
     let (tmp, file) = create_temp(dir, &name).map_err(io_err(dir))?;
-    let written = write_temp(file, &meta, contents).and_then(|()| fs::rename(&tmp, target));
+    let written = write_temp(file, &meta, contents).and_then(|()| {
+        crate::fault::point("tick_before_rename");
+        fs::rename(&tmp, target)
+    });
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(io_err(target)(e));
     }
+    crate::fault::point("tick_after_rename");
     // The rename is what makes the new content visible; fsync the directory so it survives a
     // crash. Some filesystems refuse fsync on a directory: the file is replaced all the same,
     // so that is not an error worth failing the tick for.
