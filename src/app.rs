@@ -56,6 +56,8 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::Resume => cmd::pause::resume(&ctx),
         Command::NotifyTest => cmd::telegram::notify_test(&ctx),
         Command::TelegramChats(args) => cmd::telegram::chats(&ctx, &args),
+        Command::Log(args) => cmd::log::run(&ctx, &args),
+        Command::Init { dir } => cmd::init::run(&ctx, dir.as_deref()),
         Command::Completions { shell } => {
             let mut out = std::io::stdout();
             clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);

@@ -78,6 +78,13 @@ pub enum Command {
     NotifyTest,
     /// List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)
     TelegramChats(JsonArg),
+    /// Show the audit log, filtered; human-readable unless --json
+    Log(LogArgs),
+    /// Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)
+    Init {
+        /// Where to write them (default: the current directory)
+        dir: Option<PathBuf>,
+    },
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -134,6 +141,33 @@ pub struct DaemonArgs {
 
     #[command(flatten)]
     pub files: FileArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time
+    #[arg(long, value_name = "DURATION|TIME")]
+    pub since: Option<String>,
+
+    /// Only this event (repeatable), e.g. task_failed
+    #[arg(long = "event", value_name = "NAME")]
+    pub events: Vec<String>,
+
+    /// Only lines about this task id
+    #[arg(long = "task", value_name = "ID")]
+    pub task: Option<String>,
+
+    /// Only lines of this run id
+    #[arg(long = "run", value_name = "ID")]
+    pub run: Option<String>,
+
+    /// Print the matching lines as they are (JSON Lines)
+    #[arg(long)]
+    pub json: bool,
+
+    /// Keep printing lines as they are appended
+    #[arg(short = 'f', long)]
+    pub follow: bool,
 }
 
 #[derive(Debug, Args)]

@@ -7,6 +7,8 @@ pub mod check;
 pub mod daemon;
 pub mod deny;
 pub mod grants;
+pub mod init;
+pub mod log;
 pub mod pause;
 pub mod reset;
 pub mod run;
