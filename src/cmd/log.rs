@@ -1,9 +1,992 @@
-//! `heartbeat log`: the audit log, filtered. (Being written.)
+//! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [--json] [-f]`: the
+//! audit log (SPEC §7), filtered.
+//!
+//! Invariants:
+//! - The log is read as a stream, one line at a time; a line longer than [`MAX_LINE`] is
+//!   skipped without being kept, so memory stays bounded whatever the file holds.
+//! - Only `\n`-terminated lines that parse as JSON objects are shown. A torn last line (a crash
+//!   in the middle of a write) is skipped; with `-f` an unfinished line is held until its
+//!   newline arrives. When a later write was appended right after a torn line, the whole
+//!   line that follows the torn part is still found and shown.
+//! - `--json` prints the matching lines byte for byte as they are stored.
+//! - Human output is one line per event, every text from the log passed through [`clean`].
+//! - `-f` polls every [`POLL`], and reopens the file when it was replaced (another inode) or
+//!   truncated (smaller than what was read); it ends on SIGINT/SIGTERM (default action) and
+//!   when stdout is gone.
 
-use super::Ctx;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, StdoutLock, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{Map, Value};
+
+use super::{Ctx, clean, first_line, show_path, show_time};
 use crate::cli::LogArgs;
-use crate::error::{Error, Result};
+use crate::config::Config;
+use crate::error::{Error, Result, exit};
 
-pub fn run(_ctx: &Ctx, _args: &LogArgs) -> Result<u8> {
-    Err(Error::Usage("heartbeat log is not built yet".into()))
+/// Every event heartbeat writes (SPEC §7, plus `task_reset` and `grant_revoked`).
+pub const EVENTS: &[&str] = &[
+    "run_started",
+    "run_skipped",
+    "run_finished",
+    "task_invalid",
+    "task_succeeded",
+    "task_failed",
+    "task_reminded",
+    "task_skipped",
+    "task_tripped",
+    "task_marked_done",
+    "task_mark_skipped",
+    "task_reset",
+    "approval_requested",
+    "approval_approved",
+    "approval_denied",
+    "approval_expired",
+    "approval_stale",
+    "grant_revoked",
+    "notification_sent",
+    "notification_failed",
+    "budget_exhausted",
+    "paused",
+    "resumed",
+    "daemon_started",
+    "daemon_stopped",
+    "config_reloaded",
+    "telegram_rejected",
+];
+
+/// How often `-f` looks for new lines.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Lines longer than this are skipped (heartbeat's own lines are far shorter: texts are cut
+/// to 4 KiB; only a tool's input is not cut).
+const MAX_LINE: usize = 16 << 20;
+
+/// How every line heartbeat writes begins.
+const LINE_START: &str = r#"{"ts":""#;
+
+/// Longest free text in a human line.
+const TEXT_MAX: usize = 120;
+
+pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
+    let filter = Filter::new(ctx, args)?;
+    for name in &args.events {
+        if !EVENTS.contains(&name.as_str()) {
+            eprintln!("heartbeat: warning: {}", unknown_event_hint(name));
+        }
+    }
+    let cfg = ctx.load_config(&[])?;
+    let path = cfg.audit_log.clone();
+    let io_err = |e| Error::io(&path, e);
+
+    let mut tail = Tail::open(&path).map_err(io_err)?;
+    if tail.reader.is_none() && !args.follow {
+        // No log yet: nothing has happened.
+        return Ok(exit::OK);
+    }
+    let mut show = Show {
+        json: args.json,
+        cfg: &cfg,
+        cwd: &ctx.cwd,
+        filter: &filter,
+        out: Sink::new(),
+    };
+    loop {
+        while tail.next_line().map_err(io_err)? {
+            show.line(&tail.buf);
+            if show.out.broken {
+                return Ok(exit::OK);
+            }
+        }
+        // At the end of what is there; an unfinished line stays in `tail.buf`.
+        show.out.flush();
+        if !args.follow || show.out.gone() {
+            return Ok(exit::OK);
+        }
+        std::thread::sleep(POLL);
+        if show.out.gone() {
+            return Ok(exit::OK);
+        }
+        tail.check_replaced().map_err(io_err)?;
+    }
+}
+
+/// The warning for an `--event` heartbeat never writes (it is not an error: it matches
+/// nothing), with the closest real name when there is one.
+fn unknown_event_hint(name: &str) -> String {
+    let closest = EVENTS
+        .iter()
+        .map(|e| (distance(name, e), *e))
+        .min()
+        .filter(|(d, _)| *d <= 3);
+    let name = clean(name);
+    match closest {
+        Some((_, e)) => {
+            format!("--event {name:?} is not an event heartbeat writes; did you mean {e}?")
+        }
+        None => format!(
+            "--event {name:?} is not an event heartbeat writes; they are: {}",
+            EVENTS.join(", ")
+        ),
+    }
+}
+
+/// Levenshtein distance, for the "did you mean" of [`unknown_event_hint`].
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+// ---------------------------------------------------------------------------------------
+// Filters
+
+struct Filter {
+    since: Option<DateTime<Utc>>,
+    /// `since` in the log's own `ts` format (rounded up to the millisecond), so that
+    /// timestamps in that format compare as strings without being parsed.
+    since_ts: Option<String>,
+    events: Vec<String>,
+    /// Lowercase; a prefix when shorter than 12.
+    task: Option<String>,
+    run: Option<String>,
+}
+
+impl Filter {
+    fn new(ctx: &Ctx, args: &LogArgs) -> Result<Filter> {
+        let since = args
+            .since
+            .as_deref()
+            .map(|s| parse_since(s, ctx.now))
+            .transpose()?
+            .flatten();
+        let since_ts = since.map(|t| {
+            let sub_ms = t.timestamp_subsec_nanos() % 1_000_000;
+            let up = if sub_ms == 0 {
+                t
+            } else {
+                t + chrono::Duration::nanoseconds(i64::from(1_000_000 - sub_ms))
+            };
+            up.to_rfc3339_opts(SecondsFormat::Millis, true)
+        });
+        let task = match args.task.as_deref() {
+            None => None,
+            Some(raw) => {
+                let id = raw.trim().to_ascii_lowercase();
+                if !(4..=12).contains(&id.len()) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(Error::Usage(format!(
+                        "--task: {:?} is not a task id (12 hex digits, or the first 4 or more of them)",
+                        clean(raw)
+                    )));
+                }
+                Some(id)
+            }
+        };
+        Ok(Filter {
+            since,
+            since_ts: since_ts.filter(|s| is_canonical_ts(s)),
+            events: args.events.clone(),
+            task,
+            run: args.run.as_deref().map(|r| r.trim().to_string()),
+        })
+    }
+
+    /// A line whose `ts` and `event` come first, as heartbeat writes them, can often be
+    /// turned down without parsing it. False means "maybe": parse and ask [`Filter::matches`].
+    fn rejects_early(&self, line: &[u8]) -> bool {
+        let Some(p) = peek(line) else {
+            return false;
+        };
+        let reject = (!self.events.is_empty() && !self.events.iter().any(|e| e == p.event))
+            || p.run_id.is_some_and(|id| !self.run_matches(id))
+            || (self.since.is_some() && !self.at_or_after(p.ts));
+        // What was peeked may be a torn line's, with a whole line after it.
+        reject && std::str::from_utf8(&line[1..]).is_ok_and(|rest| !rest.contains(LINE_START))
+    }
+
+    fn run_matches(&self, id: &str) -> bool {
+        self.run
+            .as_deref()
+            .is_none_or(|run| id == run || (run.len() >= 4 && id.starts_with(run)))
+    }
+
+    fn matches(&self, obj: &Map<String, Value>) -> bool {
+        let text = |key: &str| obj.get(key).and_then(Value::as_str);
+        if !self.events.is_empty() {
+            match text("event") {
+                Some(event) if self.events.iter().any(|e| e == event) => {}
+                _ => return false,
+            }
+        }
+        if self.since.is_some() && !text("ts").is_some_and(|ts| self.at_or_after(ts)) {
+            return false;
+        }
+        if let Some(task) = &self.task {
+            let Some(id) = text("task_id") else {
+                return false;
+            };
+            let id = id.to_ascii_lowercase();
+            if !(id == *task || (task.len() < 12 && id.starts_with(task.as_str()))) {
+                return false;
+            }
+        }
+        if self.run.is_some() {
+            let Some(id) = text("run_id") else {
+                return false;
+            };
+            if !self.run_matches(id) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn at_or_after(&self, ts: &str) -> bool {
+        let Some(since) = self.since else {
+            return true;
+        };
+        match &self.since_ts {
+            Some(s) if is_canonical_ts(ts) => ts >= s.as_str(),
+            _ => parse_ts(ts).is_some_and(|t| t >= since),
+        }
+    }
+}
+
+/// `--since`: a duration back from now (`2h`) or an RFC 3339 time. None: no lower bound
+/// (a duration reaching before the start of time).
+fn parse_since(raw: &str, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
+    let s = raw.trim();
+    if let Ok(d) = humantime::parse_duration(s) {
+        return Ok(chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d)));
+    }
+    if let Some(t) = parse_ts(s) {
+        return Ok(Some(t));
+    }
+    Err(Error::Usage(format!(
+        "--since: {:?} is not a duration (like 2h) or an RFC 3339 time",
+        clean(raw)
+    )))
+}
+
+fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// `2026-05-01T10:00:00.000Z`: the form heartbeat writes, which sorts as a string.
+fn is_canonical_ts(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 24
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            4 | 7 => c == b'-',
+            10 => c == b'T',
+            13 | 16 => c == b':',
+            19 => c == b'.',
+            23 => c == b'Z',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// What a line that starts `{"ts":"…","event":"…"` says (no escapes in either), and its
+/// `run_id` when that is the third key.
+struct Peek<'a> {
+    ts: &'a str,
+    event: &'a str,
+    run_id: Option<&'a str>,
+}
+
+fn peek(line: &[u8]) -> Option<Peek<'_>> {
+    let rest = line.strip_prefix(br#"{"ts":""#)?;
+    let (ts, rest) = until_quote(rest)?;
+    let rest = rest.strip_prefix(br#","event":""#)?;
+    let (event, rest) = until_quote(rest)?;
+    let run_id = rest
+        .strip_prefix(br#","run_id":""#)
+        .and_then(until_quote)
+        .map(|(id, _)| id);
+    Some(Peek { ts, event, run_id })
+}
+
+/// The text up to the next `"`, and what follows the quote; None when there is an escape.
+fn until_quote(b: &[u8]) -> Option<(&str, &[u8])> {
+    let end = b.iter().position(|&c| c == b'"' || c == b'\\')?;
+    if b[end] != b'"' {
+        return None;
+    }
+    Some((std::str::from_utf8(&b[..end]).ok()?, &b[end + 1..]))
+}
+
+/// A line as a JSON object, and where it starts: 0, or, when a torn line was continued
+/// by a later write, where the whole line that follows the torn part begins.
+fn parse_line(line: &[u8]) -> Option<(usize, Map<String, Value>)> {
+    if let Ok(obj) = serde_json::from_slice::<Map<String, Value>>(line) {
+        return Some((0, obj));
+    }
+    let start = LINE_START.as_bytes();
+    (1..line.len().saturating_sub(start.len()))
+        .filter(|&i| line[i..].starts_with(start))
+        .take(8)
+        .find_map(|i| {
+            serde_json::from_slice::<Map<String, Value>>(&line[i..])
+                .ok()
+                .map(|obj| (i, obj))
+        })
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading, and following
+
+/// The log file, read line by line, reopened when replaced or truncated.
+struct Tail {
+    path: PathBuf,
+    reader: Option<BufReader<File>>,
+    /// (dev, inode) of the open file.
+    id: (u64, u64),
+    /// Bytes consumed from the open file.
+    pos: u64,
+    /// The current line: complete (newline included) when `next_line` said so, else the
+    /// part read so far.
+    buf: Vec<u8>,
+    complete: bool,
+    /// Inside a line longer than [`MAX_LINE`]: dropping bytes until its newline.
+    overlong: bool,
+    /// A new file at `path`, switched to once the old one is read to its end.
+    replacement: Option<File>,
+}
+
+impl Tail {
+    fn open(path: &Path) -> io::Result<Tail> {
+        let mut tail = Tail {
+            path: path.to_path_buf(),
+            reader: None,
+            id: (0, 0),
+            pos: 0,
+            buf: Vec::new(),
+            complete: false,
+            overlong: false,
+            replacement: None,
+        };
+        match File::open(path) {
+            Ok(file) => tail.switch_to(file)?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        Ok(tail)
+    }
+
+    fn switch_to(&mut self, file: File) -> io::Result<()> {
+        let meta = file.metadata()?;
+        self.id = (meta.dev(), meta.ino());
+        self.reader = Some(BufReader::with_capacity(64 * 1024, file));
+        self.restart();
+        Ok(())
+    }
+
+    /// Forget the unfinished line: the file starts over.
+    fn restart(&mut self) {
+        self.pos = 0;
+        self.buf.clear();
+        self.complete = false;
+        self.overlong = false;
+    }
+
+    /// Read the next complete line into `buf`. False at the end of the file, with an
+    /// unfinished line (if any) kept in `buf` for the next call.
+    fn next_line(&mut self) -> io::Result<bool> {
+        if self.complete {
+            self.buf.clear();
+            self.complete = false;
+        }
+        loop {
+            let Some(reader) = self.reader.as_mut() else {
+                return Ok(false);
+            };
+            let n = if self.overlong {
+                let mut drop = Vec::new();
+                let n = reader
+                    .by_ref()
+                    .take(64 * 1024)
+                    .read_until(b'\n', &mut drop)?;
+                if drop.last() == Some(&b'\n') {
+                    self.overlong = false;
+                }
+                n
+            } else {
+                let room = (MAX_LINE + 1 - self.buf.len()) as u64;
+                let n = reader
+                    .by_ref()
+                    .take(room)
+                    .read_until(b'\n', &mut self.buf)?;
+                if self.buf.last() == Some(&b'\n') {
+                    self.pos += n as u64;
+                    self.complete = true;
+                    return Ok(true);
+                }
+                if self.buf.len() > MAX_LINE {
+                    self.buf = Vec::new();
+                    self.overlong = true;
+                }
+                n
+            };
+            self.pos += n as u64;
+            if n == 0 {
+                // The end of this file; go on with its replacement, if there is one.
+                match self.replacement.take() {
+                    Some(file) => self.switch_to(file)?,
+                    None => return Ok(false),
+                }
+            }
+        }
+    }
+
+    /// `-f`, at the end of the file: has the file at `path` been replaced (rotated) or
+    /// truncated? A replacement is read from its start once the old file is read out; a
+    /// truncated file from its start at once. A removed file is read on until a new one
+    /// appears.
+    fn check_replaced(&mut self) -> io::Result<()> {
+        let meta = match std::fs::metadata(&self.path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let id = (meta.dev(), meta.ino());
+        if self.reader.is_none() || id != self.id {
+            if self
+                .replacement
+                .as_ref()
+                .and_then(|f| f.metadata().ok())
+                .is_some_and(|m| (m.dev(), m.ino()) == id)
+            {
+                return Ok(());
+            }
+            match File::open(&self.path) {
+                Ok(file) if self.reader.is_none() => self.switch_to(file)?,
+                Ok(file) => self.replacement = Some(file),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        } else if meta.len() < self.pos
+            && let Some(reader) = self.reader.as_mut()
+        {
+            reader.seek(SeekFrom::Start(0))?;
+            self.restart();
+        }
+        Ok(())
+    }
+}
+
+/// Stdout, buffered; stops quietly when the reader went away.
+struct Sink {
+    out: BufWriter<StdoutLock<'static>>,
+    broken: bool,
+}
+
+impl Sink {
+    fn new() -> Sink {
+        Sink {
+            out: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
+            broken: false,
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        if !self.broken && self.out.write_all(bytes).is_err() {
+            self.broken = true;
+        }
+    }
+
+    fn flush(&mut self) {
+        if !self.broken && self.out.flush().is_err() {
+            self.broken = true;
+        }
+    }
+
+    /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): checked while
+    /// following, when there may be nothing to write for a long time.
+    fn gone(&mut self) -> bool {
+        if !self.broken {
+            let mut fd = libc::pollfd {
+                fd: libc::STDOUT_FILENO,
+                events: 0,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd that lives across the call, and a zero timeout.
+            let n = unsafe { libc::poll(&mut fd, 1, 0) };
+            if n > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+                self.broken = true;
+            }
+        }
+        self.broken
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Output
+
+struct Show<'a> {
+    json: bool,
+    cfg: &'a Config,
+    cwd: &'a Path,
+    filter: &'a Filter,
+    out: Sink,
+}
+
+impl Show<'_> {
+    /// One complete line (newline included) from the log: shown when it matches.
+    fn line(&mut self, line: &[u8]) {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        if self.filter.rejects_early(body) {
+            return;
+        }
+        let Some((start, obj)) = parse_line(body) else {
+            return;
+        };
+        if !self.filter.matches(&obj) {
+            return;
+        }
+        if self.json {
+            self.out.write(&line[start..]);
+        } else {
+            let mut text = human(&obj, self.cfg, self.cwd);
+            text.push('\n');
+            self.out.write(text.as_bytes());
+        }
+    }
+}
+
+/// One event for people: `<local time>  <event>  <what happened>`.
+fn human(obj: &Map<String, Value>, cfg: &Config, cwd: &Path) -> String {
+    let ts = obj.get("ts").and_then(Value::as_str);
+    let time = match ts.and_then(parse_ts) {
+        Some(t) => t
+            .with_timezone(&cfg.tz())
+            .format("%Y-%m-%d %H:%M:%S %Z")
+            .to_string(),
+        None => clean(ts.unwrap_or("-")),
+    };
+    let event = obj.get("event").and_then(Value::as_str).unwrap_or("-");
+    let f = Fields { obj, cfg, cwd };
+    let what = f.describe(event);
+    let line = format!("{time}  {}  {what}", clean(event));
+    line.trim_end().to_string()
+}
+
+/// The fields of one line, read for [`human`]; every text comes out cleaned.
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    cfg: &'a Config,
+    cwd: &'a Path,
+}
+
+impl Fields<'_> {
+    /// A string field (not empty), cleaned and cut to one line.
+    fn text(&self, key: &str) -> Option<String> {
+        match self.obj.get(key)? {
+            Value::String(s) if !s.trim().is_empty() => Some(first_line(s, TEXT_MAX)),
+            _ => None,
+        }
+    }
+
+    /// A scalar field as text (numbers, booleans, strings); None for null and missing.
+    fn scalar(&self, key: &str) -> Option<String> {
+        match self.obj.get(key)? {
+            Value::String(_) => self.text(key),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+
+    fn count(&self, key: &str) -> u64 {
+        self.obj.get(key).and_then(Value::as_u64).unwrap_or(0)
+    }
+
+    /// A time field in the configured zone.
+    fn time(&self, key: &str) -> Option<String> {
+        let raw = self.obj.get(key)?.as_str()?;
+        Some(match parse_ts(raw) {
+            Some(t) => show_time(t, self.cfg),
+            None => first_line(raw, TEXT_MAX),
+        })
+    }
+
+    /// `@tool`.
+    fn tool(&self) -> Option<String> {
+        self.text("tool").map(|t| format!("@{t}"))
+    }
+
+    /// `HEARTBEAT.md:3` (`:column` too when there is one), relative to the working directory.
+    fn place(&self) -> Option<String> {
+        let file = self.obj.get("file")?.as_str()?;
+        let mut place = clean(&show_path(Path::new(file), self.cwd));
+        for key in ["line", "column"] {
+            match self.obj.get(key).and_then(Value::as_u64) {
+                Some(n) => place.push_str(&format!(":{n}")),
+                None => break,
+            }
+        }
+        Some(place)
+    }
+
+    /// Where the task is, or else its id.
+    fn place_or_task(&self) -> Option<String> {
+        self.place().or_else(|| self.task())
+    }
+
+    fn task(&self) -> Option<String> {
+        self.text("task_id").map(|id| format!("task {id}"))
+    }
+
+    /// `#3`.
+    fn approval(&self) -> Option<String> {
+        self.obj
+            .get("approval_id")
+            .and_then(Value::as_i64)
+            .map(|id| format!("#{id}"))
+    }
+
+    /// ` (12 ms)`, or nothing.
+    fn took(&self) -> String {
+        self.obj
+            .get("duration_ms")
+            .and_then(Value::as_u64)
+            .map(|ms| format!(" ({ms} ms)"))
+            .unwrap_or_default()
+    }
+
+    /// A tool's input as compact JSON, cut.
+    fn input(&self) -> Option<String> {
+        let input = self.obj.get("input").filter(|v| !v.is_null())?;
+        Some(first_line(&input.to_string(), TEXT_MAX))
+    }
+
+    fn describe(&self, event: &str) -> String {
+        match event {
+            "run_started" => {
+                let mut parts = vec![];
+                parts.extend(self.text("mode"));
+                parts.extend(self.text("autonomy").map(|a| format!("autonomy {a}")));
+                if let Some(files) = self.obj.get("files").and_then(Value::as_array) {
+                    let n = files.len();
+                    parts.push(format!("{n} file{}", if n == 1 { "" } else { "s" }));
+                }
+                if let Some(pid) = self.scalar("pid") {
+                    parts.push(match self.text("host") {
+                        Some(host) => format!("pid {pid} on {host}"),
+                        None => format!("pid {pid}"),
+                    });
+                }
+                let run = self.text("run_id").map(|r| format!("run {r}"));
+                join2(run, Some(parts.join(", ")))
+            }
+            "run_skipped" => {
+                let mut s = self.text("reason").unwrap_or_default();
+                if let Some(t) = self.time("next_active") {
+                    s.push_str(&format!(", next active {t}"));
+                }
+                if let Some(t) = self.time("until") {
+                    s.push_str(&format!(" until {t}"));
+                }
+                if let Some(pid) = self.scalar("holder_pid") {
+                    s.push_str(&format!(", held by pid {pid}"));
+                    if let Some(t) = self.time("holder_since") {
+                        s.push_str(&format!(" since {t}"));
+                    }
+                }
+                s
+            }
+            "run_finished" => {
+                let counts: Vec<String> = ["succeeded", "failed", "queued", "skipped", "invalid"]
+                    .iter()
+                    .filter_map(|k| {
+                        let n = self.count(k);
+                        (n > 0).then(|| format!("{n} {k}"))
+                    })
+                    .collect();
+                let counts = if counts.is_empty() {
+                    "nothing ran".to_string()
+                } else {
+                    counts.join(", ")
+                };
+                format!("{counts}{}", self.took())
+            }
+            "task_invalid" => join2(self.place_or_task(), self.text("error")),
+            "task_succeeded" => {
+                let what = self
+                    .text("summary")
+                    .or_else(|| self.text("output"))
+                    .unwrap_or_default();
+                let mut s = join2(
+                    self.task_head(),
+                    Some(format!("{what}{}", self.took()).trim_start().to_string()),
+                );
+                if let Some(cost) = self.obj.get("cost_usd").and_then(Value::as_f64) {
+                    s.push_str(&format!(" ${cost:.2}"));
+                }
+                s
+            }
+            "task_failed" => {
+                let error = self.text("error").unwrap_or_else(|| "failed".into());
+                let why = match self.text("output").or_else(|| self.text("stderr")) {
+                    Some(out) if out != error => format!("{error}: {out}"),
+                    _ => error,
+                };
+                join2(self.task_head(), Some(format!("{why}{}", self.took())))
+            }
+            "task_reminded" => join2(self.place_or_task(), self.text("text")),
+            "task_skipped" => join2(
+                words([self.tool(), self.place_or_task()]),
+                self.text("reason"),
+            ),
+            "task_tripped" => join2(
+                words([self.tool(), self.place_or_task()]),
+                Some(format!("{} failures in a row", self.count("failures"))),
+            ),
+            "task_marked_done" | "task_mark_skipped" => {
+                join2(self.place_or_task(), self.text("reason"))
+            }
+            "task_reset" => {
+                let mut s = format!("{} failures cleared", self.count("failures"));
+                if self.obj.get("tripped") == Some(&Value::Bool(true)) {
+                    s.push_str(" (was tripped)");
+                }
+                if let Some(by) = self.text("by") {
+                    s.push_str(&format!(" by {by}"));
+                }
+                join2(self.task(), Some(s))
+            }
+            "approval_requested" => join2(
+                words([self.approval(), self.tool(), self.place_or_task()]),
+                self.input(),
+            ),
+            "approval_approved" | "approval_denied" => {
+                let mut s = words([self.approval(), self.text("by").map(|b| format!("by {b}"))]);
+                if self.obj.get("always") == Some(&Value::Bool(true)) {
+                    s.push_str(" (always)");
+                }
+                if let Some(reason) = self.text("reason") {
+                    s.push_str(&format!(": {reason}"));
+                }
+                s
+            }
+            "approval_expired" | "approval_stale" => {
+                let head = words([self.approval(), self.task()]);
+                match self.text("reason") {
+                    Some(reason) => format!("{head}: {reason}"),
+                    None => head,
+                }
+            }
+            "notification_sent" => words([
+                self.text("channel"),
+                self.scalar("chat_id"),
+                self.text("kind"),
+            ]),
+            "notification_failed" => {
+                let mut s = words([self.text("channel"), self.scalar("chat_id")]);
+                if let Some(error) = self.text("error") {
+                    s.push_str(&format!(": {error}"));
+                }
+                let mut notes: Vec<String> = self.text("kind").into_iter().collect();
+                if self.obj.get("queued") == Some(&Value::Bool(true)) {
+                    notes.push("kept to retry".into());
+                }
+                if !notes.is_empty() {
+                    s.push_str(&format!(" ({})", notes.join(", ")));
+                }
+                s
+            }
+            "budget_exhausted" => {
+                let usd = |k| self.obj.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                format!("${:.2} of ${:.2} spent", usd("spent_usd"), usd("daily_usd"))
+            }
+            "paused" | "resumed" => {
+                let mut s = if event == "paused" {
+                    match self.time("until") {
+                        Some(t) => format!("until {t}"),
+                        None => "until resumed".into(),
+                    }
+                } else {
+                    String::new()
+                };
+                if let Some(by) = self.text("by") {
+                    s = words([Some(s).filter(|s| !s.is_empty()), Some(format!("by {by}"))]);
+                }
+                if let Some(reason) = self.text("reason") {
+                    s = if s.is_empty() {
+                        reason
+                    } else {
+                        format!("{s}: {reason}")
+                    };
+                }
+                s
+            }
+            "daemon_started" | "daemon_stopped" | "config_reloaded" => {
+                let mut s = words([
+                    self.scalar("pid").map(|p| format!("pid {p}")),
+                    self.text("signal"),
+                ]);
+                if let Some(error) = self.text("error") {
+                    s = if s.is_empty() {
+                        error
+                    } else {
+                        format!("{s}: {error}")
+                    };
+                }
+                s
+            }
+            "telegram_rejected" => words([
+                self.scalar("chat_id").map(|c| format!("chat {c}")),
+                self.text("kind"),
+            ]),
+            "grant_revoked" => words([self.task(), self.text("by").map(|b| format!("by {b}"))]),
+            _ => self.generic(),
+        }
+    }
+
+    /// `@tool HEARTBEAT.md:3 #2`: the head of a task's outcome.
+    fn task_head(&self) -> Option<String> {
+        Some(words([self.tool(), self.place_or_task(), self.approval()])).filter(|s| !s.is_empty())
+    }
+
+    /// `key=value …` for an event this command does not know.
+    fn generic(&self) -> String {
+        let mut parts = vec![];
+        for (k, v) in self.obj {
+            if k == "ts" || k == "event" || v.is_null() {
+                continue;
+            }
+            let value = match v {
+                Value::String(s)
+                    if !s.is_empty()
+                        && !s
+                            .chars()
+                            .any(|c| c.is_whitespace() || c.is_control() || c == '"') =>
+                {
+                    s.clone()
+                }
+                other => other.to_string(),
+            };
+            parts.push(format!("{}={}", clean(k), first_line(&value, TEXT_MAX)));
+        }
+        parts.join(" ")
+    }
+}
+
+/// The parts that are there, joined by a space.
+fn words<const N: usize>(parts: [Option<String>; N]) -> String {
+    parts
+        .into_iter()
+        .flatten()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Two parts joined by two spaces (either may be missing).
+fn join2(a: impl Into<Option<String>>, b: impl Into<Option<String>>) -> String {
+    let (a, b) = (a.into(), b.into());
+    match (a.filter(|s| !s.is_empty()), b.filter(|s| !s.is_empty())) {
+        (Some(a), Some(b)) => format!("{a}  {b}"),
+        (Some(a), None) => a,
+        (None, Some(b)) => b,
+        (None, None) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_ts_compares_as_text() {
+        assert!(is_canonical_ts("2026-05-01T10:00:00.000Z"));
+        assert!(!is_canonical_ts("2026-05-01T10:00:00Z"));
+        assert!(!is_canonical_ts("2026-05-01T10:00:00.000+00:00"));
+    }
+
+    #[test]
+    fn a_torn_line_is_never_turned_down_by_what_its_torn_part_says() {
+        let args = LogArgs {
+            since: None,
+            events: vec!["run_started".into()],
+            task: None,
+            run: Some("bbbb".into()),
+            json: false,
+            follow: false,
+        };
+        let ctx = Ctx {
+            now: Utc::now(),
+            cwd: PathBuf::from("/"),
+            config: None,
+            state_dir: None,
+            verbose: 0,
+        };
+        let filter = Filter::new(&ctx, &args).unwrap();
+        let whole =
+            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"bbbb00000000"}"#;
+        assert!(!filter.rejects_early(whole.as_bytes()));
+        assert!(filter.rejects_early(
+            br#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed","run_id":"bbbb00000000"}"#
+        ));
+        assert!(filter.rejects_early(
+            br#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"aaaa00000000"}"#
+        ));
+        for torn in [
+            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed""#,
+            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_"#,
+            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed","#,
+            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"aaaa00000000","#,
+        ] {
+            let line = format!("{torn}{whole}");
+            assert!(!filter.rejects_early(line.as_bytes()), "{line}");
+            let (start, _) = parse_line(line.as_bytes()).unwrap();
+            assert_eq!(&line[start..], whole);
+        }
+    }
+
+    #[test]
+    fn peek_reads_ts_and_event_of_heartbeats_lines_only() {
+        let line = br#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"x"}"#;
+        let p = peek(line).unwrap();
+        assert_eq!(
+            (p.ts, p.event, p.run_id),
+            ("2026-05-01T10:00:00.000Z", "run_started", Some("x"))
+        );
+        let p = peek(br#"{"ts":"t","event":"e","task_id":"x"}"#).unwrap();
+        assert_eq!(p.run_id, None);
+        assert!(peek(br#"{"event":"a","ts":"b"}"#).is_none());
+        assert!(peek(br#"{"ts":"a\"b","event":"c"}"#).is_none());
+    }
+
+    #[test]
+    fn a_torn_line_continued_by_a_whole_one_yields_the_whole_one() {
+        let line = br#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_suc{"ts":"2026-05-01T10:00:01.000Z","event":"run_started"}"#;
+        let (start, obj) = parse_line(line).unwrap();
+        assert_eq!(obj["event"], "run_started");
+        assert_eq!(&line[start..start + 7], br#"{"ts":""#);
+        assert!(parse_line(b"garbage").is_none());
+        assert!(parse_line(b"[1,2]").is_none());
+    }
+
+    #[test]
+    fn hints_name_the_closest_event() {
+        assert!(unknown_event_hint("task_succeded").contains("did you mean task_succeeded?"));
+        assert!(unknown_event_hint("zzzzzzzzzzzzzzzzz").contains("run_started"));
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
 }
