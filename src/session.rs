@@ -292,6 +292,8 @@ pub struct Session<'a> {
     pub report: Report,
     /// File → one-time task ids to tick, in the order they succeeded.
     ticks: BTreeMap<PathBuf, Vec<String>>,
+    /// The ids in `ticks`, to add each once without a scan.
+    tick_ids: HashSet<String>,
     /// Tasks run from an approval in this session: the plan leaves them alone this time.
     pub handled: HashSet<String>,
     /// Spent since local midnight, including what this session ran (for the budget).
@@ -331,6 +333,7 @@ impl<'a> Session<'a> {
             run_id,
             now,
             ticks: BTreeMap::new(),
+            tick_ids: HashSet::new(),
             handled: HashSet::new(),
             spent: 0.0,
             started_tools: HashSet::new(),
@@ -631,6 +634,8 @@ impl<'a> Session<'a> {
                 if !self.may_start(task, &spec.name)? {
                     continue;
                 }
+                // A tool with outside effects starts only once everything before is on disk.
+                self.store.flush()?;
                 let input = planned.input.clone().unwrap_or_default();
                 let task_id = task.id.clone();
                 let workdir = task.file.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -732,9 +737,11 @@ impl<'a> Session<'a> {
     }
 
     fn want_tick(&mut self, task: &Task) {
-        let ids = self.ticks.entry(task.file.clone()).or_default();
-        if !ids.contains(&task.id) {
-            ids.push(task.id.clone());
+        if self.tick_ids.insert(task.id.clone()) {
+            self.ticks
+                .entry(task.file.clone())
+                .or_default()
+                .push(task.id.clone());
         }
     }
 
@@ -750,10 +757,22 @@ impl<'a> Session<'a> {
             // The plan only runs tools that exist.
             return Ok(Outcome::default());
         };
-        let outcome = if spec.kind == ToolKind::Notify {
-            self.notify(input)?
-        } else {
-            self.execute(task, spec, input)
+        let outcome = match spec.kind {
+            ToolKind::Notify => {
+                self.store.batch()?;
+                self.notify(input)?
+            }
+            // In-process and without effects outside heartbeat: its record may wait in the
+            // batch (a crash can at worst repeat a log line).
+            ToolKind::Log => {
+                self.store.batch()?;
+                self.execute(task, spec, input)
+            }
+            // Effects outside heartbeat: everything before is committed first.
+            _ => {
+                self.store.flush()?;
+                self.execute(task, spec, input)
+            }
         };
         self.record_outcome(task, name, input, approval_id, outcome)
     }
@@ -1015,6 +1034,7 @@ impl<'a> Session<'a> {
     /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
     /// and the audit log for what follows the run (notifications).
     pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
+        self.store.flush()?;
         for (file, ids) in std::mem::take(&mut self.ticks) {
             self.tick(&file, &ids)?;
         }

@@ -288,6 +288,15 @@ pub struct RunCounts {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// A batch transaction is open (see [`Store::batch`]).
+    batching: bool,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        // A batch holds finished work: keep it (an error path must not lose records).
+        let _ = self.flush();
+    }
 }
 
 impl Store {
@@ -306,7 +315,11 @@ impl Store {
                 source,
             })?;
         let conn = Connection::open(&path).map_err(|e| sql_err(&path, e))?;
-        let mut store = Store { conn, path };
+        let mut store = Store {
+            conn,
+            path,
+            batching: false,
+        };
         store.configure()?;
         store.migrate()?;
         Ok(store)
@@ -324,7 +337,11 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| sql_err(&path, e))?;
-        let store = Store { conn, path };
+        let store = Store {
+            conn,
+            path,
+            batching: false,
+        };
         store
             .conn
             .busy_timeout(Duration::from_secs(10))
@@ -332,7 +349,7 @@ impl Store {
         let version = store.user_version()?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
-                path: store.path,
+                path: store.path.clone(),
                 found: version,
             });
         }
@@ -552,7 +569,32 @@ impl Store {
 
     /// Run `f` with `synchronous = FULL`: an approval change is on disk before anyone is
     /// told about it (the rest of the bookkeeping runs with NORMAL, safe in WAL mode).
+    /// Start collecting bookkeeping in one transaction (a run's in-process tools: a
+    /// thousand `@log` tasks cost one commit, not a thousand). Until [`Store::flush`], a
+    /// crash loses what the batch holds; callers flush before any tool with effects outside
+    /// heartbeat, and every approval change flushes first.
+    pub fn batch(&mut self) -> Result<()> {
+        if !self.batching {
+            self.conn
+                .execute_batch("BEGIN IMMEDIATE")
+                .map_err(|e| self.err(e))?;
+            self.batching = true;
+        }
+        Ok(())
+    }
+
+    /// Commit the batch, if one is open.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.batching {
+            self.batching = false;
+            self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
     fn durable<T>(&mut self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
+        // Never inside a batch: this change is committed and synced on its own.
+        self.flush()?;
         self.conn
             .execute_batch("PRAGMA synchronous = FULL")
             .map_err(|e| self.err(e))?;
@@ -734,11 +776,11 @@ impl Store {
     /// Remember that a task was attempted (run, queued or reminded) at `now`.
     pub fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
         self.conn
-            .execute(
+            .prepare_cached(
                 "INSERT INTO task_state (task_id, last_attempt) VALUES (?1, ?2)
                  ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt",
-                params![task_id, format_ts(now)],
             )
+            .and_then(|mut st| st.execute(params![task_id, format_ts(now)]))
             .map(drop)
             .map_err(|e| self.err(e))
     }
@@ -763,33 +805,59 @@ impl Store {
         let started = format_ts(r.started_at);
         let finished = format_ts(r.finished_at);
         let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|e| sql_err(&path, e))?;
-        tx.execute(
+        // Inside a batch the batch's transaction holds both statements; outside, a
+        // transaction of their own.
+        let batching = self.batching;
+        let tx = if batching {
+            None
+        } else {
+            Some(
+                self.conn
+                    .unchecked_transaction()
+                    .map_err(|e| sql_err(&path, e))?,
+            )
+        };
+        let conn = &self.conn;
+        // Cached statements: a run of a thousand tasks parses this SQL once.
+        conn.prepare_cached(
             "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![r.run_id, r.task_id, r.tool, started, finished, outcome, r.cost_usd, r.approval_id],
         )
+        .and_then(|mut st| {
+            st.execute(params![
+                r.run_id,
+                r.task_id,
+                r.tool,
+                started,
+                finished,
+                outcome,
+                r.cost_usd,
+                r.approval_id
+            ])
+        })
         .map_err(|e| sql_err(&path, e))?;
-        tx.execute(
-            "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome, consecutive_failures)
-             VALUES (?1, ?2, CASE WHEN ?4 THEN ?3 END, ?5, CASE WHEN ?4 THEN 0 ELSE 1 END)
-             ON CONFLICT(task_id) DO UPDATE SET
-                last_attempt = excluded.last_attempt,
-                last_success = COALESCE(excluded.last_success, task_state.last_success),
-                last_outcome = excluded.last_outcome,
-                consecutive_failures = CASE WHEN ?4 THEN 0 ELSE task_state.consecutive_failures + 1 END",
-            params![r.task_id, started, finished, r.succeeded, outcome],
-        )
-        .map_err(|e| sql_err(&path, e))?;
-        let failures: u32 = tx
-            .query_row(
-                "SELECT consecutive_failures FROM task_state WHERE task_id = ?1",
-                [r.task_id],
-                |row| row.get(0),
+        let failures: u32 = conn
+            .prepare_cached(
+                "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome, consecutive_failures)
+                 VALUES (?1, ?2, CASE WHEN ?4 THEN ?3 END, ?5, CASE WHEN ?4 THEN 0 ELSE 1 END)
+                 ON CONFLICT(task_id) DO UPDATE SET
+                    last_attempt = excluded.last_attempt,
+                    last_success = COALESCE(excluded.last_success, task_state.last_success),
+                    last_outcome = excluded.last_outcome,
+                    consecutive_failures = CASE WHEN ?4 THEN 0 ELSE task_state.consecutive_failures + 1 END
+                 RETURNING consecutive_failures",
             )
+            .and_then(|mut st| {
+                st.query_row(
+                    params![r.task_id, started, finished, r.succeeded, outcome],
+                    |row| row.get(0),
+                )
+            })
             .map_err(|e| sql_err(&path, e))?;
         crate::fault::point("sqlite_commit");
-        tx.commit().map_err(|e| sql_err(&path, e))?;
+        if let Some(tx) = tx {
+            tx.commit().map_err(|e| sql_err(&path, e))?;
+        }
         Ok(failures)
     }
 
