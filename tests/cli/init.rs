@@ -1,0 +1,358 @@
+//! `heartbeat init [DIR]` (SPEC §8): a commented HEARTBEAT.md and heartbeat.toml that pass
+//! `check` and run safely; never an overwrite.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// `init` with a fixed zone, so that the one-time example's date is known.
+fn init(env: &Env, args: &[&str]) -> Output {
+    env.cmd(["init"]).args(args).env("TZ", "UTC").output()
+}
+
+/// Every `# key = …` and `# [table]` line made active; prose comments stay comments.
+fn uncomment_all(toml: &str) -> String {
+    toml.lines()
+        .map(|line| match line.strip_prefix("# ") {
+            Some(rest) if is_setting(rest) => rest,
+            _ => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn is_setting(s: &str) -> bool {
+    if s.starts_with('[') {
+        return s.ends_with(']');
+    }
+    match s.split_once(" = ") {
+        Some((key, _)) => {
+            !key.is_empty() && key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+        }
+        None => false,
+    }
+}
+
+/// Dotted keys of a TOML document: `files`, `daemon.every`, `tools.backup.command`, ….
+fn dotted_keys(toml: &str) -> BTreeSet<String> {
+    fn walk(prefix: &str, table: &toml::Table, out: &mut BTreeSet<String>) {
+        for (k, v) in table {
+            let key = if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            };
+            match v {
+                toml::Value::Table(t) => walk(&key, t, out),
+                _ => {
+                    out.insert(key);
+                }
+            }
+        }
+    }
+    let table: toml::Table = toml.parse().unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    let mut out = BTreeSet::new();
+    walk("", &table, &mut out);
+    out
+}
+
+#[test]
+fn init_in_the_working_directory() {
+    let env = Env::empty();
+    let out = init(&env, &[]);
+    out.code(0);
+    let md = env.path("HEARTBEAT.md");
+    let toml = env.path("heartbeat.toml");
+    assert!(
+        out.stdout.contains(&format!(
+            "Wrote {}\nWrote {}\n",
+            md.display(),
+            toml.display()
+        )),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("  heartbeat check\n"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains(&format!("*/5 * * * *  cd {} && ", env.root().display()))
+            && out.stdout.contains(" run --once -q\n"),
+        "a cron line: {}",
+        out.stdout
+    );
+    assert_eq!(out.stderr, "");
+
+    let text = env.read("HEARTBEAT.md");
+    let headings: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+    assert_eq!(
+        headings,
+        [
+            "# Heartbeat",
+            "## Recurring",
+            "### Every 6h",
+            "### Weekdays at 09:00",
+            "## One-time",
+            "### At 2026-05-08 09:00",
+            "## Notes",
+        ],
+        "{text}"
+    );
+    assert!(text.ends_with(".\n"));
+    assert!(
+        env.read("heartbeat.toml")
+            .contains("files = [\"HEARTBEAT.md\"]\n")
+    );
+    assert!(!env.state().exists(), "init touches no state");
+
+    // Found beside HEARTBEAT.md: `cd DIR && heartbeat check` works as printed.
+    let out = env.cmd(["check"]).env("TZ", "UTC").output();
+    out.code(0);
+    assert!(
+        out.stdout.contains(&format!("config: {}", toml.display())),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("5 task(s), 0 error(s), 0 warning(s)"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn init_creates_a_missing_nested_directory() {
+    let env = Env::empty();
+    let out = init(&env, &["notes/work/./today"]);
+    out.code(0);
+    let dir = env.path("notes/work/today");
+    assert!(dir.join("HEARTBEAT.md").is_file());
+    assert!(dir.join("heartbeat.toml").is_file());
+    assert!(
+        out.stdout
+            .contains(&format!("  cd {} && heartbeat check\n", dir.display())),
+        "{}",
+        out.stdout
+    );
+    assert!(!env.exists("HEARTBEAT.md"));
+
+    // An absolute DIR too; the new directory is an ordinary one.
+    let abs = env.path("elsewhere");
+    init(&env, &[abs.to_str().unwrap()]).code(0);
+    assert!(abs.join("HEARTBEAT.md").is_file());
+}
+
+#[test]
+fn init_refuses_when_heartbeat_md_exists() {
+    let env = Env::new("# mine\n");
+    let out = init(&env, &[]);
+    out.code(2);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "heartbeat: {} already exists; init never overwrites\n",
+            env.md_path().display()
+        )
+    );
+    assert_eq!(out.stdout, "");
+    assert_eq!(env.read("HEARTBEAT.md"), "# mine\n");
+    assert!(!env.exists("heartbeat.toml"), "nothing at all is written");
+}
+
+#[test]
+fn init_refuses_when_only_heartbeat_toml_exists() {
+    let env = Env::empty();
+    env.write("sub/heartbeat.toml", "autonomy = \"full\"\n");
+    let out = init(&env, &["sub"]);
+    out.code(2);
+    assert_eq!(
+        out.stderr,
+        format!(
+            "heartbeat: {} already exists; init never overwrites\n",
+            env.path("sub/heartbeat.toml").display()
+        )
+    );
+    assert_eq!(env.read("sub/heartbeat.toml"), "autonomy = \"full\"\n");
+    assert!(!env.exists("sub/HEARTBEAT.md"));
+
+    // Both there: both named.
+    env.write("sub/HEARTBEAT.md", "x\n");
+    let out = init(&env, &["sub"]);
+    out.code(2);
+    assert!(out.stderr.contains("HEARTBEAT.md and "), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .ends_with("heartbeat.toml already exist; init never overwrites\n")
+    );
+}
+
+#[test]
+fn init_refuses_a_dangling_symlink_and_a_file_as_dir() {
+    let env = Env::empty();
+    std::os::unix::fs::symlink(env.path("target.md"), env.path("HEARTBEAT.md")).unwrap();
+    init(&env, &[]).code(2);
+    assert!(
+        !env.exists("target.md"),
+        "the link's target was not created"
+    );
+    assert!(!env.exists("heartbeat.toml"));
+
+    env.write("plain-file", "x");
+    let out = init(&env, &["plain-file"]);
+    out.code(2);
+    assert!(out.stderr.starts_with("heartbeat: "), "{}", out.stderr);
+    assert!(out.stderr.contains("plain-file"), "{}", out.stderr);
+    assert_eq!(env.read("plain-file"), "x");
+}
+
+#[test]
+fn written_files_pass_check_and_run_safely() {
+    let env = Env::empty();
+    init(&env, &["proj"]).code(0);
+    let config = env.path("proj/heartbeat.toml");
+    let md = env.path("proj/HEARTBEAT.md").display().to_string();
+    let before = env.read("proj/HEARTBEAT.md");
+
+    let out = env
+        .cmd(["check", "--json"])
+        .args(["--config".as_ref(), config.as_os_str()])
+        .env("TZ", "UTC")
+        .output();
+    out.code(0);
+    let doc = out.json();
+    assert_eq!(doc["problems"], serde_json::json!([]), "{doc:#}");
+    assert_eq!(doc["files"], serde_json::json!([md]));
+    let tasks = doc["tasks"].as_array().unwrap();
+    let summary: Vec<(&str, &str, &str, Option<&str>)> = tasks
+        .iter()
+        .map(|t| {
+            (
+                t["section"].as_str().unwrap(),
+                t["tool"].as_str().unwrap_or("-"),
+                t["decision"].as_str().unwrap(),
+                t["schedule"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("recurring", "log", "run", None),
+            ("recurring", "shell", "approve", Some("Every 6h")),
+            ("recurring", "-", "remind", Some("Weekdays at 09:00")),
+            ("one_time", "-", "remind", None),
+            ("one_time", "log", "not_due", Some("At 2026-05-08 09:00")),
+        ],
+        "{doc:#}"
+    );
+
+    // A run: the log line runs, uptime is queued, reminders are given; exit 0.
+    let run = |now: &str| {
+        env.cmd(["run", "--once", "--json"])
+            .args(["--config".as_ref(), config.as_os_str()])
+            .env("TZ", "UTC")
+            .now(now)
+            .output()
+    };
+    let out = run(NOW);
+    out.code(0);
+    let doc = out.json();
+    assert_eq!(doc["succeeded"], 1, "{doc:#}");
+    assert_eq!(doc["queued"], 1, "{doc:#}");
+    assert_eq!(doc["failed"], 0, "{doc:#}");
+    assert_eq!(doc["invalid"], 0, "{doc:#}");
+    let ran: Vec<Value> = env
+        .events("task_succeeded")
+        .iter()
+        .map(|e| e["tool"].clone())
+        .collect();
+    assert_eq!(ran, [Value::from("log")], "only the log line ran");
+    assert!(env.events("task_failed").is_empty());
+    let queued = env.events("approval_requested");
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0]["tool"], "shell");
+    assert_eq!(queued[0]["input"], serde_json::json!({"cmd": ["uptime"]}));
+    assert_eq!(env.read("proj/HEARTBEAT.md"), before, "nothing to tick yet");
+
+    // A week later the one-time log line runs and is ticked; nothing else changes.
+    run("2026-05-08T09:30:00Z").code(0);
+    let after = env.read("proj/HEARTBEAT.md");
+    assert_eq!(
+        after,
+        before.replace(
+            "- [ ] @log {\"text\": \"one week since heartbeat init\"}",
+            "- [x] @log {\"text\": \"one week since heartbeat init\"}"
+        )
+    );
+    assert_ne!(after, before);
+}
+
+/// SPEC §3 keys: all of them in heartbeat.toml as comments, only `files` and `autonomy`
+/// active, and the commented lines are valid as written.
+#[test]
+fn config_documents_every_key_and_each_line_is_valid() {
+    let env = Env::empty();
+    init(&env, &[]).code(0);
+    let toml = env.read("heartbeat.toml");
+
+    let active = dotted_keys(&toml);
+    assert_eq!(
+        active,
+        BTreeSet::from(["files".to_string(), "autonomy".to_string()])
+    );
+
+    let all = uncomment_all(&toml);
+    let expected: BTreeSet<String> = [
+        "files",
+        "timezone",
+        "active_hours",
+        "active_days",
+        "autonomy",
+        "plain_tasks",
+        "state_dir",
+        "audit_log",
+        "approval_ttl",
+        "concurrency",
+        "max_tasks_per_run",
+        "max_consecutive_failures",
+        "stuck_after",
+        "daemon.every",
+        "tools.backup.command",
+        "tools.backup.timeout",
+        "tools.backup.approval",
+        "tools.backup.cooldown",
+        "tools.backup.cost_usd",
+        "tools.backup.description",
+        "tools.backup.max_consecutive_failures",
+        "tools.shell.approval",
+        "budget.daily_usd",
+        "telegram.bot_token_env",
+        "telegram.chat_ids",
+        "telegram.api_url",
+        "telegram.summary",
+        "telegram.quiet_hours",
+        "telegram.max_messages_per_day",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(dotted_keys(&all), expected, "{all}");
+    // Every setting has its explanation: a comment above it or beside it.
+    let lines: Vec<&str> = toml.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        let setting = line.strip_prefix("# ").unwrap_or(line);
+        if is_setting(setting) && !setting.starts_with('[') {
+            let above = i > 0 && lines[i - 1].starts_with('#');
+            let beside = setting.contains("  # ");
+            assert!(above || beside, "no explanation for {line:?}");
+        }
+    }
+
+    // All of it at once still loads and checks clean (no token needed to check).
+    env.write("heartbeat.toml", &all);
+    let out = env.cmd(["check", "--json"]).output();
+    out.code(0);
+    let doc = out.json();
+    assert_eq!(doc["problems"], serde_json::json!([]), "{doc:#}");
+}
