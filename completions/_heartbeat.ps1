@@ -44,6 +44,8 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
             [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
+            [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -244,6 +246,37 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'heartbeat;log' {
+            [CompletionResult]::new('--since', '--since', [CompletionResultType]::ParameterName, 'Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time')
+            [CompletionResult]::new('--event', '--event', [CompletionResultType]::ParameterName, 'Only this event (repeatable), e.g. task_failed')
+            [CompletionResult]::new('--task', '--task', [CompletionResultType]::ParameterName, 'Only lines about this task id')
+            [CompletionResult]::new('--run', '--run', [CompletionResultType]::ParameterName, 'Only lines of this run id')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print the matching lines as they are (JSON Lines)')
+            [CompletionResult]::new('-f', '-f', [CompletionResultType]::ParameterName, 'Keep printing lines as they are appended')
+            [CompletionResult]::new('--follow', '--follow', [CompletionResultType]::ParameterName, 'Keep printing lines as they are appended')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;init' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'heartbeat;completions' {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
@@ -271,6 +304,8 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
             [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
+            [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
+            [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -315,6 +350,12 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;telegram-chats' {
+            break
+        }
+        'heartbeat;help;log' {
+            break
+        }
+        'heartbeat;help;init' {
             break
         }
         'heartbeat;help;completions' {

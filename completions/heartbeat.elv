@@ -41,6 +41,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand resume 'End a pause'
             cand notify-test 'Send a test message to every configured Telegram chat'
             cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
+            cand log 'Show the audit log, filtered; human-readable unless --json'
+            cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -226,6 +228,35 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;log'= {
+            cand --since 'Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time'
+            cand --event 'Only this event (repeatable), e.g. task_failed'
+            cand --task 'Only lines about this task id'
+            cand --run 'Only lines of this run id'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand --json 'Print the matching lines as they are (JSON Lines)'
+            cand -f 'Keep printing lines as they are appended'
+            cand --follow 'Keep printing lines as they are appended'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;init'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;completions'= {
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
@@ -252,6 +283,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand resume 'End a pause'
             cand notify-test 'Send a test message to every configured Telegram chat'
             cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
+            cand log 'Show the audit log, filtered; human-readable unless --json'
+            cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -282,6 +315,10 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;notify-test'= {
         }
         &'heartbeat;help;telegram-chats'= {
+        }
+        &'heartbeat;help;log'= {
+        }
+        &'heartbeat;help;init'= {
         }
         &'heartbeat;help;completions'= {
         }

@@ -48,11 +48,23 @@ impl std::fmt::Debug for AuditLog {
 impl AuditLog {
     /// Open (creating, mode 0600) the log for appending.
     pub fn open(path: &Path) -> io::Result<AuditLog> {
-        let file = OpenOptions::new()
+        let mut file = OpenOptions::new()
+            .read(true)
             .append(true)
             .create(true)
             .mode(0o600)
             .open(path)?;
+        // A crash can leave half a line at the end: start ours on a line of its own, so that
+        // only the torn line is lost, never the next one.
+        let len = file.metadata()?.len();
+        if len > 0 {
+            use std::os::unix::fs::FileExt;
+            let mut last = [0u8; 1];
+            file.read_exact_at(&mut last, len - 1)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
         Ok(AuditLog {
             file,
             path: path.to_path_buf(),
@@ -244,6 +256,22 @@ mod tests {
             let v: Value = serde_json::from_str(line).unwrap();
             assert_eq!(v["i"], json!(i));
         }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ended_before_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        std::fs::write(&path, "{\"ts\":\"x\",\"event\":\"a\"}\n{\"ts\":\"x\",\"ev").unwrap();
+        let mut log = AuditLog::open(&path).unwrap();
+        log.record(Utc::now(), "b", None, Map::new()).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(serde_json::from_str::<Value>(lines[2]).is_ok(), "{text}");
+        // A file that ends properly gets nothing extra.
+        drop(AuditLog::open(&path).unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     }
 
     #[test]

@@ -97,6 +97,7 @@ fn replace_atomically(target: &Path, contents: &[u8]) -> Result<(), FileError> {
         .map_or_else(|| "heartbeat".into(), |n| n.to_string_lossy());
     let meta = fs::metadata(target).map_err(io_err(target))?;
 
+    remove_stale_temps(dir, &name);
     let (tmp, file) = create_temp(dir, &name).map_err(io_err(dir))?;
     let written = write_temp(file, &meta, contents).and_then(|()| {
         crate::fault::point("tick_before_rename");
@@ -114,6 +115,37 @@ fn replace_atomically(target: &Path, contents: &[u8]) -> Result<(), FileError> {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Temp files of ours that a crashed run left beside the file (`.<name>.heartbeat-<pid>-<n>.tmp`
+/// whose pid is no longer alive). Best effort: a failure here never stops a tick.
+fn remove_stale_temps(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.heartbeat-");
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|r| r.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split('-')
+            .next()
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let alive = pid > 0 && unsafe { libc::kill(pid, 0) } == 0;
+        if !alive {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
 }
 
 fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
