@@ -27,6 +27,16 @@ const BOM: &str = "\u{feff}";
 /// Parse a whole file (`text` may start with a UTF-8 BOM). `path` is what tasks report as their
 /// file; `canonical` goes into task ids.
 pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
+    // pulldown-cmark does not end a line at a lone CR (old Mac files), so a fenced block
+    // there would not be code and a task inside it would look real. Parse a copy with each
+    // lone CR made a LF: one byte for one byte, so every offset and line stays the same.
+    let unified: String;
+    let text = if has_lone_cr(text) {
+        unified = lone_cr_to_lf(text);
+        &unified
+    } else {
+        text
+    };
     let bom = if text.starts_with(BOM) { BOM.len() } else { 0 };
     let mut b = Builder {
         path,
@@ -120,6 +130,24 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         tasks: b.tasks,
         problems: b.problems,
     }
+}
+
+fn has_lone_cr(text: &str) -> bool {
+    let b = text.as_bytes();
+    b.iter()
+        .enumerate()
+        .any(|(i, &c)| c == b'\r' && b.get(i + 1) != Some(&b'\n'))
+}
+
+fn lone_cr_to_lf(text: &str) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for i in 0..bytes.len() {
+        if bytes[i] == b'\r' && bytes.get(i + 1) != Some(&b'\n') {
+            bytes[i] = b'\n';
+        }
+    }
+    // Only ASCII bytes changed, into ASCII bytes: still UTF-8.
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Where we are relative to the start of a list item, to recognise its task marker.
@@ -923,6 +951,17 @@ mod tests {
             vec!["first".to_string()]
         );
         assert_eq!(texts("- [ ] a\n  > quoted\n"), vec!["a".to_string()]);
+    }
+
+    #[test]
+    fn cr_only_files_keep_fenced_code_out() {
+        let text = "## One-time\r\r```\r- [ ] @log {\"text\": \"in code\"}\r```\r- [ ] real\r";
+        let parsed = p(text);
+        assert_eq!(parsed.tasks.len(), 1, "{:?}", parsed.tasks);
+        let t = &parsed.tasks[0];
+        assert_eq!(t.text, "real");
+        assert_eq!(t.line, 6);
+        assert_eq!(&text[t.marker.clone()], "[ ]");
     }
 
     #[test]

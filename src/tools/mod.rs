@@ -26,6 +26,10 @@ use serde_json::{Map, Value};
 
 use crate::config::{Approval, Config, ToolConfig};
 
+/// The largest input also given in `$HEARTBEAT_INPUT` (Linux's limit for one environment
+/// string is 128 KiB, name included).
+pub const MAX_ENV_INPUT: usize = 120 * 1024;
+
 /// A tool's timeout when neither its config nor its input sets one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
@@ -526,7 +530,11 @@ pub fn execute_with_stop(
             let json = Value::Object(input.clone()).to_string();
             let mut req = base_request(spec, inv, stop);
             req.argv = argv;
-            req.env.push(("HEARTBEAT_INPUT".to_string(), json.clone()));
+            // Linux refuses one environment string over 128 KiB (the program would not even
+            // start): a larger input is only on standard input.
+            if json.len() <= MAX_ENV_INPUT {
+                req.env.push(("HEARTBEAT_INPUT".to_string(), json.clone()));
+            }
             req.stdin = Some(format!("{json}\n").into_bytes());
             process::run(&req)
         }

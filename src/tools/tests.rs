@@ -484,6 +484,26 @@ fn command_tool_gets_input_on_stdin_and_env() {
 }
 
 #[test]
+fn an_input_too_large_for_the_environment_goes_on_stdin_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = command_tool(
+        "big",
+        &[
+            "sh",
+            "-c",
+            "if [ -n \"$HEARTBEAT_INPUT\" ]; then printf 'set|'; else printf 'unset|'; fi; wc -c",
+        ],
+    );
+    let input = json!({"blob": "x".repeat(200 * 1024)});
+    let o = run_in(dir.path(), &t, input.clone());
+    assert!(o.success, "{o:?}");
+    let (env, stdin_bytes) = o.stdout.trim().split_once('|').unwrap();
+    assert_eq!(env, "unset");
+    let line = serde_json::to_string(&input).unwrap();
+    assert_eq!(stdin_bytes.trim(), (line.len() + 1).to_string());
+}
+
+#[test]
 fn hostile_placeholder_values_stay_one_argument() {
     let dir = tempfile::tempdir().unwrap();
     let t = command_tool(
