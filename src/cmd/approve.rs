@@ -51,6 +51,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
                     "approve --all needs --yes when not on a terminal (the list above is what it would approve)".into(),
                 ));
             }
+            out.flush();
             if !confirm(&format!("Approve these {}? [y/N] ", pending.len()))? {
                 out.line("nothing approved");
                 return Ok(exit::OK);
@@ -359,6 +360,7 @@ impl Decider {
             }
             out.line(&format!("  task: {}", clean(&first_line(&row.text, 200))));
             loop {
+                out.flush();
                 let Some(answer) =
                     ask("[y] approve and run  [a] always  [n] deny  [s] skip  [q] quit: ")?
                 else {
@@ -377,6 +379,7 @@ impl Decider {
                         break;
                     }
                     Some('n') => {
+                        out.flush();
                         let reason = ask("  reason (optional): ")?.unwrap_or_default();
                         let reason = reason.trim();
                         let reason = (!reason.is_empty()).then_some(reason);

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Out, all_tasks, clean, read_files, read_snapshot, show_path, show_time};
+use super::{Ctx, Out, clean, read_files, read_snapshot, show_path, show_time, take_tasks};
 use crate::cli::CheckArgs;
 use crate::error::{Result, exit};
 use crate::model::{Problem, Severity};
@@ -12,9 +12,9 @@ use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
-    let files = read_files(&cfg, args.files.allow_missing)?;
+    let mut files = read_files(&cfg, args.files.allow_missing)?;
     let registry = Registry::from_config(&cfg);
-    let tasks = all_tasks(&files);
+    let tasks = take_tasks(&mut files);
     let snapshot = read_snapshot(&cfg, ctx.now)?;
     let plan = plan::plan(
         &tasks,

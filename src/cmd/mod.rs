@@ -97,6 +97,20 @@ pub fn all_tasks(files: &[Loaded]) -> Vec<Task> {
         .collect()
 }
 
+/// All tasks of all files, in file order, moved out of the files (their paths and problems
+/// stay): no copy of a 20,000-task file.
+pub fn take_tasks(files: &mut [Loaded]) -> Vec<Task> {
+    let mut tasks = Vec::new();
+    for f in files {
+        if tasks.is_empty() {
+            tasks = std::mem::take(&mut f.parsed.tasks);
+        } else {
+            tasks.append(&mut f.parsed.tasks);
+        }
+    }
+    tasks
+}
+
 /// Stored state for planning, without creating anything (read-only commands, dry runs).
 pub fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
     Ok(match Store::open_existing(&cfg.state_dir)? {
@@ -167,31 +181,59 @@ pub fn first_line(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// Stdout that stops quietly when the reader went away (`heartbeat check | head`).
+/// Stdout, buffered (20,000 lines are a few writes, not 20,000), that stops quietly when
+/// the reader went away (`heartbeat check | head`). Flushed when dropped; call
+/// [`Out::flush`] before asking a person anything.
 pub struct Out {
+    buf: String,
     broken: bool,
 }
 
 impl Out {
     pub fn new() -> Out {
-        Out { broken: false }
+        Out {
+            buf: String::new(),
+            broken: false,
+        }
     }
 
     pub fn line(&mut self, text: &str) {
         if self.broken {
             return;
         }
-        let mut stdout = io::stdout().lock();
-        if let Err(e) = writeln!(stdout, "{text}")
-            && e.kind() == io::ErrorKind::BrokenPipe
-        {
-            self.broken = true;
+        self.buf.push_str(text);
+        self.buf.push('\n');
+        if self.buf.len() >= 64 * 1024 {
+            self.flush();
         }
     }
 
     pub fn json(&mut self, value: &serde_json::Value) {
         let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
         self.line(&text);
+    }
+
+    pub fn flush(&mut self) {
+        if self.buf.is_empty() || self.broken {
+            self.buf.clear();
+            return;
+        }
+        let mut stdout = io::stdout().lock();
+        let result = stdout
+            .write_all(self.buf.as_bytes())
+            .and_then(|()| stdout.flush());
+        self.buf.clear();
+        if let Err(e) = result
+            && e.kind() == io::ErrorKind::BrokenPipe
+        {
+            self.broken = true;
+        }
+    }
+}
+
+impl Drop for Out {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 

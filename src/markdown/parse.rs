@@ -241,7 +241,8 @@ struct Builder<'a> {
     heading: Option<String>,
     schedule: Option<Schedule>,
     /// (section, normalised content) → how many tasks with it were seen so far.
-    occurrences: HashMap<(Section, String), usize>,
+    /// First-occurrence id → occurrences so far (the id stands for path, section and content).
+    occurrences: HashMap<String, usize>,
     tasks: Vec<Task>,
     problems: Vec<Problem>,
 }
@@ -333,11 +334,13 @@ impl Builder<'_> {
         let (text_line, text_column) = self.lines.line_col(text.file_offset(0));
         let body = parse_body(&text, &self.lines);
         let content = normalised_content(&body, &text.text);
-        let n = self
-            .occurrences
-            .entry((self.section, content.clone()))
-            .or_insert(0);
-        let id = task_id(&self.canonical, self.section, &content, *n);
+        let first = task_id(&self.canonical, self.section, &content, 0);
+        let n = self.occurrences.entry(first.clone()).or_insert(0);
+        let id = if *n == 0 {
+            first
+        } else {
+            task_id(&self.canonical, self.section, &content, *n)
+        };
         *n += 1;
         self.tasks.push(Task {
             id,
@@ -373,29 +376,54 @@ fn section_kind(text: &str) -> Section {
 fn normalised_content(body: &Body, text: &str) -> String {
     match body {
         Body::Tool { name, input } => {
-            let sorted = sorted_value(&Value::Object(input.clone()));
-            format!("@{name} {sorted}")
+            let mut out = format!("@{name} ");
+            write_sorted(&mut out, input);
+            out
         }
         Body::Plain => fold_whitespace(text),
         Body::Invalid { .. } => format!("@!{}", fold_whitespace(text)),
     }
 }
 
-/// `serde_json` keeps insertion order here (`preserve_order`), so sort by hand, recursively.
-fn sorted_value(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            let mut out = Map::with_capacity(entries.len());
-            for (k, v) in entries {
-                out.insert(k.clone(), sorted_value(v));
-            }
-            Value::Object(out)
+/// Compact JSON of an object with its keys sorted, recursively (`serde_json` keeps
+/// insertion order here, `preserve_order`); the same text as serialising a sorted copy,
+/// without building one.
+fn write_sorted(out: &mut String, map: &Map<String, Value>) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    out.push('{');
+    for (i, (k, v)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
         }
-        Value::Array(a) => Value::Array(a.iter().map(sorted_value).collect()),
-        other => other.clone(),
+        write_json_string(out, k);
+        out.push(':');
+        write_sorted_value(out, v);
     }
+    out.push('}');
+}
+
+fn write_sorted_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Object(m) => write_sorted(out, m),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_sorted_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::String(s) => write_json_string(out, s),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_json_string(out: &mut String, s: &str) {
+    // serde_json's own escaping, so the text is exactly what it would serialise.
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
 }
 
 fn fold_whitespace(text: &str) -> String {
@@ -416,7 +444,13 @@ fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) 
         h.update(occurrence.to_string().as_bytes());
     }
     let digest = h.finalize();
-    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut id = String::with_capacity(12);
+    for b in &digest[..6] {
+        id.push(HEX[usize::from(b >> 4)] as char);
+        id.push(HEX[usize::from(b & 0xf)] as char);
+    }
+    id
 }
 
 // ---------------------------------------------------------------------------------------------

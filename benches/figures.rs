@@ -1,0 +1,323 @@
+//! The performance figures of heartbeat, each a ratio of medians of interleaved runs
+//! measured side by side on this machine (absolute times depend on the machine; ratios
+//! much less).
+//!
+//! Run: `cargo bench --bench figures` (optimised build). `HEARTBEAT_BENCH_RUNS=N` sets the
+//! runs per side (default 11). Prints one line per figure: the ratio, its goal, and the
+//! medians it came from; exits 1 if a goal is missed.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_heartbeat");
+
+fn main() {
+    let runs: usize = std::env::var("HEARTBEAT_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(11)
+        .max(3);
+    let root = tempfile::tempdir().expect("a temp dir");
+    let root = root.path();
+    println!("heartbeat performance figures ({runs} interleaved runs per side, medians)");
+    println!("binary: {BIN}");
+    let mut missed = 0;
+    missed += figure_run_1000_vs_empty(root, runs);
+    missed += figure_empty_vs_version(root, runs);
+    missed += figure_concurrency(root, runs.min(7));
+    missed += figure_approve_all(root, runs);
+    missed += figure_check_20000(root, runs);
+    missed += figure_idle_daemon(root);
+    if missed > 0 {
+        println!("{missed} figure(s) missed their goal");
+        std::process::exit(1);
+    }
+}
+
+/// A prepared case: a directory with a config and HEARTBEAT.md, and a state dir.
+struct Case {
+    dir: PathBuf,
+    /// Pristine copies restored before every timed run (one-time tasks get ticked).
+    md: Option<String>,
+    state_template: Option<PathBuf>,
+}
+
+impl Case {
+    fn new(root: &Path, name: &str, config: &str, md: &str) -> Case {
+        let dir = root.join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("heartbeat.toml"), config).unwrap();
+        fs::write(dir.join("HEARTBEAT.md"), md).unwrap();
+        Case {
+            dir,
+            md: None,
+            state_template: None,
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.current_dir(&self.dir)
+            .arg("--config")
+            .arg(self.dir.join("heartbeat.toml"))
+            .arg("--state-dir")
+            .arg(self.dir.join("state"))
+            .args(args)
+            .env_remove("HEARTBEAT_NOW")
+            .env_remove("HEARTBEAT_CONFIG")
+            .env("TZ", "UTC")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    }
+
+    /// Run once untimed (to prepare state).
+    fn prepare(&self, args: &[&str]) {
+        let status = self.cmd(args).status().unwrap();
+        assert!(status.code().is_some(), "preparation was killed");
+    }
+
+    /// Keep the current file and state as the starting point of every timed run.
+    fn freeze(&mut self) {
+        self.md = Some(fs::read_to_string(self.dir.join("HEARTBEAT.md")).unwrap());
+        let template = self.dir.join("state.template");
+        let _ = fs::remove_dir_all(&template);
+        copy_dir(&self.dir.join("state"), &template);
+        self.state_template = Some(template);
+    }
+
+    fn restore(&self) {
+        if let Some(md) = &self.md {
+            fs::write(self.dir.join("HEARTBEAT.md"), md).unwrap();
+        }
+        if let Some(t) = &self.state_template {
+            let state = self.dir.join("state");
+            let _ = fs::remove_dir_all(&state);
+            copy_dir(t, &state);
+        }
+    }
+
+    /// One timed run (after restoring the starting point, untimed).
+    fn time(&self, args: &[&str]) -> Duration {
+        self.restore();
+        let start = Instant::now();
+        let status = self.cmd(args).status().unwrap();
+        let took = start.elapsed();
+        assert!(
+            matches!(status.code(), Some(0 | 1)),
+            "{args:?} exited {status}"
+        );
+        took
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Time `a` and `b` alternately, `runs` times each; print and check the ratio of medians.
+fn compare(
+    name: &str,
+    goal: f64,
+    runs: usize,
+    mut a: impl FnMut() -> Duration,
+    mut b: impl FnMut() -> Duration,
+) -> usize {
+    let (mut ta, mut tb) = (Vec::new(), Vec::new());
+    // One untimed round first: caches, page faults.
+    a();
+    b();
+    for _ in 0..runs {
+        ta.push(a());
+        tb.push(b());
+    }
+    let (ma, mb) = (median(ta), median(tb));
+    let ratio = ma.as_secs_f64() / mb.as_secs_f64().max(1e-9);
+    let ok = ratio <= goal;
+    println!(
+        "{:<58} {ratio:>6.2}  (goal <= {goal:.1}; {:.2} ms / {:.2} ms)  {}",
+        name,
+        ma.as_secs_f64() * 1e3,
+        mb.as_secs_f64() * 1e3,
+        if ok { "ok" } else { "MISSED" }
+    );
+    usize::from(!ok)
+}
+
+const FULL: &str = "autonomy = \"full\"\nmax_tasks_per_run = 0\n";
+
+fn many_logs(n: usize) -> String {
+    let mut md = String::from("# Bench\n\n## One-time\n");
+    for i in 0..n {
+        md.push_str(&format!("- [ ] @log {{\"text\": \"task {i}\"}}\n"));
+    }
+    md
+}
+
+/// Nothing due: a weekly task that ran in the preparation run.
+fn empty_case(root: &Path) -> Case {
+    let mut c = Case::new(
+        root,
+        "empty",
+        FULL,
+        "## Recurring\n### Every 1w\n- [ ] @log {\"text\": \"weekly\"}\n",
+    );
+    c.prepare(&["run", "--once"]);
+    c.freeze();
+    c
+}
+
+fn figure_run_1000_vs_empty(root: &Path, runs: usize) -> usize {
+    let empty = empty_case(root);
+    let mut big = Case::new(root, "big", FULL, &many_logs(1000));
+    // The same starting state as the empty run: a database that exists.
+    fs::create_dir_all(big.dir.join("state")).unwrap();
+    copy_dir(&empty.dir.join("state.template"), &big.dir.join("state"));
+    big.freeze();
+    compare(
+        "run --once, 1,000 due @log tasks / empty run",
+        2.0,
+        runs,
+        || big.time(&["run", "--once", "-q"]),
+        || empty.time(&["run", "--once", "-q"]),
+    )
+}
+
+fn figure_empty_vs_version(root: &Path, runs: usize) -> usize {
+    let empty = empty_case(root);
+    compare(
+        "empty run (config + state opened, nothing due) / --version",
+        3.0,
+        runs,
+        || empty.time(&["run", "--once", "-q"]),
+        || empty.time(&["--version"]),
+    )
+}
+
+fn figure_concurrency(root: &Path, runs: usize) -> usize {
+    let task = "- [ ] @shell {\"cmd\": \"sleep 0.5\"}\n";
+    let mut eight = Case::new(
+        root,
+        "eight",
+        "autonomy = \"full\"\nconcurrency = 8\n",
+        &format!("## Recurring\n{}", task.repeat(8)),
+    );
+    eight.freeze_state_fresh();
+    let mut one = Case::new(
+        root,
+        "one",
+        "autonomy = \"full\"\nconcurrency = 8\n",
+        &format!("## Recurring\n{task}"),
+    );
+    one.freeze_state_fresh();
+    compare(
+        "8 x `sleep 0.5` at concurrency 8 / one such task",
+        1.3,
+        runs,
+        || eight.time(&["run", "--once", "-q"]),
+        || one.time(&["run", "--once", "-q"]),
+    )
+}
+
+fn figure_approve_all(root: &Path, runs: usize) -> usize {
+    let empty = empty_case(root);
+    let mut big = Case::new(root, "big2", FULL, &many_logs(1000));
+    fs::create_dir_all(big.dir.join("state")).unwrap();
+    copy_dir(&empty.dir.join("state.template"), &big.dir.join("state"));
+    big.freeze();
+    // 1,000 pending approvals of the same tasks.
+    let mut pending = Case::new(
+        root,
+        "pending",
+        "autonomy = \"cautious\"\nmax_tasks_per_run = 0\n[tools.log]\napproval = \"ask\"\n",
+        &many_logs(1000),
+    );
+    pending.prepare(&["run", "--once"]);
+    pending.freeze();
+    compare(
+        "approve --all --yes, 1,000 pending @log / the 1,000-task run",
+        3.0,
+        runs,
+        || pending.time(&["approve", "--all", "--yes"]),
+        || big.time(&["run", "--once", "-q"]),
+    )
+}
+
+fn figure_check_20000(root: &Path, runs: usize) -> usize {
+    let empty = empty_case(root);
+    let huge = Case::new(root, "huge", FULL, &many_logs(20_000));
+    compare(
+        "check of a 20,000-task file / empty run",
+        4.0,
+        runs,
+        || huge.time(&["check"]),
+        || empty.time(&["run", "--once", "-q"]),
+    )
+}
+
+impl Case {
+    /// Start every timed run from no state at all (recurring tasks, nothing to restore but
+    /// the database, which would otherwise remember the last attempt).
+    fn freeze_state_fresh(&mut self) {
+        fs::create_dir_all(self.dir.join("state")).unwrap();
+        self.freeze();
+    }
+}
+
+/// An idle daemon: CPU time used over 3 s, and resident memory.
+fn figure_idle_daemon(root: &Path) -> usize {
+    let case = Case::new(
+        root,
+        "daemon",
+        FULL,
+        "## Recurring\n### Every 1w\n- [ ] @log {\"text\": \"weekly\"}\n",
+    );
+    case.prepare(&["run", "--once"]);
+    let mut child = case
+        .cmd(&["daemon", "--every", "1h"])
+        .spawn()
+        .expect("start the daemon");
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = child.id();
+    let ticks = |pid: u32| -> u64 {
+        let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = after.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after ')'.
+        f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+            + f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0)
+    };
+    let before = ticks(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let used = ticks(pid) - before;
+    let rss_kib: u64 = fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let rss = rss_kib as f64 / 1024.0;
+    let ok = used == 0 && rss <= 10.0;
+    println!(
+        "{:<58} {used:>3} ticks, {rss:.1} MiB  (goal 0 ticks / <= 10 MiB)  {}",
+        "idle daemon: CPU over 3 s / resident memory",
+        if ok { "ok" } else { "MISSED" }
+    );
+    usize::from(!ok)
+}
