@@ -11,7 +11,7 @@
 //!   open, and only after the one-statement claim `approved → running` succeeded.
 //! - One-time ticks are written once per file, in `finish`, after re-reading the file.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -294,6 +294,8 @@ pub struct Session<'a> {
     ticks: BTreeMap<PathBuf, Vec<String>>,
     /// The ids in `ticks`, to add each once without a scan.
     tick_ids: HashSet<String>,
+    /// Files of approved tasks, re-read only when they change.
+    file_cache: FileCache,
     /// Tasks run from an approval in this session: the plan leaves them alone this time.
     pub handled: HashSet<String>,
     /// Spent since local midnight, including what this session ran (for the budget).
@@ -334,6 +336,7 @@ impl<'a> Session<'a> {
             now,
             ticks: BTreeMap::new(),
             tick_ids: HashSet::new(),
+            file_cache: FileCache::default(),
             handled: HashSet::new(),
             spent: 0.0,
             started_tools: HashSet::new(),
@@ -429,7 +432,7 @@ impl<'a> Session<'a> {
     }
 
     fn run_one_approved(&mut self, row: &ApprovalRow) -> Result<()> {
-        let task = match find_task(Path::new(&row.file), &row.task_id) {
+        let task = match self.file_cache.find(Path::new(&row.file), &row.task_id) {
             Err(reason) => return self.stale(row, &reason),
             Ok(None) => return self.stale(row, "the task changed or was removed"),
             Ok(Some(t)) if t.done => return self.stale(row, "the task is already done"),
@@ -465,6 +468,10 @@ impl<'a> Session<'a> {
         {
             // Approved work obeys the budget too: it stays approved until there is room.
             return self.skip(&task, Some(name), SkipReason::Budget);
+        }
+        if matches!(spec.kind, ToolKind::Log | ToolKind::Notify) {
+            // In-process: claim, run and finish inside the batch (see `Store::claim`).
+            self.store.batch()?;
         }
         if !self.store.claim(row.id, &self.run_id)? {
             // Another process claimed it first: it runs there, exactly once.
@@ -1060,14 +1067,51 @@ impl<'a> Session<'a> {
 }
 
 /// Re-read a file and find a task by id. Err: the file could not be read.
-fn find_task(path: &Path, task_id: &str) -> std::result::Result<Option<Task>, String> {
-    match markdown::read_source(path) {
-        Ok(src) => Ok(markdown::parse(&src.path, &src.canonical, &src.text)
-            .tasks
-            .into_iter()
-            .find(|t| t.id == task_id)),
-        Err(FileError::Missing(_)) => Ok(None),
-        Err(e) => Err(format!("cannot read the file: {e}")),
+/// Files read for approved tasks, kept parsed while they do not change on disk: a
+/// thousand approvals in one file read it once, and a tool that edits the file makes the
+/// next lookup read it again.
+#[derive(Default)]
+struct FileCache {
+    files: HashMap<PathBuf, (Stamp, HashMap<String, Task>)>,
+}
+
+/// What tells that a file changed: size, modification and change times, inode.
+type Stamp = (u64, i64, i64, i64, i64, u64);
+
+impl FileCache {
+    /// The task with this id as the file is now. Err: the file could not be read.
+    fn find(&mut self, path: &Path, task_id: &str) -> std::result::Result<Option<Task>, String> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read the file: {e}")),
+        };
+        let stamp = (
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+            meta.ino(),
+        );
+        if let Some((seen, tasks)) = self.files.get(path)
+            && *seen == stamp
+        {
+            return Ok(tasks.get(task_id).cloned());
+        }
+        let tasks: HashMap<String, Task> = match markdown::read_source(path) {
+            Ok(src) => markdown::parse(&src.path, &src.canonical, &src.text)
+                .tasks
+                .into_iter()
+                .map(|t| (t.id.clone(), t))
+                .collect(),
+            Err(FileError::Missing(_)) => return Ok(None),
+            Err(e) => return Err(format!("cannot read the file: {e}")),
+        };
+        let found = tasks.get(task_id).cloned();
+        self.files.insert(path.to_path_buf(), (stamp, tasks));
+        Ok(found)
     }
 }
 

@@ -639,6 +639,35 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Decide many approvals in one durable transaction (`approve --all`): the ids that
+    /// were still pending and are now decided.
+    pub fn decide_many(
+        &mut self,
+        ids: &[i64],
+        d: &Decision,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<i64>> {
+        let state = if d.approve { "approved" } else { "denied" };
+        let ts = format_ts(now);
+        self.durable(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut decided = Vec::with_capacity(ids.len());
+            {
+                let mut st = tx.prepare(
+                    "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4,
+                     reason = ?5, always = ?6 WHERE id = ?1 AND state = 'pending'",
+                )?;
+                for &id in ids {
+                    if st.execute(params![id, state, ts, d.by, d.reason, d.always])? == 1 {
+                        decided.push(id);
+                    }
+                }
+            }
+            tx.commit()?;
+            Ok(decided)
+        })
+    }
+
     /// `pending → approved` or `pending → denied`. False when the approval was not pending
     /// any more (someone else decided first).
     pub fn decide(&mut self, id: i64, d: &Decision, now: DateTime<Utc>) -> Result<bool> {
@@ -654,8 +683,21 @@ impl Store {
     }
 
     /// `approved → running`, as one statement in one immediate transaction: of several
-    /// processes claiming the same approval, exactly one gets true.
+    /// processes claiming the same approval, exactly one gets true. Inside a batch (an
+    /// in-process tool) the batch's transaction already holds the write lock, which gives
+    /// the same exclusivity.
     pub fn claim(&mut self, id: i64, run_id: &str) -> Result<bool> {
+        if self.batching {
+            return self
+                .conn
+                .prepare_cached(
+                    "UPDATE approvals SET state = 'running', run_id = ?2
+                     WHERE id = ?1 AND state = 'approved'",
+                )
+                .and_then(|mut st| st.execute(params![id, run_id]))
+                .map(|n| n == 1)
+                .map_err(|e| self.err(e));
+        }
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let claimed = tx
@@ -680,14 +722,18 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let state = if succeeded { "succeeded" } else { "failed" };
-        self.durable(|conn| {
-            conn.execute(
-                "UPDATE approvals SET state = ?2, finished_at = ?3,
-                 reason = COALESCE(?4, reason) WHERE id = ?1 AND state = 'running'",
-                params![id, state, format_ts(now), reason],
-            )
-        })
-        .map(drop)
+        let sql = "UPDATE approvals SET state = ?2, finished_at = ?3,
+                 reason = COALESCE(?4, reason) WHERE id = ?1 AND state = 'running'";
+        let args = params![id, state, format_ts(now), reason];
+        if self.batching {
+            return self
+                .conn
+                .prepare_cached(sql)
+                .and_then(|mut st| st.execute(args))
+                .map(drop)
+                .map_err(|e| self.err(e));
+        }
+        self.durable(|conn| conn.execute(sql, args)).map(drop)
     }
 
     /// `approved → stale`: the task changed or vanished before it could run.

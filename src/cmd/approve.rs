@@ -9,6 +9,7 @@
 //!   the run lock, re-reads the task's file and claims the approval atomically (see
 //!   `session`), so an approved task runs at most once whoever else is trying.
 
+use std::collections::HashSet;
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Duration;
 
@@ -71,6 +72,10 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
         )));
     };
 
+    // Every decision in one durable transaction: `approve --all` of a thousand costs one
+    // sync, not a thousand.
+    let pending: Vec<&ApprovalRow> = targets.iter().filter(|r| r.state == "pending").collect();
+    let decided = d.approve_many(&pending, args.always)?;
     let mut approved = Vec::new();
     for row in &targets {
         if row.state == "approved" {
@@ -83,7 +88,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
                 d.grant(row)?;
             }
             approved.push(row.id);
-        } else if d.approve(row, args.always)? {
+        } else if decided.contains(&row.id) {
             approved.push(row.id);
             if args.later {
                 out.line(&format!(
@@ -257,6 +262,46 @@ impl Decider {
             approval_id: Some(row.id),
         })?;
         Ok(())
+    }
+
+    /// Approve several pending approvals at once (one durable transaction, one audit
+    /// sync); with `always`, grant each task. The ids that were decided here.
+    pub fn approve_many(&mut self, rows: &[&ApprovalRow], always: bool) -> Result<HashSet<i64>> {
+        let decision = Decision {
+            approve: true,
+            by: self.by.clone(),
+            reason: None,
+            always,
+        };
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let decided: HashSet<i64> = self
+            .store
+            .decide_many(&ids, &decision, self.now)?
+            .into_iter()
+            .collect();
+        for row in rows.iter().filter(|r| decided.contains(&r.id)) {
+            self.audit
+                .record(
+                    self.now,
+                    "approval_approved",
+                    None,
+                    fields([
+                        ("approval_id", json!(row.id)),
+                        ("task_id", json!(row.task_id)),
+                        ("by", json!(self.by)),
+                        ("always", json!(always)),
+                        ("reason", serde_json::Value::Null),
+                    ]),
+                )
+                .map_err(|e| Error::io(self.audit.path(), e))?;
+            if always {
+                self.grant(row)?;
+            }
+        }
+        self.audit
+            .sync()
+            .map_err(|e| Error::io(self.audit.path(), e))?;
+        Ok(decided)
     }
 
     /// `pending → denied`, audited. False when someone else decided it first.
