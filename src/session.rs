@@ -368,21 +368,6 @@ impl<'a> Session<'a> {
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
-    /// Pending approvals older than `approval_ttl` expire.
-    pub fn expire(&mut self) -> Result<()> {
-        for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
-            self.record(
-                "approval_expired",
-                fields([
-                    ("approval_id", json!(row.id)),
-                    ("task_id", json!(row.task_id)),
-                    ("reason", json!("ttl")),
-                ]),
-            )?;
-        }
-        Ok(())
-    }
-
     /// Approvals left `running` by a process that died become failed (`interrupted`).
     pub fn recover_interrupted(&mut self) -> Result<()> {
         for row in self.store.interrupt_running(self.now)? {

@@ -233,16 +233,7 @@ impl Decider {
         if !self.store.decide(row.id, &decision, self.now)? {
             return Ok(false);
         }
-        self.record(
-            "approval_approved",
-            fields([
-                ("approval_id", json!(row.id)),
-                ("task_id", json!(row.task_id)),
-                ("by", json!(self.by)),
-                ("always", json!(always)),
-                ("reason", serde_json::Value::Null),
-            ]),
-        )?;
+        self.record("approval_approved", decision_fields(row, &decision))?;
         if always {
             self.grant(row)?;
         }
@@ -285,13 +276,7 @@ impl Decider {
                     self.now,
                     "approval_approved",
                     None,
-                    fields([
-                        ("approval_id", json!(row.id)),
-                        ("task_id", json!(row.task_id)),
-                        ("by", json!(self.by)),
-                        ("always", json!(always)),
-                        ("reason", serde_json::Value::Null),
-                    ]),
+                    decision_fields(row, &decision),
                 )
                 .map_err(|e| Error::io(self.audit.path(), e))?;
             if always {
@@ -315,16 +300,7 @@ impl Decider {
         if !self.store.decide(row.id, &decision, self.now)? {
             return Ok(false);
         }
-        self.record(
-            "approval_denied",
-            fields([
-                ("approval_id", json!(row.id)),
-                ("task_id", json!(row.task_id)),
-                ("by", json!(self.by)),
-                ("always", json!(false)),
-                ("reason", json!(reason)),
-            ]),
-        )?;
+        self.record("approval_denied", decision_fields(row, &decision))?;
         Ok(true)
     }
 
@@ -443,6 +419,17 @@ impl Decider {
         }
         Ok(code)
     }
+}
+
+/// The audit fields of `approval_approved` / `approval_denied`.
+fn decision_fields(row: &ApprovalRow, d: &Decision) -> serde_json::Map<String, serde_json::Value> {
+    fields([
+        ("approval_id", json!(row.id)),
+        ("task_id", json!(row.task_id)),
+        ("by", json!(d.by)),
+        ("always", json!(d.always)),
+        ("reason", json!(d.reason)),
+    ])
 }
 
 /// One line about an approval: id, tool, place, input.
