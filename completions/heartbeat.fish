@@ -33,7 +33,7 @@ complete -c heartbeat -n "__fish_heartbeat_needs_command" -s V -l version -d 'Pr
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "daemon" -d 'Stay up: tick every interval, answer Telegram buttons and commands'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
-complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "status" -d 'Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "approve" -d 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "deny" -d 'Deny pending approvals'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -f -a "approvals" -d 'List approvals'
@@ -57,7 +57,7 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l state-dir -d
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l once -d 'Run once and exit (the daemon is `heartbeat daemon`)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l allow-missing -d 'A missing HEARTBEAT.md counts as empty instead of an error'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l force -d 'Run even outside active hours'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l force -d 'Run even outside active hours or while paused'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l dry-run -d 'Decide and print the plan; run, queue and write nothing'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l json -d 'Print one JSON document'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -s q -l quiet -d 'Print only failures and errors'
@@ -171,7 +171,7 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s h
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l since -d 'Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l event -d 'Only this event (repeatable), e.g. task_failed' -r
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l task -d 'Only lines about this task id' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l task -d 'Only lines about this task id (or its first 4 or more hex digits)' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l run -d 'Only lines of this run id' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
@@ -196,7 +196,7 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s V -l
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "run" -d 'Run the due tasks once (for cron and systemd timers)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "daemon" -d 'Stay up: tick every interval, answer Telegram buttons and commands'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "check" -d 'Validate the config and files; list tasks, what would happen now and when they are due'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "status" -d 'Last run, pending approvals, spend and the run lock'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "status" -d 'Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "approve" -d 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "deny" -d 'Deny pending approvals'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand help; and not __fish_seen_subcommand_from run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats log init completions help" -f -a "approvals" -d 'List approvals'

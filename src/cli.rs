@@ -50,7 +50,7 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Validate the config and files; list tasks, what would happen now and when they are due
     Check(CheckArgs),
-    /// Last run, pending approvals, spend and the run lock
+    /// Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock
     Status(JsonArg),
     /// Approve pending approvals (by id, all, or one by one on a terminal) and run them
     Approve(ApproveArgs),
@@ -112,7 +112,7 @@ pub struct RunArgs {
     #[command(flatten)]
     pub files: FileArgs,
 
-    /// Run even outside active hours
+    /// Run even outside active hours or while paused
     #[arg(long)]
     pub force: bool,
 
@@ -153,7 +153,7 @@ pub struct LogArgs {
     #[arg(long = "event", value_name = "NAME")]
     pub events: Vec<String>,
 
-    /// Only lines about this task id
+    /// Only lines about this task id (or its first 4 or more hex digits)
     #[arg(long = "task", value_name = "ID")]
     pub task: Option<String>,
 
