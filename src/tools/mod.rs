@@ -217,6 +217,17 @@ impl ToolSpec {
             while let Some(open) = rest.find('{') {
                 s.push_str(&rest[..open]);
                 let after = &rest[open + 1..];
+                // `{{key}}` is the literal text `{key}` (for `${HOME}` in an `sh -c` script).
+                if let Some(inner) = after.strip_prefix('{')
+                    && let Some(key) = placeholder_key(inner)
+                    && inner[key.len() + 1..].starts_with('}')
+                {
+                    s.push('{');
+                    s.push_str(key);
+                    s.push('}');
+                    rest = &inner[key.len() + 2..];
+                    continue;
+                }
                 match placeholder_key(after) {
                     Some(key) => {
                         let value = match input.get(key) {

@@ -504,6 +504,23 @@ fn an_input_too_large_for_the_environment_goes_on_stdin_only() {
 }
 
 #[test]
+fn double_braces_are_a_literal_placeholder() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = command_tool(
+        "lit",
+        &["sh", "-c", "printf '%s|%s' \"${{HOME}}\" {name}", "sh"],
+    );
+    let o = run_in(dir.path(), &t, json!({"name": "ann"}));
+    assert!(o.success, "{o:?}");
+    let home = std::env::var("HOME").unwrap_or_default();
+    assert_eq!(o.stdout, format!("{home}|ann"));
+    // Only `{{key}}`: JSON-like text keeps its braces.
+    let t = command_tool("json", &["printf", "%s", "{\"a\":{\"b\":1}}"]);
+    let o = run_in(dir.path(), &t, json!({}));
+    assert_eq!(o.stdout, "{\"a\":{\"b\":1}}");
+}
+
+#[test]
 fn hostile_placeholder_values_stay_one_argument() {
     let dir = tempfile::tempdir().unwrap();
     let t = command_tool(
@@ -560,7 +577,7 @@ fn hostile_placeholder_values_stay_one_argument() {
         "false",
         "[1,\"two\"]",
         "{\"k\":\"v w\"}",
-        "{a b}",
+        "{space}",
         "a b{other}",
     ];
     assert_eq!(parts[0], expected.len().to_string());
