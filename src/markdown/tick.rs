@@ -140,8 +140,11 @@ fn remove_stale_temps(dir: &Path, name: &str) {
         else {
             continue;
         };
-        // SAFETY: signal 0 only asks whether the process exists.
-        let alive = pid > 0 && unsafe { libc::kill(pid, 0) } == 0;
+        // SAFETY: signal 0 only asks whether the process exists. EPERM: it does, under
+        // another user.
+        let alive = pid > 0
+            && (unsafe { libc::kill(pid, 0) } == 0
+                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
         if !alive {
             let _ = fs::remove_file(entry.path());
         }
