@@ -16,6 +16,7 @@
 //!   thread, which decides; a press that approves runs the approved task right away.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
@@ -61,19 +62,9 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let every = |cfg: &Config| args.every.unwrap_or(cfg.daemon.every);
 
     let mut telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
-    if cfg.telegram.is_some() {
-        let env = |name: &str| std::env::var(name).ok();
-        if let Some(tc) = &cfg.telegram
-            && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
-        {
-            let start = Store::open_existing(&cfg.state_dir)?
-                .map(|s| bot::stored_offset(&s))
-                .transpose()?
-                .flatten();
-            spawn_poll_thread(poller, start, tx.clone());
-        }
-    }
-    drop(tx);
+    // The long-poll thread of the current `[telegram]`; a new one replaces it on a change.
+    let generation = Arc::new(AtomicU64::new(0));
+    start_polling(&cfg, &tx, &generation)?;
 
     record(
         &cfg,
@@ -98,6 +89,10 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
             // The config and files are read afresh at every tick.
             match ctx.load_config(&args.files.files) {
                 Ok(fresh) => {
+                    if fresh.telegram != cfg.telegram {
+                        telegram = connect_telegram(ctx, &fresh, Duration::ZERO);
+                        start_polling(&fresh, &tx, &generation)?;
+                    }
                     cfg = fresh;
                     last_error = None;
                 }
@@ -138,6 +133,9 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
             Ok(Event::Signal(sig)) if sig == libc::SIGHUP => {
                 match ctx.load_config(&args.files.files) {
                     Ok(fresh) => {
+                        if fresh.telegram != cfg.telegram {
+                            start_polling(&fresh, &tx, &generation)?;
+                        }
                         cfg = fresh;
                         last_error = None;
                         telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
@@ -378,13 +376,41 @@ fn spawn_signal_thread(set: libc::sigset_t, tx: Sender<Event>, stop: Arc<Stop>) 
     });
 }
 
+/// Start long-polling for this config's `[telegram]` (if any), retiring the thread of the
+/// previous one: a thread whose generation is no longer current stops before it hands on
+/// anything (what it fetched is not confirmed to Telegram, so the new thread gets it).
+fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) -> Result<()> {
+    let current = generation.fetch_add(1, Ordering::SeqCst) + 1;
+    let env = |name: &str| std::env::var(name).ok();
+    if let Some(tc) = &cfg.telegram
+        && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
+    {
+        let start = Store::open_existing(&cfg.state_dir)?
+            .map(|s| bot::stored_offset(&s))
+            .transpose()?
+            .flatten();
+        spawn_poll_thread(poller, start, tx.clone(), generation.clone(), current);
+    }
+    Ok(())
+}
+
 /// Long-poll Telegram and hand updates to the main thread. Errors back off, never spin.
-fn spawn_poll_thread(tg: Telegram, start: Option<i32>, tx: Sender<Event>) {
+fn spawn_poll_thread(
+    tg: Telegram,
+    start: Option<i32>,
+    tx: Sender<Event>,
+    generation: Arc<AtomicU64>,
+    mine: u64,
+) {
     std::thread::spawn(move || {
         let mut offset = start;
         let mut backoff = Duration::from_secs(1);
         loop {
-            match tg.updates(offset, POLL) {
+            let got = tg.updates(offset, POLL);
+            if generation.load(Ordering::SeqCst) != mine {
+                return;
+            }
+            match got {
                 Ok(updates) => {
                     backoff = Duration::from_secs(1);
                     if let Some(last) = updates.last() {

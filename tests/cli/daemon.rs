@@ -417,6 +417,34 @@ fn daemon_acts_on_a_button_press_within_seconds() {
     assert!(!env.audit_text().contains(TG_TOKEN));
 }
 
+#[test]
+fn daemon_polls_the_new_bot_api_after_a_reload() {
+    let old = TgDouble::start();
+    let new = TgDouble::start();
+    let toml = |url: &str| format!("timezone = \"UTC\"\n{}", tg_toml(url, &[CHAT], ""));
+    let env =
+        Env::new("## Recurring\n### Every 1w\n- [ ] Weekly review\n").config(&toml(&old.url()));
+    let d = env.cmd(["daemon", "--every", "1h"]).token().spawn_guarded();
+    old.wait_for_calls("getUpdates", 1, Duration::from_secs(5));
+
+    // Point the bot at another server and reload: the long poll moves there.
+    env.write("heartbeat.toml", toml(&new.url()));
+    d.signal(libc::SIGHUP);
+    wait_events(&env, "config_reloaded", 1, Duration::from_secs(5));
+    new.wait_for_calls("getUpdates", 1, Duration::from_secs(5));
+    new.push_update(new.text_update(CHAT, CHAT, "/status"));
+    let sent = new.wait_for_calls("sendMessage", 1, Duration::from_secs(5));
+    assert!(
+        parse_html(sent[0].body["text"].as_str().unwrap())
+            .unwrap()
+            .contains("status"),
+        "{}",
+        sent[0].body
+    );
+    d.signal(libc::SIGTERM);
+    d.finish(Duration::from_secs(5)).code(0);
+}
+
 // ---------------------------------------------------------------------------------------
 // (21) idle cost
 
