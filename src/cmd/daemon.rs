@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -87,17 +87,9 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
         if due_now {
             due_now = false;
             // The config and files are read afresh at every tick.
-            match ctx.load_config(&args.files.files) {
-                Ok(fresh) => {
-                    if fresh.telegram != cfg.telegram {
-                        telegram = connect_telegram(ctx, &fresh, Duration::ZERO);
-                        start_polling(&fresh, &tx, &generation)?;
-                    }
-                    cfg = fresh;
-                    last_error = None;
-                }
-                Err(e) => {
-                    let msg = e.to_string();
+            match reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)? {
+                None => last_error = None,
+                Some(msg) => {
                     eprintln!("heartbeat: {msg}; keeping the last good config");
                     if last_error.as_ref() != Some(&msg) {
                         record(
@@ -125,45 +117,27 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
         let now = clock();
         let next = next_tick(&cfg, now, every(&cfg));
         let wait = (next - now).to_std().unwrap_or_default().min(MAX_SLEEP);
-        match next_event(&rx, wait) {
+        match rx.recv_timeout(wait) {
             Ok(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
                 stop_signal = Some(sig);
                 break;
             }
             Ok(Event::Signal(sig)) if sig == libc::SIGHUP => {
-                match ctx.load_config(&args.files.files) {
-                    Ok(fresh) => {
-                        if fresh.telegram != cfg.telegram {
-                            start_polling(&fresh, &tx, &generation)?;
-                        }
-                        cfg = fresh;
-                        last_error = None;
-                        telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
-                        record(
-                            &cfg,
-                            clock(),
-                            "config_reloaded",
-                            Some(signal_name(sig)),
-                            None,
-                            telegram.as_ref(),
-                        )?;
-                        eprintln!("heartbeat: config reloaded");
-                    }
-                    Err(e) => {
-                        let msg = e.to_string();
-                        eprintln!("heartbeat: {msg}; keeping the old config");
-                        record(
-                            &cfg,
-                            clock(),
-                            "config_reloaded",
-                            Some(signal_name(sig)),
-                            Some(&msg),
-                            telegram.as_ref(),
-                        )?;
-                        // Reported once: the next ticks find the same error.
-                        last_error = Some(msg);
-                    }
+                let error = reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)?;
+                match &error {
+                    None => eprintln!("heartbeat: config reloaded"),
+                    Some(msg) => eprintln!("heartbeat: {msg}; keeping the old config"),
                 }
+                record(
+                    &cfg,
+                    clock(),
+                    "config_reloaded",
+                    Some(signal_name(sig)),
+                    error.as_deref(),
+                    telegram.as_ref(),
+                )?;
+                // An error is reported once: the next ticks find the same one.
+                last_error = error;
             }
             Ok(Event::Signal(_)) => due_now = true,
             Ok(Event::Updates(updates)) => {
@@ -200,11 +174,28 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
-fn next_event(
-    rx: &Receiver<Event>,
-    wait: Duration,
-) -> std::result::Result<Event, RecvTimeoutError> {
-    rx.recv_timeout(wait)
+/// Re-read the config. On success it replaces `cfg`, and a changed `[telegram]` gets new
+/// clients (sending and long-polling); on error the old config stays and the error's text
+/// is returned.
+fn reload(
+    ctx: &Ctx,
+    args: &DaemonArgs,
+    cfg: &mut Config,
+    telegram: &mut Option<Telegram>,
+    tx: &Sender<Event>,
+    generation: &Arc<AtomicU64>,
+) -> Result<Option<String>> {
+    match ctx.load_config(&args.files.files) {
+        Ok(fresh) => {
+            if fresh.telegram != cfg.telegram {
+                *telegram = connect_telegram(ctx, &fresh, Duration::ZERO);
+                start_polling(&fresh, tx, generation)?;
+            }
+            *cfg = fresh;
+            Ok(None)
+        }
+        Err(e) => Ok(Some(e.to_string())),
+    }
 }
 
 /// One tick; its problems are reported and the daemon goes on.
