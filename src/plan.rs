@@ -235,13 +235,7 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
             line,
             column,
         } => Err((tool.clone(), *line, *column, error.clone())),
-        Body::Plain if cfg.plain_tasks == PlainTasks::Remind => Ok(None),
-        Body::Plain => {
-            let mut map = Map::new();
-            map.insert("prompt".into(), Value::String(task.text.clone()));
-            Ok(Some(("agent".to_string(), map)))
-        }
-        Body::Tool { name, input } => Ok(Some((name.clone(), input.clone()))),
+        _ => Ok(tool_call(task, cfg.plain_tasks)),
     };
     let call = call.and_then(|call| match call {
         None => Ok(None),
@@ -354,6 +348,21 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
         (Autonomy::Cautious, _) => Decision::Approve,
     };
     planned(decision, tool, tool_in, due_at)
+}
+
+/// The tool a task calls and its input: `@name {…}`, or for a plain task with
+/// `plain_tasks = "agent"` the `agent` tool with `{"prompt": text}`. None for a reminder or
+/// an invalid task.
+pub fn tool_call(task: &Task, plain_tasks: PlainTasks) -> Option<(String, Map<String, Value>)> {
+    match &task.body {
+        Body::Tool { name, input } => Some((name.clone(), input.clone())),
+        Body::Plain if plain_tasks == PlainTasks::Agent => {
+            let mut map = Map::new();
+            map.insert("prompt".into(), Value::String(task.text.clone()));
+            Some(("agent".to_string(), map))
+        }
+        Body::Plain | Body::Invalid { .. } => None,
+    }
 }
 
 fn tool_input(task: &Task) -> Option<Map<String, Value>> {

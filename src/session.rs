@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use crate::audit::{self, AuditLog, TEXT_LIMIT};
 use crate::cmd::{clean, first_line, show_path};
-use crate::config::{Approval, Config, PlainTasks};
+use crate::config::{Approval, Config};
 use crate::error::{Error, Result, exit};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
@@ -423,16 +423,8 @@ impl<'a> Session<'a> {
             Ok(Some(t)) if t.done => return self.stale(row, "the task is already done"),
             Ok(Some(t)) => t,
         };
-        let (name, input) = match &task.body {
-            Body::Tool { name, input } => (name.clone(), input.clone()),
-            Body::Plain if self.cfg.plain_tasks == PlainTasks::Agent => {
-                let mut map = Map::new();
-                map.insert("prompt".into(), Value::String(task.text.clone()));
-                ("agent".to_string(), map)
-            }
-            Body::Plain | Body::Invalid { .. } => {
-                return self.stale(row, "the task is no longer a valid tool call");
-            }
+        let Some((name, input)) = crate::plan::tool_call(&task, self.cfg.plain_tasks) else {
+            return self.stale(row, "the task is no longer a valid tool call");
         };
         let Some(spec) = self.registry.get(&name) else {
             return self.stale(row, &format!("tool \"{name}\" no longer exists"));
