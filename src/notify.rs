@@ -299,6 +299,20 @@ struct Planned {
     kind: String,
 }
 
+impl Planned {
+    /// One outbox row as its own message; a direct one (a reply, a test) does not count
+    /// toward the daily cap.
+    fn one(r: OutboxRow) -> Planned {
+        Planned {
+            html: r.html.clone(),
+            approvals: r.approvals.clone(),
+            counted: !r.direct,
+            kind: r.kind.clone(),
+            rows: vec![r],
+        }
+    }
+}
+
 /// Send what the outbox holds, obeying quiet hours, the dedupe and the daily cap. Returns
 /// what happened and the audit lines to write (the caller owns the audit log).
 pub fn deliver(
@@ -382,34 +396,13 @@ pub fn deliver(
             0 => usize::MAX,
             max => (max as usize).saturating_sub(store.count_sent(chat, day_start)? as usize),
         };
-        let mut plan: Vec<Planned> = urgent
-            .into_iter()
-            .map(|r| Planned {
-                html: r.html.clone(),
-                approvals: r.approvals.clone(),
-                counted: !r.direct,
-                kind: r.kind.clone(),
-                rows: vec![r],
-            })
-            .collect();
+        let mut plan: Vec<Planned> = urgent.into_iter().map(Planned::one).collect();
         if normal.len() <= budget {
-            plan.extend(normal.into_iter().map(|r| Planned {
-                html: r.html.clone(),
-                approvals: r.approvals.clone(),
-                counted: true,
-                kind: r.kind.clone(),
-                rows: vec![r],
-            }));
+            plan.extend(normal.into_iter().map(Planned::one));
         } else if budget >= 1 {
             let mut normal = normal;
             let rest = normal.split_off(budget - 1);
-            plan.extend(normal.into_iter().map(|r| Planned {
-                html: r.html.clone(),
-                approvals: r.approvals.clone(),
-                counted: true,
-                kind: r.kind.clone(),
-                rows: vec![r],
-            }));
+            plan.extend(normal.into_iter().map(Planned::one));
             plan.push(fold(rest, None));
         } else if !normal.is_empty() {
             // No budget left today: ride along with the next urgent message, or wait.
