@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Timelike, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use chrono_tz::Tz;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
@@ -329,15 +329,9 @@ pub fn deliver(
         by_chat.entry(row.chat_id).or_default().push(row);
     }
     store.prune_sent(now - chrono::Duration::hours(25))?;
-    let quiet = cfg.quiet_hours.is_some_and(|w| {
-        let local = now.with_timezone(&tz);
-        let minute = local.hour() * 60 + local.minute();
-        if w.start < w.end {
-            (w.start..w.end).contains(&minute)
-        } else {
-            minute >= w.start || minute < w.end
-        }
-    });
+    let quiet = cfg
+        .quiet_hours
+        .is_some_and(|w| w.contains(now.with_timezone(&tz).naive_local()));
     let day_start = local_midnight(tz, now);
     let mut transport = transport;
 

@@ -56,6 +56,12 @@ impl Window {
         self.start > self.end
     }
 
+    /// Whether the wall-clock time `t` is inside the window (start inclusive, end exclusive,
+    /// across midnight when the window crosses it).
+    pub fn contains(self, t: NaiveDateTime) -> bool {
+        self.owning_date(t).is_some()
+    }
+
     /// The local date whose window contains the wall-clock time `t`, if any. For a window
     /// that crosses midnight, the part after midnight belongs to the previous date.
     fn owning_date(self, t: NaiveDateTime) -> Option<NaiveDate> {
