@@ -54,13 +54,7 @@ pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
 }
 
 pub fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
-    let task_id = task_id.trim();
-    if task_id.len() != 12 || !task_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::Usage(format!(
-            "\"{task_id}\" is not a task id (12 hex digits, as `heartbeat grants` shows)"
-        )));
-    }
-    let task_id = task_id.to_ascii_lowercase();
+    let task_id = super::parse_task_id(task_id, "`heartbeat grants` and `check`")?;
     let mut d = Decider::open(ctx)?;
     if !d.store.revoke(&task_id)? {
         return Err(Error::Usage(format!(

@@ -132,6 +132,19 @@ pub fn ensure_state_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(dir, e))
 }
 
+/// A full task id as typed (12 hex digits, any case), lowercased; `shown_by` says where
+/// ids are listed, for the error.
+pub fn parse_task_id(raw: &str, shown_by: &str) -> Result<String> {
+    let id = raw.trim();
+    if id.len() != 12 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::Usage(format!(
+            "\"{}\" is not a task id (12 hex digits, as {shown_by} show)",
+            clean(id)
+        )));
+    }
+    Ok(id.to_ascii_lowercase())
+}
+
 /// A path for people: relative to the working directory when it is below it.
 pub fn show_path(path: &Path, cwd: &Path) -> String {
     path.strip_prefix(cwd).unwrap_or(path).display().to_string()

@@ -8,12 +8,7 @@ use crate::error::{Error, Result, exit};
 use crate::session::fields;
 
 pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
-    let task_id = task_id.trim().to_ascii_lowercase();
-    if task_id.len() != 12 || !task_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::Usage(format!(
-            "\"{task_id}\" is not a task id (12 hex digits, as `heartbeat check` and `status` show)"
-        )));
-    }
+    let task_id = super::parse_task_id(task_id, "`heartbeat check` and `status`")?;
     let mut d = Decider::open(ctx)?;
     let Some((failures, tripped)) = d.store.reset(&task_id)? else {
         return Err(Error::Usage(format!(
