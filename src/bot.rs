@@ -397,11 +397,9 @@ pub fn status_text(store: &Store, now: DateTime<Utc>) -> Result<String> {
     }
     lines.push(format!("pending approvals: {}", store.count_pending()?));
     match store.pause_row()? {
-        Some(p) => lines.push(match p.until {
-            Some(u) if crate::store::parse_ts(&u).is_some_and(|u| u > now) => {
-                format!("paused until {}", escape(&u))
-            }
-            Some(_) => "pause ending".into(),
+        Some(p) if !p.in_force(now) => lines.push("pause ending".into()),
+        Some(p) => lines.push(match &p.until {
+            Some(u) => format!("paused until {}", escape(u)),
             None => "paused until resumed".into(),
         }),
         None => lines.push("not paused".into()),

@@ -502,12 +502,7 @@ impl Store {
         for row in rows {
             snap.granted.insert(row.map_err(|e| self.err(e))?);
         }
-        snap.paused = self.pause_row()?.is_some_and(|p| {
-            p.until
-                .as_deref()
-                .and_then(parse_ts)
-                .is_none_or(|u| u > now)
-        });
+        snap.paused = self.pause_row()?.is_some_and(|p| p.in_force(now));
         // A denial holds for approval_ttl after it was made.
         let ttl = chrono::Duration::from_std(approval_ttl).unwrap_or(chrono::Duration::MAX);
         let since = now
@@ -1084,6 +1079,16 @@ pub struct PauseRow {
     pub by: String,
 }
 
+impl PauseRow {
+    /// In force at `now`: no end, or an end still to come.
+    pub fn in_force(&self, now: DateTime<Utc>) -> bool {
+        self.until
+            .as_deref()
+            .and_then(parse_ts)
+            .is_none_or(|u| u > now)
+    }
+}
+
 fn pause_row(r: &rusqlite::Row) -> rusqlite::Result<PauseRow> {
     Ok(PauseRow {
         since: r.get(0)?,
@@ -1328,12 +1333,7 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<std::result::Result<Option<PauseRow>, PauseRow>> {
         match self.pause_row()? {
-            Some(p)
-                if p.until
-                    .as_deref()
-                    .and_then(parse_ts)
-                    .is_some_and(|u| u <= now) =>
-            {
+            Some(p) if !p.in_force(now) => {
                 self.durable(|conn| conn.execute("DELETE FROM pause", []))?;
                 Ok(Err(p))
             }

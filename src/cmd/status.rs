@@ -8,7 +8,7 @@ use crate::cli::JsonArg;
 use crate::error::{Error, Result, exit};
 use crate::lock;
 use crate::notify::local_midnight;
-use crate::store::{PauseRow, Store, parse_ts};
+use crate::store::{PauseRow, Store};
 
 pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;
@@ -18,12 +18,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             // The budget day starts at local midnight in the configured zone.
             let midnight = local_midnight(cfg.tz(), ctx.now);
             // A timed pause that has ended no longer counts (the next run records it).
-            let pause = s.pause_row()?.filter(|p: &PauseRow| {
-                p.until
-                    .as_deref()
-                    .and_then(parse_ts)
-                    .is_none_or(|u| u > ctx.now)
-            });
+            let pause = s.pause_row()?.filter(|p: &PauseRow| p.in_force(ctx.now));
             (
                 s.last_run()?,
                 s.count_pending()?,
