@@ -25,7 +25,7 @@ pub const DB_FILE: &str = "heartbeat.db";
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Append-only: a released migration is never edited, a change is a new entry.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -153,6 +153,21 @@ CREATE TABLE pause (
 -- Set when a task's failures in a row reached its limit; cleared by `heartbeat reset`.
 ALTER TABLE task_state ADD COLUMN tripped_at TEXT;
 CREATE INDEX task_runs_tool ON task_runs(tool, started_at);
+"#,
+    r#"
+-- Each tool's latest start, for cooldowns: kept by record_task_run (a run of a thousand
+-- tasks of one tool writes it once) instead of an index over all of task_runs.
+CREATE TABLE tool_state (
+    tool TEXT PRIMARY KEY NOT NULL,
+    last_start TEXT NOT NULL
+) WITHOUT ROWID;
+INSERT INTO tool_state (tool, last_start)
+    SELECT tool, MAX(started_at) FROM task_runs GROUP BY tool;
+DROP INDEX task_runs_tool;
+-- The day's spend reads only rows with a cost; a run of tools that report none (`@log`)
+-- adds nothing to this index.
+DROP INDEX task_runs_started;
+CREATE INDEX task_runs_cost ON task_runs(started_at, cost_usd) WHERE cost_usd IS NOT NULL;
 "#,
 ];
 
@@ -290,6 +305,9 @@ pub struct Store {
     path: PathBuf,
     /// A batch transaction is open (see [`Store::batch`]).
     batching: bool,
+    /// Tool → the start this batch's transaction already wrote to `tool_state` (emptied when
+    /// the batch ends: only that transaction may skip rewriting it).
+    tool_starts: HashMap<String, DateTime<Utc>>,
 }
 
 impl Drop for Store {
@@ -319,6 +337,7 @@ impl Store {
             conn,
             path,
             batching: false,
+            tool_starts: HashMap::new(),
         };
         store.configure()?;
         store.migrate()?;
@@ -341,6 +360,7 @@ impl Store {
             conn,
             path,
             batching: false,
+            tool_starts: HashMap::new(),
         };
         store
             .conn
@@ -424,9 +444,7 @@ impl Store {
         };
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT tool, MAX(started_at) FROM task_runs WHERE started_at >= ?1 GROUP BY tool",
-            )
+            .prepare("SELECT tool, last_start FROM tool_state WHERE last_start >= ?1")
             .map_err(|e| self.err(e))?;
         // Cooldowns are hours, not weeks: a week back is plenty.
         let week = format_ts(now - chrono::Duration::days(7));
@@ -574,6 +592,7 @@ impl Store {
                 .execute_batch("BEGIN IMMEDIATE")
                 .map_err(|e| self.err(e))?;
             self.batching = true;
+            self.tool_starts.clear();
         }
         Ok(())
     }
@@ -582,6 +601,7 @@ impl Store {
     pub fn flush(&mut self) -> Result<()> {
         if self.batching {
             self.batching = false;
+            self.tool_starts.clear();
             self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))?;
         }
         Ok(())
@@ -845,59 +865,84 @@ impl Store {
         let outcome = if r.succeeded { "succeeded" } else { "failed" };
         let started = format_ts(r.started_at);
         let finished = format_ts(r.finished_at);
-        let path = self.path.clone();
-        // Inside a batch the batch's transaction holds both statements; outside, a
+        let err = |e| sql_err(&self.path, e);
+        // Inside a batch the batch's transaction holds these statements; outside, a
         // transaction of their own.
-        let batching = self.batching;
-        let tx = if batching {
+        let tx = if self.batching {
             None
         } else {
-            Some(
-                self.conn
-                    .unchecked_transaction()
-                    .map_err(|e| sql_err(&path, e))?,
-            )
+            Some(self.conn.unchecked_transaction().map_err(err)?)
         };
-        let conn = &self.conn;
         // Cached statements: a run of a thousand tasks parses this SQL once.
-        conn.prepare_cached(
-            "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )
-        .and_then(|mut st| {
-            st.execute(params![
-                r.run_id,
-                r.task_id,
-                r.tool,
-                started,
-                finished,
-                outcome,
-                r.cost_usd,
-                r.approval_id
-            ])
-        })
-        .map_err(|e| sql_err(&path, e))?;
-        let failures: u32 = conn
+        self.conn
             .prepare_cached(
-                "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome, consecutive_failures)
-                 VALUES (?1, ?2, CASE WHEN ?4 THEN ?3 END, ?5, CASE WHEN ?4 THEN 0 ELSE 1 END)
-                 ON CONFLICT(task_id) DO UPDATE SET
-                    last_attempt = excluded.last_attempt,
-                    last_success = COALESCE(excluded.last_success, task_state.last_success),
-                    last_outcome = excluded.last_outcome,
-                    consecutive_failures = CASE WHEN ?4 THEN 0 ELSE task_state.consecutive_failures + 1 END
-                 RETURNING consecutive_failures",
+                "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
+                 cost_usd, approval_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )
             .and_then(|mut st| {
-                st.query_row(
-                    params![r.task_id, started, finished, r.succeeded, outcome],
-                    |row| row.get(0),
-                )
+                st.execute(params![
+                    r.run_id,
+                    r.task_id,
+                    r.tool,
+                    started,
+                    finished,
+                    outcome,
+                    r.cost_usd,
+                    r.approval_id
+                ])
             })
-            .map_err(|e| sql_err(&path, e))?;
+            .map_err(err)?;
+        // A batch's tasks of one tool mostly start at the same `now`: write it once. Only
+        // while the batch's transaction is open (an I/O error can end it early).
+        let written = self.batching
+            && !self.conn.is_autocommit()
+            && self
+                .tool_starts
+                .get(r.tool)
+                .is_some_and(|&t| t >= r.started_at);
+        if !written {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO tool_state (tool, last_start) VALUES (?1, ?2)
+                     ON CONFLICT(tool) DO UPDATE SET last_start = excluded.last_start
+                        WHERE excluded.last_start > tool_state.last_start",
+                )
+                .and_then(|mut st| st.execute(params![r.tool, started]))
+                .map_err(err)?;
+            if self.batching {
+                self.tool_starts.insert(r.tool.to_string(), r.started_at);
+            }
+        }
+        let failures = if r.succeeded {
+            // The streak is over: nothing to read back. (RETURNING costs a temporary table
+            // per execution, about a third of this method's time.)
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
+                     consecutive_failures) VALUES (?1, ?2, ?3, 'succeeded', 0)
+                     ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
+                        last_success = excluded.last_success, last_outcome = 'succeeded',
+                        consecutive_failures = 0",
+                )
+                .and_then(|mut st| st.execute(params![r.task_id, started, finished]))
+                .map_err(err)?;
+            0
+        } else {
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO task_state (task_id, last_attempt, last_outcome,
+                     consecutive_failures) VALUES (?1, ?2, 'failed', 1)
+                     ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
+                        last_outcome = 'failed',
+                        consecutive_failures = task_state.consecutive_failures + 1
+                     RETURNING consecutive_failures",
+                )
+                .and_then(|mut st| st.query_row(params![r.task_id, started], |row| row.get(0)))
+                .map_err(err)?
+        };
         crate::fault::point("sqlite_commit");
         if let Some(tx) = tx {
-            tx.commit().map_err(|e| sql_err(&path, e))?;
+            tx.commit().map_err(err)?;
         }
         Ok(failures)
     }
@@ -1001,11 +1046,7 @@ impl Store {
     /// Sum of reported costs of tool runs started at or after `since`.
     pub fn spent_since(&self, since: DateTime<Utc>) -> Result<f64> {
         self.conn
-            .query_row(
-                "SELECT COALESCE(SUM(cost_usd), 0.0) FROM task_runs WHERE started_at >= ?1",
-                [format_ts(since)],
-                |r| r.get(0),
-            )
+            .query_row(SPENT_SINCE, [format_ts(since)], |r| r.get(0))
             .map_err(|e| self.err(e))
     }
 
@@ -1360,6 +1401,11 @@ impl Store {
     }
 }
 
+/// `cost_usd IS NOT NULL` (SUM ignores NULLs anyway) lets the partial index task_runs_cost
+/// answer this alone.
+const SPENT_SINCE: &str = "SELECT COALESCE(SUM(cost_usd), 0.0) FROM task_runs
+     WHERE started_at >= ?1 AND cost_usd IS NOT NULL";
+
 const APPROVAL_COLUMNS: &str = "id, task_id, state, tool, input, file, line, section, text, \
      created_at, decided_at, decided_by, reason";
 
@@ -1649,5 +1695,315 @@ mod tests {
             )
             .unwrap();
         assert_eq!(snap.last_attempt["t"], ts("2026-01-02T11:00:00Z"));
+    }
+
+    /// A database as heartbeat with schema 4 left it.
+    fn v4_database(dir: &Path) -> Connection {
+        let conn = Connection::open(dir.join(DB_FILE)).unwrap();
+        for sql in &MIGRATIONS[..4] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn
+    }
+
+    fn task_state_rows(conn: &Connection) -> Vec<Vec<Option<String>>> {
+        let mut st = conn
+            .prepare(
+                "SELECT task_id, last_attempt, last_success, last_outcome,
+                 CAST(consecutive_failures AS TEXT), reminded_at, tripped_at
+                 FROM task_state ORDER BY task_id",
+            )
+            .unwrap();
+        st.query_map([], |r| (0..7).map(|i| r.get(i)).collect())
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    fn indexes(conn: &Connection, table: &str) -> Vec<String> {
+        let mut st = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1
+                 AND sql IS NOT NULL ORDER BY name",
+            )
+            .unwrap();
+        st.query_map([table], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_schema_4_database_migrates_with_its_state_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = v4_database(dir.path());
+        conn.execute_batch(
+            "INSERT INTO task_state VALUES
+                ('aaa', '2026-01-02T10:00:00.000Z', '2026-01-01T10:00:01.000Z', 'failed', 3,
+                 NULL, '2026-01-02T10:00:02.000Z');
+             INSERT INTO task_state (task_id, last_attempt, reminded_at)
+                VALUES ('bbb', '2026-01-01T09:00:00.000Z', '2026-01-01T09:00:00.000Z');
+             INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome)
+                VALUES ('ccc', '2026-01-02T08:00:00.000Z', '2026-01-02T08:00:05.000Z', 'succeeded');
+             INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
+                cost_usd) VALUES
+                ('r1', 'aaa', 'shell', '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:01.000Z',
+                 'succeeded', 0.5),
+                ('r2', 'aaa', 'shell', '2026-01-02T10:00:00.000Z', '2026-01-02T10:00:01.000Z',
+                 'failed', NULL),
+                ('r2', 'ccc', 'log', '2026-01-02T08:00:00.000Z', '2026-01-02T08:00:05.000Z',
+                 'succeeded', 0.25),
+                ('r0', 'ccc', 'log', '2025-12-01T08:00:00.000Z', '2025-12-01T08:00:05.000Z',
+                 'succeeded', 1.0);",
+        )
+        .unwrap();
+        let before = task_state_rows(&conn);
+        assert_eq!(before.len(), 3);
+        drop(conn);
+
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(task_state_rows(&s.conn), before);
+        assert_eq!(indexes(&s.conn, "task_runs"), ["task_runs_cost"]);
+        let snap = s
+            .snapshot(
+                ts("2026-01-03T00:00:00Z"),
+                Duration::from_secs(60),
+                ts("2026-01-01T00:00:00Z"),
+            )
+            .unwrap();
+        // Each tool's latest start, from the history.
+        assert_eq!(snap.tool_last_start.len(), 2);
+        assert_eq!(snap.tool_last_start["shell"], ts("2026-01-02T10:00:00Z"));
+        assert_eq!(snap.tool_last_start["log"], ts("2026-01-02T08:00:00Z"));
+        assert_eq!(snap.spent_today, 0.75);
+        assert_eq!(snap.failures["aaa"], 3);
+        assert!(snap.tripped.contains("aaa"));
+        assert!(snap.reminded.contains("bbb"));
+        assert_eq!(
+            snap.succeeded,
+            HashSet::from(["aaa".to_string(), "ccc".to_string()])
+        );
+        drop(s);
+        // Opened again: nothing more to do, nothing changed.
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(task_state_rows(&s.conn), before);
+    }
+
+    #[test]
+    fn a_database_one_schema_ahead_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path()).unwrap());
+        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+            .unwrap();
+        drop(conn);
+        let err = Store::open(dir.path()).err().unwrap();
+        assert!(
+            matches!(err, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1),
+            "{err}"
+        );
+        assert!(matches!(
+            Store::open_existing(dir.path()),
+            Err(StoreError::TooNew { .. })
+        ));
+        // Left as it was.
+        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        let version: i64 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION + 1);
+    }
+
+    fn run_of<'a>(task: &'a str, tool: &'a str, at: &str, ok: bool) -> TaskRunRecord<'a> {
+        TaskRunRecord {
+            run_id: "r",
+            task_id: task,
+            tool,
+            started_at: ts(at),
+            finished_at: ts(at) + chrono::Duration::seconds(1),
+            succeeded: ok,
+            cost_usd: None,
+            approval_id: None,
+        }
+    }
+
+    /// tool_state holds what `MAX(started_at) ... GROUP BY tool` over the history says.
+    fn assert_tool_state_matches_history(s: &Store) {
+        let read = |sql: &str| -> Vec<(String, String)> {
+            let mut st = s.conn.prepare(sql).unwrap();
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        assert_eq!(
+            read("SELECT tool, last_start FROM tool_state ORDER BY tool"),
+            read("SELECT tool, MAX(started_at) FROM task_runs GROUP BY tool ORDER BY tool")
+        );
+    }
+
+    #[test]
+    fn tool_state_keeps_each_tools_latest_start_in_and_out_of_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        s.batch().unwrap();
+        for (task, tool, at) in [
+            ("a", "log", "2026-01-01T10:00:00Z"),
+            ("b", "log", "2026-01-01T10:00:00Z"),
+            ("c", "shell", "2026-01-01T10:00:00Z"),
+            ("d", "log", "2026-01-01T11:00:00Z"),
+            // An earlier start after a later one does not move it back.
+            ("e", "log", "2026-01-01T09:00:00Z"),
+        ] {
+            s.record_task_run(&run_of(task, tool, at, true)).unwrap();
+        }
+        assert_tool_state_matches_history(&s);
+        s.flush().unwrap();
+        // Out of a batch, and in a later batch: earlier and later starts.
+        s.record_task_run(&run_of("a", "log", "2026-01-01T08:00:00Z", false))
+            .unwrap();
+        s.record_task_run(&run_of("c", "shell", "2026-01-01T12:00:00Z", true))
+            .unwrap();
+        assert_tool_state_matches_history(&s);
+        s.batch().unwrap();
+        s.record_task_run(&run_of("a", "log", "2026-01-01T10:30:00Z", true))
+            .unwrap();
+        s.record_task_run(&run_of("b", "log", "2026-01-01T12:00:00Z", true))
+            .unwrap();
+        s.record_task_run(&run_of("b", "log", "2026-01-01T12:00:00Z", true))
+            .unwrap();
+        s.flush().unwrap();
+        assert_tool_state_matches_history(&s);
+        let snap = s
+            .snapshot(
+                ts("2026-01-02T00:00:00Z"),
+                Duration::from_secs(60),
+                ts("2026-01-01T00:00:00Z"),
+            )
+            .unwrap();
+        assert_eq!(snap.tool_last_start["log"], ts("2026-01-01T12:00:00Z"));
+        assert_eq!(snap.tool_last_start["shell"], ts("2026-01-01T12:00:00Z"));
+        // Cooldowns look a week back, as before.
+        let snap = s
+            .snapshot(
+                ts("2026-01-08T12:30:00Z"),
+                Duration::from_secs(60),
+                ts("2026-01-08T00:00:00Z"),
+            )
+            .unwrap();
+        assert!(
+            snap.tool_last_start.is_empty(),
+            "{:?}",
+            snap.tool_last_start
+        );
+        // What another connection sees once the batch is committed.
+        drop(s);
+        let s = Store::open(dir.path()).unwrap();
+        assert_tool_state_matches_history(&s);
+    }
+
+    #[test]
+    fn task_state_after_successes_and_failures() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let row = |s: &Store| task_state_rows(&s.conn).remove(0);
+        let some = |v: &str| Some(v.to_string());
+        s.record_reminded("t", ts("2026-01-01T09:00:00Z")).unwrap();
+        s.batch().unwrap();
+        assert_eq!(
+            s.record_task_run(&run_of("t", "log", "2026-01-01T10:00:00Z", false))
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            row(&s),
+            [
+                some("t"),
+                some("2026-01-01T10:00:00.000Z"),
+                None,
+                some("failed"),
+                some("1"),
+                some("2026-01-01T09:00:00.000Z"),
+                None
+            ]
+        );
+        assert_eq!(
+            s.record_task_run(&run_of("t", "log", "2026-01-01T11:00:00Z", true))
+                .unwrap(),
+            0
+        );
+        s.flush().unwrap();
+        s.trip("t", ts("2026-01-01T11:30:00Z")).unwrap();
+        assert_eq!(
+            s.record_task_run(&run_of("t", "log", "2026-01-01T12:00:00Z", false))
+                .unwrap(),
+            1
+        );
+        assert_eq!(
+            s.record_task_run(&run_of("t", "log", "2026-01-01T13:00:00Z", false))
+                .unwrap(),
+            2
+        );
+        // A failure keeps the last success; neither touches the reminder or the trip.
+        assert_eq!(
+            row(&s),
+            [
+                some("t"),
+                some("2026-01-01T13:00:00.000Z"),
+                some("2026-01-01T11:00:01.000Z"),
+                some("failed"),
+                some("2"),
+                some("2026-01-01T09:00:00.000Z"),
+                some("2026-01-01T11:30:00.000Z")
+            ]
+        );
+        // A first run that succeeds.
+        assert_eq!(
+            s.record_task_run(&run_of("u", "log", "2026-01-01T10:00:00Z", true))
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            task_state_rows(&s.conn)[1],
+            [
+                some("u"),
+                some("2026-01-01T10:00:00.000Z"),
+                some("2026-01-01T10:00:01.000Z"),
+                some("succeeded"),
+                some("0"),
+                None,
+                None
+            ]
+        );
+    }
+
+    #[test]
+    fn the_days_spend_is_read_from_the_cost_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.spent_since(ts("2000-01-01T00:00:00Z")).unwrap(), 0.0);
+        for (at, cost) in [
+            ("2026-01-01T10:00:00Z", Some(0.5)),
+            ("2026-01-02T10:00:00Z", None),
+            ("2026-01-02T11:00:00Z", Some(0.25)),
+        ] {
+            let mut r = run_of("t", "llm", at, true);
+            r.cost_usd = cost;
+            s.record_task_run(&r).unwrap();
+        }
+        assert_eq!(s.spent_since(ts("2026-01-01T10:00:00Z")).unwrap(), 0.75);
+        assert_eq!(s.spent_since(ts("2026-01-02T00:00:00Z")).unwrap(), 0.25);
+        assert_eq!(s.spent_since(ts("2026-01-03T00:00:00Z")).unwrap(), 0.0);
+        let plan: String = s
+            .conn
+            .query_row(
+                &format!("EXPLAIN QUERY PLAN {SPENT_SINCE}"),
+                ["2026-01-02T00:00:00.000Z"],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("COVERING INDEX task_runs_cost"), "{plan}");
     }
 }
