@@ -1,6 +1,8 @@
 //! The decision table of SPEC §5: one decision per task, from the tasks, the config, a
 //! snapshot of stored state and `now`. Pure: `check`, `run --dry-run` and `run` share it.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -83,21 +85,22 @@ impl Decision {
 
 /// The decision for one task, with the tool call it resolved to.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Planned {
+/// Borrows from the task it was planned for: a plan of many tasks copies no inputs.
+pub struct Planned<'a> {
     pub decision: Decision,
     /// The tool that runs (`agent` for plain tasks with `plain_tasks = "agent"`).
-    pub tool: Option<String>,
-    pub input: Option<Map<String, Value>>,
+    pub tool: Option<Cow<'a, str>>,
+    pub input: Option<Cow<'a, Map<String, Value>>>,
     /// When the task is (or becomes) due, within active hours; None for tasks that never
     /// will be (done, ignored, invalid, a reminder already given).
     pub next_due: Option<DateTime<Utc>>,
 }
 
-pub struct Plan {
+pub struct Plan<'a> {
     pub active: bool,
     pub next_active: Option<DateTime<Utc>>,
     /// Parallel to the tasks given to [`plan`].
-    pub items: Vec<Planned>,
+    pub items: Vec<Planned<'a>>,
 }
 
 pub struct PlanInput<'a> {
@@ -110,7 +113,7 @@ pub struct PlanInput<'a> {
     pub autonomy: Autonomy,
 }
 
-pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
+pub fn plan<'a>(tasks: &'a [Task], input: &PlanInput) -> Plan<'a> {
     let cfg = input.config;
     let now = input.now;
     // Paused counts as not active: nothing runs unless forced.
@@ -136,7 +139,7 @@ pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
 /// cooldown has passed.
 fn apply_cooldowns(
     tasks: &[Task],
-    items: &mut [Planned],
+    items: &mut [Planned<'_>],
     cfg: &Config,
     state: &Snapshot,
     now: DateTime<Utc>,
@@ -185,7 +188,7 @@ fn active_from(cfg: &Config, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
 /// attempted, then the oldest attempt; file order breaks ties), so that a recurring task
 /// near the top of the file cannot starve the ones below it. Those that run still run in
 /// file order.
-fn apply_run_cap(tasks: &[Task], items: &mut [Planned], cap: usize, state: &Snapshot) {
+fn apply_run_cap(tasks: &[Task], items: &mut [Planned<'_>], cap: usize, state: &Snapshot) {
     let mut runs: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].decision == Decision::Run)
         .collect();
@@ -198,22 +201,24 @@ fn apply_run_cap(tasks: &[Task], items: &mut [Planned], cap: usize, state: &Snap
     }
 }
 
-fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
+fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool) -> Planned<'a> {
     let cfg = input.config;
     let state = input.state;
     let now = input.now;
-    let planned =
-        |decision, tool: Option<String>, input: Option<Map<String, Value>>, next_due| Planned {
-            decision,
-            tool,
-            input,
-            next_due,
-        };
+    let planned = |decision,
+                   tool: Option<Cow<'a, str>>,
+                   input: Option<Cow<'a, Map<String, Value>>>,
+                   next_due| Planned {
+        decision,
+        tool,
+        input,
+        next_due,
+    };
 
     if task.done {
         return planned(
             Decision::Done,
-            task.tool_name().map(str::to_string),
+            task.tool_name().map(Cow::Borrowed),
             tool_input(task),
             None,
         );
@@ -221,7 +226,7 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     if task.section == Section::Other {
         return planned(
             Decision::Ignored,
-            task.tool_name().map(str::to_string),
+            task.tool_name().map(Cow::Borrowed),
             tool_input(task),
             None,
         );
@@ -234,7 +239,12 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
             error,
             line,
             column,
-        } => Err((tool.clone(), *line, *column, error.clone())),
+        } => Err((
+            tool.as_deref().map(Cow::Borrowed),
+            *line,
+            *column,
+            error.clone(),
+        )),
         _ => Ok(tool_call(task, cfg.plain_tasks)),
     };
     let call = call.and_then(|call| match call {
@@ -247,12 +257,12 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
                 unknown_tool(&name, input.registry),
             )),
             Some(spec) => match spec.validate(&map) {
-                Ok(()) => Ok(Some((spec, map))),
-                Err(e) => Err((Some(name.clone()), task.text_line, task.text_column, e)),
+                Ok(()) => Ok(Some((spec, name, map))),
+                Err(e) => Err((Some(name), task.text_line, task.text_column, e)),
             },
         },
     });
-    let (spec, tool_in) = match call {
+    let (spec, tool, tool_in) = match call {
         Err((tool, line, column, error)) => {
             return planned(
                 Decision::Invalid {
@@ -265,10 +275,9 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
                 None,
             );
         }
-        Ok(Some((spec, map))) => (Some(spec), Some(map)),
-        Ok(None) => (None, None),
+        Ok(Some((spec, name, map))) => (Some(spec), Some(name), Some(map)),
+        Ok(None) => (None, None, None),
     };
-    let tool = spec.map(|s| s.name.clone());
 
     // A one-time task runs once: a success whose tick did not land still counts as done.
     if task.section == Section::OneTime && state.succeeded.contains(&task.id) {
@@ -353,21 +362,24 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
 /// The tool a task calls and its input: `@name {…}`, or for a plain task with
 /// `plain_tasks = "agent"` the `agent` tool with `{"prompt": text}`. None for a reminder or
 /// an invalid task.
-pub fn tool_call(task: &Task, plain_tasks: PlainTasks) -> Option<(String, Map<String, Value>)> {
+pub fn tool_call(task: &Task, plain_tasks: PlainTasks) -> Option<ToolCall<'_>> {
     match &task.body {
-        Body::Tool { name, input } => Some((name.clone(), input.clone())),
+        Body::Tool { name, input } => Some((Cow::Borrowed(name), Cow::Borrowed(input))),
         Body::Plain if plain_tasks == PlainTasks::Agent => {
             let mut map = Map::new();
             map.insert("prompt".into(), Value::String(task.text.clone()));
-            Some(("agent".to_string(), map))
+            Some((Cow::Borrowed("agent"), Cow::Owned(map)))
         }
         Body::Plain | Body::Invalid { .. } => None,
     }
 }
 
-fn tool_input(task: &Task) -> Option<Map<String, Value>> {
+/// A tool's name and input, borrowed from the task when it names them itself.
+pub type ToolCall<'a> = (Cow<'a, str>, Cow<'a, Map<String, Value>>);
+
+fn tool_input(task: &Task) -> Option<Cow<'_, Map<String, Value>>> {
     match &task.body {
-        Body::Tool { input, .. } => Some(input.clone()),
+        Body::Tool { input, .. } => Some(Cow::Borrowed(input)),
         _ => None,
     }
 }

@@ -56,14 +56,14 @@ pub struct TaskReport {
 }
 
 impl TaskReport {
-    pub fn new(task: &Task, tool: Option<String>, outcome: &'static str) -> TaskReport {
+    pub fn new(task: &Task, tool: Option<&str>, outcome: &'static str) -> TaskReport {
         TaskReport {
             task_id: task.id.clone(),
             file: task.file.clone(),
             line: task.line,
             column: None,
             text: safe_text(task),
-            tool,
+            tool: tool.map(str::to_string),
             outcome,
             reason: None,
             approval_id: None,
@@ -444,7 +444,7 @@ impl<'a> Session<'a> {
             .within_budget(self.spent, self.cfg.cost_estimate(&name))
         {
             // Approved work obeys the budget too: it stays approved until there is room.
-            return self.skip(&task, Some(name), SkipReason::Budget);
+            return self.skip(&task, Some(&name), SkipReason::Budget);
         }
         if matches!(spec.kind, ToolKind::Log | ToolKind::Notify) {
             // In-process: claim, run and finish inside the batch (see `Store::claim`).
@@ -490,7 +490,7 @@ impl<'a> Session<'a> {
         if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
         }
-        let tool = planned.tool.clone();
+        let tool = planned.tool.as_deref();
         match &planned.decision {
             Decision::Run => {
                 if let (Some(name), Some(input)) = (&planned.tool, &planned.input)
@@ -567,7 +567,7 @@ impl<'a> Session<'a> {
         }
         let estimate = self.cfg.cost_estimate(name);
         if !self.cfg.within_budget(self.spent + self.reserved, estimate) {
-            self.skip(task, Some(name.to_string()), SkipReason::Budget)?;
+            self.skip(task, Some(name), SkipReason::Budget)?;
             return Ok(false);
         }
         self.started_tools.insert(name.to_string());
@@ -666,7 +666,7 @@ impl<'a> Session<'a> {
 
     /// `task_skipped`; the first budget stop of a local day also audits `budget_exhausted`
     /// and alerts Telegram.
-    fn skip(&mut self, task: &Task, tool: Option<String>, reason: SkipReason) -> Result<()> {
+    fn skip(&mut self, task: &Task, tool: Option<&str>, reason: SkipReason) -> Result<()> {
         if reason == SkipReason::Budget {
             self.budget_exhausted()?;
         }
@@ -905,7 +905,7 @@ impl<'a> Session<'a> {
         }
         let mut r = TaskReport::new(
             task,
-            Some(name.to_string()),
+            Some(name),
             if outcome.success {
                 "succeeded"
             } else {
@@ -926,7 +926,7 @@ impl<'a> Session<'a> {
         let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
             return Ok(());
         };
-        let mut shown = Value::Object(input.clone());
+        let mut shown = Value::Object(input.clone().into_owned());
         audit::redact(&mut shown, &[]);
         let file = task.file.to_string_lossy();
         let text = safe_text(task);
@@ -950,13 +950,13 @@ impl<'a> Session<'a> {
                 ("approval_id", json!(id)),
                 ("task_id", json!(task.id)),
                 ("tool", json!(name)),
-                ("input", Value::Object(input.clone())),
+                ("input", Value::Object(input.clone().into_owned())),
                 ("file", json!(task.file)),
                 ("line", json!(task.line)),
             ]),
         )?;
         self.store.record_attempt(&task.id, self.now)?;
-        let mut r = TaskReport::new(task, Some(name.clone()), "queued");
+        let mut r = TaskReport::new(task, Some(name), "queued");
         r.approval_id = Some(id);
         self.report.tasks.push(r);
         Ok(())

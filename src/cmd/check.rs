@@ -1,9 +1,13 @@
 //! `heartbeat check`: validate the config and files; list every task with what would happen
 //! now and when it is next due. Writes nothing.
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
 
-use super::{Ctx, Out, clean, read_files, read_snapshot, show_path, show_time, take_tasks};
+use super::{
+    Ctx, Out, clean, first_line_cow, read_files, read_snapshot, show_path, show_time, take_tasks,
+};
 use crate::cli::CheckArgs;
 use crate::error::{Result, exit};
 use crate::model::{Problem, Severity};
@@ -66,7 +70,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                     "line": task.line,
                     "section": task.section.as_str(),
                     "text": task.text,
-                    "tool": planned.tool.clone().or_else(|| task.tool_name().map(str::to_string)),
+                    "tool": planned.tool.as_deref().or_else(|| task.tool_name()),
                     "input": planned.input,
                     "schedule": task.schedule.as_ref().and(task.heading.as_ref()),
                     "heading": task.heading,
@@ -125,16 +129,16 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                     Some(t) if t > ctx.now => format!("  (next due {})", show_time(t, &cfg)),
                     _ => String::new(),
                 };
-                let decision = match &planned.decision {
-                    Decision::Pending(id) => format!("pending #{id}"),
-                    d => d.as_str().to_string(),
+                let decision: Cow<str> = match &planned.decision {
+                    Decision::Pending(id) => format!("pending #{id}").into(),
+                    d => d.as_str().into(),
                 };
-                out.line(&format!(
+                out.line_fmt(format_args!(
                     "  {:>4}  {}  {:<11} {}{}",
                     task.line,
                     task.id,
                     decision,
-                    clean(&super::first_line(&task.text, 80)),
+                    first_line_cow(&task.text, 80),
                     due
                 ));
             }
@@ -161,6 +165,11 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             tasks.len()
         ));
     }
+    drop(out);
+    // The process ends here: freeing every task one by one would only cost time.
+    std::mem::forget(plan);
+    std::mem::forget(tasks);
+    std::mem::forget(files);
     Ok(if errors > 0 {
         exit::TASK_FAILED
     } else {

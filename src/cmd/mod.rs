@@ -15,6 +15,7 @@ pub mod run;
 pub mod status;
 pub mod telegram;
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -180,17 +181,26 @@ pub fn clean(text: &str) -> String {
 
 /// First line of a text, cleaned and cut for one-line summaries.
 pub fn first_line(text: &str, max_chars: usize) -> String {
+    first_line_cow(text, max_chars).into_owned()
+}
+
+/// [`first_line`], borrowed from `text` when nothing needs cleaning or cutting (the common
+/// case, for listings of thousands of tasks).
+pub fn first_line_cow(text: &str, max_chars: usize) -> Cow<'_, str> {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
+    if line.len() <= max_chars && !line.chars().any(char::is_control) {
+        return Cow::Borrowed(line);
+    }
     let line = clean(line);
     if line.chars().count() > max_chars {
         let cut: String = line.chars().take(max_chars).collect();
-        format!("{cut}…")
+        Cow::Owned(format!("{cut}…"))
     } else {
-        line
+        Cow::Owned(line)
     }
 }
 
@@ -211,10 +221,16 @@ impl Out {
     }
 
     pub fn line(&mut self, text: &str) {
+        self.line_fmt(format_args!("{text}"));
+    }
+
+    /// A formatted line, written straight into the buffer.
+    pub fn line_fmt(&mut self, args: std::fmt::Arguments<'_>) {
         if self.broken {
             return;
         }
-        self.buf.push_str(text);
+        // Formatting into a String cannot fail.
+        let _ = std::fmt::Write::write_fmt(&mut self.buf, args);
         self.buf.push('\n');
         if self.buf.len() >= 64 * 1024 {
             self.flush();

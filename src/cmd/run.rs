@@ -338,7 +338,7 @@ fn dry_run(
         report.skipped = Some("outside_active_hours");
     }
     for (task, planned) in tasks.iter().zip(&plan.items) {
-        let tool = planned.tool.clone();
+        let tool = planned.tool.as_deref();
         let outcome = match &planned.decision {
             Decision::Run => "would_run",
             Decision::Approve => "queued",

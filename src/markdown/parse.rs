@@ -38,6 +38,9 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         text
     };
     let bom = if text.starts_with(BOM) { BOM.len() } else { 0 };
+    // Every task has a `[`: room for them all at once, so a long list is not copied over and
+    // over while it grows (capacity never written to costs no memory).
+    let most = memchr_count(b'[', text.as_bytes());
     let mut b = Builder {
         path,
         canonical: canonical.to_string_lossy().into_owned(),
@@ -45,8 +48,11 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         section: Section::Other,
         heading: None,
         schedule: None,
-        occurrences: HashMap::new(),
-        tasks: Vec::new(),
+        occurrences: HashMap::with_capacity_and_hasher(most, DigestHash),
+        inline: Inline::default(),
+        segments: Vec::new(),
+        content: Vec::new(),
+        tasks: Vec::with_capacity(most),
         problems: Vec::new(),
     };
 
@@ -63,11 +69,14 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
 
         if let Some(task) = pending.as_mut() {
             if is_inline(&event) {
-                task.inline(&range);
+                b.inline.push(&range);
                 continue;
             }
             // `- [ ]` alone on its line, text below: the first paragraph is still the text.
-            if matches!(event, Event::Start(Tag::Paragraph)) && task.may_open_paragraph() {
+            if matches!(event, Event::Start(Tag::Paragraph))
+                && !task.opened_paragraph
+                && b.inline.end.is_none()
+            {
                 task.opened_paragraph = true;
                 continue;
             }
@@ -76,13 +85,13 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
             }
         }
 
-        if let Some(h) = heading.as_mut() {
+        if heading.is_some() {
             if let Event::End(TagEnd::Heading(level)) = event {
                 if let Some(h) = heading.take() {
                     b.finish_heading(level, h);
                 }
             } else if is_inline(&event) {
-                h.inline(&range);
+                b.inline.push(&range);
             }
             continue;
         }
@@ -97,23 +106,21 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
             // Loose items open their paragraph before the marker.
             Event::Start(Tag::Paragraph) if was == Fresh::Item => fresh = Fresh::ItemParagraph,
             Event::TaskListMarker(done) if was != Fresh::No => {
+                b.inline.begin();
                 pending = Some(PendingTask {
                     // The marker event ends with `]`; its three bytes are the `[?]`.
                     marker: range.end.saturating_sub(3)..range.end,
                     done,
                     in_quote: quote_depth > 0,
                     opened_paragraph: was == Fresh::ItemParagraph,
-                    starts: Vec::new(),
-                    end: None,
                 });
             }
             Event::Start(Tag::Heading { .. }) => {
+                b.inline.begin();
                 heading = Some(PendingHeading {
                     start: range.start,
                     nested: quote_depth > 0 || item_depth > 0,
                     in_quote: quote_depth > 0,
-                    starts: Vec::new(),
-                    end: None,
                 });
             }
             Event::Start(Tag::BlockQuote(_)) => quote_depth += 1,
@@ -129,6 +136,40 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         path: path.to_path_buf(),
         tasks: b.tasks,
         problems: b.problems,
+    }
+}
+
+fn memchr_count(needle: u8, haystack: &[u8]) -> usize {
+    haystack.iter().filter(|&&b| b == needle).count()
+}
+
+/// Keys that are SHA-256 digests are uniformly random already: their first eight bytes
+/// are the hash.
+#[derive(Clone, Copy, Default)]
+struct DigestHash;
+
+impl std::hash::BuildHasher for DigestHash {
+    type Hasher = DigestHasher;
+    fn build_hasher(&self) -> DigestHasher {
+        DigestHasher(0)
+    }
+}
+
+#[derive(Default)]
+struct DigestHasher(u64);
+
+impl std::hash::Hasher for DigestHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        // `[u8; 32]` hashes as its length, then its bytes: keep the first eight bytes of
+        // the digest (mixed with whatever came before, for any other use).
+        let mut word = [0u8; 8];
+        let n = bytes.len().min(8);
+        word[..n].copy_from_slice(&bytes[..n]);
+        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
 
@@ -158,40 +199,39 @@ enum Fresh {
     ItemParagraph,
 }
 
-/// A task whose text is still being collected.
+/// A task whose text is still being collected (into [`Builder::inline`]).
 struct PendingTask {
     marker: Range<usize>,
     done: bool,
     in_quote: bool,
     opened_paragraph: bool,
+}
+
+/// A heading whose text is still being collected (into [`Builder::inline`]).
+struct PendingHeading {
+    start: usize,
+    /// Inside a blockquote or list item: quoted or nested text, not the file's structure.
+    nested: bool,
+    in_quote: bool,
+}
+
+/// The inline events of the task or heading being collected (one at a time; the buffer is
+/// reused, so collecting allocates nothing per task).
+#[derive(Default)]
+struct Inline {
     /// Starts of the inline events seen so far (file offsets).
     starts: Vec<usize>,
     /// End of the last inline event.
     end: Option<usize>,
 }
 
-impl PendingTask {
-    fn inline(&mut self, range: &Range<usize>) {
-        self.starts.push(range.start);
-        self.end = Some(self.end.map_or(range.end, |e| e.max(range.end)));
+impl Inline {
+    fn begin(&mut self) {
+        self.starts.clear();
+        self.end = None;
     }
 
-    fn may_open_paragraph(&self) -> bool {
-        !self.opened_paragraph && self.end.is_none()
-    }
-}
-
-struct PendingHeading {
-    start: usize,
-    /// Inside a blockquote or list item: quoted or nested text, not the file's structure.
-    nested: bool,
-    in_quote: bool,
-    starts: Vec<usize>,
-    end: Option<usize>,
-}
-
-impl PendingHeading {
-    fn inline(&mut self, range: &Range<usize>) {
+    fn push(&mut self, range: &Range<usize>) {
         self.starts.push(range.start);
         self.end = Some(self.end.map_or(range.end, |e| e.max(range.end)));
     }
@@ -240,9 +280,14 @@ struct Builder<'a> {
     section: Section,
     heading: Option<String>,
     schedule: Option<Schedule>,
-    /// (section, normalised content) → how many tasks with it were seen so far.
-    /// First-occurrence id → occurrences so far (the id stands for path, section and content).
-    occurrences: HashMap<String, usize>,
+    /// First-occurrence digest → occurrences so far (the digest stands for path, section
+    /// and content).
+    occurrences: HashMap<[u8; 32], usize, DigestHash>,
+    /// Scratch buffers reused from task to task: the inline events being collected, the
+    /// source lines of the text being extracted, its normalised content.
+    inline: Inline,
+    segments: Vec<Segment>,
+    content: Vec<u8>,
     tasks: Vec<Task>,
     problems: Vec<Problem>,
 }
@@ -270,10 +315,18 @@ impl Builder<'_> {
         if h.nested {
             return;
         }
-        let text = match h.end {
+        let text = match self.inline.end {
             Some(end) => {
-                let start = h.starts.iter().copied().min().unwrap_or(end);
-                extract(&self.lines, start..end, &h.starts, h.in_quote).text
+                let starts = &mut self.inline.starts;
+                let start = starts.iter().copied().min().unwrap_or(end);
+                extract(
+                    &self.lines,
+                    start..end,
+                    starts,
+                    h.in_quote,
+                    &mut self.segments,
+                )
+                .text
             }
             None => String::new(),
         };
@@ -322,8 +375,15 @@ impl Builder<'_> {
 
     fn finish_task(&mut self, task: PendingTask) {
         let start = task.marker.end;
-        let end = task.end.unwrap_or(start).max(start);
-        let text = extract(&self.lines, start..end, &task.starts, task.in_quote);
+        let end = self.inline.end.unwrap_or(start).max(start);
+        let starts = &mut self.inline.starts;
+        let text = extract(
+            &self.lines,
+            start..end,
+            starts,
+            task.in_quote,
+            &mut self.segments,
+        );
         if text.text.is_empty() {
             if self.in_active_section() {
                 self.warn(task.marker.start, "empty task".to_string());
@@ -333,13 +393,13 @@ impl Builder<'_> {
         let (line, column) = self.lines.line_col(task.marker.start);
         let (text_line, text_column) = self.lines.line_col(text.file_offset(0));
         let body = parse_body(&text, &self.lines);
-        let content = normalised_content(&body, &text.text);
-        let first = task_id(&self.canonical, self.section, &content, 0);
-        let n = self.occurrences.entry(first.clone()).or_insert(0);
+        normalised_content(&mut self.content, &body, &text.text);
+        let first = digest(&self.canonical, self.section, &self.content, 0);
+        let n = self.occurrences.entry(first).or_insert(0);
         let id = if *n == 0 {
-            first
+            short_id(&first)
         } else {
-            task_id(&self.canonical, self.section, &content, *n)
+            short_id(&digest(&self.canonical, self.section, &self.content, *n))
         };
         *n += 1;
         self.tasks.push(Task {
@@ -372,78 +432,105 @@ fn section_kind(text: &str) -> Section {
 // ---------------------------------------------------------------------------------------------
 // Identity
 
-/// What identifies a task inside its section: see SPEC §2 "Identity".
-fn normalised_content(body: &Body, text: &str) -> String {
+/// What identifies a task inside its section: see SPEC §2 "Identity". Written into `out`
+/// (cleared first), a buffer reused from task to task.
+fn normalised_content(out: &mut Vec<u8>, body: &Body, text: &str) {
+    out.clear();
     match body {
         Body::Tool { name, input } => {
-            let mut out = format!("@{name} ");
-            write_sorted(&mut out, input);
-            out
+            out.push(b'@');
+            out.extend_from_slice(name.as_bytes());
+            out.push(b' ');
+            write_sorted(out, input);
         }
-        Body::Plain => fold_whitespace(text),
-        Body::Invalid { .. } => format!("@!{}", fold_whitespace(text)),
+        Body::Plain => fold_whitespace(out, text),
+        Body::Invalid { .. } => {
+            out.extend_from_slice(b"@!");
+            fold_whitespace(out, text);
+        }
     }
 }
 
 /// Compact JSON of an object with its keys sorted, recursively (`serde_json` keeps
 /// insertion order here, `preserve_order`); the same text as serialising a sorted copy,
 /// without building one.
-fn write_sorted(out: &mut String, map: &Map<String, Value>) {
-    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
-    out.push('{');
-    for (i, (k, v)) in entries.into_iter().enumerate() {
+fn write_sorted(out: &mut Vec<u8>, map: &Map<String, Value>) {
+    out.push(b'{');
+    let put = |out: &mut Vec<u8>, i: usize, k: &String, v: &Value| {
         if i > 0 {
-            out.push(',');
+            out.push(b',');
         }
-        write_json_string(out, k);
-        out.push(':');
+        write_json(out, k);
+        out.push(b':');
         write_sorted_value(out, v);
+    };
+    // Most inputs are written with their keys in order already: no sorting to do.
+    if map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b) {
+        for (i, (k, v)) in map.iter().enumerate() {
+            put(out, i, k, v);
+        }
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_by(|a, b| a.0.cmp(b.0));
+        for (i, (k, v)) in entries.into_iter().enumerate() {
+            put(out, i, k, v);
+        }
     }
-    out.push('}');
+    out.push(b'}');
 }
 
-fn write_sorted_value(out: &mut String, v: &Value) {
+fn write_sorted_value(out: &mut Vec<u8>, v: &Value) {
     match v {
         Value::Object(m) => write_sorted(out, m),
         Value::Array(items) => {
-            out.push('[');
+            out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 write_sorted_value(out, item);
             }
-            out.push(']');
+            out.push(b']');
         }
-        Value::String(s) => write_json_string(out, s),
-        other => out.push_str(&other.to_string()),
+        other => write_json(out, other),
     }
 }
 
-fn write_json_string(out: &mut String, s: &str) {
-    // serde_json's own escaping, so the text is exactly what it would serialise.
-    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+/// serde_json's own compact text (and escaping), so the content is exactly what
+/// serialising would give.
+fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+    // Writing a string, number, bool or null into a Vec cannot fail.
+    let _ = serde_json::to_writer(out, v);
 }
 
-fn fold_whitespace(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+/// The words of `text` joined by single spaces.
+fn fold_whitespace(out: &mut Vec<u8>, text: &str) {
+    for (i, word) in text.split_whitespace().enumerate() {
+        if i > 0 {
+            out.push(b' ');
+        }
+        out.extend_from_slice(word.as_bytes());
+    }
 }
 
-/// First 12 hex digits of SHA-256 over path, section, content and (from the second one on)
-/// the occurrence number, so adding a duplicate below never changes the first one's id.
-fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) -> String {
+/// SHA-256 over path, section, content and (from the second one on) the occurrence number,
+/// so adding a duplicate below never changes the first one's id.
+fn digest(canonical: &str, section: Section, content: &[u8], occurrence: usize) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(canonical.as_bytes());
     h.update(b"\0");
     h.update(section.as_str().as_bytes());
     h.update(b"\0");
-    h.update(content.as_bytes());
+    h.update(content);
     if occurrence > 0 {
         h.update(b"\0");
         h.update(occurrence.to_string().as_bytes());
     }
-    let digest = h.finalize();
+    h.finalize().into()
+}
+
+/// A task id: the first 12 hex digits of its digest.
+fn short_id(digest: &[u8; 32]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut id = String::with_capacity(12);
     for b in &digest[..6] {
@@ -601,10 +688,10 @@ impl<'a> LineIndex<'a> {
 }
 
 /// Text cut from the source, with the way back from text offsets to file offsets.
-struct Extracted {
+struct Extracted<'s> {
     text: String,
     /// One per source line, in the untrimmed text.
-    segments: Vec<Segment>,
+    segments: &'s [Segment],
     /// Bytes trimmed off the front of the untrimmed text.
     lead: usize,
 }
@@ -616,7 +703,7 @@ struct Segment {
     len: usize,
 }
 
-impl Extracted {
+impl Extracted<'_> {
     /// File offset of a byte offset in `text`. The `\n` joining two lines maps to the end of
     /// the first line's content.
     fn file_offset(&self, offset: usize) -> usize {
@@ -634,23 +721,39 @@ impl Extracted {
 
 /// Cut `range` out of the source: the first line from `range.start`, every later line without
 /// its container prefix (indentation, and `>` markers inside block quotes), lines joined with
-/// `\n`, the whole trimmed. `inline_starts` are where inline events begin: a prefix never
+/// `\n`, the whole trimmed. `starts` are where inline events begin: a prefix never
 /// extends past one (a line may start with an escaped `\>` or `\ `-like content).
-fn extract(
+fn extract<'s>(
     lines: &LineIndex<'_>,
     range: Range<usize>,
-    inline_starts: &[usize],
+    starts: &mut [usize],
     in_quote: bool,
-) -> Extracted {
+    segments: &'s mut Vec<Segment>,
+) -> Extracted<'s> {
     let src = lines.text;
     let bytes = src.as_bytes();
-    let mut starts = inline_starts.to_vec();
+    let first = lines.line_of(range.start);
+    let last = lines.line_of(range.end.max(range.start));
+    segments.clear();
+    if first == last {
+        // One line (most tasks): the text is a slice of it.
+        let end = lines.line_end(first).min(range.end).max(range.start);
+        let piece = src.get(range.start..end).unwrap_or("").trim_end();
+        let text = piece.trim_start();
+        segments.push(Segment {
+            text_start: 0,
+            file_start: range.start,
+            len: piece.len(),
+        });
+        return Extracted {
+            lead: piece.len() - text.len(),
+            text: text.to_string(),
+            segments,
+        };
+    }
     starts.sort_unstable();
 
     let mut raw = String::new();
-    let mut segments = Vec::new();
-    let first = lines.line_of(range.start);
-    let last = lines.line_of(range.end.max(range.start));
     for line in first..=last {
         let line_end = lines.line_end(line).min(range.end);
         let begin = if line == first {
