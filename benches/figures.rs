@@ -98,6 +98,8 @@ impl Case {
             let _ = fs::remove_dir_all(&state);
             copy_dir(t, &state);
         }
+        // The restore's own writes go to disk now, not during the timed run's first fsync.
+        sync_tree(&self.dir);
     }
 
     /// One timed run (after restoring the starting point, untimed).
@@ -122,6 +124,20 @@ fn copy_dir(from: &Path, to: &Path) {
             fs::copy(e.path(), to.join(e.file_name())).unwrap();
         }
     }
+}
+
+/// fsync every file and directory under `dir` (not following symlinks).
+fn sync_tree(dir: &Path) {
+    for e in fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        let kind = e.file_type().unwrap();
+        if kind.is_dir() {
+            sync_tree(&e.path());
+        } else if kind.is_file() {
+            fs::File::open(e.path()).unwrap().sync_all().unwrap();
+        }
+    }
+    fs::File::open(dir).unwrap().sync_all().unwrap();
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

@@ -8,6 +8,8 @@
 //!   (the Telegram token) wherever it appears inside a string.
 //! - Long texts are cut to [`TEXT_LIMIT`] bytes before they reach a line.
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
+//! - The lines of a run's batch of in-process tasks wait with its records and are written
+//!   together, whole, just before that transaction commits (`Store::hold_line`).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -92,10 +94,18 @@ impl AuditLog {
         fields: Map<String, Value>,
     ) -> io::Result<()> {
         let line = self.render(ts, event, run_id, fields);
-        crate::fault::point_then("audit_torn", || {
-            let _ = self.file.write_all(&line.as_bytes()[..line.len() / 2]);
-        });
-        self.file.write_all(line.as_bytes())
+        self.write_line(line.as_bytes())
+    }
+
+    /// Append a line from [`AuditLog::render`].
+    pub fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+        torn_point(&mut self.file, &[], line);
+        self.file.write_all(line)
+    }
+
+    /// Another handle on the log, for writing lines held elsewhere (`Store::hold_line`).
+    pub fn try_clone_file(&self) -> io::Result<File> {
+        self.file.try_clone()
     }
 
     /// The full line, newline included, as `record` writes it.
@@ -139,6 +149,15 @@ impl AuditLog {
     }
 }
 
+/// The `audit_torn` fault point (debug builds): a crash while `line` is written after
+/// `before` (whole lines not written yet, perhaps none): those whole, half of the line.
+pub fn torn_point(file: &mut File, before: &[u8], line: &[u8]) {
+    crate::fault::point_then("audit_torn", || {
+        let _ = file.write_all(before);
+        let _ = file.write_all(&line[..line.len() / 2]);
+    });
+}
+
 /// RFC 3339, UTC, milliseconds, `Z`.
 pub fn format_ts(ts: DateTime<Utc>) -> String {
     ts.to_rfc3339_opts(SecondsFormat::Millis, true)
@@ -146,12 +165,34 @@ pub fn format_ts(ts: DateTime<Utc>) -> String {
 
 fn is_secret_key(key: &str) -> bool {
     // Case-insensitive substring search without allocating: this runs for every key of
-    // every audit line.
-    let key = key.as_bytes();
-    SECRET_KEYS.iter().any(|s| {
-        key.windows(s.len())
-            .any(|w| w.eq_ignore_ascii_case(s.as_bytes()))
-    })
+    // every audit line. Keys are short: lowercased on the stack (a longer one the slow way).
+    let mut low = [0u8; 64];
+    let Some(buf) = low.get_mut(..key.len()) else {
+        let key = key.as_bytes();
+        return SECRET_KEYS.iter().any(|s| {
+            key.windows(s.len())
+                .any(|w| w.eq_ignore_ascii_case(s.as_bytes()))
+        });
+    };
+    buf.copy_from_slice(key.as_bytes());
+    buf.make_ascii_lowercase();
+    // Lowercasing ASCII letters keeps UTF-8 valid.
+    let low = std::str::from_utf8(buf).unwrap_or_default();
+    SECRET_KEYS.iter().any(|s| low.contains(s))
+}
+
+/// Whether [`redact`] would change anything in `map` (no registered secrets), without
+/// copying it.
+pub fn has_secret_keys(map: &Map<String, Value>) -> bool {
+    fn value(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => has_secret_keys(m),
+            Value::Array(items) => items.iter().any(value),
+            _ => false,
+        }
+    }
+    map.iter()
+        .any(|(k, v)| (is_secret_key(k) && !v.is_null()) || value(v))
 }
 
 /// Replace, recursively, values under secret-looking keys and strings equal to a secret.
@@ -242,6 +283,37 @@ mod tests {
                 "list": [{"passwd": "***"}], "my_token": null, "url": "https://x"
             })
         );
+    }
+
+    #[test]
+    fn secret_key_detection() {
+        for key in [
+            "token",
+            "MY_TOKEN",
+            "db_Password",
+            "x-api_key-y",
+            "Authorization",
+        ] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        for key in ["task_id", "tok", "pass", "input", "é_note", ""] {
+            assert!(!is_secret_key(key), "{key}");
+        }
+        // Longer than the stack buffer.
+        assert!(is_secret_key(&format!("{}SECRET", "k".repeat(80))));
+        assert!(!is_secret_key(&"k".repeat(80)));
+        // has_secret_keys agrees with what redact changes.
+        for v in [
+            json!({"a": 1, "b": {"c": [1, {"d": 2}]}}),
+            json!({"a": 1, "b": {"c": [1, {"token": 2}]}}),
+            json!({"password": null}),
+            json!({"Api_Key": "x"}),
+        ] {
+            let map = v.as_object().unwrap();
+            let mut redacted = v.clone();
+            redact(&mut redacted, &[]);
+            assert_eq!(has_secret_keys(map), redacted != v, "{v}");
+        }
     }
 
     #[test]

@@ -5,7 +5,8 @@
 
 use std::fmt;
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use chrono::{NaiveDateTime, NaiveTime, Weekday};
 use serde::Serialize;
@@ -97,14 +98,15 @@ pub enum Body {
 pub struct Task {
     /// First 12 hex digits of SHA-256 over canonical path, section and normalised content.
     pub id: String,
-    /// The file as the user named it, made absolute (not symlink-resolved).
-    pub file: PathBuf,
+    /// The file as the user named it, made absolute (not symlink-resolved); shared by the
+    /// file's tasks.
+    pub file: Arc<Path>,
     /// 1-based line and column of the task marker `[ ]`.
     pub line: usize,
     pub column: usize,
     pub section: Section,
     /// Text of the level-3 heading above the task inside its section, if any.
-    pub heading: Option<String>,
+    pub heading: Option<Arc<str>>,
     /// The schedule from that heading, when it is a valid schedule for the section.
     pub schedule: Option<Schedule>,
     /// `[x]` / `[X]`.

@@ -532,7 +532,8 @@ pub fn local_midnight(tz: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
 mod tests {
     use super::*;
     use crate::schedule::Window;
-    use std::path::PathBuf;
+    use std::path::Path;
+    use std::sync::Arc;
 
     fn report(outcomes: &[(&'static str, Option<&str>)]) -> Report {
         let mut r = Report {
@@ -542,7 +543,7 @@ mod tests {
         for (i, (outcome, tool)) in outcomes.iter().enumerate() {
             r.tasks.push(TaskReport {
                 task_id: format!("{i:012}"),
-                file: PathBuf::from("/x/HEARTBEAT.md"),
+                file: Arc::from(Path::new("/x/HEARTBEAT.md")),
                 line: i + 1,
                 column: None,
                 text: match tool {

@@ -13,6 +13,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -26,7 +27,7 @@ use crate::config::{Approval, Config};
 use crate::error::{Error, Result, exit};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
-use crate::markdown::{self, FileError};
+use crate::markdown::{self, FileError, SourceFile};
 use crate::model::{Body, Section, Task};
 use crate::plan::{Decision, Planned, SkipReason};
 use crate::store::{ApprovalRow, NewApproval, RunCounts, Store, TaskRunRecord};
@@ -39,7 +40,7 @@ const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
 #[derive(Clone, Debug)]
 pub struct TaskReport {
     pub task_id: String,
-    pub file: PathBuf,
+    pub file: Arc<Path>,
     pub line: usize,
     /// Where an invalid task's error is.
     pub column: Option<usize>,
@@ -78,7 +79,7 @@ impl TaskReport {
     fn from_row(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
         TaskReport {
             task_id: row.task_id.clone(),
-            file: PathBuf::from(&row.file),
+            file: Arc::from(Path::new(&row.file)),
             line: row.line.max(0) as usize,
             column: None,
             text: row.text.clone(),
@@ -103,7 +104,7 @@ impl TaskReport {
             "exit_code": self.exit_code,
             "output": self.output,
             "duration_ms": self.duration_ms,
-            "file": self.file,
+            "file": &*self.file,
             "line": self.line,
             "column": self.column,
             "text": self.text,
@@ -291,7 +292,10 @@ pub struct Session<'a> {
     pub now: DateTime<Utc>,
     pub report: Report,
     /// File → one-time task ids to tick, in the order they succeeded.
-    ticks: BTreeMap<PathBuf, Vec<String>>,
+    ticks: BTreeMap<Arc<Path>, Vec<String>>,
+    /// The files as read at the start of the run, with their tasks: the tick of a file that
+    /// has not changed since need not parse it again.
+    pub known: Vec<(&'a SourceFile, &'a [Task])>,
     /// The ids in `ticks`, to add each once without a scan.
     tick_ids: HashSet<String>,
     /// Files of approved tasks, re-read only when they change.
@@ -322,6 +326,11 @@ impl<'a> Session<'a> {
         files: &[&Path],
         autonomy: &str,
     ) -> Result<Session<'a>> {
+        let mut store = store;
+        let file = audit
+            .try_clone_file()
+            .map_err(|e| Error::io(audit.path(), e))?;
+        store.attach_audit(file, audit.path());
         let mut s = Session {
             stop: None,
             cfg,
@@ -335,6 +344,7 @@ impl<'a> Session<'a> {
             run_id,
             now,
             ticks: BTreeMap::new(),
+            known: Vec::new(),
             tick_ids: HashSet::new(),
             file_cache: FileCache::default(),
             handled: HashSet::new(),
@@ -362,9 +372,16 @@ impl<'a> Session<'a> {
         Ok(s)
     }
 
+    /// One audit line; inside a batch it waits with the batch's records.
     pub fn record(&mut self, event: &str, fields: Map<String, Value>) -> Result<()> {
+        let line = self
+            .audit
+            .render(self.now, event, Some(&self.run_id), fields);
+        if self.store.hold_line(line.as_bytes())? {
+            return Ok(());
+        }
         self.audit
-            .record(self.now, event, Some(&self.run_id), fields)
+            .write_line(line.as_bytes())
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
@@ -407,9 +424,10 @@ impl<'a> Session<'a> {
 
     /// Run approved tasks (all of them, or only these ids), each after re-reading its file.
     pub fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
+        let only: Option<HashSet<i64>> = only.map(|ids| ids.iter().copied().collect());
         let rows = self.store.approvals(Some("approved"))?;
         for row in rows {
-            if only.is_none_or(|ids| ids.contains(&row.id)) {
+            if only.as_ref().is_none_or(|ids| ids.contains(&row.id)) {
                 self.run_one_approved(&row)?;
             }
         }
@@ -505,7 +523,7 @@ impl<'a> Session<'a> {
                     "task_reminded",
                     fields([
                         ("task_id", json!(task.id)),
-                        ("file", json!(task.file)),
+                        ("file", json!(&*task.file)),
                         ("line", json!(task.line)),
                         ("text", json!(task.text)),
                     ]),
@@ -528,7 +546,7 @@ impl<'a> Session<'a> {
                     "task_invalid",
                     fields([
                         ("task_id", json!(task.id)),
-                        ("file", json!(task.file)),
+                        ("file", json!(&*task.file)),
                         ("line", json!(line)),
                         ("column", json!(column)),
                         ("error", json!(error)),
@@ -843,7 +861,7 @@ impl<'a> Session<'a> {
             event,
             fields([
                 ("task_id", json!(task.id)),
-                ("file", json!(task.file)),
+                ("file", json!(&*task.file)),
                 ("line", json!(task.line)),
                 ("section", json!(task.section.as_str())),
                 ("tool", json!(name)),
@@ -888,7 +906,7 @@ impl<'a> Session<'a> {
                     ("task_id", json!(task.id)),
                     ("failures", json!(failures)),
                     ("tool", json!(name)),
-                    ("file", json!(task.file)),
+                    ("file", json!(&*task.file)),
                     ("line", json!(task.line)),
                 ]),
             )?;
@@ -951,7 +969,7 @@ impl<'a> Session<'a> {
                 ("task_id", json!(task.id)),
                 ("tool", json!(name)),
                 ("input", Value::Object(input.clone().into_owned())),
-                ("file", json!(task.file)),
+                ("file", json!(&*task.file)),
                 ("line", json!(task.line)),
             ]),
         )?;
@@ -964,7 +982,8 @@ impl<'a> Session<'a> {
 
     fn tick(&mut self, file: &Path, ids: &[String]) -> Result<()> {
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let results = match tick::tick_file(file, &refs) {
+        let known = self.known.iter().find(|(src, _)| src.path == file).copied();
+        let results = match tick::tick_file_known(file, &refs, known) {
             // The file was removed during the run: every task in it is gone.
             Err(FileError::Missing(_)) => Ok(ids
                 .iter()
@@ -1095,12 +1114,12 @@ impl FileCache {
 /// The task's text, for records and output: a tool task whose input holds a secret is shown
 /// as its tool and redacted input instead of its raw source text.
 pub fn safe_text(task: &Task) -> String {
-    if let Body::Tool { name, input } = &task.body {
+    if let Body::Tool { name, input } = &task.body
+        && audit::has_secret_keys(input)
+    {
         let mut shown = Value::Object(input.clone());
         audit::redact(&mut shown, &[]);
-        if shown != Value::Object(input.clone()) {
-            return format!("@{name} {shown}");
-        }
+        return format!("@{name} {shown}");
     }
     task.text.clone()
 }

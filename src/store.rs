@@ -9,7 +9,10 @@
 //! - Approval rows hold the input already redacted: the input that runs is always re-read
 //!   from the HEARTBEAT.md.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -308,6 +311,34 @@ pub struct Store {
     /// Tool → the start this batch's transaction already wrote to `tool_state` (emptied when
     /// the batch ends: only that transaction may skip rewriting it).
     tool_starts: HashMap<String, DateTime<Utc>>,
+    /// Approvals claimed (and perhaps finished) inside the open batch, not yet written (see
+    /// [`Store::claim`]). A cell: reads through `&self` write them first.
+    claims: RefCell<Claims>,
+    /// The audit log, and the lines of the open batch waiting to be written to it (see
+    /// [`Store::hold_line`]).
+    audit: Option<(File, PathBuf)>,
+    held: Vec<u8>,
+}
+
+/// Held audit lines are written once this many bytes wait (still whole lines, still before
+/// the commit).
+const HOLD_LIMIT: usize = 256 * 1024;
+
+/// What a batch's claims and finishes will write, kept until the batch commits or
+/// something reads approvals: then a few statements over all of them, not two per approval.
+#[derive(Default)]
+struct Claims {
+    /// In the order claimed.
+    rows: Vec<Claimed>,
+    /// Approval id → its index in `rows`.
+    index: HashMap<i64, usize>,
+}
+
+struct Claimed {
+    id: i64,
+    run_id: String,
+    /// Once finished: the state (succeeded or failed), `finished_at` and the reason.
+    end: Option<(&'static str, String, Option<String>)>,
 }
 
 impl Drop for Store {
@@ -338,6 +369,9 @@ impl Store {
             path,
             batching: false,
             tool_starts: HashMap::new(),
+            claims: RefCell::default(),
+            audit: None,
+            held: Vec::new(),
         };
         store.configure()?;
         store.migrate()?;
@@ -361,6 +395,9 @@ impl Store {
             path,
             batching: false,
             tool_starts: HashMap::new(),
+            claims: RefCell::default(),
+            audit: None,
+            held: Vec::new(),
         };
         store
             .conn
@@ -393,8 +430,13 @@ impl Store {
         self.conn
             .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
             .map_err(|e| sql_err(&path, e))?;
+        // Temporary data (a statement journal, the list of a multi-row UPDATE) stays in
+        // memory: it is small, and a spill to a file in /var/tmp costs a file and its I/O.
         self.conn
-            .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+            .execute_batch(
+                "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;
+                 PRAGMA temp_store = MEMORY;",
+            )
             .map_err(|e| sql_err(&path, e))
     }
 
@@ -438,6 +480,7 @@ impl Store {
         approval_ttl: Duration,
         day_start: DateTime<Utc>,
     ) -> Result<Snapshot> {
+        self.settle()?;
         let mut snap = Snapshot {
             spent_today: self.spent_since(day_start)?,
             ..Snapshot::default()
@@ -563,25 +606,33 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| sql_err(&path, e))?;
-        let expired = {
-            let mut stmt = tx
-                .prepare(&format!(
-                    "UPDATE approvals SET state = 'expired', decided_at = ?1, reason = 'ttl'
-                     WHERE state = 'pending' AND created_at <= ?2 RETURNING {APPROVAL_COLUMNS}"
-                ))
-                .map_err(|e| sql_err(&path, e))?;
-            let rows = stmt
-                .query_map(params![format_ts(now), format_ts(cutoff)], approval_row)
-                .map_err(|e| sql_err(&path, e))?;
-            rows.collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(|e| sql_err(&path, e))?
-        };
+        let (now, cutoff) = (format_ts(now), format_ts(cutoff));
+        // Read, then change what was read: the immediate transaction holds the write lock,
+        // so nothing else changes these rows in between (and no RETURNING temp table).
+        let mut expired = tx
+            .prepare_cached(EXPIRABLE)
+            .and_then(|mut st| {
+                st.query_map([&cutoff], approval_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .map_err(|e| sql_err(&path, e))?;
+        if !expired.is_empty() {
+            tx.prepare_cached(
+                "UPDATE approvals SET state = 'expired', decided_at = ?1, reason = 'ttl'
+                 WHERE state = 'pending' AND created_at <= ?2",
+            )
+            .and_then(|mut st| st.execute([&now, &cutoff]))
+            .map_err(|e| sql_err(&path, e))?;
+            for row in &mut expired {
+                row.state = "expired".into();
+                row.decided_at = Some(now.clone());
+                row.reason = Some("ttl".into());
+            }
+        }
         tx.commit().map_err(|e| sql_err(&path, e))?;
         Ok(expired)
     }
 
-    /// Run `f` with `synchronous = FULL`: an approval change is on disk before anyone is
-    /// told about it (the rest of the bookkeeping runs with NORMAL, safe in WAL mode).
     /// Start collecting bookkeeping in one transaction (a run's in-process tools: a
     /// thousand `@log` tasks cost one commit, not a thousand). Until [`Store::flush`], a
     /// crash loses what the batch holds; callers flush before any tool with effects outside
@@ -597,12 +648,109 @@ impl Store {
         Ok(())
     }
 
-    /// Commit the batch, if one is open.
+    /// Commit the batch, if one is open (with the approval changes it holds).
     pub fn flush(&mut self) -> Result<()> {
         if self.batching {
             self.batching = false;
             self.tool_starts.clear();
+            // Should they fail, the rest of the batch is still kept (as on any error path).
+            let settled = self.settle();
+            // The batch's audit lines first: what is committed is in the log. Without them
+            // nothing is committed (the work runs again, and is logged then).
+            if let Err(e) = self.write_held() {
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
             self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))?;
+            settled?;
+        }
+        Ok(())
+    }
+
+    /// Write the audit lines of batches to `file` (the audit log, opened for appending):
+    /// see [`Store::hold_line`].
+    pub fn attach_audit(&mut self, file: File, path: &Path) {
+        self.audit = Some((file, path.to_path_buf()));
+    }
+
+    /// Inside a batch, with an audit log attached: keep `line` (whole, with its newline) to
+    /// be written with the batch's other lines, in one write, just before the batch
+    /// commits. A crash before the commit loses lines and records together, so the log
+    /// never shows work SQLite does not know. False: no batch; the caller writes the line.
+    pub fn hold_line(&mut self, line: &[u8]) -> Result<bool> {
+        let Some((file, _)) = self.audit.as_mut() else {
+            return Ok(false);
+        };
+        if !self.batching {
+            return Ok(false);
+        }
+        crate::audit::torn_point(file, &self.held, line);
+        self.held.extend_from_slice(line);
+        if self.held.len() >= HOLD_LIMIT {
+            self.write_held()?;
+        }
+        Ok(true)
+    }
+
+    fn write_held(&mut self) -> Result<()> {
+        let (Some((file, path)), false) = (self.audit.as_mut(), self.held.is_empty()) else {
+            return Ok(());
+        };
+        let written = file.write_all(&self.held);
+        self.held.clear();
+        written.map_err(|source| StoreError::Io {
+            path: path.clone(),
+            source,
+        })
+    }
+
+    /// Write the claims and finishes the batch holds (see [`Store::claim`]): one UPDATE per
+    /// kind of change (state, run, time, reason), each over all its approvals. Each changes
+    /// only rows still `approved`, which they are while the batch's transaction holds the
+    /// write lock.
+    fn settle(&self) -> Result<()> {
+        let claims = std::mem::take(&mut *self.claims.borrow_mut());
+        if claims.rows.is_empty() {
+            return Ok(());
+        }
+        type Key<'a> = (&'a str, Option<(&'a str, &'a str, Option<&'a str>)>);
+        let mut groups: Vec<(Key, Vec<i64>)> = Vec::new();
+        let mut group_of: HashMap<Key, usize> = HashMap::new();
+        for c in &claims.rows {
+            let key: Key = (
+                &c.run_id,
+                c.end
+                    .as_ref()
+                    .map(|(state, at, reason)| (*state, at.as_str(), reason.as_deref())),
+            );
+            let i = *group_of.entry(key).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            groups[i].1.push(c.id);
+        }
+        for ((run_id, end), ids) in groups {
+            let list = serde_json::to_string(&ids).unwrap_or_else(|_| "[]".into());
+            match end {
+                // Claimed, still running: what a claim outside a batch writes.
+                None => self
+                    .conn
+                    .prepare_cached(
+                        "UPDATE approvals SET state = 'running', run_id = ?2
+                         WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'approved'",
+                    )
+                    .and_then(|mut st| st.execute(params![list, run_id])),
+                // Claimed and finished: what the claim and then `finish_approval` write.
+                Some((state, at, reason)) => self
+                    .conn
+                    .prepare_cached(
+                        "UPDATE approvals SET state = ?2, run_id = ?3, finished_at = ?4,
+                         reason = COALESCE(?5, reason)
+                         WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'approved'",
+                    )
+                    .and_then(|mut st| st.execute(params![list, state, run_id, at, reason])),
+            }
+            .map_err(|e| self.err(e))?;
         }
         Ok(())
     }
@@ -623,11 +771,13 @@ impl Store {
     /// Queue a pending approval. None when the task already has an open one (never a second).
     pub fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>> {
         self.durable(|conn| {
-            conn.query_row(
-                "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text, created_at)
-                 VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT DO NOTHING RETURNING id",
-                params![
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text, created_at)
+                     VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![
                     a.task_id,
                     a.file,
                     a.line as i64,
@@ -636,21 +786,17 @@ impl Store {
                     a.input.to_string(),
                     a.text,
                     format_ts(now)
-                ],
-                |r| r.get::<_, i64>(0),
-            )
-            .optional()
+                ])?;
+            // The row this statement inserted (none on a conflict): no RETURNING temp table.
+            Ok((inserted == 1).then(|| conn.last_insert_rowid()))
         })
     }
 
     pub fn approval(&self, id: i64) -> Result<Option<ApprovalRow>> {
+        self.settle()?;
         self.conn
-            .query_row(
-                &format!("SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"),
-                [id],
-                approval_row,
-            )
-            .optional()
+            .prepare_cached(APPROVAL_BY_ID)
+            .and_then(|mut st| st.query_row([id], approval_row).optional())
             .map_err(|e| self.err(e))
     }
 
@@ -664,22 +810,37 @@ impl Store {
     ) -> Result<Vec<i64>> {
         let state = if d.approve { "approved" } else { "denied" };
         let ts = format_ts(now);
+        // The ids as one JSON array, for `json_each`: one statement for all of them, so
+        // SQLite sets up the UPDATE (and the lists of the CHECK and the partial index) once,
+        // not once per approval.
+        let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let mut decided = Vec::with_capacity(ids.len());
-            {
-                let mut st = tx.prepare(
+            // Which are still pending, read under the write lock this transaction holds:
+            // exactly the rows the UPDATE below changes.
+            let pending: HashSet<i64> = tx
+                .prepare_cached(
+                    "SELECT id FROM approvals
+                     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
+                )?
+                .query_map([&list], |r| r.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            if !pending.is_empty() {
+                tx.prepare_cached(
                     "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4,
-                     reason = ?5, always = ?6 WHERE id = ?1 AND state = 'pending'",
-                )?;
-                for &id in ids {
-                    if st.execute(params![id, state, ts, d.by, d.reason, d.always])? == 1 {
-                        decided.push(id);
-                    }
-                }
+                     reason = ?5, always = ?6
+                     WHERE id IN (SELECT value FROM json_each(?1)) AND state = 'pending'",
+                )?
+                .execute(params![list, state, ts, d.by, d.reason, d.always])?;
             }
             tx.commit()?;
-            Ok(decided)
+            // In the order given, each once.
+            let mut seen = HashSet::with_capacity(pending.len());
+            Ok(ids
+                .iter()
+                .copied()
+                .filter(|id| pending.contains(id) && seen.insert(*id))
+                .collect())
         })
     }
 
@@ -688,43 +849,68 @@ impl Store {
     pub fn decide(&mut self, id: i64, d: &Decision, now: DateTime<Utc>) -> Result<bool> {
         let state = if d.approve { "approved" } else { "denied" };
         self.durable(|conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4, reason = ?5,
                  always = ?6 WHERE id = ?1 AND state = 'pending'",
-                params![id, state, format_ts(now), d.by, d.reason, d.always],
-            )
+            )?
+            .execute(params![id, state, format_ts(now), d.by, d.reason, d.always])
         })
         .map(|n| n == 1)
     }
 
     /// `approved → running`, as one statement in one immediate transaction: of several
-    /// processes claiming the same approval, exactly one gets true. Inside a batch (an
-    /// in-process tool) the batch's transaction already holds the write lock, which gives
-    /// the same exclusivity.
+    /// processes claiming the same approval, exactly one gets true.
+    ///
+    /// Inside a batch (an in-process tool) the batch's transaction already holds the write
+    /// lock, which gives the same exclusivity: no other process can claim, decide or change
+    /// the row until it commits, and nothing it wrote is visible before. So the claim only
+    /// checks that the row is `approved` (and not claimed here already) and remembers it;
+    /// it and the approval's finish are written together with the batch's other claims
+    /// before the batch commits (or before anything here reads approvals), each as an
+    /// UPDATE of rows still `approved`. What is committed is what claiming and finishing
+    /// one by one would have committed; a crash before the commit loses the batch either
+    /// way.
     pub fn claim(&mut self, id: i64, run_id: &str) -> Result<bool> {
+        const CLAIM: &str = "UPDATE approvals SET state = 'running', run_id = ?2
+                             WHERE id = ?1 AND state = 'approved'";
+        // Only while the batch's transaction is open (an I/O error can end it early).
+        if self.batching && !self.conn.is_autocommit() {
+            let mut claims = self.claims.borrow_mut();
+            if claims.index.contains_key(&id) {
+                return Ok(false);
+            }
+            let approved = self
+                .conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM approvals WHERE id = ?1 AND state = 'approved')",
+                )
+                .and_then(|mut st| st.query_row([id], |r| r.get::<_, bool>(0)))
+                .map_err(|e| sql_err(&self.path, e))?;
+            if approved {
+                let i = claims.rows.len();
+                claims.rows.push(Claimed {
+                    id,
+                    run_id: run_id.to_string(),
+                    end: None,
+                });
+                claims.index.insert(id, i);
+            }
+            return Ok(approved);
+        }
         if self.batching {
             return self
                 .conn
-                .prepare_cached(
-                    "UPDATE approvals SET state = 'running', run_id = ?2
-                     WHERE id = ?1 AND state = 'approved'",
-                )
+                .prepare_cached(CLAIM)
                 .and_then(|mut st| st.execute(params![id, run_id]))
                 .map(|n| n == 1)
                 .map_err(|e| self.err(e));
         }
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let claimed = tx
-                .query_row(
-                    "UPDATE approvals SET state = 'running', run_id = ?2
-                     WHERE id = ?1 AND state = 'approved' RETURNING id",
-                    params![id, run_id],
-                    |r| r.get::<_, i64>(0),
-                )
-                .optional()?;
+            // The count of changed rows says whether this UPDATE claimed it (no RETURNING).
+            let claimed = tx.prepare_cached(CLAIM)?.execute(params![id, run_id])? == 1;
             tx.commit()?;
-            Ok(claimed.is_some())
+            Ok(claimed)
         })
     }
 
@@ -737,6 +923,17 @@ impl Store {
         now: DateTime<Utc>,
     ) -> Result<()> {
         let state = if succeeded { "succeeded" } else { "failed" };
+        if self.batching {
+            // Claimed in this batch: written with the claim (see `claim`).
+            let claims = &mut *self.claims.borrow_mut();
+            if let Some(&i) = claims.index.get(&id) {
+                let c = &mut claims.rows[i];
+                if c.end.is_none() {
+                    c.end = Some((state, format_ts(now), reason.map(str::to_string)));
+                }
+                return Ok(());
+            }
+        }
         let sql = "UPDATE approvals SET state = ?2, finished_at = ?3,
                  reason = COALESCE(?4, reason) WHERE id = ?1 AND state = 'running'";
         let args = params![id, state, format_ts(now), reason];
@@ -748,17 +945,18 @@ impl Store {
                 .map(drop)
                 .map_err(|e| self.err(e));
         }
-        self.durable(|conn| conn.execute(sql, args)).map(drop)
+        self.durable(|conn| conn.prepare_cached(sql)?.execute(args))
+            .map(drop)
     }
 
     /// `approved → stale`: the task changed or vanished before it could run.
     pub fn mark_stale(&mut self, id: i64, reason: &str, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "UPDATE approvals SET state = 'stale', finished_at = ?2, reason = ?3
                  WHERE id = ?1 AND state = 'approved'",
-                params![id, format_ts(now), reason],
-            )
+            )?
+            .execute(params![id, format_ts(now), reason])
         })
         .map(|n| n == 1)
     }
@@ -767,38 +965,67 @@ impl Store {
     /// lock: then no live process is running any of them. They become `failed` with reason
     /// `interrupted` and are never re-run silently.
     pub fn interrupt_running(&mut self, now: DateTime<Utc>) -> Result<Vec<ApprovalRow>> {
+        let now = format_ts(now);
         self.durable(|conn| {
-            let mut stmt = conn.prepare(&format!(
-                "UPDATE approvals SET state = 'failed', finished_at = ?1, reason = 'interrupted'
-                 WHERE state = 'running' RETURNING {APPROVAL_COLUMNS}"
-            ))?;
-            let rows = stmt.query_map([format_ts(now)], approval_row)?;
-            rows.collect()
+            // Read, then change what was read, in one immediate transaction (no RETURNING
+            // temp table); most runs find nothing and write nothing.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut rows = tx
+                .prepare_cached(APPROVALS_RUNNING)?
+                .query_map([], approval_row)?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            if !rows.is_empty() {
+                tx.prepare_cached(
+                    "UPDATE approvals SET state = 'failed', finished_at = ?1,
+                     reason = 'interrupted' WHERE state = 'running'",
+                )?
+                .execute([&now])?;
+                for row in &mut rows {
+                    row.state = "failed".into();
+                    row.reason = Some("interrupted".into());
+                }
+            }
+            tx.commit()?;
+            Ok(rows)
         })
     }
 
     /// Record an *always* grant for a task id (replacing an older one).
     pub fn add_grant(&mut self, g: &GrantRow) -> Result<()> {
+        self.add_grants(std::slice::from_ref(g))
+    }
+
+    /// Record several grants in one durable transaction (`approve --all --always`: one
+    /// sync, not one per task).
+    pub fn add_grants(&mut self, grants: &[GrantRow]) -> Result<()> {
+        if grants.is_empty() {
+            return Ok(());
+        }
         self.durable(|conn| {
-            conn.execute(
-                "INSERT INTO grants (task_id, tool, input, file, text, created_at, created_by, approval_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT(task_id) DO UPDATE SET tool = excluded.tool, input = excluded.input,
-                    file = excluded.file, text = excluded.text, created_at = excluded.created_at,
-                    created_by = excluded.created_by, approval_id = excluded.approval_id",
-                params![
-                    g.task_id,
-                    g.tool,
-                    g.input.to_string(),
-                    g.file,
-                    g.text,
-                    g.created_at,
-                    g.created_by,
-                    g.approval_id
-                ],
-            )
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            {
+                let mut st = tx.prepare_cached(
+                    "INSERT INTO grants (task_id, tool, input, file, text, created_at, created_by, approval_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                     ON CONFLICT(task_id) DO UPDATE SET tool = excluded.tool, input = excluded.input,
+                        file = excluded.file, text = excluded.text, created_at = excluded.created_at,
+                        created_by = excluded.created_by, approval_id = excluded.approval_id",
+                )?;
+                for g in grants {
+                    st.execute(params![
+                        g.task_id,
+                        g.tool,
+                        g.input.to_string(),
+                        g.file,
+                        g.text,
+                        g.created_at,
+                        g.created_by,
+                        g.approval_id
+                    ])?;
+                }
+            }
+            tx.commit()
         })
-        .map(drop)
     }
 
     pub fn grants(&self) -> Result<Vec<GrantRow>> {
@@ -1053,6 +1280,7 @@ impl Store {
     /// Whether approved approvals wait to run, or a `running` one needs recovering: such
     /// work is done even outside active hours.
     pub fn has_approved_work(&self) -> Result<bool> {
+        self.settle()?;
         self.conn
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM approvals WHERE state IN ('approved', 'running'))",
@@ -1074,14 +1302,18 @@ impl Store {
 
     /// Approvals in a state (None = all), oldest first.
     pub fn approvals(&self, state: Option<&str>) -> Result<Vec<ApprovalRow>> {
-        let sql = format!(
-            "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE ?1 IS NULL OR state = ?1 ORDER BY id"
-        );
-        let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([state], approval_row)
-            .map_err(|e| self.err(e))?;
-        rows.collect::<rusqlite::Result<Vec<_>>>()
+        self.settle()?;
+        // Of one state: through the state index, not a scan of every approval ever made.
+        let sql = match state {
+            Some(_) => APPROVALS_IN_STATE,
+            None => APPROVALS_ALL,
+        };
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut st| {
+                st.query_map(rusqlite::params_from_iter(state), approval_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            })
             .map_err(|e| self.err(e))
     }
 }
@@ -1406,8 +1638,40 @@ impl Store {
 const SPENT_SINCE: &str = "SELECT COALESCE(SUM(cost_usd), 0.0) FROM task_runs
      WHERE started_at >= ?1 AND cost_usd IS NOT NULL";
 
-const APPROVAL_COLUMNS: &str = "id, task_id, state, tool, input, file, line, section, text, \
-     created_at, decided_at, decided_by, reason";
+/// The columns [`approval_row`] reads, in its order (a macro, to build SQL text at compile
+/// time: statements with it are cached by their text).
+macro_rules! approval_columns {
+    () => {
+        "id, task_id, state, tool, input, file, line, section, text, created_at, decided_at, \
+         decided_by, reason"
+    };
+}
+
+const APPROVAL_BY_ID: &str = concat!(
+    "SELECT ",
+    approval_columns!(),
+    " FROM approvals WHERE id = ?1"
+);
+const APPROVALS_IN_STATE: &str = concat!(
+    "SELECT ",
+    approval_columns!(),
+    " FROM approvals WHERE state = ?1 ORDER BY id"
+);
+const APPROVALS_ALL: &str = concat!(
+    "SELECT ",
+    approval_columns!(),
+    " FROM approvals ORDER BY id"
+);
+const APPROVALS_RUNNING: &str = concat!(
+    "SELECT ",
+    approval_columns!(),
+    " FROM approvals WHERE state = 'running' ORDER BY id"
+);
+const EXPIRABLE: &str = concat!(
+    "SELECT ",
+    approval_columns!(),
+    " FROM approvals WHERE state = 'pending' AND created_at <= ?1 ORDER BY id"
+);
 
 fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
     let input: String = r.get(4)?;
@@ -1538,6 +1802,346 @@ mod tests {
         );
     }
 
+    /// Every column of an approval row, as stored (for comparing whole rows).
+    fn stored(s: &Store, id: i64) -> Vec<Option<String>> {
+        s.conn
+            .query_row(
+                "SELECT state, decided_at, decided_by, reason, CAST(always AS TEXT), run_id,
+                 finished_at FROM approvals WHERE id = ?1",
+                [id],
+                |r| (0..7).map(|i| r.get(i)).collect(),
+            )
+            .unwrap()
+    }
+
+    /// `n` approvals of tasks t0, t1, … (after the tasks' count so far), approved unless
+    /// `decide` is false.
+    fn approvals_of(s: &mut Store, n: usize, decide: bool) -> Vec<i64> {
+        let before: usize = s
+            .conn
+            .query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))
+            .unwrap();
+        let input = json!({"text": "x"});
+        let now = ts("2026-01-01T10:00:00Z");
+        (0..n)
+            .map(|i| {
+                let task = format!("t{}", before + i);
+                let id = s
+                    .queue_approval(&new_approval(&task, &input), now)
+                    .unwrap()
+                    .unwrap();
+                if decide {
+                    assert!(s.decide(id, &by_cli(true), now).unwrap());
+                }
+                id
+            })
+            .collect()
+    }
+
+    #[test]
+    fn decide_many_decides_what_is_pending_once_in_the_order_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let mut other = Store::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut s, 5, false);
+        let now = ts("2026-01-01T11:00:00Z");
+        // Decided elsewhere first: one denied, one approved.
+        assert!(other.decide(ids[1], &by_cli(false), now).unwrap());
+        assert!(other.decide(ids[3], &by_cli(true), now).unwrap());
+        let d = Decision {
+            approve: true,
+            by: "cli:bob".into(),
+            reason: Some("fine".into()),
+            always: true,
+        };
+        let asked = [ids[4], ids[0], ids[1], ids[4], 999, ids[2], ids[3]];
+        assert_eq!(
+            s.decide_many(&asked, &d, now).unwrap(),
+            [ids[4], ids[0], ids[2]]
+        );
+        let some = |v: &str| Some(v.to_string());
+        for &id in &[ids[0], ids[2], ids[4]] {
+            assert_eq!(
+                stored(&other, id),
+                [
+                    some("approved"),
+                    some("2026-01-01T11:00:00.000Z"),
+                    some("cli:bob"),
+                    some("fine"),
+                    some("1"),
+                    None,
+                    None
+                ]
+            );
+        }
+        // What decide() wrote stays.
+        assert_eq!(stored(&other, ids[1])[0].as_deref(), Some("denied"));
+        assert_eq!(stored(&other, ids[3])[2].as_deref(), Some("cli:ann"));
+        // Nothing left to decide; nothing to decide at all.
+        assert!(s.decide_many(&ids, &d, now).unwrap().is_empty());
+        assert!(s.decide_many(&[], &d, now).unwrap().is_empty());
+        // A denial the same way.
+        let more = approvals_of(&mut s, 7, false);
+        let denied = s.decide_many(&more[5..], &by_cli(false), now).unwrap();
+        assert_eq!(denied, &more[5..]);
+        assert_eq!(stored(&other, more[6])[0].as_deref(), Some("denied"));
+        assert_eq!(s.count_pending().unwrap(), 5);
+    }
+
+    #[test]
+    fn concurrent_decide_many_decide_each_approval_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = approvals_of(&mut Store::open(dir.path()).unwrap(), 300, false);
+        let now = ts("2026-01-01T11:00:00Z");
+        let decided: Vec<Vec<i64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let (path, ids) = (dir.path(), &ids);
+                    scope.spawn(move || {
+                        let mut s = Store::open(path).unwrap();
+                        // Overlapping sets, in different orders.
+                        let mut mine: Vec<i64> = ids[i * 50..].to_vec();
+                        if i % 2 == 1 {
+                            mine.reverse();
+                        }
+                        s.decide_many(&mine, &by_cli(true), now).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all: Vec<i64> = decided.concat();
+        all.sort_unstable();
+        assert_eq!(all, ids, "each decided exactly once");
+    }
+
+    #[test]
+    fn claims_in_a_batch_commit_what_claiming_one_by_one_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let other = Store::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut s, 8, true);
+        let now = ts("2026-01-01T12:00:00Z");
+        s.conn
+            .execute("UPDATE approvals SET reason = 'ok by me'", [])
+            .unwrap();
+        // One by one, outside a batch: the reference.
+        assert!(s.claim(ids[0], "r0").unwrap());
+        s.finish_approval(ids[0], true, None, now).unwrap();
+        assert!(s.claim(ids[1], "r0").unwrap());
+        s.finish_approval(ids[1], false, Some("exit 1"), now)
+            .unwrap();
+        assert!(s.claim(ids[2], "r0").unwrap());
+
+        s.batch().unwrap();
+        assert!(s.claim(ids[3], "r1").unwrap());
+        // Claimed already: here, and (before this batch) outside it.
+        assert!(!s.claim(ids[3], "r1").unwrap());
+        assert!(!s.claim(ids[0], "r1").unwrap());
+        s.finish_approval(ids[3], true, None, now).unwrap();
+        assert!(!s.claim(ids[3], "r1").unwrap());
+        assert!(s.claim(ids[4], "r1").unwrap());
+        s.finish_approval(ids[4], false, Some("exit 1"), now)
+            .unwrap();
+        // Claimed, not finished when the batch ends.
+        assert!(s.claim(ids[5], "r1").unwrap());
+        // Another run's claim in the same batch.
+        assert!(s.claim(ids[6], "r2").unwrap());
+        s.finish_approval(ids[6], true, None, now).unwrap();
+        // Finished twice: the first finish counts, as when the state moved on.
+        s.finish_approval(ids[6], false, Some("again"), now)
+            .unwrap();
+        // Nothing of it is visible elsewhere before the batch commits.
+        for &id in &ids[3..] {
+            assert_eq!(stored(&other, id)[0].as_deref(), Some("approved"));
+        }
+        s.flush().unwrap();
+
+        let ran = |state: &str, run: &str, reason: &str| {
+            let some = |v: &str| Some(v.to_string());
+            vec![
+                some(state),
+                some("2026-01-01T10:00:00.000Z"),
+                some("cli:ann"),
+                some(reason),
+                some("0"),
+                some(run),
+                (state != "running").then(|| "2026-01-01T12:00:00.000Z".to_string()),
+            ]
+        };
+        assert_eq!(stored(&other, ids[0]), ran("succeeded", "r0", "ok by me"));
+        assert_eq!(stored(&other, ids[1]), ran("failed", "r0", "exit 1"));
+        assert_eq!(stored(&other, ids[2]), ran("running", "r0", "ok by me"));
+        assert_eq!(stored(&other, ids[3]), ran("succeeded", "r1", "ok by me"));
+        assert_eq!(stored(&other, ids[4]), ran("failed", "r1", "exit 1"));
+        assert_eq!(stored(&other, ids[5]), ran("running", "r1", "ok by me"));
+        assert_eq!(stored(&other, ids[6]), ran("succeeded", "r2", "ok by me"));
+        let mut untouched = ran("approved", "", "ok by me");
+        untouched[5] = None;
+        untouched[6] = None;
+        assert_eq!(stored(&other, ids[7]), untouched);
+        // A claim left running is recovered as before.
+        let interrupted = s.interrupt_running(now).unwrap();
+        let ids_of = |rows: &[ApprovalRow]| rows.iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(ids_of(&interrupted), [ids[2], ids[5]]);
+    }
+
+    #[test]
+    fn reads_in_a_batch_see_its_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut s, 3, true);
+        let now = ts("2026-01-01T12:00:00Z");
+        s.batch().unwrap();
+        assert!(s.claim(ids[0], "r").unwrap());
+        assert!(s.claim(ids[1], "r").unwrap());
+        s.finish_approval(ids[1], true, None, now).unwrap();
+        assert_eq!(s.approval(ids[0]).unwrap().unwrap().state, "running");
+        assert_eq!(s.approval(ids[1]).unwrap().unwrap().state, "succeeded");
+        // Written now: the finish after it is an UPDATE of a running row, as outside.
+        s.finish_approval(ids[0], false, Some("boom"), now).unwrap();
+        let states = |s: &Store| -> Vec<String> {
+            s.approvals(None)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.state)
+                .collect()
+        };
+        assert_eq!(states(&s), ["failed", "succeeded", "approved"]);
+        assert!(s.claim(ids[2], "r").unwrap());
+        assert_eq!(s.approvals(Some("running")).unwrap().len(), 1);
+        assert!(s.has_approved_work().unwrap());
+        // Not finished: the open-approvals snapshot still holds it.
+        let snap = s
+            .snapshot(now, Duration::from_secs(60), ts("2000-01-01T00:00:00Z"))
+            .unwrap();
+        assert_eq!(snap.pending.len(), 1);
+        s.finish_approval(ids[2], true, None, now).unwrap();
+        assert!(!s.has_approved_work().unwrap());
+        assert!(!s.claim(ids[2], "r").unwrap());
+        s.flush().unwrap();
+        assert_eq!(
+            states(&Store::open(dir.path()).unwrap()),
+            ["failed", "succeeded", "succeeded"]
+        );
+    }
+
+    #[test]
+    fn a_dropped_store_commits_its_batchs_claims() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut s, 2, true);
+        s.batch().unwrap();
+        assert!(s.claim(ids[0], "r").unwrap());
+        s.finish_approval(ids[0], true, None, ts("2026-01-01T12:00:00Z"))
+            .unwrap();
+        assert!(s.claim(ids[1], "r").unwrap());
+        drop(s);
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(stored(&s, ids[0])[0].as_deref(), Some("succeeded"));
+        assert_eq!(stored(&s, ids[1])[0].as_deref(), Some("running"));
+    }
+
+    #[test]
+    fn concurrent_batches_claim_each_approval_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ids = approvals_of(&mut Store::open(dir.path()).unwrap(), 200, true);
+        let now = ts("2026-01-01T12:00:00Z");
+        let claimed: Vec<Vec<i64>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let (path, ids) = (dir.path(), &ids);
+                    scope.spawn(move || {
+                        let mut s = Store::open(path).unwrap();
+                        let run = format!("r{i}");
+                        let mut mine = Vec::new();
+                        // Batches of 10, committed one after the other, as a run does
+                        // between tools with effects.
+                        for chunk in ids.chunks(10) {
+                            s.batch().unwrap();
+                            for &id in chunk {
+                                if s.claim(id, &run).unwrap() {
+                                    s.finish_approval(id, true, None, now).unwrap();
+                                    mine.push(id);
+                                }
+                            }
+                            s.flush().unwrap();
+                        }
+                        mine
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all = claimed.concat();
+        all.sort_unstable();
+        assert_eq!(all, ids, "each claimed exactly once");
+        let s = Store::open(dir.path()).unwrap();
+        for (i, mine) in claimed.iter().enumerate() {
+            for &id in mine {
+                let row = stored(&s, id);
+                assert_eq!(row[0].as_deref(), Some("succeeded"));
+                assert_eq!(
+                    row[5],
+                    Some(format!("r{i}")),
+                    "claimed by the run that ran it"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn approvals_of_one_state_are_read_through_the_state_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut s, 4, false);
+        let now = ts("2026-01-01T11:00:00Z");
+        s.decide(ids[2], &by_cli(true), now).unwrap();
+        s.decide(ids[0], &by_cli(true), now).unwrap();
+        s.decide(ids[1], &by_cli(false), now).unwrap();
+        let of = |state: Option<&str>| -> Vec<i64> {
+            s.approvals(state).unwrap().iter().map(|r| r.id).collect()
+        };
+        assert_eq!(of(Some("approved")), [ids[0], ids[2]]);
+        assert_eq!(of(Some("pending")), [ids[3]]);
+        assert!(of(Some("running")).is_empty());
+        assert_eq!(of(None), ids);
+        let plan: String = s
+            .conn
+            .query_row(
+                &format!("EXPLAIN QUERY PLAN {APPROVALS_IN_STATE}"),
+                ["approved"],
+                |r| r.get(3),
+            )
+            .unwrap();
+        assert!(plan.contains("INDEX approvals_state"), "{plan}");
+    }
+
+    #[test]
+    fn many_grants_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let grant = |task: &str, by: &str| GrantRow {
+            task_id: task.into(),
+            tool: "log".into(),
+            input: json!({"text": task}),
+            file: "/x".into(),
+            text: "@log {}".into(),
+            created_at: "2026-01-01T10:00:00.000Z".into(),
+            created_by: by.into(),
+            approval_id: Some(1),
+        };
+        s.add_grant(&grant("b", "cli:ann")).unwrap();
+        s.add_grants(&[]).unwrap();
+        let all = [
+            grant("a", "cli:bob"),
+            grant("b", "cli:bob"),
+            grant("c", "cli:bob"),
+        ];
+        s.add_grants(&all).unwrap();
+        assert_eq!(s.grants().unwrap(), all);
+    }
+
     #[test]
     fn running_rows_become_interrupted_failures() {
         let dir = tempfile::tempdir().unwrap();
@@ -1554,6 +2158,7 @@ mod tests {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].state, "failed");
         assert_eq!(rows[0].reason.as_deref(), Some("interrupted"));
+        assert_eq!(Some(&rows[0]), s.approval(id).unwrap().as_ref());
         assert!(s.interrupt_running(now).unwrap().is_empty());
     }
 
@@ -1603,6 +2208,16 @@ mod tests {
         let expired = s.expire_pending(ts("2026-01-02T10:00:00Z"), ttl).unwrap();
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].state, "expired");
+        // What was returned is what is stored.
+        assert_eq!(
+            Some(&expired[0]),
+            s.approval(expired[0].id).unwrap().as_ref()
+        );
+        assert_eq!(
+            expired[0].decided_at.as_deref(),
+            Some("2026-01-02T10:00:00.000Z")
+        );
+        assert_eq!(expired[0].reason.as_deref(), Some("ttl"));
         // The task may be queued again.
         assert!(
             s.queue_approval(&new_approval("aaa", &input), ts("2026-01-02T10:00:00Z"))
@@ -1814,6 +2429,80 @@ mod tests {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(version, SCHEMA_VERSION + 1);
+    }
+
+    #[test]
+    fn a_batchs_audit_lines_are_written_just_before_it_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&log)
+            .unwrap();
+        let read = || std::fs::read_to_string(&log).unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let other = Store::open(dir.path()).unwrap();
+        let runs = || -> i64 {
+            other
+                .conn
+                .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
+                .unwrap()
+        };
+        // Nothing attached, or no batch: the caller writes the line.
+        assert!(!s.hold_line(b"x\n").unwrap());
+        s.attach_audit(file, &log);
+        assert!(!s.hold_line(b"x\n").unwrap());
+
+        s.batch().unwrap();
+        assert!(s.hold_line(b"a\n").unwrap());
+        s.record_task_run(&run_of("t", "log", "2026-01-01T10:00:00Z", false))
+            .unwrap();
+        assert_eq!((read(), runs()), (String::new(), 0));
+        // A change that must be durable commits the batch: its lines go first.
+        s.trip("t", ts("2026-01-01T10:00:01Z")).unwrap();
+        assert_eq!((read(), runs()), ("a\n".to_string(), 1));
+
+        s.batch().unwrap();
+        assert!(s.hold_line(b"b\n").unwrap());
+        assert!(s.hold_line(b"c\n").unwrap());
+        s.record_task_run(&run_of("u", "log", "2026-01-01T10:00:00Z", true))
+            .unwrap();
+        s.flush().unwrap();
+        assert_eq!((read(), runs()), ("a\nb\nc\n".to_string(), 2));
+
+        // Dropped with a batch open (an error path): lines, then records.
+        s.batch().unwrap();
+        assert!(s.hold_line(b"d\n").unwrap());
+        s.record_task_run(&run_of("v", "log", "2026-01-01T10:00:00Z", true))
+            .unwrap();
+        drop(s);
+        assert_eq!((read(), runs()), ("a\nb\nc\nd\n".to_string(), 3));
+    }
+
+    #[test]
+    fn a_batch_whose_audit_lines_cannot_be_written_is_not_committed() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        std::fs::write(&log, "").unwrap();
+        // Read-only: every write fails.
+        let file = File::open(&log).unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        s.attach_audit(file, &log);
+        s.batch().unwrap();
+        assert!(s.hold_line(b"a\n").unwrap());
+        s.record_task_run(&run_of("t", "log", "2026-01-01T10:00:00Z", true))
+            .unwrap();
+        let err = s.flush().unwrap_err();
+        assert!(err.to_string().contains("audit.jsonl"), "{err}");
+        let n: i64 = s
+            .conn
+            .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(n, 0);
+        // The store goes on working.
+        s.record_task_run(&run_of("t", "log", "2026-01-01T10:00:00Z", true))
+            .unwrap();
     }
 
     fn run_of<'a>(task: &'a str, tool: &'a str, at: &str, ok: bool) -> TaskRunRecord<'a> {

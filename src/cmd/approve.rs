@@ -76,7 +76,8 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     // sync, not a thousand.
     let pending: Vec<&ApprovalRow> = targets.iter().filter(|r| r.state == "pending").collect();
     let decided = d.approve_many(&pending, args.always)?;
-    let mut approved = Vec::new();
+    // The rows in hand, not re-read: running re-reads each task from its file anyway.
+    let mut approved: Vec<&ApprovalRow> = Vec::new();
     for row in &targets {
         if row.state == "approved" {
             out.line(&format!(
@@ -87,9 +88,9 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
             if args.always {
                 d.grant(row)?;
             }
-            approved.push(row.id);
+            approved.push(row);
         } else if decided.contains(&row.id) {
-            approved.push(row.id);
+            approved.push(row);
             if args.later {
                 out.line(&format!(
                     "approved #{} @{} {}:{}; it runs at the next run",
@@ -242,7 +243,12 @@ impl Decider {
 
     /// Grant the approval's exact task from now on.
     pub fn grant(&mut self, row: &ApprovalRow) -> Result<()> {
-        self.store.add_grant(&GrantRow {
+        self.store.add_grant(&self.grant_row(row))?;
+        Ok(())
+    }
+
+    fn grant_row(&self, row: &ApprovalRow) -> GrantRow {
+        GrantRow {
             task_id: row.task_id.clone(),
             tool: row.tool.clone(),
             input: row.input.clone(),
@@ -251,8 +257,7 @@ impl Decider {
             created_at: audit::format_ts(self.now),
             created_by: self.by.clone(),
             approval_id: Some(row.id),
-        })?;
-        Ok(())
+        }
     }
 
     /// Approve several pending approvals at once (one durable transaction, one audit
@@ -270,6 +275,7 @@ impl Decider {
             .decide_many(&ids, &decision, self.now)?
             .into_iter()
             .collect();
+        let mut grants = Vec::new();
         for row in rows.iter().filter(|r| decided.contains(&r.id)) {
             self.audit
                 .record(
@@ -280,9 +286,11 @@ impl Decider {
                 )
                 .map_err(|e| Error::io(self.audit.path(), e))?;
             if always {
-                self.grant(row)?;
+                grants.push(self.grant_row(row));
             }
         }
+        // All grants in one durable transaction too.
+        self.store.add_grants(&grants)?;
         self.audit
             .sync()
             .map_err(|e| Error::io(self.audit.path(), e))?;
@@ -304,8 +312,10 @@ impl Decider {
         Ok(true)
     }
 
-    /// Run approved approvals now, under the run lock (waiting for it up to 30 s).
-    fn execute(&mut self, ctx: &Ctx, ids: &[i64], out: &mut Out) -> Result<u8> {
+    /// Run approved approvals now, under the run lock (waiting for it up to 30 s). `rows`:
+    /// as this process last read them (only their ids and files are used: what runs is
+    /// claimed and re-read from the file by the session).
+    fn execute(&mut self, ctx: &Ctx, rows: &[&ApprovalRow], out: &mut Out) -> Result<u8> {
         let lock_path = self.cfg.state_dir.join(lock::LOCK_FILE);
         let lock = match lock::acquire_wait(&self.cfg.state_dir, self.now, LOCK_WAIT)
             .map_err(|e| Error::io(&lock_path, e))?
@@ -325,10 +335,7 @@ impl Decider {
         // The session takes its own handles; ours stay usable for the next decision.
         let store = Store::open(&self.cfg.state_dir)?;
         let audit = session::open_audit(&self.cfg)?;
-        let rows: Vec<ApprovalRow> = ids
-            .iter()
-            .filter_map(|&id| self.store.approval(id).ok().flatten())
-            .collect();
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let files: Vec<&std::path::Path> =
             rows.iter().map(|r| std::path::Path::new(&r.file)).collect();
         let mut session = Session::begin(
@@ -344,7 +351,7 @@ impl Decider {
             self.cfg.autonomy.as_str(),
         )?;
         session.recover_interrupted()?;
-        session.run_approved(Some(ids))?;
+        session.run_approved(Some(&ids))?;
         let (report, _, _) = session.finish()?;
         if report.tasks.is_empty() {
             out.line("nothing ran: another process ran it already");
@@ -394,7 +401,7 @@ impl Decider {
                         } else if later {
                             out.line(&format!("  approved #{}; it runs at the next run", row.id));
                         } else {
-                            let c = self.execute(ctx, &[row.id], out)?;
+                            let c = self.execute(ctx, &[&row], out)?;
                             code = code.max(c);
                         }
                         break;

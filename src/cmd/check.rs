@@ -18,6 +18,8 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
     let mut files = read_files(&cfg, args.files.allow_missing)?;
     let registry = Registry::from_config(&cfg);
+    // Tasks stay in file order: each file's are the next `count` of them.
+    let counts: Vec<usize> = files.iter().map(|f| f.parsed.tasks.len()).collect();
     let tasks = take_tasks(&mut files);
     let snapshot = read_snapshot(&cfg, ctx.now)?;
     let plan = plan::plan(
@@ -44,7 +46,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
         } = &planned.decision
         {
             problems.push(Problem {
-                file: task.file.clone(),
+                file: task.file.to_path_buf(),
                 line: *line,
                 column: *column,
                 severity: Severity::Error,
@@ -66,14 +68,14 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             .map(|(task, planned)| {
                 json!({
                     "task_id": task.id,
-                    "file": task.file,
+                    "file": &*task.file,
                     "line": task.line,
                     "section": task.section.as_str(),
                     "text": task.text,
                     "tool": planned.tool.as_deref().or_else(|| task.tool_name()),
                     "input": planned.input,
-                    "schedule": task.schedule.as_ref().and(task.heading.as_ref()),
-                    "heading": task.heading,
+                    "schedule": task.schedule.as_ref().and(task.heading.as_deref()),
+                    "heading": task.heading.as_deref(),
                     "done": task.done,
                     "decision": planned.decision.as_str(),
                     "reason": match &planned.decision {
@@ -116,15 +118,10 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                     .map_or("never".into(), |t| show_time(t, &cfg))
             ));
         }
-        for f in &files {
+        let mut listed = tasks.iter().zip(&plan.items);
+        for (f, &count) in files.iter().zip(&counts) {
             out.line(&format!("{}:", show_path(&f.source.path, &ctx.cwd)));
-            let mine = tasks
-                .iter()
-                .zip(&plan.items)
-                .filter(|(t, _)| t.file == f.source.path);
-            let mut any = false;
-            for (task, planned) in mine {
-                any = true;
+            for (task, planned) in listed.by_ref().take(count) {
                 let due = match planned.next_due {
                     Some(t) if t > ctx.now => format!("  (next due {})", show_time(t, &cfg)),
                     _ => String::new(),
@@ -133,16 +130,25 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                     Decision::Pending(id) => format!("pending #{id}").into(),
                     d => d.as_str().into(),
                 };
-                out.line_fmt(format_args!(
-                    "  {:>4}  {}  {:<11} {}{}",
-                    task.line,
-                    task.id,
-                    decision,
-                    first_line_cow(&task.text, 80),
-                    due
-                ));
+                // `  {line:>4}  {id}  {decision:<11} {text}{due}`, without the formatting
+                // machinery (this is one line per task).
+                let text = first_line_cow(&task.text, 80);
+                out.line_with(|b| {
+                    b.push_str("  ");
+                    push_right(b, task.line, 4);
+                    b.push_str("  ");
+                    b.push_str(&task.id);
+                    b.push_str("  ");
+                    b.push_str(&decision);
+                    for _ in decision.chars().count()..11 {
+                        b.push(' ');
+                    }
+                    b.push(' ');
+                    b.push_str(&text);
+                    b.push_str(&due);
+                });
             }
-            if !any {
+            if count == 0 {
                 out.line("  (no tasks)");
             }
         }
@@ -175,4 +181,24 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// `n` right-aligned in `width` columns.
+fn push_right(b: &mut String, n: usize, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for _ in (digits.len() - i)..width {
+        b.push(' ');
+    }
+    // ASCII digits.
+    b.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
 }

@@ -90,12 +90,16 @@ pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
     Ok(out)
 }
 
-/// All tasks of all files, in file order.
-pub fn all_tasks(files: &[Loaded]) -> Vec<Task> {
-    files
-        .iter()
-        .flat_map(|f| f.parsed.tasks.iter().cloned())
-        .collect()
+/// All tasks of all files, in file order: borrowed when there is one file (a copy of every
+/// task only to put several files' tasks in one list).
+pub fn all_tasks(files: &[Loaded]) -> Cow<'_, [Task]> {
+    match files {
+        [one] => Cow::Borrowed(&one.parsed.tasks),
+        _ => files
+            .iter()
+            .flat_map(|f| f.parsed.tasks.iter().cloned())
+            .collect(),
+    }
 }
 
 /// All tasks of all files, in file order, moved out of the files (their paths and problems
@@ -221,16 +225,15 @@ impl Out {
     }
 
     pub fn line(&mut self, text: &str) {
-        self.line_fmt(format_args!("{text}"));
+        self.line_with(|buf| buf.push_str(text));
     }
 
-    /// A formatted line, written straight into the buffer.
-    pub fn line_fmt(&mut self, args: std::fmt::Arguments<'_>) {
+    /// A line that `write` puts straight into the buffer.
+    pub fn line_with(&mut self, write: impl FnOnce(&mut String)) {
         if self.broken {
             return;
         }
-        // Formatting into a String cannot fail.
-        let _ = std::fmt::Write::write_fmt(&mut self.buf, args);
+        write(&mut self.buf);
         self.buf.push('\n');
         if self.buf.len() >= 64 * 1024 {
             self.flush();

@@ -245,6 +245,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 t.autonomy.as_str(),
             )?;
             session.stop = t.stop;
+            session.known = t
+                .files
+                .iter()
+                .map(|f| (&f.source, f.parsed.tasks.as_slice()))
+                .collect();
             session.recover_interrupted()?;
             session.run_approved(None)?;
             if active && t.plan {

@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use pulldown_cmark::{Event, HeadingLevel, Options, Parser, Tag, TagEnd};
 use serde_json::{Map, Value};
@@ -43,6 +44,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     let most = memchr_count(b'[', text.as_bytes());
     let mut b = Builder {
         path,
+        file: Arc::from(path),
         canonical: canonical.to_string_lossy().into_owned(),
         lines: LineIndex::new(text, bom),
         section: Section::Other,
@@ -275,10 +277,12 @@ fn is_inline(event: &Event<'_>) -> bool {
 
 struct Builder<'a> {
     path: &'a Path,
+    /// `path`, shared by the tasks.
+    file: Arc<Path>,
     canonical: String,
     lines: LineIndex<'a>,
     section: Section,
-    heading: Option<String>,
+    heading: Option<Arc<str>>,
     schedule: Option<Schedule>,
     /// First-occurrence digest → occurrences so far (the digest stands for path, section
     /// and content).
@@ -367,7 +371,7 @@ impl Builder<'_> {
                         }
                     }
                 }
-                self.heading = Some(text);
+                self.heading = Some(Arc::from(text));
             }
             _ => {}
         }
@@ -404,7 +408,7 @@ impl Builder<'_> {
         *n += 1;
         self.tasks.push(Task {
             id,
-            file: self.path.to_path_buf(),
+            file: self.file.clone(),
             line,
             column,
             section: self.section,
@@ -901,7 +905,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         for task in t {
-            assert_eq!(task.file, PathBuf::from(PATH));
+            assert_eq!(*task.file, *Path::new(PATH));
             assert_eq!(task.id.len(), 12);
             assert!(
                 task.id
@@ -1347,7 +1351,7 @@ mod tests {
             "## Recurring\n- [ ] @x {\"a\": 1}\n",
         );
         assert_ne!(base, in_other_file.tasks[0].id);
-        assert_eq!(in_other_file.tasks[0].file, PathBuf::from(PATH));
+        assert_eq!(*in_other_file.tasks[0].file, *Path::new(PATH));
         // A plain task written like an invalid call's normal form still gets its own id.
         let both = p("- [ ] @x [1]\n- [ ] @!@x [1]\n");
         assert_eq!(both.tasks[1].body, Body::Plain);

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{FileError, read_source};
+use super::{FileError, SourceFile, read_source};
 use crate::model::Task;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +43,12 @@ pub fn tick_text(
     ids: &[&str],
 ) -> (Option<String>, Vec<TickResult>) {
     let parsed = super::parse(path, canonical, text);
-    let by_id: HashMap<&str, &Task> = parsed.tasks.iter().map(|t| (t.id.as_str(), t)).collect();
+    tick_tasks(text, &parsed.tasks, ids)
+}
+
+/// [`tick_text`] with the tasks of `text` already parsed.
+fn tick_tasks(text: &str, tasks: &[Task], ids: &[&str]) -> (Option<String>, Vec<TickResult>) {
+    let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let mut new_text: Option<String> = None;
     let mut marked: HashSet<&str> = HashSet::new();
     let mut results = Vec::with_capacity(ids.len());
@@ -75,8 +80,24 @@ pub fn tick_text(
 /// in the same directory with the original mode, fsync, rename over the symlink-resolved
 /// target, fsync the directory). One rewrite per call.
 pub fn tick_file(path: &Path, ids: &[&str]) -> Result<Vec<TickResult>, FileError> {
+    tick_file_known(path, ids, None)
+}
+
+/// [`tick_file`], given the file as it was read earlier with its tasks: when it is still
+/// byte for byte the same (same target too), those tasks are used instead of parsing it
+/// again.
+pub fn tick_file_known(
+    path: &Path,
+    ids: &[&str],
+    known: Option<(&SourceFile, &[Task])>,
+) -> Result<Vec<TickResult>, FileError> {
     let source = read_source(path)?;
-    let (new_text, results) = tick_text(&source.path, &source.canonical, &source.text, ids);
+    let (new_text, results) = match known {
+        Some((was, tasks)) if was.text == source.text && was.canonical == source.canonical => {
+            tick_tasks(&source.text, tasks, ids)
+        }
+        _ => tick_text(&source.path, &source.canonical, &source.text, ids),
+    };
     if let Some(new_text) = new_text {
         replace_atomically(&source.canonical, new_text.as_bytes())?;
     }
@@ -338,6 +359,42 @@ mod tests {
             .into_iter()
             .map(|t| t.id)
             .collect()
+    }
+
+    #[test]
+    fn tick_file_known_reuses_the_earlier_parse_only_while_the_file_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        let original = "## Once\n- [ ] a\n- [ ] b\n";
+        write(&path, original, 0o644);
+        let source = crate::markdown::read_source(&path).unwrap();
+        let tasks = parse(&source.path, &source.canonical, &source.text).tasks;
+        let id_a = tasks[0].id.clone();
+
+        // Changed since it was read: parsed again, the task is found where it is now.
+        write(&path, "## Once\n- [ ] new\n- [ ] a\n- [ ] b\n", 0o644);
+        let results = tick_file_known(&path, &[&id_a], Some((&source, &tasks))).unwrap();
+        assert_eq!(
+            (results[0].outcome, results[0].line),
+            (TickOutcome::Marked, 3)
+        );
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "## Once\n- [ ] new\n- [x] a\n- [ ] b\n"
+        );
+
+        // Unchanged: the tasks given are used as they are (here with a's and b's markers
+        // swapped, to see which were used).
+        write(&path, original, 0o644);
+        let mut swapped = tasks.clone();
+        let (ma, mb) = (swapped[0].marker.clone(), swapped[1].marker.clone());
+        swapped[0].marker = mb;
+        swapped[1].marker = ma;
+        tick_file_known(&path, &[&id_a], Some((&source, &swapped))).unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "## Once\n- [ ] a\n- [x] b\n"
+        );
     }
 
     #[test]
