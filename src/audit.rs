@@ -165,20 +165,18 @@ pub fn format_ts(ts: DateTime<Utc>) -> String {
 
 fn is_secret_key(key: &str) -> bool {
     // Case-insensitive substring search without allocating: this runs for every key of
-    // every audit line. Keys are short: lowercased on the stack (a longer one the slow way).
-    let mut low = [0u8; 64];
-    let Some(buf) = low.get_mut(..key.len()) else {
-        let key = key.as_bytes();
-        return SECRET_KEYS.iter().any(|s| {
-            key.windows(s.len())
-                .any(|w| w.eq_ignore_ascii_case(s.as_bytes()))
-        });
-    };
-    buf.copy_from_slice(key.as_bytes());
-    buf.make_ascii_lowercase();
-    // Lowercasing ASCII letters keeps UTF-8 valid.
-    let low = std::str::from_utf8(buf).unwrap_or_default();
-    SECRET_KEYS.iter().any(|s| low.contains(s))
+    // every audit line. Only where a needle's first letter is does a comparison start.
+    let key = key.as_bytes();
+    key.iter().enumerate().any(|(i, b)| {
+        let first = b.to_ascii_lowercase();
+        SECRET_KEYS.iter().any(|s| {
+            let s = s.as_bytes();
+            s[0] == first
+                && key
+                    .get(i..i + s.len())
+                    .is_some_and(|w| w.eq_ignore_ascii_case(s))
+        })
+    })
 }
 
 /// Whether [`redact`] would change anything in `map` (no registered secrets), without

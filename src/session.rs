@@ -588,9 +588,15 @@ impl<'a> Session<'a> {
             self.skip(task, Some(name), SkipReason::Budget)?;
             return Ok(false);
         }
-        self.started_tools.insert(name.to_string());
+        self.tool_started(name);
         self.reserved += estimate;
         Ok(true)
+    }
+
+    fn tool_started(&mut self, name: &str) {
+        if !self.started_tools.contains(name) {
+            self.started_tools.insert(name.to_string());
+        }
     }
 
     /// Carry out the plan. With `concurrency` above 1, up to that many tools run at once,
@@ -884,7 +890,7 @@ impl<'a> Session<'a> {
             // Started through `may_start`, which reserved the estimate.
             self.reserved = (self.reserved - estimate).max(0.0);
         }
-        self.started_tools.insert(name.to_string());
+        self.tool_started(name);
         crate::fault::point("task_done");
         let failures = self.store.record_task_run(&TaskRunRecord {
             run_id: &self.run_id,
@@ -1038,8 +1044,13 @@ impl<'a> Session<'a> {
     /// and the audit log for what follows the run (notifications).
     pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
         self.store.flush()?;
-        for (file, ids) in std::mem::take(&mut self.ticks) {
-            self.tick(&file, &ids)?;
+        if !self.ticks.is_empty() {
+            // The lines about the ticks go out together, after the rewrites.
+            self.store.batch()?;
+            for (file, ids) in std::mem::take(&mut self.ticks) {
+                self.tick(&file, &ids)?;
+            }
+            self.store.flush()?;
         }
         let counts = self.report.counts();
         let duration_ms = self.started.elapsed().as_millis() as u64;
@@ -1126,7 +1137,12 @@ pub fn safe_text(task: &Task) -> String {
 
 /// An ordered JSON object from key/value pairs.
 pub fn fields<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    // Sized once: no growing (and rehashing) key by key.
+    let mut map = Map::with_capacity(N);
+    for (k, v) in pairs {
+        map.insert(k.to_string(), v);
+    }
+    map
 }
 
 /// 12 hex digits, unique across processes and runs.
