@@ -15,7 +15,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -23,6 +23,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use crate::audit::format_ts;
 
 pub const DB_FILE: &str = "heartbeat.db";
+
+/// How long a statement waits for another connection's lock before failing as busy.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The schema version this binary writes.
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -401,7 +404,7 @@ impl Store {
         };
         store
             .conn
-            .busy_timeout(Duration::from_secs(10))
+            .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| sql_err(&store.path, e))?;
         let version = store.user_version()?;
         if version > SCHEMA_VERSION {
@@ -424,12 +427,18 @@ impl Store {
     fn configure(&mut self) -> Result<()> {
         let path = self.path.clone();
         self.conn
-            .busy_timeout(Duration::from_secs(10))
+            .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| sql_err(&path, e))?;
         // journal_mode returns a row; it also fails here first when the file is not a database.
-        self.conn
-            .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-            .map_err(|e| sql_err(&path, e))?;
+        // Switching a new database to WAL reads its header under a SHARED lock, then upgrades
+        // to write it. Of several connections doing that at once, all but one fail that
+        // upgrade with SQLITE_BUSY without calling the busy handler (waiting could deadlock
+        // them); once the winner has switched, the same statement only reads and succeeds.
+        retry_busy(|| {
+            self.conn
+                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
+        })
+        .map_err(|e| sql_err(&path, e))?;
         // Temporary data (a statement journal, the list of a multi-row UPDATE) stays in
         // memory: it is small, and a spill to a file in /var/tmp costs a file and its I/O.
         self.conn
@@ -1692,6 +1701,26 @@ fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
     })
 }
 
+/// Run `op` again while it fails with SQLITE_BUSY, for up to [`BUSY_TIMEOUT`] in all: for a
+/// statement SQLite can answer with SQLITE_BUSY without waiting in the busy handler (a lock
+/// upgrade). Any other result, or the last busy error past the deadline, is returned.
+fn retry_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match op() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && Instant::now() + pause < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            result => return result,
+        }
+    }
+}
+
 fn sql_err(path: &Path, source: rusqlite::Error) -> StoreError {
     StoreError::Sqlite {
         path: path.to_path_buf(),
@@ -1723,6 +1752,35 @@ mod tests {
             tool: "shell",
             input,
             text: "@shell {}",
+        }
+    }
+
+    #[test]
+    fn fresh_database_opened_by_several_connections_at_once() {
+        // Converting a new database to WAL takes a read lock, then upgrades it; SQLite
+        // answers a connection that loses that race with SQLITE_BUSY at once, without its
+        // busy handler. Every open must still succeed.
+        const THREADS: usize = 4;
+        const ROUNDS: usize = 40;
+        for round in 0..ROUNDS {
+            let dir = tempfile::tempdir().unwrap();
+            let start = std::sync::Barrier::new(THREADS);
+            std::thread::scope(|scope| {
+                let opens: Vec<_> = (0..THREADS)
+                    .map(|_| {
+                        scope.spawn(|| {
+                            start.wait();
+                            Store::open(dir.path()).map(|s| s.user_version())
+                        })
+                    })
+                    .collect();
+                for open in opens {
+                    match open.join().unwrap() {
+                        Ok(Ok(version)) => assert_eq!(version, SCHEMA_VERSION),
+                        Ok(Err(e)) | Err(e) => panic!("round {round}: {e}"),
+                    }
+                }
+            });
         }
     }
 
