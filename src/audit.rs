@@ -22,16 +22,6 @@ use serde_json::{Map, Value};
 /// The most bytes of a tool's output (or any other free text) kept in one audit line.
 pub const TEXT_LIMIT: usize = 4096;
 
-/// Key fragments whose values are never written.
-const SECRET_KEYS: [&str; 6] = [
-    "token",
-    "secret",
-    "password",
-    "passwd",
-    "api_key",
-    "authorization",
-];
-
 pub struct AuditLog {
     file: File,
     path: PathBuf,
@@ -163,19 +153,22 @@ pub fn format_ts(ts: DateTime<Utc>) -> String {
     ts.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// Whether values under this key are never written: it contains `token`, `secret`,
+/// `password`, `passwd`, `api_key` or `authorization`, in any case.
 fn is_secret_key(key: &str) -> bool {
     // Case-insensitive substring search without allocating: this runs for every key of
-    // every audit line. Only where a needle's first letter is does a comparison start.
+    // every audit line. A comparison starts only where a fragment's first letter is.
     let key = key.as_bytes();
-    key.iter().enumerate().any(|(i, b)| {
-        let first = b.to_ascii_lowercase();
-        SECRET_KEYS.iter().any(|s| {
-            let s = s.as_bytes();
-            s[0] == first
-                && key
-                    .get(i..i + s.len())
-                    .is_some_and(|w| w.eq_ignore_ascii_case(s))
-        })
+    let at = |i: usize, fragment: &str| {
+        key.get(i..i + fragment.len())
+            .is_some_and(|w| w.eq_ignore_ascii_case(fragment.as_bytes()))
+    };
+    (0..key.len()).any(|i| match key[i].to_ascii_lowercase() {
+        b't' => at(i, "token"),
+        b's' => at(i, "secret"),
+        b'p' => at(i, "password") || at(i, "passwd"),
+        b'a' => at(i, "api_key") || at(i, "authorization"),
+        _ => false,
     })
 }
 
