@@ -106,36 +106,160 @@ impl AuditLog {
         run_id: Option<&str>,
         fields: Map<String, Value>,
     ) -> String {
-        // Written straight into one buffer: the same bytes as serialising a map of these
-        // keys in this order, without building that map (this runs for every event).
-        let mut buf: Vec<u8> = Vec::with_capacity(256);
-        let put = |buf: &mut Vec<u8>, key: &str, value: &Value| {
-            buf.push(if buf.is_empty() { b'{' } else { b',' });
-            // Serialising strings and JSON values into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *buf, key);
-            buf.push(b':');
-            let _ = serde_json::to_writer(&mut *buf, value);
+        let mut line = self.line(ts, event, run_id);
+        for (k, v) in &fields {
+            line.value(k, v);
+        }
+        line.finish()
+    }
+
+    /// A line written field by field straight into its buffer, redacted on the way: the
+    /// same bytes as [`AuditLog::render`] of those fields, without building a map.
+    pub fn line(&self, ts: DateTime<Utc>, event: &str, run_id: Option<&str>) -> Line<'_> {
+        let mut line = Line {
+            buf: Vec::with_capacity(256),
+            secrets: &self.secrets,
         };
-        put(&mut buf, "ts", &Value::String(format_ts(ts)));
-        put(&mut buf, "event", &Value::String(event.into()));
+        line.plain("ts", &format_ts(ts));
+        line.plain("event", event);
         if let Some(id) = run_id {
-            put(&mut buf, "run_id", &Value::String(id.into()));
+            line.plain("run_id", id);
         }
-        for (k, mut v) in fields {
-            if is_secret_key(&k) && !v.is_null() {
-                v = Value::String("***".into());
-            } else {
-                redact(&mut v, &self.secrets);
-            }
-            put(&mut buf, &k, &v);
-        }
-        buf.extend_from_slice(b"}\n");
-        String::from_utf8(buf).unwrap_or_default()
+        line
     }
 
     /// Flush everything written so far to disk (once per run).
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
+    }
+}
+
+/// See [`AuditLog::line`]. Keys are heartbeat's own; values under secret-looking keys are
+/// written as `"***"`, and registered secrets are cut out of strings.
+pub struct Line<'a> {
+    buf: Vec<u8>,
+    secrets: &'a [String],
+}
+
+impl Line<'_> {
+    fn key(&mut self, key: &str) {
+        self.buf.push(if self.buf.is_empty() { b'{' } else { b',' });
+        // Serialising strings and JSON values into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut self.buf, key);
+        self.buf.push(b':');
+    }
+
+    /// A string known to hold no secret (ids, timestamps, names of ours).
+    fn plain(&mut self, key: &str, s: &str) {
+        self.key(key);
+        let _ = serde_json::to_writer(&mut self.buf, s);
+    }
+
+    /// Whether `key` hides its value (a null stays null).
+    fn hidden(&mut self, key: &str, is_null: bool) -> bool {
+        self.key(key);
+        if is_secret_key(key) && !is_null {
+            self.buf.extend_from_slice(b"\"***\"");
+            return true;
+        }
+        false
+    }
+
+    pub fn value(&mut self, key: &str, v: &Value) -> &mut Self {
+        if !self.hidden(key, v.is_null()) {
+            write_redacted(&mut self.buf, v, self.secrets);
+        }
+        self
+    }
+
+    pub fn map(&mut self, key: &str, m: &Map<String, Value>) -> &mut Self {
+        if !self.hidden(key, false) {
+            write_redacted_map(&mut self.buf, m, self.secrets);
+        }
+        self
+    }
+
+    pub fn str(&mut self, key: &str, s: &str) -> &mut Self {
+        if !self.hidden(key, false) {
+            write_redacted_str(&mut self.buf, s, self.secrets);
+        }
+        self
+    }
+
+    pub fn opt_str(&mut self, key: &str, s: Option<&str>) -> &mut Self {
+        match s {
+            Some(s) => self.str(key, s),
+            None => self.value(key, &Value::Null),
+        }
+    }
+
+    /// A path, as text (not UTF-8 bytes replaced).
+    pub fn path(&mut self, key: &str, p: &Path) -> &mut Self {
+        self.str(key, &p.to_string_lossy())
+    }
+
+    /// A number, a bool, or an option of one: nothing in it can be a secret (strings go
+    /// through [`Line::str`] or [`Line::value`]). Keys here are heartbeat's own, never
+    /// secret-looking.
+    pub fn scalar<T: serde::Serialize>(&mut self, key: &str, v: T) -> &mut Self {
+        debug_assert!(!is_secret_key(key), "{key}");
+        self.key(key);
+        let _ = serde_json::to_writer(&mut self.buf, &v);
+        self
+    }
+
+    pub fn finish(mut self) -> String {
+        self.buf.extend_from_slice(b"}\n");
+        String::from_utf8(self.buf).unwrap_or_default()
+    }
+}
+
+fn write_redacted(buf: &mut Vec<u8>, v: &Value, secrets: &[String]) {
+    match v {
+        Value::Object(m) => write_redacted_map(buf, m, secrets),
+        Value::Array(items) => {
+            buf.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    buf.push(b',');
+                }
+                write_redacted(buf, item, secrets);
+            }
+            buf.push(b']');
+        }
+        Value::String(s) => write_redacted_str(buf, s, secrets),
+        other => {
+            let _ = serde_json::to_writer(&mut *buf, other);
+        }
+    }
+}
+
+fn write_redacted_map(buf: &mut Vec<u8>, m: &Map<String, Value>, secrets: &[String]) {
+    buf.push(b'{');
+    for (i, (k, v)) in m.iter().enumerate() {
+        if i > 0 {
+            buf.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *buf, k);
+        buf.push(b':');
+        if is_secret_key(k) && !v.is_null() {
+            buf.extend_from_slice(b"\"***\"");
+        } else {
+            write_redacted(buf, v, secrets);
+        }
+    }
+    buf.push(b'}');
+}
+
+fn write_redacted_str(buf: &mut Vec<u8>, s: &str, secrets: &[String]) {
+    if secrets.iter().any(|secret| s.contains(secret.as_str())) {
+        let mut s = s.to_string();
+        for secret in secrets {
+            s = s.replace(secret.as_str(), "***");
+        }
+        let _ = serde_json::to_writer(&mut *buf, &s);
+    } else {
+        let _ = serde_json::to_writer(&mut *buf, s);
     }
 }
 
@@ -274,6 +398,48 @@ mod tests {
                 "list": [{"passwd": "***"}], "my_token": null, "url": "https://x"
             })
         );
+    }
+
+    #[test]
+    fn a_line_field_by_field_is_the_rendered_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = AuditLog::open(&dir.path().join("a.jsonl")).unwrap();
+        log.add_secret("123:ABC".into());
+        let ts = Utc::now();
+        let input = json!({"cmd": ["ls", "x 123:ABC y"], "api_token": "t", "n": 1.5, "z": null});
+        let map = input.as_object().unwrap();
+        let expected = log.render(
+            ts,
+            "task_failed",
+            Some("r1"),
+            fields(json!({
+                "task_id": "abc", "file": "/x/HEARTBEAT.md", "line": 3, "input": input,
+                "exit_code": null, "output": "bot123:ABC\n\"q\"", "error": "boom",
+                "cost_usd": 0.25, "approval_id": 7, "summary": null,
+                "password": "hidden", "secret_but_null": null
+            })),
+        );
+        let mut line = log.line(ts, "task_failed", Some("r1"));
+        line.str("task_id", "abc")
+            .path("file", Path::new("/x/HEARTBEAT.md"))
+            .scalar("line", 3usize)
+            .map("input", map)
+            .scalar("exit_code", None::<i32>)
+            .str("output", "bot123:ABC\n\"q\"")
+            .opt_str("error", Some("boom"))
+            .scalar("cost_usd", Some(0.25))
+            .scalar("approval_id", Some(7i64))
+            .opt_str("summary", None)
+            .str("password", "hidden")
+            .value("secret_but_null", &Value::Null);
+        let got = line.finish();
+        assert_eq!(got, expected);
+        let v: Value = serde_json::from_str(&got).unwrap();
+        assert_eq!(v["input"]["api_token"], "***");
+        assert_eq!(v["input"]["cmd"][1], "x *** y");
+        assert_eq!(v["output"], "bot***\n\"q\"");
+        assert_eq!(v["password"], "***");
+        assert_eq!(v["secret_but_null"], Value::Null);
     }
 
     #[test]

@@ -377,6 +377,12 @@ impl<'a> Session<'a> {
         let line = self
             .audit
             .render(self.now, event, Some(&self.run_id), fields);
+        self.record_line(line)
+    }
+
+    /// A line from [`AuditLog::line`] or [`AuditLog::render`], as [`Session::record`]
+    /// writes it.
+    fn record_line(&mut self, line: String) -> Result<()> {
         if self.store.hold_line(line.as_bytes())? {
             return Ok(());
         }
@@ -863,25 +869,23 @@ impl<'a> Session<'a> {
             "task_failed"
         };
         let stderr = audit::truncate(&outcome.stderr, TEXT_LIMIT, outcome.stderr_dropped);
-        self.record(
-            event,
-            fields([
-                ("task_id", json!(task.id)),
-                ("file", json!(&*task.file)),
-                ("line", json!(task.line)),
-                ("section", json!(task.section.as_str())),
-                ("tool", json!(name)),
-                ("input", Value::Object(input.clone())),
-                ("exit_code", json!(outcome.exit_code)),
-                ("duration_ms", json!(duration_ms)),
-                ("output", json!(output)),
-                ("error", json!(error)),
-                ("cost_usd", json!(outcome.cost_usd)),
-                ("approval_id", json!(approval_id)),
-                ("summary", json!(outcome.summary)),
-                ("stderr", json!(stderr)),
-            ]),
-        )?;
+        // Written field by field: this line is per task, and copies nothing.
+        let mut line = self.audit.line(self.now, event, Some(&self.run_id));
+        line.str("task_id", &task.id)
+            .path("file", &task.file)
+            .scalar("line", task.line)
+            .str("section", task.section.as_str())
+            .str("tool", name)
+            .map("input", input)
+            .scalar("exit_code", outcome.exit_code)
+            .scalar("duration_ms", duration_ms)
+            .str("output", &output)
+            .opt_str("error", error.as_deref())
+            .scalar("cost_usd", outcome.cost_usd)
+            .scalar("approval_id", approval_id)
+            .opt_str("summary", outcome.summary.as_deref())
+            .str("stderr", &stderr);
+        self.record_line(line.finish())?;
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
