@@ -336,8 +336,14 @@ impl Decider {
         let store = Store::open(&self.cfg.state_dir)?;
         let audit = session::open_audit(&self.cfg)?;
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
-        let files: Vec<&std::path::Path> =
-            rows.iter().map(|r| std::path::Path::new(&r.file)).collect();
+        // Each file once, in the order first seen.
+        let mut files: Vec<&std::path::Path> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for r in rows {
+            if seen.insert(r.file.as_str()) {
+                files.push(std::path::Path::new(&r.file));
+            }
+        }
         let mut session = Session::begin(
             &lock,
             &self.cfg,

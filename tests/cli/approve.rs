@@ -708,6 +708,18 @@ fn without_a_terminal_and_without_ids_approve_lists_and_exits_2_with_a_hint() {
     assert_eq!(env.approval(1)["state"], "succeeded");
     assert_eq!(env.approval(2)["state"], "succeeded");
     assert_eq!(env.events("approval_approved").len(), 2);
+    // One run for both, naming their file once.
+    let starts: Vec<_> = env
+        .events("run_started")
+        .into_iter()
+        .filter(|s| s["mode"] == "approve")
+        .collect();
+    assert_eq!(starts.len(), 1, "{starts:#?}");
+    assert_eq!(
+        starts[0]["files"].as_array().map(Vec::len),
+        Some(1),
+        "{starts:#?}"
+    );
 
     // Nothing left.
     let out = approve(&env, NOW, &["--all", "--yes"]);
