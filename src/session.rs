@@ -1013,15 +1013,13 @@ impl<'a> Session<'a> {
                         TickOutcome::AlreadyDone => ("task_mark_skipped", Some("already_done")),
                         TickOutcome::Gone => ("task_mark_skipped", Some("gone")),
                     };
-                    self.record(
-                        event,
-                        fields([
-                            ("task_id", json!(r.task_id)),
-                            ("file", json!(file)),
-                            ("line", json!(r.line)),
-                            ("reason", json!(reason)),
-                        ]),
-                    )?;
+                    // One line per ticked task: written field by field.
+                    let mut line = self.audit.line(self.now, event, Some(&self.run_id));
+                    line.str("task_id", &r.task_id)
+                        .path("file", file)
+                        .scalar("line", r.line)
+                        .opt_str("reason", reason);
+                    self.record_line(line.finish())?;
                 }
             }
             Err(e) => {
