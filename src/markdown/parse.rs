@@ -41,7 +41,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     let bom = if text.starts_with(BOM) { BOM.len() } else { 0 };
     // Every task has a `[`: room for them all at once, so a long list is not copied over and
     // over while it grows (capacity never written to costs no memory).
-    let most = memchr_count(b'[', text.as_bytes());
+    let most = count_byte(b'[', text.as_bytes());
     let mut b = Builder {
         path,
         file: Arc::from(path),
@@ -141,11 +141,11 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     }
 }
 
-fn memchr_count(needle: u8, haystack: &[u8]) -> usize {
+fn count_byte(needle: u8, haystack: &[u8]) -> usize {
     haystack.iter().filter(|&&b| b == needle).count()
 }
 
-/// Keys that are SHA-256 digests are uniformly random already: their first eight bytes
+/// Keys that are (prefixes of) SHA-256 digests are uniformly random already: their bytes
 /// are the hash.
 #[derive(Clone, Copy, Default)]
 struct DigestHash;
@@ -162,8 +162,8 @@ struct DigestHasher(u64);
 
 impl std::hash::Hasher for DigestHasher {
     fn write(&mut self, bytes: &[u8]) {
-        // `[u8; 32]` hashes as its length, then its bytes: keep the first eight bytes of
-        // the digest (mixed with whatever came before, for any other use).
+        // A byte array hashes as its length, then its bytes: up to eight bytes of each
+        // write, mixed with what came before.
         let mut word = [0u8; 8];
         let n = bytes.len().min(8);
         word[..n].copy_from_slice(&bytes[..n]);
@@ -284,9 +284,10 @@ struct Builder<'a> {
     section: Section,
     heading: Option<Arc<str>>,
     schedule: Option<Schedule>,
-    /// First-occurrence digest → occurrences so far (the digest stands for path, section
-    /// and content).
-    occurrences: HashMap<[u8; 32], usize, DigestHash>,
+    /// First-occurrence id (its six bytes) → occurrences so far. Keyed by the id, not the
+    /// whole digest: two contents whose ids collide count as duplicates, so ids in a file
+    /// stay distinct.
+    occurrences: HashMap<[u8; 6], usize, DigestHash>,
     /// Scratch buffers reused from task to task: the inline events being collected, the
     /// source lines of the text being extracted, its normalised content.
     inline: Inline,
@@ -399,7 +400,9 @@ impl Builder<'_> {
         let body = parse_body(&text, &self.lines);
         normalised_content(&mut self.content, &body, &text.text);
         let first = digest(&self.canonical, self.section, &self.content, 0);
-        let n = self.occurrences.entry(first).or_insert(0);
+        let mut key = [0u8; 6];
+        key.copy_from_slice(&first[..6]);
+        let n = self.occurrences.entry(key).or_insert(0);
         let id = if *n == 0 {
             short_id(&first)
         } else {
