@@ -17,12 +17,13 @@
 //! tool's exit and its commit. Every other point (`task_recorded`, `tick_before_rename`,
 //! `tick_after_rename`, `audit_torn` on any other line) runs nothing twice. In-process tools
 //! (`@log`) have their records batched in one transaction until the next flush, and their
-//! audit lines held in memory until just before it commits: a crash before the flush loses
-//! lines and records together, so the log never shows an `@log` outcome SQLite does not know
-//! (asserted), and the next run runs the lost tasks as if for the first time. Only a torn
-//! audit write, which writes the held lines, can show outcomes SQLite does not know; those run
-//! once more. `approval_claimed` and `approval_ran` are only reached by approved work: see
-//! the approval tests below.
+//! audit lines held in memory until just before it commits: a crash at any fault point before
+//! the flush loses lines and records together, so the log shows no `@log` outcome SQLite does
+//! not know (asserted), and the next run runs the lost tasks as if for the first time. Only a
+//! crash while the held lines are written (a torn write) or between that write and the commit
+//! (a SIGKILL can land there) leaves outcomes SQLite does not know; those run once more.
+//! `approval_claimed` and `approval_ran` are only reached by approved work: see the approval
+//! tests below.
 //!
 //! Also here: several runs, two `approve`s and a daemon on one state dir at once.
 //! `HEARTBEAT_SOAK=1` makes the random-kill and concurrency tests much longer.
@@ -807,23 +808,35 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
             changed.len(),
             allowed.len()
         );
-        // A SIGKILL cannot tear a single write(2) to a regular file: every line is whole.
+        // A SIGKILL can cut a write(2) short between pages (the lines of an @log batch go in
+        // one write): every line is whole but perhaps the last.
         let scan = scan_audit(&env);
         assert!(scan.bad.is_empty(), "{ctx}: {:?}", scan.bad);
-        assert!(scan.tail.is_none(), "{ctx}: torn line {:?}", scan.tail);
         assert_db_ok(&env);
         let recorded_before = recorded_successes(&env);
         let audited_before = successes(&scan.lines);
+        let torn_id = scan
+            .tail
+            .as_deref()
+            .filter(|t| t.contains("\"event\":\"task_succeeded\""))
+            .and_then(task_id_in);
+        if scan.tail.is_some() {
+            *stats.entry("a torn last line").or_insert(0) += 1;
+        }
         // Audited but not recorded: run again by the next run. For a tool with outside
         // effects, at most the one whose outcome was the last written.
         let lost: BTreeSet<String> = audited_before
             .keys()
+            .chain(torn_id.iter())
             .filter(|id| !recorded_before.contains_key(*id))
             .cloned()
             .collect();
         if tool == Tool::Mark {
             assert!(lost.len() <= 1, "{ctx}: {lost:?}");
-            if let Some(id) = lost.first() {
+            // The outcome written last: the torn line's, or the last whole one.
+            if let Some(id) = lost.first()
+                && torn_id.as_ref() != Some(id)
+            {
                 let last = scan
                     .lines
                     .iter()
@@ -859,7 +872,12 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         let ran = successes(&scan.lines);
         for t in &tasks {
             let n = ran.get(&t.id).copied().unwrap_or(0);
-            let want = if lost.contains(&t.id) { 2 } else { 1 };
+            // A lost outcome: two whole lines, unless its first line is the torn one.
+            let want = if lost.contains(&t.id) && torn_id.as_deref() != Some(t.id.as_str()) {
+                2
+            } else {
+                1
+            };
             assert_eq!(n, want, "{ctx}: task {} ran {n} times", t.id);
         }
         let recorded = recorded_successes(&env);
