@@ -662,8 +662,14 @@ impl Store {
         if self.batching {
             self.batching = false;
             self.tool_starts.clear();
-            // Should they fail, the rest of the batch is still kept (as on any error path).
-            let settled = self.settle();
+            // The claims and outcomes of approved work go with the rest of the batch, or
+            // nothing does: records committed without the claims would let an approval run
+            // again. Rolled back, nothing happened: its lines are dropped too.
+            if let Err(e) = self.settle() {
+                self.held.clear();
+                let _ = self.conn.execute_batch("ROLLBACK");
+                return Err(e);
+            }
             // The batch's audit lines first: what is committed is in the log. Without them
             // nothing is committed (the work runs again, and is logged then).
             if let Err(e) = self.write_held() {
@@ -671,7 +677,6 @@ impl Store {
                 return Err(e);
             }
             self.conn.execute_batch("COMMIT").map_err(|e| self.err(e))?;
-            settled?;
         }
         Ok(())
     }
@@ -2082,6 +2087,46 @@ mod tests {
             states(&Store::open(dir.path()).unwrap()),
             ["failed", "succeeded", "succeeded"]
         );
+    }
+
+    #[test]
+    fn a_batch_whose_claims_cannot_be_written_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("audit.jsonl");
+        let mut s = Store::open(dir.path()).unwrap();
+        s.attach_audit(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(&log)
+                .unwrap(),
+            &log,
+        );
+        let ids = approvals_of(&mut s, 1, true);
+        // From here on, no approval row can change.
+        s.conn
+            .execute_batch(
+                "CREATE TRIGGER frozen BEFORE UPDATE ON approvals
+                 BEGIN SELECT RAISE(ABORT, 'frozen'); END;",
+            )
+            .unwrap();
+        s.batch().unwrap();
+        assert!(s.claim(ids[0], "r").unwrap());
+        s.record_task_run(&run_of("t", "log", "2026-01-01T10:00:00Z", true))
+            .unwrap();
+        s.finish_approval(ids[0], true, None, ts("2026-01-01T10:00:01Z"))
+            .unwrap();
+        assert!(s.hold_line(b"outcome\n").unwrap());
+        let err = s.flush().unwrap_err();
+        assert!(err.to_string().contains("frozen"), "{err}");
+        // Neither the task's record nor its line: the approval is still waiting to run.
+        let runs: i64 = s
+            .conn
+            .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(runs, 0);
+        assert_eq!(stored(&s, ids[0])[0].as_deref(), Some("approved"));
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "");
     }
 
     #[test]
