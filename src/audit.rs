@@ -11,6 +11,7 @@
 //! - The lines of a run's batch of in-process tasks wait with its records and are written
 //!   together, whole, just before that transaction commits (`Store::hold_line`).
 
+use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -158,7 +159,7 @@ impl Line<'_> {
     /// Whether `key` hides its value (a null stays null).
     fn hidden(&mut self, key: &str, is_null: bool) -> bool {
         self.key(key);
-        if is_secret_key(key) && !is_null {
+        if hides(key, is_null) {
             self.buf.extend_from_slice(b"\"***\"");
             return true;
         }
@@ -242,7 +243,7 @@ fn write_redacted_map(buf: &mut Vec<u8>, m: &Map<String, Value>, secrets: &[Stri
         }
         let _ = serde_json::to_writer(&mut *buf, k);
         buf.push(b':');
-        if is_secret_key(k) && !v.is_null() {
+        if hides(k, v.is_null()) {
             buf.extend_from_slice(b"\"***\"");
         } else {
             write_redacted(buf, v, secrets);
@@ -252,15 +253,25 @@ fn write_redacted_map(buf: &mut Vec<u8>, m: &Map<String, Value>, secrets: &[Stri
 }
 
 fn write_redacted_str(buf: &mut Vec<u8>, s: &str, secrets: &[String]) {
-    if secrets.iter().any(|secret| s.contains(secret.as_str())) {
-        let mut s = s.to_string();
-        for secret in secrets {
-            s = s.replace(secret.as_str(), "***");
-        }
-        let _ = serde_json::to_writer(&mut *buf, &s);
-    } else {
-        let _ = serde_json::to_writer(&mut *buf, s);
+    let _ = serde_json::to_writer(&mut *buf, &*cut_secrets(s, secrets));
+}
+
+/// `s` with every registered secret in it replaced by `***`, also inside longer strings (an
+/// error message that quotes a URL with the token). Borrowed when there is none.
+fn cut_secrets<'s>(s: &'s str, secrets: &[String]) -> Cow<'s, str> {
+    if !secrets.iter().any(|secret| s.contains(secret.as_str())) {
+        return Cow::Borrowed(s);
     }
+    let mut s = s.to_string();
+    for secret in secrets {
+        s = s.replace(secret.as_str(), "***");
+    }
+    Cow::Owned(s)
+}
+
+/// Whether a value under `key` is written as `"***"` (a null stays null: nothing to hide).
+fn hides(key: &str, is_null: bool) -> bool {
+    !is_null && is_secret_key(key)
 }
 
 /// The `audit_torn` fault point (debug builds): a crash while `line` is written after
@@ -306,8 +317,7 @@ pub fn has_secret_keys(map: &Map<String, Value>) -> bool {
             _ => false,
         }
     }
-    map.iter()
-        .any(|(k, v)| (is_secret_key(k) && !v.is_null()) || value(v))
+    map.iter().any(|(k, v)| hides(k, v.is_null()) || value(v))
 }
 
 /// Replace, recursively, values under secret-looking keys and strings equal to a secret.
@@ -315,7 +325,7 @@ pub fn redact(value: &mut Value, secrets: &[String]) {
     match value {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
-                if is_secret_key(k) && !v.is_null() {
+                if hides(k, v.is_null()) {
                     *v = Value::String("***".into());
                 } else {
                     redact(v, secrets);
@@ -323,10 +333,9 @@ pub fn redact(value: &mut Value, secrets: &[String]) {
             }
         }
         Value::Array(items) => items.iter_mut().for_each(|v| redact(v, secrets)),
-        // Also inside longer strings: an error message that quotes a URL with the token.
-        Value::String(s) if secrets.iter().any(|secret| s.contains(secret.as_str())) => {
-            for secret in secrets {
-                *s = s.replace(secret.as_str(), "***");
+        Value::String(s) => {
+            if let Cow::Owned(cut) = cut_secrets(s, secrets) {
+                *s = cut;
             }
         }
         _ => {}
