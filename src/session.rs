@@ -993,7 +993,7 @@ impl<'a> Session<'a> {
     fn tick(&mut self, file: &Path, ids: &[String]) -> Result<()> {
         let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
         let known = self.known.iter().find(|(src, _)| src.path == file).copied();
-        let results = match tick::tick_file_known(file, &refs, known) {
+        let results = match tick::tick_file(file, &refs, known) {
             // The file was removed during the run: every task in it is gone.
             Err(FileError::Missing(_)) => Ok(ids
                 .iter()

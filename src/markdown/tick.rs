@@ -78,15 +78,10 @@ fn tick_tasks(text: &str, tasks: &[Task], ids: &[&str]) -> (Option<String>, Vec<
 
 /// Re-read `path`, tick, and when something changed replace the file atomically (temp file
 /// in the same directory with the original mode, fsync, rename over the symlink-resolved
-/// target, fsync the directory). One rewrite per call.
-pub fn tick_file(path: &Path, ids: &[&str]) -> Result<Vec<TickResult>, FileError> {
-    tick_file_known(path, ids, None)
-}
-
-/// [`tick_file`], given the file as it was read earlier with its tasks: when it is still
-/// byte for byte the same (same target too), those tasks are used instead of parsing it
-/// again.
-pub fn tick_file_known(
+/// target, fsync the directory). One rewrite per call. `known`: the file as it was read
+/// earlier, with its tasks; while it is byte for byte the same (same target too), those
+/// tasks are used instead of parsing it again.
+pub fn tick_file(
     path: &Path,
     ids: &[&str],
     known: Option<(&SourceFile, &[Task])>,
@@ -320,7 +315,7 @@ mod tests {
         let source = crate::markdown::read_source(&link).unwrap();
         assert_eq!(source.canonical, fs::canonicalize(&target).unwrap());
         let parsed = parse(&source.path, &source.canonical, &source.text);
-        let results = tick_file(&link, &[&parsed.tasks[1].id]).unwrap();
+        let results = tick_file(&link, &[&parsed.tasks[1].id], None).unwrap();
         assert_eq!(results[0].outcome, TickOutcome::Marked);
 
         assert!(
@@ -347,7 +342,7 @@ mod tests {
         // Group and other write: any usual umask would clear them on a new file.
         write(&path, "## Once\n- [ ] a\n", 0o666);
         let id = &ids_of_file(&path)[0];
-        tick_file(&path, &[id]).unwrap();
+        tick_file(&path, &[id], None).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "## Once\n- [x] a\n");
         assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o666);
     }
@@ -362,7 +357,7 @@ mod tests {
     }
 
     #[test]
-    fn tick_file_known_reuses_the_earlier_parse_only_while_the_file_is_unchanged() {
+    fn tick_file_reuses_the_earlier_parse_only_while_the_file_is_unchanged() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("HEARTBEAT.md");
         let original = "## Once\n- [ ] a\n- [ ] b\n";
@@ -373,7 +368,7 @@ mod tests {
 
         // Changed since it was read: parsed again, the task is found where it is now.
         write(&path, "## Once\n- [ ] new\n- [ ] a\n- [ ] b\n", 0o644);
-        let results = tick_file_known(&path, &[&id_a], Some((&source, &tasks))).unwrap();
+        let results = tick_file(&path, &[&id_a], Some((&source, &tasks))).unwrap();
         assert_eq!(
             (results[0].outcome, results[0].line),
             (TickOutcome::Marked, 3)
@@ -390,7 +385,7 @@ mod tests {
         let (ma, mb) = (swapped[0].marker.clone(), swapped[1].marker.clone());
         swapped[0].marker = mb;
         swapped[1].marker = ma;
-        tick_file_known(&path, &[&id_a], Some((&source, &swapped))).unwrap();
+        tick_file(&path, &[&id_a], Some((&source, &swapped))).unwrap();
         assert_eq!(
             fs::read_to_string(&path).unwrap(),
             "## Once\n- [ ] a\n- [x] b\n"
@@ -404,7 +399,7 @@ mod tests {
         write(&path, "## Once\n- [x] a\n", 0o644);
         let ino = fs::metadata(&path).unwrap().ino();
         let id = &ids_of_file(&path)[0];
-        let results = tick_file(&path, &[id, "gone"]).unwrap();
+        let results = tick_file(&path, &[id, "gone"], None).unwrap();
         assert_eq!(results[0].outcome, TickOutcome::AlreadyDone);
         assert_eq!(results[1].outcome, TickOutcome::Gone);
         assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
@@ -415,12 +410,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("HEARTBEAT.md");
         assert!(matches!(
-            tick_file(&missing, &["x"]),
+            tick_file(&missing, &["x"], None),
             Err(FileError::Missing(p)) if p == missing
         ));
         fs::write(&missing, b"- [ ] \xff\n").unwrap();
         assert!(matches!(
-            tick_file(&missing, &["x"]),
+            tick_file(&missing, &["x"], None),
             Err(FileError::NotUtf8 { line: 1, .. })
         ));
     }
@@ -438,7 +433,7 @@ mod tests {
         write(&path, "## Once\n- [ ] a\n", 0o644);
         let id = &ids_of_file(&path)[0];
         fs::set_permissions(&sub, fs::Permissions::from_mode(0o555)).unwrap();
-        let err = tick_file(&path, &[id]);
+        let err = tick_file(&path, &[id], None);
         fs::set_permissions(&sub, fs::Permissions::from_mode(0o755)).unwrap();
         assert!(matches!(err, Err(FileError::Io { .. })), "{err:?}");
         assert_eq!(fs::read_to_string(&path).unwrap(), "## Once\n- [ ] a\n");
