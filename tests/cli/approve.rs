@@ -858,24 +858,7 @@ fn approvals_lists_by_state_with_the_documented_shape() {
     let all = all.as_array().expect("an array").clone();
     assert_eq!(all.len(), 3);
     for (i, a) in all.iter().enumerate() {
-        assert_has_keys(
-            a,
-            &[
-                "id",
-                "task_id",
-                "state",
-                "tool",
-                "input",
-                "file",
-                "line",
-                "section",
-                "text",
-                "created_at",
-                "decided_at",
-                "decided_by",
-                "reason",
-            ],
-        );
+        assert_has_keys(a, &APPROVAL_KEYS);
         assert_eq!(a["id"], i as i64 + 1, "ordered by id");
         assert!(is_task_id(&a["task_id"]));
         assert_eq!(a["line"], i as i64 + 2);

@@ -329,6 +329,23 @@ pub fn keys(v: &Value) -> BTreeSet<String> {
         .collect()
 }
 
+/// The keys of an approval in `approvals --json` (SPEC §8).
+pub const APPROVAL_KEYS: [&str; 13] = [
+    "id",
+    "task_id",
+    "state",
+    "tool",
+    "input",
+    "file",
+    "line",
+    "section",
+    "text",
+    "created_at",
+    "decided_at",
+    "decided_by",
+    "reason",
+];
+
 /// Assert that `v` is an object with at least these keys.
 #[track_caller]
 pub fn assert_has_keys(v: &Value, expected: &[&str]) {

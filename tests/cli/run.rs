@@ -66,24 +66,7 @@ fn shell_is_queued_in_cautious_mode_once_and_listed_by_approvals() {
     let list = list.as_array().expect("approvals --json is an array");
     assert_eq!(list.len(), 1);
     let a = &list[0];
-    assert_has_keys(
-        a,
-        &[
-            "id",
-            "task_id",
-            "state",
-            "tool",
-            "input",
-            "file",
-            "line",
-            "section",
-            "text",
-            "created_at",
-            "decided_at",
-            "decided_by",
-            "reason",
-        ],
-    );
+    assert_has_keys(a, &APPROVAL_KEYS);
     assert_eq!(a["id"], approval_id);
     assert_eq!(a["task_id"], task_id.as_str());
     assert_eq!(a["state"], "pending");
