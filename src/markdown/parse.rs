@@ -585,7 +585,7 @@ fn parse_body(text: &Extracted, lines: &LineIndex<'_>) -> Body {
             column,
         }
     };
-    match serde_json::from_str::<Value>(rest) {
+    match super::json::from_str(rest) {
         Ok(Value::Object(input)) => Body::Tool { name, input },
         Ok(other) => {
             let found = match other {
