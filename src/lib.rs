@@ -11,6 +11,7 @@ pub mod error;
 pub mod fault;
 pub mod lock;
 pub mod markdown;
+pub mod memory;
 pub mod model;
 pub mod notify;
 pub mod plan;

@@ -76,18 +76,22 @@ pub struct Loaded {
 
 /// Read and parse every configured file; a missing one is an error unless `allow_missing`.
 pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
-    let mut out = Vec::with_capacity(cfg.files.len());
+    let mut sources = Vec::with_capacity(cfg.files.len());
     for path in &cfg.files {
         match markdown::read_source(path) {
-            Ok(source) => {
-                let parsed = markdown::parse(&source.path, &source.canonical, &source.text);
-                out.push(Loaded { source, parsed });
-            }
+            Ok(source) => sources.push(source),
             Err(FileError::Missing(_)) if allow_missing => {}
             Err(e) => return Err(e.into()),
         }
     }
-    Ok(out)
+    crate::memory::expect_input(sources.iter().map(|s| s.text.len()).sum());
+    Ok(sources
+        .into_iter()
+        .map(|source| {
+            let parsed = markdown::parse(&source.path, &source.canonical, &source.text);
+            Loaded { source, parsed }
+        })
+        .collect())
 }
 
 /// All tasks of all files, in file order: borrowed when there is one file (a copy of every
