@@ -81,7 +81,17 @@ impl<'de> Visitor<'de> for Exact {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
-        let mut entries: Vec<(String, Value)> = Vec::new();
+        // Most inputs have one key: no list to gather it in.
+        let Some(first) = access.next_key::<String>()? else {
+            return Ok(Value::Object(Map::new()));
+        };
+        let first = (first, access.next_value_seed(self)?);
+        let Some(second) = access.next_key::<String>()? else {
+            let mut map = Map::with_capacity(1);
+            map.insert(first.0, first.1);
+            return Ok(Value::Object(map));
+        };
+        let mut entries = vec![first, (second, access.next_value_seed(self)?)];
         while let Some(key) = access.next_key::<String>()? {
             let value = access.next_value_seed(self)?;
             entries.push((key, value));

@@ -11,6 +11,7 @@
 //! - Work is linear in the file size: positions come from a line-start table searched by
 //!   bisection, never from rescanning the text.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -50,7 +51,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         section: Section::Other,
         heading: None,
         schedule: None,
-        occurrences: HashMap::with_capacity_and_hasher(most, DigestHash),
+        keys: Vec::with_capacity(most),
         inline: Inline::default(),
         segments: Vec::new(),
         content: Vec::new(),
@@ -133,6 +134,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     if let Some(task) = pending.take() {
         b.finish_task(task);
     }
+    b.number_repeats();
 
     ParsedFile {
         path: path.to_path_buf(),
@@ -145,8 +147,8 @@ fn count_byte(needle: u8, haystack: &[u8]) -> usize {
     haystack.iter().filter(|&&b| b == needle).count()
 }
 
-/// Keys that are (prefixes of) SHA-256 digests are uniformly random already: their bytes
-/// are the hash.
+/// Keys that are prefixes of SHA-256 digests are uniformly random already: they are their
+/// own hash.
 #[derive(Clone, Copy, Default)]
 struct DigestHash;
 
@@ -162,12 +164,16 @@ struct DigestHasher(u64);
 
 impl std::hash::Hasher for DigestHasher {
     fn write(&mut self, bytes: &[u8]) {
-        // A byte array hashes as its length, then its bytes: up to eight bytes of each
-        // write, mixed with what came before.
-        let mut word = [0u8; 8];
-        let n = bytes.len().min(8);
-        word[..n].copy_from_slice(&bytes[..n]);
-        self.0 = self.0.rotate_left(5) ^ u64::from_le_bytes(word);
+        // Only u64 keys are hashed here; any other write is folded in eight bytes at a time.
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = self.0.rotate_left(5) ^ n;
     }
 
     fn finish(&self) -> u64 {
@@ -284,10 +290,9 @@ struct Builder<'a> {
     section: Section,
     heading: Option<Arc<str>>,
     schedule: Option<Schedule>,
-    /// First-occurrence id (its six bytes) → occurrences so far. Keyed by the id, not the
-    /// whole digest: two contents whose ids collide count as duplicates, so ids in a file
-    /// stay distinct.
-    occurrences: HashMap<[u8; 6], usize, DigestHash>,
+    /// Each task's first-occurrence id (its six bytes), to number repeats once all are
+    /// read ([`Builder::number_repeats`]).
+    keys: Vec<u64>,
     /// Scratch buffers reused from task to task: the inline events being collected, the
     /// source lines of the text being extracted, its normalised content.
     inline: Inline,
@@ -400,15 +405,10 @@ impl Builder<'_> {
         let body = parse_body(&text, &self.lines);
         normalised_content(&mut self.content, &body, &text.text);
         let first = digest(&self.canonical, self.section, &self.content, 0);
-        let mut key = [0u8; 6];
-        key.copy_from_slice(&first[..6]);
-        let n = self.occurrences.entry(key).or_insert(0);
-        let id = if *n == 0 {
-            short_id(&first)
-        } else {
-            short_id(&digest(&self.canonical, self.section, &self.content, *n))
-        };
-        *n += 1;
+        let mut key = [0u8; 8];
+        key[..6].copy_from_slice(&first[..6]);
+        self.keys.push(u64::from_le_bytes(key));
+        let id = short_id(&first);
         self.tasks.push(Task {
             id,
             file: self.file.clone(),
@@ -424,6 +424,31 @@ impl Builder<'_> {
             body,
             marker: task.marker,
         });
+    }
+}
+
+impl Builder<'_> {
+    /// Give the n-th repeat of a task (n ≥ 1, in file order) the id of its content with the
+    /// occurrence number. Repeats are counted by the id, not the whole digest: two contents
+    /// whose ids collide count as one, so ids in a file stay distinct. Done after the parse
+    /// in one pass over the ids (most files have no repeats at all), where the lookups of
+    /// many tasks overlap instead of each waiting on its own cache miss.
+    fn number_repeats(&mut self) {
+        let mut seen: HashMap<u64, usize, DigestHash> =
+            HashMap::with_capacity_and_hasher(self.keys.len(), DigestHash);
+        let mut repeats = Vec::new();
+        for (i, &key) in self.keys.iter().enumerate() {
+            let n = seen.entry(key).or_insert(0);
+            if *n > 0 {
+                repeats.push((i, *n));
+            }
+            *n += 1;
+        }
+        for (i, n) in repeats {
+            let task = &mut self.tasks[i];
+            normalised_content(&mut self.content, &task.body, &task.text);
+            task.id = short_id(&digest(&self.canonical, task.section, &self.content, n));
+        }
     }
 }
 
@@ -638,6 +663,9 @@ pub(crate) struct LineIndex<'a> {
     text: &'a str,
     bom: usize,
     starts: Vec<usize>,
+    /// The line the last lookup found. Lookups come in file order, so the next one is
+    /// nearly always on that line or one of the next few: a short walk, not a bisection.
+    hint: Cell<usize>,
 }
 
 impl<'a> LineIndex<'a> {
@@ -657,12 +685,31 @@ impl<'a> LineIndex<'a> {
             }
             i += 1;
         }
-        LineIndex { text, bom, starts }
+        LineIndex {
+            text,
+            bom,
+            starts,
+            hint: Cell::new(0),
+        }
     }
 
     /// 0-based index of the line holding `offset`.
     fn line_of(&self, offset: usize) -> usize {
-        self.starts.partition_point(|&s| s <= offset) - 1
+        const WALK: usize = 4;
+        let starts = &self.starts;
+        let from = self.hint.get();
+        let near = starts[from] <= offset && starts.get(from + WALK).is_none_or(|&s| offset < s);
+        let line = if near {
+            let mut line = from;
+            while starts.get(line + 1).is_some_and(|&s| s <= offset) {
+                line += 1;
+            }
+            line
+        } else {
+            starts.partition_point(|&s| s <= offset) - 1
+        };
+        self.hint.set(line);
+        line
     }
 
     /// Offset just past the line's content, before its line break.
@@ -1454,6 +1501,21 @@ mod tests {
         use proptest::prelude::*;
 
         proptest! {
+            /// The walk from the last lookup finds the same line as a bisection, in any
+            /// order of lookups.
+            #[test]
+            fn line_lookups_in_any_order(
+                text in "(a|é|\r\n|\r|\n){0,60}",
+                offsets in proptest::collection::vec(0usize..80, 0..40),
+            ) {
+                let idx = LineIndex::new(&text, 0);
+                for offset in offsets {
+                    let offset = offset.min(text.len());
+                    let expected = idx.starts.partition_point(|&s| s <= offset) - 1;
+                    prop_assert_eq!(idx.line_of(offset), expected, "{}", offset);
+                }
+            }
+
             #[test]
             fn parse_never_panics(text in "\\PC*") {
                 let _ = p(&text);
