@@ -117,13 +117,17 @@ pub fn plan<'a>(tasks: &'a [Task], input: &PlanInput) -> Plan<'a> {
     let cfg = input.config;
     let now = input.now;
     // Paused counts as not active: nothing runs unless forced.
-    let active = cfg.active.is_active(now) && !input.state.paused;
+    let hours_now = cfg.active.is_active(now);
+    let active = hours_now && !input.state.paused;
     let next_active = if active {
         Some(now)
     } else {
         cfg.active.next_active(now)
     };
-    let mut items: Vec<Planned> = tasks.iter().map(|t| decide(t, input, active)).collect();
+    let mut items: Vec<Planned> = tasks
+        .iter()
+        .map(|t| decide(t, input, active, hours_now))
+        .collect();
     apply_cooldowns(tasks, &mut items, cfg, input.state, now);
     apply_run_cap(tasks, &mut items, cfg.max_tasks_per_run, input.state);
     Plan {
@@ -201,7 +205,8 @@ fn apply_run_cap(tasks: &[Task], items: &mut [Planned<'_>], cap: usize, state: &
     }
 }
 
-fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool) -> Planned<'a> {
+/// `hours_now`: whether `now` is within active hours (pause aside), looked up once.
+fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool, hours_now: bool) -> Planned<'a> {
     let cfg = input.config;
     let state = input.state;
     let now = input.now;
@@ -291,7 +296,13 @@ fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool) -> Planned<'a> {
     let tz = cfg.tz();
     let last = state.last_attempt.get(&task.id).copied();
     let due_at = schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| {
-        if cfg.active.is_active(t) {
+        // Most tasks are due now, whose hours are known already.
+        let open = if t == now {
+            hours_now
+        } else {
+            cfg.active.is_active(t)
+        };
+        if open {
             Some(t)
         } else {
             cfg.active.next_active(t)

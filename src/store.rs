@@ -699,6 +699,11 @@ impl Store {
             return Ok(false);
         }
         crate::audit::torn_point(file, &self.held, line);
+        if self.held.capacity() == 0 {
+            // Room for what is held before a write: one allocation, not a dozen doublings
+            // each copying what came before.
+            self.held.reserve(HOLD_LIMIT + line.len());
+        }
         self.held.extend_from_slice(line);
         if self.held.len() >= HOLD_LIMIT {
             self.write_held()?;
