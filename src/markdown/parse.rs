@@ -144,7 +144,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
 }
 
 fn count_byte(needle: u8, haystack: &[u8]) -> usize {
-    haystack.iter().filter(|&&b| b == needle).count()
+    memchr::memchr_iter(needle, haystack).count()
 }
 
 /// Keys that are prefixes of SHA-256 digests are uniformly random already: they are their
@@ -183,9 +183,7 @@ impl std::hash::Hasher for DigestHasher {
 
 fn has_lone_cr(text: &str) -> bool {
     let b = text.as_bytes();
-    b.iter()
-        .enumerate()
-        .any(|(i, &c)| c == b'\r' && b.get(i + 1) != Some(&b'\n'))
+    memchr::memchr_iter(b'\r', b).any(|i| b.get(i + 1) != Some(&b'\n'))
 }
 
 fn lone_cr_to_lf(text: &str) -> String {
@@ -672,18 +670,11 @@ impl<'a> LineIndex<'a> {
     pub(crate) fn new(text: &'a str, bom: usize) -> Self {
         let bytes = text.as_bytes();
         let mut starts = vec![0];
-        let mut i = 0;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'\n' => starts.push(i + 1),
-                b'\r' if bytes.get(i + 1) == Some(&b'\n') => {
-                    i += 1;
-                    starts.push(i + 1);
-                }
-                b'\r' => starts.push(i + 1),
-                _ => {}
+        for i in memchr::memchr2_iter(b'\n', b'\r', bytes) {
+            // A `\r\n` ends its line at the `\n`.
+            if bytes[i] == b'\n' || bytes.get(i + 1) != Some(&b'\n') {
+                starts.push(i + 1);
             }
-            i += 1;
         }
         LineIndex {
             text,
