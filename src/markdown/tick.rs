@@ -50,7 +50,7 @@ pub fn tick_text(
 fn tick_tasks(text: &str, tasks: &[Task], ids: &[&str]) -> (Option<String>, Vec<TickResult>) {
     let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
     let mut new_text: Option<String> = None;
-    let mut marked: HashSet<&str> = HashSet::new();
+    let mut marked: HashSet<&str> = HashSet::with_capacity(ids.len());
     let mut results = Vec::with_capacity(ids.len());
     for &id in ids {
         let (outcome, line) = match by_id.get(id) {
