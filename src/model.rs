@@ -158,21 +158,3 @@ pub struct ParsedFile {
     /// an empty task). Invalid tasks are tasks with `Body::Invalid`, not problems.
     pub problems: Vec<Problem>,
 }
-#[cfg(test)]
-mod size_probe {
-    #[test]
-    fn sizes() {
-        use std::mem::size_of;
-        eprintln!(
-            "Task {} Body {} Schedule {} OptSchedule {} Planned {} Decision {} Value {} Map {}",
-            size_of::<super::Task>(),
-            size_of::<super::Body>(),
-            size_of::<super::Schedule>(),
-            size_of::<Option<super::Schedule>>(),
-            size_of::<crate::plan::Planned>(),
-            size_of::<crate::plan::Decision>(),
-            size_of::<serde_json::Value>(),
-            size_of::<serde_json::Map<String, serde_json::Value>>()
-        );
-    }
-}
