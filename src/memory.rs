@@ -8,8 +8,10 @@
 //! so every ordinary cron run, are left alone: a huge page costs its 2 MiB zeroing however
 //! little of it is used.
 //!
-//! Linux with glibc only; elsewhere this does nothing. Nothing here changes what the program
-//! computes, only where its allocations land.
+//! From then on the allocator keeps what is freed for the rest of the process instead of
+//! giving it back (what parsing frees, planning reuses). Linux with glibc only; elsewhere
+//! this does nothing. Nothing here changes what the program computes, only where its
+//! allocations land.
 
 /// Below this many bytes of markdown nothing is done.
 const LARGE_INPUT: usize = 256 * 1024;
@@ -29,11 +31,14 @@ pub fn expect_input(input_bytes: usize) {
     if input_bytes < LARGE_INPUT {
         return;
     }
+    let bytes = input_bytes.saturating_mul(BYTES_PER_INPUT_BYTE);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| glibc::reserve(input_bytes.saturating_mul(BYTES_PER_INPUT_BYTE)));
+        ONCE.call_once(|| glibc::reserve(bytes));
     }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let _ = bytes;
 }
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -8,8 +8,8 @@
 //! - Lines and columns are 1-based; a column counts characters, the BOM not counted;
 //!   `\r\n`, `\r` and `\n` each end a line.
 //! - Task text is cut from the source bytes, never re-rendered.
-//! - Work is linear in the file size: positions come from a line-start table searched by
-//!   bisection, never from rescanning the text.
+//! - Work is linear in the file size: positions come from a line-start table (a short walk
+//!   on from the last lookup, else a bisection), never from rescanning the text.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -423,9 +423,7 @@ impl Builder<'_> {
             marker: task.marker,
         });
     }
-}
 
-impl Builder<'_> {
     /// Give the n-th repeat of a task (n ≥ 1, in file order) the id of its content with the
     /// occurrence number. Repeats are counted by the id, not the whole digest: two contents
     /// whose ids collide count as one, so ids in a file stay distinct. Done after the parse
