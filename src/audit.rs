@@ -145,14 +145,14 @@ pub struct Line<'a> {
 impl Line<'_> {
     fn key(&mut self, key: &str) {
         self.buf.push(if self.buf.is_empty() { b'{' } else { b',' });
-        write_json_str(&mut self.buf, key);
+        crate::json::write_str(&mut self.buf, key);
         self.buf.push(b':');
     }
 
     /// A string known to hold no secret (ids, timestamps, names of ours).
     fn plain(&mut self, key: &str, s: &str) {
         self.key(key);
-        write_json_str(&mut self.buf, s);
+        crate::json::write_str(&mut self.buf, s);
     }
 
     /// Whether `key` hides its value (a null stays null).
@@ -241,7 +241,7 @@ fn write_redacted_map(buf: &mut Vec<u8>, m: &Map<String, Value>, secrets: &[Stri
         if i > 0 {
             buf.push(b',');
         }
-        write_json_str(buf, k);
+        crate::json::write_str(buf, k);
         buf.push(b':');
         if hides(k, v.is_null()) {
             buf.extend_from_slice(b"\"***\"");
@@ -253,25 +253,7 @@ fn write_redacted_map(buf: &mut Vec<u8>, m: &Map<String, Value>, secrets: &[Stri
 }
 
 fn write_redacted_str(buf: &mut Vec<u8>, s: &str, secrets: &[String]) {
-    write_json_str(buf, &cut_secrets(s, secrets));
-}
-
-/// `s` as a JSON string, byte for byte what serde_json writes. Most strings here (ids,
-/// paths, times, tool output) need no escape: they are copied whole, after one pass that
-/// the compiler vectorises, instead of serde_json's byte-by-byte table walk.
-fn write_json_str(buf: &mut Vec<u8>, s: &str) {
-    let needs_escape = s.bytes().fold(false, |any, b| {
-        any | (b < 0x20) | (b == b'"') | (b == b'\\')
-    });
-    if needs_escape {
-        // Writing a string into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *buf, s);
-    } else {
-        buf.reserve(s.len() + 2);
-        buf.push(b'"');
-        buf.extend_from_slice(s.as_bytes());
-        buf.push(b'"');
-    }
+    crate::json::write_str(buf, &cut_secrets(s, secrets));
 }
 
 /// `s` with every registered secret in it replaced by `***`, also inside longer strings (an
@@ -381,35 +363,6 @@ mod tests {
 
     fn fields(v: Value) -> Map<String, Value> {
         v.as_object().unwrap().clone()
-    }
-
-    fn json_str(s: &str) -> String {
-        let mut buf = Vec::new();
-        write_json_str(&mut buf, s);
-        String::from_utf8(buf).unwrap()
-    }
-
-    #[test]
-    fn strings_are_written_as_serde_json_writes_them() {
-        for s in [
-            "",
-            "plain",
-            "a \"quote\"",
-            "back\\slash",
-            "tab\tnew\nline\r",
-            "\u{0}\u{1f}\u{7f}",
-            "é € 🎉 \u{2028}",
-            "/home/user/HEARTBEAT.md",
-        ] {
-            assert_eq!(json_str(s), serde_json::to_string(s).unwrap(), "{s:?}");
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn any_string_is_written_as_serde_json_writes_it(s in "\\PC*|[\\x00-\\x7f]*") {
-            proptest::prop_assert_eq!(json_str(&s), serde_json::to_string(&s).unwrap());
-        }
     }
 
     #[test]

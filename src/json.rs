@@ -1,10 +1,13 @@
-//! Task inputs as JSON values that hold no spare room.
+//! JSON the way serde_json reads and writes it, for the hot paths.
 //!
-//! `serde_json`'s own `Value` builds each object by inserting into an empty map, so a
-//! one-key input reserves room for three entries and its hash table: a file of 20,000 tasks
-//! carried about 6 MB of empty entries. Here an object's entries are gathered first and the
-//! map is made at its final size. The parser is serde_json's, so the accepted text, the
-//! values and the error messages are the same as `serde_json::from_str::<Value>`.
+//! - [`from_str`]: task inputs as values that hold no spare room. `serde_json`'s own `Value`
+//!   builds each object by inserting into an empty map, so a one-key input reserves room
+//!   for three entries and its hash table: a file of 20,000 tasks carried about 6 MB of
+//!   empty entries. Here an object's entries are gathered first and the map is made at its
+//!   final size. The parser is serde_json's, so the accepted text, the values and the error
+//!   messages are the same as `serde_json::from_str::<Value>`.
+//! - [`write_str`]: a string as serde_json writes it, without its byte-by-byte escaping
+//!   when there is nothing to escape (audit lines, task ids).
 
 use std::fmt;
 
@@ -105,6 +108,24 @@ impl<'de> Visitor<'de> for Exact {
     }
 }
 
+/// `s` as a JSON string, byte for byte what serde_json writes. Most strings written by
+/// heartbeat (ids, paths, times, tool output, task inputs) need no escape: they are copied whole, after one pass that
+/// the compiler vectorises, instead of serde_json's byte-by-byte table walk.
+pub fn write_str(buf: &mut Vec<u8>, s: &str) {
+    let needs_escape = s.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if needs_escape {
+        // Writing a string into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *buf, s);
+    } else {
+        buf.reserve(s.len() + 2);
+        buf.push(b'"');
+        buf.extend_from_slice(s.as_bytes());
+        buf.push(b'"');
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +175,35 @@ mod tests {
             let theirs = serde_json::from_str::<Value>(text).map_err(|e| e.to_string());
             assert!(ours.is_err(), "{text}");
             assert_eq!(ours, theirs, "{text}");
+        }
+    }
+
+    fn json_str(s: &str) -> String {
+        let mut buf = Vec::new();
+        write_str(&mut buf, s);
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        for s in [
+            "",
+            "plain",
+            "a \"quote\"",
+            "back\\slash",
+            "tab\tnew\nline\r",
+            "\u{0}\u{1f}\u{7f}",
+            "é € 🎉 \u{2028}",
+            "/home/user/HEARTBEAT.md",
+        ] {
+            assert_eq!(json_str(s), serde_json::to_string(s).unwrap(), "{s:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_string_is_written_as_serde_json_writes_it(s in "\\PC*|[\\x00-\\x7f]*") {
+            proptest::prop_assert_eq!(json_str(&s), serde_json::to_string(&s).unwrap());
         }
     }
 }
