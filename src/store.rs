@@ -352,6 +352,19 @@ impl Drop for Store {
 }
 
 impl Store {
+    /// A store on an open connection: no batch, no audit log attached.
+    fn with_conn(conn: Connection, path: PathBuf) -> Store {
+        Store {
+            conn,
+            path,
+            batching: false,
+            tool_starts: HashMap::new(),
+            claims: RefCell::default(),
+            audit: None,
+            held: Vec::new(),
+        }
+    }
+
     /// Open (creating if needed) the database in `state_dir`, migrated to the current schema.
     pub fn open(state_dir: &Path) -> Result<Store> {
         let path = state_dir.join(DB_FILE);
@@ -367,15 +380,7 @@ impl Store {
                 source,
             })?;
         let conn = Connection::open(&path).map_err(|e| sql_err(&path, e))?;
-        let mut store = Store {
-            conn,
-            path,
-            batching: false,
-            tool_starts: HashMap::new(),
-            claims: RefCell::default(),
-            audit: None,
-            held: Vec::new(),
-        };
+        let mut store = Store::with_conn(conn, path);
         store.configure()?;
         store.migrate()?;
         Ok(store)
@@ -393,15 +398,7 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| sql_err(&path, e))?;
-        let store = Store {
-            conn,
-            path,
-            batching: false,
-            tool_starts: HashMap::new(),
-            claims: RefCell::default(),
-            audit: None,
-            held: Vec::new(),
-        };
+        let store = Store::with_conn(conn, path);
         store
             .conn
             .busy_timeout(BUSY_TIMEOUT)
