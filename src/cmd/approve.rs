@@ -176,9 +176,18 @@ impl Decider {
         event: &str,
         f: serde_json::Map<String, serde_json::Value>,
     ) -> Result<()> {
+        self.append(event, f)?;
+        self.sync_audit()
+    }
+
+    /// One audit line, not yet synced (see [`Decider::sync_audit`]).
+    fn append(&mut self, event: &str, f: serde_json::Map<String, serde_json::Value>) -> Result<()> {
         self.audit
             .record(self.now, event, None, f)
-            .map_err(|e| Error::io(self.audit.path(), e))?;
+            .map_err(|e| Error::io(self.audit.path(), e))
+    }
+
+    fn sync_audit(&self) -> Result<()> {
         self.audit
             .sync()
             .map_err(|e| Error::io(self.audit.path(), e))
@@ -277,23 +286,14 @@ impl Decider {
             .collect();
         let mut grants = Vec::new();
         for row in rows.iter().filter(|r| decided.contains(&r.id)) {
-            self.audit
-                .record(
-                    self.now,
-                    "approval_approved",
-                    None,
-                    decision_fields(row, &decision),
-                )
-                .map_err(|e| Error::io(self.audit.path(), e))?;
+            self.append("approval_approved", decision_fields(row, &decision))?;
             if always {
                 grants.push(self.grant_row(row));
             }
         }
         // All grants in one durable transaction too.
         self.store.add_grants(&grants)?;
-        self.audit
-            .sync()
-            .map_err(|e| Error::io(self.audit.path(), e))?;
+        self.sync_audit()?;
         Ok(decided)
     }
 
