@@ -465,7 +465,7 @@ mod tests {
         for key in ["task_id", "tok", "pass", "input", "é_note", ""] {
             assert!(!is_secret_key(key), "{key}");
         }
-        // Longer than the stack buffer.
+        // Long keys too.
         assert!(is_secret_key(&format!("{}SECRET", "k".repeat(80))));
         assert!(!is_secret_key(&"k".repeat(80)));
         // has_secret_keys agrees with what redact changes.
