@@ -27,6 +27,7 @@ use super::{Ctx, clean, first_line, show_path, show_time};
 use crate::cli::LogArgs;
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
+use crate::store::parse_ts;
 
 /// Every event heartbeat writes (SPEC §7, plus `task_reset` and `grant_revoked`).
 pub const EVENTS: &[&str] = &[
@@ -280,12 +281,6 @@ fn parse_since(raw: &str, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
         "--since: {:?} is not a duration (like 2h) or an RFC 3339 time",
         clean(raw)
     )))
-}
-
-fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
 }
 
 /// `2026-05-01T10:00:00.000Z`: the form heartbeat writes, which sorts as a string.
