@@ -414,6 +414,7 @@ impl<'a> Session<'a> {
             self.store.record_task_run(&TaskRunRecord {
                 run_id: &self.run_id,
                 task_id: &row.task_id,
+                one_time: row.section == Section::OneTime.as_str(),
                 tool: &row.tool,
                 started_at: self.now,
                 finished_at: self.now,
@@ -899,6 +900,7 @@ impl<'a> Session<'a> {
         let failures = self.store.record_task_run(&TaskRunRecord {
             run_id: &self.run_id,
             task_id: &task.id,
+            one_time: task.section == Section::OneTime,
             tool: name,
             started_at: self.now,
             finished_at: finished,

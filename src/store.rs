@@ -31,7 +31,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Append-only: a released migration is never edited, a change is a new entry.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -175,6 +175,31 @@ DROP INDEX task_runs_tool;
 DROP INDEX task_runs_started;
 CREATE INDEX task_runs_cost ON task_runs(started_at, cost_usd) WHERE cost_usd IS NOT NULL;
 "#,
+    r#"
+-- The tasks of one batch (one transaction of in-process tools) that succeeded at no cost
+-- and without an approval: one row for all of them instead of a task_runs row each. A
+-- one-time task that succeeded is done for good, so it needs no task_state row either.
+CREATE TABLE task_batches (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    -- The one-time tasks among them, as a JSON array of task ids; NULL when there are none.
+    done TEXT,
+    -- Every one of them, as a JSON array of [task_id, tool, duration_ms].
+    tasks TEXT NOT NULL
+);
+CREATE INDEX task_batches_done ON task_batches(id) WHERE done IS NOT NULL;
+-- Every tool run, one row each, wherever it is kept.
+CREATE VIEW task_history AS
+    SELECT run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id
+    FROM task_runs
+    UNION ALL
+    SELECT b.run_id, json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), b.started_at,
+        strftime('%Y-%m-%dT%H:%M:%fZ', b.started_at,
+            '+' || (json_extract(t.value, '$[2]') / 1000.0) || ' seconds'),
+        'succeeded', NULL, NULL
+    FROM task_batches AS b, json_each(b.tasks) AS t;
+"#,
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -189,6 +214,8 @@ pub enum StoreError {
         .path.display()
     )]
     TooNew { path: PathBuf, found: i64 },
+    #[error("{}: {what}", .path.display())]
+    Corrupt { path: PathBuf, what: String },
     #[error("{}: {source}", .path.display())]
     Io {
         path: PathBuf,
@@ -281,6 +308,8 @@ pub struct NewApproval<'a> {
 pub struct TaskRunRecord<'a> {
     pub run_id: &'a str,
     pub task_id: &'a str,
+    /// From `## One-time`: once it succeeded, it is done for good.
+    pub one_time: bool,
     pub tool: &'a str,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
@@ -317,6 +346,11 @@ pub struct Store {
     /// Approvals claimed (and perhaps finished) inside the open batch, not yet written (see
     /// [`Store::claim`]). A cell: reads through `&self` write them first.
     claims: RefCell<Claims>,
+    /// The batch's cost-less successes, not yet written (see [`Store::record_task_run`]).
+    successes: RefCell<Successes>,
+    /// Tasks with failures in a row or a trip, as of the last snapshot and what this store
+    /// recorded since. None before a snapshot: then every task counts as one.
+    failing: RefCell<Option<HashSet<String>>>,
     /// The audit log, and the lines of the open batch waiting to be written to it (see
     /// [`Store::hold_line`]).
     audit: Option<(File, PathBuf)>,
@@ -344,6 +378,63 @@ struct Claimed {
     end: Option<(&'static str, String, Option<String>)>,
 }
 
+/// A `task_batches` row being gathered: successes of one run that started at one time.
+#[derive(Default)]
+struct Successes {
+    run_id: String,
+    started_at: Option<DateTime<Utc>>,
+    /// The JSON arrays so far, each without its closing bracket; empty when nothing is in it.
+    tasks: Vec<u8>,
+    done: Vec<u8>,
+}
+
+impl Successes {
+    fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+
+    /// Whether `r` belongs in this row (or the row is empty and can take it).
+    fn fits(&self, r: &TaskRunRecord) -> bool {
+        self.is_empty() || (self.started_at == Some(r.started_at) && self.run_id == r.run_id)
+    }
+
+    fn push(&mut self, r: &TaskRunRecord, done: bool) {
+        if self.is_empty() {
+            self.run_id.clear();
+            self.run_id.push_str(r.run_id);
+            self.started_at = Some(r.started_at);
+        }
+        let tasks = &mut self.tasks;
+        tasks.push(if tasks.is_empty() { b'[' } else { b',' });
+        tasks.push(b'[');
+        crate::json::write_str(tasks, r.task_id);
+        tasks.push(b',');
+        crate::json::write_str(tasks, r.tool);
+        tasks.push(b',');
+        let ms = (r.finished_at - r.started_at).num_milliseconds().max(0);
+        // Writing into a Vec cannot fail.
+        let _ = write!(tasks, "{ms}]");
+        if done {
+            self.done
+                .push(if self.done.is_empty() { b'[' } else { b',' });
+            crate::json::write_str(&mut self.done, r.task_id);
+        }
+    }
+
+    /// The row's columns (run_id, started_at, done, tasks), leaving this empty.
+    fn take(&mut self) -> (String, String, Option<String>, String) {
+        let close = |mut v: Vec<u8>| {
+            v.push(b']');
+            // Built from whole UTF-8 strings and ASCII.
+            String::from_utf8(v).unwrap_or_default()
+        };
+        let started = self.started_at.map(format_ts).unwrap_or_default();
+        let done = (!self.done.is_empty()).then(|| close(std::mem::take(&mut self.done)));
+        let tasks = close(std::mem::take(&mut self.tasks));
+        (std::mem::take(&mut self.run_id), started, done, tasks)
+    }
+}
+
 impl Drop for Store {
     fn drop(&mut self) {
         // A batch holds finished work: keep it (an error path must not lose records).
@@ -360,6 +451,8 @@ impl Store {
             batching: false,
             tool_starts: HashMap::new(),
             claims: RefCell::default(),
+            successes: RefCell::default(),
+            failing: RefCell::new(None),
             audit: None,
             held: Vec::new(),
         }
@@ -527,9 +620,13 @@ impl Store {
                 ))
             })
             .map_err(|e| self.err(e))?;
+        let mut failing = HashSet::new();
         for row in rows {
             let (id, attempt, reminded, success, failures, tripped) =
                 row.map_err(|e| self.err(e))?;
+            if failures > 0 || tripped.is_some() {
+                failing.insert(id.clone());
+            }
             if failures > 0 {
                 snap.failures.insert(id.clone(), failures);
             }
@@ -545,6 +642,10 @@ impl Store {
             if reminded.is_some() {
                 snap.reminded.insert(id);
             }
+        }
+        *self.failing.borrow_mut() = Some(failing);
+        for ids in self.done_lists()? {
+            snap.succeeded.extend(ids);
         }
         let mut stmt = self
             .conn
@@ -720,12 +821,14 @@ impl Store {
         })
     }
 
-    /// Write the claims and finishes the batch holds (see [`Store::claim`]): one UPDATE per
-    /// kind of change (state, run, time, reason), each over all its approvals. Each changes
-    /// only rows still `approved`, which they are while the batch's transaction holds the
-    /// write lock.
+    /// Write what the batch holds back: its gathered successes (see
+    /// [`Store::record_task_run`]), and its claims and finishes (see [`Store::claim`]): one
+    /// UPDATE per kind of change (state, run, time, reason), each over all its approvals.
+    /// Each changes only rows still `approved`, which they are while the batch's transaction
+    /// holds the write lock.
     fn settle(&self) -> Result<()> {
         let claims = std::mem::take(&mut *self.claims.borrow_mut());
+        self.write_successes()?;
         if claims.rows.is_empty() {
             return Ok(());
         }
@@ -1104,41 +1207,60 @@ impl Store {
 
     /// Record a finished tool run: history, the task's outcome and failure streak. Returns
     /// the task's failures in a row after this run.
+    ///
+    /// Inside a batch, a success at no cost and without an approval goes into the batch's
+    /// one `task_batches` row (written before the batch commits, or before anything reads),
+    /// not a `task_runs` row of its own. A one-time task among them with no failures to
+    /// clear gets no `task_state` row either: its id in that row marks it done.
     pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
-        let outcome = if r.succeeded { "succeeded" } else { "failed" };
-        let started = format_ts(r.started_at);
-        let finished = format_ts(r.finished_at);
         let err = |e| sql_err(&self.path, e);
         // Inside a batch the batch's transaction holds these statements; outside, a
-        // transaction of their own.
+        // transaction of their own. An I/O error can end a batch's transaction early: then
+        // each record is written on its own, as outside.
+        let in_batch = self.batching && !self.conn.is_autocommit();
         let tx = if self.batching {
             None
         } else {
             Some(self.conn.unchecked_transaction().map_err(err)?)
         };
-        // Cached statements: a run of a thousand tasks parses this SQL once.
-        self.conn
-            .prepare_cached(
-                "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
-                 cost_usd, approval_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    r.run_id,
-                    r.task_id,
-                    r.tool,
-                    started,
-                    finished,
-                    outcome,
-                    r.cost_usd,
-                    r.approval_id
-                ])
-            })
-            .map_err(err)?;
-        // A batch's tasks of one tool mostly start at the same `now`: write it once. Only
-        // while the batch's transaction is open (an I/O error can end it early).
-        let written = self.batching
-            && !self.conn.is_autocommit()
+        let started = format_ts(r.started_at);
+        let gathered = in_batch && r.succeeded && r.cost_usd.is_none() && r.approval_id.is_none();
+        let done = gathered
+            && r.one_time
+            && self
+                .failing
+                .borrow()
+                .as_ref()
+                .is_some_and(|f| !f.contains(r.task_id));
+        if gathered {
+            if !self.successes.borrow().fits(r) {
+                self.write_successes()?;
+            }
+            self.successes.get_mut().push(r, done);
+        } else {
+            // Cached statements: a run of a thousand tasks parses this SQL once.
+            self.conn
+                .prepare_cached(
+                    "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at,
+                     outcome, cost_usd, approval_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )
+                .and_then(|mut st| {
+                    st.execute(params![
+                        r.run_id,
+                        r.task_id,
+                        r.tool,
+                        started,
+                        format_ts(r.finished_at),
+                        if r.succeeded { "succeeded" } else { "failed" },
+                        r.cost_usd,
+                        r.approval_id
+                    ])
+                })
+                .map_err(err)?;
+        }
+        // A batch's tasks of one tool mostly start at the same `now`: write it once, while
+        // the batch's transaction is open.
+        let written = in_batch
             && self
                 .tool_starts
                 .get(r.tool)
@@ -1156,7 +1278,9 @@ impl Store {
                 self.tool_starts.insert(r.tool.to_string(), r.started_at);
             }
         }
-        let failures = if r.succeeded {
+        let failures = if done {
+            0
+        } else if r.succeeded {
             // The streak is over: nothing to read back. (RETURNING costs a temporary table
             // per execution, about a third of this method's time.)
             self.conn
@@ -1167,10 +1291,15 @@ impl Store {
                         last_success = excluded.last_success, last_outcome = 'succeeded',
                         consecutive_failures = 0",
                 )
-                .and_then(|mut st| st.execute(params![r.task_id, started, finished]))
+                .and_then(|mut st| {
+                    st.execute(params![r.task_id, started, format_ts(r.finished_at)])
+                })
                 .map_err(err)?;
             0
         } else {
+            if let Some(failing) = self.failing.get_mut() {
+                failing.insert(r.task_id.to_string());
+            }
             self.conn
                 .prepare_cached(
                     "INSERT INTO task_state (task_id, last_attempt, last_outcome,
@@ -1188,6 +1317,44 @@ impl Store {
             tx.commit().map_err(err)?;
         }
         Ok(failures)
+    }
+
+    /// Write the gathered successes as one `task_batches` row (see
+    /// [`Store::record_task_run`]).
+    fn write_successes(&self) -> Result<()> {
+        let mut successes = self.successes.borrow_mut();
+        if successes.is_empty() {
+            return Ok(());
+        }
+        let (run_id, started, done, tasks) = successes.take();
+        self.conn
+            .prepare_cached(
+                "INSERT INTO task_batches (run_id, started_at, done, tasks) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut st| st.execute(params![run_id, started, done, tasks]))
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// The `done` lists of `task_batches`: one-time tasks that succeeded there.
+    fn done_lists(&self) -> Result<Vec<Vec<String>>> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id, done FROM task_batches WHERE done IS NOT NULL")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.err(e))?;
+        let mut lists = Vec::new();
+        for row in rows {
+            let (id, done) = row.map_err(|e| self.err(e))?;
+            let ids = serde_json::from_str(&done).map_err(|e| StoreError::Corrupt {
+                path: self.path.clone(),
+                what: format!("task_batches row {id}: done is not a list of task ids ({e})"),
+            })?;
+            lists.push(ids);
+        }
+        Ok(lists)
     }
 
     /// Mark a task tripped by the failure breaker.
@@ -1222,8 +1389,11 @@ impl Store {
                     [task_id],
                 )
             })?;
+            return Ok(before);
         }
-        Ok(before)
+        // A one-time task done in a batch has no task_state row, and nothing to clear.
+        let done = self.done_lists()?.iter().flatten().any(|id| id == task_id);
+        Ok(done.then_some((0, false)))
     }
 
     /// Tasks tripped by the failure breaker.
@@ -2124,7 +2294,7 @@ mod tests {
         // Neither the task's record nor its line: the approval is still waiting to run.
         let runs: i64 = s
             .conn
-            .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
+            .query_row("SELECT COUNT(*) FROM task_history", [], |r| r.get(0))
             .unwrap();
         assert_eq!(runs, 0);
         assert_eq!(stored(&s, ids[0])[0].as_deref(), Some("approved"));
@@ -2379,6 +2549,7 @@ mod tests {
         let rec = |ok: bool, at: &str, cost: Option<f64>| TaskRunRecord {
             run_id: "r",
             task_id: "t",
+            one_time: false,
             tool: "shell",
             started_at: ts(at),
             finished_at: ts(at),
@@ -2551,7 +2722,7 @@ mod tests {
         let runs = || -> i64 {
             other
                 .conn
-                .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
+                .query_row("SELECT COUNT(*) FROM task_history", [], |r| r.get(0))
                 .unwrap()
         };
         // Nothing attached, or no batch: the caller writes the line.
@@ -2602,7 +2773,7 @@ mod tests {
         assert!(err.to_string().contains("audit.jsonl"), "{err}");
         let n: i64 = s
             .conn
-            .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
+            .query_row("SELECT COUNT(*) FROM task_history", [], |r| r.get(0))
             .unwrap();
         assert_eq!(n, 0);
         // The store goes on working.
@@ -2614,6 +2785,7 @@ mod tests {
         TaskRunRecord {
             run_id: "r",
             task_id: task,
+            one_time: false,
             tool,
             started_at: ts(at),
             finished_at: ts(at) + chrono::Duration::seconds(1),
@@ -2623,8 +2795,10 @@ mod tests {
         }
     }
 
-    /// tool_state holds what `MAX(started_at) ... GROUP BY tool` over the history says.
+    /// tool_state holds what `MAX(started_at) ... GROUP BY tool` over the history says (with
+    /// the batch's gathered successes written, as any read writes them).
     fn assert_tool_state_matches_history(s: &Store) {
+        s.settle().unwrap();
         let read = |sql: &str| -> Vec<(String, String)> {
             let mut st = s.conn.prepare(sql).unwrap();
             st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -2634,7 +2808,7 @@ mod tests {
         };
         assert_eq!(
             read("SELECT tool, last_start FROM tool_state ORDER BY tool"),
-            read("SELECT tool, MAX(started_at) FROM task_runs GROUP BY tool ORDER BY tool")
+            read("SELECT tool, MAX(started_at) FROM task_history GROUP BY tool ORDER BY tool")
         );
     }
 
@@ -2696,6 +2870,220 @@ mod tests {
         drop(s);
         let s = Store::open(dir.path()).unwrap();
         assert_tool_state_matches_history(&s);
+    }
+
+    fn snapshot_at(s: &Store, at: &str) -> Result<Snapshot> {
+        s.snapshot(
+            ts(at),
+            Duration::from_secs(3600),
+            ts("2026-01-01T00:00:00Z"),
+        )
+    }
+
+    fn one_time<'a>(task: &'a str, at: &str, ok: bool) -> TaskRunRecord<'a> {
+        TaskRunRecord {
+            one_time: true,
+            ..run_of(task, "log", at, ok)
+        }
+    }
+
+    /// `task_history` rows (task, tool, started, finished, outcome, cost, approval), sorted.
+    fn history(s: &Store) -> Vec<[Option<String>; 7]> {
+        s.settle().unwrap();
+        let mut st = s
+            .conn
+            .prepare(
+                "SELECT task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id
+                 FROM task_history ORDER BY task_id, started_at",
+            )
+            .unwrap();
+        st.query_map([], |r| {
+            let text = |i| -> rusqlite::Result<Option<String>> {
+                Ok(match r.get_ref(i)? {
+                    rusqlite::types::ValueRef::Null => None,
+                    rusqlite::types::ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into()),
+                    v => Some(format!("{v:?}")),
+                })
+            };
+            Ok([
+                text(0)?,
+                text(1)?,
+                text(2)?,
+                text(3)?,
+                text(4)?,
+                text(5)?,
+                text(6)?,
+            ])
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+
+    #[test]
+    fn a_batchs_costless_successes_share_one_row_and_one_time_ones_need_no_state_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let at = "2026-01-01T10:00:00Z";
+        // "f" failed once before: its success must clear that.
+        s.record_task_run(&one_time("f", "2026-01-01T09:00:00Z", false))
+            .unwrap();
+        snapshot_at(&s, at).unwrap();
+        s.batch().unwrap();
+        for r in [
+            one_time("o1", at, true),
+            one_time("o2", at, true),
+            one_time("f", at, true),
+            run_of("r1", "log", at, true),
+            TaskRunRecord {
+                cost_usd: Some(0.25),
+                ..one_time("paid", at, true)
+            },
+            TaskRunRecord {
+                approval_id: Some(7),
+                ..one_time("asked", at, true)
+            },
+            one_time("x", at, false),
+        ] {
+            s.record_task_run(&r).unwrap();
+        }
+        // A read inside the batch sees what it gathered.
+        let snap = snapshot_at(&s, at).unwrap();
+        let mut done: Vec<&str> = snap.succeeded.iter().map(String::as_str).collect();
+        done.sort();
+        assert_eq!(done, ["asked", "f", "o1", "o2", "paid", "r1"]);
+        // Another start (a later tick of a daemon) goes into a row of its own.
+        s.record_task_run(&one_time("o3", "2026-01-01T10:05:00Z", true))
+            .unwrap();
+        s.flush().unwrap();
+
+        let batches: Vec<(String, String, Option<String>, String)> = s
+            .conn
+            .prepare("SELECT run_id, started_at, done, tasks FROM task_batches ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            batches,
+            [
+                (
+                    "r".to_string(),
+                    "2026-01-01T10:00:00.000Z".to_string(),
+                    Some(r#"["o1","o2"]"#.to_string()),
+                    r#"[["o1","log",1000],["o2","log",1000],["f","log",1000],["r1","log",1000]]"#
+                        .to_string()
+                ),
+                (
+                    "r".to_string(),
+                    "2026-01-01T10:05:00.000Z".to_string(),
+                    Some(r#"["o3"]"#.to_string()),
+                    r#"[["o3","log",1000]]"#.to_string()
+                ),
+            ]
+        );
+        // State rows: none for the clean one-time successes.
+        let ids: Vec<String> = task_state_rows(&s.conn)
+            .into_iter()
+            .map(|r| r[0].clone().unwrap())
+            .collect();
+        assert_eq!(ids, ["asked", "f", "paid", "r1", "x"]);
+        let snap = snapshot_at(&s, "2026-01-01T11:00:00Z").unwrap();
+        for id in ["o1", "o2", "o3", "f", "r1", "paid", "asked"] {
+            assert!(snap.succeeded.contains(id), "{id}");
+        }
+        assert_eq!(snap.failures, HashMap::from([("x".to_string(), 1)]));
+
+        // The history view: one row per run, wherever it is kept.
+        let some = |v: &str| Some(v.to_string());
+        let row = |task: &str, start: &str, end: &str, outcome: &str| {
+            [
+                some(task),
+                some("log"),
+                some(start),
+                some(end),
+                some(outcome),
+                None,
+                None,
+            ]
+        };
+        let (t0, t1) = ("2026-01-01T10:00:00.000Z", "2026-01-01T10:00:01.000Z");
+        let mut paid = row("paid", t0, t1, "succeeded");
+        paid[5] = some("Real(0.25)");
+        let mut asked = row("asked", t0, t1, "succeeded");
+        asked[6] = some("Integer(7)");
+        assert_eq!(
+            history(&s),
+            [
+                asked,
+                row(
+                    "f",
+                    "2026-01-01T09:00:00.000Z",
+                    "2026-01-01T09:00:01.000Z",
+                    "failed"
+                ),
+                row("f", t0, t1, "succeeded"),
+                row("o1", t0, t1, "succeeded"),
+                row("o2", t0, t1, "succeeded"),
+                row(
+                    "o3",
+                    "2026-01-01T10:05:00.000Z",
+                    "2026-01-01T10:05:01.000Z",
+                    "succeeded"
+                ),
+                paid,
+                row("r1", t0, t1, "succeeded"),
+                row("x", t0, t1, "failed"),
+            ]
+        );
+        // The day's spend still counts what cost something.
+        assert_eq!(s.spent_since(ts("2026-01-01T00:00:00Z")).unwrap(), 0.25);
+        // `reset` knows a done one-time task, with nothing to clear.
+        assert_eq!(s.reset("o2").unwrap(), Some((0, false)));
+        assert_eq!(s.reset("f").unwrap(), Some((0, false)));
+        assert_eq!(s.reset("nothing").unwrap(), None);
+    }
+
+    #[test]
+    fn without_a_snapshot_a_one_time_success_keeps_a_state_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        // Its failures in a row are unknown here: the row clears whatever there was.
+        s.batch().unwrap();
+        s.record_task_run(&one_time("o", "2026-01-01T10:00:00Z", true))
+            .unwrap();
+        s.flush().unwrap();
+        assert_eq!(task_state_rows(&s.conn)[0][4].as_deref(), Some("0"));
+        let done: Option<String> = s
+            .conn
+            .query_row("SELECT done FROM task_batches", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(done, None);
+        assert!(
+            snapshot_at(&s, "2026-01-01T11:00:00Z")
+                .unwrap()
+                .succeeded
+                .contains("o")
+        );
+    }
+
+    #[test]
+    fn a_damaged_done_list_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(dir.path()).unwrap();
+        s.conn
+            .execute(
+                "INSERT INTO task_batches (run_id, started_at, done, tasks)
+                 VALUES ('r', '2026-01-01T10:00:00.000Z', '[\"a\", 3]', '[]')",
+                [],
+            )
+            .unwrap();
+        let err = snapshot_at(&s, "2026-01-01T11:00:00Z")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("heartbeat.db"), "{err}");
+        assert!(err.contains("task_batches row 1"), "{err}");
     }
 
     #[test]

@@ -223,14 +223,14 @@ pub(crate) fn successes(lines: &[Value]) -> HashMap<String, usize> {
     n
 }
 
-/// Succeeded rows of `task_runs` per task id.
+/// Successes in the `task_history` view (one row per tool run) per task id.
 pub(crate) fn recorded_successes(env: &Env) -> HashMap<String, usize> {
     if !env.db_path().exists() {
         return HashMap::new();
     }
     let db = env.db_rw();
     let Ok(mut stmt) = db.prepare(
-        "SELECT task_id, COUNT(*) FROM task_runs WHERE outcome = 'succeeded' GROUP BY task_id",
+        "SELECT task_id, COUNT(*) FROM task_history WHERE outcome = 'succeeded' GROUP BY task_id",
     ) else {
         // Killed before the schema existed.
         return HashMap::new();
@@ -238,9 +238,9 @@ pub(crate) fn recorded_successes(env: &Env) -> HashMap<String, usize> {
     stmt.query_map([], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize))
     })
-    .expect("query task_runs")
+    .expect("query task_history")
     .collect::<Result<_, _>>()
-    .expect("read task_runs")
+    .expect("read task_history")
 }
 
 /// The task id in a (possibly torn) audit line, if the cut left it whole.
@@ -1216,12 +1216,12 @@ fn concurrency_round(round: usize) {
             output.len()
         );
     }
-    // No lost rows: per run, the outcome lines and the task_runs rows agree, and every run
+    // No lost rows: per run, the outcome lines and the task_history rows agree, and every run
     // that started was recorded and finished.
     let db = env.db_rw();
     let mut rows: HashMap<String, usize> = HashMap::new();
     let mut stmt = db
-        .prepare("SELECT run_id, COUNT(*) FROM task_runs GROUP BY run_id")
+        .prepare("SELECT run_id, COUNT(*) FROM task_history GROUP BY run_id")
         .unwrap();
     for r in stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
@@ -1241,7 +1241,7 @@ fn concurrency_round(round: usize) {
     }
     assert_eq!(
         rows, audited,
-        "round {round}: task_runs and the audit disagree"
+        "round {round}: task_history and the audit disagree"
     );
     assert!(
         env.events("task_failed").is_empty(),

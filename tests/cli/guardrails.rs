@@ -198,7 +198,7 @@ fn budget_accumulates_within_a_local_day_and_is_exhausted_once() {
     // The store: one row per tool run, with what it cost (reported).
     let db = env.db();
     let mut stmt = db
-        .prepare("SELECT tool, cost_usd FROM task_runs ORDER BY rowid")
+        .prepare("SELECT tool, cost_usd FROM task_history")
         .unwrap();
     let rows: Vec<(String, Option<f64>)> = stmt
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
