@@ -479,8 +479,9 @@ impl Store {
         Ok(store)
     }
 
-    /// Open an existing database without creating or migrating anything; None when there is
-    /// no database yet. For read-only commands (`status`, `approvals`, `check`, dry runs).
+    /// Open an existing database without creating anything; None when there is no database
+    /// yet. For read-only commands (`status`, `approvals`, `check`, dry runs). A database of
+    /// an earlier schema is migrated (read-only, it would show nothing).
     pub fn open_existing(state_dir: &Path) -> Result<Option<Store>> {
         let path = state_dir.join(DB_FILE);
         if !path.exists() {
@@ -503,9 +504,15 @@ impl Store {
                 found: version,
             });
         }
-        if version < SCHEMA_VERSION {
+        if version == 0 {
             // A database that was never migrated holds nothing to show.
             return Ok(None);
+        }
+        if version < SCHEMA_VERSION {
+            // Written by an earlier heartbeat: brought up to date first, as the next run
+            // would, so that what it holds shows right after an upgrade.
+            drop(store);
+            return Store::open(state_dir).map(Some);
         }
         Ok(Some(store))
     }
@@ -2653,8 +2660,14 @@ mod tests {
         assert_eq!(before.len(), 3);
         drop(conn);
 
-        let s = Store::open(dir.path()).unwrap();
+        // A read-only command after an upgrade brings it up to date too.
+        let s = Store::open_existing(dir.path()).unwrap().unwrap();
         assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
+        let runs: i64 = s
+            .conn
+            .query_row("SELECT COUNT(*) FROM task_history", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(runs, 4);
         assert_eq!(task_state_rows(&s.conn), before);
         assert_eq!(indexes(&s.conn, "task_runs"), ["task_runs_cost"]);
         let snap = s

@@ -1236,3 +1236,43 @@ fn a_database_from_a_newer_version_is_refused_naming_it_and_nothing_runs() {
         .unwrap();
     assert_eq!(version, 99, "never migrated down");
 }
+
+#[test]
+fn a_database_from_an_earlier_version_is_brought_up_to_date_by_a_read_only_command() {
+    let env = Env::new(WOULD_RUN);
+    env.run_once(NOW).code(0);
+    assert_eq!(requested_ids(&env), vec![1]);
+    let current: i64 = env
+        .db()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    // What the previous schema lacked: the batch table and its history view.
+    env.db_rw()
+        .execute_batch(&format!(
+            "DROP VIEW task_history; DROP TABLE task_batches; PRAGMA user_version = {};",
+            current - 1
+        ))
+        .expect("make an older database");
+    // Right after an upgrade, before any run: the pending approval shows.
+    let out = env.cmd(["status", "--json"]).output();
+    out.code(0);
+    assert_eq!(out.json()["pending_approvals"], 1, "{}", out.stdout);
+    let out = env.cmd(["approvals", "--json"]).output();
+    out.code(0);
+    assert_eq!(
+        out.json().as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        out.stdout
+    );
+    let version: i64 = env
+        .db()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, current);
+    let batches: i64 = env
+        .db()
+        .query_row("SELECT COUNT(*) FROM task_batches", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(batches, 0);
+}
