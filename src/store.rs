@@ -31,7 +31,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Append-only: a released migration is never edited, a change is a new entry.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -176,16 +176,17 @@ DROP INDEX task_runs_started;
 CREATE INDEX task_runs_cost ON task_runs(started_at, cost_usd) WHERE cost_usd IS NOT NULL;
 "#,
     r#"
--- The tasks of one batch (one transaction of in-process tools) that succeeded at no cost
--- and without an approval: one row for all of them instead of a task_runs row each. A
--- one-time task that succeeded is done for good, so it needs no task_state row either.
+-- The tasks of one batch (one transaction of in-process tools) that succeeded at no cost:
+-- one row for all of them instead of a task_runs row each. A one-time task that succeeded
+-- is done for good, so it needs no task_state row either.
 CREATE TABLE task_batches (
     id INTEGER PRIMARY KEY,
     run_id TEXT NOT NULL,
     started_at TEXT NOT NULL,
     -- The one-time tasks among them, as a JSON array of task ids; NULL when there are none.
     done TEXT,
-    -- Every one of them, as a JSON array of [task_id, tool, duration_ms].
+    -- Every one of them, as a JSON array of [task_id, tool, duration_ms] or, run on
+    -- approval, [task_id, tool, duration_ms, approval_id].
     tasks TEXT NOT NULL
 );
 CREATE INDEX task_batches_done ON task_batches(id) WHERE done IS NOT NULL;
@@ -197,8 +198,48 @@ CREATE VIEW task_history AS
     SELECT b.run_id, json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), b.started_at,
         strftime('%Y-%m-%dT%H:%M:%fZ', b.started_at,
             '+' || (json_extract(t.value, '$[2]') / 1000.0) || ' seconds'),
-        'succeeded', NULL, NULL
+        'succeeded', NULL, json_extract(t.value, '$[3]')
     FROM task_batches AS b, json_each(b.tasks) AS t;
+"#,
+    r#"
+-- The CHECK on approvals.state and the partial index of open approvals, with OR instead of
+-- IN: SQLite builds an IN list's lookup table anew for every row an UPDATE changes (the
+-- index's twice), which was most of the time that deciding a thousand approvals took. A
+-- CHECK cannot be altered: the table is built again, its ids and AUTOINCREMENT's
+-- high-water mark kept.
+CREATE TABLE approvals_v7 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state = 'pending' OR state = 'approved' OR state = 'running'
+        OR state = 'succeeded' OR state = 'failed' OR state = 'denied' OR state = 'expired'
+        OR state = 'stale'),
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    decided_at TEXT,
+    decided_by TEXT,
+    reason TEXT,
+    always INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    finished_at TEXT
+);
+INSERT INTO approvals_v7 (id, task_id, state, file, line, section, tool, input, text,
+        created_at, decided_at, decided_by, reason, always, run_id, finished_at)
+    SELECT id, task_id, state, file, line, section, tool, input, text, created_at,
+        decided_at, decided_by, reason, always, run_id, finished_at
+    FROM approvals;
+DELETE FROM sqlite_sequence WHERE name = 'approvals_v7';
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'approvals_v7', seq FROM sqlite_sequence WHERE name = 'approvals';
+DROP TABLE approvals;
+ALTER TABLE approvals_v7 RENAME TO approvals;
+CREATE INDEX approvals_state ON approvals(state);
+CREATE UNIQUE INDEX approvals_one_open ON approvals(task_id)
+    WHERE state = 'pending' OR state = 'approved' OR state = 'running';
 "#,
 ];
 
@@ -413,7 +454,10 @@ impl Successes {
         tasks.push(b',');
         let ms = (r.finished_at - r.started_at).num_milliseconds().max(0);
         // Writing into a Vec cannot fail.
-        let _ = write!(tasks, "{ms}]");
+        let _ = match r.approval_id {
+            Some(id) => write!(tasks, "{ms},{id}]"),
+            None => write!(tasks, "{ms}]"),
+        };
         if done {
             self.done
                 .push(if self.done.is_empty() { b'[' } else { b',' });
@@ -937,8 +981,7 @@ impl Store {
         let state = if d.approve { "approved" } else { "denied" };
         let ts = format_ts(now);
         // The ids as one JSON array, for `json_each`: one statement for all of them, so
-        // SQLite sets up the UPDATE (and the lists of the CHECK and the partial index) once,
-        // not once per approval.
+        // SQLite sets up the UPDATE once, not once per approval.
         let list = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -1215,10 +1258,10 @@ impl Store {
     /// Record a finished tool run: history, the task's outcome and failure streak. Returns
     /// the task's failures in a row after this run.
     ///
-    /// Inside a batch, a success at no cost and without an approval goes into the batch's
-    /// one `task_batches` row (written before the batch commits, or before anything reads),
-    /// not a `task_runs` row of its own. A one-time task among them with no failures to
-    /// clear gets no `task_state` row either: its id in that row marks it done.
+    /// Inside a batch, a success at no cost goes into the batch's one `task_batches` row
+    /// (written before the batch commits, or before anything reads), not a `task_runs` row
+    /// of its own. A one-time task among them with no failures to clear gets no
+    /// `task_state` row either: its id in that row marks it done.
     pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
         let err = |e| sql_err(&self.path, e);
         // Inside a batch the batch's transaction holds these statements; outside, a
@@ -1231,7 +1274,7 @@ impl Store {
             Some(self.conn.unchecked_transaction().map_err(err)?)
         };
         let started = format_ts(r.started_at);
-        let gathered = in_batch && r.succeeded && r.cost_usd.is_none() && r.approval_id.is_none();
+        let gathered = in_batch && r.succeeded && r.cost_usd.is_none();
         let done = gathered
             && r.one_time
             && self
@@ -2695,6 +2738,85 @@ mod tests {
         assert_eq!(task_state_rows(&s.conn), before);
     }
 
+    fn approval_rows(conn: &Connection) -> Vec<Vec<String>> {
+        let mut st = conn.prepare("SELECT * FROM approvals ORDER BY id").unwrap();
+        let n = st.column_count();
+        st.query_map([], |r| {
+            (0..n)
+                .map(|i| r.get_ref(i).map(|v| format!("{v:?}")))
+                .collect()
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+
+    #[test]
+    fn approvals_keep_their_rows_and_ids_across_the_rebuild_of_schema_7() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = v4_database(dir.path());
+        conn.execute_batch(
+            "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text,
+                created_at, decided_at, decided_by, reason, always, run_id, finished_at)
+             VALUES
+                ('aaa', 'pending', '/f', 3, 'recurring', 'shell', '{}', 't', '2026-01-01', NULL,
+                 NULL, NULL, 0, NULL, NULL),
+                ('bbb', 'succeeded', '/f', 4, 'one-time', 'log', '{\"text\":\"x\"}', 'u',
+                 '2026-01-01', '2026-01-02', 'cli:me', 'ok', 1, 'r1', '2026-01-03'),
+                ('ccc', 'approved', '/g', 5, 'recurring', 'log', '{}', 'v', '2026-01-01',
+                 '2026-01-02', 'telegram:1', NULL, 0, NULL, NULL);
+             -- Later approvals that were removed: their ids are not handed out again.
+             UPDATE sqlite_sequence SET seq = 10 WHERE name = 'approvals';",
+        )
+        .unwrap();
+        let before = approval_rows(&conn);
+        drop(conn);
+
+        let mut s = Store::open(dir.path()).unwrap();
+        assert_eq!(approval_rows(&s.conn), before);
+        assert_eq!(
+            indexes(&s.conn, "approvals"),
+            ["approvals_one_open", "approvals_state"]
+        );
+        let input = serde_json::json!({});
+        let now = ts("2026-01-04T00:00:00Z");
+        // The next id follows the highest ever handed out.
+        assert_eq!(
+            s.queue_approval(&new_approval("bbb", &input), now).unwrap(),
+            Some(11)
+        );
+        // Still at most one open approval per task.
+        for task in ["aaa", "bbb", "ccc"] {
+            assert_eq!(
+                s.queue_approval(&new_approval(task, &input), now).unwrap(),
+                None
+            );
+        }
+        // Still only the known states.
+        let bad = s
+            .conn
+            .execute("UPDATE approvals SET state = 'maybe' WHERE id = 1", [])
+            .unwrap_err();
+        assert!(bad.to_string().contains("CHECK"), "{bad}");
+        // Deciding many builds no lookup table per row (the IN lists did: 5).
+        let opened = |sql: &str| -> usize {
+            let mut st = s.conn.prepare(&format!("EXPLAIN {sql}")).unwrap();
+            let ops: Vec<String> = st
+                .query_map([], |r| r.get(1))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap();
+            ops.iter().filter(|op| *op == "OpenEphemeral").count()
+        };
+        assert_eq!(
+            opened(
+                "UPDATE approvals SET state = 'approved' WHERE id IN (SELECT value FROM
+                 json_each('[1]')) AND state = 'pending'"
+            ),
+            2
+        );
+    }
+
     #[test]
     fn a_database_one_schema_ahead_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -2984,8 +3106,8 @@ mod tests {
                 (
                     "r".to_string(),
                     "2026-01-01T10:00:00.000Z".to_string(),
-                    Some(r#"["o1","o2"]"#.to_string()),
-                    r#"[["o1","log",1000],["o2","log",1000],["f","log",1000],["r1","log",1000]]"#
+                    Some(r#"["o1","o2","asked"]"#.to_string()),
+                    r#"[["o1","log",1000],["o2","log",1000],["f","log",1000],["r1","log",1000],["asked","log",1000,7]]"#
                         .to_string()
                 ),
                 (
@@ -3001,7 +3123,7 @@ mod tests {
             .into_iter()
             .map(|r| r[0].clone().unwrap())
             .collect();
-        assert_eq!(ids, ["asked", "f", "paid", "r1", "x"]);
+        assert_eq!(ids, ["f", "paid", "r1", "x"]);
         let snap = snapshot_at(&s, "2026-01-01T11:00:00Z").unwrap();
         for id in ["o1", "o2", "o3", "f", "r1", "paid", "asked"] {
             assert!(snap.succeeded.contains(id), "{id}");
