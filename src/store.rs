@@ -389,8 +389,8 @@ pub struct Store {
     claims: RefCell<Claims>,
     /// The batch's cost-less successes, not yet written (see [`Store::record_task_run`]).
     successes: RefCell<Successes>,
-    /// Tasks with failures in a row or a trip, as of the last snapshot and what this store
-    /// recorded since. None before a snapshot: then every task counts as one.
+    /// Tasks with failures in a row or a trip, as of the last snapshot (or the first need,
+    /// see [`Store::is_failing`]) and what this store recorded since.
     failing: RefCell<Option<HashSet<String>>>,
     /// The audit log, and the lines of the open batch waiting to be written to it (see
     /// [`Store::hold_line`]).
@@ -1275,13 +1275,7 @@ impl Store {
         };
         let started = format_ts(r.started_at);
         let gathered = in_batch && r.succeeded && r.cost_usd.is_none();
-        let done = gathered
-            && r.one_time
-            && self
-                .failing
-                .borrow()
-                .as_ref()
-                .is_some_and(|f| !f.contains(r.task_id));
+        let done = gathered && r.one_time && !self.is_failing(r.task_id)?;
         if gathered {
             if !self.successes.borrow().fits(r) {
                 self.write_successes()?;
@@ -1367,6 +1361,31 @@ impl Store {
             tx.commit().map_err(err)?;
         }
         Ok(failures)
+    }
+
+    /// Whether the task has failures in a row or a trip. Read from `task_state` when no
+    /// snapshot said it yet (`approve` runs without one); inside a batch that read is under
+    /// the batch's write lock.
+    fn is_failing(&self, task_id: &str) -> Result<bool> {
+        if self.failing.borrow().is_none() {
+            let mut stmt = self
+                .conn
+                .prepare(
+                    "SELECT task_id FROM task_state
+                     WHERE consecutive_failures > 0 OR tripped_at IS NOT NULL",
+                )
+                .map_err(|e| self.err(e))?;
+            let ids = stmt
+                .query_map([], |r| r.get(0))
+                .and_then(|rows| rows.collect::<rusqlite::Result<HashSet<String>>>())
+                .map_err(|e| self.err(e))?;
+            *self.failing.borrow_mut() = Some(ids);
+        }
+        Ok(self
+            .failing
+            .borrow()
+            .as_ref()
+            .is_some_and(|f| f.contains(task_id)))
     }
 
     /// Write the gathered successes as one `task_batches` row (see
@@ -3181,26 +3200,40 @@ mod tests {
     }
 
     #[test]
-    fn without_a_snapshot_a_one_time_success_keeps_a_state_row() {
+    fn without_a_snapshot_the_store_reads_which_tasks_are_failing() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
-        // Its failures in a row are unknown here: the row clears whatever there was.
-        s.batch().unwrap();
-        s.record_task_run(&one_time("o", "2026-01-01T10:00:00Z", true))
+        s.record_task_run(&one_time("f", "2026-01-01T09:00:00Z", false))
             .unwrap();
+        s.record_task_run(&one_time("t", "2026-01-01T09:00:00Z", false))
+            .unwrap();
+        s.trip("t", ts("2026-01-01T09:00:01Z")).unwrap();
+        s.reset("t").unwrap();
+        s.trip("t", ts("2026-01-01T09:00:02Z")).unwrap();
+        drop(s);
+        // Another process (`approve`): no snapshot before its batch.
+        let mut s = Store::open(dir.path()).unwrap();
+        s.batch().unwrap();
+        for task in ["f", "t", "o"] {
+            s.record_task_run(&one_time(task, "2026-01-01T10:00:00Z", true))
+                .unwrap();
+        }
         s.flush().unwrap();
-        assert_eq!(task_state_rows(&s.conn)[0][4].as_deref(), Some("0"));
-        let done: Option<String> = s
+        let rows = task_state_rows(&s.conn);
+        let streaks: Vec<(&str, &str, bool)> = rows
+            .iter()
+            .map(|r| {
+                let id = r[0].as_deref().unwrap();
+                (id, r[4].as_deref().unwrap(), r[6].is_some())
+            })
+            .collect();
+        // Their failures are cleared (a trip stays until `reset`); the clean one needs no row.
+        assert_eq!(streaks, [("f", "0", false), ("t", "0", true)]);
+        let done: String = s
             .conn
             .query_row("SELECT done FROM task_batches", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(done, None);
-        assert!(
-            snapshot_at(&s, "2026-01-01T11:00:00Z")
-                .unwrap()
-                .succeeded
-                .contains("o")
-        );
+        assert_eq!(done, r#"["o"]"#);
     }
 
     #[test]
