@@ -1273,7 +1273,8 @@ impl Store {
         } else {
             Some(self.conn.unchecked_transaction().map_err(err)?)
         };
-        let started = format_ts(r.started_at);
+        // Formatted where written: a gathered one-time success writes no time of its own.
+        let started = || format_ts(r.started_at);
         let gathered = in_batch && r.succeeded && r.cost_usd.is_none();
         let done = gathered && r.one_time && !self.is_failing(r.task_id)?;
         if gathered {
@@ -1293,7 +1294,7 @@ impl Store {
                         r.run_id,
                         r.task_id,
                         r.tool,
-                        started,
+                        started(),
                         format_ts(r.finished_at),
                         if r.succeeded { "succeeded" } else { "failed" },
                         r.cost_usd,
@@ -1316,7 +1317,7 @@ impl Store {
                      ON CONFLICT(tool) DO UPDATE SET last_start = excluded.last_start
                         WHERE excluded.last_start > tool_state.last_start",
                 )
-                .and_then(|mut st| st.execute(params![r.tool, started]))
+                .and_then(|mut st| st.execute(params![r.tool, started()]))
                 .map_err(err)?;
             if self.batching {
                 self.tool_starts.insert(r.tool.to_string(), r.started_at);
@@ -1336,7 +1337,7 @@ impl Store {
                         consecutive_failures = 0",
                 )
                 .and_then(|mut st| {
-                    st.execute(params![r.task_id, started, format_ts(r.finished_at)])
+                    st.execute(params![r.task_id, started(), format_ts(r.finished_at)])
                 })
                 .map_err(err)?;
             0
@@ -1353,7 +1354,7 @@ impl Store {
                         consecutive_failures = task_state.consecutive_failures + 1
                      RETURNING consecutive_failures",
                 )
-                .and_then(|mut st| st.query_row(params![r.task_id, started], |row| row.get(0)))
+                .and_then(|mut st| st.query_row(params![r.task_id, started()], |row| row.get(0)))
                 .map_err(err)?
         };
         crate::fault::point("sqlite_commit");
