@@ -671,13 +671,9 @@ impl Store {
                 ))
             })
             .map_err(|e| self.err(e))?;
-        let mut failing = HashSet::new();
         for row in rows {
             let (id, attempt, reminded, success, failures, tripped) =
                 row.map_err(|e| self.err(e))?;
-            if failures > 0 || tripped.is_some() {
-                failing.insert(id.clone());
-            }
             if failures > 0 {
                 snap.failures.insert(id.clone(), failures);
             }
@@ -694,6 +690,7 @@ impl Store {
                 snap.reminded.insert(id);
             }
         }
+        let failing = snap.failures.keys().chain(&snap.tripped).cloned().collect();
         *self.failing.borrow_mut() = Some(failing);
         for ids in self.done_lists()? {
             snap.succeeded.extend(ids);
