@@ -17,13 +17,13 @@ use serde_json::json;
 
 use crate::audit;
 use crate::cmd::approve::Decider;
-use crate::cmd::first_line;
 use crate::config::TelegramConfig;
 use crate::error::Result;
-use crate::notify::escape;
 use crate::session::fields;
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Incoming, Telegram, read_update};
+use crate::text::escape;
+use crate::text::first_line;
 use teloxide::types::Update;
 
 const OFFSET_KEY: &str = "telegram_offset";

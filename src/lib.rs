@@ -20,4 +20,5 @@ pub mod schedule;
 pub mod session;
 pub mod store;
 pub mod telegram;
+pub mod text;
 pub mod tools;

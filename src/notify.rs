@@ -12,15 +12,17 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::cmd::first_line;
 use crate::config::{SummaryMode, TelegramConfig};
+use crate::schedule::local_midnight;
 use crate::session::{Report, TaskReport, fields};
 use crate::store::{self, NewMessage, OutboxRow, Store};
+use crate::text::escape;
+use crate::text::first_line;
 
 /// Telegram's limit is 4096 characters of text; HTML markup only makes ours longer, so
 /// counting the markup too (in UTF-16 units, as Telegram does) stays on the safe side.
@@ -40,21 +42,6 @@ pub struct Rendered {
     pub urgent: bool,
     /// Approvals that get a row of buttons.
     pub approvals: Vec<i64>,
-}
-
-/// Escape text for Telegram's HTML parse mode.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The same message as plain text (for when Telegram rejects the HTML).
@@ -517,15 +504,6 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
 fn hash(text: &str) -> String {
     let d = Sha256::digest(text.as_bytes());
     d[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Local midnight of `now`'s day in `tz` (the start of the budget and message day).
-pub fn local_midnight(tz: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
-    let day = now.with_timezone(&tz).date_naive();
-    day.and_hms_opt(0, 0, 0)
-        .and_then(|t| tz.from_local_datetime(&t).earliest())
-        .map(|t| t.with_timezone(&Utc))
-        .unwrap_or(now)
 }
 
 #[cfg(test)]

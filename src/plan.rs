@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 
 use crate::config::{Approval, Autonomy, Config, PlainTasks};
 use crate::model::{Body, Section, Task};
-use crate::notify::local_midnight;
 use crate::schedule;
+use crate::schedule::local_midnight;
 use crate::store::Snapshot;
 use crate::tools::Registry;
 

@@ -135,6 +135,16 @@ pub fn local_instant(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
     }
 }
 
+/// Local midnight of `now`'s day in `tz`: the start of the budget day and the message day.
+/// Where the day starts with a DST gap (clocks jump from 23:59:59 to 01:00, as in
+/// America/Sao_Paulo until 2019), the day starts at the end of the gap, exactly as
+/// [`local_instant`] places any time in a gap; never at `now`, which would restart the day at
+/// every run.
+pub fn local_midnight(tz: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
+    let day = now.with_timezone(&tz).date_naive();
+    local_instant(tz, day.and_time(NaiveTime::MIN))
+}
+
 /// The transition instant that ends the gap containing `local`: bracket it with valid instants
 /// on both sides, then bisect for the first second whose wall clock is at or past `local`.
 fn first_after_gap(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
@@ -457,6 +467,25 @@ mod tests {
     use chrono_tz::Asia::Kolkata;
     use chrono_tz::Europe::Berlin;
     use std::time::Duration;
+
+    #[test]
+    fn local_midnight_in_a_day_that_starts_in_a_dst_gap_is_the_end_of_the_gap() {
+        // America/Sao_Paulo, 2018-11-04: 00:00 local did not exist (00:00 -> 01:00, -03 -> -02).
+        let tz = chrono_tz::America::Sao_Paulo;
+        let start = utc("2018-11-04T03:00:00Z"); // 01:00 -02
+        for now in [
+            "2018-11-04T03:00:00Z",
+            "2018-11-04T12:00:00Z",
+            "2018-11-05T01:59:00Z",
+        ] {
+            assert_eq!(local_midnight(tz, utc(now)), start, "{now}");
+        }
+        // An ordinary day: midnight itself.
+        assert_eq!(
+            local_midnight(Berlin, utc("2026-03-29T12:00:00Z")),
+            utc("2026-03-28T23:00:00Z")
+        );
+    }
 
     fn utc(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().to_utc()

@@ -22,7 +22,7 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::audit::{self, AuditLog, TEXT_LIMIT};
-use crate::cmd::{clean, first_line, show_path};
+use crate::cmd::show_path;
 use crate::config::{Approval, Config};
 use crate::error::{Error, Result, exit};
 use crate::lock::RunLock;
@@ -31,6 +31,7 @@ use crate::markdown::{self, FileError, SourceFile};
 use crate::model::{Body, Section, Task};
 use crate::plan::{Decision, Planned, SkipReason};
 use crate::store::{ApprovalRow, NewApproval, RunCounts, Store, TaskRunRecord};
+use crate::text::{clean, first_line};
 use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
 /// The local day on which `budget_exhausted` was last audited.
@@ -368,7 +369,7 @@ impl<'a> Session<'a> {
         s.store.start_run(&run_id, mode, now)?;
         s.spent = s
             .store
-            .spent_since(crate::notify::local_midnight(cfg.tz(), now))?;
+            .spent_since(crate::schedule::local_midnight(cfg.tz(), now))?;
         Ok(s)
     }
 
@@ -815,7 +816,7 @@ impl<'a> Session<'a> {
         }
         let msg = crate::notify::Rendered {
             kind: "notify",
-            html: crate::notify::escape(text),
+            html: crate::text::escape(text),
             urgent: false,
             approvals: Vec::new(),
         };
@@ -925,8 +926,8 @@ impl<'a> Session<'a> {
             self.alert(&format!(
                 "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
                  stopped: <code>heartbeat reset {}</code>",
-                crate::notify::escape(name),
-                crate::notify::escape(&first_line(&safe_text(task), 80)),
+                crate::text::escape(name),
+                crate::text::escape(&first_line(&safe_text(task), 80)),
                 task.id
             ))?;
         }

@@ -2,10 +2,11 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Out, clean, first_line};
+use super::{Ctx, Out};
 use crate::cli::ApprovalsArgs;
 use crate::error::{Result, exit};
 use crate::store::Store;
+use crate::text::{clean, first_line};
 
 pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;

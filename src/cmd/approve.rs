@@ -16,7 +16,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::{Ctx, Out, clean, first_line, show_path};
+use super::{Ctx, Out, show_path};
 use crate::audit::{self, AuditLog};
 use crate::cli::ApproveArgs;
 use crate::config::Config;
@@ -24,6 +24,7 @@ use crate::error::{Error, Result, exit};
 use crate::lock;
 use crate::session::{self, Session, fields, new_run_id};
 use crate::store::{ApprovalRow, Decision, GrantRow, Store};
+use crate::text::{clean, first_line};
 use crate::tools::Registry;
 
 /// How long `approve` waits for a run that holds the lock.

@@ -5,13 +5,12 @@ use std::borrow::Cow;
 
 use serde_json::{Value, json};
 
-use super::{
-    Ctx, Out, clean, first_line_cow, read_files, read_snapshot, show_path, show_time, take_tasks,
-};
+use super::{Ctx, Out, read_files, read_snapshot, show_path, show_time, take_tasks};
 use crate::cli::CheckArgs;
 use crate::error::{Result, exit};
 use crate::model::{Problem, Severity};
 use crate::plan::{self, Decision, PlanInput};
+use crate::text::{clean, first_line};
 use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
@@ -132,7 +131,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                 };
                 // `  {line:>4}  {id}  {decision:<11} {text}{due}`, without the formatting
                 // machinery (this is one line per task).
-                let text = first_line_cow(&task.text, 80);
+                let text = first_line(&task.text, 80);
                 out.line_with(|b| {
                     b.push_str("  ");
                     push_right(b, task.line, 4);

@@ -31,7 +31,7 @@ use crate::bot;
 use crate::cli::DaemonArgs;
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
-use crate::notify::local_midnight;
+use crate::schedule::local_midnight;
 use crate::session::{self, Stop, fields};
 use crate::store::{Store, parse_ts};
 use crate::telegram::Telegram;

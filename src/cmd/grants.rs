@@ -4,11 +4,12 @@
 use serde_json::{Value, json};
 
 use super::approve::Decider;
-use super::{Ctx, Out, clean, first_line};
+use super::{Ctx, Out};
 use crate::cli::JsonArg;
 use crate::error::{Error, Result, exit};
 use crate::session::fields;
 use crate::store::Store;
+use crate::text::{clean, first_line};
 
 pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;

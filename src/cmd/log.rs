@@ -23,11 +23,12 @@ use std::time::Duration;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 
-use super::{Ctx, clean, first_line, show_path, show_time};
+use super::{Ctx, show_path, show_time};
 use crate::cli::LogArgs;
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
 use crate::store::parse_ts;
+use crate::text::{clean, first_line};
 
 /// Every event heartbeat writes (SPEC §7, plus `task_reset` and `grant_revoked`).
 pub const EVENTS: &[&str] = &[

@@ -126,7 +126,7 @@ pub fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
         Some(store) => store.snapshot(
             now,
             cfg.approval_ttl,
-            crate::notify::local_midnight(cfg.tz(), now),
+            crate::schedule::local_midnight(cfg.tz(), now),
         )?,
         None => Snapshot::default(),
     })
@@ -148,7 +148,7 @@ pub fn parse_task_id(raw: &str, shown_by: &str) -> Result<String> {
     if id.len() != 12 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::Usage(format!(
             "\"{}\" is not a task id (12 hex digits, as {shown_by} show)",
-            clean(id)
+            crate::text::clean(id)
         )));
     }
     Ok(id.to_ascii_lowercase())
@@ -171,45 +171,6 @@ pub fn show_local(t: DateTime<Utc>) -> String {
     t.with_timezone(&Local)
         .format("%Y-%m-%d %H:%M:%S %Z")
         .to_string()
-}
-
-/// Untrusted text made safe for a terminal: control characters are escaped, lines joined.
-pub fn clean(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\n' | '\r' => out.push(' '),
-            '\t' => out.push(' '),
-            c if c.is_control() => out.extend(c.escape_default()),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// First line of a text, cleaned and cut for one-line summaries.
-pub fn first_line(text: &str, max_chars: usize) -> String {
-    first_line_cow(text, max_chars).into_owned()
-}
-
-/// [`first_line`], borrowed from `text` when nothing needs cleaning or cutting (the common
-/// case, for listings of thousands of tasks).
-pub fn first_line_cow(text: &str, max_chars: usize) -> Cow<'_, str> {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    if line.len() <= max_chars && !line.chars().any(char::is_control) {
-        return Cow::Borrowed(line);
-    }
-    let line = clean(line);
-    if line.chars().count() > max_chars {
-        let cut: String = line.chars().take(max_chars).collect();
-        Cow::Owned(format!("{cut}…"))
-    } else {
-        Cow::Owned(line)
-    }
 }
 
 /// Stdout, buffered (20,000 lines are a few writes, not 20,000), that stops quietly when

@@ -256,7 +256,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 let snapshot = session.store.snapshot(
                     now,
                     cfg.approval_ttl,
-                    notify::local_midnight(cfg.tz(), now),
+                    crate::schedule::local_midnight(cfg.tz(), now),
                 )?;
                 let plan = plan::plan(
                     &tasks,

@@ -7,7 +7,7 @@ use super::{Ctx, Out, show_local};
 use crate::cli::JsonArg;
 use crate::error::{Error, Result, exit};
 use crate::lock;
-use crate::notify::local_midnight;
+use crate::schedule::local_midnight;
 use crate::store::{PauseRow, Store};
 
 pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
@@ -76,7 +76,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             p.by,
             p.reason
                 .as_ref()
-                .map_or(String::new(), |r| format!(" ({})", super::clean(r)))
+                .map_or(String::new(), |r| format!(" ({})", crate::text::clean(r)))
         ),
         None => "paused:      no".into(),
     });

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Out, clean};
+use super::{Ctx, Out};
 use crate::audit::AuditLog;
 use crate::cli::JsonArg;
 use crate::config::{Config, TelegramConfig};
@@ -12,6 +12,7 @@ use crate::error::{Error, Result, exit};
 use crate::session::{self, fields};
 use crate::store::Store;
 use crate::telegram::{Telegram, read_update};
+use crate::text::clean;
 
 /// Config, Telegram client and audit log, or a usage error saying what is missing.
 fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
@@ -48,7 +49,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     let mut code = exit::OK;
     let text = format!(
         "<b>heartbeat</b>: test message from {} ✅",
-        crate::notify::escape(&session::hostname())
+        crate::text::escape(&session::hostname())
     );
     for &chat in &tc.chat_ids {
         // A test of the connection, now: sent directly, not through the outbox.

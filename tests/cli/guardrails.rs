@@ -210,6 +210,31 @@ fn budget_accumulates_within_a_local_day_and_is_exhausted_once() {
     assert!(!rows.iter().any(|r| r.0 == "est"), "{rows:?}");
 }
 
+/// In a zone whose DST change is at midnight (America/Sao_Paulo, 2018-11-04: 00:00 did not
+/// exist), the budget day starts at the end of the gap: it does not restart at every run.
+#[test]
+fn budget_day_holds_on_a_day_that_starts_in_a_dst_gap() {
+    const SIXTY: &str = "[tools.sixty]\ncommand = [\"sh\", \"-c\", \"echo '{\\\"cost_usd\\\": 0.6}'\"]\napproval = \"auto\"\n";
+    let env = Env::new(&recurring(&["- [ ] @sixty {}\n"])).config(&format!(
+        "timezone = \"America/Sao_Paulo\"\n[budget]\ndaily_usd = 1.0\n{SIXTY}"
+    ));
+    let runs = [
+        "2018-11-04T12:00:00Z",
+        "2018-11-04T13:00:00Z",
+        "2018-11-04T14:00:00Z",
+    ];
+    for now in runs {
+        env.run_once(now).code(0);
+    }
+    // 0.6 then 0.6 more (the tool has no estimate: the cap is checked before it starts, and
+    // 0.6 < 1.0); the third run finds 1.2 spent and skips it.
+    assert_eq!(ran_at(&env, runs[0]), ["sixty"]);
+    assert_eq!(ran_at(&env, runs[1]), ["sixty"]);
+    assert!(ran_at(&env, runs[2]).is_empty(), "{:#?}", env.audit());
+    assert_eq!(skipped_at(&env, runs[2]), pairs(&[("sixty", "budget")]));
+    assert_usd(&status(&env, runs[2])["budget"]["spent_usd"], 1.2);
+}
+
 #[test]
 fn budget_day_starts_at_local_midnight_not_utc_midnight() {
     let env = Env::new(&recurring(&[PAID_TASK, LOG_TASK]))
