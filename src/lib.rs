@@ -3,10 +3,10 @@
 
 pub mod app;
 pub mod audit;
-pub mod bot;
 pub mod cli;
 pub mod cmd;
 pub mod config;
+pub mod engine;
 pub mod error;
 pub mod fault;
 pub mod json;
@@ -14,8 +14,9 @@ pub mod lock;
 pub mod markdown;
 pub mod memory;
 pub mod model;
-pub mod notify;
 pub mod plan;
+pub mod render;
+pub mod report;
 pub mod schedule;
 pub mod session;
 pub mod store;

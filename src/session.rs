@@ -22,242 +22,20 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::audit::{self, AuditLog, TEXT_LIMIT};
-use crate::cmd::show_path;
 use crate::config::{Approval, Config};
-use crate::error::{Error, Result, exit};
+use crate::error::{Error, Result};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
 use crate::markdown::{self, FileError, SourceFile};
-use crate::model::{Body, Section, Task};
+use crate::model::{Section, Task};
 use crate::plan::{Decision, Planned, SkipReason};
-use crate::store::{ApprovalRow, NewApproval, RunCounts, Store, TaskRunRecord};
-use crate::text::{clean, first_line};
+use crate::report::{Report, TaskReport, safe_text};
+use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
+use crate::text::first_line;
 use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
 /// The local day on which `budget_exhausted` was last audited.
 const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
-
-/// What happened to one task (the `tasks` of `run --once --json`).
-#[derive(Clone, Debug)]
-pub struct TaskReport {
-    pub task_id: String,
-    pub file: Arc<Path>,
-    pub line: usize,
-    /// Where an invalid task's error is.
-    pub column: Option<usize>,
-    pub text: String,
-    pub tool: Option<String>,
-    /// succeeded, failed, queued, skipped, invalid, reminded, stale (would_run in dry runs).
-    pub outcome: &'static str,
-    pub reason: Option<String>,
-    pub approval_id: Option<i64>,
-    pub exit_code: Option<i32>,
-    pub output: Option<String>,
-    pub summary: Option<String>,
-    pub duration_ms: Option<u64>,
-}
-
-impl TaskReport {
-    pub fn new(task: &Task, tool: Option<&str>, outcome: &'static str) -> TaskReport {
-        TaskReport {
-            task_id: task.id.clone(),
-            file: task.file.clone(),
-            line: task.line,
-            column: None,
-            text: safe_text(task),
-            tool: tool.map(str::to_string),
-            outcome,
-            reason: None,
-            approval_id: None,
-            exit_code: None,
-            output: None,
-            summary: None,
-            duration_ms: None,
-        }
-    }
-
-    /// A report for an approval row (when its task could not be found in its file).
-    fn from_row(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
-        TaskReport {
-            task_id: row.task_id.clone(),
-            file: Arc::from(Path::new(&row.file)),
-            line: row.line.max(0) as usize,
-            column: None,
-            text: row.text.clone(),
-            tool: Some(row.tool.clone()),
-            outcome,
-            reason: None,
-            approval_id: Some(row.id),
-            exit_code: None,
-            output: None,
-            summary: None,
-            duration_ms: None,
-        }
-    }
-
-    pub fn to_json(&self) -> Value {
-        json!({
-            "task_id": self.task_id,
-            "tool": self.tool,
-            "outcome": self.outcome,
-            "reason": self.reason,
-            "approval_id": self.approval_id,
-            "exit_code": self.exit_code,
-            "output": self.output,
-            "duration_ms": self.duration_ms,
-            "file": &*self.file,
-            "line": self.line,
-            "column": self.column,
-            "text": self.text,
-            "summary": self.summary,
-        })
-    }
-}
-
-/// What a session did.
-#[derive(Default)]
-pub struct Report {
-    pub run_id: String,
-    pub skipped: Option<&'static str>,
-    pub tasks: Vec<TaskReport>,
-    /// Problems that are not a task's (a tick that could not be written).
-    pub errors: Vec<String>,
-}
-
-impl Report {
-    pub fn count(&self, outcome: &str) -> usize {
-        self.tasks.iter().filter(|t| t.outcome == outcome).count()
-    }
-
-    pub fn counts(&self) -> RunCounts {
-        RunCounts {
-            succeeded: self.count("succeeded"),
-            failed: self.count("failed"),
-            queued: self.count("queued"),
-            skipped: self.count("skipped"),
-            invalid: self.count("invalid"),
-        }
-    }
-
-    pub fn exit_code(&self) -> u8 {
-        let c = self.counts();
-        if c.failed > 0 || c.invalid > 0 || !self.errors.is_empty() {
-            exit::TASK_FAILED
-        } else {
-            exit::OK
-        }
-    }
-
-    pub fn to_json(&self) -> Value {
-        let c = self.counts();
-        json!({
-            "run_id": self.run_id,
-            "skipped": self.skipped,
-            "tasks": self.tasks.iter().map(TaskReport::to_json).collect::<Vec<_>>(),
-            "succeeded": c.succeeded,
-            "failed": c.failed,
-            "queued": c.queued,
-            "skipped_tasks": c.skipped,
-            "invalid": c.invalid,
-            "reminded": self.count("reminded"),
-            "stale": self.count("stale"),
-            "errors": self.errors,
-        })
-    }
-
-    /// The human summary: one line per task, then the counts. Prints nothing when nothing
-    /// happened that a person should see (cron mails any output, SPEC §8); tasks skipped by
-    /// policy, the budget or the run cap alone are not news. `quiet` keeps only failures.
-    /// `all_skips`: every skip is news (a person just approved and waits for the result).
-    pub fn print(&self, quiet: bool, all_skips: bool, cwd: &Path, out: &mut crate::cmd::Out) {
-        let observe = Some(SkipReason::Observe.as_str());
-        let news = !self.errors.is_empty()
-            || self
-                .tasks
-                .iter()
-                .any(|t| all_skips || t.outcome != "skipped" || t.reason.as_deref() == observe);
-        if !news {
-            return;
-        }
-        for t in &self.tasks {
-            let failure = matches!(t.outcome, "failed" | "invalid");
-            if quiet && !failure {
-                continue;
-            }
-            let mut place = format!("{}:{}", show_path(&t.file, cwd), t.line);
-            if let Some(column) = t.column {
-                place.push_str(&format!(":{column}"));
-            }
-            let what = match &t.tool {
-                Some(tool) => format!("@{tool}"),
-                None => "reminder".into(),
-            };
-            let observed = t.outcome == "skipped" && t.reason.as_deref() == observe;
-            let detail = match t.outcome {
-                "succeeded" => t
-                    .summary
-                    .clone()
-                    .or_else(|| t.output.as_deref().map(|o| first_line(o, 120)))
-                    .unwrap_or_default(),
-                "queued" => match t.approval_id {
-                    Some(id) => format!("approval {id}: heartbeat approve {id}"),
-                    None => String::new(),
-                },
-                "skipped" if observed => first_line(&t.text, 120),
-                "failed" | "invalid" | "skipped" | "stale" => t.reason.clone().unwrap_or_default(),
-                _ => first_line(&t.text, 120),
-            };
-            let label = match t.outcome {
-                "succeeded" => "ok",
-                "failed" => "FAILED",
-                "invalid" => "INVALID",
-                "stale" => "STALE",
-                "would_run" => "would run",
-                "skipped" if observed => "would run",
-                other => other,
-            };
-            let approval = t
-                .approval_id
-                .map(|id| format!(" #{id}"))
-                .unwrap_or_default();
-            let line = if t.outcome == "invalid" {
-                format!("{label:<9} {place}: {}", clean(&detail))
-            } else if t.outcome == "queued" {
-                format!("{label:<9} {what:<14} {place}  {}", clean(&detail))
-            } else {
-                format!(
-                    "{label:<9} {what:<14} {place}{approval}  {}",
-                    clean(&detail)
-                )
-            };
-            out.line(line.trim_end());
-        }
-        for e in &self.errors {
-            out.line(&format!("ERROR     {}", clean(e)));
-        }
-        if quiet {
-            return;
-        }
-        let c = self.counts();
-        let mut parts = vec![];
-        for (n, word) in [
-            (c.succeeded, "succeeded"),
-            (c.failed, "failed"),
-            (c.queued, "queued"),
-            (c.skipped, "skipped"),
-            (c.invalid, "invalid"),
-            (self.count("reminded"), "reminded"),
-            (self.count("stale"), "stale"),
-        ] {
-            if n > 0 {
-                parts.push(format!("{n} {word}"));
-            }
-        }
-        if !parts.is_empty() {
-            out.line(&format!("heartbeat: {}", parts.join(", ")));
-        }
-    }
-}
 
 /// Create the state dir and the audit log's directory (0700) and open the audit log.
 pub fn open_audit(cfg: &Config) -> Result<AuditLog> {
@@ -423,7 +201,7 @@ impl<'a> Session<'a> {
                 cost_usd: None,
                 approval_id: Some(row.id),
             })?;
-            let mut r = TaskReport::from_row(&row, "failed");
+            let mut r = row_report(&row, "failed");
             r.reason = Some("interrupted: the process running it died".into());
             self.report.tasks.push(r);
         }
@@ -501,7 +279,7 @@ impl<'a> Session<'a> {
                 ("reason", json!(reason)),
             ]),
         )?;
-        let mut r = TaskReport::from_row(row, "stale");
+        let mut r = row_report(row, "stale");
         r.reason = Some(reason.to_string());
         self.report.tasks.push(r);
         Ok(())
@@ -741,13 +519,13 @@ impl<'a> Session<'a> {
     /// An urgent message to the Telegram chats (trips, the budget).
     fn alert(&mut self, html: &str) -> Result<()> {
         if let Some(tc) = &self.cfg.telegram {
-            let msg = crate::notify::Rendered {
+            let msg = crate::render::telegram::Rendered {
                 kind: "alert",
                 html: html.to_string(),
                 urgent: true,
                 approvals: Vec::new(),
             };
-            crate::notify::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
+            crate::engine::outbox::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
         }
         Ok(())
     }
@@ -814,13 +592,13 @@ impl<'a> Session<'a> {
                 ..Outcome::default()
             });
         }
-        let msg = crate::notify::Rendered {
+        let msg = crate::render::telegram::Rendered {
             kind: "notify",
             html: crate::text::escape(text),
             urgent: false,
             approvals: Vec::new(),
         };
-        crate::notify::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
+        crate::engine::outbox::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
         Ok(Outcome {
             success: true,
             stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),
@@ -1127,17 +905,23 @@ impl FileCache {
     }
 }
 
-/// The task's text, for records and output: a tool task whose input holds a secret is shown
-/// as its tool and redacted input instead of its raw source text.
-pub fn safe_text(task: &Task) -> String {
-    if let Body::Tool { name, input } = &task.body
-        && audit::has_secret_keys(input)
-    {
-        let mut shown = Value::Object(input.clone());
-        audit::redact(&mut shown, &[]);
-        return format!("@{name} {shown}");
+/// A report for an approval row (when its task could not be found in its file).
+fn row_report(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
+    TaskReport {
+        task_id: row.task_id.clone(),
+        file: Arc::from(Path::new(&row.file)),
+        line: row.line.max(0) as usize,
+        column: None,
+        text: row.text.clone(),
+        tool: Some(row.tool.clone()),
+        outcome,
+        reason: None,
+        approval_id: Some(row.id),
+        exit_code: None,
+        output: None,
+        summary: None,
+        duration_ms: None,
     }
-    task.text.clone()
 }
 
 /// An ordered JSON object from key/value pairs.

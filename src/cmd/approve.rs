@@ -363,7 +363,9 @@ impl Decider {
         if report.tasks.is_empty() {
             out.line("nothing ran: another process ran it already");
         }
-        report.print(false, true, &ctx.cwd, out);
+        out.lines(crate::render::terminal::report(
+            &report, false, true, &ctx.cwd,
+        ));
         Ok(report.exit_code())
     }
 

@@ -20,16 +20,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::time::Duration;
 
+use crate::telegram::Received;
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use teloxide::types::Update;
 
 use super::approve::Decider;
 use super::run::{Tick, connect_telegram, tick};
 use super::{Ctx, read_files};
-use crate::bot;
 use crate::cli::DaemonArgs;
 use crate::config::Config;
+use crate::engine::bot;
 use crate::error::{Error, Result, exit};
 use crate::schedule::local_midnight;
 use crate::session::{self, Stop, fields};
@@ -45,7 +45,7 @@ const POLL: Duration = Duration::from_secs(25);
 
 enum Event {
     Signal(i32),
-    Updates(Vec<Update>),
+    Updates(Vec<Received>),
 }
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
@@ -228,7 +228,9 @@ fn run_tick(
         Ok(report) => {
             if ctx.verbose > 0 {
                 let mut out = super::Out::new();
-                report.print(false, false, &ctx.cwd, &mut out);
+                out.lines(crate::render::terminal::report(
+                    &report, false, false, &ctx.cwd,
+                ));
             }
         }
         Err(e) => eprintln!("heartbeat: tick failed: {e}"),
@@ -239,7 +241,7 @@ fn run_tick(
 fn handle_updates(
     cfg: &Config,
     telegram: Option<&Telegram>,
-    updates: &[Update],
+    updates: &[Received],
     now: DateTime<Utc>,
 ) -> Result<bot::Effects> {
     let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
@@ -253,9 +255,9 @@ fn handle_updates(
     let fx = bot::process(tg, &mut d, tc, updates)?;
     // Replies to commands go out now, not at the next tick.
     let (mut store, mut audit) = d.into_parts();
-    let (_, lines) = crate::notify::deliver(
+    let (_, lines) = crate::engine::outbox::deliver(
         &mut store,
-        Some(tg as &dyn crate::notify::Transport),
+        Some(tg as &dyn crate::telegram::Transport),
         tc,
         cfg.tz(),
         now,
@@ -405,7 +407,7 @@ fn spawn_poll_thread(
                 Ok(updates) => {
                     backoff = Duration::from_secs(1);
                     if let Some(last) = updates.last() {
-                        offset = Some(last.id.0 as i32 + 1);
+                        offset = Some(last.next_offset);
                     }
                     if !updates.is_empty() && tx.send(Event::Updates(updates)).is_err() {
                         return;

@@ -20,13 +20,19 @@ use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, Local, Utc};
+use chrono::{DateTime, Utc};
 
 use crate::config::{self, Config, LoadOptions};
 use crate::error::{Error, Result};
 use crate::markdown::{self, FileError, SourceFile};
 use crate::model::{ParsedFile, Task};
+pub use crate::render::{show_local, show_path};
 use crate::store::{Snapshot, Store};
+
+/// Local time for people, in the configured zone.
+pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
+    crate::render::show_time(t, cfg.tz())
+}
 
 /// What every command gets from the global flags.
 pub struct Ctx {
@@ -154,25 +160,6 @@ pub fn parse_task_id(raw: &str, shown_by: &str) -> Result<String> {
     Ok(id.to_ascii_lowercase())
 }
 
-/// A path for people: relative to the working directory when it is below it.
-pub fn show_path(path: &Path, cwd: &Path) -> String {
-    path.strip_prefix(cwd).unwrap_or(path).display().to_string()
-}
-
-/// Local time for people, in the configured zone.
-pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
-    t.with_timezone(&cfg.tz())
-        .format("%Y-%m-%d %H:%M %Z")
-        .to_string()
-}
-
-/// The machine's local time (for holders of the lock, which may be another config's).
-pub fn show_local(t: DateTime<Utc>) -> String {
-    t.with_timezone(&Local)
-        .format("%Y-%m-%d %H:%M:%S %Z")
-        .to_string()
-}
-
 /// Stdout, buffered (20,000 lines are a few writes, not 20,000), that stops quietly when
 /// the reader went away (`heartbeat check | head`). Flushed when dropped; call
 /// [`Out::flush`] before asking a person anything.
@@ -202,6 +189,12 @@ impl Out {
         self.buf.push('\n');
         if self.buf.len() >= 64 * 1024 {
             self.flush();
+        }
+    }
+
+    pub fn lines(&mut self, lines: impl IntoIterator<Item = String>) {
+        for l in lines {
+            self.line(&l);
         }
     }
 

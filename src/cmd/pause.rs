@@ -3,8 +3,8 @@
 
 use super::approve::Decider;
 use super::{Ctx, Out};
-use crate::bot;
 use crate::cli::PauseArgs;
+use crate::engine::bot;
 use crate::error::{Result, exit};
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {

@@ -11,7 +11,7 @@
 //! - Approvals a person approved run first, even outside active hours (a person said yes),
 //!   each after its file was re-read; then the plan for everything else.
 //! - Notifications go last and never fail the run: the outbox keeps what Telegram refused.
-//! - The effects themselves are in [`crate::session`] and [`crate::notify`].
+//! - The effects themselves are in [`crate::session`] and [`crate::engine::outbox`].
 
 use std::path::Path;
 use std::time::Duration;
@@ -22,15 +22,16 @@ use serde_json::json;
 use super::approve::Decider;
 use super::{Ctx, Loaded, Out, all_tasks, read_files};
 use crate::audit;
-use crate::bot::{self, Effects, Pressed};
 use crate::cli::{AutonomyArg, RunArgs};
 use crate::config::{Autonomy, Config};
+use crate::engine::bot::{self, Effects, Pressed};
+use crate::engine::outbox;
 use crate::error::{Error, Result, exit};
 use crate::lock::{self, Attempt};
 use crate::model::Task;
-use crate::notify;
 use crate::plan::{self, Decision, PlanInput};
-use crate::session::{self, Report, Session, TaskReport, fields, new_run_id};
+use crate::report::{Report, TaskReport};
+use crate::session::{self, Session, fields, new_run_id};
 use crate::store::Store;
 use crate::telegram::Telegram;
 use crate::tools::Registry;
@@ -76,7 +77,9 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     if args.json {
         out.json(&report.to_json());
     } else {
-        report.print(args.quiet, false, &ctx.cwd, &mut out);
+        out.lines(crate::render::terminal::report(
+            &report, args.quiet, false, &ctx.cwd,
+        ));
     }
     Ok(report.exit_code())
 }
@@ -288,14 +291,14 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     // Messages: stored first, then delivered; delivery never fails the run.
     if let Some(tc) = &cfg.telegram {
-        if ran && let Some(msg) = notify::summary(&report, tc.summary) {
-            notify::enqueue_all(&mut store, tc, &msg, false, now)?;
+        if ran && let Some(msg) = crate::render::telegram::summary(&report, tc.summary) {
+            outbox::enqueue_all(&mut store, tc, &msg, false, now)?;
         }
         if let Some(tg) = t.telegram {
             bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
         }
-        let transport = t.telegram.map(|tg| tg as &dyn notify::Transport);
-        let (stats, lines) = notify::deliver(&mut store, transport, tc, cfg.tz(), now)?;
+        let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
+        let (stats, lines) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
         for (event, f) in lines {
             audit
                 .record(now, event, Some(&run_id), f)
@@ -380,7 +383,9 @@ fn dry_run(
                 next.unwrap_or_else(|| "never".into())
             ));
         }
-        report.print(args.quiet, false, &ctx.cwd, out);
+        out.lines(crate::render::terminal::report(
+            &report, args.quiet, false, &ctx.cwd,
+        ));
         if report.tasks.is_empty() && !args.quiet {
             out.line("dry run: nothing to do now");
         }

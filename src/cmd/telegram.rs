@@ -11,7 +11,7 @@ use crate::config::{Config, TelegramConfig};
 use crate::error::{Error, Result, exit};
 use crate::session::{self, fields};
 use crate::store::Store;
-use crate::telegram::{Telegram, read_update};
+use crate::telegram::Telegram;
 use crate::text::clean;
 
 /// Config, Telegram client and audit log, or a usage error saying what is missing.
@@ -96,7 +96,7 @@ pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     match tg.updates(offset, Duration::ZERO) {
         Ok(updates) => {
             for u in &updates {
-                if let Some((_, seen)) = read_update(u) {
+                if let Some((_, seen)) = &u.read {
                     store.saw_chat(seen.chat_id, &seen.kind, &seen.title, ctx.now)?;
                 }
             }

@@ -21,10 +21,9 @@ use crate::config::TelegramConfig;
 use crate::error::Result;
 use crate::session::fields;
 use crate::store::{NewMessage, PauseRow, Store};
-use crate::telegram::{Incoming, Telegram, read_update};
+use crate::telegram::{Incoming, Received, Telegram};
 use crate::text::escape;
 use crate::text::first_line;
-use teloxide::types::Update;
 
 const OFFSET_KEY: &str = "telegram_offset";
 
@@ -73,17 +72,16 @@ pub fn process(
     tg: &Telegram,
     d: &mut Decider,
     cfg: &TelegramConfig,
-    updates: &[Update],
+    updates: &[Received],
 ) -> Result<Effects> {
     let mut fx = Effects::default();
     for u in updates {
-        if let Some((incoming, seen)) = read_update(u) {
+        if let Some((incoming, seen)) = u.read.clone() {
             d.store
                 .saw_chat(seen.chat_id, &seen.kind, &seen.title, d.now)?;
             handle(tg, d, cfg, incoming, &mut fx)?;
         }
-        d.store
-            .set_meta(OFFSET_KEY, &(u.id.0 as i64 + 1).to_string())?;
+        d.store.set_meta(OFFSET_KEY, &u.next_offset.to_string())?;
     }
     Ok(fx)
 }
@@ -295,7 +293,7 @@ fn command_reply(
             let ids: Vec<i64> = rows
                 .iter()
                 .map(|r| r.id)
-                .take(crate::notify::MAX_BUTTON_ROWS)
+                .take(crate::render::telegram::MAX_BUTTON_ROWS)
                 .collect();
             reply(d, chat_id, &html, &ids)
         }

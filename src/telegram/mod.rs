@@ -22,13 +22,46 @@ use teloxide::types::{
 use teloxide::{ApiError, Bot, RequestError};
 
 use crate::config::TelegramConfig;
-use crate::notify::{SendError, Transport, html_to_plain};
+use crate::render::telegram::html_to_plain;
 
 /// Extra time the HTTP client allows beyond a long poll's own timeout.
 const SLACK: Duration = Duration::from_secs(10);
 /// The longest a request other than a long poll may take. teloxide waits 10 s before it
 /// reads any 5xx answer; a run must not stall that long per message when Telegram is down.
 const REQUEST_LIMIT: Duration = Duration::from_secs(5);
+
+/// Why a send did not go through.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SendError {
+    /// Telegram answered and refused this message (a bad chat, a blocked bot): try the
+    /// other messages.
+    Refused(String),
+    /// Telegram could not be reached or failed (network, 5xx, no token): stop for now.
+    Unavailable(String),
+}
+
+impl SendError {
+    pub fn message(&self) -> &str {
+        match self {
+            SendError::Refused(m) | SendError::Unavailable(m) => m,
+        }
+    }
+}
+
+/// Where messages go. Implemented by the Telegram client; tests use a fake.
+pub trait Transport {
+    /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
+    /// row of Approve / Always / Deny buttons per approval id. Returns the message id.
+    fn send(&self, chat_id: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError>;
+}
+
+/// One update from the Bot API: what it means (None for kinds heartbeat ignores) and the
+/// offset that confirms it.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub next_offset: i32,
+    pub read: Option<(Incoming, ChatSeen)>,
+}
 
 pub struct Telegram {
     bot: Bot,
@@ -241,7 +274,7 @@ impl Telegram {
 
     /// Updates after `offset` (exclusive of those already confirmed). `timeout` 0 returns at
     /// once (for `run --once`); the daemon long-polls.
-    pub fn updates(&self, offset: Option<i32>, timeout: Duration) -> Result<Vec<Update>, String> {
+    pub fn updates(&self, offset: Option<i32>, timeout: Duration) -> Result<Vec<Received>, String> {
         let mut req = self
             .bot
             .get_updates()
@@ -250,8 +283,16 @@ impl Telegram {
         if let Some(offset) = offset {
             req = req.offset(offset);
         }
-        self.block(timeout + REQUEST_LIMIT, req)
-            .map_err(|e| self.error(&e))
+        let updates = self
+            .block(timeout + REQUEST_LIMIT, req)
+            .map_err(|e| self.error(&e))?;
+        Ok(updates
+            .iter()
+            .map(|u| Received {
+                next_offset: u.id.0 as i32 + 1,
+                read: read_update(u),
+            })
+            .collect())
     }
 }
 
@@ -262,7 +303,7 @@ impl Transport for Telegram {
 }
 
 /// What an update means to heartbeat, and who sent it. None for kinds it ignores.
-pub fn read_update(u: &Update) -> Option<(Incoming, ChatSeen)> {
+fn read_update(u: &Update) -> Option<(Incoming, ChatSeen)> {
     match &u.kind {
         UpdateKind::CallbackQuery(q) => {
             let message = q.message.as_ref();

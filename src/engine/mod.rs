@@ -1,0 +1,6 @@
+//! The effects on the world, in one layer: one run (lock, decisions, the session applying a
+//! plan, ticks), approvals, the Telegram bot's updates and outbox delivery. Commands call in
+//! here; nothing here knows about the command line.
+
+pub mod bot;
+pub mod outbox;

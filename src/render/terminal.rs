@@ -1,0 +1,103 @@
+//! Terminal output of a run or an approval: one line per task, then the counts.
+
+use std::path::Path;
+
+use crate::plan::SkipReason;
+use crate::report::Report;
+use crate::text::{clean, first_line};
+
+use super::show_path;
+
+/// The human summary: one line per task, then the counts. Prints nothing when nothing
+/// happened that a person should see (cron mails any output, SPEC §8); tasks skipped by
+/// policy, the budget or the run cap alone are not news. `quiet` keeps only failures.
+/// `all_skips`: every skip is news (a person just approved and waits for the result).
+pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let observe = Some(SkipReason::Observe.as_str());
+    let news = !r.errors.is_empty()
+        || r.tasks
+            .iter()
+            .any(|t| all_skips || t.outcome != "skipped" || t.reason.as_deref() == observe);
+    if !news {
+        return out;
+    }
+    for t in &r.tasks {
+        let failure = matches!(t.outcome, "failed" | "invalid");
+        if quiet && !failure {
+            continue;
+        }
+        let mut place = format!("{}:{}", show_path(&t.file, cwd), t.line);
+        if let Some(column) = t.column {
+            place.push_str(&format!(":{column}"));
+        }
+        let what = match &t.tool {
+            Some(tool) => format!("@{tool}"),
+            None => "reminder".into(),
+        };
+        let observed = t.outcome == "skipped" && t.reason.as_deref() == observe;
+        let detail = match t.outcome {
+            "succeeded" => t
+                .summary
+                .clone()
+                .or_else(|| t.output.as_deref().map(|o| first_line(o, 120)))
+                .unwrap_or_default(),
+            "queued" => match t.approval_id {
+                Some(id) => format!("approval {id}: heartbeat approve {id}"),
+                None => String::new(),
+            },
+            "skipped" if observed => first_line(&t.text, 120),
+            "failed" | "invalid" | "skipped" | "stale" => t.reason.clone().unwrap_or_default(),
+            _ => first_line(&t.text, 120),
+        };
+        let label = match t.outcome {
+            "succeeded" => "ok",
+            "failed" => "FAILED",
+            "invalid" => "INVALID",
+            "stale" => "STALE",
+            "would_run" => "would run",
+            "skipped" if observed => "would run",
+            other => other,
+        };
+        let approval = t
+            .approval_id
+            .map(|id| format!(" #{id}"))
+            .unwrap_or_default();
+        let line = if t.outcome == "invalid" {
+            format!("{label:<9} {place}: {}", clean(&detail))
+        } else if t.outcome == "queued" {
+            format!("{label:<9} {what:<14} {place}  {}", clean(&detail))
+        } else {
+            format!(
+                "{label:<9} {what:<14} {place}{approval}  {}",
+                clean(&detail)
+            )
+        };
+        out.push(line.trim_end().to_string());
+    }
+    for e in &r.errors {
+        out.push(format!("ERROR     {}", clean(e)));
+    }
+    if quiet {
+        return out;
+    }
+    let c = r.counts();
+    let mut parts = vec![];
+    for (n, word) in [
+        (c.succeeded, "succeeded"),
+        (c.failed, "failed"),
+        (c.queued, "queued"),
+        (c.skipped, "skipped"),
+        (c.invalid, "invalid"),
+        (r.count("reminded"), "reminded"),
+        (r.count("stale"), "stale"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {word}"));
+        }
+    }
+    if !parts.is_empty() {
+        out.push(format!("heartbeat: {}", parts.join(", ")));
+    }
+    out
+}

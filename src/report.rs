@@ -1,0 +1,136 @@
+//! What a run or an approval did, as data: one [`TaskReport`] per task that did something,
+//! with the counts, the exit code and the JSON shape of `run --once --json` (SPEC §8).
+//! Rendering it for people is in [`crate::render`].
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::audit;
+use crate::error::exit;
+use crate::model::{Body, Task};
+use crate::store::RunCounts;
+
+/// What happened to one task (the `tasks` of `run --once --json`).
+#[derive(Clone, Debug)]
+pub struct TaskReport {
+    pub task_id: String,
+    pub file: Arc<Path>,
+    pub line: usize,
+    /// Where an invalid task's error is.
+    pub column: Option<usize>,
+    pub text: String,
+    pub tool: Option<String>,
+    /// succeeded, failed, queued, skipped, invalid, reminded, stale (would_run in dry runs).
+    pub outcome: &'static str,
+    pub reason: Option<String>,
+    pub approval_id: Option<i64>,
+    pub exit_code: Option<i32>,
+    pub output: Option<String>,
+    pub summary: Option<String>,
+    pub duration_ms: Option<u64>,
+}
+
+impl TaskReport {
+    pub fn new(task: &Task, tool: Option<&str>, outcome: &'static str) -> TaskReport {
+        TaskReport {
+            task_id: task.id.clone(),
+            file: task.file.clone(),
+            line: task.line,
+            column: None,
+            text: safe_text(task),
+            tool: tool.map(str::to_string),
+            outcome,
+            reason: None,
+            approval_id: None,
+            exit_code: None,
+            output: None,
+            summary: None,
+            duration_ms: None,
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "task_id": self.task_id,
+            "tool": self.tool,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "approval_id": self.approval_id,
+            "exit_code": self.exit_code,
+            "output": self.output,
+            "duration_ms": self.duration_ms,
+            "file": &*self.file,
+            "line": self.line,
+            "column": self.column,
+            "text": self.text,
+            "summary": self.summary,
+        })
+    }
+}
+
+/// What a session did.
+#[derive(Default)]
+pub struct Report {
+    pub run_id: String,
+    pub skipped: Option<&'static str>,
+    pub tasks: Vec<TaskReport>,
+    /// Problems that are not a task's (a tick that could not be written).
+    pub errors: Vec<String>,
+}
+
+impl Report {
+    pub fn count(&self, outcome: &str) -> usize {
+        self.tasks.iter().filter(|t| t.outcome == outcome).count()
+    }
+
+    pub fn counts(&self) -> RunCounts {
+        RunCounts {
+            succeeded: self.count("succeeded"),
+            failed: self.count("failed"),
+            queued: self.count("queued"),
+            skipped: self.count("skipped"),
+            invalid: self.count("invalid"),
+        }
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        let c = self.counts();
+        if c.failed > 0 || c.invalid > 0 || !self.errors.is_empty() {
+            exit::TASK_FAILED
+        } else {
+            exit::OK
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        let c = self.counts();
+        json!({
+            "run_id": self.run_id,
+            "skipped": self.skipped,
+            "tasks": self.tasks.iter().map(TaskReport::to_json).collect::<Vec<_>>(),
+            "succeeded": c.succeeded,
+            "failed": c.failed,
+            "queued": c.queued,
+            "skipped_tasks": c.skipped,
+            "invalid": c.invalid,
+            "reminded": self.count("reminded"),
+            "stale": self.count("stale"),
+            "errors": self.errors,
+        })
+    }
+}
+
+/// The task's text, for records and output: a tool task whose input holds a secret is shown
+/// as its tool and redacted input instead of its raw source text.
+pub fn safe_text(task: &Task) -> String {
+    if let Body::Tool { name, input } = &task.body
+        && audit::has_secret_keys(input)
+    {
+        let mut shown = Value::Object(input.clone());
+        audit::redact(&mut shown, &[]);
+        return format!("@{name} {shown}");
+    }
+    task.text.clone()
+}
