@@ -12,7 +12,6 @@ pub mod fault;
 pub mod json;
 pub mod lock;
 pub mod markdown;
-pub mod memory;
 pub mod model;
 pub mod notify;
 pub mod plan;
