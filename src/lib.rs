@@ -9,7 +9,6 @@ pub mod cmd;
 pub mod config;
 pub mod error;
 pub mod fault;
-pub mod json;
 pub mod lock;
 pub mod markdown;
 pub mod model;

@@ -488,7 +488,7 @@ fn write_sorted(out: &mut Vec<u8>, map: &Map<String, Value>) {
         if i > 0 {
             out.push(b',');
         }
-        crate::json::write_str(out, k);
+        write_json(out, k);
         out.push(b':');
         write_sorted_value(out, v);
     };
@@ -520,15 +520,14 @@ fn write_sorted_value(out: &mut Vec<u8>, v: &Value) {
             }
             out.push(b']');
         }
-        Value::String(s) => crate::json::write_str(out, s),
         other => write_json(out, other),
     }
 }
 
-/// serde_json's own compact text, so the content is exactly what serialising would give
-/// (strings: [`crate::json::write_str`], the same bytes).
+/// serde_json's own compact text (and escaping), so the content is exactly what
+/// serialising would give.
 fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-    // Writing a number, bool or null into a Vec cannot fail.
+    // Writing a string, number, bool or null into a Vec cannot fail.
     let _ = serde_json::to_writer(out, v);
 }
 
@@ -607,7 +606,7 @@ fn parse_body(text: &Extracted, lines: &LineIndex<'_>) -> Body {
             column,
         }
     };
-    match crate::json::from_str(rest) {
+    match serde_json::from_str(rest) {
         Ok(Value::Object(input)) => Body::Tool { name, input },
         Ok(other) => {
             let found = match other {
