@@ -15,7 +15,6 @@ pub mod run;
 pub mod status;
 pub mod telegram;
 
-use std::borrow::Cow;
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -93,30 +92,21 @@ pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
         .collect())
 }
 
-/// All tasks of all files, in file order: borrowed when there is one file (a copy of every
-/// task only to put several files' tasks in one list).
-pub fn all_tasks(files: &[Loaded]) -> Cow<'_, [Task]> {
-    match files {
-        [one] => Cow::Borrowed(&one.parsed.tasks),
-        _ => files
-            .iter()
-            .flat_map(|f| f.parsed.tasks.iter().cloned())
-            .collect(),
-    }
+/// All tasks of all files, in file order.
+pub fn all_tasks(files: &[Loaded]) -> Vec<Task> {
+    files
+        .iter()
+        .flat_map(|f| f.parsed.tasks.iter().cloned())
+        .collect()
 }
 
 /// All tasks of all files, in file order, moved out of the files (their paths and problems
-/// stay): no copy of a 20,000-task file.
+/// stay).
 pub fn take_tasks(files: &mut [Loaded]) -> Vec<Task> {
-    let mut tasks = Vec::new();
-    for f in files {
-        if tasks.is_empty() {
-            tasks = std::mem::take(&mut f.parsed.tasks);
-        } else {
-            tasks.append(&mut f.parsed.tasks);
-        }
-    }
-    tasks
+    files
+        .iter_mut()
+        .flat_map(|f| std::mem::take(&mut f.parsed.tasks))
+        .collect()
 }
 
 /// Stored state for planning, without creating anything (read-only commands, dry runs).
@@ -188,26 +178,17 @@ pub fn clean(text: &str) -> String {
 
 /// First line of a text, cleaned and cut for one-line summaries.
 pub fn first_line(text: &str, max_chars: usize) -> String {
-    first_line_cow(text, max_chars).into_owned()
-}
-
-/// [`first_line`], borrowed from `text` when nothing needs cleaning or cutting (the common
-/// case, for listings of thousands of tasks).
-pub fn first_line_cow(text: &str, max_chars: usize) -> Cow<'_, str> {
     let line = text
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("")
         .trim();
-    if line.len() <= max_chars && !line.chars().any(char::is_control) {
-        return Cow::Borrowed(line);
-    }
     let line = clean(line);
     if line.chars().count() > max_chars {
         let cut: String = line.chars().take(max_chars).collect();
-        Cow::Owned(format!("{cut}…"))
+        format!("{cut}…")
     } else {
-        Cow::Owned(line)
+        line
     }
 }
 
