@@ -145,14 +145,14 @@ pub struct Line<'a> {
 impl Line<'_> {
     fn key(&mut self, key: &str) {
         self.buf.push(if self.buf.is_empty() { b'{' } else { b',' });
-        crate::json::write_str(&mut self.buf, key);
+        let _ = serde_json::to_writer(&mut self.buf, key);
         self.buf.push(b':');
     }
 
     /// A string known to hold no secret (ids, timestamps, names of ours).
     fn plain(&mut self, key: &str, s: &str) {
         self.key(key);
-        crate::json::write_str(&mut self.buf, s);
+        let _ = serde_json::to_writer(&mut self.buf, s);
     }
 
     /// Whether `key` hides its value (a null stays null).
@@ -241,7 +241,7 @@ fn write_redacted_map(buf: &mut Vec<u8>, m: &Map<String, Value>, secrets: &[Stri
         if i > 0 {
             buf.push(b',');
         }
-        crate::json::write_str(buf, k);
+        let _ = serde_json::to_writer(&mut *buf, k);
         buf.push(b':');
         if hides(k, v.is_null()) {
             buf.extend_from_slice(b"\"***\"");
@@ -253,7 +253,7 @@ fn write_redacted_map(buf: &mut Vec<u8>, m: &Map<String, Value>, secrets: &[Stri
 }
 
 fn write_redacted_str(buf: &mut Vec<u8>, s: &str, secrets: &[String]) {
-    crate::json::write_str(buf, &cut_secrets(s, secrets));
+    let _ = serde_json::to_writer(&mut *buf, &cut_secrets(s, secrets));
 }
 
 /// `s` with every registered secret in it replaced by `***`, also inside longer strings (an

@@ -1,8 +1,6 @@
 //! The decision table of SPEC §5: one decision per task, from the tasks, the config, a
 //! snapshot of stored state and `now`. Pure: `check`, `run --dry-run` and `run` share it.
 
-use std::borrow::Cow;
-
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -85,22 +83,21 @@ impl Decision {
 
 /// The decision for one task, with the tool call it resolved to.
 #[derive(Clone, Debug, PartialEq)]
-/// Borrows from the task it was planned for: a plan of many tasks copies no inputs.
-pub struct Planned<'a> {
+pub struct Planned {
     pub decision: Decision,
     /// The tool that runs (`agent` for plain tasks with `plain_tasks = "agent"`).
-    pub tool: Option<Cow<'a, str>>,
-    pub input: Option<Cow<'a, Map<String, Value>>>,
+    pub tool: Option<String>,
+    pub input: Option<Map<String, Value>>,
     /// When the task is (or becomes) due, within active hours; None for tasks that never
     /// will be (done, ignored, invalid, a reminder already given).
     pub next_due: Option<DateTime<Utc>>,
 }
 
-pub struct Plan<'a> {
+pub struct Plan {
     pub active: bool,
     pub next_active: Option<DateTime<Utc>>,
     /// Parallel to the tasks given to [`plan`].
-    pub items: Vec<Planned<'a>>,
+    pub items: Vec<Planned>,
 }
 
 pub struct PlanInput<'a> {
@@ -113,21 +110,17 @@ pub struct PlanInput<'a> {
     pub autonomy: Autonomy,
 }
 
-pub fn plan<'a>(tasks: &'a [Task], input: &PlanInput) -> Plan<'a> {
+pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
     let cfg = input.config;
     let now = input.now;
     // Paused counts as not active: nothing runs unless forced.
-    let hours_now = cfg.active.is_active(now);
-    let active = hours_now && !input.state.paused;
+    let active = cfg.active.is_active(now) && !input.state.paused;
     let next_active = if active {
         Some(now)
     } else {
         cfg.active.next_active(now)
     };
-    let mut items: Vec<Planned> = tasks
-        .iter()
-        .map(|t| decide(t, input, active, hours_now))
-        .collect();
+    let mut items: Vec<Planned> = tasks.iter().map(|t| decide(t, input, active)).collect();
     apply_cooldowns(tasks, &mut items, cfg, input.state, now);
     apply_run_cap(tasks, &mut items, cfg.max_tasks_per_run, input.state);
     Plan {
@@ -143,7 +136,7 @@ pub fn plan<'a>(tasks: &'a [Task], input: &PlanInput) -> Plan<'a> {
 /// cooldown has passed.
 fn apply_cooldowns(
     tasks: &[Task],
-    items: &mut [Planned<'_>],
+    items: &mut [Planned],
     cfg: &Config,
     state: &Snapshot,
     now: DateTime<Utc>,
@@ -192,7 +185,7 @@ fn active_from(cfg: &Config, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
 /// attempted, then the oldest attempt; file order breaks ties), so that a recurring task
 /// near the top of the file cannot starve the ones below it. Those that run still run in
 /// file order.
-fn apply_run_cap(tasks: &[Task], items: &mut [Planned<'_>], cap: usize, state: &Snapshot) {
+fn apply_run_cap(tasks: &[Task], items: &mut [Planned], cap: usize, state: &Snapshot) {
     let mut runs: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].decision == Decision::Run)
         .collect();
@@ -205,25 +198,22 @@ fn apply_run_cap(tasks: &[Task], items: &mut [Planned<'_>], cap: usize, state: &
     }
 }
 
-/// `hours_now`: whether `now` is within active hours (pause aside), looked up once.
-fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool, hours_now: bool) -> Planned<'a> {
+fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     let cfg = input.config;
     let state = input.state;
     let now = input.now;
-    let planned = |decision,
-                   tool: Option<Cow<'a, str>>,
-                   input: Option<Cow<'a, Map<String, Value>>>,
-                   next_due| Planned {
-        decision,
-        tool,
-        input,
-        next_due,
-    };
+    let planned =
+        |decision, tool: Option<String>, input: Option<Map<String, Value>>, next_due| Planned {
+            decision,
+            tool,
+            input,
+            next_due,
+        };
 
     if task.done {
         return planned(
             Decision::Done,
-            task.tool_name().map(Cow::Borrowed),
+            task.tool_name().map(str::to_string),
             tool_input(task),
             None,
         );
@@ -231,7 +221,7 @@ fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool, hours_now: bool) 
     if task.section == Section::Other {
         return planned(
             Decision::Ignored,
-            task.tool_name().map(Cow::Borrowed),
+            task.tool_name().map(str::to_string),
             tool_input(task),
             None,
         );
@@ -244,12 +234,7 @@ fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool, hours_now: bool) 
             error,
             line,
             column,
-        } => Err((
-            tool.as_deref().map(Cow::Borrowed),
-            *line,
-            *column,
-            error.clone(),
-        )),
+        } => Err((tool.clone(), *line, *column, error.clone())),
         _ => Ok(tool_call(task, cfg.plain_tasks)),
     };
     let call = call.and_then(|call| match call {
@@ -295,19 +280,8 @@ fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool, hours_now: bool) 
 
     let tz = cfg.tz();
     let last = state.last_attempt.get(&task.id).copied();
-    let due_at = schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| {
-        // Most tasks are due now, whose hours are known already.
-        let open = if t == now {
-            hours_now
-        } else {
-            cfg.active.is_active(t)
-        };
-        if open {
-            Some(t)
-        } else {
-            cfg.active.next_active(t)
-        }
-    });
+    let due_at =
+        schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| active_from(cfg, t));
     // Waiting for a person, or refused by one: that is the state, whatever the clock says.
     if let Some(id) = state.pending.get(&task.id) {
         return planned(Decision::Pending(*id), tool, tool_in, due_at);
@@ -373,24 +347,21 @@ fn decide<'a>(task: &'a Task, input: &PlanInput, active: bool, hours_now: bool) 
 /// The tool a task calls and its input: `@name {…}`, or for a plain task with
 /// `plain_tasks = "agent"` the `agent` tool with `{"prompt": text}`. None for a reminder or
 /// an invalid task.
-pub fn tool_call(task: &Task, plain_tasks: PlainTasks) -> Option<ToolCall<'_>> {
+pub fn tool_call(task: &Task, plain_tasks: PlainTasks) -> Option<(String, Map<String, Value>)> {
     match &task.body {
-        Body::Tool { name, input } => Some((Cow::Borrowed(name), Cow::Borrowed(input))),
+        Body::Tool { name, input } => Some((name.clone(), input.clone())),
         Body::Plain if plain_tasks == PlainTasks::Agent => {
             let mut map = Map::new();
             map.insert("prompt".into(), Value::String(task.text.clone()));
-            Some((Cow::Borrowed("agent"), Cow::Owned(map)))
+            Some(("agent".to_string(), map))
         }
         Body::Plain | Body::Invalid { .. } => None,
     }
 }
 
-/// A tool's name and input, borrowed from the task when it names them itself.
-pub type ToolCall<'a> = (Cow<'a, str>, Cow<'a, Map<String, Value>>);
-
-fn tool_input(task: &Task) -> Option<Cow<'_, Map<String, Value>>> {
+fn tool_input(task: &Task) -> Option<Map<String, Value>> {
     match &task.body {
-        Body::Tool { input, .. } => Some(Cow::Borrowed(input)),
+        Body::Tool { input, .. } => Some(input.clone()),
         _ => None,
     }
 }

@@ -735,7 +735,7 @@ impl<'a> Session<'a> {
         let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
             return Ok(());
         };
-        let mut shown = Value::Object(input.clone().into_owned());
+        let mut shown = Value::Object(input.clone());
         audit::redact(&mut shown, &[]);
         let file = task.file.to_string_lossy();
         let text = safe_text(task);
@@ -759,7 +759,7 @@ impl<'a> Session<'a> {
                 ("approval_id", json!(id)),
                 ("task_id", json!(task.id)),
                 ("tool", json!(name)),
-                ("input", Value::Object(input.clone().into_owned())),
+                ("input", Value::Object(input.clone())),
                 ("file", json!(&*task.file)),
                 ("line", json!(task.line)),
             ]),

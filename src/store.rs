@@ -448,9 +448,9 @@ impl Successes {
         let tasks = &mut self.tasks;
         tasks.push(if tasks.is_empty() { b'[' } else { b',' });
         tasks.push(b'[');
-        crate::json::write_str(tasks, r.task_id);
+        let _ = serde_json::to_writer(&mut *tasks, r.task_id);
         tasks.push(b',');
-        crate::json::write_str(tasks, r.tool);
+        let _ = serde_json::to_writer(&mut *tasks, r.tool);
         tasks.push(b',');
         let ms = (r.finished_at - r.started_at).num_milliseconds().max(0);
         // Writing into a Vec cannot fail.
@@ -461,7 +461,7 @@ impl Successes {
         if done {
             self.done
                 .push(if self.done.is_empty() { b'[' } else { b',' });
-            crate::json::write_str(&mut self.done, r.task_id);
+            let _ = serde_json::to_writer(&mut self.done, r.task_id);
         }
     }
 

@@ -1,11 +1,9 @@
 //! `heartbeat check`: validate the config and files; list every task with what would happen
 //! now and when it is next due. Writes nothing.
 
-use std::borrow::Cow;
-
 use serde_json::{Value, json};
 
-use super::{Ctx, Out, read_files, read_snapshot, show_path, show_time, take_tasks};
+use super::{Ctx, Out, all_tasks, read_files, read_snapshot, show_path, show_time};
 use crate::cli::CheckArgs;
 use crate::error::{Result, exit};
 use crate::model::{Problem, Severity};
@@ -15,11 +13,10 @@ use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
-    let mut files = read_files(&cfg, args.files.allow_missing)?;
+    let files = read_files(&cfg, args.files.allow_missing)?;
     let registry = Registry::from_config(&cfg);
-    // Tasks stay in file order: each file's are the next `count` of them.
-    let counts: Vec<usize> = files.iter().map(|f| f.parsed.tasks.len()).collect();
-    let tasks = take_tasks(&mut files);
+    // In file order: each file's tasks are the next `f.parsed.tasks.len()` of them.
+    let tasks = all_tasks(&files);
     let snapshot = read_snapshot(&cfg, ctx.now)?;
     let plan = plan::plan(
         &tasks,
@@ -118,34 +115,24 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             ));
         }
         let mut listed = tasks.iter().zip(&plan.items);
-        for (f, &count) in files.iter().zip(&counts) {
+        for f in &files {
             out.line(&format!("{}:", show_path(&f.source.path, &ctx.cwd)));
+            let count = f.parsed.tasks.len();
             for (task, planned) in listed.by_ref().take(count) {
                 let due = match planned.next_due {
                     Some(t) if t > ctx.now => format!("  (next due {})", show_time(t, &cfg)),
                     _ => String::new(),
                 };
-                let decision: Cow<str> = match &planned.decision {
-                    Decision::Pending(id) => format!("pending #{id}").into(),
-                    d => d.as_str().into(),
+                let decision = match &planned.decision {
+                    Decision::Pending(id) => format!("pending #{id}"),
+                    d => d.as_str().to_string(),
                 };
-                // `  {line:>4}  {id}  {decision:<11} {text}{due}`, without the formatting
-                // machinery (this is one line per task).
-                let text = first_line(&task.text, 80);
-                out.line_with(|b| {
-                    b.push_str("  ");
-                    push_right(b, task.line, 4);
-                    b.push_str("  ");
-                    b.push_str(&task.id);
-                    b.push_str("  ");
-                    b.push_str(&decision);
-                    for _ in decision.chars().count()..11 {
-                        b.push(' ');
-                    }
-                    b.push(' ');
-                    b.push_str(&text);
-                    b.push_str(&due);
-                });
+                out.line(&format!(
+                    "  {:>4}  {}  {decision:<11} {}{due}",
+                    task.line,
+                    task.id,
+                    first_line(&task.text, 80)
+                ));
             }
             if count == 0 {
                 out.line("  (no tasks)");
@@ -171,33 +158,9 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
         ));
     }
     drop(out);
-    // The process ends here: freeing every task one by one would only cost time.
-    std::mem::forget(plan);
-    std::mem::forget(tasks);
-    std::mem::forget(files);
     Ok(if errors > 0 {
         exit::TASK_FAILED
     } else {
         exit::OK
     })
-}
-
-/// `n` right-aligned in `width` columns.
-fn push_right(b: &mut String, n: usize, width: usize) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    for _ in (digits.len() - i)..width {
-        b.push(' ');
-    }
-    // ASCII digits.
-    b.push_str(std::str::from_utf8(&digits[i..]).unwrap_or_default());
 }

@@ -15,7 +15,6 @@ pub mod run;
 pub mod status;
 pub mod telegram;
 
-use std::borrow::Cow;
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -90,7 +89,6 @@ pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
             Err(e) => return Err(e.into()),
         }
     }
-    crate::memory::expect_input(sources.iter().map(|s| s.text.len()).sum());
     Ok(sources
         .into_iter()
         .map(|source| {
@@ -100,30 +98,12 @@ pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
         .collect())
 }
 
-/// All tasks of all files, in file order: borrowed when there is one file (a copy of every
-/// task only to put several files' tasks in one list).
-pub fn all_tasks(files: &[Loaded]) -> Cow<'_, [Task]> {
-    match files {
-        [one] => Cow::Borrowed(&one.parsed.tasks),
-        _ => files
-            .iter()
-            .flat_map(|f| f.parsed.tasks.iter().cloned())
-            .collect(),
-    }
-}
-
-/// All tasks of all files, in file order, moved out of the files (their paths and problems
-/// stay): no copy of a 20,000-task file.
-pub fn take_tasks(files: &mut [Loaded]) -> Vec<Task> {
-    let mut tasks = Vec::new();
-    for f in files {
-        if tasks.is_empty() {
-            tasks = std::mem::take(&mut f.parsed.tasks);
-        } else {
-            tasks.append(&mut f.parsed.tasks);
-        }
-    }
-    tasks
+/// All tasks of all files, in file order.
+pub fn all_tasks(files: &[Loaded]) -> Vec<Task> {
+    files
+        .iter()
+        .flat_map(|f| f.parsed.tasks.iter().cloned())
+        .collect()
 }
 
 /// Stored state for planning, without creating anything (read-only commands, dry runs).
@@ -177,15 +157,10 @@ impl Out {
     }
 
     pub fn line(&mut self, text: &str) {
-        self.line_with(|buf| buf.push_str(text));
-    }
-
-    /// A line that `write` puts straight into the buffer.
-    pub fn line_with(&mut self, write: impl FnOnce(&mut String)) {
         if self.broken {
             return;
         }
-        write(&mut self.buf);
+        self.buf.push_str(text);
         self.buf.push('\n');
         if self.buf.len() >= 64 * 1024 {
             self.flush();

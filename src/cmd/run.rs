@@ -47,12 +47,12 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     }
     let cfg = ctx.load_config(&args.files.files)?;
     let autonomy = args.autonomy.map(autonomy_of).unwrap_or(cfg.autonomy);
-    let mut files = read_files(&cfg, args.files.allow_missing)?;
+    let files = read_files(&cfg, args.files.allow_missing)?;
     let mut out = Out::new();
 
     if args.dry_run {
         let registry = Registry::from_config(&cfg);
-        let tasks = super::take_tasks(&mut files);
+        let tasks = super::all_tasks(&files);
         let run_id = new_run_id(ctx.now);
         return dry_run(
             ctx, args, &cfg, &registry, &tasks, autonomy, run_id, &mut out,

@@ -8,10 +8,9 @@
 //! - Lines and columns are 1-based; a column counts characters, the BOM not counted;
 //!   `\r\n`, `\r` and `\n` each end a line.
 //! - Task text is cut from the source bytes, never re-rendered.
-//! - Work is linear in the file size: positions come from a line-start table (a short walk
-//!   on from the last lookup, else a bisection), never from rescanning the text.
+//! - Work is linear in the file size: positions come from a line-start table (a bisection),
+//!   never from rescanning the text.
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
@@ -40,9 +39,6 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         text
     };
     let bom = if text.starts_with(BOM) { BOM.len() } else { 0 };
-    // Every task has a `[`: room for them all at once, so a long list is not copied over and
-    // over while it grows (capacity never written to costs no memory).
-    let most = count_byte(b'[', text.as_bytes());
     let mut b = Builder {
         path,
         file: Arc::from(path),
@@ -51,11 +47,8 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         section: Section::Other,
         heading: None,
         schedule: None,
-        keys: Vec::with_capacity(most),
-        inline: Inline::default(),
-        segments: Vec::new(),
-        content: Vec::new(),
-        tasks: Vec::with_capacity(most),
+        occurrences: HashMap::new(),
+        tasks: Vec::new(),
         problems: Vec::new(),
     };
 
@@ -72,13 +65,13 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
 
         if let Some(task) = pending.as_mut() {
             if is_inline(&event) {
-                b.inline.push(&range);
+                task.inline.push(&range);
                 continue;
             }
             // `- [ ]` alone on its line, text below: the first paragraph is still the text.
             if matches!(event, Event::Start(Tag::Paragraph))
                 && !task.opened_paragraph
-                && b.inline.end.is_none()
+                && task.inline.end.is_none()
             {
                 task.opened_paragraph = true;
                 continue;
@@ -88,13 +81,13 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
             }
         }
 
-        if heading.is_some() {
+        if let Some(h) = heading.as_mut() {
             if let Event::End(TagEnd::Heading(level)) = event {
                 if let Some(h) = heading.take() {
                     b.finish_heading(level, h);
                 }
             } else if is_inline(&event) {
-                b.inline.push(&range);
+                h.inline.push(&range);
             }
             continue;
         }
@@ -109,21 +102,21 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
             // Loose items open their paragraph before the marker.
             Event::Start(Tag::Paragraph) if was == Fresh::Item => fresh = Fresh::ItemParagraph,
             Event::TaskListMarker(done) if was != Fresh::No => {
-                b.inline.begin();
                 pending = Some(PendingTask {
                     // The marker event ends with `]`; its three bytes are the `[?]`.
                     marker: range.end.saturating_sub(3)..range.end,
                     done,
                     in_quote: quote_depth > 0,
                     opened_paragraph: was == Fresh::ItemParagraph,
+                    inline: Inline::default(),
                 });
             }
             Event::Start(Tag::Heading { .. }) => {
-                b.inline.begin();
                 heading = Some(PendingHeading {
                     start: range.start,
                     nested: quote_depth > 0 || item_depth > 0,
                     in_quote: quote_depth > 0,
+                    inline: Inline::default(),
                 });
             }
             Event::Start(Tag::BlockQuote(_)) => quote_depth += 1,
@@ -134,50 +127,11 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     if let Some(task) = pending.take() {
         b.finish_task(task);
     }
-    b.number_repeats();
 
     ParsedFile {
         path: path.to_path_buf(),
         tasks: b.tasks,
         problems: b.problems,
-    }
-}
-
-fn count_byte(needle: u8, haystack: &[u8]) -> usize {
-    memchr::memchr_iter(needle, haystack).count()
-}
-
-/// Keys that are prefixes of SHA-256 digests are uniformly random already: they are their
-/// own hash.
-#[derive(Clone, Copy, Default)]
-struct DigestHash;
-
-impl std::hash::BuildHasher for DigestHash {
-    type Hasher = DigestHasher;
-    fn build_hasher(&self) -> DigestHasher {
-        DigestHasher(0)
-    }
-}
-
-#[derive(Default)]
-struct DigestHasher(u64);
-
-impl std::hash::Hasher for DigestHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        // Only u64 keys are hashed here; any other write is folded in eight bytes at a time.
-        for chunk in bytes.chunks(8) {
-            let mut word = [0u8; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.write_u64(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = self.0.rotate_left(5) ^ n;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
     }
 }
 
@@ -205,38 +159,34 @@ enum Fresh {
     ItemParagraph,
 }
 
-/// A task whose text is still being collected (into [`Builder::inline`]).
+/// A task whose text is still being collected.
 struct PendingTask {
     marker: Range<usize>,
     done: bool,
     in_quote: bool,
     opened_paragraph: bool,
+    inline: Inline,
 }
 
-/// A heading whose text is still being collected (into [`Builder::inline`]).
+/// A heading whose text is still being collected.
 struct PendingHeading {
     start: usize,
     /// Inside a blockquote or list item: quoted or nested text, not the file's structure.
     nested: bool,
     in_quote: bool,
+    inline: Inline,
 }
 
-/// The inline events of the task or heading being collected (one at a time; the buffer is
-/// reused, so collecting allocates nothing per task).
+/// The inline events seen so far of a task's or heading's text.
 #[derive(Default)]
 struct Inline {
-    /// Starts of the inline events seen so far (file offsets).
+    /// Starts of the inline events (file offsets).
     starts: Vec<usize>,
     /// End of the last inline event.
     end: Option<usize>,
 }
 
 impl Inline {
-    fn begin(&mut self) {
-        self.starts.clear();
-        self.end = None;
-    }
-
     fn push(&mut self, range: &Range<usize>) {
         self.starts.push(range.start);
         self.end = Some(self.end.map_or(range.end, |e| e.max(range.end)));
@@ -288,14 +238,10 @@ struct Builder<'a> {
     section: Section,
     heading: Option<Arc<str>>,
     schedule: Option<Schedule>,
-    /// Each task's first-occurrence id (its six bytes), to number repeats once all are
-    /// read ([`Builder::number_repeats`]).
-    keys: Vec<u64>,
-    /// Scratch buffers reused from task to task: the inline events being collected, the
-    /// source lines of the text being extracted, its normalised content.
-    inline: Inline,
-    segments: Vec<Segment>,
-    content: Vec<u8>,
+    /// First-occurrence id → occurrences so far. Repeats are counted by the id, not the
+    /// whole digest: two contents whose ids collide count as one, so ids in a file stay
+    /// distinct.
+    occurrences: HashMap<String, usize>,
     tasks: Vec<Task>,
     problems: Vec<Problem>,
 }
@@ -323,18 +269,10 @@ impl Builder<'_> {
         if h.nested {
             return;
         }
-        let text = match self.inline.end {
+        let text = match h.inline.end {
             Some(end) => {
-                let starts = &mut self.inline.starts;
-                let start = starts.iter().copied().min().unwrap_or(end);
-                extract(
-                    &self.lines,
-                    start..end,
-                    starts,
-                    h.in_quote,
-                    &mut self.segments,
-                )
-                .text
+                let start = h.inline.starts.iter().copied().min().unwrap_or(end);
+                extract(&self.lines, start..end, h.inline.starts, h.in_quote).text
             }
             None => String::new(),
         };
@@ -383,15 +321,8 @@ impl Builder<'_> {
 
     fn finish_task(&mut self, task: PendingTask) {
         let start = task.marker.end;
-        let end = self.inline.end.unwrap_or(start).max(start);
-        let starts = &mut self.inline.starts;
-        let text = extract(
-            &self.lines,
-            start..end,
-            starts,
-            task.in_quote,
-            &mut self.segments,
-        );
+        let end = task.inline.end.unwrap_or(start).max(start);
+        let text = extract(&self.lines, start..end, task.inline.starts, task.in_quote);
         if text.text.is_empty() {
             if self.in_active_section() {
                 self.warn(task.marker.start, "empty task".to_string());
@@ -401,12 +332,17 @@ impl Builder<'_> {
         let (line, column) = self.lines.line_col(task.marker.start);
         let (text_line, text_column) = self.lines.line_col(text.file_offset(0));
         let body = parse_body(&text, &self.lines);
-        normalised_content(&mut self.content, &body, &text.text);
-        let first = digest(&self.canonical, self.section, &self.content, 0);
-        let mut key = [0u8; 8];
-        key[..6].copy_from_slice(&first[..6]);
-        self.keys.push(u64::from_le_bytes(key));
-        let id = short_id(&first);
+        // The n-th repeat of a task (n ≥ 1, in file order) gets the id of its content with
+        // the occurrence number.
+        let content = normalised_content(&body, &text.text);
+        let first = task_id(&self.canonical, self.section, &content, 0);
+        let n = self.occurrences.entry(first.clone()).or_insert(0);
+        let id = if *n == 0 {
+            first
+        } else {
+            task_id(&self.canonical, self.section, &content, *n)
+        };
+        *n += 1;
         self.tasks.push(Task {
             id,
             file: self.file.clone(),
@@ -423,29 +359,6 @@ impl Builder<'_> {
             marker: task.marker,
         });
     }
-
-    /// Give the n-th repeat of a task (n ≥ 1, in file order) the id of its content with the
-    /// occurrence number. Repeats are counted by the id, not the whole digest: two contents
-    /// whose ids collide count as one, so ids in a file stay distinct. Done after the parse
-    /// in one pass over the ids (most files have no repeats at all), where the lookups of
-    /// many tasks overlap instead of each waiting on its own cache miss.
-    fn number_repeats(&mut self) {
-        let mut seen: HashMap<u64, usize, DigestHash> =
-            HashMap::with_capacity_and_hasher(self.keys.len(), DigestHash);
-        let mut repeats = Vec::new();
-        for (i, &key) in self.keys.iter().enumerate() {
-            let n = seen.entry(key).or_insert(0);
-            if *n > 0 {
-                repeats.push((i, *n));
-            }
-            *n += 1;
-        }
-        for (i, n) in repeats {
-            let task = &mut self.tasks[i];
-            normalised_content(&mut self.content, &task.body, &task.text);
-            task.id = short_id(&digest(&self.canonical, task.section, &self.content, n));
-        }
-    }
 }
 
 /// Recurring, One-time or anything else, from a level-2 heading's text.
@@ -460,113 +373,60 @@ fn section_kind(text: &str) -> Section {
 // ---------------------------------------------------------------------------------------------
 // Identity
 
-/// What identifies a task inside its section: see SPEC §2 "Identity". Written into `out`
-/// (cleared first), a buffer reused from task to task.
-fn normalised_content(out: &mut Vec<u8>, body: &Body, text: &str) {
-    out.clear();
+/// What identifies a task inside its section: see SPEC §2 "Identity".
+fn normalised_content(body: &Body, text: &str) -> String {
     match body {
         Body::Tool { name, input } => {
-            out.push(b'@');
-            out.extend_from_slice(name.as_bytes());
-            out.push(b' ');
-            write_sorted(out, input);
+            let sorted = sorted_keys(&Value::Object(input.clone()));
+            format!("@{name} {sorted}")
         }
-        Body::Plain => fold_whitespace(out, text),
-        Body::Invalid { .. } => {
-            out.extend_from_slice(b"@!");
-            fold_whitespace(out, text);
-        }
+        Body::Plain => fold_whitespace(text),
+        Body::Invalid { .. } => format!("@!{}", fold_whitespace(text)),
     }
 }
 
-/// Compact JSON of an object with its keys sorted, recursively (`serde_json` keeps
-/// insertion order here, `preserve_order`); the same text as serialising a sorted copy,
-/// without building one.
-fn write_sorted(out: &mut Vec<u8>, map: &Map<String, Value>) {
-    out.push(b'{');
-    let put = |out: &mut Vec<u8>, i: usize, k: &String, v: &Value| {
-        if i > 0 {
-            out.push(b',');
-        }
-        crate::json::write_str(out, k);
-        out.push(b':');
-        write_sorted_value(out, v);
-    };
-    // Most inputs are written with their keys in order already: no sorting to do.
-    if map.keys().zip(map.keys().skip(1)).all(|(a, b)| a <= b) {
-        for (i, (k, v)) in map.iter().enumerate() {
-            put(out, i, k, v);
-        }
-    } else {
-        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-        entries.sort_by(|a, b| a.0.cmp(b.0));
-        for (i, (k, v)) in entries.into_iter().enumerate() {
-            put(out, i, k, v);
-        }
-    }
-    out.push(b'}');
-}
-
-fn write_sorted_value(out: &mut Vec<u8>, v: &Value) {
+/// `v` with every object's keys in sorted order, recursively: `serde_json` keeps insertion
+/// order here (`preserve_order`), and ids must not depend on how the input was written.
+/// Displayed, a `Value` is serde_json's compact text.
+fn sorted_keys(v: &Value) -> Value {
     match v {
-        Value::Object(m) => write_sorted(out, m),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_sorted_value(out, item);
-            }
-            out.push(b']');
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), sorted_keys(v)))
+                    .collect(),
+            )
         }
-        Value::String(s) => crate::json::write_str(out, s),
-        other => write_json(out, other),
+        Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
+        other => other.clone(),
     }
-}
-
-/// serde_json's own compact text, so the content is exactly what serialising would give
-/// (strings: [`crate::json::write_str`], the same bytes).
-fn write_json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-    // Writing a number, bool or null into a Vec cannot fail.
-    let _ = serde_json::to_writer(out, v);
 }
 
 /// The words of `text` joined by single spaces.
-fn fold_whitespace(out: &mut Vec<u8>, text: &str) {
-    for (i, word) in text.split_whitespace().enumerate() {
-        if i > 0 {
-            out.push(b' ');
-        }
-        out.extend_from_slice(word.as_bytes());
-    }
+fn fold_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// SHA-256 over path, section, content and (from the second one on) the occurrence number,
-/// so adding a duplicate below never changes the first one's id.
-fn digest(canonical: &str, section: Section, content: &[u8], occurrence: usize) -> [u8; 32] {
+/// First 12 hex digits of SHA-256 over path, section, content and (from the second one on)
+/// the occurrence number, so adding a duplicate below never changes the first one's id.
+fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) -> String {
     let mut h = Sha256::new();
     h.update(canonical.as_bytes());
     h.update(b"\0");
     h.update(section.as_str().as_bytes());
     h.update(b"\0");
-    h.update(content);
+    h.update(content.as_bytes());
     if occurrence > 0 {
         h.update(b"\0");
         h.update(occurrence.to_string().as_bytes());
     }
-    h.finalize().into()
-}
-
-/// A task id: the first 12 hex digits of its digest.
-fn short_id(digest: &[u8; 32]) -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut id = String::with_capacity(12);
-    for b in &digest[..6] {
-        id.push(HEX[usize::from(b >> 4)] as char);
-        id.push(HEX[usize::from(b & 0xf)] as char);
-    }
-    id
+    h.finalize()[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -607,7 +467,7 @@ fn parse_body(text: &Extracted, lines: &LineIndex<'_>) -> Body {
             column,
         }
     };
-    match crate::json::from_str(rest) {
+    match serde_json::from_str(rest) {
         Ok(Value::Object(input)) => Body::Tool { name, input },
         Ok(other) => {
             let found = match other {
@@ -660,9 +520,6 @@ pub(crate) struct LineIndex<'a> {
     text: &'a str,
     bom: usize,
     starts: Vec<usize>,
-    /// The line the last lookup found. Lookups come in file order, so the next one is
-    /// nearly always on that line or one of the next few: a short walk, not a bisection.
-    hint: Cell<usize>,
 }
 
 impl<'a> LineIndex<'a> {
@@ -675,31 +532,12 @@ impl<'a> LineIndex<'a> {
                 starts.push(i + 1);
             }
         }
-        LineIndex {
-            text,
-            bom,
-            starts,
-            hint: Cell::new(0),
-        }
+        LineIndex { text, bom, starts }
     }
 
     /// 0-based index of the line holding `offset`.
     fn line_of(&self, offset: usize) -> usize {
-        const WALK: usize = 4;
-        let starts = &self.starts;
-        let from = self.hint.get();
-        let near = starts[from] <= offset && starts.get(from + WALK).is_none_or(|&s| offset < s);
-        let line = if near {
-            let mut line = from;
-            while starts.get(line + 1).is_some_and(|&s| s <= offset) {
-                line += 1;
-            }
-            line
-        } else {
-            starts.partition_point(|&s| s <= offset) - 1
-        };
-        self.hint.set(line);
-        line
+        self.starts.partition_point(|&s| s <= offset) - 1
     }
 
     /// Offset just past the line's content, before its line break.
@@ -732,10 +570,10 @@ impl<'a> LineIndex<'a> {
 }
 
 /// Text cut from the source, with the way back from text offsets to file offsets.
-struct Extracted<'s> {
+struct Extracted {
     text: String,
     /// One per source line, in the untrimmed text.
-    segments: &'s [Segment],
+    segments: Vec<Segment>,
     /// Bytes trimmed off the front of the untrimmed text.
     lead: usize,
 }
@@ -747,7 +585,7 @@ struct Segment {
     len: usize,
 }
 
-impl Extracted<'_> {
+impl Extracted {
     /// File offset of a byte offset in `text`. The `\n` joining two lines maps to the end of
     /// the first line's content.
     fn file_offset(&self, offset: usize) -> usize {
@@ -767,37 +605,20 @@ impl Extracted<'_> {
 /// its container prefix (indentation, and `>` markers inside block quotes), lines joined with
 /// `\n`, the whole trimmed. `starts` are where inline events begin: a prefix never
 /// extends past one (a line may start with an escaped `\>` or `\ `-like content).
-fn extract<'s>(
+fn extract(
     lines: &LineIndex<'_>,
     range: Range<usize>,
-    starts: &mut [usize],
+    mut starts: Vec<usize>,
     in_quote: bool,
-    segments: &'s mut Vec<Segment>,
-) -> Extracted<'s> {
+) -> Extracted {
     let src = lines.text;
     let bytes = src.as_bytes();
     let first = lines.line_of(range.start);
     let last = lines.line_of(range.end.max(range.start));
-    segments.clear();
-    if first == last {
-        // One line (most tasks): the text is a slice of it.
-        let end = lines.line_end(first).min(range.end).max(range.start);
-        let piece = src.get(range.start..end).unwrap_or("").trim_end();
-        let text = piece.trim_start();
-        segments.push(Segment {
-            text_start: 0,
-            file_start: range.start,
-            len: piece.len(),
-        });
-        return Extracted {
-            lead: piece.len() - text.len(),
-            text: text.to_string(),
-            segments,
-        };
-    }
     starts.sort_unstable();
 
     let mut raw = String::new();
+    let mut segments = Vec::new();
     for line in first..=last {
         let line_end = lines.line_end(line).min(range.end);
         let begin = if line == first {
@@ -1491,21 +1312,6 @@ mod tests {
         use proptest::prelude::*;
 
         proptest! {
-            /// The walk from the last lookup finds the same line as a bisection, in any
-            /// order of lookups.
-            #[test]
-            fn line_lookups_in_any_order(
-                text in "(a|é|\r\n|\r|\n){0,60}",
-                offsets in proptest::collection::vec(0usize..80, 0..40),
-            ) {
-                let idx = LineIndex::new(&text, 0);
-                for offset in offsets {
-                    let offset = offset.min(text.len());
-                    let expected = idx.starts.partition_point(|&s| s <= offset) - 1;
-                    prop_assert_eq!(idx.line_of(offset), expected, "{}", offset);
-                }
-            }
-
             #[test]
             fn parse_never_panics(text in "\\PC*") {
                 let _ = p(&text);
