@@ -21,12 +21,19 @@ pub fn main() -> u8 {
             };
         }
     };
-    match dispatch(cli) {
+    let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "heartbeat: {e}");
             e.exit_code()
         }
+    };
+    match cmd::output_error() {
+        Some(e) => {
+            let _ = writeln!(std::io::stderr(), "heartbeat: standard output: {e}");
+            code.max(crate::error::failure_code())
+        }
+        None => code,
     }
 }
 

@@ -1,6 +1,7 @@
 //! The errors that end a command, and the exit-code table of SPEC §8.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::ConfigError;
 use crate::markdown::FileError;
@@ -10,14 +11,32 @@ use crate::store::StoreError;
 pub mod exit {
     /// Done; nothing failed (also: skipped outside active hours or because of the lock).
     pub const OK: u8 = 0;
-    /// At least one task failed or was invalid.
+    /// At least one task failed, was invalid or tripped; or an error after work had started.
     pub const TASK_FAILED: u8 = 1;
     /// Usage error, invalid config, unreadable or invalid HEARTBEAT.md: nothing run.
     pub const USAGE: u8 = 2;
 }
 
-/// Anything that stops a command before it could do its work. Printed as
-/// `heartbeat: <what>: <why>`; every variant exits with [`exit::USAGE`].
+/// Set once this process starts a tool: from then on an error is not "nothing run".
+static WORK_STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Called by whatever starts a tool (SPEC §8: an error after work had started exits 1).
+pub fn work_started() {
+    WORK_STARTED.store(true, Ordering::SeqCst);
+}
+
+/// The exit code of an error now: [`exit::USAGE`] while nothing has run, else
+/// [`exit::TASK_FAILED`] (a state or I/O failure after tools ran must not say "nothing run").
+pub fn failure_code() -> u8 {
+    if WORK_STARTED.load(Ordering::SeqCst) {
+        exit::TASK_FAILED
+    } else {
+        exit::USAGE
+    }
+}
+
+/// Anything that stops a command. Printed as `heartbeat: <what>: <why>`; exits with
+/// [`failure_code`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{0}")]
@@ -37,7 +56,7 @@ pub enum Error {
 
 impl Error {
     pub fn exit_code(&self) -> u8 {
-        exit::USAGE
+        failure_code()
     }
 
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {

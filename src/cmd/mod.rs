@@ -18,6 +18,7 @@ pub mod telegram;
 use std::io::{self, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
@@ -148,6 +149,15 @@ pub struct Out {
     broken: bool,
 }
 
+/// The first error writing to standard output other than a closed pipe (a full disk, an I/O
+/// error): the command then ends with that error instead of exiting as if all was printed.
+static OUTPUT_ERROR: Mutex<Option<String>> = Mutex::new(None);
+
+/// The error that writing to standard output met, if any (see [`Out`]).
+pub fn output_error() -> Option<String> {
+    OUTPUT_ERROR.lock().ok().and_then(|mut e| e.take())
+}
+
 impl Out {
     pub fn new() -> Out {
         Out {
@@ -188,10 +198,14 @@ impl Out {
             .write_all(self.buf.as_bytes())
             .and_then(|()| stdout.flush());
         self.buf.clear();
-        if let Err(e) = result
-            && e.kind() == io::ErrorKind::BrokenPipe
-        {
+        if let Err(e) = result {
+            // A closed pipe (`heartbeat check | head`) is the reader's choice: stop quietly.
             self.broken = true;
+            if e.kind() != io::ErrorKind::BrokenPipe
+                && let Ok(mut first) = OUTPUT_ERROR.lock()
+            {
+                first.get_or_insert(e.to_string());
+            }
         }
     }
 }

@@ -490,6 +490,7 @@ pub fn execute_with_stop(
             ..Outcome::default()
         };
     }
+    crate::error::work_started();
     let mut outcome = match &spec.kind {
         ToolKind::Log => Outcome {
             success: true,

@@ -430,3 +430,27 @@ fn run_json_shape() {
     // Sections are written `recurring`, `one_time`, `other` wherever they appear in JSON.
     assert_eq!(env.events("task_succeeded")[0]["section"], "recurring");
 }
+
+/// A write error on standard output is an error, not a silent success: `check` (nothing run)
+/// exits 2, and `run --once` whose tools already ran exits 1, never 2 (SPEC §8).
+#[test]
+fn a_failed_write_to_stdout_is_an_error_and_after_work_it_exits_1() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hello\"}\n");
+    let out = env.cmd(["check"]).output_to_full_disk();
+    out.code(2);
+    assert!(
+        out.stderr.contains("heartbeat: standard output: "),
+        "{}",
+        out.stderr
+    );
+
+    let out = env.cmd(["run", "--once"]).output_to_full_disk();
+    out.code(1);
+    assert!(
+        out.stderr.contains("heartbeat: standard output: "),
+        "{}",
+        out.stderr
+    );
+    // The task did run and is recorded.
+    assert_eq!(env.events("task_succeeded").len(), 1);
+}

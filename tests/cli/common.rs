@@ -860,3 +860,26 @@ impl Cmd {
         Guarded::new(child, &format!("heartbeat {described}"))
     }
 }
+
+impl Cmd {
+    /// Run with standard output going to `/dev/full` (every write fails with ENOSPC).
+    pub fn output_to_full_disk(self) -> Output {
+        let full = fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("open /dev/full");
+        let mut cmd = self.finish();
+        let described = format!("{cmd:?} > /dev/full");
+        let out = cmd
+            .stdout(full)
+            .stderr(Stdio::piped())
+            .output()
+            .expect("start heartbeat");
+        Output {
+            command: described,
+            code: out.status.code(),
+            stdout: String::new(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
