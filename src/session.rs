@@ -298,8 +298,6 @@ pub struct Session<'a> {
     /// The files as read at the start of the run, with their tasks: the tick of a file that
     /// has not changed since need not parse it again.
     pub known: Vec<(&'a SourceFile, &'a [Task])>,
-    /// The ids in `ticks`, to add each once without a scan.
-    tick_ids: HashSet<String>,
     /// Files of approved tasks, re-read only when they change.
     file_cache: FileCache,
     /// Tasks run from an approval in this session: the plan leaves them alone this time.
@@ -342,7 +340,6 @@ impl<'a> Session<'a> {
             now,
             ticks: BTreeMap::new(),
             known: Vec::new(),
-            tick_ids: HashSet::new(),
             file_cache: FileCache::default(),
             handled: HashSet::new(),
             spent: 0.0,
@@ -737,11 +734,9 @@ impl<'a> Session<'a> {
     }
 
     fn want_tick(&mut self, task: &Task) {
-        if self.tick_ids.insert(task.id.clone()) {
-            self.ticks
-                .entry(task.file.clone())
-                .or_default()
-                .push(task.id.clone());
+        let ids = self.ticks.entry(task.file.clone()).or_default();
+        if !ids.contains(&task.id) {
+            ids.push(task.id.clone());
         }
     }
 
@@ -1041,7 +1036,6 @@ impl<'a> Session<'a> {
     }
 }
 
-/// Re-read a file and find a task by id. Err: the file could not be read.
 /// Files read for approved tasks, kept parsed while they do not change on disk: a
 /// thousand approvals in one file read it once, and a tool that edits the file makes the
 /// next lookup read it again.
