@@ -9,7 +9,7 @@
 //! - `tool_state` holds, per tool, the latest `started_at` of its `task_runs` rows.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{Result, Store, format_ts};
 
@@ -51,60 +51,15 @@ impl Store {
     /// Record a finished tool run: history, the tool's start, the task's outcome and failure
     /// streak. Returns the task's failures in a row after this run.
     pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
-        let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
+        let path = self.path.clone();
+        let err = |e| super::sql_err(&path, e);
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| super::sql_err(&self.path, e))?;
-        let failures = (|| {
-            tx.execute(
-                "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
-                    cost_usd, approval_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    r.run_id,
-                    r.task_id,
-                    r.tool,
-                    started,
-                    finished,
-                    if r.succeeded { "succeeded" } else { "failed" },
-                    r.cost_usd,
-                    r.approval_id
-                ],
-            )?;
-            tx.execute(
-                "INSERT INTO tool_state (tool, last_start) VALUES (?1, ?2)
-                 ON CONFLICT(tool) DO UPDATE SET last_start = excluded.last_start
-                    WHERE excluded.last_start > tool_state.last_start",
-                params![r.tool, started],
-            )?;
-            let failures: u32 = if r.succeeded {
-                tx.query_row(
-                    "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
-                        consecutive_failures) VALUES (?1, ?2, ?3, 'succeeded', 0)
-                     ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
-                        last_success = excluded.last_success, last_outcome = 'succeeded',
-                        consecutive_failures = 0
-                     RETURNING consecutive_failures",
-                    params![r.task_id, started, finished],
-                    |row| row.get(0),
-                )?
-            } else {
-                tx.query_row(
-                    "INSERT INTO task_state (task_id, last_attempt, last_outcome,
-                        consecutive_failures) VALUES (?1, ?2, 'failed', 1)
-                     ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
-                        last_outcome = 'failed',
-                        consecutive_failures = task_state.consecutive_failures + 1
-                     RETURNING consecutive_failures",
-                    params![r.task_id, started],
-                    |row| row.get(0),
-                )?
-            };
-            crate::fault::point("sqlite_commit");
-            Ok(failures)
-        })()
-        .map_err(|e| super::sql_err(&self.path, e))?;
-        tx.commit().map_err(|e| super::sql_err(&self.path, e))?;
+            .map_err(err)?;
+        let failures = write_task_run(&tx, r).map_err(err)?;
+        crate::fault::point("sqlite_commit");
+        tx.commit().map_err(err)?;
         Ok(failures)
     }
 
@@ -234,6 +189,51 @@ impl Store {
             .optional()
             .map_err(|e| self.err(e))
     }
+}
+
+/// The statements of [`Store::record_task_run`], inside its transaction.
+fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> {
+    let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
+    tx.execute(
+        "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
+            cost_usd, approval_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            r.run_id,
+            r.task_id,
+            r.tool,
+            started,
+            finished,
+            if r.succeeded { "succeeded" } else { "failed" },
+            r.cost_usd,
+            r.approval_id
+        ],
+    )?;
+    tx.execute(
+        "INSERT INTO tool_state (tool, last_start) VALUES (?1, ?2)
+         ON CONFLICT(tool) DO UPDATE SET last_start = excluded.last_start
+            WHERE excluded.last_start > tool_state.last_start",
+        params![r.tool, started],
+    )?;
+    if r.succeeded {
+        tx.execute(
+            "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
+                consecutive_failures) VALUES (?1, ?2, ?3, 'succeeded', 0)
+             ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
+                last_success = excluded.last_success, last_outcome = 'succeeded',
+                consecutive_failures = 0",
+            params![r.task_id, started, finished],
+        )?;
+        return Ok(0);
+    }
+    tx.query_row(
+        "INSERT INTO task_state (task_id, last_attempt, last_outcome, consecutive_failures)
+            VALUES (?1, ?2, 'failed', 1)
+         ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
+            last_outcome = 'failed', consecutive_failures = task_state.consecutive_failures + 1
+         RETURNING consecutive_failures",
+        params![r.task_id, started],
+        |row| row.get(0),
+    )
 }
 
 #[cfg(test)]
