@@ -8,8 +8,6 @@
 //!   (the Telegram token) wherever it appears inside a string.
 //! - Long texts are cut to [`TEXT_LIMIT`] bytes before they reach a line.
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
-//! - The lines of a run's batch of in-process tasks wait with its records and are written
-//!   together, whole, just before that transaction commits (`Store::hold_line`).
 
 use std::borrow::Cow;
 use std::fs::{File, OpenOptions};
@@ -90,13 +88,8 @@ impl AuditLog {
 
     /// Append a line from [`AuditLog::render`].
     pub fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
-        torn_point(&mut self.file, &[], line);
+        torn_point(&mut self.file, line);
         self.file.write_all(line)
-    }
-
-    /// Another handle on the log, for writing lines held elsewhere (`Store::hold_line`).
-    pub fn try_clone_file(&self) -> io::Result<File> {
-        self.file.try_clone()
     }
 
     /// The full line, newline included, as `record` writes it.
@@ -274,11 +267,10 @@ fn hides(key: &str, is_null: bool) -> bool {
     !is_null && is_secret_key(key)
 }
 
-/// The `audit_torn` fault point (debug builds): a crash while `line` is written after
-/// `before` (whole lines not written yet, perhaps none): those whole, half of the line.
-pub fn torn_point(file: &mut File, before: &[u8], line: &[u8]) {
+/// The `audit_torn` fault point (debug builds): a crash while `line` is written, leaving
+/// half of it.
+fn torn_point(file: &mut File, line: &[u8]) {
     crate::fault::point_then("audit_torn", || {
-        let _ = file.write_all(before);
         let _ = file.write_all(&line[..line.len() / 2]);
     });
 }

@@ -7,6 +7,8 @@
 //!   guard by reference to make that visible at every call site).
 //! - A tool's outcome is recorded (SQLite, audit) right after it finishes, before the next
 //!   tool starts, so a crash loses at most the task that was running.
+//! - An audit line is written after the SQLite commit that records what it tells: the log
+//!   never shows an outcome, a claim or a decision that SQLite does not know.
 //! - An approved task runs only after its file was re-read and the task found unchanged and
 //!   open, and only after the one-statement claim `approved → running` succeeded.
 //! - One-time ticks are written once per file, in `finish`, after re-reading the file.
@@ -75,8 +77,6 @@ pub struct Session<'a> {
     /// The files as read at the start of the run, with their tasks: the tick of a file that
     /// has not changed since need not parse it again.
     pub known: Vec<(&'a SourceFile, &'a [Task])>,
-    /// The ids in `ticks`, to add each once without a scan.
-    tick_ids: HashSet<String>,
     /// Files of approved tasks, re-read only when they change.
     file_cache: FileCache,
     /// Tasks run from an approval in this session: the plan leaves them alone this time.
@@ -105,11 +105,6 @@ impl<'a> Session<'a> {
         files: &[&Path],
         autonomy: &str,
     ) -> Result<Session<'a>> {
-        let mut store = store;
-        let file = audit
-            .try_clone_file()
-            .map_err(|e| Error::io(audit.path(), e))?;
-        store.attach_audit(file, audit.path());
         let mut s = Session {
             stop: None,
             cfg,
@@ -124,7 +119,6 @@ impl<'a> Session<'a> {
             now,
             ticks: BTreeMap::new(),
             known: Vec::new(),
-            tick_ids: HashSet::new(),
             file_cache: FileCache::default(),
             handled: HashSet::new(),
             spent: 0.0,
@@ -132,6 +126,8 @@ impl<'a> Session<'a> {
             reserved: 0.0,
             started: Instant::now(),
         };
+        let (run_id, now) = (s.run_id.clone(), s.now);
+        s.store.start_run(&run_id, mode, now)?;
         s.record(
             "run_started",
             fields([
@@ -143,28 +139,21 @@ impl<'a> Session<'a> {
                 ("version", json!(env!("CARGO_PKG_VERSION"))),
             ]),
         )?;
-        let (run_id, now) = (s.run_id.clone(), s.now);
-        s.store.start_run(&run_id, mode, now)?;
         s.spent = s
             .store
             .spent_since(crate::schedule::local_midnight(cfg.tz(), now))?;
         Ok(s)
     }
 
-    /// One audit line; inside a batch it waits with the batch's records.
+    /// One audit line, written now.
     pub fn record(&mut self, event: &str, fields: Map<String, Value>) -> Result<()> {
-        let line = self
-            .audit
-            .render(self.now, event, Some(&self.run_id), fields);
-        self.record_line(line)
+        self.audit
+            .record(self.now, event, Some(&self.run_id), fields)
+            .map_err(|e| Error::io(self.audit.path(), e))
     }
 
-    /// A line from [`AuditLog::line`] or [`AuditLog::render`], as [`Session::record`]
-    /// writes it.
+    /// A line from [`AuditLog::line`], written now.
     fn record_line(&mut self, line: String) -> Result<()> {
-        if self.store.hold_line(line.as_bytes())? {
-            return Ok(());
-        }
         self.audit
             .write_line(line.as_bytes())
             .map_err(|e| Error::io(self.audit.path(), e))
@@ -173,6 +162,16 @@ impl<'a> Session<'a> {
     /// Approvals left `running` by a process that died become failed (`interrupted`).
     pub fn recover_interrupted(&mut self) -> Result<()> {
         for row in self.store.interrupt_running(self.now)? {
+            self.store.record_task_run(&TaskRunRecord {
+                run_id: &self.run_id,
+                task_id: &row.task_id,
+                tool: &row.tool,
+                started_at: self.now,
+                finished_at: self.now,
+                succeeded: false,
+                cost_usd: None,
+                approval_id: Some(row.id),
+            })?;
             self.record(
                 "task_failed",
                 fields([
@@ -190,17 +189,6 @@ impl<'a> Session<'a> {
                     ("approval_id", json!(row.id)),
                 ]),
             )?;
-            self.store.record_task_run(&TaskRunRecord {
-                run_id: &self.run_id,
-                task_id: &row.task_id,
-                one_time: row.section == Section::OneTime.as_str(),
-                tool: &row.tool,
-                started_at: self.now,
-                finished_at: self.now,
-                succeeded: false,
-                cost_usd: None,
-                approval_id: Some(row.id),
-            })?;
             let mut r = row_report(&row, "failed");
             r.reason = Some("interrupted: the process running it died".into());
             self.report.tasks.push(r);
@@ -249,10 +237,6 @@ impl<'a> Session<'a> {
         {
             // Approved work obeys the budget too: it stays approved until there is room.
             return self.skip(&task, Some(&name), SkipReason::Budget);
-        }
-        if matches!(spec.kind, ToolKind::Log | ToolKind::Notify) {
-            // In-process: claim, run and finish inside the batch (see `Store::claim`).
-            self.store.batch()?;
         }
         if !self.store.claim(row.id, &self.run_id)? {
             // Another process claimed it first: it runs there, exactly once.
@@ -305,6 +289,11 @@ impl<'a> Session<'a> {
             }
             Decision::Approve => self.queue(task, planned)?,
             Decision::Remind => {
+                if task.section == Section::OneTime {
+                    self.store.record_reminded(&task.id, self.now)?;
+                } else {
+                    self.store.record_attempt(&task.id, self.now)?;
+                }
                 self.record(
                     "task_reminded",
                     fields([
@@ -314,11 +303,6 @@ impl<'a> Session<'a> {
                         ("text", json!(task.text)),
                     ]),
                 )?;
-                if task.section == Section::OneTime {
-                    self.store.record_reminded(&task.id, self.now)?;
-                } else {
-                    self.store.record_attempt(&task.id, self.now)?;
-                }
                 self.report
                     .tasks
                     .push(TaskReport::new(task, None, "reminded"));
@@ -428,8 +412,6 @@ impl<'a> Session<'a> {
                 if !self.may_start(task, &spec.name)? {
                     continue;
                 }
-                // A tool with outside effects starts only once everything before is on disk.
-                self.store.flush()?;
                 let input = planned.input.clone().unwrap_or_default();
                 let task_id = task.id.clone();
                 let workdir = task.file.parent().unwrap_or(Path::new("/")).to_path_buf();
@@ -531,11 +513,9 @@ impl<'a> Session<'a> {
     }
 
     fn want_tick(&mut self, task: &Task) {
-        if self.tick_ids.insert(task.id.clone()) {
-            self.ticks
-                .entry(task.file.clone())
-                .or_default()
-                .push(task.id.clone());
+        let ids = self.ticks.entry(task.file.clone()).or_default();
+        if !ids.contains(&task.id) {
+            ids.push(task.id.clone());
         }
     }
 
@@ -552,21 +532,8 @@ impl<'a> Session<'a> {
             return Ok(Outcome::default());
         };
         let outcome = match spec.kind {
-            ToolKind::Notify => {
-                self.store.batch()?;
-                self.notify(input)?
-            }
-            // In-process and without effects outside heartbeat: its record may wait in the
-            // batch (a crash can at worst repeat a log line).
-            ToolKind::Log => {
-                self.store.batch()?;
-                self.execute(task, spec, input)
-            }
-            // Effects outside heartbeat: everything before is committed first.
-            _ => {
-                self.store.flush()?;
-                self.execute(task, spec, input)
-            }
+            ToolKind::Notify => self.notify(input)?,
+            _ => self.execute(task, spec, input),
         };
         self.record_outcome(task, name, input, approval_id, outcome)
     }
@@ -648,8 +615,27 @@ impl<'a> Session<'a> {
         } else {
             "task_failed"
         };
+        // What it cost: as reported by the tool, else the configured estimate.
+        let estimate = self.cfg.cost_estimate(name);
+        let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
+        self.spent += cost.unwrap_or(0.0);
+        if approval_id.is_none() {
+            // Started through `may_start`, which reserved the estimate.
+            self.reserved = (self.reserved - estimate).max(0.0);
+        }
+        self.tool_started(name);
+        crate::fault::point("task_done");
+        let failures = self.store.record_task_run(&TaskRunRecord {
+            run_id: &self.run_id,
+            task_id: &task.id,
+            tool: name,
+            started_at: self.now,
+            finished_at: finished,
+            succeeded: outcome.success,
+            cost_usd: cost,
+            approval_id,
+        })?;
         let stderr = audit::truncate(&outcome.stderr, TEXT_LIMIT, outcome.stderr_dropped);
-        // Written field by field: this line is per task, and copies nothing.
         let mut line = self.audit.line(self.now, event, Some(&self.run_id));
         line.str("task_id", &task.id)
             .path("file", &task.file)
@@ -666,27 +652,6 @@ impl<'a> Session<'a> {
             .opt_str("summary", outcome.summary.as_deref())
             .str("stderr", &stderr);
         self.record_line(line.finish())?;
-        // What it cost: as reported by the tool, else the configured estimate.
-        let estimate = self.cfg.cost_estimate(name);
-        let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
-        self.spent += cost.unwrap_or(0.0);
-        if approval_id.is_none() {
-            // Started through `may_start`, which reserved the estimate.
-            self.reserved = (self.reserved - estimate).max(0.0);
-        }
-        self.tool_started(name);
-        crate::fault::point("task_done");
-        let failures = self.store.record_task_run(&TaskRunRecord {
-            run_id: &self.run_id,
-            task_id: &task.id,
-            one_time: task.section == Section::OneTime,
-            tool: name,
-            started_at: self.now,
-            finished_at: finished,
-            succeeded: outcome.success,
-            cost_usd: cost,
-            approval_id,
-        })?;
         crate::fault::point("task_recorded");
         let limit = self.cfg.failure_limit(name);
         if !outcome.success && limit > 0 && failures >= limit {
@@ -753,6 +718,7 @@ impl<'a> Session<'a> {
         )?;
         // None: another process queued it a moment ago; it is pending, nothing to add.
         let Some(id) = id else { return Ok(()) };
+        self.store.record_attempt(&task.id, self.now)?;
         self.record(
             "approval_requested",
             fields([
@@ -764,7 +730,6 @@ impl<'a> Session<'a> {
                 ("line", json!(task.line)),
             ]),
         )?;
-        self.store.record_attempt(&task.id, self.now)?;
         let mut r = TaskReport::new(task, Some(name), "queued");
         r.approval_id = Some(id);
         self.report.tasks.push(r);
@@ -826,17 +791,12 @@ impl<'a> Session<'a> {
     /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
     /// and the audit log for what follows the run (notifications).
     pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
-        self.store.flush()?;
-        if !self.ticks.is_empty() {
-            // The lines about the ticks go out together, after the rewrites.
-            self.store.batch()?;
-            for (file, ids) in std::mem::take(&mut self.ticks) {
-                self.tick(&file, &ids)?;
-            }
-            self.store.flush()?;
+        for (file, ids) in std::mem::take(&mut self.ticks) {
+            self.tick(&file, &ids)?;
         }
         let counts = self.report.counts();
         let duration_ms = self.started.elapsed().as_millis() as u64;
+        self.store.finish_run(&self.run_id, self.now, counts)?;
         self.record(
             "run_finished",
             fields([
@@ -848,7 +808,6 @@ impl<'a> Session<'a> {
                 ("duration_ms", json!(duration_ms)),
             ]),
         )?;
-        self.store.finish_run(&self.run_id, self.now, counts)?;
         self.audit
             .sync()
             .map_err(|e| Error::io(self.audit.path(), e))?;
@@ -856,7 +815,6 @@ impl<'a> Session<'a> {
     }
 }
 
-/// Re-read a file and find a task by id. Err: the file could not be read.
 /// Files read for approved tasks, kept parsed while they do not change on disk: a
 /// thousand approvals in one file read it once, and a tool that edits the file makes the
 /// next lookup read it again.
@@ -926,12 +884,7 @@ fn row_report(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
 
 /// An ordered JSON object from key/value pairs.
 pub fn fields<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
-    // Sized once: no growing (and rehashing) key by key.
-    let mut map = Map::with_capacity(N);
-    for (k, v) in pairs {
-        map.insert(k.to_string(), v);
-    }
-    map
+    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// 12 hex digits, unique across processes and runs.

@@ -1246,9 +1246,16 @@ fn a_database_from_an_earlier_version_is_brought_up_to_date_by_a_read_only_comma
         .db()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    // What schema 5 lacked: the batch table and its history view.
+    // What schema 7 had instead of schema 8's plain history view: the batch table.
     env.db_rw()
-        .execute_batch("DROP VIEW task_history; DROP TABLE task_batches; PRAGMA user_version = 5;")
+        .execute_batch(
+            "DROP VIEW task_history;
+             CREATE TABLE task_batches (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,
+                started_at TEXT NOT NULL, done TEXT, tasks TEXT NOT NULL);
+             CREATE INDEX task_batches_done ON task_batches(id) WHERE done IS NOT NULL;
+             CREATE VIEW task_history AS SELECT * FROM task_runs;
+             PRAGMA user_version = 7;",
+        )
         .expect("make an older database");
     // Right after an upgrade, before any run: the pending approval shows.
     let out = env.cmd(["status", "--json"]).output();
@@ -1269,7 +1276,11 @@ fn a_database_from_an_earlier_version_is_brought_up_to_date_by_a_read_only_comma
     assert_eq!(version, current);
     let batches: i64 = env
         .db()
-        .query_row("SELECT COUNT(*) FROM task_batches", [], |r| r.get(0))
+        .query_row(
+            "SELECT COUNT(*) FROM sqlite_master WHERE name = 'task_batches'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(batches, 0);
 }

@@ -8,22 +8,21 @@
 //! every one-time task ends `[x]`, recorded once in SQLite, and no task ran twice except as
 //! below.
 //!
-//! Which crashes may run a task again: a task's outcome is audited *before* it is recorded
-//! in SQLite (`session::record_outcome`), and SQLite is what the next run plans from. A task
-//! that ran but is unknown to SQLite runs once more at the next run. For a tool with effects
-//! outside heartbeat (`@mark` here: a config tool) the store commits before the tool starts,
-//! so that is at most the one task in flight: fault points `task_done` and `sqlite_commit`,
-//! `audit_torn` while that task's own outcome line is written, or a SIGKILL between the
-//! tool's exit and its commit. Every other point (`task_recorded`, `tick_before_rename`,
-//! `tick_after_rename`, `audit_torn` on any other line) runs nothing twice. In-process tools
-//! (`@log`) have their records batched in one transaction until the next flush, and their
-//! audit lines held in memory until just before it commits: a crash at any fault point before
-//! the flush loses lines and records together, so the log shows no `@log` outcome SQLite does
-//! not know (asserted), and the next run runs the lost tasks as if for the first time. Only a
-//! crash while the held lines are written (a torn write) or between that write and the commit
-//! (a SIGKILL can land there) leaves outcomes SQLite does not know; those run once more.
-//! `approval_claimed` and `approval_ran` are only reached by approved work: see the approval
-//! tests below.
+//! What a crash may lose: a task's outcome is committed to SQLite (its own transaction)
+//! right after the tool exits, and audited right after that commit (`session::record_outcome`);
+//! SQLite is what the next run plans from. So the log never shows an outcome SQLite does not
+//! know (asserted after every crash), and a crash loses at most the one task in flight, in
+//! one of two ways:
+//! - between the tool's exit and the commit (fault points `task_done` and `sqlite_commit`, or
+//!   a SIGKILL there): neither SQLite nor the log knows it ran, and the next run runs it once
+//!   more (a `@mark` task then has two lines in `marks.txt`);
+//! - between the commit and its outcome line (`audit_torn` while that line is written, or a
+//!   SIGKILL there): SQLite knows it, so it never runs again, and its only outcome line is
+//!   the torn one, or none.
+//!
+//! Every other point (`task_recorded`, `tick_before_rename`, `tick_after_rename`,
+//! `audit_torn` on any other line) loses nothing and runs nothing twice. `approval_claimed`
+//! and `approval_ran` are only reached by approved work: see the approval tests below.
 //!
 //! Also here: several runs, two `approve`s and a daemon on one state dir at once.
 //! `HEARTBEAT_SOAK=1` makes the random-kill and concurrency tests much longer.
@@ -223,14 +222,14 @@ pub(crate) fn successes(lines: &[Value]) -> HashMap<String, usize> {
     n
 }
 
-/// Successes in the `task_history` view (one row per tool run) per task id.
+/// Successes in `task_runs` (one row per tool run) per task id.
 pub(crate) fn recorded_successes(env: &Env) -> HashMap<String, usize> {
     if !env.db_path().exists() {
         return HashMap::new();
     }
     let db = env.db_rw();
     let Ok(mut stmt) = db.prepare(
-        "SELECT task_id, COUNT(*) FROM task_history WHERE outcome = 'succeeded' GROUP BY task_id",
+        "SELECT task_id, COUNT(*) FROM task_runs WHERE outcome = 'succeeded' GROUP BY task_id",
     ) else {
         // Killed before the schema existed.
         return HashMap::new();
@@ -238,9 +237,9 @@ pub(crate) fn recorded_successes(env: &Env) -> HashMap<String, usize> {
     stmt.query_map([], |r| {
         Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as usize))
     })
-    .expect("query task_history")
+    .expect("query task_runs")
     .collect::<Result<_, _>>()
-    .expect("read task_history")
+    .expect("read task_runs")
 }
 
 /// The task id in a (possibly torn) audit line, if the cut left it whole.
@@ -261,28 +260,24 @@ enum After {
     AllTicked,
 }
 
-/// Which task the next run runs again (tools with effects outside heartbeat).
+/// What the crash loses of the task in flight.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Again {
-    /// None: every task runs exactly once over both runs.
-    Nobody,
-    /// The task whose `task_succeeded` line is the last one the crashed run wrote: its outcome
-    /// never reached SQLite, so it runs once more (two whole `task_succeeded` lines).
-    LastOutcome,
-    /// The task whose `task_succeeded` line the crash tore: it ran, its outcome never reached
-    /// SQLite, it runs once more; only the second line is whole.
-    TornOutcome,
-    /// `@log`: the crash tore the write of a batch's held lines: the outcomes written with
-    /// the torn one are in the log but were never committed, and run once more.
-    TornBatch,
+enum Lost {
+    /// Nothing: every task runs exactly once over both runs, with one whole outcome line.
+    Nothing,
+    /// Its outcome: it ran, but neither SQLite nor the log knows, so the next run runs it
+    /// once more (one whole `task_succeeded` line, from that run). For `@mark`, the task
+    /// whose number `marks.txt` ends with.
+    Outcome,
+    /// Its outcome line, torn: SQLite knows the outcome, the task runs nothing twice, and its
+    /// only `task_succeeded` line is the torn one.
+    Line,
 }
 
 /// The tool of the generated tasks.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Tool {
-    /// `@log`: in-process, no effect outside heartbeat. Its records are batched in one
-    /// SQLite transaction and its audit lines held until just before the commit, so a crash
-    /// loses both together and the next run runs those tasks as if for the first time.
+    /// `@log`: in-process, no effect outside heartbeat.
     Log,
     /// `@mark`: a config tool that appends its number to `marks.txt`: an effect outside
     /// heartbeat, so at most the one task in flight at the crash may run again.
@@ -306,20 +301,26 @@ fn tool_env(tool: Tool) -> (Env, usize) {
     }
 }
 
+/// The lines of `marks.txt`: the numbers of the `@mark` tasks that ran, in the order they ran.
+fn mark_lines(env: &Env) -> Vec<String> {
+    std::fs::read_to_string(env.path("marks.txt"))
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
 /// Lines per number in `marks.txt` (how often each `@mark` task really ran).
 fn marks(env: &Env) -> HashMap<String, usize> {
     let mut n = HashMap::new();
-    for line in std::fs::read_to_string(env.path("marks.txt"))
-        .unwrap_or_default()
-        .lines()
-    {
-        *n.entry(line.to_string()).or_insert(0) += 1;
+    for line in mark_lines(env) {
+        *n.entry(line).or_insert(0) += 1;
     }
     n
 }
 
 /// Abort a run at `fault`, check what it left, recover, check the result.
-fn crash_case(tool: Tool, fault: &str, after: After, again: Again) {
+fn crash_case(tool: Tool, fault: &str, after: After, lost: Lost) {
     let (env, count) = tool_env(tool);
     let md = env.md_path();
     let original = env.read_bytes("HEARTBEAT.md");
@@ -379,54 +380,54 @@ fn crash_case(tool: Tool, fault: &str, after: After, again: Again) {
     assert_db_ok(&env);
     let recorded_before = recorded_successes(&env);
     assert!(recorded_before.values().all(|&n| n == 1));
-    // Ran (as far as the log knows) but unknown to SQLite: what the next run runs again.
-    let mut audited: BTreeSet<String> = successes(&scan.lines).into_keys().collect();
+    let whole_before = successes(&scan.lines);
     let torn_id = scan
         .tail
         .as_deref()
         .filter(|t| t.contains("\"event\":\"task_succeeded\""))
         .and_then(task_id_in);
-    audited.extend(torn_id.clone());
-    let lost: BTreeSet<String> = audited
-        .iter()
+    // The log never shows an outcome SQLite does not know.
+    let unknown_but_logged: BTreeSet<&String> = whole_before
+        .keys()
+        .chain(torn_id.iter())
         .filter(|id| !recorded_before.contains_key(*id))
+        .collect();
+    assert!(
+        unknown_but_logged.is_empty(),
+        "{ctx}: the log shows outcomes SQLite does not know: {unknown_but_logged:?}"
+    );
+    // Recorded, but without a whole outcome line: only the torn one.
+    let unlogged: BTreeSet<String> = recorded_before
+        .keys()
+        .filter(|id| !whole_before.contains_key(*id))
         .cloned()
         .collect();
-
+    let want_unlogged: BTreeSet<String> = match lost {
+        Lost::Line => torn_id.clone().into_iter().collect(),
+        Lost::Nothing | Lost::Outcome => BTreeSet::new(),
+    };
+    assert_eq!(unlogged, want_unlogged, "{ctx}: recorded but not logged");
+    if lost == Lost::Line {
+        assert_eq!(unlogged.len(), 1, "{ctx}: no outcome line was torn");
+    }
+    // `@mark`: ran (as `marks.txt` tells) but unknown to SQLite: the task in flight.
+    let marked_before = mark_lines(&env);
+    let ran_unknown: BTreeSet<String> = tasks
+        .iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            marked_before.contains(&i.to_string()) && !recorded_before.contains_key(&t.id)
+        })
+        .map(|(_, t)| t.id.clone())
+        .collect();
     if tool == Tool::Mark {
-        let expected: BTreeSet<String> = match again {
-            Again::Nobody => BTreeSet::new(),
-            Again::LastOutcome => scan
-                .lines
-                .iter()
-                .rev()
-                .find(|v| v["event"] == "task_succeeded")
-                .and_then(|v| v["task_id"].as_str().map(String::from))
-                .into_iter()
-                .collect(),
-            Again::TornOutcome => torn_id.clone().into_iter().collect(),
-            Again::TornBatch => panic!("{ctx}: TornBatch is for @log"),
-        };
-        assert_eq!(
-            lost, expected,
-            "{ctx}: tasks that ran but SQLite does not know"
-        );
-        if again != Again::Nobody {
-            assert_eq!(lost.len(), 1, "{ctx}");
+        if lost == Lost::Outcome {
+            let last: usize = marked_before.last().expect("a task ran").parse().unwrap();
+            let in_flight: BTreeSet<String> = [tasks[last].id.clone()].into();
+            assert_eq!(ran_unknown, in_flight, "{ctx}: not the task in flight");
+        } else {
+            assert!(ran_unknown.is_empty(), "{ctx}: {ran_unknown:?}");
         }
-    } else if again == Again::TornBatch {
-        let torn = torn_id.clone().expect("the torn line is an outcome");
-        assert!(lost.contains(&torn), "{ctx}");
-        eprintln!(
-            "{ctx}: {} @log outcomes were written but never committed; they run again",
-            lost.len()
-        );
-    } else {
-        assert_eq!(again, Again::Nobody, "{ctx}");
-        assert!(
-            lost.is_empty(),
-            "{ctx}: the log shows outcomes SQLite does not know: {lost:?}"
-        );
     }
 
     // The next normal run finishes the work.
@@ -449,12 +450,8 @@ fn crash_case(tool: Tool, fault: &str, after: After, again: Again) {
     let ran = successes(&scan.lines);
     for t in &tasks {
         let n = ran.get(&t.id).copied().unwrap_or(0);
-        // A lost outcome: two whole lines, unless its first line is the torn one.
-        let want = if lost.contains(&t.id) && torn_id.as_deref() != Some(t.id.as_str()) {
-            2
-        } else {
-            1
-        };
+        // A torn outcome line is the task's only one: it is not run again.
+        let want = if unlogged.contains(&t.id) { 0 } else { 1 };
         assert_eq!(
             n, want,
             "{ctx}: task {} (line {}) has {n} whole task_succeeded lines",
@@ -475,16 +472,16 @@ fn crash_case(tool: Tool, fault: &str, after: After, again: Again) {
         .map(|t| t.id.clone())
         .collect();
     assert_eq!(rerun, unknown, "{ctx}");
-    assert!(lost.is_subset(&rerun));
+    assert!(ran_unknown.is_subset(&rerun));
     let recorded = recorded_successes(&env);
     assert_eq!(recorded.len(), count);
     assert!(recorded.values().all(|&n| n == 1), "{ctx}: {recorded:?}");
     if tool == Tool::Mark {
-        // What really happened outside: each task's line once, the lost one twice.
+        // What really happened outside: each task's line once, the one in flight twice.
         let m = marks(&env);
         assert_eq!(m.len(), count, "{ctx}");
         let twice = m.values().filter(|&&n| n == 2).count();
-        assert_eq!(twice, lost.len(), "{ctx}: {m:?}");
+        assert_eq!(twice, ran_unknown.len(), "{ctx}: {m:?}");
         assert!(m.values().all(|&n| n <= 2), "{ctx}: {m:?}");
     }
     assert_db_ok(&env);
@@ -494,22 +491,12 @@ fn crash_case(tool: Tool, fault: &str, after: After, again: Again) {
 
 #[test]
 fn crash_at_task_done_first_task_runs_it_once_more() {
-    crash_case(
-        Tool::Mark,
-        "task_done:1",
-        After::Untouched,
-        Again::LastOutcome,
-    );
+    crash_case(Tool::Mark, "task_done:1", After::Untouched, Lost::Outcome);
 }
 
 #[test]
 fn crash_at_task_done_mid_run_runs_only_that_task_once_more() {
-    crash_case(
-        Tool::Mark,
-        "task_done:35",
-        After::Untouched,
-        Again::LastOutcome,
-    );
+    crash_case(Tool::Mark, "task_done:35", After::Untouched, Lost::Outcome);
 }
 
 #[test]
@@ -518,7 +505,7 @@ fn crash_at_task_recorded_first_task_runs_nothing_twice() {
         Tool::Mark,
         "task_recorded:1",
         After::Untouched,
-        Again::Nobody,
+        Lost::Nothing,
     );
 }
 
@@ -528,7 +515,7 @@ fn crash_at_task_recorded_mid_run_runs_nothing_twice() {
         Tool::Mark,
         "task_recorded:30",
         After::Untouched,
-        Again::Nobody,
+        Lost::Nothing,
     );
 }
 
@@ -538,7 +525,7 @@ fn crash_at_task_recorded_last_task_only_ticks_next_time() {
         Tool::Mark,
         "task_recorded:60",
         After::Untouched,
-        Again::Nobody,
+        Lost::Nothing,
     );
 }
 
@@ -548,7 +535,7 @@ fn crash_inside_the_sqlite_transaction_runs_only_that_task_once_more() {
         Tool::Mark,
         "sqlite_commit:20",
         After::Untouched,
-        Again::LastOutcome,
+        Lost::Outcome,
     );
 }
 
@@ -558,7 +545,7 @@ fn crash_inside_the_last_sqlite_transaction_runs_only_that_task_once_more() {
         Tool::Mark,
         "sqlite_commit:60",
         After::Untouched,
-        Again::LastOutcome,
+        Lost::Outcome,
     );
 }
 
@@ -568,7 +555,7 @@ fn crash_before_the_tick_rename_leaves_the_original_and_ticks_next_time() {
         Tool::Mark,
         "tick_before_rename",
         After::Untouched,
-        Again::Nobody,
+        Lost::Nothing,
     );
 }
 
@@ -578,45 +565,40 @@ fn crash_after_the_tick_rename_leaves_every_task_ticked() {
         Tool::Mark,
         "tick_after_rename",
         After::AllTicked,
-        Again::Nobody,
+        Lost::Nothing,
     );
 }
 
 #[test]
 fn crash_tearing_run_started_runs_everything_once() {
-    crash_case(Tool::Mark, "audit_torn:1", After::Untouched, Again::Nobody);
+    crash_case(Tool::Mark, "audit_torn:1", After::Untouched, Lost::Nothing);
 }
 
 #[test]
-fn crash_tearing_a_task_outcome_line_runs_that_task_once_more() {
-    // Line 1 is run_started, lines 2..=61 the outcomes: line 20 is task 18's.
-    crash_case(
-        Tool::Mark,
-        "audit_torn:20",
-        After::Untouched,
-        Again::TornOutcome,
-    );
+fn crash_tearing_a_task_outcome_line_runs_nothing_twice() {
+    // Line 1 is run_started, lines 2..=61 the outcomes: line 20 is task 18's, written after
+    // its outcome was committed.
+    crash_case(Tool::Mark, "audit_torn:20", After::Untouched, Lost::Line);
 }
 
 #[test]
 fn crash_tearing_a_tick_line_runs_nothing_twice() {
     // Lines 62..=121 are task_marked_done, written after the rename.
-    crash_case(Tool::Mark, "audit_torn:80", After::AllTicked, Again::Nobody);
+    crash_case(Tool::Mark, "audit_torn:80", After::AllTicked, Lost::Nothing);
 }
 
-// `@log` × 200: the same invariants; a crash loses lines and records of the open batch
-// together.
+// `@log` × 200: the same invariants for a tool that runs in-process.
 
 #[test]
 fn log_crash_at_task_done() {
-    crash_case(Tool::Log, "task_done:1", After::Untouched, Again::Nobody);
-    crash_case(Tool::Log, "task_done:120", After::Untouched, Again::Nobody);
+    crash_case(Tool::Log, "task_done:1", After::Untouched, Lost::Outcome);
+    crash_case(Tool::Log, "task_done:120", After::Untouched, Lost::Outcome);
 }
 
 #[test]
 fn log_crash_at_task_recorded() {
     for fault in ["task_recorded:1", "task_recorded:57", "task_recorded:200"] {
-        crash_case(Tool::Log, fault, After::Untouched, Again::Nobody);
+        crash_case(Tool::Log, fault, After::Untouched, Lost::Nothing);
     }
 }
 
@@ -626,7 +608,7 @@ fn log_crash_inside_the_sqlite_transaction() {
         Tool::Log,
         "sqlite_commit:30",
         After::Untouched,
-        Again::Nobody,
+        Lost::Outcome,
     );
 }
 
@@ -636,25 +618,20 @@ fn log_crash_around_the_tick_rename() {
         Tool::Log,
         "tick_before_rename",
         After::Untouched,
-        Again::Nobody,
+        Lost::Nothing,
     );
     crash_case(
         Tool::Log,
         "tick_after_rename",
         After::AllTicked,
-        Again::Nobody,
+        Lost::Nothing,
     );
 }
 
 #[test]
 fn log_crash_tearing_audit_lines() {
-    crash_case(
-        Tool::Log,
-        "audit_torn:40",
-        After::Untouched,
-        Again::TornBatch,
-    );
-    crash_case(Tool::Log, "audit_torn:250", After::AllTicked, Again::Nobody);
+    crash_case(Tool::Log, "audit_torn:40", After::Untouched, Lost::Line);
+    crash_case(Tool::Log, "audit_torn:250", After::AllTicked, Lost::Nothing);
 }
 
 /// SPEC §7 and the harness's readers: a torn line is at most the *last* line. The run after
@@ -808,8 +785,7 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
             changed.len(),
             allowed.len()
         );
-        // A SIGKILL can cut a write(2) short between pages (the lines of an @log batch go in
-        // one write): every line is whole but perhaps the last.
+        // Every line is whole but perhaps the last (a write cut short by the kill).
         let scan = scan_audit(&env);
         assert!(scan.bad.is_empty(), "{ctx}: {:?}", scan.bad);
         assert_db_ok(&env);
@@ -823,30 +799,28 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         if scan.tail.is_some() {
             *stats.entry("a torn last line").or_insert(0) += 1;
         }
-        // Audited but not recorded: run again by the next run. For a tool with outside
-        // effects, at most the one whose outcome was the last written.
-        let lost: BTreeSet<String> = audited_before
+        // The log never shows an outcome SQLite does not know.
+        let unknown_but_logged: BTreeSet<&String> = audited_before
             .keys()
             .chain(torn_id.iter())
             .filter(|id| !recorded_before.contains_key(*id))
+            .collect();
+        assert!(
+            unknown_but_logged.is_empty(),
+            "{ctx}: {unknown_but_logged:?}"
+        );
+        // Recorded but with no whole outcome line (killed between the commit and the line):
+        // at most the task in flight; a torn outcome line is its line.
+        let unlogged: BTreeSet<String> = recorded_before
+            .keys()
+            .filter(|id| !audited_before.contains_key(*id))
             .cloned()
             .collect();
-        if tool == Tool::Mark {
-            assert!(lost.len() <= 1, "{ctx}: {lost:?}");
-            // The outcome written last: the torn line's, or the last whole one.
-            if let Some(id) = lost.first()
-                && torn_id.as_ref() != Some(id)
-            {
-                let last = scan
-                    .lines
-                    .iter()
-                    .rev()
-                    .find(|v| v["event"] == "task_succeeded")
-                    .unwrap();
-                assert_eq!(last["task_id"], id.as_str(), "{ctx}");
-            }
+        assert!(unlogged.len() <= 1, "{ctx}: {unlogged:?}");
+        if let Some(id) = &torn_id {
+            assert!(unlogged.contains(id), "{ctx}: {unlogged:?}");
         }
-        lost_total += lost.len();
+        lost_total += unlogged.len();
         let temps = tick_temps(&env);
         let phase = if status.code().is_some() {
             "finished before the kill"
@@ -854,8 +828,8 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
             "killed inside the tick (temp file left)"
         } else if changed == allowed {
             "killed after the tick"
-        } else if audited_before.is_empty() {
-            "killed before any task ran"
+        } else if recorded_before.is_empty() {
+            "killed before any task was recorded"
         } else if recorded_before.len() == n {
             "killed after the last outcome"
         } else {
@@ -872,21 +846,17 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         let ran = successes(&scan.lines);
         for t in &tasks {
             let n = ran.get(&t.id).copied().unwrap_or(0);
-            // A lost outcome: two whole lines, unless its first line is the torn one.
-            let want = if lost.contains(&t.id) && torn_id.as_deref() != Some(t.id.as_str()) {
-                2
-            } else {
-                1
-            };
-            assert_eq!(n, want, "{ctx}: task {} ran {n} times", t.id);
+            // Recorded before its line was written: that line is missing (or torn) for good.
+            let want = if unlogged.contains(&t.id) { 0 } else { 1 };
+            assert_eq!(n, want, "{ctx}: task {} has {n} outcome lines", t.id);
         }
         let recorded = recorded_successes(&env);
         assert_eq!(recorded.len(), n, "{ctx}");
         assert!(recorded.values().all(|&n| n == 1), "{ctx}");
         if tool == Tool::Mark {
             // What really happened outside: at most one task ran twice — the one in flight
-            // at the kill (its outcome audited but not recorded, or not even audited: killed
-            // between the tool's exit and its record) — and it was unknown to SQLite.
+            // at the kill, killed between the tool's exit and its commit — and it was unknown
+            // to SQLite and to the log.
             let m = marks(&env);
             assert_eq!(m.len(), n, "{ctx}");
             assert!(m.values().all(|&k| k <= 2), "{ctx}: {m:?}");
@@ -897,7 +867,10 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
                 .map(|(_, t)| t.id.clone())
                 .collect();
             assert!(twice.len() <= 1, "{ctx}: {twice:?}");
-            assert!(lost.is_subset(&twice), "{ctx}: {lost:?} {twice:?}");
+            assert!(
+                twice.is_disjoint(&unlogged),
+                "{ctx}: {unlogged:?} {twice:?}"
+            );
             assert!(
                 twice.iter().all(|id| !recorded_before.contains_key(id)),
                 "{ctx}"
@@ -906,7 +879,7 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         assert_db_ok(&env);
     }
     eprintln!(
-        "kill -9, {tool:?} × {n} ({whole} µs a run), {iterations} kills: {stats:?}; {lost_total} outcomes lost and run again"
+        "kill -9, {tool:?} × {n} ({whole} µs a run), {iterations} kills: {stats:?}; {lost_total} outcome lines lost"
     );
 }
 
@@ -1216,12 +1189,12 @@ fn concurrency_round(round: usize) {
             output.len()
         );
     }
-    // No lost rows: per run, the outcome lines and the task_history rows agree, and every run
+    // No lost rows: per run, the outcome lines and the task_runs rows agree, and every run
     // that started was recorded and finished.
     let db = env.db_rw();
     let mut rows: HashMap<String, usize> = HashMap::new();
     let mut stmt = db
-        .prepare("SELECT run_id, COUNT(*) FROM task_history GROUP BY run_id")
+        .prepare("SELECT run_id, COUNT(*) FROM task_runs GROUP BY run_id")
         .unwrap();
     for r in stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
@@ -1241,7 +1214,7 @@ fn concurrency_round(round: usize) {
     }
     assert_eq!(
         rows, audited,
-        "round {round}: task_history and the audit disagree"
+        "round {round}: task_runs and the audit disagree"
     );
     assert!(
         env.events("task_failed").is_empty(),

@@ -1,0 +1,608 @@
+//! The schema, as a list of migrations, and bringing a database up to date.
+//!
+//! Invariants:
+//! - Append-only: a released migration is never edited; a change is a new entry.
+//! - `user_version` is the number of migrations applied; they run inside one IMMEDIATE
+//!   transaction that reads it itself, so two processes opening a fresh database at once
+//!   cannot both migrate, and a failed migration leaves the database as it was.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::{Result, StoreError, sql_err};
+
+/// The schema version this binary writes.
+pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub(super) const MIGRATIONS: [&str; 8] = [
+    r#"
+CREATE TABLE task_state (
+    task_id TEXT PRIMARY KEY,
+    last_attempt TEXT,
+    last_success TEXT,
+    last_outcome TEXT,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0,
+    reminded_at TEXT
+);
+CREATE TABLE approvals (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN
+        ('pending', 'approved', 'running', 'succeeded', 'failed', 'denied', 'expired', 'stale')),
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    decided_at TEXT,
+    decided_by TEXT,
+    reason TEXT,
+    always INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    finished_at TEXT
+);
+CREATE UNIQUE INDEX approvals_one_pending ON approvals(task_id) WHERE state = 'pending';
+CREATE INDEX approvals_state ON approvals(state);
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    mode TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    succeeded INTEGER NOT NULL DEFAULT 0,
+    failed INTEGER NOT NULL DEFAULT 0,
+    queued INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0,
+    invalid INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_started ON runs(started_at);
+CREATE TABLE task_runs (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    task_id TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    cost_usd REAL,
+    approval_id INTEGER
+);
+CREATE INDEX task_runs_started ON task_runs(started_at);
+"#,
+    r#"
+-- A task has at most one open approval: pending, approved (waiting to run) or running.
+DROP INDEX approvals_one_pending;
+CREATE UNIQUE INDEX approvals_one_open ON approvals(task_id)
+    WHERE state IN ('pending', 'approved', 'running');
+CREATE TABLE grants (
+    task_id TEXT PRIMARY KEY,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    file TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    created_by TEXT NOT NULL,
+    approval_id INTEGER
+);
+"#,
+    r#"
+-- Every message goes here first; a row is deleted once Telegram accepted it.
+CREATE TABLE outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    chat_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    html TEXT NOT NULL,
+    urgent INTEGER NOT NULL DEFAULT 0,
+    -- Exempt from the 6 h dedupe and the daily cap (replies, tests).
+    direct INTEGER NOT NULL DEFAULT 0,
+    approvals TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+-- What was sent, for the 6 h dedupe and the daily cap.
+CREATE TABLE sent (
+    chat_id INTEGER NOT NULL,
+    text_hash TEXT NOT NULL,
+    sent_at TEXT NOT NULL,
+    counted INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX sent_chat_time ON sent(chat_id, sent_at);
+-- Messages that carry approval buttons, to edit them when a button is pressed.
+CREATE TABLE tg_messages (
+    chat_id INTEGER NOT NULL,
+    message_id INTEGER NOT NULL,
+    html TEXT NOT NULL,
+    approvals TEXT NOT NULL,
+    sent_at TEXT NOT NULL,
+    PRIMARY KEY (chat_id, message_id)
+);
+-- Chats that wrote to the bot (`heartbeat telegram-chats`).
+CREATE TABLE tg_chats (
+    chat_id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    title TEXT NOT NULL,
+    last_seen TEXT NOT NULL
+);
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+-- At most one row: the current pause.
+CREATE TABLE pause (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    since TEXT NOT NULL,
+    until TEXT,
+    reason TEXT,
+    by TEXT NOT NULL
+);
+"#,
+    r#"
+-- Set when a task's failures in a row reached its limit; cleared by `heartbeat reset`.
+ALTER TABLE task_state ADD COLUMN tripped_at TEXT;
+CREATE INDEX task_runs_tool ON task_runs(tool, started_at);
+"#,
+    r#"
+-- Each tool's latest start, for cooldowns: kept by record_task_run (a run of a thousand
+-- tasks of one tool writes it once) instead of an index over all of task_runs.
+CREATE TABLE tool_state (
+    tool TEXT PRIMARY KEY NOT NULL,
+    last_start TEXT NOT NULL
+) WITHOUT ROWID;
+INSERT INTO tool_state (tool, last_start)
+    SELECT tool, MAX(started_at) FROM task_runs GROUP BY tool;
+DROP INDEX task_runs_tool;
+-- The day's spend reads only rows with a cost; a run of tools that report none (`@log`)
+-- adds nothing to this index.
+DROP INDEX task_runs_started;
+CREATE INDEX task_runs_cost ON task_runs(started_at, cost_usd) WHERE cost_usd IS NOT NULL;
+"#,
+    r#"
+-- The tasks of one batch (one transaction of in-process tools) that succeeded at no cost:
+-- one row for all of them instead of a task_runs row each. A one-time task that succeeded
+-- is done for good, so it needs no task_state row either.
+CREATE TABLE task_batches (
+    id INTEGER PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    -- The one-time tasks among them, as a JSON array of task ids; NULL when there are none.
+    done TEXT,
+    -- Every one of them, as a JSON array of [task_id, tool, duration_ms] or, run on
+    -- approval, [task_id, tool, duration_ms, approval_id].
+    tasks TEXT NOT NULL
+);
+CREATE INDEX task_batches_done ON task_batches(id) WHERE done IS NOT NULL;
+-- Every tool run, one row each, wherever it is kept.
+CREATE VIEW task_history AS
+    SELECT run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id
+    FROM task_runs
+    UNION ALL
+    SELECT b.run_id, json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), b.started_at,
+        strftime('%Y-%m-%dT%H:%M:%fZ', b.started_at,
+            '+' || (json_extract(t.value, '$[2]') / 1000.0) || ' seconds'),
+        'succeeded', NULL, json_extract(t.value, '$[3]')
+    FROM task_batches AS b, json_each(b.tasks) AS t;
+"#,
+    r#"
+-- The CHECK on approvals.state and the partial index of open approvals, with OR instead of
+-- IN: SQLite builds an IN list's lookup table anew for every row an UPDATE changes (the
+-- index's twice), which was most of the time that deciding a thousand approvals took. A
+-- CHECK cannot be altered: the table is built again, its ids and AUTOINCREMENT's
+-- high-water mark kept.
+CREATE TABLE approvals_v7 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state = 'pending' OR state = 'approved' OR state = 'running'
+        OR state = 'succeeded' OR state = 'failed' OR state = 'denied' OR state = 'expired'
+        OR state = 'stale'),
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    decided_at TEXT,
+    decided_by TEXT,
+    reason TEXT,
+    always INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    finished_at TEXT
+);
+INSERT INTO approvals_v7 (id, task_id, state, file, line, section, tool, input, text,
+        created_at, decided_at, decided_by, reason, always, run_id, finished_at)
+    SELECT id, task_id, state, file, line, section, tool, input, text, created_at,
+        decided_at, decided_by, reason, always, run_id, finished_at
+    FROM approvals;
+DELETE FROM sqlite_sequence WHERE name = 'approvals_v7';
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'approvals_v7', seq FROM sqlite_sequence WHERE name = 'approvals';
+DROP TABLE approvals;
+ALTER TABLE approvals_v7 RENAME TO approvals;
+CREATE INDEX approvals_state ON approvals(state);
+CREATE UNIQUE INDEX approvals_one_open ON approvals(task_id)
+    WHERE state = 'pending' OR state = 'approved' OR state = 'running';
+"#,
+    r#"
+-- One history row per tool run again: every task_batches row becomes the task_runs rows it
+-- stood for (finished_at as the task_history view computed it), and each one-time task in
+-- its `done` list gets the task_state row its success would have written, so it is not
+-- run again.
+INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome, cost_usd,
+        approval_id)
+    SELECT b.run_id, json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'),
+        b.started_at,
+        strftime('%Y-%m-%dT%H:%M:%fZ', b.started_at,
+            '+' || (json_extract(t.value, '$[2]') / 1000.0) || ' seconds'),
+        'succeeded', NULL, json_extract(t.value, '$[3]')
+    FROM task_batches AS b, json_each(b.tasks) AS t
+    ORDER BY b.id, t.key;
+INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
+        consecutive_failures)
+    SELECT json_extract(t.value, '$[0]') AS task_id, MAX(b.started_at),
+        MAX(strftime('%Y-%m-%dT%H:%M:%fZ', b.started_at,
+            '+' || (json_extract(t.value, '$[2]') / 1000.0) || ' seconds')),
+        'succeeded', 0
+    FROM task_batches AS b, json_each(b.tasks) AS t
+    WHERE b.done IS NOT NULL AND EXISTS
+        (SELECT 1 FROM json_each(b.done) AS d WHERE d.value = json_extract(t.value, '$[0]'))
+    GROUP BY task_id
+    ON CONFLICT(task_id) DO UPDATE SET
+        last_success = CASE
+            WHEN task_state.last_success IS NULL
+                OR task_state.last_success < excluded.last_success
+            THEN excluded.last_success ELSE task_state.last_success END,
+        last_outcome = CASE
+            WHEN task_state.last_attempt IS NULL
+                OR task_state.last_attempt <= excluded.last_attempt
+            THEN 'succeeded' ELSE task_state.last_outcome END,
+        last_attempt = CASE
+            WHEN task_state.last_attempt IS NULL
+                OR task_state.last_attempt < excluded.last_attempt
+            THEN excluded.last_attempt ELSE task_state.last_attempt END;
+DROP VIEW task_history;
+DROP INDEX task_batches_done;
+DROP TABLE task_batches;
+-- Every tool run, one row each (the README shows queries over this name).
+CREATE VIEW task_history AS
+    SELECT run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id
+    FROM task_runs;
+"#,
+];
+
+/// Bring the database up to `SCHEMA_VERSION`; refuse one a newer heartbeat wrote.
+pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
+    // Most opens find the schema current: they need not wait for the write lock, which
+    // other processes may be taking over and over.
+    let current: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| sql_err(path, e))?;
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| sql_err(path, e))?;
+    let version: i64 = tx
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| sql_err(path, e))?;
+    if version > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: version,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(sql).map_err(|e| sql_err(path, e))?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)
+            .map_err(|e| sql_err(path, e))?;
+    }
+    tx.commit().map_err(|e| sql_err(path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::path::Path;
+    use std::time::Duration;
+
+    use rusqlite::Connection;
+
+    use super::super::approvals::tests::new_approval;
+    use super::super::history::tests::{assert_tool_state_matches_history, task_state_rows};
+    use super::super::test_util::{conn, ts};
+    use super::super::{DB_FILE, Store};
+    use super::*;
+
+    /// A database as heartbeat with schema `version` left it.
+    fn old_database(dir: &Path, version: usize) -> Connection {
+        let conn = Connection::open(dir.join(DB_FILE)).unwrap();
+        for sql in &MIGRATIONS[..version] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version as i64)
+            .unwrap();
+        conn
+    }
+
+    fn indexes(conn: &Connection, table: &str) -> Vec<String> {
+        let mut st = conn
+            .prepare(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1
+                 AND sql IS NOT NULL ORDER BY name",
+            )
+            .unwrap();
+        st.query_map([table], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_schema_4_database_migrates_with_its_state_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = old_database(dir.path(), 4);
+        db.execute_batch(
+            "INSERT INTO task_state VALUES
+                ('aaa', '2026-01-02T10:00:00.000Z', '2026-01-01T10:00:01.000Z', 'failed', 3,
+                 NULL, '2026-01-02T10:00:02.000Z');
+             INSERT INTO task_state (task_id, last_attempt, reminded_at)
+                VALUES ('bbb', '2026-01-01T09:00:00.000Z', '2026-01-01T09:00:00.000Z');
+             INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome)
+                VALUES ('ccc', '2026-01-02T08:00:00.000Z', '2026-01-02T08:00:05.000Z', 'succeeded');
+             INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
+                cost_usd) VALUES
+                ('r1', 'aaa', 'shell', '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:01.000Z',
+                 'succeeded', 0.5),
+                ('r2', 'aaa', 'shell', '2026-01-02T10:00:00.000Z', '2026-01-02T10:00:01.000Z',
+                 'failed', NULL),
+                ('r2', 'ccc', 'log', '2026-01-02T08:00:00.000Z', '2026-01-02T08:00:05.000Z',
+                 'succeeded', 0.25),
+                ('r0', 'ccc', 'log', '2025-12-01T08:00:00.000Z', '2025-12-01T08:00:05.000Z',
+                 'succeeded', 1.0);",
+        )
+        .unwrap();
+        let before = task_state_rows(&db);
+        assert_eq!(before.len(), 3);
+        drop(db);
+
+        // A read-only command after an upgrade brings it up to date too.
+        let s = Store::open_existing(dir.path()).unwrap().unwrap();
+        assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
+        let runs: i64 = conn(&s)
+            .query_row("SELECT COUNT(*) FROM task_history", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(runs, 4);
+        assert_eq!(task_state_rows(conn(&s)), before);
+        assert_eq!(indexes(conn(&s), "task_runs"), ["task_runs_cost"]);
+        let snap = s
+            .snapshot(
+                ts("2026-01-03T00:00:00Z"),
+                Duration::from_secs(60),
+                ts("2026-01-01T00:00:00Z"),
+            )
+            .unwrap();
+        // Each tool's latest start, from the history.
+        assert_eq!(snap.tool_last_start.len(), 2);
+        assert_eq!(snap.tool_last_start["shell"], ts("2026-01-02T10:00:00Z"));
+        assert_eq!(snap.tool_last_start["log"], ts("2026-01-02T08:00:00Z"));
+        assert_eq!(snap.spent_today, 0.75);
+        assert_eq!(snap.failures["aaa"], 3);
+        assert!(snap.tripped.contains("aaa"));
+        assert!(snap.reminded.contains("bbb"));
+        assert_eq!(
+            snap.succeeded,
+            HashSet::from(["aaa".to_string(), "ccc".to_string()])
+        );
+        drop(s);
+        // Opened again: nothing more to do, nothing changed.
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(task_state_rows(conn(&s)), before);
+    }
+
+    fn approval_rows(conn: &Connection) -> Vec<Vec<String>> {
+        let mut st = conn.prepare("SELECT * FROM approvals ORDER BY id").unwrap();
+        let n = st.column_count();
+        st.query_map([], |r| {
+            (0..n)
+                .map(|i| r.get_ref(i).map(|v| format!("{v:?}")))
+                .collect()
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+
+    #[test]
+    fn approvals_keep_their_rows_and_ids_across_the_rebuild_of_schema_7() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = old_database(dir.path(), 4);
+        db.execute_batch(
+            "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text,
+                created_at, decided_at, decided_by, reason, always, run_id, finished_at)
+             VALUES
+                ('aaa', 'pending', '/f', 3, 'recurring', 'shell', '{}', 't', '2026-01-01', NULL,
+                 NULL, NULL, 0, NULL, NULL),
+                ('bbb', 'succeeded', '/f', 4, 'one-time', 'log', '{\"text\":\"x\"}', 'u',
+                 '2026-01-01', '2026-01-02', 'cli:me', 'ok', 1, 'r1', '2026-01-03'),
+                ('ccc', 'approved', '/g', 5, 'recurring', 'log', '{}', 'v', '2026-01-01',
+                 '2026-01-02', 'telegram:1', NULL, 0, NULL, NULL);
+             -- Later approvals that were removed: their ids are not handed out again.
+             UPDATE sqlite_sequence SET seq = 10 WHERE name = 'approvals';",
+        )
+        .unwrap();
+        let before = approval_rows(&db);
+        drop(db);
+
+        let mut s = Store::open(dir.path()).unwrap();
+        assert_eq!(approval_rows(conn(&s)), before);
+        assert_eq!(
+            indexes(conn(&s), "approvals"),
+            ["approvals_one_open", "approvals_state"]
+        );
+        let input = serde_json::json!({});
+        let now = ts("2026-01-04T00:00:00Z");
+        // The next id follows the highest ever handed out.
+        assert_eq!(
+            s.queue_approval(&new_approval("bbb", &input), now).unwrap(),
+            Some(11)
+        );
+        // Still at most one open approval per task.
+        for task in ["aaa", "bbb", "ccc"] {
+            assert_eq!(
+                s.queue_approval(&new_approval(task, &input), now).unwrap(),
+                None
+            );
+        }
+        // Still only the known states.
+        let bad = conn(&s)
+            .execute("UPDATE approvals SET state = 'maybe' WHERE id = 1", [])
+            .unwrap_err();
+        assert!(bad.to_string().contains("CHECK"), "{bad}");
+    }
+
+    /// `task_history` rows, every column as SQLite gives it, in one order.
+    fn history(db: &Connection) -> Vec<Vec<String>> {
+        let mut st = db
+            .prepare(
+                "SELECT run_id, task_id, tool, started_at, finished_at, outcome, cost_usd,
+                 approval_id FROM task_history ORDER BY task_id, started_at, outcome",
+            )
+            .unwrap();
+        st.query_map([], |r| {
+            (0..8)
+                .map(|i| r.get_ref(i).map(|v| format!("{v:?}")))
+                .collect()
+        })
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+    }
+
+    #[test]
+    fn batch_rows_of_schema_7_become_history_rows_with_the_same_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = old_database(dir.path(), 7);
+        db.execute_batch(
+            r#"INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
+                cost_usd, approval_id) VALUES
+                ('r1', 'f', 'log', '2026-01-01T09:00:00.000Z', '2026-01-01T09:00:01.000Z',
+                 'failed', NULL, NULL),
+                ('r1', 'paid', 'llm', '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:03.000Z',
+                 'succeeded', 0.25, NULL),
+                ('r1', 'x', 'log', '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:00.000Z',
+                 'failed', NULL, NULL);
+             INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
+                consecutive_failures) VALUES
+                ('f', '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:01.000Z', 'succeeded', 0),
+                ('paid', '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:03.000Z', 'succeeded', 0),
+                ('r1', '2026-01-01T10:00:00.000Z', '2026-01-01T10:00:01.000Z', 'succeeded', 0),
+                ('x', '2026-01-01T10:00:00.000Z', NULL, 'failed', 1),
+                ('rec', '2026-01-01T10:10:00.000Z', '2026-01-01T10:10:00.000Z', 'succeeded', 0);
+             -- Queued before it was approved and ran in a batch.
+             INSERT INTO task_state (task_id, last_attempt) VALUES
+                ('asked', '2026-01-01T09:30:00.000Z');
+             INSERT INTO tool_state (tool, last_start) VALUES
+                ('log', '2026-01-01T10:10:00.000Z'), ('llm', '2026-01-01T10:00:00.000Z');
+             INSERT INTO task_batches (run_id, started_at, done, tasks) VALUES
+                ('r1', '2026-01-01T10:00:00.000Z', '["o1","o2","asked"]',
+                 '[["o1","log",1000],["o2","log",1000],["f","log",1000],["r1","log",1000],["asked","log",1500,7]]'),
+                ('r2', '2026-01-01T10:05:00.000Z', '["o3"]', '[["o3","log",250]]'),
+                ('r3', '2026-01-01T10:10:00.000Z', NULL, '[["rec","log",0]]');"#,
+        )
+        .unwrap();
+        let history_before = history(&db);
+        assert_eq!(history_before.len(), 10);
+        let spent_before: f64 = db
+            .query_row("SELECT SUM(cost_usd) FROM task_history", [], |r| r.get(0))
+            .unwrap();
+        let done_before: HashSet<String> = {
+            let mut st = db
+                .prepare(
+                    "SELECT task_id FROM task_state WHERE last_success IS NOT NULL
+                     UNION SELECT d.value FROM task_batches AS b, json_each(b.done) AS d",
+                )
+                .unwrap();
+            st.query_map([], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
+        drop(db);
+
+        let mut s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(history(conn(&s)), history_before);
+        let runs: i64 = conn(&s)
+            .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(runs, 10, "one task_runs row per tool run");
+        let gone: i64 = conn(&s)
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE name LIKE 'task_batches%'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(gone, 0);
+        assert_eq!(indexes(conn(&s), "task_runs"), ["task_runs_cost"]);
+        assert_tool_state_matches_history(&s);
+        let snap = s
+            .snapshot(
+                ts("2026-01-01T11:00:00Z"),
+                Duration::from_secs(60),
+                ts("2026-01-01T00:00:00Z"),
+            )
+            .unwrap();
+        assert_eq!(snap.succeeded, done_before);
+        assert_eq!(snap.spent_today, spent_before);
+        assert_eq!(
+            snap.failures,
+            std::collections::HashMap::from([("x".to_string(), 1)])
+        );
+        let some = |v: &str| Some(v.to_string());
+        let state = |id: &str| {
+            task_state_rows(conn(&s))
+                .into_iter()
+                .find(|r| r[0].as_deref() == Some(id))
+                .unwrap()
+        };
+        // What recording each success on its own would have written.
+        assert_eq!(
+            state("o3"),
+            [
+                some("o3"),
+                some("2026-01-01T10:05:00.000Z"),
+                some("2026-01-01T10:05:00.250Z"),
+                some("succeeded"),
+                some("0"),
+                None,
+                None
+            ]
+        );
+        assert_eq!(
+            state("asked"),
+            [
+                some("asked"),
+                some("2026-01-01T10:00:00.000Z"),
+                some("2026-01-01T10:00:01.500Z"),
+                some("succeeded"),
+                some("0"),
+                None,
+                None
+            ]
+        );
+        // A task that was recorded in full keeps its row as it was.
+        assert_eq!(state("f")[2].as_deref(), Some("2026-01-01T10:00:01.000Z"));
+        // `reset` knows a done one-time task, with nothing to clear.
+        assert_eq!(s.reset("o2").unwrap(), Some((0, false)));
+        let before = task_state_rows(conn(&s));
+        drop(s);
+        // Opened again: nothing more to do, nothing changed.
+        let s = Store::open(dir.path()).unwrap();
+        assert_eq!(task_state_rows(conn(&s)), before);
+        assert_eq!(history(conn(&s)), history_before);
+    }
+}

@@ -1,0 +1,327 @@
+//! Telegram's side of the store: the outbox of messages to send, what was sent (for the
+//! dedupe and the daily cap), messages with approval buttons, chats that wrote to the bot,
+//! small `meta` values, and the pause.
+//!
+//! Invariants:
+//! - A message is in the outbox until Telegram accepted it; a row is deleted only then.
+//! - There is at most one pause (the row with id 1); setting and clearing it is durable.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{OptionalExtension, params};
+
+use super::{Result, Store, format_ts, parse_ts};
+
+/// A message waiting in the outbox.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutboxRow {
+    pub id: i64,
+    pub chat_id: i64,
+    pub kind: String,
+    pub html: String,
+    pub urgent: bool,
+    pub direct: bool,
+    pub approvals: Vec<i64>,
+    pub created_at: String,
+    pub attempts: i64,
+}
+
+/// A message to put in the outbox.
+pub struct NewMessage<'a> {
+    pub chat_id: i64,
+    pub kind: &'a str,
+    pub html: &'a str,
+    pub urgent: bool,
+    /// Exempt from the dedupe and the daily cap (a reply to a command, a test message).
+    pub direct: bool,
+    pub approvals: &'a [i64],
+}
+
+/// The current pause.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PauseRow {
+    pub since: String,
+    pub until: Option<String>,
+    pub reason: Option<String>,
+    pub by: String,
+}
+
+impl PauseRow {
+    /// In force at `now`: no end, or an end still to come.
+    pub fn in_force(&self, now: DateTime<Utc>) -> bool {
+        self.until
+            .as_deref()
+            .and_then(parse_ts)
+            .is_none_or(|u| u > now)
+    }
+}
+
+fn pause_row(r: &rusqlite::Row) -> rusqlite::Result<PauseRow> {
+    Ok(PauseRow {
+        since: r.get(0)?,
+        until: r.get(1)?,
+        reason: r.get(2)?,
+        by: r.get(3)?,
+    })
+}
+
+impl Store {
+    pub fn enqueue(&mut self, m: &NewMessage, now: DateTime<Utc>) -> Result<i64> {
+        self.conn
+            .query_row(
+                "INSERT INTO outbox (chat_id, kind, html, urgent, direct, approvals, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                params![
+                    m.chat_id,
+                    m.kind,
+                    m.html,
+                    m.urgent,
+                    m.direct,
+                    serde_json::to_string(m.approvals).unwrap_or_else(|_| "[]".into()),
+                    format_ts(now)
+                ],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
+    /// The outbox, oldest first.
+    pub fn outbox(&self) -> Result<Vec<OutboxRow>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT id, chat_id, kind, html, urgent, direct, approvals, created_at, attempts
+                 FROM outbox ORDER BY id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let approvals: String = r.get(6)?;
+                Ok(OutboxRow {
+                    id: r.get(0)?,
+                    chat_id: r.get(1)?,
+                    kind: r.get(2)?,
+                    html: r.get(3)?,
+                    urgent: r.get(4)?,
+                    direct: r.get(5)?,
+                    approvals: serde_json::from_str(&approvals).unwrap_or_default(),
+                    created_at: r.get(7)?,
+                    attempts: r.get(8)?,
+                })
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn outbox_len(&self) -> Result<i64> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get(0))
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn outbox_delete(&mut self, id: i64) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM outbox WHERE id = ?1", [id])
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn outbox_failed(&mut self, id: i64, error: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
+                params![id, error],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Remember a sent text (by hash) for the dedupe and, if `counted`, the daily cap.
+    pub fn record_sent(
+        &mut self,
+        chat_id: i64,
+        hash: &str,
+        counted: bool,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO sent (chat_id, text_hash, sent_at, counted) VALUES (?1, ?2, ?3, ?4)",
+                params![chat_id, hash, format_ts(now), counted],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Whether this text went to this chat at or after `since`.
+    pub fn sent_since(&self, chat_id: i64, hash: &str, since: DateTime<Utc>) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sent
+                 WHERE chat_id = ?1 AND text_hash = ?2 AND sent_at >= ?3)",
+                params![chat_id, hash, format_ts(since)],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
+    /// Counted messages sent to a chat at or after `since`.
+    pub fn count_sent(&self, chat_id: i64, since: DateTime<Utc>) -> Result<u32> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM sent WHERE chat_id = ?1 AND counted AND sent_at >= ?2",
+                params![chat_id, format_ts(since)],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
+    /// Forget sends older than `before` (they no longer matter for dedupe or the cap).
+    pub fn prune_sent(&mut self, before: DateTime<Utc>) -> Result<()> {
+        self.conn
+            .execute("DELETE FROM sent WHERE sent_at < ?1", [format_ts(before)])
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn save_button_message(
+        &mut self,
+        chat_id: i64,
+        message_id: i64,
+        html: &str,
+        approvals: &[i64],
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO tg_messages (chat_id, message_id, html, approvals, sent_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![
+                    chat_id,
+                    message_id,
+                    html,
+                    serde_json::to_string(approvals).unwrap_or_else(|_| "[]".into()),
+                    format_ts(now)
+                ],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// The stored HTML and still-open approvals of a message with buttons.
+    pub fn button_message(
+        &self,
+        chat_id: i64,
+        message_id: i64,
+    ) -> Result<Option<(String, Vec<i64>)>> {
+        self.conn
+            .query_row(
+                "SELECT html, approvals FROM tg_messages WHERE chat_id = ?1 AND message_id = ?2",
+                params![chat_id, message_id],
+                |r| {
+                    let approvals: String = r.get(1)?;
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        serde_json::from_str(&approvals).unwrap_or_default(),
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Remember a chat that wrote to the bot.
+    pub fn saw_chat(
+        &mut self,
+        chat_id: i64,
+        kind: &str,
+        title: &str,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO tg_chats (chat_id, kind, title, last_seen) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(chat_id) DO UPDATE SET kind = excluded.kind, title = excluded.title,
+                    last_seen = excluded.last_seen",
+                params![chat_id, kind, title, format_ts(now)],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Chats that wrote to the bot, most recent first: (id, kind, title, last seen).
+    pub fn chats(&self) -> Result<Vec<(i64, String, String, String)>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT chat_id, kind, title, last_seen FROM tg_chats ORDER BY last_seen DESC")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The pause as stored, without ending a timed one (read-only commands).
+    pub fn pause_row(&self) -> Result<Option<PauseRow>> {
+        self.conn
+            .query_row(
+                "SELECT since, until, reason, by FROM pause WHERE id = 1",
+                [],
+                pause_row,
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// The pause in force at `now`. A timed pause whose end has passed is removed here and
+    /// returned as `Err` (so the caller can audit `resumed`).
+    pub fn current_pause(
+        &mut self,
+        now: DateTime<Utc>,
+    ) -> Result<std::result::Result<Option<PauseRow>, PauseRow>> {
+        match self.pause_row()? {
+            Some(p) if !p.in_force(now) => {
+                self.durable(|conn| conn.execute("DELETE FROM pause", []))?;
+                Ok(Err(p))
+            }
+            other => Ok(Ok(other)),
+        }
+    }
+
+    pub fn set_pause(&mut self, p: &PauseRow) -> Result<()> {
+        self.durable(|conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO pause (id, since, until, reason, by)
+                 VALUES (1, ?1, ?2, ?3, ?4)",
+                params![p.since, p.until, p.reason, p.by],
+            )
+        })
+        .map(drop)
+    }
+
+    /// Remove the pause; the removed row, if there was one.
+    pub fn clear_pause(&mut self) -> Result<Option<PauseRow>> {
+        let row = self.pause_row()?;
+        self.durable(|conn| conn.execute("DELETE FROM pause", []))?;
+        Ok(row)
+    }
+}

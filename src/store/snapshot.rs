@@ -1,0 +1,159 @@
+//! What a run needs to know about stored state to plan, read in one go.
+//!
+//! Invariants:
+//! - Reading only: a snapshot changes nothing in the database.
+//! - Everything `plan` looks at comes from here, so `check`, dry runs and runs plan from the
+//!   same facts.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::{Result, Store, format_ts, parse_ts};
+
+/// What a run needs to know about stored state to plan.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub last_attempt: HashMap<String, DateTime<Utc>>,
+    /// One-time reminders already given.
+    pub reminded: HashSet<String>,
+    /// Tasks that succeeded at least once (a one-time task never runs twice, even when its
+    /// tick could not be written).
+    pub succeeded: HashSet<String>,
+    /// Task id → id of its open approval (pending, or approved and waiting to run).
+    pub pending: HashMap<String, i64>,
+    /// Task ids with an *always* grant: `ask` counts as `auto` for them.
+    pub granted: HashSet<String>,
+    /// A pause is in force (runs are skipped).
+    pub paused: bool,
+    /// Task id → failures in a row.
+    pub failures: HashMap<String, u32>,
+    /// Tasks tripped by the failure breaker.
+    pub tripped: HashSet<String>,
+    /// Tool → when a task of it last started (for cooldowns).
+    pub tool_last_start: HashMap<String, DateTime<Utc>>,
+    /// Spent since the start of the budget day (`snapshot`'s `day_start`).
+    pub spent_today: f64,
+    /// Task id → when its latest denial stops holding.
+    pub denied_until: HashMap<String, DateTime<Utc>>,
+}
+
+impl Store {
+    /// Everything `plan` needs. `day_start`: local midnight, for the budget.
+    pub fn snapshot(
+        &self,
+        now: DateTime<Utc>,
+        approval_ttl: Duration,
+        day_start: DateTime<Utc>,
+    ) -> Result<Snapshot> {
+        let mut snap = Snapshot {
+            spent_today: self.spent_since(day_start)?,
+            ..Snapshot::default()
+        };
+        // Cooldowns are hours, not weeks: a week back is plenty.
+        let week = format_ts(now - chrono::Duration::days(7));
+        let mut stmt = self
+            .conn
+            .prepare("SELECT tool, last_start FROM tool_state WHERE last_start >= ?1")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([week], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (tool, at) = row.map_err(|e| self.err(e))?;
+            if let Some(t) = parse_ts(&at) {
+                snap.tool_last_start.insert(tool, t);
+            }
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT task_id, last_attempt, reminded_at, last_success, consecutive_failures,
+                 tripped_at FROM task_state",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, Option<String>>(1)?,
+                    r.get::<_, Option<String>>(2)?,
+                    r.get::<_, Option<String>>(3)?,
+                    r.get::<_, u32>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (id, attempt, reminded, success, failures, tripped) =
+                row.map_err(|e| self.err(e))?;
+            if failures > 0 {
+                snap.failures.insert(id.clone(), failures);
+            }
+            if tripped.is_some() {
+                snap.tripped.insert(id.clone());
+            }
+            if success.is_some() {
+                snap.succeeded.insert(id.clone());
+            }
+            if let Some(t) = attempt.as_deref().and_then(parse_ts) {
+                snap.last_attempt.insert(id.clone(), t);
+            }
+            if reminded.is_some() {
+                snap.reminded.insert(id);
+            }
+        }
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT task_id, id FROM approvals WHERE state IN ('pending', 'approved', 'running')",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (task, id) = row.map_err(|e| self.err(e))?;
+            snap.pending.insert(task, id);
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task_id FROM grants")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            snap.granted.insert(row.map_err(|e| self.err(e))?);
+        }
+        snap.paused = self.pause_row()?.is_some_and(|p| p.in_force(now));
+        // A denial holds for approval_ttl after it was made.
+        let ttl = chrono::Duration::from_std(approval_ttl).unwrap_or(chrono::Duration::MAX);
+        let since = now
+            .checked_sub_signed(ttl)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC);
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT task_id, MAX(decided_at) FROM approvals
+                 WHERE state = 'denied' AND decided_at > ?1 GROUP BY task_id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([format_ts(since)], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(|e| self.err(e))?;
+        for row in rows {
+            let (task, decided) = row.map_err(|e| self.err(e))?;
+            if let Some(t) = parse_ts(&decided) {
+                snap.denied_until
+                    .insert(task, t.checked_add_signed(ttl).unwrap_or(t));
+            }
+        }
+        Ok(snap)
+    }
+}
