@@ -16,7 +16,6 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod schedule;
-pub mod session;
 pub mod store;
 pub mod telegram;
 pub mod text;

@@ -24,15 +24,16 @@ use crate::telegram::Received;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::approve::Decider;
-use super::run::{Tick, connect_telegram, tick};
-use super::{Ctx, read_files};
+use super::Ctx;
 use crate::cli::DaemonArgs;
 use crate::config::Config;
 use crate::engine::bot;
+use crate::engine::decide::Decider;
+use crate::engine::files::read_files;
+use crate::engine::run::{Tick, connect_telegram, tick};
+use crate::engine::session::{self, Stop, fields};
 use crate::error::{Error, Result, exit};
 use crate::schedule::local_midnight;
-use crate::session::{self, Stop, fields};
 use crate::store::{Store, parse_ts};
 use crate::telegram::Telegram;
 
@@ -61,7 +62,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let clock = move || Utc::now() + offset;
     let every = |cfg: &Config| args.every.unwrap_or(cfg.daemon.every);
 
-    let mut telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
+    let mut telegram = connect_telegram(&cfg, Duration::ZERO, &|m| ctx.diag(1, || m));
     // The long-poll thread of the current `[telegram]`; a new one replaces it on a change.
     let generation = Arc::new(AtomicU64::new(0));
     start_polling(&cfg, &tx, &generation)?;
@@ -188,7 +189,7 @@ fn reload(
     match ctx.load_config(&args.files.files) {
         Ok(fresh) => {
             if fresh.telegram != cfg.telegram {
-                *telegram = connect_telegram(ctx, &fresh, Duration::ZERO);
+                *telegram = connect_telegram(&fresh, Duration::ZERO, &|m| ctx.diag(1, || m));
                 start_polling(&fresh, tx, generation)?;
             }
             *cfg = fresh;

@@ -1,13 +1,13 @@
 //! `heartbeat deny`: a person says no. The task is not queued again until `approval_ttl`
 //! has passed since the denial (a changed task is a new task and asks again).
 
-use super::approve::{Decider, describe};
+use super::approve::describe;
 use super::{Ctx, Out};
 use crate::cli::DenyArgs;
 use crate::error::{Result, exit};
 
 pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
-    let mut d = Decider::open(ctx)?;
+    let mut d = super::approve::decider(ctx)?;
     let mut out = Out::new();
     let targets = if args.all {
         d.store.approvals(Some("pending"))?

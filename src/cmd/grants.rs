@@ -3,11 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::approve::Decider;
 use super::{Ctx, Out};
 use crate::cli::JsonArg;
+use crate::engine::session::fields;
 use crate::error::{Error, Result, exit};
-use crate::session::fields;
 use crate::store::Store;
 use crate::text::{clean, first_line};
 
@@ -56,7 +55,7 @@ pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
 
 pub fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
     let task_id = super::parse_task_id(task_id, "`heartbeat grants` and `check`")?;
-    let mut d = Decider::open(ctx)?;
+    let mut d = super::approve::decider(ctx)?;
     if !d.store.revoke(&task_id)? {
         return Err(Error::Usage(format!(
             "no grant for task {task_id} (see `heartbeat grants`)"

@@ -1,14 +1,13 @@
 //! `heartbeat pause [--for D] [--reason …]` / `heartbeat resume`: stored in SQLite, audited
 //! (`paused` / `resumed`), honoured by `run --once` and the daemon (unless `--force`).
 
-use super::approve::Decider;
 use super::{Ctx, Out};
 use crate::cli::PauseArgs;
 use crate::engine::bot;
 use crate::error::{Result, exit};
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
-    let mut d = Decider::open(ctx)?;
+    let mut d = super::approve::decider(ctx)?;
     let until = match args.for_ {
         None => None,
         Some(dur) => Some(bot::pause_end(d.now, dur).ok_or_else(|| {
@@ -31,7 +30,7 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
 }
 
 pub fn resume(ctx: &Ctx) -> Result<u8> {
-    let mut d = Decider::open(ctx)?;
+    let mut d = super::approve::decider(ctx)?;
     let resumed = bot::resume(&mut d, "resumed")?;
     Out::new().line(if resumed { "resumed" } else { "not paused" });
     Ok(exit::OK)

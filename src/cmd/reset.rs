@@ -2,14 +2,13 @@
 
 use serde_json::json;
 
-use super::approve::Decider;
 use super::{Ctx, Out};
+use crate::engine::session::fields;
 use crate::error::{Error, Result, exit};
-use crate::session::fields;
 
 pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
     let task_id = super::parse_task_id(task_id, "`heartbeat check` and `status`")?;
-    let mut d = Decider::open(ctx)?;
+    let mut d = super::approve::decider(ctx)?;
     let Some((failures, tripped)) = d.store.reset(&task_id)? else {
         return Err(Error::Usage(format!(
             "heartbeat has no record of task {task_id} (see `heartbeat check`)"

@@ -1,39 +1,23 @@
-//! `heartbeat run --once`: one tick, printed. A tick: lock → decisions waiting at Telegram
-//! → pause and active hours → approved work, then the plan → notifications.
+//! `heartbeat run --once`: one tick ([`crate::engine::run::tick`]), printed; or with
+//! `--dry-run`, the plan printed without running anything.
 //!
-//! Order of effects, and why:
-//! - Files are read and validated before anything is written: a bad file exits 2 and
-//!   leaves no trace but the message.
-//! - The run lock is taken before the database is opened for writing, so runs never
-//!   overlap; a run that finds the lock held writes `run_skipped` and exits 0.
-//! - Button presses and chat commands are handled first, even outside active hours and while
-//!   paused (so `/resume` and approving from a phone work with cron alone).
-//! - Approvals a person approved run first, even outside active hours (a person said yes),
-//!   each after its file was re-read; then the plan for everything else.
-//! - Notifications go last and never fail the run: the outbox keeps what Telegram refused.
-//! - The effects themselves are in [`crate::session`] and [`crate::engine::outbox`].
+//! Files are read and validated before anything is written: a bad file exits 2 and leaves
+//! no trace but the message.
 
-use std::path::Path;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use super::approve::Decider;
-use super::{Ctx, Loaded, Out, all_tasks, read_files};
-use crate::audit;
+use super::{Ctx, Out};
 use crate::cli::{AutonomyArg, RunArgs};
 use crate::config::{Autonomy, Config};
-use crate::engine::bot::{self, Effects, Pressed};
-use crate::engine::outbox;
+use crate::engine::files::{all_tasks, read_files, read_snapshot};
+use crate::engine::run::{Tick, connect_telegram, tick};
+use crate::engine::session::new_run_id;
 use crate::error::{Error, Result, exit};
-use crate::lock::{self, Attempt};
 use crate::model::Task;
 use crate::plan::{self, Decision, PlanInput};
 use crate::report::{Report, TaskReport};
-use crate::session::{self, Session, fields, new_run_id};
-use crate::store::Store;
-use crate::telegram::Telegram;
 use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
@@ -52,14 +36,14 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
 
     if args.dry_run {
         let registry = Registry::from_config(&cfg);
-        let tasks = super::all_tasks(&files);
+        let tasks = all_tasks(&files);
         let run_id = new_run_id(ctx.now);
         return dry_run(
             ctx, args, &cfg, &registry, &tasks, autonomy, run_id, &mut out,
         );
     }
 
-    let telegram = connect_telegram(ctx, &cfg, Duration::ZERO);
+    let telegram = connect_telegram(&cfg, Duration::ZERO, &|m| ctx.diag(1, || m));
     let report = tick(&Tick {
         cfg: &cfg,
         files: &files,
@@ -84,236 +68,6 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     Ok(report.exit_code())
 }
 
-/// The Telegram client when `[telegram]` is configured and its token is set. A problem is
-/// a warning, never an error: messages wait in the outbox until it is fixed.
-pub fn connect_telegram(ctx: &Ctx, cfg: &Config, poll: Duration) -> Option<Telegram> {
-    let tc = cfg.telegram.as_ref()?;
-    let env = |name: &str| std::env::var(name).ok();
-    match Telegram::connect(tc, &env, poll) {
-        Ok(Some(tg)) => Some(tg),
-        Ok(None) => {
-            eprintln!(
-                "heartbeat: warning: telegram: ${} is not set; messages wait in the outbox",
-                tc.bot_token_env
-            );
-            None
-        }
-        Err(e) => {
-            eprintln!("heartbeat: warning: telegram: {e}; messages wait in the outbox");
-            None
-        }
-    }
-    .inspect(|_| ctx.diag(1, || format!("telegram: {}", tc.api_url)))
-}
-
-/// What one tick works with.
-pub struct Tick<'a> {
-    pub cfg: &'a Config,
-    pub files: &'a [Loaded],
-    pub now: DateTime<Utc>,
-    /// Run even outside active hours or while paused.
-    pub force: bool,
-    pub autonomy: Autonomy,
-    /// `once` or `daemon` (the audit's `run_started.mode`).
-    pub mode: &'static str,
-    pub telegram: Option<&'a Telegram>,
-    /// Read the updates waiting at Telegram first (`run --once`; the daemon long-polls).
-    pub read_updates: bool,
-    /// Messages pressed since the last tick (the daemon), to edit after the run.
-    pub pressed: &'a [Pressed],
-    /// The daemon's stop request: no new task, and stop running tools.
-    pub stop: Option<&'a session::Stop>,
-    /// Apply the plan (false: only run what people approved, after a button press).
-    pub plan: bool,
-    pub diag: &'a dyn Fn(String),
-}
-
-/// One tick under the run lock. The report's `skipped` says when it did not run.
-pub fn tick(t: &Tick) -> Result<Report> {
-    let cfg = t.cfg;
-    let now = t.now;
-    let run_id = new_run_id(now);
-    let mut audit = session::open_audit(cfg)?;
-    if let Some(tg) = t.telegram {
-        audit.add_secret(tg.secret().to_string());
-    }
-    let audit_path = cfg.audit_log.clone();
-    let audit_err = move |e| Error::io(&audit_path, e);
-    let skipped = |reason| Report {
-        run_id: run_id.clone(),
-        skipped: Some(reason),
-        ..Report::default()
-    };
-
-    let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
-    let lock = match lock::try_acquire(&cfg.state_dir, now).map_err(|e| Error::io(&lock_path, e))? {
-        Attempt::Acquired(l) => l,
-        Attempt::Held(holder) => {
-            if let Some(since) = holder.since {
-                let held = now.signed_duration_since(since);
-                if held.to_std().is_ok_and(|d| d >= cfg.stuck_after) {
-                    eprintln!(
-                        "heartbeat: warning: the run lock {} has been held since {} by pid {} (longer than stuck_after = {}); is that run stuck?",
-                        lock_path.display(),
-                        super::show_local(since),
-                        holder.pid.map_or("?".into(), |p| p.to_string()),
-                        humantime::format_duration(cfg.stuck_after),
-                    );
-                }
-            }
-            let f = fields([
-                ("reason", json!("locked")),
-                ("holder_pid", json!(holder.pid)),
-                ("holder_since", json!(holder.since.map(audit::format_ts))),
-            ]);
-            audit
-                .record(now, "run_skipped", Some(&run_id), f)
-                .map_err(&audit_err)?;
-            audit.sync().map_err(&audit_err)?;
-            (t.diag)("another run holds the lock; skipped".into());
-            return Ok(skipped("locked"));
-        }
-    };
-
-    // Decisions first: presses and commands waiting at Telegram, expired approvals.
-    let store = Store::open(&cfg.state_dir)?;
-    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
-    d.expire()?;
-    let mut fx = Effects {
-        pressed: t.pressed.to_vec(),
-        ..Effects::default()
-    };
-    if t.read_updates
-        && let (Some(tg), Some(tc)) = (t.telegram, &cfg.telegram)
-    {
-        let got = bot::handle_updates(tg, &mut d, tc, Duration::ZERO)?;
-        if let Some(e) = &got.error {
-            (t.diag)(format!("telegram: cannot read updates: {e}"));
-        }
-        fx.pressed.extend(got.pressed);
-    }
-    // A timed pause ends by itself.
-    let paused = match d.store.current_pause(now)? {
-        Err(ended) => {
-            d.record(
-                "resumed",
-                fields([
-                    ("until", json!(ended.until)),
-                    ("reason", json!("the pause ended")),
-                    ("by", json!(ended.by)),
-                ]),
-            )?;
-            None
-        }
-        Ok(p) => p,
-    };
-    let (store, mut audit) = d.into_parts();
-
-    let active = t.force || cfg.active.is_active(now);
-    let skip = if paused.is_some() && !t.force {
-        let until = paused.as_ref().and_then(|p| p.until.clone());
-        Some(("paused", fields([("until", json!(until))])))
-    } else if !active && !store.has_approved_work()? {
-        let next = cfg.active.next_active(now);
-        let f = fields([("next_active", json!(next.map(audit::format_ts)))]);
-        Some(("outside_active_hours", f))
-    } else {
-        None
-    };
-    let ran = skip.is_none();
-    let (report, mut store, mut audit) = match skip {
-        Some((reason, extra)) => {
-            let mut f = fields([("reason", json!(reason))]);
-            f.extend(extra);
-            audit
-                .record(now, "run_skipped", Some(&run_id), f)
-                .map_err(&audit_err)?;
-            (t.diag)(format!("run skipped: {reason}"));
-            (skipped(reason), store, audit)
-        }
-        None => {
-            let registry = Registry::from_config(cfg);
-            let tasks = all_tasks(t.files);
-            let paths: Vec<&Path> = t.files.iter().map(|f| f.source.path.as_path()).collect();
-            let mut session = Session::begin(
-                &lock,
-                cfg,
-                &registry,
-                store,
-                audit,
-                run_id.clone(),
-                now,
-                t.mode,
-                &paths,
-                t.autonomy.as_str(),
-            )?;
-            session.stop = t.stop;
-            session.known = t
-                .files
-                .iter()
-                .map(|f| (&f.source, f.parsed.tasks.as_slice()))
-                .collect();
-            session.recover_interrupted()?;
-            session.run_approved(None)?;
-            if active && t.plan {
-                let snapshot = session.store.snapshot(
-                    now,
-                    cfg.approval_ttl,
-                    crate::schedule::local_midnight(cfg.tz(), now),
-                )?;
-                let plan = plan::plan(
-                    &tasks,
-                    &PlanInput {
-                        config: cfg,
-                        registry: &registry,
-                        state: &snapshot,
-                        now,
-                        force: t.force,
-                        autonomy: t.autonomy,
-                    },
-                );
-                session.apply_all(&tasks, &plan.items)?;
-            } else if !active {
-                // Only approved work ran; the rest waits for active hours.
-                let next = cfg.active.next_active(now);
-                session.record(
-                    "run_skipped",
-                    fields([
-                        ("reason", json!("outside_active_hours")),
-                        ("next_active", json!(next.map(audit::format_ts))),
-                    ]),
-                )?;
-                session.report.skipped = Some("outside_active_hours");
-            }
-            session.finish()?
-        }
-    };
-
-    // Messages: stored first, then delivered; delivery never fails the run.
-    if let Some(tc) = &cfg.telegram {
-        if ran && let Some(msg) = crate::render::telegram::summary(&report, tc.summary) {
-            outbox::enqueue_all(&mut store, tc, &msg, false, now)?;
-        }
-        if let Some(tg) = t.telegram {
-            bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
-        }
-        let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
-        let (stats, lines) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
-        for (event, f) in lines {
-            audit
-                .record(now, event, Some(&run_id), f)
-                .map_err(&audit_err)?;
-        }
-        (t.diag)(format!(
-            "telegram: {} sent, {} failed, {} waiting, {} dropped",
-            stats.sent, stats.failed, stats.waiting, stats.dropped
-        ));
-    }
-    audit.sync().map_err(&audit_err)?;
-    drop(lock);
-    Ok(report)
-}
-
 #[allow(clippy::too_many_arguments)]
 fn dry_run(
     ctx: &Ctx,
@@ -326,7 +80,7 @@ fn dry_run(
     out: &mut Out,
 ) -> Result<u8> {
     let now = ctx.now;
-    let snapshot = super::read_snapshot(cfg, now)?;
+    let snapshot = read_snapshot(cfg, now)?;
     let plan = plan::plan(
         tasks,
         &PlanInput {

@@ -8,8 +8,8 @@ use super::{Ctx, Out};
 use crate::audit::AuditLog;
 use crate::cli::JsonArg;
 use crate::config::{Config, TelegramConfig};
+use crate::engine::session::{self, fields};
 use crate::error::{Error, Result, exit};
-use crate::session::{self, fields};
 use crate::store::Store;
 use crate::telegram::Telegram;
 use crate::text::clean;
@@ -86,7 +86,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
 
 pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let (cfg, tc, tg, _) = setup(ctx)?;
-    super::ensure_state_dir(&cfg.state_dir)?;
+    crate::engine::files::ensure_state_dir(&cfg.state_dir)?;
     let mut store = Store::open(&cfg.state_dir)?;
     // Look without confirming anything: the updates stay for the next run or the daemon.
     let offset = store

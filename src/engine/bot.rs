@@ -16,10 +16,10 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use crate::audit;
-use crate::cmd::approve::Decider;
 use crate::config::TelegramConfig;
+use crate::engine::decide::Decider;
+use crate::engine::session::fields;
 use crate::error::Result;
-use crate::session::fields;
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Incoming, Received, Telegram};
 use crate::text::escape;

@@ -3,4 +3,8 @@
 //! here; nothing here knows about the command line.
 
 pub mod bot;
+pub mod decide;
+pub mod files;
 pub mod outbox;
+pub mod run;
+pub mod session;

@@ -18,9 +18,9 @@ use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::config::TelegramConfig;
+use crate::engine::session::fields;
 use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
 use crate::schedule::local_midnight;
-use crate::session::fields;
 use crate::store::{self, NewMessage, OutboxRow, Store};
 use crate::telegram::{SendError, Transport};
 

@@ -41,9 +41,9 @@ const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
 
 /// Create the state dir and the audit log's directory (0700) and open the audit log.
 pub fn open_audit(cfg: &Config) -> Result<AuditLog> {
-    crate::cmd::ensure_state_dir(&cfg.state_dir)?;
+    super::files::ensure_state_dir(&cfg.state_dir)?;
     if let Some(dir) = cfg.audit_log.parent() {
-        crate::cmd::ensure_state_dir(dir)?;
+        super::files::ensure_state_dir(dir)?;
     }
     AuditLog::open(&cfg.audit_log).map_err(|e| Error::io(&cfg.audit_log, e))
 }

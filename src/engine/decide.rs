@@ -1,0 +1,286 @@
+//! Deciding approvals (SPEC §6): approve, deny, grant, expire, and running approved work
+//! now. Used alike by `heartbeat approve`/`deny`, Telegram buttons and the chat commands.
+//!
+//! Invariants:
+//! - Only `pending` approvals are decided; a decision is stored (synchronously) and audited
+//!   before anything runs.
+//! - Running takes the run lock, re-reads the task's file and claims the approval atomically
+//!   (see [`super::session`]), so an approved task runs at most once whoever else is trying.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::session::{Session, fields, new_run_id, open_audit};
+use crate::audit::{self, AuditLog};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::lock::{self, Holder};
+use crate::report::Report;
+use crate::store::{ApprovalRow, Decision, GrantRow, Store};
+use crate::tools::Registry;
+
+/// The state an approving command works with.
+pub struct Decider {
+    pub cfg: Config,
+    pub store: Store,
+    pub audit: AuditLog,
+    pub by: String,
+    pub now: DateTime<Utc>,
+}
+
+impl Decider {
+    /// Open the state for deciding, and let expired approvals expire first: an approval
+    /// past its `approval_ttl` can no longer be approved. `by` is who decides
+    /// (`cli:<user>`, `telegram:<chat id>`).
+    pub fn open(cfg: Config, by: String, now: DateTime<Utc>) -> Result<Decider> {
+        let audit = open_audit(&cfg)?;
+        let store = Store::open(&cfg.state_dir)?;
+        let mut d = Decider::from_parts(cfg, store, audit, by, now);
+        d.expire()?;
+        Ok(d)
+    }
+
+    /// From state a caller already holds (a run that handles Telegram button presses).
+    pub fn from_parts(
+        cfg: Config,
+        store: Store,
+        audit: AuditLog,
+        by: String,
+        now: DateTime<Utc>,
+    ) -> Decider {
+        Decider {
+            cfg,
+            store,
+            audit,
+            by,
+            now,
+        }
+    }
+
+    pub fn into_parts(self) -> (Store, AuditLog) {
+        (self.store, self.audit)
+    }
+
+    /// Pending approvals past `approval_ttl` become `expired` (audited).
+    pub fn expire(&mut self) -> Result<()> {
+        for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
+            self.record(
+                "approval_expired",
+                fields([
+                    ("approval_id", json!(row.id)),
+                    ("task_id", json!(row.task_id)),
+                    ("reason", json!("ttl")),
+                ]),
+            )?;
+        }
+        Ok(())
+    }
+
+    pub fn record(
+        &mut self,
+        event: &str,
+        f: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
+        self.append(event, f)?;
+        self.sync_audit()
+    }
+
+    /// One audit line, not yet synced (see [`Decider::sync_audit`]).
+    fn append(&mut self, event: &str, f: serde_json::Map<String, serde_json::Value>) -> Result<()> {
+        self.audit
+            .record(self.now, event, None, f)
+            .map_err(|e| Error::io(self.audit.path(), e))
+    }
+
+    fn sync_audit(&self) -> Result<()> {
+        self.audit
+            .sync()
+            .map_err(|e| Error::io(self.audit.path(), e))
+    }
+
+    /// The rows for these ids, all pending (or, with `approved_too`, already approved and
+    /// waiting to run); otherwise an error naming what is wrong.
+    pub fn decidable_by_id(&self, ids: &[i64], approved_too: bool) -> Result<Vec<ApprovalRow>> {
+        let mut rows = Vec::with_capacity(ids.len());
+        let mut problems = Vec::new();
+        for &id in ids {
+            match self.store.approval(id)? {
+                None => problems.push(format!("no approval #{id}")),
+                Some(row)
+                    if row.state != "pending" && !(approved_too && row.state == "approved") =>
+                {
+                    let by = match (&row.decided_by, &row.decided_at) {
+                        (Some(by), Some(at)) => format!(" (by {by} at {at})"),
+                        (None, Some(at)) => format!(" (at {at})"),
+                        _ => String::new(),
+                    };
+                    problems.push(format!(
+                        "approval #{id} is {}{by}; only pending approvals can be decided",
+                        row.state
+                    ));
+                }
+                Some(row) => {
+                    if !rows.iter().any(|r: &ApprovalRow| r.id == id) {
+                        rows.push(row);
+                    }
+                }
+            }
+        }
+        if problems.is_empty() {
+            Ok(rows)
+        } else {
+            Err(Error::Usage(format!(
+                "{}; nothing was decided",
+                problems.join("; ")
+            )))
+        }
+    }
+
+    /// `pending → approved`, audited; with `always`, grant the task id. False when someone
+    /// else decided it first.
+    pub fn approve(&mut self, row: &ApprovalRow, always: bool) -> Result<bool> {
+        let decision = Decision {
+            approve: true,
+            by: self.by.clone(),
+            reason: None,
+            always,
+        };
+        if !self.store.decide(row.id, &decision, self.now)? {
+            return Ok(false);
+        }
+        self.record("approval_approved", decision_fields(row, &decision))?;
+        if always {
+            self.grant(row)?;
+        }
+        Ok(true)
+    }
+
+    /// Grant the approval's exact task from now on.
+    pub fn grant(&mut self, row: &ApprovalRow) -> Result<()> {
+        self.store.add_grant(&self.grant_row(row))?;
+        Ok(())
+    }
+
+    fn grant_row(&self, row: &ApprovalRow) -> GrantRow {
+        GrantRow {
+            task_id: row.task_id.clone(),
+            tool: row.tool.clone(),
+            input: row.input.clone(),
+            file: row.file.clone(),
+            text: row.text.clone(),
+            created_at: audit::format_ts(self.now),
+            created_by: self.by.clone(),
+            approval_id: Some(row.id),
+        }
+    }
+
+    /// Approve several pending approvals at once (one durable transaction, one audit
+    /// sync); with `always`, grant each task. The ids that were decided here.
+    pub fn approve_many(&mut self, rows: &[&ApprovalRow], always: bool) -> Result<HashSet<i64>> {
+        let decision = Decision {
+            approve: true,
+            by: self.by.clone(),
+            reason: None,
+            always,
+        };
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        let decided: HashSet<i64> = self
+            .store
+            .decide_many(&ids, &decision, self.now)?
+            .into_iter()
+            .collect();
+        let mut grants = Vec::new();
+        for row in rows.iter().filter(|r| decided.contains(&r.id)) {
+            self.append("approval_approved", decision_fields(row, &decision))?;
+            if always {
+                grants.push(self.grant_row(row));
+            }
+        }
+        // All grants in one durable transaction too.
+        self.store.add_grants(&grants)?;
+        self.sync_audit()?;
+        Ok(decided)
+    }
+
+    /// `pending → denied`, audited. False when someone else decided it first.
+    pub fn deny(&mut self, row: &ApprovalRow, reason: Option<&str>) -> Result<bool> {
+        let decision = Decision {
+            approve: false,
+            by: self.by.clone(),
+            reason: reason.map(str::to_string),
+            always: false,
+        };
+        if !self.store.decide(row.id, &decision, self.now)? {
+            return Ok(false);
+        }
+        self.record("approval_denied", decision_fields(row, &decision))?;
+        Ok(true)
+    }
+
+    /// Run approved approvals now, under the run lock (waiting for it up to 30 s). `rows`:
+    /// as this process last read them (only their ids and files are used: what runs is
+    /// claimed and re-read from the file by the session).
+    pub fn run_now(&mut self, rows: &[&ApprovalRow]) -> Result<RunNow> {
+        let lock_path = self.cfg.state_dir.join(lock::LOCK_FILE);
+        let lock = match lock::acquire_wait(&self.cfg.state_dir, self.now, LOCK_WAIT)
+            .map_err(|e| Error::io(&lock_path, e))?
+        {
+            Ok(lock) => lock,
+            Err(holder) => return Ok(RunNow::Locked(holder)),
+        };
+        let registry = Registry::from_config(&self.cfg);
+        // The session takes its own handles; ours stay usable for the next decision.
+        let store = Store::open(&self.cfg.state_dir)?;
+        let audit = open_audit(&self.cfg)?;
+        let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
+        // Each file once, in the order first seen.
+        let mut files: Vec<&Path> = Vec::new();
+        let mut seen = HashSet::new();
+        for r in rows {
+            if seen.insert(r.file.as_str()) {
+                files.push(Path::new(&r.file));
+            }
+        }
+        let mut session = Session::begin(
+            &lock,
+            &self.cfg,
+            &registry,
+            store,
+            audit,
+            new_run_id(self.now),
+            self.now,
+            "approve",
+            &files,
+            self.cfg.autonomy.as_str(),
+        )?;
+        session.recover_interrupted()?;
+        session.run_approved(Some(&ids))?;
+        let (report, _, _) = session.finish()?;
+        Ok(RunNow::Ran(report))
+    }
+}
+
+/// What [`Decider::run_now`] did.
+pub enum RunNow {
+    Ran(Report),
+    /// Another run held the lock past the wait: the approvals stand for the next run.
+    Locked(Holder),
+}
+
+/// How long running approved work waits for a run that holds the lock.
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// The audit fields of `approval_approved` / `approval_denied`.
+fn decision_fields(row: &ApprovalRow, d: &Decision) -> serde_json::Map<String, serde_json::Value> {
+    fields([
+        ("approval_id", json!(row.id)),
+        ("task_id", json!(row.task_id)),
+        ("by", json!(d.by)),
+        ("always", json!(d.always)),
+        ("reason", json!(d.reason)),
+    ])
+}
