@@ -298,3 +298,41 @@ fn audit_lines_carry_at_most_4_kib_of_output() {
         .len();
     assert!(line < 3 * 4096, "audit line of {line} bytes");
 }
+
+#[test]
+fn http_tool_posts_to_a_server_and_records_its_answer() {
+    use std::sync::{Arc, Mutex};
+
+    use crate::test_server::{Reply, TestServer};
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let server = TestServer::start(move |request| {
+        record.lock().unwrap().push(request.clone());
+        Reply::raw(
+            201,
+            "text/plain",
+            "created\n{\"summary\": \"hook called\"}\n",
+        )
+    });
+    let input =
+        json!({"url": format!("{}/hook?x=1", server.url()), "method": "POST", "body": {"a": 1}});
+    let env = Env::new(&format!("## Recurring\n- [ ] @http {input}\n"));
+    let out = env.run_with(NOW, &["--autonomy", "full"]);
+    out.code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    assert_eq!(ok[0]["tool"], "http");
+    assert_eq!(ok[0]["summary"], "hook called");
+    assert!(out.stdout.contains("hook called"), "{}", out.stdout);
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0].method, "POST");
+    assert_eq!(seen[0].url, "/hook?x=1");
+    assert_eq!(seen[0].header("content-type"), Some("application/json"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&seen[0].body).unwrap(),
+        json!({"a": 1})
+    );
+}
