@@ -30,6 +30,7 @@ fn main() {
     missed += figure_approve_all(root, runs);
     missed += figure_check_20000(root, runs);
     missed += figure_idle_daemon(root);
+    missed += figure_daemon_ticks(root);
     if missed > 0 {
         println!("{missed} figure(s) missed their goal");
         std::process::exit(1);
@@ -333,6 +334,69 @@ fn figure_idle_daemon(root: &Path) -> usize {
     println!(
         "{:<58} {used:>3} ticks, {rss:.1} MiB  (goal 0 ticks / <= 10 MiB)  {}",
         "idle daemon: CPU over 3 s / resident memory",
+        if ok { "ok" } else { "MISSED" }
+    );
+    usize::from(!ok)
+}
+
+/// `daemon --every 1s`: one tick at once, then one on every whole second. The integration
+/// test checks that it ticks and stops; these bounds need an unloaded machine.
+fn figure_daemon_ticks(root: &Path) -> usize {
+    let case = Case::new(
+        root,
+        "ticks",
+        FULL,
+        "## Recurring\n- [ ] @log {\"text\": \"beat\"}\n",
+    );
+    let audit = case.dir.join("state").join("audit.jsonl");
+    let started_lines = |event: &str| -> Vec<String> {
+        let text = fs::read_to_string(&audit).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == event)
+            .filter_map(|v| v["ts"].as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut child = case
+        .cmd(&["daemon", "--every", "1s"])
+        .spawn()
+        .expect("start the daemon");
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while started_lines("daemon_started").is_empty() && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let t0 = Instant::now();
+    let mut ticks = Vec::new();
+    while ticks.len() < 4 && Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(5));
+        ticks = started_lines("run_started");
+    }
+    let took = t0.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    let times: Vec<chrono::DateTime<chrono::FixedOffset>> = ticks
+        .iter()
+        .take(4)
+        .filter_map(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .collect();
+    let late_ms = times
+        .iter()
+        .skip(1)
+        .map(|t| t.timestamp_subsec_millis())
+        .max()
+        .unwrap_or(u32::MAX);
+    let gaps: Vec<i64> = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]).num_milliseconds())
+        .collect();
+    let ok = times.len() == 4
+        && took <= Duration::from_millis(4500)
+        && late_ms < 400
+        && gaps.iter().all(|g| (300..=1900).contains(g));
+    println!(
+        "{:<58} {:.2} s, +{late_ms} ms, gaps {gaps:?} ms  (goal <= 4.5 s / < 400 ms / 300-1900 ms)  {}",
+        "daemon --every 1s: 4 ticks / latest tick / gaps",
+        took.as_secs_f64(),
         if ok { "ok" } else { "MISSED" }
     );
     usize::from(!ok)

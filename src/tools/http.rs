@@ -562,11 +562,11 @@ impl Secrets {
 
 #[cfg(test)]
 mod tests {
-    //! Against tiny servers on 127.0.0.1 started by each test (never any other address).
+    //! Against tiny_http servers on 127.0.0.1 started by each test (never any other address).
 
     use std::collections::BTreeMap;
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::io::Write;
+    use std::net::TcpListener;
     use std::path::Path;
     use std::sync::atomic::AtomicBool;
     use std::sync::mpsc;
@@ -580,107 +580,109 @@ mod tests {
 
     /// One request as the server read it.
     struct Received {
-        /// Request line and headers.
-        head: String,
+        /// `GET /path?q=1 HTTP/1.1`.
+        request_line: String,
+        headers: Vec<(String, String)>,
         body: Vec<u8>,
     }
 
     impl Received {
-        fn request_line(&self) -> &str {
-            self.head.lines().next().unwrap_or_default()
+        fn read(request: &mut tiny_http::Request) -> Received {
+            let mut body = Vec::new();
+            request
+                .as_reader()
+                .read_to_end(&mut body)
+                .expect("read the body");
+            Received {
+                request_line: format!(
+                    "{} {} HTTP/{}",
+                    request.method(),
+                    request.url(),
+                    request.http_version()
+                ),
+                headers: request
+                    .headers()
+                    .iter()
+                    .map(|h| (h.field.to_string(), h.value.to_string()))
+                    .collect(),
+                body,
+            }
         }
 
-        /// Every value of a header, in order.
-        fn headers(&self, name: &str) -> Vec<String> {
-            self.head
-                .lines()
-                .skip(1)
-                .filter_map(|l| l.split_once(':'))
-                .filter(|(k, _)| k.trim().eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_string())
-                .collect()
+        fn request_line(&self) -> &str {
+            &self.request_line
         }
 
         fn header(&self, name: &str) -> Option<String> {
-            let all = self.headers(name);
+            let all: Vec<&String> = self
+                .headers
+                .iter()
+                .filter(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+                .collect();
             assert!(all.len() <= 1, "{name} sent {} times", all.len());
-            all.into_iter().next()
+            all.first().map(|v| v.to_string())
         }
     }
 
-    fn read_request(stream: &mut TcpStream) -> Received {
-        stream
-            .set_read_timeout(Some(Duration::from_secs(2)))
-            .unwrap();
-        let mut data = Vec::new();
-        let mut buf = [0u8; 8192];
-        let head_end = loop {
-            if let Some(i) = data.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i;
-            }
-            let n = stream.read(&mut buf).expect("read request");
-            assert!(n > 0, "connection closed before the end of the headers");
-            data.extend_from_slice(&buf[..n]);
-        };
-        let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
-        let mut received = Received {
-            head,
-            body: data[head_end + 4..].to_vec(),
-        };
-        let len: usize = received
-            .header("content-length")
-            .map_or(0, |v| v.parse().unwrap());
-        while received.body.len() < len {
-            let n = stream.read(&mut buf).expect("read body");
-            assert!(n > 0, "connection closed before the end of the body");
-            received.body.extend_from_slice(&buf[..n]);
-        }
-        received
+    /// What a server answers: status, extra headers, body.
+    struct Reply {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
     }
 
-    fn reply(status: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-        let mut out = format!(
-            "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n",
-            body.len()
-        );
-        for (k, v) in headers {
-            out.push_str(&format!("{k}: {v}\r\n"));
+    fn reply(status: u16, headers: &[(&str, &str)], body: &[u8]) -> Reply {
+        Reply {
+            status,
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            body: body.to_vec(),
         }
-        out.push_str("\r\n");
-        let mut out = out.into_bytes();
-        out.extend_from_slice(body);
-        out
     }
 
-    /// Serves up to `n` connections, one request each, answered by `respond`. Returns the base
-    /// URL (`http://127.0.0.1:PORT`) and the requests as they arrive.
+    fn bind() -> (tiny_http::Server, String) {
+        let server = tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1");
+        let addr = server.server_addr().to_ip().expect("a TCP address");
+        (server, format!("http://{addr}"))
+    }
+
+    /// Answers up to `n` requests with `respond`. Returns the base URL (`http://127.0.0.1:PORT`)
+    /// and the requests as they arrive.
     fn serve(
         n: usize,
-        respond: impl Fn(&Received) -> Vec<u8> + Send + 'static,
+        respond: impl Fn(&Received) -> Reply + Send + 'static,
     ) -> (String, mpsc::Receiver<Received>) {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (server, base) = bind();
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
-            for stream in listener.incoming().take(n) {
-                let mut stream = stream.unwrap();
-                let req = read_request(&mut stream);
-                let _ = stream.write_all(&respond(&req));
-                let _ = stream.flush();
-                let _ = tx.send(req);
+            for mut request in server.incoming_requests().take(n) {
+                let received = Received::read(&mut request);
+                let answer = respond(&received);
+                let mut response =
+                    tiny_http::Response::from_data(answer.body).with_status_code(answer.status);
+                for (k, v) in &answer.headers {
+                    response.add_header(
+                        tiny_http::Header::from_bytes(k.as_bytes(), v.as_bytes()).unwrap(),
+                    );
+                }
+                let _ = request.respond(response);
+                let _ = tx.send(received);
             }
         });
         (base, rx)
     }
 
-    /// Accepts one connection and never answers (holds it for 5 s).
+    /// Takes one request and never answers it (holds it for 30 s, longer than any client here
+    /// waits).
     fn silent() -> String {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (server, base) = bind();
         thread::spawn(move || {
-            if let Ok((stream, _)) = listener.accept() {
-                thread::sleep(Duration::from_secs(5));
-                drop(stream);
+            if let Ok(request) = server.recv() {
+                thread::sleep(Duration::from_secs(30));
+                drop(request);
             }
         });
         base
@@ -745,7 +747,7 @@ mod tests {
 
     #[test]
     fn get_200_body_on_stdout() {
-        let (base, rx) = serve(1, |_| reply("200 OK", &[], b"hello\nworld"));
+        let (base, rx) = serve(1, |_| reply(200, &[], b"hello\nworld"));
         let out = http(json!({"url": format!("{base}/path?q=1")}));
         assert!(out.success, "{out:?}");
         assert_eq!(out.stdout, "hello\nworld");
@@ -765,7 +767,7 @@ mod tests {
 
     #[test]
     fn json_body_is_sent_as_json() {
-        let (base, rx) = serve(1, |_| reply("201 Created", &[], b""));
+        let (base, rx) = serve(1, |_| reply(201, &[], b""));
         let body = json!({"a": [1, 2.5, null], "b": "x\u{e9}\n", "c": {"d": true}});
         let out = http(json!({"url": base, "method": "post", "body": body}));
         assert!(out.success, "{out:?}");
@@ -775,7 +777,7 @@ mod tests {
         assert_eq!(req.body, serde_json::to_vec(&body).unwrap());
 
         // Any JSON value that is not a string; a given content type wins.
-        let (base, rx) = serve(1, |_| reply("200 OK", &[], b""));
+        let (base, rx) = serve(1, |_| reply(200, &[], b""));
         let out = http(json!({
             "url": base,
             "method": "Patch",
@@ -794,7 +796,7 @@ mod tests {
 
     #[test]
     fn string_body_is_sent_as_is() {
-        let (base, rx) = serve(1, |_| reply("204 No Content", &[], b""));
+        let (base, rx) = serve(1, |_| reply(204, &[], b""));
         let text = "{\"not\": \"re-encoded\"}\r\nline 2 \u{1F600}";
         let out = http(json!({"url": base, "method": "PUT", "body": text}));
         assert!(out.success, "{out:?}");
@@ -807,7 +809,7 @@ mod tests {
 
     #[test]
     fn headers_and_url_credentials_arrive() {
-        let (base, rx) = serve(1, |_| reply("200 OK", &[], b"ok"));
+        let (base, rx) = serve(1, |_| reply(200, &[], b"ok"));
         let url = base.replace("http://", "http://user:secret@");
         let out = http(json!({
             "url": url,
@@ -829,7 +831,7 @@ mod tests {
 
     #[test]
     fn unexpected_status_fails_with_the_body_on_stdout() {
-        let (base, _rx) = serve(1, |_| reply("404 Not Found", &[], b"no such thing"));
+        let (base, _rx) = serve(1, |_| reply(404, &[], b"no such thing"));
         let out = http(json!({"url": base}));
         assert!(!out.success);
         assert_eq!(
@@ -839,7 +841,7 @@ mod tests {
         assert_eq!(out.stdout, "no such thing");
         assert_eq!(out.exit_code, None);
 
-        let (base, _rx) = serve(1, |_| reply("200 OK", &[], b""));
+        let (base, _rx) = serve(1, |_| reply(200, &[], b""));
         let out = http(json!({"url": base, "expect_status": [204, "3xx"]}));
         assert_eq!(
             out.error.as_deref(),
@@ -847,7 +849,7 @@ mod tests {
         );
 
         // A status without a canonical reason.
-        let (base, _rx) = serve(1, |_| reply("599 Odd", &[], b""));
+        let (base, _rx) = serve(1, |_| reply(599, &[], b""));
         let out = http(json!({"url": base, "expect_status": [200, 201, "2xx"]}));
         assert_eq!(
             out.error.as_deref(),
@@ -864,13 +866,13 @@ mod tests {
             json!("4XX"),
             json!([200, 404]),
         ] {
-            let (base, _rx) = serve(1, |_| reply("404 Not Found", &[], b"gone"));
+            let (base, _rx) = serve(1, |_| reply(404, &[], b"gone"));
             let out = http(json!({"url": base, "expect_status": expect}));
             assert!(out.success, "{expect}: {out:?}");
             assert_eq!(out.stdout, "gone");
         }
         // With an explicit pattern, a 2xx is no longer implied.
-        let (base, _rx) = serve(1, |_| reply("200 OK", &[], b""));
+        let (base, _rx) = serve(1, |_| reply(200, &[], b""));
         let out = http(json!({"url": base, "expect_status": 404}));
         assert!(!out.success);
     }
@@ -916,8 +918,10 @@ mod tests {
         let took = started.elapsed();
         assert!(!out.success);
         assert_eq!(out.error.as_deref(), Some("timed out after 1s"));
+        // Not before the timeout; after it, a loaded machine may take its time, but not the
+        // 30 s the server holds the request.
         assert!(
-            took >= Duration::from_millis(900) && took < Duration::from_millis(1800),
+            took >= Duration::from_millis(900) && took < Duration::from_secs(10),
             "{took:?}"
         );
 
@@ -931,20 +935,21 @@ mod tests {
         let started = Instant::now();
         let out = run_spec(&s, json!({"url": base}), None);
         assert_eq!(out.error.as_deref(), Some("timed out after 250ms"));
-        assert!(started.elapsed() < Duration::from_secs(1));
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 
     #[test]
     fn a_trickling_body_cannot_outlast_the_timeout() {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
+        let (server, base) = bind();
         thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            read_request(&mut stream);
-            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
+            let Ok(request) = server.recv() else { return };
+            // Written by hand: tiny_http buffers a response body, and each byte must go out
+            // on its own.
+            let mut raw = request.into_writer();
+            let _ = raw.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
             // One byte every 100 ms: each read is quick, the whole is not.
             for _ in 0..100 {
-                if stream.write_all(b"x").is_err() {
+                if raw.write_all(b"x").and_then(|()| raw.flush()).is_err() {
                     return;
                 }
                 thread::sleep(Duration::from_millis(100));
@@ -953,7 +958,8 @@ mod tests {
         let started = Instant::now();
         let out = http(json!({"url": base, "timeout": "700ms"}));
         assert_eq!(out.error.as_deref(), Some("timed out after 700ms"));
-        assert!(started.elapsed() < Duration::from_millis(1300));
+        // Well before the 10 s the whole body would take.
+        assert!(started.elapsed() < Duration::from_secs(5));
         // What arrived is kept.
         assert!(!out.stdout.is_empty() && out.stdout.bytes().all(|b| b == b'x'));
     }
@@ -978,7 +984,8 @@ mod tests {
             run_spec(&spec(), json!({"url": base, "timeout": "10s"}), Some(&stop))
         });
         assert_eq!(out.error.as_deref(), Some("stopped"));
-        assert!(started.elapsed() < Duration::from_secs(1));
+        // Well before the request's own 10 s timeout.
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]
@@ -1004,10 +1011,10 @@ mod tests {
             let path = path.split('?').next().unwrap();
             let n: u32 = path.trim_start_matches("/r/").parse().unwrap();
             if n == 0 {
-                reply("200 OK", &[], b"landed")
+                reply(200, &[], b"landed")
             } else {
                 let to = format!("/r/{}", n - 1);
-                reply("302 Found", &[("Location", &to)], b"")
+                reply(302, &[("Location", &to)], b"")
             }
         };
         let (base, rx) = serve(6, respond);
@@ -1027,7 +1034,7 @@ mod tests {
     #[test]
     fn a_large_body_is_capped_and_the_rest_counted() {
         let body = vec![b'a'; 2 * 1024 * 1024 + 10];
-        let (base, _rx) = serve(1, move |_| reply("200 OK", &[], &body));
+        let (base, _rx) = serve(1, move |_| reply(200, &[], &body));
         let out = http(json!({"url": base}));
         assert!(out.success, "{out:?}");
         assert_eq!(out.stdout.len(), OUTPUT_CAP);
@@ -1038,7 +1045,7 @@ mod tests {
     fn cost_and_summary_from_the_last_line_of_the_body() {
         let (base, _rx) = serve(1, |_| {
             reply(
-                "200 OK",
+                200,
                 &[],
                 b"log line\n{\"summary\": \"3 new\", \"cost_usd\": 0.25}\n\n",
             )
@@ -1051,7 +1058,7 @@ mod tests {
 
     #[test]
     fn invalid_utf8_is_lossy() {
-        let (base, _rx) = serve(1, |_| reply("200 OK", &[], b"a\xffb"));
+        let (base, _rx) = serve(1, |_| reply(200, &[], b"a\xffb"));
         let out = http(json!({"url": base}));
         assert_eq!(out.stdout, "a\u{fffd}b");
     }

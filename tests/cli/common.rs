@@ -18,6 +18,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tempfile::TempDir;
 
+/// How long a test waits for something that takes well under a second on an idle machine: a
+/// deadline for a hang, not a speed check (those are in `benches/figures.rs`), so that a
+/// loaded 2-core machine never fails a test that would pass.
+pub const WAIT: Duration = Duration::from_secs(30);
+
 /// The default `--now`: Friday 2026-05-01 10:00 UTC.
 pub const NOW: &str = "2026-05-01T10:00:00Z";
 

@@ -67,37 +67,43 @@ fn lines_in(env: &Env, rel: &str) -> usize {
 // ---------------------------------------------------------------------------------------
 // (16) ticks
 
+/// Ticks at once, then on whole seconds. How close to the second and how regular the ticks
+/// are on an idle machine is a figure of `benches/figures.rs`; here a loaded machine may
+/// delay any one tick, so the bounds are several times the expected values.
 #[test]
 fn daemon_ticks_every_second_aligned_and_stops_on_sigterm() {
     let env =
         Env::new("## Recurring\n- [ ] @log {\"text\": \"beat\"}\n").config("timezone = \"UTC\"\n");
     let d = daemon(&env, "1s");
-    let started = wait_events(&env, "daemon_started", 1, Duration::from_secs(5));
+    let started = wait_events(&env, "daemon_started", 1, WAIT);
     assert_eq!(started[0]["pid"], d.pid(), "{}", started[0]);
     let t0 = Instant::now();
     // One tick at once (no run yet), then one per second.
-    let runs = wait_events(&env, "run_started", 4, Duration::from_secs(6));
+    let runs = wait_events(&env, "run_started", 4, WAIT);
     let took = t0.elapsed();
-    assert!(took < Duration::from_millis(4500), "4 ticks took {took:?}");
+    assert!(took < Duration::from_secs(15), "4 ticks took {took:?}");
     d.signal(libc::SIGTERM);
-    let out = d.finish(Duration::from_secs(5));
+    let out = d.finish(WAIT);
     out.code(0);
 
     let runs = &runs[..4];
     assert!(runs.iter().all(|r| r["mode"] == "daemon"), "{runs:#?}");
     let times: Vec<_> = runs.iter().map(parse_ts).collect();
+    let mut on_the_second = 0;
     for (i, t) in times.iter().enumerate().skip(1) {
-        let ms = t.timestamp_subsec_millis();
-        assert!(
-            ms < 400,
-            "tick {i} at {t} is not on a whole second (+{ms} ms): {runs:#?}"
-        );
+        if t.timestamp_subsec_millis() < 400 {
+            on_the_second += 1;
+        }
         let gap = (*t - times[i - 1]).num_milliseconds();
         assert!(
-            (300..=1900).contains(&gap),
-            "tick {i} came {gap} ms after the previous one"
+            (300..=10_000).contains(&gap),
+            "tick {i} came {gap} ms after the previous one: {runs:#?}"
         );
     }
+    assert!(
+        on_the_second >= 2,
+        "the ticks after the first are not on whole seconds: {runs:#?}"
+    );
     // Each tick ran the task (the last one may have been stopped before it started it).
     assert!(
         events_now(&env, "task_succeeded").len() >= 3,
@@ -128,7 +134,7 @@ fn daemon_does_not_tick_at_start_after_a_recent_run() {
         .cmd(["daemon", "--every", "1h"])
         .now("2026-05-01T10:05:00Z")
         .spawn_guarded();
-    wait_events(&env, "daemon_started", 1, Duration::from_secs(5));
+    wait_events(&env, "daemon_started", 1, WAIT);
     // Nothing to wait for: give it the time a start tick would take.
     std::thread::sleep(Duration::from_millis(1000));
     assert_eq!(
@@ -138,7 +144,7 @@ fn daemon_does_not_tick_at_start_after_a_recent_run() {
         env.audit_text()
     );
     d.signal(libc::SIGINT);
-    d.finish(Duration::from_secs(5)).code(0);
+    d.finish(WAIT).code(0);
     assert_eq!(events_now(&env, "daemon_stopped")[0]["signal"], "SIGINT");
 }
 
@@ -153,17 +159,16 @@ fn daemon_sigterm_lets_the_running_tool_finish_and_starts_nothing_new() {
          approval = \"auto\"\n",
     );
     let d = daemon(&env, "1h");
-    wait_for(&env.path("started"), Duration::from_secs(5));
+    wait_for(&env.path("started"), WAIT);
     let signalled = Instant::now();
     d.signal(libc::SIGTERM);
-    let out = d.finish(Duration::from_secs(8));
+    let out = d.finish(WAIT);
     let took = signalled.elapsed();
     out.code(0);
-    assert!(took < Duration::from_secs(5), "stopping took {took:?}");
-    assert!(
-        took >= Duration::from_millis(500),
-        "the tool was not waited for ({took:?})"
-    );
+    // Stopped once the tool was done, not at the next tick an hour away (finish's deadline);
+    // that it waited for the tool is what `finished` and the `task_succeeded` line show: a
+    // loaded machine may start the test's clock late, so no lower bound on `took`.
+    eprintln!("SIGTERM → daemon stopped in {took:?}");
 
     assert_eq!(env.read("finished"), "done\n", "the tool finished");
     let ok = env.events("task_succeeded");
@@ -206,9 +211,7 @@ fn mark_config(file: &str) -> String {
 fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
     let env = Env::new(MARK_MD).config(&mark_config("ticks1"));
     let d = daemon(&env, "1s");
-    wait_until("a first tick", Duration::from_secs(5), || {
-        lines_in(&env, "ticks1") >= 1
-    });
+    wait_until("a first tick", WAIT, || lines_in(&env, "ticks1") >= 1);
 
     env.write(
         "heartbeat.toml",
@@ -221,11 +224,9 @@ fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
             .filter(|e| e["signal"] == "SIGHUP")
             .collect()
     };
-    wait_until(
-        "config_reloaded after SIGHUP",
-        Duration::from_secs(5),
-        || !hup(&env).is_empty(),
-    );
+    wait_until("config_reloaded after SIGHUP", WAIT, || {
+        !hup(&env).is_empty()
+    });
     let bad = &hup(&env)[0];
     let error = bad["error"]
         .as_str()
@@ -234,20 +235,18 @@ fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
 
     // Still ticking, with the old config.
     let before = lines_in(&env, "ticks1");
-    wait_until(
-        "two more ticks on the old config",
-        Duration::from_secs(5),
-        || lines_in(&env, "ticks1") >= before + 2,
-    );
+    wait_until("two more ticks on the old config", WAIT, || {
+        lines_in(&env, "ticks1") >= before + 2
+    });
     assert!(!env.exists("ticks2"), "the broken config was not used");
 
     // A good config: reloaded without error, and used.
     env.write("heartbeat.toml", mark_config("ticks2"));
     d.signal(libc::SIGHUP);
-    wait_until("a clean reload", Duration::from_secs(5), || {
+    wait_until("a clean reload", WAIT, || {
         hup(&env).iter().any(|e| e["error"].is_null())
     });
-    wait_until("a tick on the new config", Duration::from_secs(5), || {
+    wait_until("a tick on the new config", WAIT, || {
         lines_in(&env, "ticks2") >= 1
     });
     let good = hup(&env);
@@ -255,29 +254,27 @@ fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
     assert!(good[0]["error"].is_string() && good[1]["error"].is_null());
 
     d.signal(libc::SIGTERM);
-    d.finish(Duration::from_secs(5)).code(0);
+    d.finish(WAIT).code(0);
 }
 
 #[test]
 fn daemon_reports_a_broken_config_once() {
     let env = Env::new(MARK_MD).config(&mark_config("ticks1"));
     let d = daemon(&env, "1s");
-    wait_until("a first tick", Duration::from_secs(5), || {
-        lines_in(&env, "ticks1") >= 1
-    });
+    wait_until("a first tick", WAIT, || lines_in(&env, "ticks1") >= 1);
     env.write(
         "heartbeat.toml",
         format!("{}bogus_key = 1\n", mark_config("ticks2")),
     );
     d.signal(libc::SIGHUP);
-    wait_events(&env, "config_reloaded", 1, Duration::from_secs(5));
+    wait_events(&env, "config_reloaded", 1, WAIT);
     // Two more ticks read the same broken file.
     let before = lines_in(&env, "ticks1");
-    wait_until("two more ticks", Duration::from_secs(5), || {
+    wait_until("two more ticks", WAIT, || {
         lines_in(&env, "ticks1") >= before + 2
     });
     d.signal(libc::SIGTERM);
-    d.finish(Duration::from_secs(5)).code(0);
+    d.finish(WAIT).code(0);
     let errors: Vec<Value> = env
         .events("config_reloaded")
         .into_iter()
@@ -298,16 +295,16 @@ fn daemon_reports_a_broken_config_once() {
 fn daemon_sigusr1_ticks_now() {
     let env = Env::new(MARK_MD).config(&mark_config("ticks"));
     let d = daemon(&env, "1h");
-    wait_events(&env, "run_finished", 1, Duration::from_secs(5));
+    wait_events(&env, "run_finished", 1, WAIT);
     assert_eq!(lines_in(&env, "ticks"), 1);
 
     let t = Instant::now();
     d.signal(libc::SIGUSR1);
-    wait_events(&env, "run_finished", 2, Duration::from_secs(3));
+    wait_events(&env, "run_finished", 2, WAIT);
     let took = t.elapsed();
     assert_eq!(lines_in(&env, "ticks"), 2);
     d.signal(libc::SIGUSR1);
-    wait_events(&env, "run_finished", 3, Duration::from_secs(3));
+    wait_events(&env, "run_finished", 3, WAIT);
     assert_eq!(lines_in(&env, "ticks"), 3);
     eprintln!("SIGUSR1 → tick finished in {took:?}");
     assert!(
@@ -317,7 +314,7 @@ fn daemon_sigusr1_ticks_now() {
     );
 
     d.signal(libc::SIGTERM);
-    d.finish(Duration::from_secs(5)).code(0);
+    d.finish(WAIT).code(0);
     assert_eq!(
         env.events("run_started").len(),
         3,
@@ -338,7 +335,7 @@ fn daemon_acts_on_a_button_press_within_seconds() {
     let d = env.cmd(["daemon", "--every", "1h"]).token().spawn_guarded();
 
     // The start tick queues the approval and sends it with buttons.
-    let sent = tg.wait_for_calls("sendMessage", 1, Duration::from_secs(5));
+    let sent = tg.wait_for_calls("sendMessage", 1, WAIT);
     assert!(
         sent[0].body.to_string().contains("hb:y:1"),
         "buttons: {}",
@@ -355,15 +352,12 @@ fn daemon_acts_on_a_button_press_within_seconds() {
             if let Ok(mid) = found {
                 break mid;
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(5),
-                "no button message stored"
-            );
+            assert!(start.elapsed() < WAIT, "no button message stored");
             std::thread::sleep(Duration::from_millis(20));
         }
     };
     // It is long-polling.
-    tg.wait_for_calls("getUpdates", 1, Duration::from_secs(5));
+    tg.wait_for_calls("getUpdates", 1, WAIT);
     assert!(
         tg.calls_to("getUpdates")
             .iter()
@@ -374,9 +368,9 @@ fn daemon_acts_on_a_button_press_within_seconds() {
 
     let pressed = Instant::now();
     tg.push_update(tg.callback_update(CHAT, CHAT, mid, "hb:y:1"));
-    tg.wait_for_calls("answerCallbackQuery", 1, Duration::from_secs(5));
-    wait_for(&env.path("ran"), Duration::from_secs(5));
-    let edits = tg.wait_for_calls("editMessageText", 1, Duration::from_secs(5));
+    tg.wait_for_calls("answerCallbackQuery", 1, WAIT);
+    wait_for(&env.path("ran"), WAIT);
+    let edits = tg.wait_for_calls("editMessageText", 1, WAIT);
     let took = pressed.elapsed();
     eprintln!("press → task run and message edited in {took:?}");
     assert_eq!(edits[0].body["message_id"], mid);
@@ -385,7 +379,7 @@ fn daemon_acts_on_a_button_press_within_seconds() {
         text.contains(&format!("#1 approved by telegram:{CHAT}: done")),
         "{text}"
     );
-    let ok = wait_events(&env, "task_succeeded", 1, Duration::from_secs(5));
+    let ok = wait_events(&env, "task_succeeded", 1, WAIT);
     assert_eq!(ok[0]["approval_id"], 1);
     assert_eq!(env.read("ran"), "done\n");
     let approved = events_now(&env, "approval_approved");
@@ -393,15 +387,15 @@ fn daemon_acts_on_a_button_press_within_seconds() {
 
     // A press from a chat that may not decide: answered, rejected.
     tg.push_update(tg.callback_update(STRANGER, STRANGER, 4242, "hb:y:1"));
-    tg.wait_for_calls("answerCallbackQuery", 2, Duration::from_secs(5));
-    let rejected = wait_events(&env, "telegram_rejected", 1, Duration::from_secs(5));
+    tg.wait_for_calls("answerCallbackQuery", 2, WAIT);
+    let rejected = wait_events(&env, "telegram_rejected", 1, WAIT);
     assert_eq!(rejected[0]["chat_id"], STRANGER);
     assert_eq!(rejected[0]["kind"], "button");
 
     // A command is answered now, not at the next tick.
     let before = tg.calls_to("sendMessage").len();
     tg.push_update(tg.text_update(CHAT, CHAT, "/status"));
-    let sent = tg.wait_for_calls("sendMessage", before + 1, Duration::from_secs(5));
+    let sent = tg.wait_for_calls("sendMessage", before + 1, WAIT);
     assert!(
         parse_html(sent[before].body["text"].as_str().unwrap())
             .unwrap()
@@ -411,7 +405,7 @@ fn daemon_acts_on_a_button_press_within_seconds() {
     );
 
     d.signal(libc::SIGTERM);
-    d.finish(Duration::from_secs(5)).code(0);
+    d.finish(WAIT).code(0);
     assert_eq!(env.events("task_succeeded").len(), 1, "ran once");
     assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
     assert!(!env.audit_text().contains(TG_TOKEN));
@@ -425,15 +419,17 @@ fn daemon_polls_the_new_bot_api_after_a_reload() {
     let env =
         Env::new("## Recurring\n### Every 1w\n- [ ] Weekly review\n").config(&toml(&old.url()));
     let d = env.cmd(["daemon", "--every", "1h"]).token().spawn_guarded();
-    old.wait_for_calls("getUpdates", 1, Duration::from_secs(5));
+    old.wait_for_calls("getUpdates", 1, WAIT);
+    // The start tick's reminder went to the old server: the new one will see only the reply.
+    old.wait_for_calls("sendMessage", 1, WAIT);
 
     // Point the bot at another server and reload: the long poll moves there.
     env.write("heartbeat.toml", toml(&new.url()));
     d.signal(libc::SIGHUP);
-    wait_events(&env, "config_reloaded", 1, Duration::from_secs(5));
-    new.wait_for_calls("getUpdates", 1, Duration::from_secs(5));
+    wait_events(&env, "config_reloaded", 1, WAIT);
+    new.wait_for_calls("getUpdates", 1, WAIT);
     new.push_update(new.text_update(CHAT, CHAT, "/status"));
-    let sent = new.wait_for_calls("sendMessage", 1, Duration::from_secs(5));
+    let sent = new.wait_for_calls("sendMessage", 1, WAIT);
     assert!(
         parse_html(sent[0].body["text"].as_str().unwrap())
             .unwrap()
@@ -442,7 +438,7 @@ fn daemon_polls_the_new_bot_api_after_a_reload() {
         sent[0].body
     );
     d.signal(libc::SIGTERM);
-    d.finish(Duration::from_secs(5)).code(0);
+    d.finish(WAIT).code(0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -474,7 +470,7 @@ fn mem_kib(pid: u32, key: &str) -> u64 {
 fn daemon_idle_uses_no_cpu_and_little_memory() {
     let env = Env::new(MARK_MD).config(&mark_config("ticks"));
     let d = daemon(&env, "1h");
-    wait_events(&env, "run_finished", 1, Duration::from_secs(5));
+    wait_events(&env, "run_finished", 1, WAIT);
     std::thread::sleep(Duration::from_millis(200));
     let pid = d.pid();
     let (cpu0, rss0) = (cpu_ticks(pid), mem_kib(pid, "VmRSS"));
@@ -488,7 +484,9 @@ fn daemon_idle_uses_no_cpu_and_little_memory() {
         "idle daemon: cpu {cpu0} -> {cpu1} clock ticks over 2.5 s; VmRSS {rss0} -> {rss1} KiB \
          (RssAnon {anon} KiB)"
     );
-    assert!(cpu1 - cpu0 <= 2, "busy while idle: {cpu0} -> {cpu1} ticks");
+    // The strict figure (0 ticks over 3 s) is in the bench; a few ticks here may be the end
+    // of the start tick, delayed by a loaded machine. A busy loop costs hundreds.
+    assert!(cpu1 - cpu0 <= 5, "busy while idle: {cpu0} -> {cpu1} ticks");
     assert!(
         rss1 <= rss0 + 256,
         "memory grew while idle: {rss0} -> {rss1} KiB"
@@ -505,5 +503,5 @@ fn daemon_idle_uses_no_cpu_and_little_memory() {
         "no tick while idle"
     );
     d.signal(libc::SIGTERM);
-    d.finish(Duration::from_secs(5)).code(0);
+    d.finish(WAIT).code(0);
 }

@@ -213,14 +213,15 @@ fn twenty_thousand_tasks_check_and_dry_run_in_reasonable_time() {
     assert_eq!(outcomes.iter().filter(|o| **o == "skipped").count(), 19_950);
     assert!(!env.state().exists(), "a dry run writes nothing");
     assert_eq!(env.read("HEARTBEAT.md"), md);
-    // Seconds, not minutes, even in a debug build on a loaded machine.
+    // Seconds, not minutes, even in a debug build on a loaded machine (the figure on an idle
+    // one is in `benches/figures.rs`).
     for (what, took) in [("check", check_took), ("run --dry-run", dry_took)] {
-        assert!(took < Duration::from_secs(20), "{what} took {took:?}");
+        assert!(took < Duration::from_secs(60), "{what} took {took:?}");
     }
     eprintln!("20,000 tasks: check {check_took:?}, run --dry-run {dry_took:?}");
 
-    // A file this large is parsed with its working memory set aside up front (huge pages):
-    // its first tasks read exactly as the same lines in a small file at the same path.
+    // A file this large is parsed like a small one: its first tasks read exactly as the same
+    // lines in a small file at the same path.
     let small: String = md.lines().take(11).map(|l| format!("{l}\n")).collect();
     env.write("HEARTBEAT.md", &small);
     let out = env.cmd(["check", "--json"]).output();
@@ -377,8 +378,9 @@ fn two_hundred_levels_of_lists_and_blockquotes() {
     run_clean(&env, &["-q"], 0);
     assert!(open_one_time(&env.md_path(), &env.read_bytes("HEARTBEAT.md")).is_empty());
     assert_eq!(env.events("task_marked_done").len(), n);
+    // Seconds, not minutes, even on a loaded machine.
     assert!(
-        start.elapsed() < Duration::from_secs(20),
+        start.elapsed() < Duration::from_secs(60),
         "{:?}",
         start.elapsed()
     );
@@ -669,7 +671,7 @@ fn the_daemon_survives_a_file_that_turns_hostile() {
             .filter(|v| v["event"] == "task_succeeded")
             .count()
     };
-    wait_until("a first tick", Duration::from_secs(10), || count(&env) >= 1);
+    wait_until("a first tick", WAIT, || count(&env) >= 1);
 
     let mut big = b"## Recurring\n".to_vec();
     big.resize(9 * 1024 * 1024, b'z');
@@ -685,7 +687,7 @@ fn the_daemon_survives_a_file_that_turns_hostile() {
         "HEARTBEAT.md",
         "## Recurring\n- [ ] @log {\"text\": \"back\"}\n",
     );
-    wait_until("work resumes", Duration::from_secs(10), || {
+    wait_until("work resumes", WAIT, || {
         crate::crash::scan_audit(&env)
             .lines
             .iter()
@@ -693,7 +695,7 @@ fn the_daemon_survives_a_file_that_turns_hostile() {
     });
     assert!(count(&env) > n);
     daemon.signal(libc::SIGTERM);
-    let out = daemon.finish(Duration::from_secs(15));
+    let out = daemon.finish(WAIT);
     clean(&out, 0);
     assert!(out.stderr.contains("8 MiB"), "{}", out.stderr);
     assert!(out.stderr.contains("UTF-8"), "{}", out.stderr);

@@ -23,6 +23,7 @@ mod props;
 mod props2;
 mod run;
 mod telegram;
+mod test_server;
 mod tg_double;
 mod tick;
 mod tools;

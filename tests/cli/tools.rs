@@ -124,7 +124,9 @@ fn timeout_kills_the_whole_group_and_fails_the_task() {
     let out = env.run_once(NOW);
     let took = started.elapsed();
     out.code(1);
-    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // The timeout fired rather than the minute of `sleep 60` (a loaded machine may add
+    // seconds, never a minute).
+    assert!(took < Duration::from_secs(20), "took {took:?}");
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 1, "{:#?}", env.audit());
     let error = failed[0]["error"].as_str().unwrap_or_default();
@@ -132,7 +134,7 @@ fn timeout_kills_the_whole_group_and_fails_the_task() {
     assert!(out.stdout.contains("timed out after 1s"), "{}", out.stdout);
 
     let pid: i32 = env.read("grandchild.pid").trim().parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(2);
+    let deadline = Instant::now() + WAIT;
     while !is_dead(pid) {
         assert!(
             Instant::now() < deadline,
@@ -147,7 +149,8 @@ fn input_timeout_applies_too() {
     let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"sleep 30\", \"timeout\": \"1s\"}\n");
     let started = Instant::now();
     env.run_with(NOW, &["--autonomy", "full"]).code(1);
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Well under the 30 s of `sleep 30`, whatever the load.
+    assert!(started.elapsed() < Duration::from_secs(20));
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 1);
     assert!(
@@ -270,7 +273,8 @@ fn audit_lines_carry_at_most_4_kib_of_output() {
     );
     let started = Instant::now();
     env.run_with(NOW, &["--autonomy", "full"]).code(0);
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Seconds, not minutes: the output is drained as it comes, never held whole.
+    assert!(started.elapsed() < WAIT);
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1, "{:#?}", env.audit());
     let output = ok[0]["output"].as_str().unwrap();
@@ -293,4 +297,42 @@ fn audit_lines_carry_at_most_4_kib_of_output() {
         .unwrap()
         .len();
     assert!(line < 3 * 4096, "audit line of {line} bytes");
+}
+
+#[test]
+fn http_tool_posts_to_a_server_and_records_its_answer() {
+    use std::sync::{Arc, Mutex};
+
+    use crate::test_server::{Reply, TestServer};
+
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let server = TestServer::start(move |request| {
+        record.lock().unwrap().push(request.clone());
+        Reply::raw(
+            201,
+            "text/plain",
+            "created\n{\"summary\": \"hook called\"}\n",
+        )
+    });
+    let input =
+        json!({"url": format!("{}/hook?x=1", server.url()), "method": "POST", "body": {"a": 1}});
+    let env = Env::new(&format!("## Recurring\n- [ ] @http {input}\n"));
+    let out = env.run_with(NOW, &["--autonomy", "full"]);
+    out.code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    assert_eq!(ok[0]["tool"], "http");
+    assert_eq!(ok[0]["summary"], "hook called");
+    assert!(out.stdout.contains("hook called"), "{}", out.stdout);
+
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 1, "{seen:#?}");
+    assert_eq!(seen[0].method, "POST");
+    assert_eq!(seen[0].url, "/hook?x=1");
+    assert_eq!(seen[0].header("content-type"), Some("application/json"));
+    assert_eq!(
+        serde_json::from_slice::<Value>(&seen[0].body).unwrap(),
+        json!({"a": 1})
+    );
 }
