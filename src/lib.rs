@@ -19,5 +19,6 @@ pub mod plan;
 pub mod schedule;
 pub mod session;
 pub mod store;
+pub mod sys;
 pub mod telegram;
 pub mod tools;

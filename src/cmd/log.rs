@@ -514,17 +514,8 @@ impl Sink {
     /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): checked while
     /// following, when there may be nothing to write for a long time.
     fn gone(&mut self) -> bool {
-        if !self.broken {
-            let mut fd = libc::pollfd {
-                fd: libc::STDOUT_FILENO,
-                events: 0,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd that lives across the call, and a zero timeout.
-            let n = unsafe { libc::poll(&mut fd, 1, 0) };
-            if n > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-                self.broken = true;
-            }
+        if !self.broken && crate::sys::stdout_hung_up() {
+            self.broken = true;
         }
         self.broken
     }
