@@ -17,6 +17,7 @@ pub mod render;
 pub mod report;
 pub mod schedule;
 pub mod store;
+pub mod sys;
 pub mod telegram;
 pub mod text;
 pub mod tools;

@@ -254,16 +254,5 @@ pub(crate) fn user_name() -> String {
             return name;
         }
     }
-    // SAFETY: getuid cannot fail; getpwuid returns a pointer to static storage or null, and
-    // we copy the name out before any other passwd call.
-    unsafe {
-        let uid = libc::getuid();
-        let pw = libc::getpwuid(uid);
-        if !pw.is_null() && !(*pw).pw_name.is_null() {
-            return std::ffi::CStr::from_ptr((*pw).pw_name)
-                .to_string_lossy()
-                .into_owned();
-        }
-        format!("uid{uid}")
-    }
+    crate::sys::real_user_name()
 }

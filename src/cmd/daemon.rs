@@ -4,10 +4,11 @@
 //! - No busy loop: the main thread blocks on one channel until the next tick is due (at most
 //!   a minute at a time, to re-read the wall clock: after a suspend or a clock jump it ticks
 //!   once, never a burst of missed ticks).
-//! - Signals are blocked in every thread and taken by one thread with `sigwait`, which turns
-//!   them into events. SIGTERM/SIGINT: no new task starts at once; running tools get 10 s,
-//!   then are stopped; then `daemon_stopped` and exit 0. SIGHUP: reload the config now
-//!   (`config_reloaded`, or the error and the old config kept). SIGUSR1: tick now.
+//! - Signals are caught by signal-hook's handler, which only wakes one thread; that thread
+//!   turns them into events. No signal is blocked or ignored, so tools start with none.
+//!   SIGTERM/SIGINT: no new task starts at once; running tools get 10 s, then are stopped;
+//!   then `daemon_stopped` and exit 0. SIGHUP: reload the config now (`config_reloaded`, or
+//!   the error and the old config kept). SIGUSR1: tick now.
 //! - Every tick re-reads the config and the files; a config that became invalid is reported
 //!   and the last good one is used.
 //! - Ticks share the run lock with `run --once` and `approve`: a tick that finds it held is
@@ -23,6 +24,8 @@ use std::time::Duration;
 use crate::telegram::Received;
 use chrono::{DateTime, Utc};
 use serde_json::json;
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::iterator::Signals;
 
 use super::Ctx;
 use crate::cli::DaemonArgs;
@@ -52,9 +55,7 @@ enum Event {
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let stop = Arc::new(Stop::default());
     let (tx, rx) = mpsc::channel();
-    // Before any other thread exists, so that every thread inherits the mask.
-    let signals = block_signals();
-    spawn_signal_thread(signals, tx.clone(), stop.clone());
+    spawn_signal_thread(tx.clone(), stop.clone())?;
 
     let mut cfg = ctx.load_config(&args.files.files)?;
     // `--now` shifts the daemon's clock; it then runs in real time from there.
@@ -110,7 +111,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
         if stop.stopping() {
             // SIGTERM came during the tick: its event is queued; take it for the record.
             stop_signal = rx.try_iter().find_map(|e| match e {
-                Event::Signal(sig) if sig == libc::SIGTERM || sig == libc::SIGINT => Some(sig),
+                Event::Signal(sig @ (SIGTERM | SIGINT)) => Some(sig),
                 _ => None,
             });
             break;
@@ -119,11 +120,11 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
         let next = next_tick(&cfg, now, every(&cfg));
         let wait = (next - now).to_std().unwrap_or_default().min(MAX_SLEEP);
         match rx.recv_timeout(wait) {
-            Ok(Event::Signal(sig)) if sig == libc::SIGTERM || sig == libc::SIGINT => {
+            Ok(Event::Signal(sig @ (SIGTERM | SIGINT))) => {
                 stop_signal = Some(sig);
                 break;
             }
-            Ok(Event::Signal(sig)) if sig == libc::SIGHUP => {
+            Ok(Event::Signal(sig @ SIGHUP)) => {
                 let error = reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)?;
                 match &error {
                     None => eprintln!("heartbeat: config reloaded"),
@@ -322,45 +323,27 @@ fn last_run_older_than(cfg: &Config, now: DateTime<Utc>, every: Duration) -> Res
 
 fn signal_name(sig: i32) -> &'static str {
     match sig {
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGUSR1 => "SIGUSR1",
+        SIGTERM => "SIGTERM",
+        SIGINT => "SIGINT",
+        SIGHUP => "SIGHUP",
+        SIGUSR1 => "SIGUSR1",
         _ => "signal",
-    }
-}
-
-/// Block the daemon's signals in this thread (and so in every thread started after).
-fn block_signals() -> libc::sigset_t {
-    // SAFETY: plain libc calls on a local, zero-initialised sigset_t.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGUSR1] {
-            libc::sigaddset(&mut set, sig);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-        set
     }
 }
 
 /// One thread takes the signals. TERM/INT also stop new tasks at once and, after the
 /// grace period, the running tools: the main thread may be busy in a tick.
-fn spawn_signal_thread(set: libc::sigset_t, tx: Sender<Event>, stop: Arc<Stop>) {
+fn spawn_signal_thread(tx: Sender<Event>, stop: Arc<Stop>) -> Result<()> {
+    let mut signals =
+        Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1]).map_err(|e| Error::io("<signals>", e))?;
     std::thread::spawn(move || {
-        loop {
-            let mut sig: libc::c_int = 0;
-            // SAFETY: `set` is a valid, initialised signal set; sigwait writes `sig`.
-            let rc = unsafe { libc::sigwait(&set, &mut sig) };
-            if rc != 0 {
-                continue;
-            }
-            if sig == libc::SIGTERM || sig == libc::SIGINT {
-                stop.no_new.store(true, std::sync::atomic::Ordering::SeqCst);
+        for sig in signals.forever() {
+            if matches!(sig, SIGTERM | SIGINT) {
+                stop.no_new.store(true, Ordering::SeqCst);
                 let stop = stop.clone();
                 std::thread::spawn(move || {
                     std::thread::sleep(STOP_GRACE);
-                    stop.kill.store(true, std::sync::atomic::Ordering::SeqCst);
+                    stop.kill.store(true, Ordering::SeqCst);
                 });
             }
             if tx.send(Event::Signal(sig)).is_err() {
@@ -368,6 +351,7 @@ fn spawn_signal_thread(set: libc::sigset_t, tx: Sender<Event>, stop: Arc<Stop>) 
             }
         }
     });
+    Ok(())
 }
 
 /// Start long-polling for this config's `[telegram]` (if any), retiring the thread of the

@@ -11,17 +11,22 @@
 //! - `--json` prints the matching lines byte for byte as they are stored.
 //! - Human output is one line per event, every text from the log passed through [`clean`].
 //! - `-f` polls every [`POLL`], and reopens the file when it was replaced (another inode) or
-//!   truncated (smaller than what was read); it ends on SIGINT/SIGTERM (default action) and
-//!   when stdout is gone.
+//!   truncated (smaller than what was read); it ends when stdout is gone, and on SIGINT or
+//!   SIGTERM, which it catches itself (a shell may have started it with SIGINT ignored): what
+//!   was shown is flushed, no half line is ever printed, and it then ends by that signal's
+//!   default action, as if it had not caught it.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, StdoutLock, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::{Ctx, show_path, show_time};
 use crate::cli::LogArgs;
@@ -90,6 +95,11 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         // No log yet: nothing has happened.
         return Ok(exit::OK);
     }
+    let interrupt = if args.follow {
+        Interrupt::catch().map_err(|e| Error::io("<signals>", e))?
+    } else {
+        Interrupt::default()
+    };
     let mut show = Show {
         json: args.json,
         cfg: &cfg,
@@ -103,6 +113,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
             if show.out.broken {
                 return Ok(exit::OK);
             }
+            interrupt.end_if_caught(&mut show.out);
         }
         // At the end of what is there; an unfinished line stays in `tail.buf`.
         show.out.flush();
@@ -110,10 +121,41 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
             return Ok(exit::OK);
         }
         std::thread::sleep(POLL);
+        interrupt.end_if_caught(&mut show.out);
         if show.out.gone() {
             return Ok(exit::OK);
         }
         tail.check_replaced().map_err(io_err)?;
+    }
+}
+
+/// SIGINT and SIGTERM, caught while following: each sets its own flag, looked at between
+/// lines and after every poll interval.
+#[derive(Default)]
+struct Interrupt {
+    caught: Vec<(i32, Arc<AtomicBool>)>,
+}
+
+impl Interrupt {
+    fn catch() -> io::Result<Interrupt> {
+        let mut caught = Vec::new();
+        for sig in [SIGINT, SIGTERM] {
+            let flag = Arc::new(AtomicBool::new(false));
+            signal_hook::flag::register(sig, flag.clone())?;
+            caught.push((sig, flag));
+        }
+        Ok(Interrupt { caught })
+    }
+
+    /// When a signal came: flush what was shown and end by the signal's default action, so
+    /// that whoever sent it sees the process killed by it (a shell then stops a loop).
+    fn end_if_caught(&self, out: &mut Sink) {
+        if let Some((sig, _)) = self.caught.iter().find(|(_, f)| f.load(Ordering::Relaxed)) {
+            out.flush();
+            let _ = signal_hook::low_level::emulate_default_handler(*sig);
+            // Only reached if the default action did not end the process.
+            std::process::exit(128 + sig);
+        }
     }
 }
 
@@ -122,7 +164,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
 fn unknown_event_hint(name: &str) -> String {
     let closest = EVENTS
         .iter()
-        .map(|e| (distance(name, e), *e))
+        .map(|e| (strsim::levenshtein(name, e), *e))
         .min()
         .filter(|(d, _)| *d <= 3);
     let name = clean(name);
@@ -135,21 +177,6 @@ fn unknown_event_hint(name: &str) -> String {
             EVENTS.join(", ")
         ),
     }
-}
-
-/// Levenshtein distance, for the "did you mean" of [`unknown_event_hint`].
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 // ---------------------------------------------------------------------------------------
@@ -515,17 +542,8 @@ impl Sink {
     /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): checked while
     /// following, when there may be nothing to write for a long time.
     fn gone(&mut self) -> bool {
-        if !self.broken {
-            let mut fd = libc::pollfd {
-                fd: libc::STDOUT_FILENO,
-                events: 0,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd that lives across the call, and a zero timeout.
-            let n = unsafe { libc::poll(&mut fd, 1, 0) };
-            if n > 0 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
-                self.broken = true;
-            }
+        if !self.broken && crate::sys::stdout_hung_up() {
+            self.broken = true;
         }
         self.broken
     }
@@ -983,6 +1001,5 @@ mod tests {
     fn hints_name_the_closest_event() {
         assert!(unknown_event_hint("task_succeded").contains("did you mean task_succeeded?"));
         assert!(unknown_event_hint("zzzzzzzzzzzzzzzzz").contains("run_started"));
-        assert_eq!(distance("kitten", "sitting"), 3);
     }
 }

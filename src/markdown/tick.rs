@@ -149,19 +149,10 @@ fn remove_stale_temps(dir: &Path, name: &str) {
         else {
             continue;
         };
-        let Some(pid) = rest
-            .split('-')
-            .next()
-            .and_then(|p| p.parse::<libc::pid_t>().ok())
-        else {
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
             continue;
         };
-        // SAFETY: signal 0 only asks whether the process exists. EPERM: it does, under
-        // another user.
-        let alive = pid > 0
-            && (unsafe { libc::kill(pid, 0) } == 0
-                || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM));
-        if !alive {
+        if !crate::sys::process_exists(pid) {
             let _ = fs::remove_file(entry.path());
         }
     }
@@ -423,7 +414,7 @@ mod tests {
     #[test]
     fn failed_write_leaves_file_and_no_temp() {
         // Root ignores directory permissions; nothing to test then.
-        if unsafe { libc::geteuid() } == 0 {
+        if crate::sys::is_root() {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

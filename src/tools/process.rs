@@ -9,8 +9,9 @@
 //!   [`OUTPUT_CAP`] bytes of each are kept and the rest is read and counted, so the child never
 //!   blocks on a full pipe. Standard input, when given, is written on a third thread (a child
 //!   that does not read it cannot deadlock heartbeat); otherwise it is `/dev/null`.
-//! - The child is always reaped, on every path, by a waiter thread blocked in `waitpid`; the
-//!   caller waits on a channel with a deadline, so nothing busy-polls while a tool runs.
+//! - The child is always reaped, on every path, by a waiter thread (started before the child)
+//!   blocked in `Child::wait`; the caller waits on a channel with a deadline, so nothing
+//!   busy-polls while a tool runs.
 //! - At the timeout (or an external stop request) the whole group gets SIGTERM, and SIGKILL
 //!   [`Request::kill_grace`] later if the leader still lives.
 //! - **No tool leaves processes behind.** When the leader has exited (normally or not) and
@@ -25,7 +26,7 @@
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -35,6 +36,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Outcome;
+use crate::sys::{self, Signal};
 
 /// Bytes of standard output (and, separately, of standard error) kept per process.
 pub const OUTPUT_CAP: usize = 1024 * 1024;
@@ -140,26 +142,7 @@ fn run_inner(req: &Request) -> Outcome {
     // If heartbeat itself dies (kill -9, OOM), the tool's leader gets SIGTERM instead of
     // running on unwatched. The signal fires when the *thread* that spawned the child exits,
     // so tools are spawned from threads that outlive them (the caller's, which waits here).
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: sigemptyset, pthread_sigmask, prctl and getppid are async-signal-safe, and the
-    // closure allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            // The daemon blocks its signals to take them on one thread; a tool starts with
-            // none blocked.
-            let mut none: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut none);
-            libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // The parent may have died between fork and prctl.
-            if libc::getppid() != parent {
-                return Err(io::Error::other("heartbeat exited before the tool started"));
-            }
-            Ok(())
-        });
-    }
+    sys::stop_with_parent(&mut cmd);
     for name in &req.env_remove {
         cmd.env_remove(name);
     }
@@ -167,18 +150,31 @@ fn run_inner(req: &Request) -> Outcome {
         cmd.env(k, v);
     }
 
+    // The waiter exists before the child does, so that no child is ever left without one.
+    let (child_tx, child_rx) = mpsc::channel::<Child>();
+    let (exit_tx, exit_rx) = mpsc::channel::<io::Result<ExitStatus>>();
+    let waiter = thread::Builder::new()
+        .name("tool-wait".to_string())
+        .spawn(move || {
+            if let Ok(mut child) = child_rx.recv() {
+                let _ = exit_tx.send(child.wait());
+            }
+        });
+    if let Err(e) = waiter {
+        return failed(format!("cannot start the waiter thread: {e}"));
+    }
+
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return failed(format!("cannot start {program:?}: {e}")),
     };
-    let pid = child.id() as libc::pid_t;
+    // The group id: the leader's pid (`process_group(0)`).
+    let pid = child.id() as i32;
 
     // From here on the child exists: every path must reap it.
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
-    // `Child` does not wait or kill on drop; the waiter below reaps by pid.
-    drop(child);
 
     let out = Arc::new(Mutex::new(Capture::default()));
     let err = Arc::new(Mutex::new(Capture::default()));
@@ -211,7 +207,10 @@ fn run_inner(req: &Request) -> Outcome {
         let spawned = thread::Builder::new()
             .name("tool-stdin".to_string())
             .spawn(move || {
-                block_sigpipe_in_this_thread();
+                // A tool that exits without reading its input must not kill heartbeat, whatever
+                // the process's SIGPIPE disposition is (a CLI may restore the default to exit
+                // quietly on a closed stdout).
+                sys::block_sigpipe_in_this_thread();
                 let _ = pipe.write_all(&data);
             });
         if let Err(e) = spawned {
@@ -219,28 +218,13 @@ fn run_inner(req: &Request) -> Outcome {
         }
     }
 
-    let (exit_tx, exit_rx) = mpsc::channel::<io::Result<ExitStatus>>();
-    let waiter = thread::Builder::new()
-        .name("tool-wait".to_string())
-        .spawn(move || {
-            let _ = exit_tx.send(wait_pid(pid));
-        });
-    let waiter_ok = match waiter {
-        Ok(_) => true,
-        Err(e) => {
-            setup_error = Some(format!("cannot start the waiter thread: {e}"));
-            false
-        }
-    };
     if let Some(msg) = setup_error {
-        signal_group(pid, libc::SIGKILL);
-        if waiter_ok {
-            let _ = exit_rx.recv();
-        } else {
-            let _ = wait_pid(pid);
-        }
+        sys::signal_group(pid, Signal::SIGKILL);
+        let _ = child.wait();
         return failed(msg);
     }
+    // The waiter only ends after it received a child, so the send cannot fail.
+    let _ = child_tx.send(child);
 
     // Wait for the leader: deadline, stop flag, or exit.
     // None: a timeout too large to represent, i.e. none.
@@ -255,13 +239,13 @@ fn run_inner(req: &Request) -> Outcome {
             end = End::TimedOut;
         }
         if end != End::Exited {
-            signal_group(pid, libc::SIGTERM);
+            sys::signal_group(pid, Signal::SIGTERM);
             let sent = Instant::now();
             term_sent = Some(sent);
             match exit_rx.recv_timeout(req.kill_grace) {
                 Ok(s) => break s,
                 Err(RecvTimeoutError::Timeout) => {
-                    signal_group(pid, libc::SIGKILL);
+                    sys::signal_group(pid, Signal::SIGKILL);
                     break recv_exit(&exit_rx);
                 }
                 Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
@@ -281,7 +265,7 @@ fn run_inner(req: &Request) -> Outcome {
     // The leader is reaped. Leftover members of its group are stopped too.
     if group_alive(pid) {
         let sent = *term_sent.get_or_insert_with(|| {
-            signal_group(pid, libc::SIGTERM);
+            sys::signal_group(pid, Signal::SIGTERM);
             Instant::now()
         });
         let kill_at = sent.checked_add(req.kill_grace);
@@ -289,7 +273,7 @@ fn run_inner(req: &Request) -> Outcome {
             thread::sleep(POLL);
         }
         if group_alive(pid) {
-            signal_group(pid, libc::SIGKILL);
+            sys::signal_group(pid, Signal::SIGKILL);
         }
     }
 
@@ -356,53 +340,11 @@ fn recv_exit(rx: &mpsc::Receiver<io::Result<ExitStatus>>) -> io::Result<ExitStat
     rx.recv().unwrap_or_else(|_| Err(waiter_gone()))
 }
 
-/// Makes a write to a closed pipe fail with EPIPE in this thread instead of raising SIGPIPE,
-/// whatever the process's SIGPIPE disposition is (a CLI may restore the default to exit
-/// quietly on a closed stdout; a tool that exits without reading its input must not kill
-/// heartbeat). A SIGPIPE left pending on the thread is discarded when the thread ends.
-fn block_sigpipe_in_this_thread() {
-    // SAFETY: sigset_t is initialised by sigemptyset before use; pthread_sigmask only
-    // changes this thread's mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
-}
-
-/// `waitpid` for one child, retried on EINTR.
-fn wait_pid(pid: libc::pid_t) -> io::Result<ExitStatus> {
-    loop {
-        let mut status: libc::c_int = 0;
-        // SAFETY: plain syscall on our own child's pid with a valid out-pointer.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            return Ok(ExitStatus::from_raw(status));
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
-
-/// Sends `sig` to the process group led by `pgid`. Never to a group id `<= 1`.
-fn signal_group(pgid: libc::pid_t, sig: libc::c_int) {
-    if pgid > 1 {
-        // SAFETY: kill(2) has no memory effects; a vanished group gives ESRCH.
-        unsafe {
-            libc::kill(-pgid, sig);
-        }
-    }
-}
-
 /// Whether a live process (not a zombie) is still in the group. Zombies are left out because
 /// they hold no pipes and cannot be stopped, and an orphaned one lasts until init reaps it
 /// (slowly under some inits, never under a container's missing one).
-fn group_alive(pgid: libc::pid_t) -> bool {
-    // SAFETY: as in `signal_group`; signal 0 only checks existence.
-    if pgid <= 1 || unsafe { libc::kill(-pgid, 0) } != 0 {
+fn group_alive(pgid: i32) -> bool {
+    if !sys::group_exists(pgid) {
         return false;
     }
     live_member_in_proc(pgid).unwrap_or(true)
@@ -410,7 +352,7 @@ fn group_alive(pgid: libc::pid_t) -> bool {
 
 /// Scans `/proc` for a member of group `pgid` that is not a zombie; None when `/proc` cannot
 /// be read (then the caller trusts `kill`).
-fn live_member_in_proc(pgid: libc::pid_t) -> Option<bool> {
+fn live_member_in_proc(pgid: i32) -> Option<bool> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let mut seen_any = false;
     for entry in entries.flatten() {
@@ -438,7 +380,7 @@ fn live_member_in_proc(pgid: libc::pid_t) -> Option<bool> {
 
 /// State and process group from `/proc/PID/stat`: `pid (comm) state ppid pgrp …`, where comm
 /// may itself contain spaces and parentheses.
-pub(super) fn parse_stat(stat: &[u8]) -> Option<(u8, libc::pid_t)> {
+pub(super) fn parse_stat(stat: &[u8]) -> Option<(u8, i32)> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
     let mut fields = rest.split_ascii_whitespace();

@@ -62,9 +62,7 @@ fn shell(dir: &Path, input: Value) -> Outcome {
 fn gone_within(pid: i32, within: Duration) -> bool {
     let until = Instant::now() + within;
     loop {
-        // SAFETY: signal 0 only checks existence.
-        let r = unsafe { libc::kill(pid, 0) };
-        if r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+        if !crate::sys::process_exists(pid) {
             return true;
         }
         if let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat"))
@@ -674,9 +672,14 @@ fn sigpipe_probe_child() {
     if std::env::var_os("HB_TOOLS_SIGPIPE_PROBE").is_none() {
         return;
     }
-    // SAFETY: this probe runs alone in its own process (see `run_probe`).
+    // SAFETY: this probe runs alone in its own process (see `run_probe`), and the default
+    // action is no handler of ours.
     unsafe {
-        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+        .unwrap();
     }
     let dir = tempfile::tempdir().unwrap();
     for _ in 0..5 {
@@ -694,6 +697,39 @@ fn unread_stdin_never_raises_sigpipe() {
         "tools::tests::sigpipe_probe_child",
         &[("HB_TOOLS_SIGPIPE_PROBE", "1")],
     );
+}
+
+/// One `Sig…:` mask of `/proc/<pid>/status` (hex).
+fn status_mask(status: &str, key: &str) -> u64 {
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in {status}"));
+    u64::from_str_radix(line.trim(), 16).unwrap()
+}
+
+#[test]
+fn tools_start_with_no_signal_blocked_and_none_ignored_by_heartbeat() {
+    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+    let dir = tempfile::tempdir().unwrap();
+    // A thread that spawns tools with signals blocked (as a daemon taking signals on one
+    // thread might) must not pass its mask on.
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGUSR1);
+    let mut old = SigSet::empty();
+    pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), Some(&mut old)).unwrap();
+    let o = shell(dir.path(), json!({"cmd": ["cat", "/proc/self/status"]}));
+    pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None).unwrap();
+    assert!(o.success, "{o:?}");
+    assert_eq!(status_mask(&o.stdout, "SigBlk:"), 0, "{}", o.stdout);
+    // Ignored: nothing beyond what this process was started with, and not SIGPIPE, which
+    // the Rust runtime ignores in this process.
+    let ours = std::fs::read_to_string("/proc/self/status").unwrap();
+    let sigpipe = 1u64 << (Signal::SIGPIPE as i32 - 1);
+    let inherited = status_mask(&ours, "SigIgn:") & !sigpipe;
+    let ignored = status_mask(&o.stdout, "SigIgn:");
+    assert_eq!(ignored & !inherited, 0, "{}", o.stdout);
 }
 
 // ---------------------------------------------------------------- timeouts and groups
@@ -776,10 +812,11 @@ fn process_that_left_the_group_is_abandoned_not_waited_for() {
     let took = started.elapsed();
     let escaped = read_pid(&dir.path().join("pidfile"));
     // It left the group on purpose: still alive, and heartbeat did not wait for it.
-    let alive = unsafe { libc::kill(escaped, 0) } == 0;
-    unsafe {
-        libc::kill(escaped, libc::SIGKILL);
-    }
+    let alive = crate::sys::process_exists(escaped);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(escaped),
+        nix::sys::signal::Signal::SIGKILL,
+    );
     assert!(o.success, "{o:?}");
     assert_eq!(o.stdout, "done\n");
     assert!(

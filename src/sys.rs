@@ -1,0 +1,117 @@
+//! The operating-system calls std does not offer: signals to process groups, pid checks, the
+//! parent-death signal, the host and user names, a hung-up stdout, a thread's SIGPIPE.
+//!
+//! Invariants:
+//! - heartbeat runs on Linux only: it reads `/proc` to find a tool's leftover processes and
+//!   asks the kernel (`prctl(PR_SET_PDEATHSIG)`) to stop a tool when heartbeat dies. Other
+//!   systems fail to build, with a message saying so.
+//! - No signal is ever sent to a process-group id `<= 1`: `kill(-1, …)` reaches every
+//!   process the user may signal, and `kill(0, …)` heartbeat's own group.
+//! - This is the only module with `unsafe` outside tests: one `pre_exec` closure, which runs
+//!   between fork and exec and so may only make async-signal-safe calls.
+//! - Nothing here blocks or ignores a signal for the whole process, and a tool starts with an
+//!   empty signal mask whatever its spawning thread blocked: a tool never inherits a blocked
+//!   or ignored signal from heartbeat (handlers installed by signal-hook fall back to the
+//!   default action at exec; std restores SIGPIPE, which the Rust runtime ignores).
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "heartbeat runs on Linux only: it needs /proc (to find a tool's leftover processes) and \
+     prctl(PR_SET_PDEATHSIG) (so that tools stop when heartbeat dies)"
+);
+
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{self, SigSet, SigmaskHow};
+use nix::unistd::{Pid, Uid, User};
+
+pub use nix::sys::signal::Signal;
+
+/// Whether a process with this pid exists (a zombie counts), also one of another user.
+pub fn process_exists(pid: i32) -> bool {
+    pid > 0
+        && matches!(
+            signal::kill(Pid::from_raw(pid), None),
+            Ok(()) | Err(Errno::EPERM)
+        )
+}
+
+/// Sends `sig` to the process group led by `pgid`; a vanished group is not an error.
+pub fn signal_group(pgid: i32, sig: Signal) {
+    if pgid > 1 {
+        let _ = signal::killpg(Pid::from_raw(pgid), sig);
+    }
+}
+
+/// Whether any process (a zombie counts) is in the group led by `pgid` and ours to signal.
+pub fn group_exists(pgid: i32) -> bool {
+    pgid > 1 && signal::killpg(Pid::from_raw(pgid), None).is_ok()
+}
+
+/// Makes the child started by `cmd` start with no signal blocked (std passes the spawning
+/// thread's mask on), get SIGTERM when the thread that spawned it ends (so when heartbeat
+/// dies: kill -9, OOM), and fail to start when heartbeat is already gone.
+pub fn stop_with_parent(cmd: &mut Command) {
+    let parent = Pid::this();
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: pthread_sigmask, prctl and getppid are, and the
+    // closure allocates nothing on the success path (the error path's `io::Error::other` is
+    // taken only when the exec is abandoned anyway).
+    unsafe {
+        cmd.pre_exec(move || {
+            signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+            // The parent may have died between fork and prctl.
+            if nix::unistd::getppid() != parent {
+                return Err(io::Error::other("heartbeat exited before the tool started"));
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Makes a write to a closed pipe fail with EPIPE in this thread instead of raising SIGPIPE,
+/// whatever the process's SIGPIPE disposition is. A SIGPIPE left pending on the thread is
+/// discarded when the thread ends.
+pub fn block_sigpipe_in_this_thread() {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGPIPE);
+    let _ = signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+}
+
+/// Nobody reads stdout any more (a closed pipe, a hung-up terminal).
+pub fn stdout_hung_up() -> bool {
+    let stdout = io::stdout();
+    let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+        && fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLERR | PollFlags::POLLHUP))
+}
+
+/// This machine's host name; empty when it cannot be read.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The name in the passwd entry of the real uid (looked up with the thread-safe
+/// `getpwuid_r`), else `uid<N>`.
+pub fn real_user_name() -> String {
+    let uid = Uid::current();
+    match User::from_uid(uid) {
+        Ok(Some(user)) => user.name,
+        _ => format!("uid{uid}"),
+    }
+}
+
+/// Whether heartbeat runs with root's effective uid (which ignores file permissions).
+pub fn is_root() -> bool {
+    Uid::effective().is_root()
+}
