@@ -63,6 +63,7 @@ impl Ctx {
             None => "config: none found, using defaults".into(),
         });
         self.diag(1, || format!("state dir: {}", cfg.state_dir.display()));
+        self.diag(1, || format!("sqlite: {}", crate::store::sqlite_version()));
         for w in &cfg.warnings {
             eprintln!("heartbeat: warning: {w}");
         }

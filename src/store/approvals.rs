@@ -323,9 +323,10 @@ pub(super) mod tests {
     /// `n` approvals of tasks t0, t1, … (after the tasks' count so far), approved unless
     /// `decide` is false.
     fn approvals_of(s: &mut Store, n: usize, decide: bool) -> Vec<i64> {
-        let before: usize = conn(s)
+        let before: i64 = conn(s)
             .query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))
             .unwrap();
+        let before = before as usize;
         let input = json!({"text": "x"});
         let now = ts("2026-01-01T10:00:00Z");
         (0..n)

@@ -205,6 +205,13 @@ fn format_ts(t: DateTime<Utc>) -> String {
     crate::audit::format_ts(t)
 }
 
+/// The version of the SQLite library heartbeat is built with (bundled, so the same on every
+/// machine; shown by `-v`). 3.51.3 or later: older ones have a WAL-reset race that a cron
+/// run beside a daemon can hit.
+pub fn sqlite_version() -> &'static str {
+    rusqlite::version()
+}
+
 pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .ok()

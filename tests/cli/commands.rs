@@ -454,3 +454,19 @@ fn a_failed_write_to_stdout_is_an_error_and_after_work_it_exits_1() {
     // The task did run and is recorded.
     assert_eq!(env.events("task_succeeded").len(), 1);
 }
+
+/// `-v` names the SQLite library, which is bundled and recent (3.51.3 or later: older ones
+/// have a WAL-reset race that a cron run beside a daemon can hit).
+#[test]
+fn verbose_names_a_recent_bundled_sqlite() {
+    let env = Env::new("## Recurring\n- [ ] Stretch\n");
+    let out = env.cmd(["-v", "status"]).output();
+    out.code(0);
+    let line = out
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("heartbeat: sqlite: "))
+        .unwrap_or_else(|| panic!("no sqlite line in {}", out.stderr));
+    let v: Vec<u32> = line.split('.').map(|p| p.parse().unwrap()).collect();
+    assert!(v >= vec![3, 51, 3], "SQLite {line} is older than 3.51.3");
+}
