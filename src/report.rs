@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use crate::audit;
 use crate::error::exit;
 use crate::model::{Body, Task};
-use crate::store::RunCounts;
 
 /// What happened to one task (the `tasks` of `run --once --json`).
 #[derive(Clone, Debug)]
@@ -68,6 +67,16 @@ impl TaskReport {
             "summary": self.summary,
         })
     }
+}
+
+/// How many tasks ended each way (stored with the run's row).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunCounts {
+    pub succeeded: usize,
+    pub failed: usize,
+    pub queued: usize,
+    pub skipped: usize,
+    pub invalid: usize,
 }
 
 /// What a session did.

@@ -8,6 +8,7 @@
 //!   running again.
 //! - `tool_state` holds, per tool, the latest `started_at` of its `task_runs` rows.
 
+use crate::report::RunCounts;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -31,15 +32,6 @@ pub struct RunSummary {
     pub started_at: String,
     pub succeeded: i64,
     pub failed: i64,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RunCounts {
-    pub succeeded: usize,
-    pub failed: usize,
-    pub queued: usize,
-    pub skipped: usize,
-    pub invalid: usize,
 }
 
 /// `cost_usd IS NOT NULL` (SUM ignores NULLs anyway) lets the partial index task_runs_cost

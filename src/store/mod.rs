@@ -29,7 +29,7 @@ use rusqlite::{Connection, OpenFlags};
 
 pub use approvals::{ApprovalRow, Decision, NewApproval};
 pub use grants::GrantRow;
-pub use history::{RunCounts, RunSummary, TaskRunRecord};
+pub use history::{RunSummary, TaskRunRecord};
 pub use outbox::{NewMessage, OutboxRow, PauseRow};
 pub use snapshot::Snapshot;
 
