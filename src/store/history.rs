@@ -8,11 +8,11 @@
 //!   running again.
 //! - `tool_state` holds, per tool, the latest `started_at` of its `task_runs` rows.
 
-use crate::report::RunCounts;
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{Result, Store, format_ts};
+use crate::report::RunCounts;
 
 /// A finished tool run, for history and the day's spend.
 pub struct TaskRunRecord<'a> {
