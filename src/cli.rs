@@ -136,7 +136,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
     /// Tick interval (default: daemon.every, 30m); ticks align to multiples of it
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", value_parser = parse_every)]
     pub every: Option<std::time::Duration>,
 
     #[command(flatten)]
@@ -292,6 +292,13 @@ fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
             "\"{s}\" is not a duration (like 90s, 10m, 6h, 1d): {e}"
         )),
     }
+}
+
+/// A duration the daemon can tick at: 1 s to 366 days, like `[daemon] every`.
+fn parse_every(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("\"{s}\" is not a duration (like 90s, 10m, 6h, 1d): {e}"))?;
+    crate::schedule::check_tick_interval(d)
 }
 
 /// `3` or `#3`.

@@ -906,8 +906,8 @@ impl Cx<'_> {
             match key.as_str() {
                 "every" => {
                     d.every = self.duration(&k, v)?;
-                    if d.every < Duration::from_secs(1) {
-                        return Err(self.bad(&k, v, "must be at least 1s"));
+                    if let Err(why) = crate::schedule::check_tick_interval(d.every) {
+                        return Err(self.bad(&k, v, &why));
                     }
                 }
                 _ => return Err(self.unknown(Some("daemon"), key, DAEMON_KEYS)),

@@ -135,6 +135,25 @@ pub fn local_instant(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
     }
 }
 
+/// The daemon's tick interval must lie in this range (`[daemon] every` and `daemon --every`
+/// alike): under a second is a busy loop, and past a year the time arithmetic of "the next
+/// tick" has no meaning (and would overflow for absurd values).
+pub const TICK_RANGE: (std::time::Duration, std::time::Duration) = (
+    std::time::Duration::from_secs(1),
+    std::time::Duration::from_secs(366 * 24 * 3600),
+);
+
+/// `every` if it is a usable tick interval; else why not, for the key or flag's message.
+pub fn check_tick_interval(every: std::time::Duration) -> Result<std::time::Duration, String> {
+    if every < TICK_RANGE.0 {
+        Err("must be at least 1s".into())
+    } else if every > TICK_RANGE.1 {
+        Err("must be at most 366d".into())
+    } else {
+        Ok(every)
+    }
+}
+
 /// Local midnight of `now`'s day in `tz`: the start of the budget day and the message day.
 /// Where the day starts with a DST gap (clocks jump from 23:59:59 to 01:00, as in
 /// America/Sao_Paulo until 2019), the day starts at the end of the gap, exactly as

@@ -505,3 +505,31 @@ fn daemon_idle_uses_no_cpu_and_little_memory() {
     d.signal(libc::SIGTERM);
     d.finish(WAIT).code(0);
 }
+
+/// The tick interval is 1 s to 366 days, from the flag and the key alike: an absurd one is a
+/// usage error naming it (exit 2), never a panic in the time arithmetic.
+#[test]
+fn daemon_refuses_tick_intervals_out_of_range() {
+    let env = Env::new("## Recurring\n- [ ] Stretch\n");
+    for every in ["10000000000y", "1ms", "367d"] {
+        let out = env.cmd(["daemon", "--every", every]).output();
+        out.code(2);
+        assert!(out.stderr.contains("--every"), "{every}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("must be at") || out.stderr.contains("not a duration"),
+            "{every}: {}",
+            out.stderr
+        );
+    }
+    for (every, why) in [
+        ("1000000000y", "must be at most 366d"),
+        ("500ms", "must be at least 1s"),
+    ] {
+        let env = Env::new("## Recurring\n- [ ] Stretch\n")
+            .config(&format!("[daemon]\nevery = \"{every}\"\n"));
+        let out = env.cmd(["daemon"]).output();
+        out.code(2);
+        assert!(out.stderr.contains("daemon.every"), "{}", out.stderr);
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+    }
+}
