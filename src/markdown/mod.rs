@@ -18,7 +18,10 @@ pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("{}: no such file", .0.display())]
+    #[error(
+        "{}: no such file (`heartbeat init` writes one to start from; --file names another)",
+        .0.display()
+    )]
     Missing(PathBuf),
     #[error("{}: file is {size} bytes, larger than the 8 MiB limit", .path.display())]
     TooLarge { path: PathBuf, size: u64 },
@@ -138,7 +141,13 @@ mod tests {
         let path = dir.path().join("HEARTBEAT.md");
         let err = read_source(&path).unwrap_err();
         assert!(matches!(&err, FileError::Missing(p) if *p == path));
-        assert_eq!(err.to_string(), format!("{}: no such file", path.display()));
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{}: no such file (`heartbeat init`",
+                path.display()
+            )),
+            "{err}"
+        );
         // A dangling symlink is missing too.
         std::os::unix::fs::symlink(dir.path().join("nowhere"), &path).unwrap();
         assert!(matches!(read_source(&path), Err(FileError::Missing(_))));

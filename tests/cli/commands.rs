@@ -470,3 +470,18 @@ fn verbose_names_a_recent_bundled_sqlite() {
     let v: Vec<u32> = line.split('.').map(|p| p.parse().unwrap()).collect();
     assert!(v >= vec![3, 51, 3], "SQLite {line} is older than 3.51.3");
 }
+
+/// A missing HEARTBEAT.md says how to get one (SPEC §2: exit 2, naming the path).
+#[test]
+fn a_missing_file_suggests_init_or_file() {
+    let env = Env::empty();
+    let out = env.cmd(["run", "--once"]).output();
+    out.code(2);
+    assert!(
+        out.stderr.contains("HEARTBEAT.md: no such file"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("heartbeat init"), "{}", out.stderr);
+    assert!(out.stderr.contains("--file"), "{}", out.stderr);
+}
