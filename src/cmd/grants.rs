@@ -54,8 +54,9 @@ pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
 }
 
 pub fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
-    let task_id = super::parse_task_id(task_id, "`heartbeat grants` and `check`")?;
     let mut d = super::approve::decider(ctx)?;
+    let granted: Vec<String> = d.store.grants()?.into_iter().map(|g| g.task_id).collect();
+    let task_id = super::resolve_task_id(task_id, &granted, "`heartbeat grants` and `check`")?;
     if !d.store.revoke(&task_id)? {
         return Err(Error::Usage(format!(
             "no grant for task {task_id} (see `heartbeat grants`)"

@@ -71,17 +71,32 @@ impl Ctx {
     }
 }
 
-/// A full task id as typed (12 hex digits, any case), lowercased; `shown_by` says where
-/// ids are listed, for the error.
-pub fn parse_task_id(raw: &str, shown_by: &str) -> Result<String> {
-    let id = raw.trim();
-    if id.len() != 12 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+/// A task id as typed: its 12 hex digits, or the first 4 or more of them (as `log --task`
+/// takes), any case, resolved against the ids that `known` holds. An unknown id is returned
+/// as typed (lowercased) for the caller's own "no record" message; a prefix that fits several
+/// ids is an error naming them. `shown_by` says where ids are listed.
+pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<String> {
+    let id = raw.trim().to_ascii_lowercase();
+    if !(4..=12).contains(&id.len()) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::Usage(format!(
-            "\"{}\" is not a task id (12 hex digits, as {shown_by} show)",
-            crate::text::clean(id)
+            "\"{}\" is not a task id (12 hex digits, or the first 4 or more of them, as {shown_by} show)",
+            crate::text::clean(&crate::text::first_line(raw, 40))
         )));
     }
-    Ok(id.to_ascii_lowercase())
+    let mut fits: Vec<&String> = known.iter().filter(|k| k.starts_with(&id)).collect();
+    fits.sort();
+    fits.dedup();
+    match fits.as_slice() {
+        [] => Ok(id),
+        [one] => Ok((*one).clone()),
+        many => Err(Error::Usage(format!(
+            "task id {id} is ambiguous: it starts {}; type more of it",
+            many.iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 /// Stdout, buffered (20,000 lines are a few writes, not 20,000), that stops quietly when
@@ -162,5 +177,35 @@ impl Drop for Out {
 impl Default for Out {
     fn default() -> Self {
         Out::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_resolve_from_prefixes_of_four_or_more() {
+        let known = vec!["0123456789ab".to_string(), "0123fedcba98".to_string()];
+        assert_eq!(
+            resolve_task_id("01234", &known, "x").unwrap(),
+            "0123456789ab"
+        );
+        assert_eq!(
+            resolve_task_id(" 0123FE ", &known, "x").unwrap(),
+            "0123fedcba98"
+        );
+        // Unknown: as typed, for the caller's "no record" message.
+        assert_eq!(resolve_task_id("ffff", &known, "x").unwrap(), "ffff");
+        let err = resolve_task_id("0123", &known, "x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("ambiguous") && err.contains("0123fedcba98"),
+            "{err}"
+        );
+        for bad in ["012", "0123456789abc", "xyzw", ""] {
+            assert!(resolve_task_id(bad, &known, "x").is_err(), "{bad}");
+        }
     }
 }

@@ -7,8 +7,9 @@ use crate::engine::session::fields;
 use crate::error::{Error, Result, exit};
 
 pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
-    let task_id = super::parse_task_id(task_id, "`heartbeat check` and `status`")?;
     let mut d = super::approve::decider(ctx)?;
+    let known = d.store.task_ids()?;
+    let task_id = super::resolve_task_id(task_id, &known, "`heartbeat check` and `status`")?;
     let Some((failures, tripped)) = d.store.reset(&task_id)? else {
         return Err(Error::Usage(format!(
             "heartbeat has no record of task {task_id} (see `heartbeat check`)"

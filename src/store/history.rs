@@ -115,6 +115,17 @@ impl Store {
         })
     }
 
+    /// Every task id with a stored state (for resolving an id prefix).
+    pub fn task_ids(&self) -> Result<Vec<String>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT task_id FROM task_state ORDER BY task_id")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
     /// Tasks tripped by the failure breaker.
     pub fn tripped(&self) -> Result<Vec<String>> {
         let mut stmt = self

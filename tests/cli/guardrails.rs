@@ -1152,3 +1152,34 @@ fn trips_and_the_spent_budget_alert_telegram_even_in_quiet_hours() {
     assert_eq!(budget(&shown(&tg)), 1);
     assert_eq!(env.events("task_tripped").len(), 1);
 }
+
+/// `reset` and `revoke` take the id prefixes `log --task` takes (4 or more hex digits); an
+/// absurd argument is not echoed back whole.
+#[test]
+fn reset_and_revoke_take_id_prefixes() {
+    let env = Env::new(&recurring(&[LOG_TASK]));
+    env.run_once(NOW).code(0);
+    let id = task_ids(&env)[0].clone();
+    let out = env.cmd(["reset", &id[..6]]).user(USER).output();
+    out.code(0);
+    assert!(out.stdout.contains(&id), "{}", out.stdout);
+    assert_eq!(env.events("task_reset")[0]["task_id"], id.as_str());
+
+    let out = env
+        .cmd(["revoke", &id[..5].to_uppercase()])
+        .user(USER)
+        .output();
+    out.code(2);
+    assert!(out.stderr.contains(&id[..5]), "{}", out.stderr);
+
+    let huge = "a".repeat(100_000);
+    let out = env.cmd(["reset", &huge]).user(USER).output();
+    out.code(2);
+    assert!(
+        out.stderr.len() < 400,
+        "{} bytes of stderr",
+        out.stderr.len()
+    );
+    let out = env.cmd(["reset", "abc"]).user(USER).output();
+    out.code(2);
+}
