@@ -1,8 +1,10 @@
 //! `heartbeat init [DIR]`: a commented HEARTBEAT.md and heartbeat.toml to start from.
 //!
 //! Invariants:
-//! - Never overwrites. When either file exists (as anything, a dangling symlink too), nothing
-//!   is written and the command exits 2 naming it. Each file is created with `O_EXCL`
+//! - Never overwrites. A file already there is kept and only the missing one is written
+//!   (and both are named); when both are there, or something that is not a file is in the
+//!   way (a dangling symlink, a directory), nothing is written and the command exits 2
+//!   naming it. Each file is created with `O_EXCL`
 //!   (`create_new`), so a file that appears meanwhile is never clobbered; when the second file
 //!   loses such a race, or a write fails, the files this command created are removed again.
 //! - What it writes loads without any environment and passes `heartbeat check` with no error
@@ -30,12 +32,19 @@ pub fn run(ctx: &Ctx, dir: Option<&Path>) -> Result<u8> {
     let md_path = dir.join(MARKDOWN_NAME);
     let toml_path = dir.join(CONFIG_NAME);
 
-    let existing: Vec<&PathBuf> = [&md_path, &toml_path]
-        .into_iter()
-        .filter(|p| p.symlink_metadata().is_ok())
-        .collect();
-    if !existing.is_empty() {
-        return Err(already_exists(&existing));
+    // A file already there is kept and the other one written; anything else in the way (a
+    // dangling symlink, a directory) is refused, as are both files being there.
+    let mut kept: Vec<&PathBuf> = Vec::new();
+    for path in [&md_path, &toml_path] {
+        if path.symlink_metadata().is_ok() {
+            if !path.is_file() {
+                return Err(already_exists(&[path]));
+            }
+            kept.push(path);
+        }
+    }
+    if kept.len() == 2 {
+        return Err(already_exists(&kept));
     }
 
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -45,7 +54,7 @@ pub fn run(ctx: &Ctx, dir: Option<&Path>) -> Result<u8> {
         (&toml_path, config().to_string()),
     ];
     let mut created: Vec<&PathBuf> = Vec::new();
-    for (path, text) in &files {
+    for (path, text) in files.iter().filter(|(p, _)| !kept.contains(p)) {
         if let Err(e) = write_new(path, text.as_bytes()) {
             for done in &created {
                 let _ = std::fs::remove_file(done);
@@ -63,8 +72,12 @@ pub fn run(ctx: &Ctx, dir: Option<&Path>) -> Result<u8> {
     }
 
     let mut out = Out::new();
-    out.line(&format!("Wrote {}", md_path.display()));
-    out.line(&format!("Wrote {}", toml_path.display()));
+    for path in &created {
+        out.line(&format!("Wrote {}", path.display()));
+    }
+    for path in &kept {
+        out.line(&format!("Kept {} as it is (already there)", path.display()));
+    }
     out.line("");
     let cd = if dir == ctx.cwd {
         String::new()

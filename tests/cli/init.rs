@@ -144,40 +144,37 @@ fn init_creates_a_missing_nested_directory() {
 }
 
 #[test]
-fn init_refuses_when_heartbeat_md_exists() {
+fn init_keeps_an_existing_heartbeat_md_and_writes_the_config() {
     let env = Env::new("# mine\n");
     let out = init(&env, &[]);
-    out.code(2);
-    assert_eq!(
-        out.stderr,
-        format!(
-            "heartbeat: {} already exists; init never overwrites\n",
-            env.md_path().display()
-        )
+    out.code(0);
+    assert_eq!(env.read("HEARTBEAT.md"), "# mine\n", "kept byte for byte");
+    assert!(
+        env.exists("heartbeat.toml"),
+        "the missing config is written"
     );
-    assert_eq!(out.stdout, "");
-    assert_eq!(env.read("HEARTBEAT.md"), "# mine\n");
-    assert!(!env.exists("heartbeat.toml"), "nothing at all is written");
+    assert!(
+        out.stdout
+            .contains(&format!("Kept {}", env.md_path().display())),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("Wrote "), "{}", out.stdout);
+    assert!(!out.stdout.contains("HEARTBEAT.md\n"), "{}", out.stdout);
 }
 
 #[test]
-fn init_refuses_when_only_heartbeat_toml_exists() {
+fn init_keeps_an_existing_config_and_writes_heartbeat_md_but_never_both() {
     let env = Env::empty();
     env.write("sub/heartbeat.toml", "autonomy = \"full\"\n");
     let out = init(&env, &["sub"]);
-    out.code(2);
-    assert_eq!(
-        out.stderr,
-        format!(
-            "heartbeat: {} already exists; init never overwrites\n",
-            env.path("sub/heartbeat.toml").display()
-        )
-    );
+    out.code(0);
     assert_eq!(env.read("sub/heartbeat.toml"), "autonomy = \"full\"\n");
-    assert!(!env.exists("sub/HEARTBEAT.md"));
+    assert!(env.exists("sub/HEARTBEAT.md"));
+    assert!(out.stdout.contains("Kept "), "{}", out.stdout);
 
-    // Both there: both named.
-    env.write("sub/HEARTBEAT.md", "x\n");
+    // Both there: nothing to do, both named, nothing touched.
+    let md = env.read("sub/HEARTBEAT.md");
     let out = init(&env, &["sub"]);
     out.code(2);
     assert!(out.stderr.contains("HEARTBEAT.md and "), "{}", out.stderr);
@@ -185,6 +182,7 @@ fn init_refuses_when_only_heartbeat_toml_exists() {
         out.stderr
             .ends_with("heartbeat.toml already exist; init never overwrites\n")
     );
+    assert_eq!(env.read("sub/HEARTBEAT.md"), md);
 }
 
 #[test]
