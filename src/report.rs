@@ -21,7 +21,7 @@ pub struct TaskReport {
     pub column: Option<usize>,
     pub text: String,
     pub tool: Option<String>,
-    /// succeeded, failed, queued, skipped, invalid, reminded, stale (would_run in dry runs).
+    /// succeeded, failed, queued, skipped, invalid, reminded, stale (would_run and would_queue in dry runs).
     pub outcome: &'static str,
     pub reason: Option<String>,
     pub approval_id: Option<i64>,

@@ -103,7 +103,7 @@ fn dry_run(
         let tool = planned.tool.as_deref();
         let outcome = match &planned.decision {
             Decision::Run => "would_run",
-            Decision::Approve => "queued",
+            Decision::Approve => "would_queue",
             Decision::Remind => "reminded",
             Decision::Invalid { .. } => "invalid",
             Decision::Skip(_) => "skipped",

@@ -56,6 +56,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             "invalid" => "INVALID",
             "stale" => "STALE",
             "would_run" => "would run",
+            "would_queue" => "would queue",
             "skipped" if observed => "would run",
             other => other,
         };

@@ -485,3 +485,22 @@ fn a_missing_file_suggests_init_or_file() {
     assert!(out.stderr.contains("heartbeat init"), "{}", out.stderr);
     assert!(out.stderr.contains("--file"), "{}", out.stderr);
 }
+
+/// A dry run queues nothing, and says so: `would queue`, not `queued` (SPEC §8).
+#[test]
+fn dry_run_says_would_queue() {
+    let env = Env::new(DRY_MD);
+    let out = env.run_with(NOW, &["--dry-run"]);
+    out.code(0);
+    assert!(out.stdout.contains("would queue"), "{}", out.stdout);
+    assert!(!out.stdout.contains("queued"), "{}", out.stdout);
+    let doc = env.run_with(NOW, &["--dry-run", "--json"]).json();
+    let shell = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["tool"] == "shell")
+        .unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(shell["outcome"], "would_queue");
+    assert_eq!(doc["queued"], 0);
+}
