@@ -13,7 +13,7 @@ pub fn main() -> u8 {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let _ = e.print();
+            print_clap_error(&e);
             return if e.use_stderr() {
                 exit::USAGE
             } else {
@@ -34,6 +34,26 @@ pub fn main() -> u8 {
             code.max(crate::error::failure_code())
         }
         None => code,
+    }
+}
+
+/// Clap's message as it is, unless it would echo a huge argument back whole (a 100 KB "id"):
+/// then each over-long line is cut.
+fn print_clap_error(e: &clap::Error) {
+    const MAX_LINE: usize = 300;
+    let text = e.to_string();
+    if text.lines().all(|l| l.chars().count() <= MAX_LINE) {
+        let _ = e.print();
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    for line in text.lines() {
+        let _ = if line.chars().count() > MAX_LINE {
+            let cut: String = line.chars().take(MAX_LINE).collect();
+            writeln!(err, "{cut}…")
+        } else {
+            writeln!(err, "{line}")
+        };
     }
 }
 

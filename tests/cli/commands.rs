@@ -504,3 +504,15 @@ fn dry_run_says_would_queue() {
     assert_eq!(shell["outcome"], "would_queue");
     assert_eq!(doc["queued"], 0);
 }
+
+/// An absurd argument (100 KB where an id goes) is not echoed back whole.
+#[test]
+fn a_huge_argument_is_cut_in_the_error() {
+    let env = Env::new("## Recurring\n- [ ] Stretch\n");
+    let huge = "9".repeat(100_000);
+    for args in [vec!["approve", huge.as_str()], vec!["deny", huge.as_str()]] {
+        let out = env.cmd(args).output();
+        out.code(2);
+        assert!(out.stderr.len() < 2_000, "{} bytes", out.stderr.len());
+    }
+}
