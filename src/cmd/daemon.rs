@@ -46,6 +46,8 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// Long-poll timeout for Telegram updates.
 const POLL: Duration = Duration::from_secs(25);
+/// The shortest time between two polls that brought nothing (SPEC §9).
+const MIN_EMPTY_POLL: Duration = Duration::from_secs(1);
 
 enum Event {
     Signal(i32),
@@ -384,17 +386,26 @@ fn spawn_poll_thread(
         let mut offset = start;
         let mut backoff = Duration::from_secs(1);
         loop {
+            let asked = std::time::Instant::now();
             let got = tg.updates(offset, POLL);
             if generation.load(Ordering::SeqCst) != mine {
                 return;
             }
             match got {
+                Ok(updates) if updates.is_empty() => {
+                    backoff = Duration::from_secs(1);
+                    // A server that answers a long poll at once (not as the Bot API does)
+                    // must not turn this loop into a busy one: one empty poll a second.
+                    if let Some(rest) = MIN_EMPTY_POLL.checked_sub(asked.elapsed()) {
+                        std::thread::sleep(rest);
+                    }
+                }
                 Ok(updates) => {
                     backoff = Duration::from_secs(1);
                     if let Some(last) = updates.last() {
                         offset = Some(last.next_offset);
                     }
-                    if !updates.is_empty() && tx.send(Event::Updates(updates)).is_err() {
+                    if tx.send(Event::Updates(updates)).is_err() {
                         return;
                     }
                 }

@@ -533,3 +533,32 @@ fn daemon_refuses_tick_intervals_out_of_range() {
         assert!(out.stderr.contains(why), "{}", out.stderr);
     }
 }
+
+/// A Bot API that answers `getUpdates` at once (not as Telegram does) gets at most one empty
+/// poll a second (SPEC §9), not a busy loop.
+#[test]
+fn daemon_polls_at_most_once_a_second_when_the_server_does_not_wait() {
+    let tg = TgDouble::start();
+    tg.expect_token(TG_TOKEN);
+    tg.fail_next_raw(
+        "getUpdates",
+        100_000,
+        200,
+        "application/json",
+        r#"{"ok":true,"result":[]}"#,
+    );
+    let env = Env::new("## Recurring\n- [ ] Stretch\n").config(&format!(
+        "timezone = \"UTC\"\n{}",
+        tg_toml(&tg.url(), &[CHAT], "")
+    ));
+    let d = env.cmd(["daemon", "--every", "1h"]).token().spawn_guarded();
+    tg.wait_for_calls("getUpdates", 1, WAIT);
+    let start = Instant::now();
+    let before = tg.calls_to("getUpdates").len();
+    std::thread::sleep(Duration::from_secs(3));
+    let polls = tg.calls_to("getUpdates").len() - before;
+    let secs = start.elapsed().as_secs_f64();
+    drop(d);
+    // One a second at most (plus one for where the window started).
+    assert!(polls as f64 <= secs + 1.0, "{polls} polls in {secs:.1} s");
+}
