@@ -21,9 +21,10 @@ compile_error!(
 );
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -82,6 +83,13 @@ pub fn block_sigpipe_in_this_thread() {
     let mut set = SigSet::empty();
     set.add(Signal::SIGPIPE);
     let _ = signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+}
+
+/// Whether `fd` has something to read (or has hung up) within `wait`.
+pub fn readable_within(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+    matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0)
 }
 
 /// Nobody reads stdout any more (a closed pipe, a hung-up terminal).

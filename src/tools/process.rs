@@ -18,12 +18,14 @@
 //!   other members of its group are still alive, the group gets SIGTERM, then SIGKILL after
 //!   the grace period. A process that must outlive its task has to leave the group (e.g. with
 //!   `setsid`). Such a process may still hold the output pipes; the reader threads are then
-//!   given [`READER_GRACE`] to finish and abandoned after that (never joined forever), and
-//!   the output read so far is returned.
+//!   given [`READER_GRACE`] to finish, then told to stop: each ends within a poll and closes
+//!   its end of the pipe, so a daemon's threads and descriptors never pile up; the output read
+//!   so far is returned.
 //! - A group id is only signalled while its leader has not been waited for, or right after;
 //!   it is never `<= 1` (so `kill(-1, …)` can never happen).
 
 use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -55,6 +57,8 @@ const TAIL_KEEP: usize = 64 * 1024;
 /// How often a stop flag is looked at while a process runs, and how often a dying group is
 /// checked during the grace period (there is no way to wait for non-children).
 const POLL: Duration = Duration::from_millis(50);
+/// How often a reader waiting on a quiet pipe looks whether it was given up on.
+const ABANDON_POLL: Duration = Duration::from_millis(100);
 
 /// One process to run.
 #[derive(Clone, Debug)]
@@ -179,6 +183,8 @@ fn run_inner(req: &Request) -> Outcome {
     let out = Arc::new(Mutex::new(Capture::default()));
     let err = Arc::new(Mutex::new(Capture::default()));
     let (done_tx, done_rx) = mpsc::channel::<()>();
+    // Set when the readers are given up on: each then ends within a poll and closes its pipe.
+    let abandon = Arc::new(AtomicBool::new(false));
     let mut readers = 0;
     let mut setup_error = None;
     let pipes = [
@@ -188,10 +194,11 @@ fn run_inner(req: &Request) -> Outcome {
     for (pipe, cap, name) in pipes.into_iter().flatten() {
         let cap = Arc::clone(cap);
         let tx = done_tx.clone();
+        let abandon = Arc::clone(&abandon);
         let spawned = thread::Builder::new()
             .name(format!("tool-{name}"))
             .spawn(move || {
-                read_capped(pipe, &cap);
+                read_capped(pipe, &cap, &abandon);
                 let _ = tx.send(());
             });
         match spawned {
@@ -288,6 +295,7 @@ fn run_inner(req: &Request) -> Outcome {
             Err(_) => break,
         }
     }
+    abandon.store(true, Ordering::SeqCst);
 
     let out = take(&out);
     let err = take(&err);
@@ -391,7 +399,10 @@ pub(super) fn parse_stat(stat: &[u8]) -> Option<(u8, i32)> {
 }
 
 /// A child's output pipe, either of them.
-type Pipe = Box<dyn Read + Send>;
+/// A child's output pipe: read, and polled so that an abandoned reader notices in time.
+trait PipeRead: Read + AsFd + Send {}
+impl<T: Read + AsFd + Send> PipeRead for T {}
+type Pipe = Box<dyn PipeRead>;
 
 #[derive(Default)]
 struct Capture {
@@ -407,11 +418,19 @@ fn take(cap: &Mutex<Capture>) -> Capture {
     std::mem::take(&mut *cap.lock().unwrap_or_else(PoisonError::into_inner))
 }
 
-/// Reads `pipe` to its end, keeping what the cap allows. Shares progress through `cap` so
-/// that an abandoned reader's output so far is still reported.
-fn read_capped(mut pipe: impl Read, cap: &Mutex<Capture>) {
+/// Reads `pipe` to its end, keeping what the cap allows, or until `abandon` is set (a
+/// detached grandchild holds the pipe open: the thread and the descriptor must not outlive
+/// the task). Shares progress through `cap` so that an abandoned reader's output so far is
+/// still reported.
+fn read_capped(mut pipe: Pipe, cap: &Mutex<Capture>, abandon: &AtomicBool) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
+        if abandon.load(Ordering::SeqCst) {
+            return;
+        }
+        if !sys::readable_within(pipe.as_fd(), ABANDON_POLL) {
+            continue;
+        }
         let n = match pipe.read(&mut buf) {
             Ok(0) => return,
             Ok(n) => n,

@@ -562,3 +562,37 @@ fn daemon_polls_at_most_once_a_second_when_the_server_does_not_wait() {
     // One a second at most (plus one for where the window started).
     assert!(polls as f64 <= secs + 1.0, "{polls} polls in {secs:.1} s");
 }
+
+/// A tool's detached grandchild that keeps the output pipes open costs the daemon no thread
+/// and no descriptor beyond the task's end (SPEC §9).
+#[test]
+fn a_detached_grandchild_holding_the_pipes_leaks_nothing_across_ticks() {
+    let env =
+        Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"setsid sleep 20 & echo started\"}\n")
+            .config("timezone = \"UTC\"\nautonomy = \"full\"\n");
+    let d = env.cmd(["daemon", "--every", "1s"]).spawn_guarded();
+    let pid = d.pid();
+    let count = |what: &str| {
+        std::fs::read_dir(format!("/proc/{pid}/{what}"))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    };
+    wait_until("two ticks", WAIT, || {
+        env.events("task_succeeded").len() >= 2
+    });
+    // Let the second task's readers be given up on.
+    std::thread::sleep(Duration::from_secs(3));
+    let (threads, fds) = (count("task"), count("fd"));
+    wait_until("six ticks", WAIT, || {
+        env.events("task_succeeded").len() >= 6
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let (threads_after, fds_after) = (count("task"), count("fd"));
+    drop(d);
+    // Four more tasks: before, each left two reader threads and two pipe ends behind.
+    assert!(
+        threads_after <= threads + 2,
+        "threads {threads} -> {threads_after}"
+    );
+    assert!(fds_after <= fds + 2, "descriptors {fds} -> {fds_after}");
+}
