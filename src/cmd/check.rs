@@ -51,6 +51,22 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             });
         }
     }
+    if snapshot.future_times > 0 {
+        // Not a file's problem: it is named by the database that holds the times.
+        problems.push(Problem {
+            file: cfg.state_dir.join(crate::store::DB_FILE),
+            line: 0,
+            column: 0,
+            severity: Severity::Warning,
+            message: format!(
+                "{} stored attempt time(s) are later than now ({}); they count as now (a \
+                 clock that stepped back, or a run with a future --now) and the next run \
+                 stores them as now",
+                snapshot.future_times,
+                crate::audit::format_ts(ctx.now)
+            ),
+        });
+    }
     problems.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
     let errors = problems
         .iter()

@@ -126,6 +126,8 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     // Decisions first: presses and commands waiting at Telegram, expired approvals.
     let store = Store::open(&cfg.state_dir)?;
+    // A future attempt (a clock that stepped back) is planned as now; store it as now too.
+    store.clamp_future_times(now)?;
     let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
     d.expire()?;
     let mut fx = Effects {

@@ -37,9 +37,37 @@ pub struct Snapshot {
     pub spent_today: f64,
     /// Task id → when its latest denial stops holding.
     pub denied_until: HashMap<String, DateTime<Utc>>,
+    /// Stored attempt and start times later than `now` (a clock that stepped back, a run with
+    /// a future `--now`): each is read as `now`, so it silences a schedule for one interval at
+    /// most; `check` warns about them.
+    pub future_times: usize,
+}
+
+impl Snapshot {
+    /// A stored time as planning reads it: never later than `now` (counted when it was).
+    fn not_after(&mut self, t: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+        if t > now {
+            self.future_times += 1;
+            now
+        } else {
+            t
+        }
+    }
 }
 
 impl Store {
+    /// Stored attempt and start times later than `now` become `now` (run at a run's start:
+    /// a future time read as now by the plan is then also stored as now, so it cannot hold a
+    /// schedule back past one interval). Returns how many were changed.
+    pub fn clamp_future_times(&self, now: DateTime<Utc>) -> Result<usize> {
+        let now = format_ts(now);
+        let clamp = |sql: &str| self.conn.execute(sql, [&now]).map_err(|e| self.err(e));
+        Ok(
+            clamp("UPDATE task_state SET last_attempt = ?1 WHERE last_attempt > ?1")?
+                + clamp("UPDATE tool_state SET last_start = ?1 WHERE last_start > ?1")?,
+        )
+    }
+
     /// Everything `plan` needs. `day_start`: local midnight, for the budget.
     pub fn snapshot(
         &self,
@@ -65,6 +93,7 @@ impl Store {
         for row in rows {
             let (tool, at) = row.map_err(|e| self.err(e))?;
             if let Some(t) = parse_ts(&at) {
+                let t = snap.not_after(t, now);
                 snap.tool_last_start.insert(tool, t);
             }
         }
@@ -100,6 +129,7 @@ impl Store {
                 snap.succeeded.insert(id.clone());
             }
             if let Some(t) = attempt.as_deref().and_then(parse_ts) {
+                let t = snap.not_after(t, now);
                 snap.last_attempt.insert(id.clone(), t);
             }
             if reminded.is_some() {

@@ -1183,3 +1183,32 @@ fn reset_and_revoke_take_id_prefixes() {
     let out = env.cmd(["reset", "abc"]).user(USER).output();
     out.code(2);
 }
+
+/// One run with a clock far ahead (a future `--now`, an RTC that NTP corrected) stores its
+/// attempt in the future: later runs read it as now and store it as now, so the schedule is
+/// held back for one interval at most, and `check` warns (SPEC §9).
+#[test]
+fn an_attempt_stored_in_the_future_counts_as_now() {
+    let env = Env::new("## Recurring\n### Every 1h\n- [ ] @log {\"text\": \"hourly\"}\n");
+    env.run_once("2031-01-01T10:00:00Z").code(0);
+    let t0 = "2026-05-01T10:00:00Z";
+    let doc = check(&env, t0);
+    let warned = doc["problems"].as_array().unwrap().iter().any(|p| {
+        p["severity"] == "warning" && p["message"].as_str().unwrap().contains("later than now")
+    });
+    assert!(warned, "{doc:#}");
+    env.run_once(t0).code(0);
+    assert!(ran_at(&env, t0).is_empty(), "read as now: not due yet");
+    let t1 = "2026-05-01T11:00:00Z";
+    env.run_once(t1).code(0);
+    assert_eq!(
+        ran_at(&env, t1),
+        ["log"],
+        "one interval later it runs again"
+    );
+    let doc = check(&env, t1);
+    assert!(
+        !doc["problems"].to_string().contains("later than now"),
+        "stored as now: {doc:#}"
+    );
+}
