@@ -13,6 +13,7 @@
 //!   `HEARTBEAT_TELEGRAM_TOKEN` and every name in [`Invocation::remove_env`].
 
 pub mod http;
+pub mod input;
 pub mod process;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
+
+pub use input::{FileInput, ShellCmd, ShellInput, TextInput, input_timeout, type_name};
 
 use crate::config::{Approval, Config, ToolConfig};
 
@@ -166,31 +169,15 @@ impl Registry {
     }
 }
 
-const SHELL_KEYS: &str = "cmd, cwd, env, stdin, timeout";
-
 impl ToolSpec {
     /// Check the input's shape before anything runs (missing `cmd`, a placeholder key that
     /// the input lacks, …). The error is shown as the task's reason.
     pub fn validate(&self, input: &Map<String, Value>) -> Result<(), String> {
         match &self.kind {
-            ToolKind::Shell => validate_shell(&self.name, input),
-            ToolKind::Log | ToolKind::Notify => {
-                only_keys(&self.name, input, &["text"])?;
-                required_str(&self.name, input, "text").map(drop)
-            }
+            ToolKind::Shell => ShellInput::parse(&self.name, input).map(drop),
+            ToolKind::Log | ToolKind::Notify => TextInput::parse(&self.name, input).map(drop),
             ToolKind::WriteFile | ToolKind::AppendFile => {
-                only_keys(&self.name, input, &["path", "text"])?;
-                let path = required_str(&self.name, input, "path")?;
-                if path.is_empty() {
-                    return Err(format!("key \"path\" for {} must not be empty", self.name));
-                }
-                if path.contains('\0') {
-                    return Err(format!(
-                        "key \"path\" for {} contains a NUL byte",
-                        self.name
-                    ));
-                }
-                required_str(&self.name, input, "text").map(drop)
+                FileInput::parse(&self.name, input).map(drop)
             }
             ToolKind::Http => http::validate(&self.name, input),
             ToolKind::Command(argv) => self.command_argv(argv, input).map(drop),
@@ -287,17 +274,6 @@ fn string_form(v: &Value) -> String {
     }
 }
 
-fn type_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
-
 fn only_keys(tool: &str, input: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
     match input.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(format!(
@@ -321,123 +297,6 @@ fn required_str<'a>(
             type_name(v)
         )),
     }
-}
-
-fn no_nul(tool: &str, key: &str, s: &str) -> Result<(), String> {
-    if s.contains('\0') {
-        Err(format!("key \"{key}\" for {tool} contains a NUL byte"))
-    } else {
-        Ok(())
-    }
-}
-
-fn validate_shell(tool: &str, input: &Map<String, Value>) -> Result<(), String> {
-    if let Some(k) = input
-        .keys()
-        .find(|k| !["cmd", "cwd", "env", "stdin", "timeout"].contains(&k.as_str()))
-    {
-        return Err(format!(
-            "unknown key \"{k}\" for {tool} (expected {SHELL_KEYS})"
-        ));
-    }
-    let bad_cmd = || {
-        format!("key \"cmd\" for {tool} must be a non-empty string or a non-empty array of strings")
-    };
-    match input.get("cmd") {
-        None => return Err(format!("missing key \"cmd\" for {tool}")),
-        Some(Value::String(s)) => {
-            if s.trim().is_empty() {
-                return Err(bad_cmd());
-            }
-            no_nul(tool, "cmd", s)?;
-        }
-        Some(Value::Array(items)) => {
-            if items.is_empty() {
-                return Err(bad_cmd());
-            }
-            for (i, item) in items.iter().enumerate() {
-                let Value::String(s) = item else {
-                    return Err(format!("{}; element {i} is {}", bad_cmd(), type_name(item)));
-                };
-                if i == 0 && s.is_empty() {
-                    return Err(format!("{}; the program (element 0) is empty", bad_cmd()));
-                }
-                no_nul(tool, "cmd", s)?;
-            }
-        }
-        Some(v) => return Err(format!("{}, not {}", bad_cmd(), type_name(v))),
-    }
-    if input.contains_key("cwd") {
-        let cwd = required_str(tool, input, "cwd")?;
-        if cwd.is_empty() {
-            return Err(format!("key \"cwd\" for {tool} must not be empty"));
-        }
-        no_nul(tool, "cwd", cwd)?;
-    }
-    match input.get("env") {
-        None => {}
-        Some(Value::Object(env)) => {
-            for (k, v) in env {
-                if k.is_empty() || k.contains('=') || k.contains('\0') {
-                    return Err(format!(
-                        "key \"env\" for {tool}: {k:?} is not a valid variable name"
-                    ));
-                }
-                let Value::String(s) = v else {
-                    return Err(format!(
-                        "key \"env\" for {tool} must be an object of strings; \"{k}\" is {}",
-                        type_name(v)
-                    ));
-                };
-                no_nul(tool, "env", s)?;
-            }
-        }
-        Some(v) => {
-            return Err(format!(
-                "key \"env\" for {tool} must be an object of strings, not {}",
-                type_name(v)
-            ));
-        }
-    }
-    if input.contains_key("stdin") {
-        required_str(tool, input, "stdin")?;
-    }
-    if let Some(v) = input.get("timeout") {
-        input_timeout(tool, v)?;
-    }
-    Ok(())
-}
-
-/// A `timeout` input value: a humantime string (`"30s"`) or a positive number of seconds.
-fn input_timeout(tool: &str, v: &Value) -> Result<Duration, String> {
-    let bad = |why: String| format!("key \"timeout\" for {tool} {why}");
-    let d = match v {
-        Value::String(s) => humantime::parse_duration(s.trim()).map_err(|e| {
-            bad(format!(
-                "is not a duration like \"30s\" or \"5m\" ({s:?}: {e})"
-            ))
-        })?,
-        Value::Number(n) => {
-            let secs = n.as_f64().unwrap_or(f64::NAN);
-            if !(secs.is_finite() && secs > 0.0) {
-                return Err(bad(format!(
-                    "must be a positive number of seconds, not {n}"
-                )));
-            }
-            Duration::try_from_secs_f64(secs)
-                .map_err(|e| bad(format!("is out of range ({n}: {e})")))?
-        }
-        other => {
-            return Err(bad(format!(
-                "must be a duration string like \"30s\" or a number of seconds, not {}",
-                type_name(other)
-            )));
-        }
-    };
-    if d.is_zero() {
-        return Err(bad("must be positive".to_string()));
-    }
-    Ok(d)
 }
 
 /// Where and as what a tool runs.
@@ -492,48 +351,27 @@ pub fn execute_with_stop(
     }
     crate::error::work_started();
     let mut outcome = match &spec.kind {
-        ToolKind::Log => Outcome {
-            success: true,
-            stdout: str_key(input, "text").to_string(),
-            ..Outcome::default()
+        ToolKind::Log => match TextInput::parse(&spec.name, input) {
+            Ok(log) => Outcome {
+                success: true,
+                stdout: log.text,
+                ..Outcome::default()
+            },
+            Err(e) => failed(e, started),
         },
-        ToolKind::WriteFile => write_file(input, inv, false),
-        ToolKind::AppendFile => write_file(input, inv, true),
+        ToolKind::WriteFile | ToolKind::AppendFile => match FileInput::parse(&spec.name, input) {
+            Ok(file) => write_file(&file, inv, spec.kind == ToolKind::AppendFile),
+            Err(e) => failed(e, started),
+        },
         ToolKind::Http => http::run(&spec.name, input, spec.timeout, stop),
         ToolKind::Notify => Outcome {
             error: Some("notify is delivered by the run itself, not by execute".into()),
             ..Outcome::default()
         },
-        ToolKind::Shell => {
-            let mut req = base_request(spec, inv, stop);
-            match input.get("cmd") {
-                Some(Value::Array(items)) => {
-                    req.argv = items.iter().map(string_form).collect();
-                }
-                other => {
-                    let script = other.map(string_form).unwrap_or_default();
-                    req.argv = vec!["/bin/sh".to_string(), "-c".to_string(), script];
-                }
-            }
-            if let Some(Value::String(cwd)) = input.get("cwd") {
-                req.cwd = inv.workdir.join(cwd);
-            }
-            if let Some(Value::Object(env)) = input.get("env") {
-                let user = env.iter().map(|(k, v)| (k.clone(), string_form(v)));
-                // Heartbeat's own variables stay authoritative.
-                req.env.splice(0..0, user);
-            }
-            if let Some(Value::String(s)) = input.get("stdin") {
-                req.stdin = Some(s.as_bytes().to_vec());
-            }
-            if let Some(t) = input
-                .get("timeout")
-                .and_then(|v| input_timeout("shell", v).ok())
-            {
-                req.timeout = t;
-            }
-            process::run(&req)
-        }
+        ToolKind::Shell => match ShellInput::parse(&spec.name, input) {
+            Ok(shell) => run_shell(spec, &shell, inv, stop),
+            Err(e) => failed(e, started),
+        },
         ToolKind::Command(argv) => {
             let argv = match spec.command_argv(argv, input) {
                 Ok(a) => a,
@@ -563,12 +401,6 @@ fn failed(error: String, started: Instant) -> Outcome {
     }
 }
 
-fn str_key<'a>(input: &'a Map<String, Value>, key: &str) -> &'a str {
-    input.get(key).and_then(Value::as_str).unwrap_or_default()
-}
-
-/// What every tool process shares: working directory, timeout, heartbeat's variables, and
-/// the token variables removed.
 fn base_request<'a>(
     spec: &ToolSpec,
     inv: &Invocation,
@@ -585,9 +417,39 @@ fn base_request<'a>(
     req
 }
 
-fn write_file(input: &Map<String, Value>, inv: &Invocation, append: bool) -> Outcome {
-    let path: PathBuf = inv.workdir.join(str_key(input, "path"));
-    let text = str_key(input, "text");
+fn run_shell(
+    spec: &ToolSpec,
+    shell: &ShellInput,
+    inv: &Invocation,
+    stop: Option<&AtomicBool>,
+) -> Outcome {
+    let mut req = base_request(spec, inv, stop);
+    // Parsed and checked before: these cannot fail here.
+    req.argv = match shell.cmd(&spec.name) {
+        Ok(ShellCmd::Argv(argv)) => argv,
+        Ok(ShellCmd::Script(script)) => vec!["/bin/sh".to_string(), "-c".to_string(), script],
+        Err(e) => return failed(e, Instant::now()),
+    };
+    if let Some(cwd) = &shell.cwd {
+        req.cwd = inv.workdir.join(cwd);
+    }
+    if let Some(env) = &shell.env {
+        // Heartbeat's own variables stay authoritative.
+        req.env
+            .splice(0..0, env.iter().map(|(k, v)| (k.clone(), v.clone())));
+    }
+    if let Some(stdin) = &shell.stdin {
+        req.stdin = Some(stdin.as_bytes().to_vec());
+    }
+    if let Ok(Some(t)) = shell.timeout(&spec.name) {
+        req.timeout = t;
+    }
+    process::run(&req)
+}
+
+fn write_file(file: &FileInput, inv: &Invocation, append: bool) -> Outcome {
+    let path: PathBuf = inv.workdir.join(&file.path);
+    let text = file.text.as_str();
     let mut opts = OpenOptions::new();
     opts.create(true);
     if append {
