@@ -53,7 +53,8 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value};
 
 use super::process::{OUTPUT_CAP, last_line_report};
-use super::{Outcome, input_timeout, only_keys, required_str, type_name};
+use super::{Outcome, input_timeout, type_name};
+use serde::Deserialize;
 
 /// Redirects followed before the request fails (reqwest's default is 10).
 pub const MAX_REDIRECTS: usize = 5;
@@ -149,11 +150,21 @@ pub(super) fn validate(tool: &str, input: &Map<String, Value>) -> Result<(), Str
     plan(tool, input).map(drop)
 }
 
-fn plan(tool: &str, input: &Map<String, Value>) -> Result<Plan, String> {
-    only_keys(tool, input, &KEYS)?;
+/// The `http` input as given; [`plan`] checks what serde cannot.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HttpInput {
+    url: String,
+    method: Option<String>,
+    headers: Option<Map<String, Value>>,
+    body: Option<Value>,
+    expect_status: Option<Value>,
+    timeout: Option<Value>,
+}
 
-    let raw = required_str(tool, input, "url")?;
-    let url = Url::parse(raw.trim())
+fn plan(tool: &str, input: &Map<String, Value>) -> Result<Plan, String> {
+    let input: HttpInput = super::input::parse(tool, input, &KEYS)?;
+    let url = Url::parse(input.url.trim())
         .map_err(|e| format!("key \"url\" for {tool} is not a valid absolute URL ({e})"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
@@ -165,9 +176,9 @@ fn plan(tool: &str, input: &Map<String, Value>) -> Result<Plan, String> {
         return Err(format!("key \"url\" for {tool} has no host"));
     }
 
-    let method = match input.get("method") {
+    let method = match &input.method {
         None => Method::GET,
-        Some(Value::String(m)) => {
+        Some(m) => {
             let upper = m.trim().to_ascii_uppercase();
             if !METHODS.contains(&upper.as_str()) {
                 return Err(format!(
@@ -177,51 +188,36 @@ fn plan(tool: &str, input: &Map<String, Value>) -> Result<Plan, String> {
             }
             Method::from_bytes(upper.as_bytes()).map_err(|e| e.to_string())?
         }
-        Some(v) => {
-            return Err(format!(
-                "key \"method\" for {tool} must be a string, not {}",
-                type_name(v)
-            ));
-        }
     };
 
     let mut headers = HeaderMap::new();
-    match input.get("headers") {
-        None => {}
-        Some(Value::Object(h)) => {
-            for (k, v) in h {
-                let Value::String(s) = v else {
-                    return Err(format!(
-                        "key \"headers\" for {tool} must be an object of strings; \"{k}\" is {}",
-                        type_name(v)
-                    ));
-                };
-                let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
-                    format!("key \"headers\" for {tool}: {k:?} is not a valid header name")
-                })?;
-                // The value is not echoed: it may be a secret.
-                let value = HeaderValue::from_str(s).map_err(|_| {
+    if let Some(h) = &input.headers {
+        for (k, v) in h {
+            let Value::String(s) = v else {
+                return Err(format!(
+                    "key \"headers\" for {tool} must be an object of strings; \"{k}\" is {}",
+                    type_name(v)
+                ));
+            };
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                format!("key \"headers\" for {tool}: {k:?} is not a valid header name")
+            })?;
+            // The value is not echoed: it may be a secret.
+            let value = HeaderValue::from_str(s).map_err(|_| {
                     format!(
                         "key \"headers\" for {tool}: the value of \"{k}\" is not a valid header value (visible ASCII, spaces and tabs; no line breaks)"
                     )
                 })?;
-                if headers.contains_key(&name) {
-                    return Err(format!(
-                        "key \"headers\" for {tool} gives \"{name}\" twice (header names ignore case)"
-                    ));
-                }
-                headers.insert(name, value);
+            if headers.contains_key(&name) {
+                return Err(format!(
+                    "key \"headers\" for {tool} gives \"{name}\" twice (header names ignore case)"
+                ));
             }
-        }
-        Some(v) => {
-            return Err(format!(
-                "key \"headers\" for {tool} must be an object of strings, not {}",
-                type_name(v)
-            ));
+            headers.insert(name, value);
         }
     }
 
-    let (body, json) = match input.get("body") {
+    let (body, json) = match &input.body {
         None => (None, false),
         Some(Value::String(s)) => (Some(s.as_bytes().to_vec()), false),
         Some(v) => (Some(v.to_string().into_bytes()), true),
@@ -232,7 +228,7 @@ fn plan(tool: &str, input: &Map<String, Value>) -> Result<Plan, String> {
             "key \"expect_status\" for {tool} must be a status code (100-599), a class like \"2xx\", or a non-empty array of them, {what}"
         )
     };
-    let expect = match input.get("expect_status") {
+    let expect = match &input.expect_status {
         None => vec![StatusPattern::Class(2)],
         Some(Value::Array(items)) => {
             if items.is_empty() {
@@ -253,10 +249,11 @@ fn plan(tool: &str, input: &Map<String, Value>) -> Result<Plan, String> {
         },
     };
 
-    let timeout = match input.get("timeout") {
-        None => None,
-        Some(v) => Some(input_timeout(tool, v)?),
-    };
+    let timeout = input
+        .timeout
+        .as_ref()
+        .map(|v| input_timeout(tool, v))
+        .transpose()?;
 
     Ok(Plan {
         method,

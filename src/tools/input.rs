@@ -172,7 +172,7 @@ pub fn input_timeout(tool: &str, v: &Value) -> Result<Duration, String> {
 
 /// Parse `input` as `T`: first the keys (the exact unknown-key message), then serde, whose
 /// errors are put in the one wording of this module.
-fn parse<T: DeserializeOwned>(
+pub(super) fn parse<T: DeserializeOwned>(
     tool: &str,
     input: &Map<String, Value>,
     keys: &[&str],

@@ -274,31 +274,6 @@ fn string_form(v: &Value) -> String {
     }
 }
 
-fn only_keys(tool: &str, input: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
-    match input.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "unknown key \"{k}\" for {tool} (expected {})",
-            allowed.join(", ")
-        )),
-        None => Ok(()),
-    }
-}
-
-fn required_str<'a>(
-    tool: &str,
-    input: &'a Map<String, Value>,
-    key: &str,
-) -> Result<&'a str, String> {
-    match input.get(key) {
-        None => Err(format!("missing key \"{key}\" for {tool}")),
-        Some(Value::String(s)) => Ok(s),
-        Some(v) => Err(format!(
-            "key \"{key}\" for {tool} must be a string, not {}",
-            type_name(v)
-        )),
-    }
-}
-
 /// Where and as what a tool runs.
 pub struct Invocation<'a> {
     pub task_id: &'a str,
