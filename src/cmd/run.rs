@@ -18,6 +18,7 @@ use crate::error::{Error, Result, exit};
 use crate::model::Task;
 use crate::plan::{self, Decision, PlanInput};
 use crate::report::{Report, TaskReport};
+use crate::store::Store;
 use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
@@ -61,11 +62,64 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     if args.json {
         out.json(&report.to_json());
     } else {
-        out.lines(crate::render::terminal::report(
-            &report, args.quiet, false, &ctx.cwd,
-        ));
+        let lines = crate::render::terminal::report(&report, args.quiet, false, &ctx.cwd);
+        if lines.is_empty() && !args.quiet {
+            // A run that did nothing says why (SPEC §8); silence means nothing was due.
+            out.lines(why_nothing_ran(ctx, &cfg, &report)?);
+        }
+        out.lines(lines);
     }
     Ok(report.exit_code())
+}
+
+/// One line on why a run did nothing, when there is a reason to tell: skipped (paused,
+/// outside active hours, another run going) or tasks waiting for the budget.
+fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<String>> {
+    let store = || Store::open_existing(&cfg.state_dir);
+    Ok(match report.skipped {
+        Some("paused") => {
+            let pause = match store()? {
+                Some(s) => s.pause_row()?,
+                None => None,
+            };
+            let until = pause
+                .as_ref()
+                .and_then(|p| p.until.as_deref())
+                .and_then(crate::store::parse_ts)
+                .map_or("resumed".to_string(), |t| super::show_time(t, cfg));
+            let reason = pause
+                .and_then(|p| p.reason)
+                .map(|r| format!(" ({})", crate::text::first_line(&r, 80)))
+                .unwrap_or_default();
+            Some(format!("skipped: paused until {until}{reason}"))
+        }
+        Some("outside_active_hours") => {
+            let next = cfg
+                .active
+                .next_active(ctx.now)
+                .map_or("never".to_string(), |t| super::show_time(t, cfg));
+            Some(format!("skipped: outside active hours; next active {next}"))
+        }
+        Some("locked") => Some("skipped: another run holds the lock".to_string()),
+        _ => {
+            let waiting = report
+                .tasks
+                .iter()
+                .filter(|t| t.reason.as_deref() == Some("budget"))
+                .count();
+            if waiting == 0 {
+                return Ok(None);
+            }
+            let spent = match store()? {
+                Some(s) => s.spent_since(crate::schedule::local_midnight(cfg.tz(), ctx.now))?,
+                None => 0.0,
+            };
+            Some(format!(
+                "{waiting} task(s) waiting for budget (${spent:.2} of ${:.2} spent today)",
+                cfg.daily_usd
+            ))
+        }
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

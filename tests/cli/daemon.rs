@@ -570,29 +570,32 @@ fn a_detached_grandchild_holding_the_pipes_leaks_nothing_across_ticks() {
     let env =
         Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"setsid sleep 20 & echo started\"}\n")
             .config("timezone = \"UTC\"\nautonomy = \"full\"\n");
-    let d = env.cmd(["daemon", "--every", "1s"]).spawn_guarded();
+    // Ticks on demand (SIGUSR1), so that none is running while the daemon is counted.
+    let d = env.cmd(["daemon", "--every", "1h"]).spawn_guarded();
     let pid = d.pid();
     let count = |what: &str| {
         std::fs::read_dir(format!("/proc/{pid}/{what}"))
             .map(|d| d.count())
             .unwrap_or(0)
     };
-    wait_until("two ticks", WAIT, || {
-        env.events("task_succeeded").len() >= 2
+    let settle = || std::thread::sleep(Duration::from_secs(4));
+    wait_until("the start tick", WAIT, || {
+        env.events("run_finished").len() >= 1
     });
-    // Let the second task's readers be given up on.
-    std::thread::sleep(Duration::from_secs(3));
+    settle();
     let (threads, fds) = (count("task"), count("fd"));
-    wait_until("six ticks", WAIT, || {
-        env.events("task_succeeded").len() >= 6
-    });
-    std::thread::sleep(Duration::from_secs(3));
+    for n in 2..=5 {
+        d.signal(libc::SIGUSR1);
+        wait_until("a tick", WAIT, || env.events("run_finished").len() >= n);
+    }
+    settle();
     let (threads_after, fds_after) = (count("task"), count("fd"));
     drop(d);
+    assert_eq!(env.events("task_succeeded").len(), 5, "{:#?}", env.audit());
     // Four more tasks: before, each left two reader threads and two pipe ends behind.
     assert!(
-        threads_after <= threads + 2,
+        threads_after <= threads + 1,
         "threads {threads} -> {threads_after}"
     );
-    assert!(fds_after <= fds + 2, "descriptors {fds} -> {fds_after}");
+    assert!(fds_after <= fds + 1, "descriptors {fds} -> {fds_after}");
 }

@@ -829,7 +829,10 @@ fn pause_holds_every_run_until_resume() {
     for now in ["2026-05-01T10:30:00Z", "2026-05-02T10:30:00Z"] {
         let out = env.run_once(now);
         out.code(0);
-        assert_eq!(out.stdout, "", "a paused run prints nothing");
+        assert_eq!(
+            out.stdout, "skipped: paused until resumed\n",
+            "a paused run says so, once"
+        );
         let skip = events_at(&env, "run_skipped", now);
         assert_eq!(skip.len(), 1, "{:#?}", env.audit());
         assert_eq!(skip[0]["reason"], "paused");
@@ -1210,5 +1213,49 @@ fn an_attempt_stored_in_the_future_counts_as_now() {
     assert!(
         !doc["problems"].to_string().contains("later than now"),
         "stored as now: {doc:#}"
+    );
+}
+
+/// A run that did nothing says why on stdout, one line, unless `-q` (SPEC §8).
+#[test]
+fn a_run_that_did_nothing_says_why() {
+    let env = Env::new(&recurring(&[LOG_TASK])).config(&berlin("active_hours = \"08:00-20:00\"\n"));
+    // 23:00 Berlin.
+    let night = "2026-05-01T21:00:00Z";
+    let out = env.run_once(night);
+    out.code(0);
+    assert!(
+        out.stdout
+            .starts_with("skipped: outside active hours; next active 2026-05-02 08:00"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(env.run_with(night, &["-q"]).stdout, "");
+
+    let day = "2026-05-01T10:00:00Z";
+    env.cmd(["pause", "--for", "1h", "--reason", "deploy"])
+        .now(day)
+        .user(USER)
+        .output()
+        .code(0);
+    let out = env.run_once(day);
+    out.code(0);
+    assert!(
+        out.stdout
+            .starts_with("skipped: paused until 2026-05-01 13:00")
+            && out.stdout.contains("(deploy)"),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(env.run_with(day, &["-q"]).stdout, "");
+
+    let env = Env::new(&recurring(&[PAID_TASK, LOG_TASK]))
+        .config(&berlin(&format!("[budget]\ndaily_usd = 0.4\n{PAID}")));
+    env.run_once("2026-05-01T10:00:00Z").code(0);
+    let out = env.run_once("2026-05-01T11:00:00Z");
+    out.code(0);
+    assert_eq!(
+        out.stdout,
+        "2 task(s) waiting for budget ($0.40 of $0.40 spent today)\n"
     );
 }
