@@ -91,7 +91,7 @@ fn check_json_shape_and_decisions() {
     assert_eq!(warning["line"], 11);
     assert_eq!(warning["file"], env.md_file());
     assert!(
-        warning["message"].as_str().unwrap().contains("Evry 6h"),
+        warning["message"].as_str().unwrap().contains("Chores"),
         "{warning}"
     );
 
