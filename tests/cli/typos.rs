@@ -141,6 +141,22 @@ fn schedule_words_that_do_not_parse_make_every_task_below_invalid() {
     // The run runs only the two tasks under plain titles and audits the rest as invalid.
     let out = env.run_once(NOV);
     out.code(1);
+    // One summary line per bad heading, saying how many tasks it holds back.
+    assert_eq!(
+        count_matches(&out.stdout, "HEARTBEAT.md:2:1:"),
+        1,
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.lines().any(|l| l
+            .starts_with("INVALID   HEARTBEAT.md:2:1: schedule heading \"Evry 6h\"")
+            && l.ends_with(" (2 tasks)")),
+        "{out:?}"
+    );
+    assert!(
+        out.stdout.contains("heartbeat: 2 succeeded, 9 invalid"),
+        "{out:?}"
+    );
     let ran: Vec<u64> = env
         .events("task_succeeded")
         .iter()
@@ -241,4 +257,39 @@ fn run_prints_no_warnings_for_a_clean_file() {
     let out = env.run_with(NOV, &["-q"]);
     out.code(0);
     assert_eq!(out.stderr, "", "{out:?}");
+}
+
+#[test]
+fn the_daemon_prints_the_warnings_when_they_change() {
+    let md = "## Recurring tasks\n- [ ] x\n## Recurring\n- [ ] @log {\"text\": \"a\"}\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    let ticks = |n: usize| {
+        wait_until("the daemon's ticks", WAIT, || {
+            count_matches(&env.audit_text(), "\"event\":\"run_finished\"") >= n
+        })
+    };
+    let d = env.cmd(["daemon", "--every", "1h"]).spawn_guarded();
+    ticks(1);
+    d.signal(libc::SIGUSR1);
+    ticks(2);
+    env.write("HEARTBEAT.md", format!("{md}- []\n"));
+    d.signal(libc::SIGUSR1);
+    ticks(3);
+    d.signal(libc::SIGUSR1);
+    ticks(4);
+    d.signal(libc::SIGTERM);
+    let out = d.finish(WAIT);
+    out.code(0);
+    let near_miss = "heartbeat: HEARTBEAT.md:1:1: warning: heading \"Recurring tasks\" is not a \
+                     section name; did you mean \"## Recurring\"?";
+    // At the first tick, and again with the new warning after the edit; not at every tick.
+    assert_eq!(count_matches(&out.stderr, near_miss), 2, "{out:?}");
+    assert_eq!(
+        count_matches(
+            &out.stderr,
+            "HEARTBEAT.md:5:3: warning: \"[]\" is not a task marker"
+        ),
+        1,
+        "{out:?}"
+    );
 }
