@@ -45,10 +45,12 @@ pub fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
     warnings
 }
 
-/// By file, line and column; identical ones once (the tasks below one bad heading share its
-/// error).
+/// By file, line and column (then message, so that equal ones sit together); identical ones
+/// once (the tasks below one bad heading share its error).
 pub fn sort_problems(problems: &mut Vec<Problem>) {
-    problems.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    problems.sort_by(|a, b| {
+        (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
+    });
     problems.dedup();
 }
 
