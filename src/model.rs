@@ -154,7 +154,8 @@ pub struct Problem {
 pub struct ParsedFile {
     pub path: PathBuf,
     pub tasks: Vec<Task>,
-    /// Warnings only (a heading that is not a schedule, a schedule in the wrong section,
-    /// an empty task). Invalid tasks are tasks with `Body::Invalid`, not problems.
+    /// Warnings only (a title heading in an active section, a near-miss section heading,
+    /// `- []`, an empty task). Invalid tasks, including those below a schedule heading that
+    /// does not parse, are tasks with `Body::Invalid`, not problems.
     pub problems: Vec<Problem>,
 }

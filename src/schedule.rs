@@ -291,20 +291,42 @@ fn shift(d: NaiveDate, days: i64) -> Option<NaiveDate> {
 #[derive(Clone, Debug, PartialEq)]
 pub enum HeadingKind {
     Schedule(Schedule),
-    /// A valid schedule, but not for this section (e.g. `Every 6h` under One-time).
-    WrongSection(String),
+    /// Meant as a schedule (it starts with a schedule word or looks like a cron line) but is
+    /// not a valid one for this section: the tasks below it must not run. The message names
+    /// the heading and the forms the section accepts.
+    Invalid(String),
     /// Not a schedule: only a title.
     Title,
 }
 
+/// The forms a Recurring section accepts, for messages.
+pub const RECURRING_FORMS: &str = r#"expected "Every <duration>", "Daily at HH:MM", "Weekdays at HH:MM", "Weekends at HH:MM", "<Day>s at HH:MM""#;
+/// The forms a One-time section accepts, for messages.
+pub const ONE_TIME_FORMS: &str = r#"expected "At YYYY-MM-DD HH:MM" or "At YYYY-MM-DD""#;
+
 /// Read a level-3 heading under `section`. Keywords are compared without case and runs of
 /// whitespace count as one space.
+///
+/// Fails closed (SPEC §2): a heading that looks meant as a schedule but does not parse as
+/// one of this section is [`HeadingKind::Invalid`], never a title, so that a typo never
+/// makes a task due at every run or a future one-time task due now.
 pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
     if section == Section::Other {
         return HeadingKind::Title;
     }
+    let (name, forms) = match section {
+        Section::OneTime => ("one-time", ONE_TIME_FORMS),
+        _ => ("recurring", RECURRING_FORMS),
+    };
+    let shown = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let Some(schedule) = parse_schedule(text) else {
-        return HeadingKind::Title;
+        return if looks_like_schedule(text) {
+            HeadingKind::Invalid(format!(
+                "schedule heading {shown:?} is not a valid {name} schedule; {forms}"
+            ))
+        } else {
+            HeadingKind::Title
+        };
     };
     let (kind, belongs) = match schedule {
         Schedule::Once(_) => ("one-time", Section::OneTime),
@@ -313,15 +335,57 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
     if belongs == section {
         HeadingKind::Schedule(schedule)
     } else {
-        let under = match section {
-            Section::OneTime => "One-time",
-            _ => "Recurring",
+        let home = match belongs {
+            Section::OneTime => "## One-time",
+            _ => "## Recurring",
         };
-        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
-        HeadingKind::WrongSection(format!(
-            "{text:?} is a {kind} schedule; under {under} it is only a title"
+        HeadingKind::Invalid(format!(
+            "schedule heading {shown:?} is a {kind} schedule, not a {name} one (move it under \
+             \"{home}\"); {forms}"
         ))
     }
+}
+
+/// Whether a heading is meant as a schedule: its first word is a schedule word, or it
+/// looks like a cron line (only digits, `*`, `/`, `,`, `-` and spaces).
+pub fn looks_like_schedule(text: &str) -> bool {
+    let text = text.trim();
+    let cron_like = text.bytes().any(|b| b.is_ascii_digit() || b == b'*')
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'*' | b'/' | b',' | b'-' | b' ' | b'\t'));
+    if cron_like {
+        return true;
+    }
+    let Some(first) = text.split_whitespace().next() else {
+        return false;
+    };
+    // `**Every**`, `Every:` and `At,` are meant as much as `Every`.
+    let word = first
+        .trim_matches(|c: char| !c.is_alphanumeric())
+        .to_lowercase();
+    let word = word.as_str();
+    matches!(
+        word,
+        "every"
+            | "evry"
+            | "everyday"
+            | "daily"
+            | "hourly"
+            | "weekly"
+            | "monthly"
+            | "yearly"
+            | "nightly"
+            | "weekday"
+            | "weekdays"
+            | "weekend"
+            | "weekends"
+            | "at"
+            | "tues"
+            | "thur"
+            | "thurs"
+    ) || parse_day(word).is_some()
+        || word.strip_suffix('s').and_then(parse_day).is_some()
 }
 
 /// Any schedule grammar, regardless of section.
@@ -929,11 +993,13 @@ mod tests {
             sched(r, "Every 6H"),
             Schedule::Every(Duration::from_secs(6 * 3600))
         );
-        assert_eq!(parse_heading(r, "Every 0s"), HeadingKind::Title);
-        assert_eq!(parse_heading(r, "Every 0"), HeadingKind::Title);
-        assert_eq!(parse_heading(r, "Every"), HeadingKind::Title);
-        assert_eq!(parse_heading(r, "Every day"), HeadingKind::Title);
-        assert_eq!(parse_heading(r, "Evry 6h"), HeadingKind::Title);
+        // Meant as schedules, but not valid ones: they fail closed.
+        for bad in ["Every 0s", "Every 0", "Every", "Every day", "Evry 6h"] {
+            assert!(
+                matches!(parse_heading(r, bad), HeadingKind::Invalid(_)),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]
@@ -976,15 +1042,21 @@ mod tests {
             "Monday at 09:00",
             "Mondays Fridays at 09:00",
             "Mondays and at 09:00",
-            "and Mondays at 09:00",
             "Mondays, at 09:00",
-            "Fundays at 09:00",
             "at 09:00",
             "Daily at",
-            "Backups",
-            "",
         ] {
-            assert_eq!(parse_heading(r, bad), HeadingKind::Title, "{bad:?}");
+            assert_eq!(
+                parse_heading(r, bad),
+                HeadingKind::Invalid(format!(
+                    "schedule heading {bad:?} is not a valid recurring schedule; {RECURRING_FORMS}"
+                )),
+                "{bad:?}"
+            );
+        }
+        // Not meant as schedules: titles.
+        for title in ["and Mondays at 09:00", "Fundays at 09:00", "Backups", ""] {
+            assert_eq!(parse_heading(r, title), HeadingKind::Title, "{title:?}");
         }
     }
 
@@ -1007,33 +1079,42 @@ mod tests {
             "At 26-12-24",
             "At 2026-1-2",
             "At",
-            "On 2026-12-24",
+            "At 2026-12-24 6pm",
+            "2026-12-24",
         ] {
-            assert_eq!(parse_heading(o, bad), HeadingKind::Title, "{bad:?}");
+            assert_eq!(
+                parse_heading(o, bad),
+                HeadingKind::Invalid(format!(
+                    "schedule heading {bad:?} is not a valid one-time schedule; {ONE_TIME_FORMS}"
+                )),
+                "{bad:?}"
+            );
         }
+        assert_eq!(parse_heading(o, "On 2026-12-24"), HeadingKind::Title);
     }
 
     #[test]
-    fn schedules_in_the_wrong_section() {
+    fn schedules_in_the_wrong_section_are_invalid() {
         assert_eq!(
             parse_heading(Section::OneTime, "Every 6h"),
-            HeadingKind::WrongSection(
-                r#""Every 6h" is a recurring schedule; under One-time it is only a title"#.into()
-            )
+            HeadingKind::Invalid(format!(
+                "schedule heading \"Every 6h\" is a recurring schedule, not a one-time one \
+                 (move it under \"## Recurring\"); {ONE_TIME_FORMS}"
+            ))
         );
         assert_eq!(
             parse_heading(Section::OneTime, "Daily  at 09:00"),
-            HeadingKind::WrongSection(
-                r#""Daily at 09:00" is a recurring schedule; under One-time it is only a title"#
-                    .into()
-            )
+            HeadingKind::Invalid(format!(
+                "schedule heading \"Daily at 09:00\" is a recurring schedule, not a one-time \
+                 one (move it under \"## Recurring\"); {ONE_TIME_FORMS}"
+            ))
         );
         assert_eq!(
             parse_heading(Section::Recurring, "At 2026-12-24 18:00"),
-            HeadingKind::WrongSection(
-                r#""At 2026-12-24 18:00" is a one-time schedule; under Recurring it is only a title"#
-                    .into()
-            )
+            HeadingKind::Invalid(format!(
+                "schedule heading \"At 2026-12-24 18:00\" is a one-time schedule, not a \
+                 recurring one (move it under \"## One-time\"); {RECURRING_FORMS}"
+            ))
         );
         assert_eq!(
             parse_heading(Section::Other, "Every 6h"),
@@ -1043,6 +1124,45 @@ mod tests {
             parse_heading(Section::Other, "At 2026-12-24"),
             HeadingKind::Title
         );
+        assert_eq!(parse_heading(Section::Other, "Evry 6h"), HeadingKind::Title);
+    }
+
+    #[test]
+    fn schedule_words_and_cron_lines_look_like_schedules() {
+        for meant in [
+            "Evry 6h",
+            "every day at 09:00",
+            "Hourly",
+            "weekly",
+            "Monthly on the 1st",
+            "Weekdays at 9",
+            "weekends",
+            "At noon",
+            "Monday 09:00",
+            "mondays at 9",
+            "Mon at 09:00",
+            "TUE",
+            "Thurs 18:00",
+            "**Every 6h**",
+            "Daily:",
+            "0 9 * * 1-5",
+            "*/15 * * * *",
+            "2026-12-24",
+        ] {
+            assert!(looks_like_schedule(meant), "{meant:?}");
+        }
+        for title in [
+            "Backups",
+            "On 2026-12-24",
+            "Atlas",
+            "Everything else",
+            "Monitoring",
+            "Sunny days",
+            "- -",
+            "",
+        ] {
+            assert!(!looks_like_schedule(title), "{title:?}");
+        }
     }
 
     // ---- is_due / next_due ----

@@ -9,7 +9,7 @@ use crate::engine::files::{all_tasks, read_files, read_snapshot};
 use crate::error::{Result, exit};
 use crate::model::{Problem, Severity};
 use crate::plan::{self, Decision, PlanInput};
-use crate::text::{clean, first_line};
+use crate::text::first_line;
 use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
@@ -31,10 +31,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
         },
     );
 
-    let mut problems: Vec<Problem> = files
-        .iter()
-        .flat_map(|f| f.parsed.problems.iter().cloned())
-        .collect();
+    let mut problems: Vec<Problem> = super::file_warnings(&files);
     for (task, planned) in tasks.iter().zip(&plan.items) {
         if let Decision::Invalid {
             line,
@@ -67,7 +64,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             ),
         });
     }
-    problems.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+    super::sort_problems(&mut problems);
     let errors = problems
         .iter()
         .filter(|p| p.severity == Severity::Error)
@@ -156,17 +153,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             }
         }
         for p in &problems {
-            let sev = match p.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
-            };
-            out.line(&format!(
-                "{}:{}:{}: {sev}: {}",
-                show_path(&p.file, &ctx.cwd),
-                p.line,
-                p.column,
-                clean(&p.message)
-            ));
+            out.line(&super::show_problem(p, &ctx.cwd));
         }
         let warnings = problems.len() - errors;
         out.line(&format!(

@@ -213,6 +213,7 @@ fn run_tick(
     plan: bool,
 ) {
     let result = read_files(cfg, false).and_then(|files| {
+        super::print_changed_file_warnings(&files, &ctx.cwd);
         tick(&Tick {
             cfg,
             files: &files,

@@ -209,8 +209,9 @@ Nothing in this section runs: heartbeat acts only on the tasks under `## Recurri
 - **Schedules.** A `###` heading sets when the tasks below it are due: `Every 30m`,
   `Every 6h`, `Daily at 07:30`, `Weekdays at 09:00`, `Weekends at 10:00`, `Mondays at 08:00`,
   `Mondays and Thursdays at 18:30`; under One-time, `At 2026-12-24 18:00`. Without one, a
-  task is due at every run. A heading that is not a schedule is only a title, and
-  `heartbeat check` warns about it so that a typo shows.
+  task is due at every run. A heading that starts like a schedule but is not a valid one
+  (`Evry 6h`, `Daily at 9:00`) makes the tasks below it invalid: they never run until it is
+  fixed. Any other heading is only a title, and `heartbeat check` warns about it.
 - **Approvals.** With `autonomy = "cautious"` (the default) a task whose tool asks is not
   run but queued, once, like the `uptime` above. `heartbeat approvals` lists what waits;
   `heartbeat approve ID` runs it, `heartbeat approve ID --always` also stops asking for that

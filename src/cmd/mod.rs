@@ -16,18 +16,84 @@ pub mod status;
 pub mod telegram;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
 use crate::config::{self, Config, LoadOptions};
+use crate::engine::files::Loaded;
 use crate::error::{Error, Result};
+use crate::model::{Problem, Severity};
 pub use crate::render::{show_local, show_path};
 
 /// Local time for people, in the configured zone.
 pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
     crate::render::show_time(t, cfg.tz())
+}
+
+/// The files' warnings, in file order then position, each once. `check` lists exactly these
+/// and `run` prints exactly these: one function, so the two never disagree.
+pub fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
+    let mut warnings: Vec<Problem> = files
+        .iter()
+        .flat_map(|f| f.parsed.problems.iter())
+        .filter(|p| p.severity == Severity::Warning)
+        .cloned()
+        .collect();
+    sort_problems(&mut warnings);
+    warnings
+}
+
+/// By file, line and column (then message, so that equal ones sit together); identical ones
+/// once (the tasks below one bad heading share its error).
+pub fn sort_problems(problems: &mut Vec<Problem>) {
+    problems.sort_by(|a, b| {
+        (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
+    });
+    problems.dedup();
+}
+
+/// `file:line:column: warning: message`, as `check` shows a problem.
+pub fn show_problem(p: &Problem, cwd: &Path) -> String {
+    let severity = match p.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+    };
+    format!(
+        "{}:{}:{}: {severity}: {}",
+        show_path(&p.file, cwd),
+        p.line,
+        p.column,
+        crate::text::clean(&p.message)
+    )
+}
+
+/// The files' warnings on stderr (SPEC §8: once per run, also with `-q`; they never change
+/// the exit code).
+pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
+    for w in file_warnings(files) {
+        eprintln!("heartbeat: {}", show_problem(&w, cwd));
+    }
+}
+
+/// The warnings the daemon printed last: it re-reads the files at every tick and prints their
+/// warnings only when they differ from these (so at its first tick, and after an edit).
+static PRINTED_WARNINGS: Mutex<Option<Vec<Problem>>> = Mutex::new(None);
+
+/// [`print_file_warnings`] for a long-lived process: only when they changed since last time.
+pub fn print_changed_file_warnings(files: &[Loaded], cwd: &Path) {
+    let warnings = file_warnings(files);
+    let Ok(mut printed) = PRINTED_WARNINGS.lock() else {
+        return;
+    };
+    if printed.as_ref() == Some(&warnings) {
+        return;
+    }
+    for w in &warnings {
+        eprintln!("heartbeat: {}", show_problem(w, cwd));
+    }
+    *printed = Some(warnings);
 }
 
 /// What every command gets from the global flags.

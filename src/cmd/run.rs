@@ -33,6 +33,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
     let autonomy = args.autonomy.map(autonomy_of).unwrap_or(cfg.autonomy);
     let files = read_files(&cfg, args.files.allow_missing)?;
+    super::print_file_warnings(&files, &ctx.cwd);
     let mut out = Out::new();
 
     if args.dry_run {

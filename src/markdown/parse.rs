@@ -47,6 +47,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         section: Section::Other,
         heading: None,
         schedule: None,
+        bad_heading: None,
         occurrences: HashMap::new(),
         tasks: Vec::new(),
         problems: Vec::new(),
@@ -118,6 +119,19 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
                     in_quote: quote_depth > 0,
                     inline: Inline::default(),
                 });
+            }
+            // `- []` looks like a task but is a plain item: say so rather than skip it.
+            Event::Text(_)
+                if was != Fresh::No
+                    && b.in_active_section()
+                    && text[range.start..].starts_with("[]") =>
+            {
+                b.warn(
+                    range.start,
+                    "\"[]\" is not a task marker; write \"- [ ] <task>\" (with a space \
+                     between the brackets)"
+                        .to_string(),
+                );
             }
             Event::Start(Tag::BlockQuote(_)) => quote_depth += 1,
             Event::End(TagEnd::BlockQuote(_)) => quote_depth = quote_depth.saturating_sub(1),
@@ -238,6 +252,10 @@ struct Builder<'a> {
     section: Section,
     heading: Option<Arc<str>>,
     schedule: Option<Schedule>,
+    /// Set by a level-3 heading meant as a schedule that is not a valid one for its section:
+    /// (line, column, error). Every open task below it is invalid until the next level-1, 2
+    /// or 3 heading.
+    bad_heading: Option<(usize, usize, String)>,
     /// First-occurrence id → occurrences so far. Repeats are counted by the id, not the
     /// whole digest: two contents whose ids collide count as one, so ids in a file stay
     /// distinct.
@@ -276,6 +294,18 @@ impl Builder<'_> {
             }
             None => String::new(),
         };
+        // A section name that is not a section heading leaves its tasks ignored: say so,
+        // wherever it is (tasks below an `# Recurring` are in no section at all).
+        let near_miss = near_miss_section(level, &text);
+        if let Some(meant) = near_miss {
+            self.warn(
+                h.start,
+                format!("heading {text:?} is not a section name; did you mean \"## {meant}\"?"),
+            );
+        }
+        if level <= HeadingLevel::H3 {
+            self.bad_heading = None;
+        }
         match level {
             // A new top-level part of the document: nothing below it is clearly in a section.
             HeadingLevel::H1 => {
@@ -296,22 +326,13 @@ impl Builder<'_> {
                 }
                 match schedule::parse_heading(self.section, &text) {
                     HeadingKind::Schedule(s) => self.schedule = Some(s),
-                    HeadingKind::WrongSection(msg) => {
-                        if self.in_active_section() {
-                            self.warn(h.start, msg);
-                        }
+                    // Fail closed: the tasks below carry the error (SPEC §2).
+                    HeadingKind::Invalid(error) => {
+                        let (line, column) = self.lines.line_col(h.start);
+                        self.bad_heading = Some((line, column, error));
                     }
-                    HeadingKind::Title => {
-                        if self.in_active_section() {
-                            self.warn(
-                                h.start,
-                                format!(
-                                    "heading {text:?} is not a schedule; tasks below it use \
-                                     the section's default"
-                                ),
-                            );
-                        }
-                    }
+                    // A title (SPEC §2): no warning, or every cron run would mail it.
+                    HeadingKind::Title => {}
                 }
                 self.heading = Some(Arc::from(text));
             }
@@ -331,7 +352,7 @@ impl Builder<'_> {
         }
         let (line, column) = self.lines.line_col(task.marker.start);
         let (text_line, text_column) = self.lines.line_col(text.file_offset(0));
-        let body = parse_body(&text, &self.lines);
+        let mut body = parse_body(&text, &self.lines);
         // The n-th repeat of a task (n ≥ 1, in file order) gets the id of its content with
         // the occurrence number.
         let content = normalised_content(&body, &text.text);
@@ -343,6 +364,22 @@ impl Builder<'_> {
             task_id(&self.canonical, self.section, &content, *n)
         };
         *n += 1;
+        // Below a schedule heading that is not valid, an open task is invalid: same id (the
+        // heading is no part of it), so fixing the heading keeps the task's history.
+        if let Some((line, column, error)) = &self.bad_heading
+            && !task.done
+        {
+            body = Body::Invalid {
+                tool: match body {
+                    Body::Tool { name, .. } => Some(name),
+                    Body::Invalid { tool, .. } => tool,
+                    Body::Plain => None,
+                },
+                error: error.clone(),
+                line: *line,
+                column: *column,
+            };
+        }
         self.tasks.push(Task {
             id,
             file: self.file.clone(),
@@ -368,6 +405,33 @@ fn section_kind(text: &str) -> Section {
         "one-time" | "one time" | "onetime" | "once" => Section::OneTime,
         _ => Section::Other,
     }
+}
+
+/// Section names as the user would write them, lower-case, with their suggested spelling.
+const SECTION_NAMES: [(&str, &str); 5] = [
+    ("recurring", "Recurring"),
+    ("one-time", "One-time"),
+    ("one time", "One time"),
+    ("onetime", "Onetime"),
+    ("once", "Once"),
+];
+
+/// The section a heading probably meant, when its text starts with a section name (as a
+/// whole word) but it is not exactly a section heading: `## Recurring tasks`,
+/// `## Recurring:`, `# Recurring`, `### Once`.
+fn near_miss_section(level: HeadingLevel, text: &str) -> Option<&'static str> {
+    if level == HeadingLevel::H2 && section_kind(text) != Section::Other {
+        return None;
+    }
+    let lower = text.trim().to_ascii_lowercase();
+    SECTION_NAMES.iter().find_map(|(name, shown)| {
+        let rest = lower.strip_prefix(name)?;
+        let whole_word = !rest
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_');
+        whole_word.then_some(*shown)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -854,36 +918,159 @@ mod tests {
     }
 
     #[test]
-    fn title_heading_warns_in_active_sections_only() {
-        let parsed = p("## Recurring\n\n### Evry 6h\n- [ ] a\n\n## Ideas\n### Someday\n- [ ] b\n");
-        assert_eq!(parsed.tasks[0].heading.as_deref(), Some("Evry 6h"));
+    fn title_heading_is_only_a_title() {
+        let parsed = p("## Recurring\n\n### Chores\n- [ ] a\n\n## Ideas\n### Someday\n- [ ] b\n");
+        assert_eq!(parsed.tasks[0].heading.as_deref(), Some("Chores"));
         assert_eq!(parsed.tasks[0].schedule, None);
+        assert_eq!(parsed.tasks[0].body, Body::Plain);
         assert_eq!(parsed.tasks[1].heading.as_deref(), Some("Someday"));
-        assert_eq!(parsed.problems.len(), 1, "{:?}", parsed.problems);
-        let w = &parsed.problems[0];
-        assert_eq!(w.severity, Severity::Warning);
-        assert_eq!((w.line, w.column), (3, 1));
-        assert_eq!(
-            w.message,
-            "heading \"Evry 6h\" is not a schedule; tasks below it use the section's default"
-        );
-        assert_eq!(w.file, PathBuf::from(PATH));
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    }
+
+    /// (line, column, error) of an invalid task.
+    fn invalid_at(t: &Task) -> (usize, usize, &str) {
+        match &t.body {
+            Body::Invalid {
+                line,
+                column,
+                error,
+                ..
+            } => (*line, *column, error.as_str()),
+            other => panic!("not invalid: {other:?}"),
+        }
     }
 
     #[test]
-    fn wrong_section_schedule_warns() {
+    fn a_bad_schedule_heading_makes_every_open_task_below_it_invalid() {
+        let text = "## Recurring\n\n  ### Evry 6h\n- [ ] @log {\"text\": \"a\"}\n- [ ] plain\n\
+                    - [x] done\n- [ ] @x [1]\n#### Detail\n- [ ] under level 4\n\
+                    ### Chores\n- [ ] fine\n";
+        let parsed = p(text);
+        let t = &parsed.tasks;
+        let msg = format!(
+            "schedule heading \"Evry 6h\" is not a valid recurring schedule; {}",
+            schedule::RECURRING_FORMS
+        );
+        for i in [0, 1, 3, 4] {
+            assert_eq!(invalid_at(&t[i]), (3, 3, msg.as_str()), "{:?}", t[i]);
+            assert_eq!(t[i].schedule, None);
+            assert_eq!(t[i].heading.as_deref(), Some("Evry 6h"));
+        }
+        // The tool name stays; the id is the task's own, so fixing the heading keeps it.
+        assert_eq!(t[0].tool_name(), Some("log"));
+        assert_eq!(t[1].tool_name(), None);
+        let fixed = p(&text.replace("Evry", "Every"));
+        assert_eq!(t[0].id, fixed.tasks[0].id);
+        assert_eq!(
+            fixed.tasks[0].body,
+            Body::Tool {
+                name: "log".into(),
+                input: serde_json::from_str(r#"{"text": "a"}"#).unwrap()
+            }
+        );
+        // A done task is never run anyway: it keeps its body.
+        assert!(t[2].done);
+        assert!(matches!(t[2].body, Body::Plain));
+        // The next level-3 heading ends it.
+        assert_eq!(t[5].body, Body::Plain);
+        // Not a warning: the tasks carry the error (and a title is no problem either).
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+    }
+
+    #[test]
+    fn a_level_2_heading_ends_a_bad_schedule_heading() {
+        let parsed = p("## Once\n### At 2026-12-24 6pm\n- [ ] a\n## Recurring\n- [ ] b\n");
+        assert_eq!(
+            invalid_at(&parsed.tasks[0]).2,
+            format!(
+                "schedule heading \"At 2026-12-24 6pm\" is not a valid one-time schedule; {}",
+                schedule::ONE_TIME_FORMS
+            )
+        );
+        assert_eq!(parsed.tasks[1].body, Body::Plain);
+        let parsed = p("## Once\n### At 2026-12-24 6pm\n# Part two\n- [ ] a\n");
+        assert_eq!(parsed.tasks[0].body, Body::Plain);
+        // Outside Recurring and One-time nothing runs: a heading there is only a title.
+        let parsed = p("## Notes\n### Evry 6h\n- [ ] a\n");
+        assert_eq!(parsed.tasks[0].body, Body::Plain);
+        assert!(parsed.problems.is_empty());
+    }
+
+    #[test]
+    fn wrong_section_schedule_is_invalid() {
         let parsed =
             p("## Once\n### Every 6h\n- [ ] a\n## Recurring\n### At 2026-12-24\n- [ ] b\n");
         assert!(parsed.tasks.iter().all(|t| t.schedule.is_none()));
-        assert_eq!(parsed.problems.len(), 2, "{:?}", parsed.problems);
-        assert_eq!(parsed.problems[0].line, 2);
-        assert_eq!(parsed.problems[1].line, 5);
-        assert!(
-            parsed
-                .problems
-                .iter()
-                .all(|w| w.severity == Severity::Warning)
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        let (line, column, msg) = invalid_at(&parsed.tasks[0]);
+        assert_eq!((line, column), (2, 1));
+        assert!(msg.contains("move it under \"## Recurring\""), "{msg}");
+        let (line, column, msg) = invalid_at(&parsed.tasks[1]);
+        assert_eq!((line, column), (5, 1));
+        assert!(msg.contains("move it under \"## One-time\""), "{msg}");
+    }
+
+    fn warnings(text: &str) -> Vec<(usize, usize, String)> {
+        p(text)
+            .problems
+            .into_iter()
+            .map(|w| {
+                assert_eq!(w.severity, Severity::Warning);
+                (w.line, w.column, w.message)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn near_miss_section_headings_are_warnings() {
+        let w = |line, text: &str, meant: &str| {
+            (
+                line,
+                1,
+                format!("heading {text:?} is not a section name; did you mean \"## {meant}\"?"),
+            )
+        };
+        assert_eq!(
+            warnings(
+                "# Recurring\n## Recurring tasks\n## recurring:\n## One-time tasks\n\
+                 ## Recurring\n### Recurring\n#### once more\n## One time:\n"
+            ),
+            vec![
+                w(1, "Recurring", "Recurring"),
+                w(2, "Recurring tasks", "Recurring"),
+                w(3, "recurring:", "Recurring"),
+                w(4, "One-time tasks", "One-time"),
+                w(6, "Recurring", "Recurring"),
+                w(7, "once more", "Once"),
+                w(8, "One time:", "One time"),
+            ]
         );
+        // Exactly a section, another word, or quoted: no warning.
+        assert!(
+            warnings(
+                "## Recurring\n##  ONE-TIME \n## Onetime\n## Once\n## Recurrence\n\
+                 # Oncer\n> ## Recurring tasks\n"
+            )
+            .is_empty()
+        );
+        // The near-miss leaves its tasks ignored, as before.
+        assert_eq!(
+            p("## Recurring tasks\n- [ ] a\n").tasks[0].section,
+            Section::Other
+        );
+    }
+
+    #[test]
+    fn bracket_pair_without_space_is_a_warning() {
+        let msg = "\"[]\" is not a task marker; write \"- [ ] <task>\" (with a space between the \
+                   brackets)"
+            .to_string();
+        assert_eq!(
+            warnings("## Recurring\n- []\n- [] @log {}\n\n* []\n\n## Notes\n- []\n"),
+            vec![(2, 3, msg.clone()), (3, 3, msg.clone()), (5, 3, msg)]
+        );
+        assert!(p("## Recurring\n- [] x\n").tasks.is_empty());
+        assert!(warnings("## Recurring\n- a []\n- [ ] b []\n").is_empty());
     }
 
     #[test]
@@ -1256,7 +1443,7 @@ mod tests {
         };
         assert_eq!((line, column), (4, 10));
         // On line 1 the BOM is not a column.
-        let w = p("\u{feff}## Recurring\n### Nope\n- [ ] a\n");
+        let w = p("\u{feff}## Recurring\n### Recurring tasks\n- [ ] a\n");
         assert_eq!((w.problems[0].line, w.problems[0].column), (2, 1));
         let first_line = p("\u{feff}- [ ] a\n");
         assert_eq!(first_line.tasks[0].column, 3);

@@ -1,5 +1,6 @@
 //! Terminal output of a run or an approval: one line per task, then the counts.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use crate::plan::SkipReason;
@@ -22,6 +23,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
     if !news {
         return out;
     }
+    let mut invalid_lines: HashMap<String, (usize, usize)> = HashMap::new();
     for t in &r.tasks {
         let failure = matches!(t.outcome, "failed" | "invalid");
         if quiet && !failure {
@@ -65,7 +67,16 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             .map(|id| format!(" #{id}"))
             .unwrap_or_default();
         let line = if t.outcome == "invalid" {
-            format!("{label:<9} {place}: {}", clean(&detail))
+            let line = format!("{label:<9} {place}: {}", clean(&detail));
+            // The tasks below one bad schedule heading share its place and error: one line,
+            // with how many tasks it holds back.
+            if let Some((i, n)) = invalid_lines.get_mut(&line) {
+                *n += 1;
+                out[*i] = format!("{line} ({n} tasks)");
+                continue;
+            }
+            invalid_lines.insert(line.clone(), (out.len(), 1));
+            line
         } else if t.outcome == "queued" {
             format!("{label:<9} {what:<14} {place}  {}", clean(&detail))
         } else {

@@ -78,7 +78,7 @@ fn check_json_shape_and_decisions() {
     assert_eq!(every["schedule"], "Every 6h");
     assert_eq!(every["next_due"], "2026-05-01T14:00:00.000Z");
 
-    // A level-3 heading that is not a schedule: a title only, and a warning.
+    // A level-3 heading that starts like a section name: a title only, and a warning.
     let typo = task_at(&doc, 12);
     assert_eq!(typo["schedule"], Value::Null);
     assert_eq!(typo["decision"], "run");
@@ -91,7 +91,7 @@ fn check_json_shape_and_decisions() {
     assert_eq!(warning["line"], 11);
     assert_eq!(warning["file"], env.md_file());
     assert!(
-        warning["message"].as_str().unwrap().contains("Evry 6h"),
+        warning["message"].as_str().unwrap().contains("Chores"),
         "{warning}"
     );
 

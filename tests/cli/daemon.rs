@@ -580,7 +580,7 @@ fn a_detached_grandchild_holding_the_pipes_leaks_nothing_across_ticks() {
     };
     let settle = || std::thread::sleep(Duration::from_secs(4));
     wait_until("the start tick", WAIT, || {
-        env.events("run_finished").len() >= 1
+        !env.events("run_finished").is_empty()
     });
     settle();
     let (threads, fds) = (count("task"), count("fd"));

@@ -27,3 +27,4 @@ mod test_server;
 mod tg_double;
 mod tick;
 mod tools;
+mod typos;

@@ -352,11 +352,12 @@ fn schedule_headings_and_warnings() {
             row("a", json!("every 30m"), "remind"),
             row("b", json!("Mondays and Thursdays at 07:00"), "not_due"),
             row("c", json!("Weekends at 10:00"), "not_due"),
-            row("d", Value::Null, "remind"),
-            row("e", Value::Null, "remind"),
-            row("f", Value::Null, "remind"),
-            row("g", Value::Null, "remind"),
-            row("h", Value::Null, "remind"),
+            // Meant as schedules but not valid ones for their section: fail closed.
+            row("d", Value::Null, "invalid"),
+            row("e", Value::Null, "invalid"),
+            row("f", Value::Null, "invalid"),
+            row("g", Value::Null, "invalid"),
+            row("h", Value::Null, "invalid"),
             row("i", json!("at 2026-12-24"), "not_due"),
         ],
         "{doc:#}"
@@ -364,15 +365,15 @@ fn schedule_headings_and_warnings() {
     assert_eq!(tasks(&doc)[1]["next_due"], "2026-05-04T07:00:00.000Z");
     assert_eq!(tasks(&doc)[2]["next_due"], "2026-05-02T10:00:00.000Z");
     assert_eq!(tasks(&doc)[8]["next_due"], "2026-12-24T00:00:00.000Z");
-    // Every heading that is not a schedule for its section is a warning on its line.
-    let warnings: Vec<u64> = doc["problems"]
+    // Every heading that is not a schedule for its section is an error on its line, shared
+    // by the tasks below it.
+    let errors: Vec<u64> = doc["problems"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|p| p["severity"] == "warning")
+        .filter(|p| p["severity"] == "error")
         .map(|p| p["line"].as_u64().unwrap())
         .collect();
-    assert_eq!(warnings, vec![8, 10, 12, 15, 17], "{doc:#}");
-    // Warnings alone do not fail check.
-    env.cmd(["check"]).output().code(0);
+    assert_eq!(errors, vec![8, 10, 12, 15, 17], "{doc:#}");
+    env.cmd(["check"]).output().code(1);
 }

@@ -40,13 +40,22 @@ fn piece() -> impl Strategy<Value = Piece> {
 fn render(pieces: &[Piece], crlf: bool, bom: bool, final_newline: bool) -> (Vec<u8>, Vec<bool>) {
     let mut lines: Vec<(String, bool)> = Vec::new();
     let mut section_one_time = false;
+    let mut recurring = false;
     let mut n = 0;
     for p in pieces {
         match p {
             Piece::Heading(h) => {
                 if h.starts_with("## ") {
                     section_one_time = *h == "## One-time";
+                    recurring = *h == "## Recurring";
                 }
+                // A one-time schedule under Recurring makes its tasks invalid (SPEC §2, fail
+                // closed), which this property is not about: there, a plain title instead.
+                let h = if recurring && h.starts_with("### ") {
+                    "### Chores"
+                } else {
+                    h
+                };
                 lines.push(("".into(), false));
                 lines.push((h.to_string(), false));
             }
