@@ -181,3 +181,40 @@ fn a_tick_undone_by_a_save_is_redone_at_the_next_run_without_running_again() {
     );
     assert_eq!(env.events("task_marked_done").len(), 4);
 }
+
+/// A save by rename made by a task during the run (`@write_file` on HEARTBEAT.md itself):
+/// the saved content stays, and the tick lands on the task as it is in the new file.
+#[test]
+fn a_save_by_rename_during_the_run_stays_and_is_ticked() {
+    use std::os::unix::fs::PermissionsExt;
+    let saved = "## One-time\n- [ ] @log {\"text\": \"first\"}\n- [ ] saved during the run\n";
+    let md = format!(
+        "## One-time\n- [ ] @log {{\"text\": \"first\"}}\n\
+         - [ ] @write_file {{\"path\": \"HEARTBEAT.md\", \"text\": {}}}\n",
+        json_str(saved)
+    );
+    let env = Env::new(&md);
+    fs::set_permissions(env.md_path(), fs::Permissions::from_mode(0o640)).unwrap();
+    env.run_with(NOW, &["--autonomy", "full"]).code(0);
+    assert_eq!(env.events("task_succeeded").len(), 2, "{:#?}", env.audit());
+    assert_eq!(
+        env.read("HEARTBEAT.md"),
+        saved.replacen("[ ]", "[x]", 1),
+        "the saved content, with the tick"
+    );
+    let mode = fs::metadata(env.md_path()).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o640, "@write_file keeps the mode: {mode:o}");
+    let skipped = env.events("task_mark_skipped");
+    assert_eq!(
+        skipped.len(),
+        1,
+        "the @write_file task is gone from the new content"
+    );
+    assert_eq!(skipped[0]["reason"], "gone");
+    let names: Vec<String> = fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(names.is_empty(), "{names:?}");
+}
