@@ -4,16 +4,26 @@
 //! - The new text differs from the old in marker bytes only, each `' '` (or tab) → `'x'`; line
 //!   endings, BOM, final newline and every other byte stay as they were.
 //! - Tasks are found again by id in the text as it is now, never by a remembered line.
-//! - A file is replaced atomically (temp file in the same directory, original mode, fsync,
-//!   rename over the symlink-resolved target, fsync of the directory), at most once per call;
-//!   a failed write leaves the original untouched and no temp file behind.
+//! - A tick is written in place: the file (its symlinks followed) is opened read-write, read,
+//!   and each marker byte is written at its offset (`pwrite`) after checking that the three
+//!   bytes there are still an open marker, then `fsync`. There is no temp file and no rename,
+//!   so whatever another program wrote to the file during the run (an append, an edit) is
+//!   never overwritten, and the inode, mode, owner, links and symlinks stay as they are.
+//! - A file replaced by a rename while it is ticked gets the tick on the inode that was
+//!   opened (or the task is found gone): the success is in SQLite either way, and the next
+//!   run finds the task open and ticks it without running it (`Decision::Done`).
+//! - A read-only file (no owner write bit) in a directory that is not read-only is ticked as
+//!   before, when the tick replaced the file: it is made owner-writable for the moment of the
+//!   tick and given its mode back afterwards (a crash in between leaves it owner-writable,
+//!   never with other content). A read-only file in a read-only directory is locked: the tick
+//!   fails and says why.
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::fs::{self, File, OpenOptions, Permissions};
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::Path;
 
-use super::{FileError, SourceFile, read_source};
+use super::{FileError, MAX_FILE_BYTES, SourceFile, line_breaks};
 use crate::model::Task;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,13 +53,24 @@ pub fn tick_text(
     ids: &[&str],
 ) -> (Option<String>, Vec<TickResult>) {
     let parsed = super::parse(path, canonical, text);
-    tick_tasks(text, &parsed.tasks, ids)
+    let (offsets, results) = locate(&parsed.tasks, ids);
+    if offsets.is_empty() {
+        return (None, results);
+    }
+    let mut bytes = text.as_bytes().to_vec();
+    for (at, _) in offsets {
+        bytes[at] = b'x';
+    }
+    // An ASCII space or tab replaced by an ASCII `x`: still UTF-8.
+    let new_text = String::from_utf8(bytes).expect("one ASCII byte for another");
+    (Some(new_text), results)
 }
 
-/// [`tick_text`] with the tasks of `text` already parsed.
-fn tick_tasks(text: &str, tasks: &[Task], ids: &[&str]) -> (Option<String>, Vec<TickResult>) {
+/// Pure: the byte offsets to set to `x` (the inside of each open marker asked for, once),
+/// each with the index of its result, and one result per id, in the order given.
+fn locate(tasks: &[Task], ids: &[&str]) -> (Vec<(usize, usize)>, Vec<TickResult>) {
     let by_id: HashMap<&str, &Task> = tasks.iter().map(|t| (t.id.as_str(), t)).collect();
-    let mut new_text: Option<String> = None;
+    let mut offsets = Vec::new();
     let mut marked: HashSet<&str> = HashSet::with_capacity(ids.len());
     let mut results = Vec::with_capacity(ids.len());
     for &id in ids {
@@ -58,11 +79,8 @@ fn tick_tasks(text: &str, tasks: &[Task], ids: &[&str]) -> (Option<String>, Vec<
             // The same id asked twice: the second finds it ticked.
             Some(task) if task.done || marked.contains(id) => (TickOutcome::AlreadyDone, task.line),
             Some(task) => {
-                let s = new_text.get_or_insert_with(|| text.to_string());
-                // The byte between the brackets is ASCII whitespace for an open marker, so
-                // this is one byte for one byte.
-                let inside = task.marker.start + 1..task.marker.start + 2;
-                s.replace_range(inside, "x");
+                // The byte between the brackets: ASCII whitespace for an open marker.
+                offsets.push((task.marker.start + 1, results.len()));
                 marked.insert(id);
                 (TickOutcome::Marked, task.line)
             }
@@ -73,122 +91,198 @@ fn tick_tasks(text: &str, tasks: &[Task], ids: &[&str]) -> (Option<String>, Vec<
             line,
         });
     }
-    (new_text, results)
+    (offsets, results)
 }
 
-/// Re-read `path`, tick, and when something changed replace the file atomically (temp file
-/// in the same directory with the original mode, fsync, rename over the symlink-resolved
-/// target, fsync the directory). One rewrite per call. `known`: the file as it was read
-/// earlier, with its tasks; while it is byte for byte the same (same target too), those
-/// tasks are used instead of parsing it again.
+/// How many times the file is read again when a marker moved between reading and writing.
+const ATTEMPTS: usize = 3;
+
+/// Tick in place: open `path` read-write (symlinks followed), read it, find the tasks by id,
+/// and write each open marker's inside byte at its offset, then `fsync`. `known`: the file as
+/// it was read earlier, with its tasks; while it is byte for byte the same (same target too),
+/// those tasks are used instead of parsing it again.
 pub fn tick_file(
     path: &Path,
     ids: &[&str],
     known: Option<(&SourceFile, &[Task])>,
 ) -> Result<Vec<TickResult>, FileError> {
-    let source = read_source(path)?;
-    let (new_text, results) = match known {
-        Some((was, tasks)) if was.text == source.text && was.canonical == source.canonical => {
-            tick_tasks(&source.text, tasks, ids)
+    let io_err = |source: io::Error| {
+        if source.kind() == io::ErrorKind::NotFound {
+            FileError::Missing(path.to_path_buf())
+        } else {
+            FileError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
         }
-        _ => tick_text(&source.path, &source.canonical, &source.text, ids),
     };
-    if let Some(new_text) = new_text {
-        replace_atomically(&source.canonical, new_text.as_bytes())?;
+    // Never open a FIFO or a device read-write: only a regular file is a check-list.
+    let meta = fs::metadata(path).map_err(io_err)?;
+    if !meta.is_file() {
+        return Err(io_err(io::Error::other("not a regular file")));
+    }
+    let canonical = fs::canonicalize(path).map_err(io_err)?;
+    let (file, restore) = open_for_tick(path).map_err(io_err)?;
+    let ticked = tick_open(path, &canonical, &file, ids, known);
+    let synced = match &ticked {
+        Ok((_, true)) => file.sync_data().map_err(io_err),
+        _ => Ok(()),
+    };
+    if let Some((owner, mode)) = restore {
+        // The mode the user gave the file, back on the inode it was taken from.
+        let _ = owner.set_permissions(mode);
+    }
+    let (results, wrote) = ticked?;
+    synced?;
+    if wrote {
+        crate::fault::point("tick_after_write");
     }
     Ok(results)
 }
 
-static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// Replace `target` (already symlink-resolved) with `contents`, keeping its permissions.
-fn replace_atomically(target: &Path, contents: &[u8]) -> Result<(), FileError> {
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source: io::Error| FileError::Io { path, source }
-    };
-    let dir = target.parent().unwrap_or(Path::new("/"));
-    let name = target
-        .file_name()
-        .map_or_else(|| "heartbeat".into(), |n| n.to_string_lossy());
-    let meta = fs::metadata(target).map_err(io_err(target))?;
-
-    remove_stale_temps(dir, &name);
-    let (tmp, file) = create_temp(dir, &name).map_err(io_err(dir))?;
-    let written = write_temp(file, &meta, contents).and_then(|()| {
-        crate::fault::point("tick_before_rename");
-        fs::rename(&tmp, target)
-    });
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(io_err(target)(e));
+/// `path` opened read and write. A file its owner may not write (`chmod a-w`), when it is
+/// ours and its directory is not read-only too, is made owner-writable for the tick: the
+/// second value is the handle and mode to restore afterwards.
+fn open_for_tick(path: &Path) -> io::Result<(File, Option<(File, Permissions)>)> {
+    let rw = || OpenOptions::new().read(true).write(true).open(path);
+    match rw() {
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            let ro = File::open(path)?;
+            let mode = ro.metadata()?.permissions();
+            let dir = fs::canonicalize(path)?
+                .parent()
+                .map(fs::metadata)
+                .transpose()?;
+            let locked = dir.is_none_or(|d| d.permissions().readonly());
+            if mode.mode() & 0o200 != 0 || locked {
+                return Err(e);
+            }
+            // Fails with EPERM unless the file is ours (or we are root): then the tick fails
+            // with the original error.
+            ro.set_permissions(Permissions::from_mode(mode.mode() | 0o200))
+                .map_err(|_| e)?;
+            let opened = rw();
+            let same = match &opened {
+                Ok(f) => same_inode(f, &ro),
+                Err(_) => true,
+            };
+            match opened {
+                Ok(f) if same => Ok((f, Some((ro, mode)))),
+                // Replaced by a rename between the two opens: give the mode back and report
+                // the file as busy; the next run ticks the new one.
+                Ok(_) => {
+                    let _ = ro.set_permissions(mode);
+                    Err(io::Error::other(
+                        "the file was replaced while it was opened",
+                    ))
+                }
+                Err(err) => {
+                    let _ = ro.set_permissions(mode);
+                    Err(err)
+                }
+            }
+        }
+        other => other.map(|f| (f, None)),
     }
-    crate::fault::point("tick_after_rename");
-    // The rename is what makes the new content visible; fsync the directory so it survives a
-    // crash. Some filesystems refuse fsync on a directory: the file is replaced all the same,
-    // so that is not an error worth failing the tick for.
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }
 
-/// Temp files of ours that a crashed run left beside the file (`.<name>.heartbeat-<pid>-<n>.tmp`
-/// whose pid is no longer alive). Best effort: a failure here never stops a tick.
-fn remove_stale_temps(dir: &Path, name: &str) {
-    let prefix = format!(".{name}.heartbeat-");
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
+fn same_inode(a: &File, b: &File) -> bool {
+    match (a.metadata(), b.metadata()) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// Read the open file, locate the tasks, write the marker bytes; true when a byte was
+/// written. When the bytes at an offset are no longer an open marker (the file changed after
+/// it was read), read it again.
+fn tick_open(
+    path: &Path,
+    canonical: &Path,
+    file: &File,
+    ids: &[&str],
+    known: Option<(&SourceFile, &[Task])>,
+) -> Result<(Vec<TickResult>, bool), FileError> {
+    let io_err = |source: io::Error| FileError::Io {
+        path: path.to_path_buf(),
+        source,
     };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(rest) = file_name
-            .to_str()
-            .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|r| r.strip_suffix(".tmp"))
-        else {
-            continue;
+    // Ids an earlier attempt ticked: a later one finds them done, but the tick was ours.
+    let mut ours: HashSet<String> = HashSet::new();
+    for _ in 0..ATTEMPTS {
+        let text = read_open(path, file)?;
+        let parsed;
+        let tasks = match known {
+            Some((was, tasks)) if was.text == text && was.canonical == canonical => tasks,
+            _ => {
+                parsed = super::parse(path, canonical, &text).tasks;
+                &parsed
+            }
         };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<i32>().ok()) else {
-            continue;
-        };
-        if !crate::sys::process_exists(pid) {
-            let _ = fs::remove_file(entry.path());
+        let (offsets, mut results) = locate(tasks, ids);
+        for r in &mut results {
+            if r.outcome == TickOutcome::AlreadyDone && ours.contains(&r.task_id) {
+                r.outcome = TickOutcome::Marked;
+            }
+        }
+        if offsets.is_empty() {
+            return Ok((results, !ours.is_empty()));
+        }
+        crate::fault::point("tick_before_write");
+        let mut moved = false;
+        for &(at, i) in &offsets {
+            // Checked just before the write: a byte written where the file changed since it
+            // was read would land in the user's text.
+            let mut now = [0u8; 3];
+            let n = file.read_at(&mut now, at as u64 - 1).map_err(io_err)?;
+            if n != 3 || now[0] != b'[' || !matches!(now[1], b' ' | b'\t') || now[2] != b']' {
+                moved = true;
+                break;
+            }
+            file.write_all_at(b"x", at as u64).map_err(io_err)?;
+            ours.insert(results[i].task_id.clone());
+        }
+        if !moved {
+            return Ok((results, true));
         }
     }
+    Err(io_err(io::Error::other(
+        "the file kept changing while it was ticked",
+    )))
 }
 
-fn create_temp(dir: &Path, name: &str) -> io::Result<(PathBuf, File)> {
-    let pid = std::process::id();
+/// The whole file through the open handle, with the size and UTF-8 checks of `read_source`.
+fn read_open(path: &Path, file: &File) -> Result<String, FileError> {
+    let io_err = |source: io::Error| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut bytes = Vec::new();
+    // `Read` for `&File` reads from the current position: read from the start each time.
+    let mut at = 0u64;
+    let mut chunk = vec![0u8; 64 * 1024];
     loop {
-        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.heartbeat-{pid}-{n}.tmp"));
-        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            // Left over by a crashed run with the same pid: try the next number.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1_000_000 => continue,
-            Err(e) => return Err(e),
+        let n = file.read_at(&mut chunk, at).map_err(io_err)?;
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        at += n as u64;
+        // The file may grow while it is read: never read past the limit.
+        if at > MAX_FILE_BYTES {
+            return Err(FileError::TooLarge {
+                path: path.to_path_buf(),
+                size: at,
+            });
         }
     }
-}
-
-fn write_temp(mut file: File, original: &fs::Metadata, contents: &[u8]) -> io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::{MetadataExt, fchown};
-        let ours = file.metadata()?;
-        // Best effort: only root may give a file away, and only to a group we are in; the
-        // content matters more than the owner.
-        if ours.uid() != original.uid() || ours.gid() != original.gid() {
-            let _ = fchown(&file, Some(original.uid()), Some(original.gid()))
-                .or_else(|_| fchown(&file, None, Some(original.gid())));
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        FileError::NotUtf8 {
+            path: path.to_path_buf(),
+            line: 1 + line_breaks(valid),
         }
-    }
-    // Explicitly, on the open file, and after any chown (which clears set-id bits): the umask
-    // must not decide the mode of HEARTBEAT.md.
-    file.set_permissions(original.permissions())?;
-    file.write_all(contents)?;
-    file.sync_all()
+    })
 }
 
 #[cfg(test)]
@@ -303,6 +397,7 @@ mod tests {
         let link = dir.path().join("HEARTBEAT.md");
         symlink("real/tasks.md", &link).unwrap();
 
+        let ino = fs::metadata(&target).unwrap().ino();
         let source = crate::markdown::read_source(&link).unwrap();
         assert_eq!(source.canonical, fs::canonicalize(&target).unwrap());
         let parsed = parse(&source.path, &source.canonical, &source.text);
@@ -321,21 +416,89 @@ mod tests {
             "## Once\r\n- [ ] a\r\n- [x] b"
         );
         assert_eq!(fs::metadata(&target).unwrap().mode() & 0o7777, 0o640);
-        // No temp file left behind, next to the link or the target.
+        assert_eq!(
+            fs::metadata(&target).unwrap().ino(),
+            ino,
+            "written in place"
+        );
+        // No temp file, next to the link or the target.
         assert_eq!(dir_names(&real_dir), vec!["tasks.md"]);
         assert_eq!(dir_names(dir.path()), vec!["HEARTBEAT.md", "real"]);
     }
 
     #[test]
-    fn tick_file_mode_does_not_depend_on_umask() {
+    fn tick_file_writes_in_place_keeping_inode_mode_and_links() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("HEARTBEAT.md");
         // Group and other write: any usual umask would clear them on a new file.
         write(&path, "## Once\n- [ ] a\n", 0o666);
+        let other = dir.path().join("hard-link.md");
+        fs::hard_link(&path, &other).unwrap();
+        let ino = fs::metadata(&path).unwrap().ino();
         let id = &ids_of_file(&path)[0];
         tick_file(&path, &[id], None).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "## Once\n- [x] a\n");
-        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o666);
+        let meta = fs::metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o666);
+        assert_eq!((meta.ino(), meta.nlink()), (ino, 2));
+        assert_eq!(fs::read_to_string(&other).unwrap(), "## Once\n- [x] a\n");
+        assert_eq!(dir_names(dir.path()), vec!["HEARTBEAT.md", "hard-link.md"]);
+    }
+
+    #[test]
+    fn a_read_only_file_is_ticked_and_gets_its_mode_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        write(&path, "## Once\n- [ ] a\n", 0o444);
+        let id = &ids_of_file(&path)[0];
+        let results = tick_file(&path, &[id], None).unwrap();
+        assert_eq!(results[0].outcome, TickOutcome::Marked);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "## Once\n- [x] a\n");
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o444);
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_rename_is_ticked_where_it_was_opened_then_at_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        write(&path, "## Once\n- [ ] a\n", 0o644);
+        let canonical = fs::canonicalize(&path).unwrap();
+        let id = &ids_of_file(&path)[0];
+        let (opened, restore) = open_for_tick(&path).unwrap();
+        assert!(restore.is_none());
+        // An editor saves by rename between the open and the write.
+        let saved = dir.path().join(".swp");
+        write(&saved, "## Once\n- [ ] a\n- [ ] new\n", 0o644);
+        fs::rename(&saved, &path).unwrap();
+        let (results, wrote) = tick_open(&path, &canonical, &opened, &[id], None).unwrap();
+        assert_eq!((results[0].outcome, wrote), (TickOutcome::Marked, true));
+        // The save stays as it was; the old inode has the tick.
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "## Once\n- [ ] a\n- [ ] new\n"
+        );
+        assert_eq!(read_open(&path, &opened).unwrap(), "## Once\n- [x] a\n");
+        // The next tick finds the task open at the path and ticks it there.
+        tick_file(&path, &[id], None).unwrap();
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            "## Once\n- [x] a\n- [ ] new\n"
+        );
+    }
+
+    #[test]
+    fn a_byte_that_is_not_an_open_marker_is_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        let text = "## Once\n- [ ] a\n";
+        write(&path, text, 0o644);
+        let source = crate::markdown::read_source(&path).unwrap();
+        let mut tasks = parse(&source.path, &source.canonical, &source.text).tasks;
+        // Offsets that do not point at a marker (as if the file had changed under them).
+        tasks[0].marker = 1..4;
+        let err = tick_file(&path, &[&tasks[0].id], Some((&source, &tasks)));
+        assert!(matches!(err, Err(FileError::Io { .. })), "{err:?}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), text);
     }
 
     fn ids_of_file(path: &Path) -> Vec<String> {
@@ -412,11 +575,7 @@ mod tests {
     }
 
     #[test]
-    fn failed_write_leaves_file_and_no_temp() {
-        // Root ignores directory permissions; nothing to test then.
-        if crate::sys::is_root() {
-            return;
-        }
+    fn a_directory_that_is_not_writable_does_not_matter() {
         let dir = tempfile::tempdir().unwrap();
         let sub = dir.path().join("ro");
         fs::create_dir(&sub).unwrap();
@@ -424,11 +583,44 @@ mod tests {
         write(&path, "## Once\n- [ ] a\n", 0o644);
         let id = &ids_of_file(&path)[0];
         fs::set_permissions(&sub, fs::Permissions::from_mode(0o555)).unwrap();
+        let result = tick_file(&path, &[id], None);
+        fs::set_permissions(&sub, fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(result.unwrap()[0].outcome, TickOutcome::Marked);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "## Once\n- [x] a\n");
+        assert_eq!(dir_names(&sub), vec!["HEARTBEAT.md"]);
+    }
+
+    #[test]
+    fn a_read_only_file_in_a_read_only_directory_is_locked() {
+        // Root may write anything; nothing to test then.
+        if crate::sys::is_root() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("ro");
+        fs::create_dir(&sub).unwrap();
+        let path = sub.join("HEARTBEAT.md");
+        write(&path, "## Once\n- [ ] a\n", 0o444);
+        let id = &ids_of_file(&path)[0];
+        fs::set_permissions(&sub, fs::Permissions::from_mode(0o555)).unwrap();
         let err = tick_file(&path, &[id], None);
         fs::set_permissions(&sub, fs::Permissions::from_mode(0o755)).unwrap();
         assert!(matches!(err, Err(FileError::Io { .. })), "{err:?}");
         assert_eq!(fs::read_to_string(&path).unwrap(), "## Once\n- [ ] a\n");
-        assert_eq!(dir_names(&sub), vec!["HEARTBEAT.md"]);
+        assert_eq!(fs::metadata(&path).unwrap().mode() & 0o7777, 0o444);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_before_it_is_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let err = tick_file(&path, &["x"], None);
+        assert!(matches!(err, Err(FileError::Io { .. })), "{err:?}");
     }
 
     mod props {

@@ -11,16 +11,18 @@
 //! - No shell is involved unless the `shell` tool is given a string `cmd`.
 //! - Every process gets `HEARTBEAT_TASK_ID` and `HEARTBEAT_RUN_ID`, and loses
 //!   `HEARTBEAT_TELEGRAM_TOKEN` and every name in [`Invocation::remove_env`].
+//! - `write_file` never leaves a partial file: the target holds its old content or the whole
+//!   new one, keeps its mode, and no temp file stays behind (SPEC §4).
 
 pub mod http;
 pub mod input;
 pub mod process;
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
@@ -422,19 +424,20 @@ fn run_shell(
     process::run(&req)
 }
 
+/// `write_file` replaces the file atomically ([`replace_file`]); `append_file` is one
+/// `O_APPEND` write.
 fn write_file(file: &FileInput, inv: &Invocation, append: bool) -> Outcome {
     let path: PathBuf = inv.workdir.join(&file.path);
     let text = file.text.as_str();
-    let mut opts = OpenOptions::new();
-    opts.create(true);
-    if append {
-        opts.append(true);
+    let result = if append {
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
     } else {
-        opts.write(true).truncate(true);
-    }
-    let result = opts
-        .open(&path)
-        .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.flush()));
+        replace_file(&path, text.as_bytes())
+    };
     match result {
         Ok(()) => Outcome {
             success: true,
@@ -451,6 +454,94 @@ fn write_file(file: &FileInput, inv: &Invocation, append: bool) -> Outcome {
             ..Outcome::default()
         },
     }
+}
+
+static TEMP_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// Replace `path` (a symlink's target, the link kept) with `contents`: a temp file in the
+/// same directory, with the old file's mode and owner (a new file's mode is what
+/// `File::create` gives: 0666 less the umask), synced, renamed over the target, then the
+/// directory synced. Readers see the old content or the new, never a part; on failure (a
+/// full disk) the old file is intact and the temp file is removed.
+fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let target = resolve_links(path)?;
+    let dir = match target.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = target
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy());
+    let old = match fs::metadata(&target) {
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let pid = std::process::id();
+    let (tmp, file) = loop {
+        let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.heartbeat-{pid}-{n}.tmp"));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(&tmp)
+        {
+            Ok(f) => break (tmp, f),
+            // Left by a crashed process with the same pid: try the next number.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 1_000_000 => {}
+            Err(e) => return Err(e),
+        }
+    };
+    let written = fill_temp(file, old.as_ref(), contents).and_then(|()| fs::rename(&tmp, &target));
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    // The rename is what makes the new content visible: sync the directory so that it
+    // survives a crash. Some filesystems refuse fsync on a directory; the file is replaced
+    // all the same.
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// Write and sync the temp file, with the old file's owner (best effort: only root may give
+/// a file away) and mode (set after the chown, which clears set-id bits).
+fn fill_temp(mut file: fs::File, old: Option<&fs::Metadata>, contents: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, fchown};
+    if let Some(old) = old {
+        let ours = file.metadata()?;
+        if ours.uid() != old.uid() || ours.gid() != old.gid() {
+            let _ = fchown(&file, Some(old.uid()), Some(old.gid()))
+                .or_else(|_| fchown(&file, None, Some(old.gid())));
+        }
+        file.set_permissions(old.permissions())?;
+    }
+    file.write_all(contents)?;
+    file.sync_all()
+}
+
+/// `path` with its symlinks followed to the last one's target, which may not exist yet (a
+/// dangling link is written through, like `open` does).
+fn resolve_links(path: &Path) -> io::Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    // Linux's own limit on links followed in one lookup.
+    for _ in 0..40 {
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = fs::read_link(&p)?;
+                // A relative link is relative to its directory; an absolute one replaces it.
+                p = p.parent().map_or_else(|| to.clone(), |d| d.join(&to));
+            }
+            Ok(_) => return Ok(p),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(p),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::other("too many levels of symbolic links"))
 }
 
 #[cfg(test)]

@@ -989,6 +989,111 @@ fn write_and_append_files() {
     }
 }
 
+/// Names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn write_file_replaces_atomically_keeping_mode_and_links() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+    let dir = tempfile::tempdir().unwrap();
+    let w = builtin("write_file");
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "old content, longer than the new").unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let ino = std::fs::metadata(&file).unwrap().ino();
+    let o = run_in(dir.path(), &w, json!({"path": "notes.txt", "text": "new"}));
+    assert!(o.success, "{o:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    let meta = std::fs::metadata(&file).unwrap();
+    assert_eq!(meta.mode() & 0o7777, 0o640, "mode kept");
+    assert_ne!(meta.ino(), ino, "a new file renamed over the old one");
+    assert_eq!(names_in(dir.path()), vec!["notes.txt"], "no temp file left");
+
+    // Through a symlink: the target is replaced, the link stays a link.
+    symlink("notes.txt", dir.path().join("link.txt")).unwrap();
+    let o = run_in(
+        dir.path(),
+        &w,
+        json!({"path": "link.txt", "text": "linked"}),
+    );
+    assert!(o.success, "{o:?}");
+    let link = std::fs::symlink_metadata(dir.path().join("link.txt")).unwrap();
+    assert!(link.file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "linked");
+    assert_eq!(std::fs::metadata(&file).unwrap().mode() & 0o7777, 0o640);
+
+    // A new file gets what `File::create` gives it (0666 less the umask), not 0600.
+    let o = run_in(dir.path(), &w, json!({"path": "fresh.txt", "text": "x"}));
+    assert!(o.success, "{o:?}");
+    let probe = dir.path().join("probe");
+    std::fs::File::create(&probe).unwrap();
+    assert_eq!(
+        std::fs::metadata(dir.path().join("fresh.txt"))
+            .unwrap()
+            .mode()
+            & 0o7777,
+        std::fs::metadata(&probe).unwrap().mode() & 0o7777
+    );
+}
+
+#[test]
+fn a_failed_write_file_keeps_the_old_content_and_leaves_no_temp_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = builtin("write_file");
+
+    // The rename fails (the target is a directory): the temp file was written, and removed.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("target")).unwrap();
+    std::fs::write(dir.path().join("target/kept"), "kept").unwrap();
+    let o = run_in(dir.path(), &w, json!({"path": "target", "text": "new"}));
+    assert!(!o.success);
+    assert!(o.error.unwrap().contains("target"));
+    assert_eq!(names_in(dir.path()), vec!["target"]);
+    assert_eq!(names_in(&dir.path().join("target")), vec!["kept"]);
+
+    // A parent that is a file: nothing is created.
+    std::fs::write(dir.path().join("plain"), "plain").unwrap();
+    let o = run_in(
+        dir.path(),
+        &w,
+        json!({"path": "plain/x.txt", "text": "new"}),
+    );
+    assert!(!o.success);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("plain")).unwrap(),
+        "plain"
+    );
+    assert_eq!(names_in(dir.path()), vec!["plain", "target"]);
+
+    // A directory we may not write: the old file stays as it was. Root writes anyway.
+    if crate::sys::is_root() {
+        return;
+    }
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::write(ro.join("notes.txt"), "old").unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let o = run_in(
+        dir.path(),
+        &w,
+        json!({"path": "ro/notes.txt", "text": "new"}),
+    );
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(!o.success, "{o:?}");
+    assert_eq!(
+        std::fs::read_to_string(ro.join("notes.txt")).unwrap(),
+        "old"
+    );
+    assert_eq!(names_in(&ro), vec!["notes.txt"]);
+}
+
 // ---------------------------------------------------------------- the runner
 
 #[test]

@@ -20,7 +20,7 @@
 //!   SIGKILL there): SQLite knows it, so it never runs again, and its only outcome line is
 //!   the torn one, or none.
 //!
-//! Every other point (`task_recorded`, `tick_before_rename`, `tick_after_rename`,
+//! Every other point (`task_recorded`, `tick_before_write`, `tick_after_write`,
 //! `audit_torn` on any other line) loses nothing and runs nothing twice. `approval_claimed`
 //! and `approval_ran` are only reached by approved work: see the approval tests below.
 //!
@@ -254,9 +254,9 @@ fn task_id_in(fragment: &str) -> Option<String> {
 /// What the crash leaves in HEARTBEAT.md.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum After {
-    /// Not a byte changed (the tick had not been renamed into place).
+    /// Not a byte changed (the tick had not been written).
     Untouched,
-    /// Every one-time task ticked (the rename happened).
+    /// Every one-time task ticked (the tick was written and synced).
     AllTicked,
 }
 
@@ -353,21 +353,9 @@ fn crash_case(tool: Tool, fault: &str, after: After, lost: Lost) {
         After::Untouched => assert!(changed.is_empty(), "{ctx}: {} ticks", changed.len()),
         After::AllTicked => assert_eq!(changed, allowed, "{ctx}: not every task ticked"),
     }
-    // Temp files: only a crash between writing and renaming the tick leaves one, and it holds
-    // the whole new version (it is synced before the rename), hidden and named .tmp.
+    // A tick is written in place: no crash leaves a temp file.
     let temps = tick_temps(&env);
-    if name == "tick_before_rename" {
-        assert_eq!(temps.len(), 1, "{temps:?}");
-        let name = temps[0].file_name().unwrap().to_string_lossy().into_owned();
-        assert!(
-            name.starts_with(".HEARTBEAT.md.heartbeat-") && name.ends_with(".tmp"),
-            "{name}"
-        );
-        let content = std::fs::read(&temps[0]).unwrap();
-        assert_eq!(marker_diff(&original, &content, &allowed), allowed);
-    } else {
-        assert!(temps.is_empty(), "{ctx}: left {temps:?}");
-    }
+    assert!(temps.is_empty(), "{ctx}: left {temps:?}");
     // The audit: every complete line parses; only audit_torn leaves a torn last line.
     let scan = scan_audit(&env);
     assert!(scan.bad.is_empty(), "{ctx}: {:?}", scan.bad);
@@ -550,20 +538,20 @@ fn crash_inside_the_last_sqlite_transaction_runs_only_that_task_once_more() {
 }
 
 #[test]
-fn crash_before_the_tick_rename_leaves_the_original_and_ticks_next_time() {
+fn crash_before_the_tick_write_leaves_the_original_and_ticks_next_time() {
     crash_case(
         Tool::Mark,
-        "tick_before_rename",
+        "tick_before_write",
         After::Untouched,
         Lost::Nothing,
     );
 }
 
 #[test]
-fn crash_after_the_tick_rename_leaves_every_task_ticked() {
+fn crash_after_the_tick_write_leaves_every_task_ticked() {
     crash_case(
         Tool::Mark,
-        "tick_after_rename",
+        "tick_after_write",
         After::AllTicked,
         Lost::Nothing,
     );
@@ -583,7 +571,7 @@ fn crash_tearing_a_task_outcome_line_runs_nothing_twice() {
 
 #[test]
 fn crash_tearing_a_tick_line_runs_nothing_twice() {
-    // Lines 62..=121 are task_marked_done, written after the rename.
+    // Lines 62..=121 are task_marked_done, written after the tick's fsync.
     crash_case(Tool::Mark, "audit_torn:80", After::AllTicked, Lost::Nothing);
 }
 
@@ -613,16 +601,16 @@ fn log_crash_inside_the_sqlite_transaction() {
 }
 
 #[test]
-fn log_crash_around_the_tick_rename() {
+fn log_crash_around_the_tick_write() {
     crash_case(
         Tool::Log,
-        "tick_before_rename",
+        "tick_before_write",
         After::Untouched,
         Lost::Nothing,
     );
     crash_case(
         Tool::Log,
-        "tick_after_rename",
+        "tick_after_write",
         After::AllTicked,
         Lost::Nothing,
     );
@@ -689,26 +677,23 @@ fn the_run_after_a_torn_audit_line_appends_whole_lines() {
     assert_eq!(finished, 1);
 }
 
-/// A crash between writing the tick's temp file and renaming it leaves
-/// `.HEARTBEAT.md.heartbeat-<pid>-<n>.tmp` behind. README does not mention it, so the next
-/// run should remove such a leftover (its own naming pattern, its writer dead); a new crash
-/// must not accumulate them next to the user's file.
+/// A tick is written in place: a crash just before it leaves nothing beside HEARTBEAT.md,
+/// and the next run ticks what the crashed one did not.
 #[test]
-fn a_tick_temp_file_left_by_a_crash_is_removed_by_the_next_run() {
+fn a_crash_before_the_tick_leaves_no_file_behind_and_the_next_run_ticks() {
     let env = Env::new(&many_tasks(3)).config(FULL);
+    let ino = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(env.md_path()).unwrap());
     let out = env
         .cmd(["run", "--once", "-q"])
-        .env("HEARTBEAT_FAULT", "tick_before_rename")
+        .env("HEARTBEAT_FAULT", "tick_before_write")
         .output();
     assert_eq!(out.code, None, "{}", out.stderr);
-    assert_eq!(tick_temps(&env).len(), 1);
+    assert!(tick_temps(&env).is_empty());
     env.cmd(["run", "--once", "-q"]).output().code(0);
     assert!(open_one_time(&env.md_path(), &env.read_bytes("HEARTBEAT.md")).is_empty());
-    let left = tick_temps(&env);
-    assert!(
-        left.is_empty(),
-        "after the next run, a crashed tick's temp file is still next to HEARTBEAT.md: {left:?}"
-    );
+    assert!(tick_temps(&env).is_empty());
+    let now = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(env.md_path()).unwrap());
+    assert_eq!(now, ino, "HEARTBEAT.md is the same file");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ mod init;
 mod invalid;
 mod lock;
 mod log;
+mod lost_lines;
 mod man;
 mod parse;
 mod props;

@@ -1,7 +1,7 @@
 //! Ticking one-time tasks: `[ ]` → `[x]`, those bytes only (SPEC §2 "Ticking").
 
 use std::fs;
-use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 
 use crate::common::*;
 
@@ -117,6 +117,7 @@ fn symlinked_file_keeps_link_and_mode_and_target_is_updated() {
     let target = env.path("real/notes.md");
     fs::set_permissions(&target, fs::Permissions::from_mode(0o640)).unwrap();
     symlink("real/notes.md", env.md_path()).unwrap();
+    let ino = fs::metadata(&target).unwrap().ino();
 
     env.run_once(NOW).code(0);
 
@@ -132,7 +133,8 @@ fn symlinked_file_keeps_link_and_mode_and_target_is_updated() {
     );
     let mode = fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
     assert_eq!(mode, 0o640, "mode kept: {mode:o}");
-    // No temp file left next to the target or the link.
+    assert_eq!(fs::metadata(&target).unwrap().ino(), ino, "ticked in place");
+    // No temp file next to the target or the link.
     let mut names: Vec<String> = fs::read_dir(env.path("real"))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -220,7 +222,13 @@ fn a_read_only_file_is_ticked_and_stays_read_only() {
     let md = "## One-time\n- [ ] @log {\"text\": \"ro\"}\n";
     let env = Env::new(md);
     fs::set_permissions(env.md_path(), fs::Permissions::from_mode(0o444)).unwrap();
+    let ino = fs::metadata(env.md_path()).unwrap().ino();
     env.run_once(NOW).code(0);
+    assert_eq!(
+        fs::metadata(env.md_path()).unwrap().ino(),
+        ino,
+        "ticked in place"
+    );
     assert_eq!(
         env.read_bytes("HEARTBEAT.md"),
         ticked(md.as_bytes(), "\"ro\"")
