@@ -181,7 +181,7 @@ impl Source {
             None => 50,
         };
         let max_consecutive_failures = match &raw.max_consecutive_failures {
-            Some(n) => self.count("max_consecutive_failures", n)?,
+            Some(n) => self.count("max_consecutive_failures", n, "")?,
             None => 3,
         };
         let mut tools = BTreeMap::new();
@@ -270,8 +270,26 @@ impl Source {
             Some(s) => (s.get_ref().as_str(), Some(s.span())),
             None => ("audit.jsonl", None),
         };
-        let audit_log = expand_path(audit_log, &state_dir, opts.env)
-            .map_err(|e| self.err("audit_log", audit_span, &format!("{audit_log:?}: {e}")))?;
+        let audit_log = expand_path(audit_log, &state_dir, opts.env).map_err(|e| {
+            self.err(
+                "audit_log",
+                audit_span.clone(),
+                &format!("{audit_log:?}: {e}"),
+            )
+        })?;
+        // A FIFO would hang the run while it holds the lock, and /dev/null would lose every
+        // line: only a regular file (or one not there yet) can hold the log.
+        if std::fs::metadata(&audit_log).is_ok_and(|m| !m.is_file()) {
+            let shown = audit_log.display().to_string();
+            return Err(self.err(
+                "audit_log",
+                audit_span,
+                &format!(
+                    "{shown:?}: not a regular file (a directory, FIFO or device cannot hold the \
+                     audit log)"
+                ),
+            ));
+        }
 
         let duration =
             |h: Option<Human>, default: u64| h.map_or(Duration::from_secs(default), |h| h.0);
@@ -352,7 +370,12 @@ impl Source {
                     "must start with a program to run",
                 ));
             }
-            Some(c) => Some(c.get_ref().clone()),
+            Some(c) => match super::shell::check(c.get_ref()) {
+                Some(why) => {
+                    return Err(self.err(&format!("{prefix}.command"), Some(c.span()), &why));
+                }
+                None => Some(c.get_ref().clone()),
+            },
             None if builtin => None,
             None => {
                 return Err(self.err(
@@ -374,7 +397,9 @@ impl Source {
                 None => None,
             },
             max_consecutive_failures: match &raw.max_consecutive_failures {
-                Some(n) => Some(self.count(&format!("{prefix}.max_consecutive_failures"), n)?),
+                Some(n) => {
+                    Some(self.count(&format!("{prefix}.max_consecutive_failures"), n, "")?)
+                }
                 None => None,
             },
         })
@@ -441,13 +466,8 @@ impl Source {
             t.quiet_hours = Some(w);
         }
         if let Some(n) = &raw.max_messages_per_day {
-            t.max_messages_per_day = u32::try_from(*n.get_ref()).map_err(|_| {
-                self.bad(
-                    "telegram.max_messages_per_day",
-                    n.span(),
-                    "must be 0 (no limit) or more",
-                )
-            })?;
+            t.max_messages_per_day =
+                self.count("telegram.max_messages_per_day", n, " (no limit)")?;
         }
         Ok(t)
     }
@@ -461,9 +481,17 @@ impl Source {
         Ok(n)
     }
 
-    /// A non-negative count.
-    fn count(&self, key: &str, n: &Spanned<i64>) -> Result<u32, ConfigError> {
-        u32::try_from(*n.get_ref()).map_err(|_| self.bad(key, n.span(), "must be 0 or more"))
+    /// A count from 0 to `u32::MAX`; `zero` says what 0 means, if anything.
+    fn count(&self, key: &str, n: &Spanned<i64>, zero: &str) -> Result<u32, ConfigError> {
+        let value = *n.get_ref();
+        u32::try_from(value).map_err(|_| {
+            let why = if value < 0 {
+                format!("must be 0{zero} or more")
+            } else {
+                format!("must be at most {}", u32::MAX)
+            };
+            self.bad(key, n.span(), &why)
+        })
     }
 
     /// A serde error in our words: the dotted key, the value as written, what was expected,
@@ -504,11 +532,25 @@ impl Source {
             return error(dotted(table), text);
         }
         if let Some(rest) = message.strip_prefix("unknown variant `") {
+            // serde reads an enum from a table as `{ variant = … }` and points at its key.
+            let Some(v) = value else {
+                let table = &path[..path.len().saturating_sub(1)];
+                return error(dotted(table), "expected a string, found a table".into());
+            };
             let names: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
-            let shown = value.map_or(String::new(), |v| self.shown(&v.span()));
             return error(
                 dotted(path),
-                format!("{shown}: expected {}", one_of(&names)),
+                format!("{}: expected {}", self.shown(&v.span()), one_of(&names)),
+            );
+        }
+        // A struct (a table of ours) given an array.
+        if message.starts_with("invalid length ")
+            && message.contains("expected struct ")
+            && let Some(v) = value
+        {
+            return error(
+                dotted(path),
+                format!("expected a table, found {}", shown(v)),
             );
         }
         if message.starts_with("invalid type: ")
@@ -523,6 +565,15 @@ impl Source {
             return error(
                 dotted(path),
                 format!("expected {expected}, found {}", shown(v)),
+            );
+        }
+        // toml's own words when an enum (autonomy, approval, …) is given a number or a bool.
+        if message == "wanted string or table"
+            && let Some(v) = value
+        {
+            return error(
+                dotted(path),
+                format!("expected a string, found {}", shown(v)),
             );
         }
         error(dotted(path), message.to_string())

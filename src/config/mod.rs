@@ -14,6 +14,7 @@
 
 mod file;
 mod load;
+mod shell;
 #[cfg(test)]
 mod tests;
 

@@ -912,3 +912,115 @@ fn positions_point_at_the_value() {
         assert!(err.starts_with(&format!("{f}:{want}")), "{text}: {err}");
     }
 }
+
+#[test]
+fn an_audit_log_fifo_is_refused_at_load() {
+    let w = World::new();
+    let fifo = w.path("cwd/audit.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let err = w
+        .load_toml(&format!("audit_log = {:?}", fifo.display().to_string()))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("audit_log: ") && err.contains("not a regular file"),
+        "{err}"
+    );
+    // Not existing yet is fine: the first run creates it.
+    w.load_toml("audit_log = \"new.jsonl\"").unwrap();
+}
+
+#[test]
+fn shell_placeholders_are_refused_with_a_safe_form() {
+    let w = World::new();
+    let f = w.toml_path();
+    let cases: &[(&str, &str)] = &[
+        (
+            r#"["sh", "-c", "echo {msg} >> log"]"#,
+            r#"["sh", "-c", "echo \"$1\" >> log", "sh", "{msg}"]"#,
+        ),
+        (
+            r#"["/usr/bin/fish", "-c", "say \"{a}\" {b} {a}"]"#,
+            r#"["/usr/bin/fish", "-c", "say \"$1\" \"$2\" \"$1\"", "fish", "{a}", "{b}"]"#,
+        ),
+        (
+            r#"["bash", "-e", "-o", "pipefail", "-c", "echo {x} $1", "bash", "y"]"#,
+            r#"["bash", "-e", "-o", "pipefail", "-c", "echo \"$2\" $1", "bash", "y", "{x}"]"#,
+        ),
+    ];
+    for (command, safe) in cases {
+        let err = w.error(&format!("[tools.say]\ncommand = {command}"));
+        assert!(
+            err.starts_with(&format!("{f}: tools.say.command: ")),
+            "{err}"
+        );
+        assert!(err.ends_with(safe), "{command}: {err}");
+    }
+}
+
+#[test]
+fn counts_name_their_upper_limit() {
+    let w = World::new();
+    for (text, key) in [
+        (
+            "max_consecutive_failures = 99999999999999",
+            "max_consecutive_failures",
+        ),
+        (
+            "[telegram]\nmax_messages_per_day = 99999999999999",
+            "telegram.max_messages_per_day",
+        ),
+    ] {
+        let err = w.error(text);
+        assert!(
+            err.contains(&format!(
+                "{key}: 99999999999999: must be at most 4294967295"
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn wrong_types_read_as_before() {
+    let w = World::new();
+    let f = w.toml_path();
+    let cases: &[(&str, &str)] = &[
+        (
+            "autonomy = 1",
+            "autonomy: expected a string, found integer 1",
+        ),
+        (
+            "[telegram]\nsummary = true",
+            "telegram.summary: expected a string, found boolean true",
+        ),
+        (
+            "[telegram]\nchat_ids = 5",
+            "telegram.chat_ids: expected an array of chat ids, found integer 5",
+        ),
+        (
+            "[daemon]\nevery = 5",
+            "daemon.every: expected a string, found integer 5",
+        ),
+        (
+            "max_consecutive_failures = \"3\"",
+            "max_consecutive_failures: expected an integer, found string \"3\"",
+        ),
+        ("budget = []", "budget: expected a table, found array []"),
+        (
+            "autonomy = { a = 1 }",
+            "autonomy: expected a string, found a table",
+        ),
+        (
+            "[tools.backup]\ncommand = [\"x\"]\napproval = 'maybe'",
+            "tools.backup.approval: \"maybe\": expected auto, ask or deny",
+        ),
+    ];
+    for (text, want) in cases {
+        assert_eq!(w.error(text), format!("{f}: {want}"), "{text}");
+    }
+}
