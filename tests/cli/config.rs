@@ -277,3 +277,57 @@ fn an_audit_log_in_a_subdirectory_of_the_state_dir_is_created() {
     let log = std::fs::read_to_string(env.state().join("logs/audit.jsonl")).unwrap();
     assert!(log.contains("\"event\":\"task_succeeded\""), "{log}");
 }
+
+#[test]
+fn a_placeholder_in_a_shell_script_is_refused_with_the_safe_form() {
+    refused(
+        "[tools.say]\ncommand = [\"sh\", \"-c\", \"echo {msg} >> log\"]\n",
+        &[
+            "tools.say.command",
+            "{msg}",
+            r#"["sh", "-c", "echo \"$1\" >> log", "sh", "{msg}"]"#,
+        ],
+    );
+    refused(
+        "[tools.say]\ncommand = [\"/bin/bash\", \"-ec\", \"echo {msg}\"]\n",
+        &["tools.say.command", "{msg}"],
+    );
+    refused(
+        "[tools.say]\ncommand = [\"zsh\", \"--norc\", \"-c\", \"touch {a}-{b}\"]\n",
+        &["tools.say.command", "{a}"],
+    );
+}
+
+#[test]
+fn placeholders_outside_a_shell_script_are_accepted() {
+    for command in [
+        r#"["sh", "-c", "echo \"$1\" >> log", "sh", "{msg}"]"#,
+        r#"["sh", "-c", "echo ${{HOME}} {{msg}}"]"#,
+        r#"["echo", "-c", "{msg}"]"#,
+        r#"["sh", "script.sh", "{msg}"]"#,
+    ] {
+        let env = Env::new(MD).config(&format!("[tools.say]\ncommand = {command}\n"));
+        env.cmd(["check"]).output().code(0);
+    }
+}
+
+#[test]
+fn an_audit_log_that_is_not_a_regular_file_is_refused() {
+    refused(
+        "audit_log = \"/dev/null\"\n",
+        &["audit_log", "/dev/null", "not a regular file"],
+    );
+    refused("audit_log = \"/\"\n", &["audit_log", "not a regular file"]);
+}
+
+#[test]
+fn a_count_too_large_names_the_limit() {
+    refused(
+        "max_consecutive_failures = 99999999999999\n",
+        &["max_consecutive_failures", "99999999999999", "4294967295"],
+    );
+    refused(
+        "[tools.shell]\nmax_consecutive_failures = 99999999999999\n",
+        &["tools.shell.max_consecutive_failures", "4294967295"],
+    );
+}

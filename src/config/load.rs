@@ -1,0 +1,933 @@
+//! Finding the config file (SPEC §3), reading it, and turning it into a validated [`Config`].
+//!
+//! Invariants:
+//! - The file is parsed once into a spanned document; serde reads [`File`] from it, and the
+//!   same document turns a serde error's byte span back into the dotted key, the value as
+//!   written and its line and column.
+//! - Every check that serde cannot express (ranges, zones, windows, days, paths, tool names)
+//!   is here, with the key in its message; no value is used before it is checked.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+use super::file::{File, Human, TelegramFile, ToolFile};
+use super::{
+    BUILTIN_TOOLS, Config, ConfigError, DaemonConfig, LoadOptions, PlainTasks, TelegramConfig,
+    ToolConfig,
+};
+use crate::model::DaySet;
+use crate::schedule::{ActiveHours, Window, parse_day};
+
+/// Find, read and validate the config (SPEC §3), detecting the host's directories and zone.
+pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
+    load_from(opts, &Host::detect())
+}
+
+/// [`load`] with the host facts given.
+pub(super) fn load_from(opts: &LoadOptions, host: &Host) -> Result<Config, ConfigError> {
+    let source = find(opts, host)?;
+    let (src, raw) = match &source {
+        Some(path) => {
+            let src = Source::read(path)?;
+            let raw = src.parse()?;
+            (src, raw)
+        }
+        None => (Source::none(), File::default()),
+    };
+    let base = match &source {
+        Some(path) => path
+            .parent()
+            .map_or_else(|| opts.cwd.clone(), Path::to_path_buf),
+        None => opts.cwd.clone(),
+    };
+    src.build(raw, &base, opts, host)
+}
+
+/// The file's text, for errors: the value as written and its line and column.
+struct Source {
+    path: Option<PathBuf>,
+    text: String,
+}
+
+impl Source {
+    fn none() -> Source {
+        Source {
+            path: None,
+            text: String::new(),
+        }
+    }
+
+    fn read(path: &Path) -> Result<Source, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: Some(path.to_path_buf()),
+            at: None,
+            key: None,
+            message: format!("cannot read config file: {e}"),
+        })?;
+        let text = match text.strip_prefix('\u{feff}') {
+            Some(rest) => rest.to_string(),
+            None => text,
+        };
+        Ok(Source {
+            path: Some(path.to_path_buf()),
+            text,
+        })
+    }
+
+    /// The document as serde types; a syntax error keeps toml's own message, which already
+    /// shows the line and column.
+    fn parse(&self) -> Result<File, ConfigError> {
+        let doc = DeTable::parse(&self.text).map_err(|e| ConfigError {
+            file: self.path.clone(),
+            at: None,
+            key: None,
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        File::deserialize(toml::de::Deserializer::from(doc.clone()))
+            .map_err(|e| self.translate(&e, doc.get_ref()))
+    }
+
+    fn err(&self, key: &str, span: Option<Range<usize>>, message: &str) -> ConfigError {
+        ConfigError {
+            file: self.path.clone(),
+            at: span.map(|s| self.line_column(s.start)),
+            key: Some(key.to_string()),
+            message: message.to_string(),
+        }
+    }
+
+    /// `key: <value as written>: why`.
+    fn bad(&self, key: &str, span: Range<usize>, why: &str) -> ConfigError {
+        let message = format!("{}: {why}", self.shown(&span));
+        self.err(key, Some(span), &message)
+    }
+
+    /// The value at `span` as TOML writes it (`'x'` shows as `"x"`), so that a message reads
+    /// the same however the value was quoted.
+    fn shown(&self, span: &Range<usize>) -> String {
+        let text = self.text.get(span.clone()).unwrap_or("").trim();
+        match text.parse::<toml::Value>() {
+            Ok(toml::Value::Table(_)) => "{…}".to_string(),
+            Ok(value) => value.to_string(),
+            Err(_) => text.to_string(),
+        }
+    }
+
+    fn line_column(&self, offset: usize) -> (usize, usize) {
+        let before = &self.text[..offset.min(self.text.len())];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        (
+            before.matches('\n').count() + 1,
+            before[line_start..].chars().count() + 1,
+        )
+    }
+
+    /// Raw values to a `Config`, with every check serde cannot make.
+    fn build(
+        &self,
+        raw: File,
+        base: &Path,
+        opts: &LoadOptions,
+        host: &Host,
+    ) -> Result<Config, ConfigError> {
+        if let Some(files) = &raw.files
+            && files.get_ref().is_empty()
+        {
+            return Err(self.bad("files", files.span(), "lists no files"));
+        }
+        let window = match &raw.active_hours {
+            Some(s) => {
+                Window::parse(s.get_ref()).map_err(|e| self.bad("active_hours", s.span(), &e))?
+            }
+            None => Window::ALWAYS,
+        };
+        let days = match &raw.active_days {
+            Some(list) => self.days(list)?,
+            None => DaySet::ALL,
+        };
+        let state_dir = match &raw.state_dir {
+            Some(s) if s.get_ref().is_empty() => {
+                return Err(self.bad("state_dir", s.span(), "is empty"));
+            }
+            Some(s) => Some(
+                expand_path(s.get_ref(), base, opts.env)
+                    .map_err(|e| self.bad("state_dir", s.span(), &e))?,
+            ),
+            None => None,
+        };
+        if let Some(s) = &raw.audit_log
+            && s.get_ref().is_empty()
+        {
+            return Err(self.bad("audit_log", s.span(), "is empty"));
+        }
+        let concurrency = match &raw.concurrency {
+            Some(n) if !(1..=64).contains(n.get_ref()) => {
+                return Err(self.bad("concurrency", n.span(), "must be between 1 and 64"));
+            }
+            Some(n) => *n.get_ref() as usize,
+            None => 1,
+        };
+        let max_tasks_per_run = match &raw.max_tasks_per_run {
+            Some(n) => usize::try_from(*n.get_ref()).map_err(|_| {
+                self.bad("max_tasks_per_run", n.span(), "must be 0 (no cap) or more")
+            })?,
+            None => 50,
+        };
+        let max_consecutive_failures = match &raw.max_consecutive_failures {
+            Some(n) => self.count("max_consecutive_failures", n, "")?,
+            None => 3,
+        };
+        let mut tools = BTreeMap::new();
+        for (name, tool) in &raw.tools {
+            tools.insert(name.get_ref().clone(), self.tool(name, tool)?);
+        }
+        let telegram = match &raw.telegram {
+            Some(t) => Some(self.telegram(t)?),
+            None => None,
+        };
+        let daemon = match raw.daemon.as_ref().and_then(|d| d.every.as_ref()) {
+            Some(every) => {
+                let every_value = every.get_ref().0;
+                if let Err(why) = crate::schedule::check_tick_interval(every_value) {
+                    return Err(self.bad("daemon.every", every.span(), &why));
+                }
+                DaemonConfig { every: every_value }
+            }
+            None => DaemonConfig::default(),
+        };
+        let daily_usd = match raw.budget.as_ref().and_then(|b| b.daily_usd.as_ref()) {
+            Some(usd) => self.money("budget.daily_usd", usd)?,
+            None => 0.0,
+        };
+        let plain_tasks = raw
+            .plain_tasks
+            .as_ref()
+            .map_or(PlainTasks::Remind, |p| *p.get_ref());
+        if let Some(p) = &raw.plain_tasks
+            && *p.get_ref() == PlainTasks::Agent
+            && tools
+                .get("agent")
+                .is_none_or(|t: &ToolConfig| t.command.is_none())
+        {
+            return Err(self.err(
+                "plain_tasks",
+                Some(p.span()),
+                "\"agent\" needs a [tools.agent] table with a command",
+            ));
+        }
+
+        let tz = match &raw.timezone {
+            Some(name) => name.get_ref().parse::<Tz>().map_err(|_| {
+                self.bad(
+                    "timezone",
+                    name.span(),
+                    "not a known IANA time zone name (such as \"Europe/Berlin\")",
+                )
+            })?,
+            None => default_tz(opts.env, host)?,
+        };
+
+        let mut warnings = Vec::new();
+        let files = if opts.files.is_empty() {
+            let label = match &self.path {
+                Some(f) => format!("{}: files", f.display()),
+                None => "files".to_string(),
+            };
+            let (list, span) = match &raw.files {
+                Some(f) => (f.get_ref().clone(), Some(f.span())),
+                None => (vec!["HEARTBEAT.md".to_string()], None),
+            };
+            expand_files(&list, base, opts.env, &label, &mut warnings)
+                .map_err(|e| self.err("files", span, &e))?
+        } else {
+            let raw: Vec<String> = opts
+                .files
+                .iter()
+                .map(|p| p.to_string_lossy().into_owned())
+                .collect();
+            expand_files(&raw, &opts.cwd, opts.env, "--file", &mut warnings).map_err(|e| {
+                ConfigError {
+                    file: None,
+                    at: None,
+                    key: Some("--file".into()),
+                    message: e,
+                }
+            })?
+        };
+
+        let state_dir = match (&opts.state_dir, state_dir) {
+            (Some(dir), _) => normalize(&opts.cwd.join(dir)),
+            (None, Some(dir)) => dir,
+            (None, None) => default_state_dir(opts.env, host)?,
+        };
+        let (audit_log, audit_span) = match &raw.audit_log {
+            Some(s) => (s.get_ref().as_str(), Some(s.span())),
+            None => ("audit.jsonl", None),
+        };
+        let audit_log = expand_path(audit_log, &state_dir, opts.env).map_err(|e| {
+            self.err(
+                "audit_log",
+                audit_span.clone(),
+                &format!("{audit_log:?}: {e}"),
+            )
+        })?;
+        // A FIFO would hang the run while it holds the lock, and /dev/null would lose every
+        // line: only a regular file (or one not there yet) can hold the log.
+        if std::fs::metadata(&audit_log).is_ok_and(|m| !m.is_file()) {
+            let shown = audit_log.display().to_string();
+            return Err(self.err(
+                "audit_log",
+                audit_span,
+                &format!(
+                    "{shown:?}: not a regular file (a directory, FIFO or device cannot hold the \
+                     audit log)"
+                ),
+            ));
+        }
+
+        let duration =
+            |h: Option<Human>, default: u64| h.map_or(Duration::from_secs(default), |h| h.0);
+        Ok(Config {
+            source: self.path.clone(),
+            files,
+            active: ActiveHours { tz, window, days },
+            autonomy: raw.autonomy.unwrap_or(super::Autonomy::Cautious),
+            plain_tasks,
+            state_dir,
+            audit_log,
+            approval_ttl: duration(raw.approval_ttl, 24 * 3600),
+            concurrency,
+            max_tasks_per_run,
+            stuck_after: duration(raw.stuck_after, 30 * 60),
+            tools,
+            telegram,
+            daemon,
+            daily_usd,
+            max_consecutive_failures,
+            warnings,
+        })
+    }
+
+    fn days(&self, list: &Spanned<Vec<Spanned<String>>>) -> Result<DaySet, ConfigError> {
+        if list.get_ref().is_empty() {
+            return Err(self.bad(
+                "active_days",
+                list.span(),
+                "lists no days; leave the key out for every day",
+            ));
+        }
+        let mut days = DaySet::EMPTY;
+        for name in list.get_ref() {
+            let day = parse_day(name.get_ref()).ok_or_else(|| {
+                self.bad(
+                    "active_days",
+                    name.span(),
+                    "not a day (expected mon … sun or monday … sunday)",
+                )
+            })?;
+            days = days.with(day);
+        }
+        Ok(days)
+    }
+
+    fn tool(
+        &self,
+        name: &Spanned<String>,
+        tool: &Spanned<ToolFile>,
+    ) -> Result<ToolConfig, ConfigError> {
+        let name_str = name.get_ref();
+        if !valid_tool_name(name_str) {
+            return Err(self.err(
+                "tools",
+                Some(name.span()),
+                &format!(
+                    "{name_str:?} is not a valid tool name (a letter or _, then letters, digits, \
+                     _, . or -)"
+                ),
+            ));
+        }
+        let prefix = format!("tools.{name_str}");
+        let builtin = BUILTIN_TOOLS.contains(&name_str.as_str());
+        let raw = tool.get_ref();
+        let command = match &raw.command {
+            Some(c) if builtin => {
+                return Err(self.err(
+                    &format!("{prefix}.command"),
+                    Some(c.span()),
+                    &format!("{name_str} is a built-in tool; give your tool another name"),
+                ));
+            }
+            Some(c) if c.get_ref().first().is_none_or(|p| p.is_empty()) => {
+                return Err(self.bad(
+                    &format!("{prefix}.command"),
+                    c.span(),
+                    "must start with a program to run",
+                ));
+            }
+            Some(c) => match super::shell::check(c.get_ref()) {
+                Some(why) => {
+                    return Err(self.err(&format!("{prefix}.command"), Some(c.span()), &why));
+                }
+                None => Some(c.get_ref().clone()),
+            },
+            None if builtin => None,
+            None => {
+                return Err(self.err(
+                    &prefix,
+                    Some(tool.span()),
+                    "missing key \"command\" (a tool of your own needs command = [\"program\", \
+                     \"arg\", …])",
+                ));
+            }
+        };
+        Ok(ToolConfig {
+            command,
+            timeout: raw.timeout.map(|h| h.0),
+            approval: raw.approval,
+            description: raw.description.clone(),
+            cooldown: raw.cooldown.map(|h| h.0),
+            cost_usd: match &raw.cost_usd {
+                Some(usd) => Some(self.money(&format!("{prefix}.cost_usd"), usd)?),
+                None => None,
+            },
+            max_consecutive_failures: match &raw.max_consecutive_failures {
+                Some(n) => {
+                    Some(self.count(&format!("{prefix}.max_consecutive_failures"), n, "")?)
+                }
+                None => None,
+            },
+        })
+    }
+
+    fn telegram(&self, raw: &TelegramFile) -> Result<TelegramConfig, ConfigError> {
+        let mut t = TelegramConfig::default();
+        if let Some(name) = &raw.bot_token_env {
+            let valid = name
+                .get_ref()
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && name
+                    .get_ref()
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                return Err(self.bad(
+                    "telegram.bot_token_env",
+                    name.span(),
+                    "not an environment variable name (the token itself never goes in the \
+                     config: put it in that variable)",
+                ));
+            }
+            t.bot_token_env = name.get_ref().clone();
+        }
+        if let Some(ids) = &raw.chat_ids {
+            t.chat_ids = Vec::with_capacity(ids.len());
+            for (i, item) in ids.iter().enumerate() {
+                match item.get_ref().as_integer() {
+                    Some(id) if id != 0 => t.chat_ids.push(id),
+                    _ => {
+                        return Err(self.bad(
+                            &format!("telegram.chat_ids[{i}]"),
+                            item.span(),
+                            "not a chat id (a non-zero integer; `heartbeat telegram-chats` lists \
+                             them)",
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(url) = &raw.api_url {
+            let trimmed = url.get_ref().trim_end_matches('/');
+            let rest = trimmed
+                .strip_prefix("https://")
+                .or_else(|| trimmed.strip_prefix("http://"));
+            if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
+                return Err(self.bad(
+                    "telegram.api_url",
+                    url.span(),
+                    "not an http:// or https:// URL",
+                ));
+            }
+            t.api_url = trimmed.to_string();
+        }
+        if let Some(summary) = raw.summary {
+            t.summary = summary;
+        }
+        if let Some(hours) = &raw.quiet_hours {
+            let w = Window::parse(hours.get_ref())
+                .map_err(|e| self.bad("telegram.quiet_hours", hours.span(), &e))?;
+            t.quiet_hours = Some(w);
+        }
+        if let Some(n) = &raw.max_messages_per_day {
+            t.max_messages_per_day =
+                self.count("telegram.max_messages_per_day", n, " (no limit)")?;
+        }
+        Ok(t)
+    }
+
+    /// A non-negative amount of money (an integer or a float in the file).
+    fn money(&self, key: &str, usd: &Spanned<f64>) -> Result<f64, ConfigError> {
+        let n = *usd.get_ref();
+        if !n.is_finite() || n < 0.0 {
+            return Err(self.bad(key, usd.span(), "must be 0 or more"));
+        }
+        Ok(n)
+    }
+
+    /// A count from 0 to `u32::MAX`; `zero` says what 0 means, if anything.
+    fn count(&self, key: &str, n: &Spanned<i64>, zero: &str) -> Result<u32, ConfigError> {
+        let value = *n.get_ref();
+        u32::try_from(value).map_err(|_| {
+            let why = if value < 0 {
+                format!("must be 0{zero} or more")
+            } else {
+                format!("must be at most {}", u32::MAX)
+            };
+            self.bad(key, n.span(), &why)
+        })
+    }
+
+    /// A serde error in our words: the dotted key, the value as written, what was expected,
+    /// and for an unknown key the nearest known one.
+    fn translate(&self, e: &toml::de::Error, doc: &DeTable) -> ConfigError {
+        let span = e.span();
+        let hit = span.as_ref().and_then(|s| locate(doc, s));
+        let (path, value) = match &hit {
+            Some(h) => (h.path.as_slice(), h.value),
+            None => (&[][..], None),
+        };
+        let message = e.message();
+        let at = span.as_ref().map(|s| self.line_column(s.start));
+        let error = |key: Option<String>, message: String| ConfigError {
+            file: self.path.clone(),
+            at,
+            key,
+            message,
+        };
+        let dotted = |path: &[Seg]| (!path.is_empty()).then(|| dotted(path));
+        let shown = |v: &Spanned<DeValue>| match v.get_ref() {
+            DeValue::Table(_) => "a table".to_string(),
+            other => format!("{} {}", other.type_str(), self.shown(&v.span())),
+        };
+
+        if let Some(rest) = message.strip_prefix("unknown field `") {
+            let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
+            let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+            // The error points at the key; the message names the table it is in.
+            let table = match path.last() {
+                Some(Seg::Key(k)) if k == field => &path[..path.len() - 1],
+                _ => path,
+            };
+            let mut text = format!("unknown key {field:?}");
+            if let Some(near) = closest(field, &known) {
+                text.push_str(&format!(" (did you mean {near:?}?)"));
+            }
+            return error(dotted(table), text);
+        }
+        if let Some(rest) = message.strip_prefix("unknown variant `") {
+            // serde reads an enum from a table as `{ variant = … }` and points at its key.
+            let Some(v) = value else {
+                let table = &path[..path.len().saturating_sub(1)];
+                return error(dotted(table), "expected a string, found a table".into());
+            };
+            let names: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
+            return error(
+                dotted(path),
+                format!("{}: expected {}", self.shown(&v.span()), one_of(&names)),
+            );
+        }
+        // A struct (a table of ours) given an array.
+        if message.starts_with("invalid length ")
+            && message.contains("expected struct ")
+            && let Some(v) = value
+        {
+            return error(
+                dotted(path),
+                format!("expected a table, found {}", shown(v)),
+            );
+        }
+        if message.starts_with("invalid type: ")
+            && let Some((_, expected)) = message.rsplit_once(", expected ")
+            && let Some(v) = value
+        {
+            let leaf = path.iter().rev().find_map(|s| match s {
+                Seg::Key(k) => Some(k.as_str()),
+                Seg::Index(_) => None,
+            });
+            let expected = describe(expected, leaf.unwrap_or(""));
+            return error(
+                dotted(path),
+                format!("expected {expected}, found {}", shown(v)),
+            );
+        }
+        // toml's own words when an enum (autonomy, approval, …) is given a number or a bool.
+        if message == "wanted string or table"
+            && let Some(v) = value
+        {
+            return error(
+                dotted(path),
+                format!("expected a string, found {}", shown(v)),
+            );
+        }
+        error(dotted(path), message.to_string())
+    }
+}
+
+/// One step of a dotted key: `tools`, `backup`, `[1]`.
+#[derive(Clone)]
+enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+fn dotted(path: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) if s.is_empty() => s.push_str(k),
+            Seg::Key(k) => {
+                s.push('.');
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+/// What a serde error's span points at: the innermost key or value that holds it.
+struct Hit<'d> {
+    path: Vec<Seg>,
+    value: Option<&'d Spanned<DeValue<'d>>>,
+}
+
+type Best<'d> = Option<(usize, Hit<'d>)>;
+
+fn locate<'d>(doc: &'d DeTable<'d>, span: &Range<usize>) -> Option<Hit<'d>> {
+    let mut best = None;
+    walk_table(doc, &mut Vec::new(), span, &mut best);
+    best.map(|(_, hit)| hit)
+}
+
+fn walk_table<'d>(
+    table: &'d DeTable<'d>,
+    path: &mut Vec<Seg>,
+    span: &Range<usize>,
+    best: &mut Best<'d>,
+) {
+    for (k, v) in table {
+        path.push(Seg::Key(k.get_ref().to_string()));
+        consider(k.span(), span, path, None, best);
+        walk_value(v, path, span, best);
+        path.pop();
+    }
+}
+
+fn walk_value<'d>(
+    value: &'d Spanned<DeValue<'d>>,
+    path: &mut Vec<Seg>,
+    span: &Range<usize>,
+    best: &mut Best<'d>,
+) {
+    consider(value.span(), span, path, Some(value), best);
+    match value.get_ref() {
+        DeValue::Table(table) => walk_table(table, path, span, best),
+        DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(Seg::Index(i));
+                walk_value(item, path, span, best);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Keep the narrowest range that holds the error's span.
+fn consider<'d>(
+    range: Range<usize>,
+    span: &Range<usize>,
+    path: &[Seg],
+    value: Option<&'d Spanned<DeValue<'d>>>,
+    best: &mut Best<'d>,
+) {
+    let holds = range.start <= span.start && span.end <= range.end;
+    if holds && best.as_ref().is_none_or(|(width, _)| range.len() < *width) {
+        let hit = Hit {
+            path: path.to_vec(),
+            value,
+        };
+        *best = Some((range.len(), hit));
+    }
+}
+
+/// serde's name for what a type expects, in the words of the SPEC.
+fn describe<'e>(expected: &'e str, key: &str) -> &'e str {
+    match expected {
+        "a sequence" => match key {
+            "active_days" => "an array of day names",
+            "chat_ids" => "an array of chat ids",
+            _ => "an array of strings",
+        },
+        "i64" => "an integer",
+        "f64" => "a number",
+        "a map" => "a table",
+        e if e.starts_with("struct ") => "a table",
+        e if e.starts_with("enum ") => "a string",
+        e => e,
+    }
+}
+
+/// `a`, `a or b`, `a, b or c`.
+fn one_of(names: &[&str]) -> String {
+    match names.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The known key nearest to a misspelt one, if it is near enough to be a typo.
+fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (strsim::levenshtein(key, k), *k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Facts about the machine that `load` would otherwise read from the system: the platform
+/// config and data directories and the system time zone. `load` detects them; tests inject
+/// them (`load_from`) so that nothing depends on the real home directory.
+#[derive(Clone, Debug, Default)]
+pub struct Host {
+    /// The platform config dir (`directories::BaseDirs::config_dir`), e.g. `~/.config`.
+    pub config_dir: Option<PathBuf>,
+    /// heartbeat's data dir (`ProjectDirs::from("", "", "heartbeat").data_dir()`).
+    pub data_dir: Option<PathBuf>,
+    /// The system zone (`/etc/timezone`, or the `/etc/localtime` link target).
+    pub system_tz: Option<Tz>,
+}
+
+impl Host {
+    pub fn detect() -> Host {
+        Host {
+            config_dir: directories::BaseDirs::new().map(|b| b.config_dir().to_path_buf()),
+            data_dir: directories::ProjectDirs::from("", "", "heartbeat")
+                .map(|p| p.data_dir().to_path_buf()),
+            system_tz: system_tz(),
+        }
+    }
+}
+
+fn system_tz() -> Option<Tz> {
+    if let Ok(s) = std::fs::read_to_string("/etc/timezone")
+        && let Some(tz) = zone_name(s.trim()).and_then(|n| n.parse().ok())
+    {
+        return Some(tz);
+    }
+    let target = std::fs::read_link("/etc/localtime").ok()?;
+    zone_name(&target.to_string_lossy())?.parse().ok()
+}
+
+/// `Europe/Berlin`, `:Europe/Berlin` or `/usr/share/zoneinfo/Europe/Berlin` → `Europe/Berlin`.
+pub(super) fn zone_name(s: &str) -> Option<&str> {
+    let s = s.strip_prefix(':').unwrap_or(s).trim();
+    let s = match s.find("zoneinfo/") {
+        Some(i) => &s[i + "zoneinfo/".len()..],
+        None => s,
+    };
+    (!s.is_empty()).then_some(s)
+}
+
+/// The config file, first match wins; None when there is none (all defaults).
+fn find(opts: &LoadOptions, host: &Host) -> Result<Option<PathBuf>, ConfigError> {
+    let must_exist = |path: PathBuf, how: &str| {
+        let path = normalize(&opts.cwd.join(path));
+        match std::fs::metadata(&path) {
+            Ok(_) => Ok(Some(path)),
+            Err(e) => Err(ConfigError {
+                file: Some(path),
+                at: None,
+                key: None,
+                message: format!("cannot read config file{how}: {e}"),
+            }),
+        }
+    };
+    if let Some(path) = &opts.config {
+        return must_exist(path.clone(), "");
+    }
+    if let Some(path) = (opts.env)("HEARTBEAT_CONFIG").filter(|s| !s.is_empty()) {
+        return must_exist(PathBuf::from(path), " named by $HEARTBEAT_CONFIG");
+    }
+    let first = opts
+        .files
+        .first()
+        .map_or_else(|| opts.cwd.join("HEARTBEAT.md"), |f| opts.cwd.join(f));
+    if let Some(dir) = first.parent() {
+        let candidate = normalize(&dir.join("heartbeat.toml"));
+        if candidate.exists() {
+            return Ok(Some(candidate));
+        }
+    }
+    if let Some(dir) = &host.config_dir {
+        let candidate = dir.join("heartbeat").join("config.toml");
+        if candidate.exists() {
+            return Ok(Some(candidate));
+        }
+    }
+    Ok(None)
+}
+
+fn default_tz(env: &dyn Fn(&str) -> Option<String>, host: &Host) -> Result<Tz, ConfigError> {
+    if let Some(raw) = env("TZ").filter(|s| !s.trim().is_empty()) {
+        return zone_name(&raw)
+            .and_then(|n| n.parse::<Tz>().ok())
+            .ok_or_else(|| ConfigError {
+                file: None,
+                at: None,
+                key: Some("$TZ".into()),
+                message: format!(
+                    "{raw:?}: not a known IANA time zone name; set timezone = \"Area/City\" \
+                     in the config file (or fix TZ)"
+                ),
+            });
+    }
+    Ok(host.system_tz.unwrap_or(Tz::UTC))
+}
+
+fn default_state_dir(
+    env: &dyn Fn(&str) -> Option<String>,
+    host: &Host,
+) -> Result<PathBuf, ConfigError> {
+    if let Some(dir) = &host.data_dir {
+        return Ok(dir.clone());
+    }
+    match env("HOME").filter(|h| !h.is_empty()) {
+        Some(home) => Ok(Path::new(&home).join(".local/share/heartbeat")),
+        None => Err(ConfigError {
+            file: None,
+            at: None,
+            key: Some("state_dir".into()),
+            message: "no default: neither the platform data directory nor $HOME is known; set \
+                      state_dir in the config or pass --state-dir"
+                .into(),
+        }),
+    }
+}
+
+/// `~` and `~/…` from `$HOME`; a relative path joins `base`; `.` components are dropped.
+fn expand_path(
+    raw: &str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, String> {
+    let (prefix, rest) = split_home(raw, base, env)?;
+    Ok(normalize(&prefix.join(rest)))
+}
+
+/// Split `raw` into a literal directory and the part written by the user, so that a glob
+/// pattern never treats metacharacters in the home or config directory as special.
+fn split_home<'r>(
+    raw: &'r str,
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(PathBuf, &'r str), String> {
+    let home_rest = if raw == "~" {
+        Some("")
+    } else {
+        raw.strip_prefix("~/")
+    };
+    if let Some(rest) = home_rest {
+        let home = env("HOME")
+            .filter(|h| !h.is_empty())
+            .ok_or("cannot expand ~: HOME is not set")?;
+        return Ok((PathBuf::from(home), rest));
+    }
+    if Path::new(raw).is_absolute() {
+        Ok((PathBuf::new(), raw))
+    } else {
+        Ok((base.to_path_buf(), raw))
+    }
+}
+
+/// Drop `.` components (`/a/./b` → `/a/b`); `..` stays, since resolving it lexically is wrong
+/// across symlinks.
+fn normalize(p: &Path) -> PathBuf {
+    p.components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect()
+}
+
+fn has_glob_meta(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// Expand the `files` entries: globs sorted, literal paths kept even when missing (the reader
+/// reports them), duplicates dropped, order kept.
+fn expand_files(
+    raw: &[String],
+    base: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    label: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<PathBuf>, String> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let push = |p: PathBuf, out: &mut Vec<PathBuf>| {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    };
+    for entry in raw {
+        let (prefix, rest) = split_home(entry, base, env).map_err(|e| format!("{entry:?}: {e}"))?;
+        let literal = normalize(&prefix.join(rest));
+        if !has_glob_meta(rest) || literal.exists() {
+            push(literal, &mut out);
+            continue;
+        }
+        let mut pattern = glob::Pattern::escape(&prefix.to_string_lossy());
+        if !pattern.is_empty() && !pattern.ends_with('/') {
+            pattern.push('/');
+        }
+        pattern.push_str(rest);
+        let options = glob::MatchOptions {
+            require_literal_leading_dot: true,
+            ..glob::MatchOptions::new()
+        };
+        let paths = glob::glob_with(&pattern, options)
+            .map_err(|e| format!("{entry:?}: not a valid glob pattern: {e}"))?;
+        let mut matches = Vec::new();
+        for found in paths {
+            match found {
+                Ok(p) if !p.is_dir() => matches.push(normalize(&p)),
+                Ok(_) => {}
+                Err(e) => warnings.push(format!("{label}: {entry:?}: {e}")),
+            }
+        }
+        if matches.is_empty() {
+            warnings.push(format!("{label}: {entry:?} matches no file"));
+        }
+        matches.sort();
+        for p in matches {
+            push(p, &mut out);
+        }
+    }
+    Ok(out)
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}

@@ -1,0 +1,262 @@
+//! The TOML config (SPEC §3): the validated [`Config`] the rest of the program reads.
+//!
+//! Invariants:
+//! - A `Config` is fully validated: windows, zones, days and durations are parsed once, at
+//!   load, and nothing downstream falls back to a default because a value was half-parsed.
+//! - Every error names the file, the dotted key, the bad value and, when it comes from the
+//!   file, its line and column. Unknown keys are refused rather than ignored: a typo must not
+//!   silently disable a guardrail.
+//! - The process environment and the host's directories are injected (`LoadOptions::env`,
+//!   [`Host`]), so tests never depend on the machine they run on.
+//!
+//! `file` mirrors the TOML as written (serde, `deny_unknown_fields`); `load` finds the file,
+//! reads it and turns it into a `Config`.
+
+mod file;
+mod load;
+mod shell;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono_tz::Tz;
+use serde::Deserialize;
+
+use crate::schedule::{ActiveHours, Window};
+
+pub use load::{Host, load};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Autonomy {
+    Observe,
+    Cautious,
+    Full,
+}
+
+impl Autonomy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Autonomy::Observe => "observe",
+            Autonomy::Cautious => "cautious",
+            Autonomy::Full => "full",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlainTasks {
+    Remind,
+    Agent,
+}
+
+/// A tool's approval policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Approval {
+    Auto,
+    Ask,
+    Deny,
+}
+
+impl Approval {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Approval::Auto => "auto",
+            Approval::Ask => "ask",
+            Approval::Deny => "deny",
+        }
+    }
+}
+
+/// `[tools.NAME]` as written; absent keys are None (the tool's defaults apply).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ToolConfig {
+    pub command: Option<Vec<String>>,
+    pub timeout: Option<Duration>,
+    pub approval: Option<Approval>,
+    pub description: Option<String>,
+    /// Not started while another task of this tool started within this time.
+    pub cooldown: Option<Duration>,
+    /// Estimated cost of one call, for the budget (when the tool does not report one).
+    pub cost_usd: Option<f64>,
+    /// Overrides the global `max_consecutive_failures` for this tool's tasks.
+    pub max_consecutive_failures: Option<u32>,
+}
+
+/// When a run's summary goes to Telegram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryMode {
+    /// After runs that did something (default).
+    OnChange,
+    /// After every run, empty ones too.
+    Always,
+    /// Only failures (and other urgent messages).
+    Never,
+}
+
+/// `[telegram]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TelegramConfig {
+    /// The name of the environment variable that holds the bot token (never the token).
+    pub bot_token_env: String,
+    /// The only chats that receive messages and may approve.
+    pub chat_ids: Vec<i64>,
+    /// The Bot API server, without a trailing slash.
+    pub api_url: String,
+    pub summary: SummaryMode,
+    /// Non-urgent messages wait until these hours end.
+    pub quiet_hours: Option<Window>,
+    /// Past this many messages a local day, non-urgent ones are folded; 0 = no limit.
+    pub max_messages_per_day: u32,
+}
+
+impl Default for TelegramConfig {
+    fn default() -> Self {
+        TelegramConfig {
+            bot_token_env: "HEARTBEAT_TELEGRAM_TOKEN".into(),
+            chat_ids: Vec::new(),
+            api_url: "https://api.telegram.org".into(),
+            summary: SummaryMode::OnChange,
+            quiet_hours: None,
+            max_messages_per_day: 20,
+        }
+    }
+}
+
+/// `[daemon]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DaemonConfig {
+    /// Tick interval; ticks align to multiples of it in local time.
+    pub every: Duration,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            every: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// A loaded, validated config. Every value is parsed once here.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file it came from; None when no config file was found.
+    pub source: Option<PathBuf>,
+    /// HEARTBEAT.md files, absolute, globs expanded, in order, without duplicates.
+    pub files: Vec<PathBuf>,
+    /// Zone, window and days.
+    pub active: ActiveHours,
+    pub autonomy: Autonomy,
+    pub plain_tasks: PlainTasks,
+    /// Absolute.
+    pub state_dir: PathBuf,
+    /// Absolute (`audit_log` joined to `state_dir`).
+    pub audit_log: PathBuf,
+    pub approval_ttl: Duration,
+    pub concurrency: usize,
+    /// 0 = no cap.
+    pub max_tasks_per_run: usize,
+    pub stuck_after: Duration,
+    pub tools: BTreeMap<String, ToolConfig>,
+    /// `[telegram]`; None when the table is absent.
+    pub telegram: Option<TelegramConfig>,
+    pub daemon: DaemonConfig,
+    /// `[budget] daily_usd`; 0 = no budget.
+    pub daily_usd: f64,
+    /// After this many failures in a row a task is tripped; 0 = never.
+    pub max_consecutive_failures: u32,
+    /// Non-fatal notes (a glob that matched nothing).
+    pub warnings: Vec<String>,
+}
+
+impl Config {
+    pub fn tz(&self) -> Tz {
+        self.active.tz
+    }
+
+    /// The estimated cost of one call of a tool (`[tools.NAME] cost_usd`, else 0).
+    pub fn cost_estimate(&self, tool: &str) -> f64 {
+        self.tools.get(tool).and_then(|t| t.cost_usd).unwrap_or(0.0)
+    }
+
+    /// A tool's cooldown, if it has one.
+    pub fn cooldown(&self, tool: &str) -> Option<Duration> {
+        self.tools.get(tool).and_then(|t| t.cooldown)
+    }
+
+    /// Failures in a row after which a task of this tool is tripped; 0 = never.
+    pub fn failure_limit(&self, tool: &str) -> u32 {
+        self.tools
+            .get(tool)
+            .and_then(|t| t.max_consecutive_failures)
+            .unwrap_or(self.max_consecutive_failures)
+    }
+
+    /// Whether a task with this estimate may start after `spent` today (SPEC §11): not once
+    /// the cap is reached, nor when the estimate would pass it. Always with no budget.
+    pub fn within_budget(&self, spent: f64, estimate: f64) -> bool {
+        self.daily_usd <= 0.0 || (spent < self.daily_usd && spent + estimate <= self.daily_usd)
+    }
+}
+
+/// A config error: names the file, the key and the bad value. Exit code 2.
+///
+/// Rendered `FILE:LINE:COLUMN: KEY: MESSAGE`, each part only when known.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}", self.render())]
+pub struct ConfigError {
+    pub file: Option<PathBuf>,
+    /// Where in the file, 1-based (line, column), when the error is about a value in it.
+    pub at: Option<(usize, usize)>,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl ConfigError {
+    fn render(&self) -> String {
+        let mut s = String::new();
+        if let Some(f) = &self.file {
+            s.push_str(&f.display().to_string());
+            if let Some((line, column)) = self.at {
+                s.push_str(&format!(":{line}:{column}"));
+            }
+            s.push_str(": ");
+        }
+        if let Some(k) = &self.key {
+            s.push_str(k);
+            s.push_str(": ");
+        }
+        s.push_str(&self.message);
+        s
+    }
+}
+
+/// What the command line and environment contribute to loading.
+pub struct LoadOptions<'a> {
+    /// `--config PATH`.
+    pub config: Option<PathBuf>,
+    /// `--file PATH`… (overrides `files`); relative to `cwd`.
+    pub files: Vec<PathBuf>,
+    /// `--state-dir PATH` (overrides `state_dir`); relative to `cwd`.
+    pub state_dir: Option<PathBuf>,
+    pub cwd: PathBuf,
+    /// Environment lookup (`HEARTBEAT_CONFIG`, `TZ`, `HOME`); injected for tests.
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// Tools that exist without a `command`; `[tools.NAME]` may only tune their policy.
+pub const BUILTIN_TOOLS: [&str; 6] = [
+    "shell",
+    "log",
+    "write_file",
+    "append_file",
+    "http",
+    "notify",
+];
