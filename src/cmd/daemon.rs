@@ -23,18 +23,19 @@ use std::time::Duration;
 
 use crate::telegram::Received;
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use super::Ctx;
+use crate::audit::Event as AuditEvent;
+use crate::audit::event::Daemon;
 use crate::cli::DaemonArgs;
 use crate::config::Config;
 use crate::engine::bot;
 use crate::engine::decide::Decider;
 use crate::engine::files::read_files;
 use crate::engine::run::{Tick, connect_telegram, tick};
-use crate::engine::session::{self, Stop, fields};
+use crate::engine::session::{self, Stop};
 use crate::error::{Error, Result, exit};
 use crate::schedule::local_midnight;
 use crate::store::{Store, parse_ts};
@@ -71,9 +72,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     record(
         &cfg,
         clock(),
-        "daemon_started",
-        None,
-        None,
+        &AuditEvent::DaemonStarted(Daemon::started()),
         telegram.as_ref(),
     )?;
     eprintln!(
@@ -97,9 +96,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                         record(
                             &cfg,
                             clock(),
-                            "config_reloaded",
-                            None,
-                            Some(&msg),
+                            &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&msg))),
                             telegram.as_ref(),
                         )?;
                         last_error = Some(msg);
@@ -133,9 +130,10 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                 record(
                     &cfg,
                     clock(),
-                    "config_reloaded",
-                    Some(signal_name(sig)),
-                    error.as_deref(),
+                    &AuditEvent::ConfigReloaded(Daemon::new(
+                        Some(signal_name(sig)),
+                        error.as_deref(),
+                    )),
                     telegram.as_ref(),
                 )?;
                 // An error is reported once: the next ticks find the same one.
@@ -167,9 +165,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     record(
         &cfg,
         clock(),
-        "daemon_stopped",
-        sig,
-        None,
+        &AuditEvent::DaemonStopped(Daemon::new(sig, None)),
         telegram.as_ref(),
     )?;
     eprintln!("heartbeat: daemon stopped");
@@ -264,9 +260,9 @@ fn handle_updates(
         cfg.tz(),
         now,
     )?;
-    for (event, f) in lines {
+    for notice in &lines {
         audit
-            .record(now, event, None, f)
+            .record(now, &notice.event(None))
             .map_err(|e| Error::io(audit.path(), e))?;
     }
     audit.sync().map_err(|e| Error::io(audit.path(), e))?;
@@ -276,22 +272,15 @@ fn handle_updates(
 fn record(
     cfg: &Config,
     now: DateTime<Utc>,
-    event: &str,
-    signal: Option<&'static str>,
-    error: Option<&str>,
+    event: &AuditEvent,
     telegram: Option<&Telegram>,
 ) -> Result<()> {
     let mut audit = session::open_audit(cfg)?;
     if let Some(tg) = telegram {
         audit.add_secret(tg.secret().to_string());
     }
-    let mut f = fields([("signal", json!(signal)), ("error", json!(error))]);
-    if event == "daemon_started" {
-        f.insert("pid".into(), json!(std::process::id()));
-        f.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
-    }
     audit
-        .record(now, event, None, f)
+        .record(now, event)
         .map_err(|e| Error::io(audit.path(), e))?;
     audit.sync().map_err(|e| Error::io(audit.path(), e))
 }

@@ -8,7 +8,8 @@ use super::{Ctx, Out};
 use crate::audit::AuditLog;
 use crate::cli::JsonArg;
 use crate::config::{Config, TelegramConfig};
-use crate::engine::session::{self, fields};
+use crate::engine::outbox::Notice;
+use crate::engine::session;
 use crate::error::{Error, Result, exit};
 use crate::store::Store;
 use crate::telegram::Telegram;
@@ -54,23 +55,14 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     for &chat in &tc.chat_ids {
         // A test of the connection, now: sent directly, not through the outbox.
         let result = tg.send_message(chat, &text, &[]);
-        let (event, error) = match &result {
-            Ok(_) => ("notification_sent", None),
-            Err(e) => ("notification_failed", Some(e.message().to_string())),
+        let notice = Notice {
+            chat_id: chat,
+            kind: "test".into(),
+            error: result.as_ref().err().map(|e| e.message().to_string()),
+            queued: false,
         };
         audit
-            .record(
-                ctx.now,
-                event,
-                None,
-                fields([
-                    ("channel", json!("telegram")),
-                    ("chat_id", json!(chat)),
-                    ("kind", json!("test")),
-                    ("error", json!(error)),
-                    ("queued", json!(false)),
-                ]),
-            )
+            .record(ctx.now, &notice.event(None))
             .map_err(|e| Error::io(audit.path(), e))?;
         match result {
             Ok(id) => out.line(&format!("sent to chat {chat} (message {id})")),

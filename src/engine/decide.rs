@@ -11,17 +11,16 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde_json::json;
-
-use super::session::{Session, fields, new_run_id, open_audit};
-use crate::audit::{self, AuditLog};
+use super::session::{Session, new_run_id, open_audit};
+use crate::audit::event::{Decided, Ended};
+use crate::audit::{self, AuditLog, Event};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
 use crate::report::Report;
 use crate::store::{ApprovalRow, Decision, GrantRow, Store};
 use crate::tools::Registry;
+use chrono::{DateTime, Utc};
 
 /// The state an approving command works with.
 pub struct Decider {
@@ -68,31 +67,26 @@ impl Decider {
     /// Pending approvals past `approval_ttl` become `expired` (audited).
     pub fn expire(&mut self) -> Result<()> {
         for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
-            self.record(
-                "approval_expired",
-                fields([
-                    ("approval_id", json!(row.id)),
-                    ("task_id", json!(row.task_id)),
-                    ("reason", json!("ttl")),
-                ]),
-            )?;
+            self.record(&Event::ApprovalExpired(Ended {
+                run_id: None,
+                approval_id: row.id,
+                task_id: &row.task_id,
+                reason: "ttl",
+            }))?;
         }
         Ok(())
     }
 
-    pub fn record(
-        &mut self,
-        event: &str,
-        f: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<()> {
-        self.append(event, f)?;
+    /// One audit line, synced.
+    pub fn record(&mut self, event: &Event) -> Result<()> {
+        self.append(event)?;
         self.sync_audit()
     }
 
     /// One audit line, not yet synced (see [`Decider::sync_audit`]).
-    fn append(&mut self, event: &str, f: serde_json::Map<String, serde_json::Value>) -> Result<()> {
+    fn append(&mut self, event: &Event) -> Result<()> {
         self.audit
-            .record(self.now, event, None, f)
+            .record(self.now, event)
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
@@ -152,7 +146,7 @@ impl Decider {
         if !self.store.decide(row.id, &decision, self.now)? {
             return Ok(false);
         }
-        self.record("approval_approved", decision_fields(row, &decision))?;
+        self.record(&Event::ApprovalApproved(decided_event(row, &decision)))?;
         if always {
             self.grant(row)?;
         }
@@ -195,7 +189,7 @@ impl Decider {
             .collect();
         let mut grants = Vec::new();
         for row in rows.iter().filter(|r| decided.contains(&r.id)) {
-            self.append("approval_approved", decision_fields(row, &decision))?;
+            self.append(&Event::ApprovalApproved(decided_event(row, &decision)))?;
             if always {
                 grants.push(self.grant_row(row));
             }
@@ -217,7 +211,7 @@ impl Decider {
         if !self.store.decide(row.id, &decision, self.now)? {
             return Ok(false);
         }
-        self.record("approval_denied", decision_fields(row, &decision))?;
+        self.record(&Event::ApprovalDenied(decided_event(row, &decision)))?;
         Ok(true)
     }
 
@@ -274,13 +268,13 @@ pub enum RunNow {
 /// How long running approved work waits for a run that holds the lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// The audit fields of `approval_approved` / `approval_denied`.
-fn decision_fields(row: &ApprovalRow, d: &Decision) -> serde_json::Map<String, serde_json::Value> {
-    fields([
-        ("approval_id", json!(row.id)),
-        ("task_id", json!(row.task_id)),
-        ("by", json!(d.by)),
-        ("always", json!(d.always)),
-        ("reason", json!(d.reason)),
-    ])
+/// What `approval_approved` / `approval_denied` say.
+fn decided_event<'a>(row: &'a ApprovalRow, d: &'a Decision) -> Decided<'a> {
+    Decided {
+        approval_id: row.id,
+        task_id: &row.task_id,
+        by: &d.by,
+        always: d.always,
+        reason: d.reason.as_deref(),
+    }
 }

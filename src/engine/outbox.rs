@@ -14,11 +14,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::audit::Event;
+use crate::audit::event::Notified;
 use crate::config::TelegramConfig;
-use crate::engine::session::fields;
 use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
 use crate::schedule::local_midnight;
 use crate::store::{self, NewMessage, OutboxRow, Store};
@@ -62,8 +62,35 @@ pub struct Delivery {
     pub dropped: usize,
 }
 
-/// An audit line to write: event and fields.
-pub type AuditLine = (&'static str, Map<String, Value>);
+/// A message sent, or one that could not be: the caller writes it to the audit log as
+/// `notification_sent` / `notification_failed`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notice {
+    pub chat_id: i64,
+    pub kind: String,
+    /// None: sent.
+    pub error: Option<String>,
+    /// Whether the message stays in the outbox for another try.
+    pub queued: bool,
+}
+
+impl Notice {
+    pub fn event<'a>(&'a self, run_id: Option<&'a str>) -> Event<'a> {
+        let n = Notified {
+            run_id,
+            channel: "telegram",
+            chat_id: self.chat_id,
+            kind: &self.kind,
+            error: self.error.as_deref(),
+            queued: self.queued,
+        };
+        if self.error.is_none() {
+            Event::NotificationSent(n)
+        } else {
+            Event::NotificationFailed(n)
+        }
+    }
+}
 
 /// One message to send, made of one or more outbox rows.
 struct Planned {
@@ -89,14 +116,14 @@ impl Planned {
 }
 
 /// Send what the outbox holds, obeying quiet hours, the dedupe and the daily cap. Returns
-/// what happened and the audit lines to write (the caller owns the audit log).
+/// what happened and what to audit (the caller owns the audit log).
 pub fn deliver(
     store: &mut Store,
     transport: Option<&dyn Transport>,
     cfg: &TelegramConfig,
     tz: Tz,
     now: DateTime<Utc>,
-) -> store::Result<(Delivery, Vec<AuditLine>)> {
+) -> store::Result<(Delivery, Vec<Notice>)> {
     let mut stats = Delivery::default();
     let mut audit = Vec::new();
     let mut by_chat: BTreeMap<i64, Vec<OutboxRow>> = BTreeMap::new();
@@ -198,16 +225,12 @@ pub fn deliver(
                         store.save_button_message(chat, message_id, &last, &p.approvals, now)?;
                     }
                     stats.sent += 1;
-                    audit.push((
-                        "notification_sent",
-                        fields([
-                            ("channel", json!("telegram")),
-                            ("chat_id", json!(chat)),
-                            ("kind", json!(p.kind)),
-                            ("error", Value::Null),
-                            ("queued", json!(false)),
-                        ]),
-                    ));
+                    audit.push(Notice {
+                        chat_id: chat,
+                        kind: p.kind.clone(),
+                        error: None,
+                        queued: false,
+                    });
                 }
                 Err(e) => {
                     for r in &p.rows {
@@ -226,17 +249,13 @@ pub fn deliver(
     Ok((stats, audit))
 }
 
-fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> AuditLine {
-    (
-        "notification_failed",
-        fields([
-            ("channel", json!("telegram")),
-            ("chat_id", json!(chat)),
-            ("kind", json!(kind)),
-            ("error", json!(error)),
-            ("queued", json!(queued)),
-        ]),
-    )
+fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> Notice {
+    Notice {
+        chat_id: chat,
+        kind: kind.to_string(),
+        error: Some(error.to_string()),
+        queued,
+    }
 }
 
 /// Send a message in as many parts as it needs; buttons go on the last part.
@@ -356,8 +375,8 @@ mod tests {
         };
         let (d, lines) = deliver(&mut s, Some(&down), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(d.failed, 1, "stops at the first unavailable");
-        assert_eq!(lines[0].0, "notification_failed");
-        assert_eq!(lines[0].1["queued"], json!(true));
+        assert!(lines[0].error.is_some());
+        assert!(lines[0].queued);
         assert_eq!(s.outbox_len().unwrap(), 2);
         let up = Fake::default();
         let (d, _) = deliver(&mut s, Some(&up), &cfg, chrono_tz::UTC, t0).unwrap();
@@ -395,8 +414,11 @@ mod tests {
         let (d, lines2) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, later).unwrap();
         assert!(lines.is_empty());
         assert_eq!(d.dropped, 1);
-        assert_eq!(lines2[0].1["error"], json!("undelivered for 24h; dropped"));
-        assert_eq!(lines2[0].1["queued"], json!(false));
+        assert_eq!(
+            lines2[0].error.as_deref(),
+            Some("undelivered for 24h; dropped")
+        );
+        assert!(!lines2[0].queued);
     }
 
     #[test]

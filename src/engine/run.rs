@@ -16,14 +16,13 @@ use std::path::Path;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 
 use super::bot::{self, Effects, Pressed};
 use super::decide::Decider;
 use super::files::{Loaded, all_tasks};
 use super::outbox;
-use super::session::{self, Session, fields, new_run_id};
-use crate::audit;
+use super::session::{self, Session, new_run_id};
+use crate::audit::{self, Event, event::Pause};
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Result};
 use crate::lock::{self, Attempt};
@@ -110,14 +109,15 @@ pub fn tick(t: &Tick) -> Result<Report> {
                     );
                 }
             }
-            let f = fields([
-                ("reason", json!("locked")),
-                ("holder_pid", json!(holder.pid)),
-                ("holder_since", json!(holder.since.map(audit::format_ts))),
-            ]);
-            audit
-                .record(now, "run_skipped", Some(&run_id), f)
-                .map_err(&audit_err)?;
+            let event = Event::RunSkipped {
+                run_id: &run_id,
+                reason: "locked",
+                next_active: None,
+                until: None,
+                holder_pid: Some(holder.pid),
+                holder_since: Some(holder.since.map(audit::format_ts)),
+            };
+            audit.record(now, &event).map_err(&audit_err)?;
             audit.sync().map_err(&audit_err)?;
             (t.diag)("another run holds the lock; skipped".into());
             return Ok(skipped("locked"));
@@ -144,14 +144,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
     // A timed pause ends by itself.
     let paused = match d.store.current_pause(now)? {
         Err(ended) => {
-            d.record(
-                "resumed",
-                fields([
-                    ("until", json!(ended.until)),
-                    ("reason", json!("the pause ended")),
-                    ("by", json!(ended.by)),
-                ]),
-            )?;
+            d.record(&Event::Resumed(Pause {
+                until: ended.until.as_deref(),
+                reason: Some("the pause ended"),
+                by: &ended.by,
+            }))?;
             None
         }
         Ok(p) => p,
@@ -160,23 +157,30 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     let active = t.force || cfg.active.is_active(now);
     let skip = if paused.is_some() && !t.force {
-        let until = paused.as_ref().and_then(|p| p.until.clone());
-        Some(("paused", fields([("until", json!(until))])))
+        let until = paused.as_ref().and_then(|p| p.until.as_deref());
+        Some(("paused", None, Some(until)))
     } else if !active && !store.has_approved_work()? {
         let next = cfg.active.next_active(now);
-        let f = fields([("next_active", json!(next.map(audit::format_ts)))]);
-        Some(("outside_active_hours", f))
+        Some((
+            "outside_active_hours",
+            Some(next.map(audit::format_ts)),
+            None,
+        ))
     } else {
         None
     };
     let ran = skip.is_none();
     let (report, mut store, mut audit) = match skip {
-        Some((reason, extra)) => {
-            let mut f = fields([("reason", json!(reason))]);
-            f.extend(extra);
-            audit
-                .record(now, "run_skipped", Some(&run_id), f)
-                .map_err(&audit_err)?;
+        Some((reason, next_active, until)) => {
+            let event = Event::RunSkipped {
+                run_id: &run_id,
+                reason,
+                next_active,
+                until,
+                holder_pid: None,
+                holder_since: None,
+            };
+            audit.record(now, &event).map_err(&audit_err)?;
             (t.diag)(format!("run skipped: {reason}"));
             (skipped(reason), store, audit)
         }
@@ -225,13 +229,14 @@ pub fn tick(t: &Tick) -> Result<Report> {
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
                 let next = cfg.active.next_active(now);
-                session.record(
-                    "run_skipped",
-                    fields([
-                        ("reason", json!("outside_active_hours")),
-                        ("next_active", json!(next.map(audit::format_ts))),
-                    ]),
-                )?;
+                session.record(&Event::RunSkipped {
+                    run_id: &run_id,
+                    reason: "outside_active_hours",
+                    next_active: Some(next.map(audit::format_ts)),
+                    until: None,
+                    holder_pid: None,
+                    holder_since: None,
+                })?;
                 session.report.skipped = Some("outside_active_hours");
             }
             session.finish()?
@@ -247,10 +252,10 @@ pub fn tick(t: &Tick) -> Result<Report> {
             bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
         }
         let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
-        let (stats, lines) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
-        for (event, f) in lines {
+        let (stats, notices) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
+        for notice in &notices {
             audit
-                .record(now, event, Some(&run_id), f)
+                .record(now, &notice.event(Some(&run_id)))
                 .map_err(&audit_err)?;
         }
         (t.diag)(format!(
