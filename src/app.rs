@@ -24,7 +24,8 @@ pub fn main() -> u8 {
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "heartbeat: {e}");
+            let shown = crate::audit::Secrets::taken().string(&e.to_string());
+            let _ = writeln!(std::io::stderr(), "heartbeat: {shown}");
             e.exit_code()
         }
     };

@@ -3,7 +3,7 @@
 //! Invariants:
 //! - Every line is an [`Event`] serialised by serde_json, the one serialiser: `ts` and
 //!   `event` are its first keys, `run_id` the third on lines of a run (see [`event`]).
-//! - A line is redacted ([`redact`]) before anything in it is cut, then serialised
+//! - A line is redacted ([`Secrets::value`]) before anything in it is cut, then serialised
 //!   completely and written with one `write` call on a file opened with O_APPEND, so lines
 //!   of concurrent processes never interleave. No line is longer than [`LINE_LIMIT`].
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use event::Event;
-pub use redact::{has_secret_keys, redact};
+pub use redact::{Secrets, has_secret_keys};
 
 /// The most bytes of a tool's output (or any other free text) kept in one audit line.
 pub const TEXT_LIMIT: usize = 4096;
@@ -41,7 +41,7 @@ struct Line<'a> {
 pub struct AuditLog {
     file: File,
     path: PathBuf,
-    secrets: Vec<String>,
+    secrets: Secrets,
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -54,8 +54,8 @@ impl std::fmt::Debug for AuditLog {
 }
 
 impl AuditLog {
-    /// Open (creating, mode 0600) the log for appending.
-    pub fn open(path: &Path) -> io::Result<AuditLog> {
+    /// Open (creating, mode 0600) the log for appending; `secrets` never reach it.
+    pub fn open(path: &Path, secrets: Secrets) -> io::Result<AuditLog> {
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -76,7 +76,7 @@ impl AuditLog {
         Ok(AuditLog {
             file,
             path: path.to_path_buf(),
-            secrets: Vec::new(),
+            secrets,
         })
     }
 
@@ -84,11 +84,9 @@ impl AuditLog {
         &self.path
     }
 
-    /// Strings that must never appear in the log (the Telegram token).
-    pub fn add_secret(&mut self, secret: String) {
-        if !secret.is_empty() {
-            self.secrets.push(secret);
-        }
+    /// The secrets this log hides, for the other sinks of the same command.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 
     /// Append one event that happened at `ts`.
@@ -106,7 +104,7 @@ impl AuditLog {
         };
         // Serialising our own types into a Value cannot fail: no map has non-string keys.
         let mut value = serde_json::to_value(&line).unwrap_or(Value::Null);
-        redact(&mut value, &self.secrets);
+        self.secrets.value(&mut value);
         let mut bytes = serde_json::to_vec(&value).unwrap_or_default();
         if bytes.len() > LINE_LIMIT {
             bytes = cap(value);
@@ -194,7 +192,7 @@ mod tests {
     #[test]
     fn ts_event_and_run_id_come_first() {
         let dir = tempfile::tempdir().unwrap();
-        let log = AuditLog::open(&dir.path().join("a.jsonl")).unwrap();
+        let log = AuditLog::open(&dir.path().join("a.jsonl"), Secrets::default()).unwrap();
         let files = [Path::new("/x/HEARTBEAT.md")];
         let line = log.render(
             ts(),
@@ -323,8 +321,11 @@ mod tests {
     #[test]
     fn secret_keys_and_secret_values_are_redacted() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = AuditLog::open(&dir.path().join("a.jsonl")).unwrap();
-        log.add_secret("123:ABC".into());
+        let log = AuditLog::open(
+            &dir.path().join("a.jsonl"),
+            Secrets::new(["123:ABC".to_string()]),
+        )
+        .unwrap();
         let input = json!({
             "api_key": "k", "nested": {"ok": "123:ABC"}, "list": [{"passwd": 1}], "url": "https://x"
         });
@@ -351,7 +352,7 @@ mod tests {
     #[test]
     fn lines_are_capped() {
         let dir = tempfile::tempdir().unwrap();
-        let log = AuditLog::open(&dir.path().join("a.jsonl")).unwrap();
+        let log = AuditLog::open(&dir.path().join("a.jsonl"), Secrets::default()).unwrap();
         let mut input = Map::new();
         for i in 0..200 {
             input.insert(format!("k{i}"), json!("x".repeat(10_000)));
@@ -376,8 +377,8 @@ mod tests {
     fn lines_are_appended_whole() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.jsonl");
-        let mut a = AuditLog::open(&path).unwrap();
-        let mut b = AuditLog::open(&path).unwrap();
+        let mut a = AuditLog::open(&path, Secrets::default()).unwrap();
+        let mut b = AuditLog::open(&path, Secrets::default()).unwrap();
         let big = "x".repeat(30_000);
         for i in 0..20 {
             let log = if i % 2 == 0 { &mut a } else { &mut b };
@@ -405,7 +406,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.jsonl");
         std::fs::write(&path, "{\"ts\":\"x\",\"event\":\"a\"}\n{\"ts\":\"x\",\"ev").unwrap();
-        let mut log = AuditLog::open(&path).unwrap();
+        let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
         let event = Event::StatePruned { rows: 1 };
         log.record(Utc::now(), &event).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
@@ -413,7 +414,7 @@ mod tests {
         assert_eq!(lines.len(), 3);
         assert!(serde_json::from_str::<Value>(lines[2]).is_ok(), "{text}");
         // A file that ends properly gets nothing extra.
-        drop(AuditLog::open(&path).unwrap());
+        drop(AuditLog::open(&path, Secrets::default()).unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
     }
 

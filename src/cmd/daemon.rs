@@ -28,6 +28,7 @@ use signal_hook::iterator::Signals;
 
 use super::Ctx;
 use crate::audit::Event as AuditEvent;
+use crate::audit::Secrets;
 use crate::audit::event::Daemon;
 use crate::cli::DaemonArgs;
 use crate::config::Config;
@@ -69,12 +70,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let generation = Arc::new(AtomicU64::new(0));
     start_polling(&cfg, &tx, &generation)?;
 
-    record(
-        &cfg,
-        clock(),
-        &AuditEvent::DaemonStarted(Daemon::started()),
-        telegram.as_ref(),
-    )?;
+    record(&cfg, clock(), &AuditEvent::DaemonStarted(Daemon::started()))?;
     eprintln!(
         "heartbeat: daemon started (pid {}, every {})",
         std::process::id(),
@@ -97,7 +93,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                             &cfg,
                             clock(),
                             &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&msg))),
-                            telegram.as_ref(),
                         )?;
                         last_error = Some(msg);
                     }
@@ -134,7 +129,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                         Some(signal_name(sig)),
                         error.as_deref(),
                     )),
-                    telegram.as_ref(),
                 )?;
                 // An error is reported once: the next ticks find the same one.
                 last_error = error;
@@ -166,7 +160,6 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
         &cfg,
         clock(),
         &AuditEvent::DaemonStopped(Daemon::new(sig, None)),
-        telegram.as_ref(),
     )?;
     eprintln!("heartbeat: daemon stopped");
     Ok(exit::OK)
@@ -215,6 +208,7 @@ fn run_tick(
             autonomy: cfg.autonomy,
             mode: "daemon",
             telegram,
+            secrets: &Secrets::from_config(cfg),
             read_updates: false,
             pressed,
             stop: Some(stop),
@@ -245,8 +239,7 @@ fn handle_updates(
     let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
         return Ok(bot::Effects::default());
     };
-    let mut audit = session::open_audit(cfg)?;
-    audit.add_secret(tg.secret().to_string());
+    let audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
     let store = Store::open(&cfg.state_dir)?;
     let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
     d.expire()?;
@@ -269,16 +262,8 @@ fn handle_updates(
     Ok(fx)
 }
 
-fn record(
-    cfg: &Config,
-    now: DateTime<Utc>,
-    event: &AuditEvent,
-    telegram: Option<&Telegram>,
-) -> Result<()> {
-    let mut audit = session::open_audit(cfg)?;
-    if let Some(tg) = telegram {
-        audit.add_secret(tg.secret().to_string());
-    }
+fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
+    let mut audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
     audit
         .record(now, event)
         .map_err(|e| Error::io(audit.path(), e))?;
@@ -348,7 +333,7 @@ fn spawn_signal_thread(tx: Sender<Event>, stop: Arc<Stop>) -> Result<()> {
 /// anything (what it fetched is not confirmed to Telegram, so the new thread gets it).
 fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) -> Result<()> {
     let current = generation.fetch_add(1, Ordering::SeqCst) + 1;
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| crate::audit::redact::take_env(name);
     if let Some(tc) = &cfg.telegram
         && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
     {

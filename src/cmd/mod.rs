@@ -21,6 +21,7 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
+use crate::audit::Secrets;
 use crate::config::{self, Config, LoadOptions};
 use crate::error::{Error, Result};
 pub use crate::render::{show_local, show_path};
@@ -84,8 +85,9 @@ pub fn parse_task_id(raw: &str, shown_by: &str) -> Result<String> {
     Ok(id.to_ascii_lowercase())
 }
 
-/// Stdout, buffered (20,000 lines are a few writes, not 20,000), that stops quietly when
-/// the reader went away (`heartbeat check | head`). Flushed when dropped; call
+/// Stdout, buffered (20,000 lines are a few writes, not 20,000), redacted (the secrets this
+/// process took, secret URL parameters), that stops quietly when the reader went away
+/// (`heartbeat check | head`). Flushed when dropped; call
 /// [`Out::flush`] before asking a person anything.
 pub struct Out {
     buf: String,
@@ -136,9 +138,11 @@ impl Out {
             self.buf.clear();
             return;
         }
+        // Redacted here, whole lines at a time: every command's output passes this point.
+        let text = Secrets::taken().string(&self.buf);
         let mut stdout = io::stdout().lock();
         let result = stdout
-            .write_all(self.buf.as_bytes())
+            .write_all(text.as_bytes())
             .and_then(|()| stdout.flush());
         self.buf.clear();
         if let Err(e) = result {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Ctx, Out};
-use crate::audit::AuditLog;
+use crate::audit::{AuditLog, Secrets};
 use crate::cli::JsonArg;
 use crate::config::{Config, TelegramConfig};
 use crate::engine::outbox::Notice;
@@ -23,7 +23,8 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
             "telegram is not configured: add a [telegram] table to the config (see README)".into(),
         ));
     };
-    let env = |name: &str| std::env::var(name).ok();
+    let secrets = Secrets::from_config(&cfg);
+    let env = |name: &str| crate::audit::redact::take_env(name);
     let tg = match Telegram::connect(&tc, &env, Duration::from_secs(5)) {
         Ok(Some(tg)) => tg,
         Ok(None) => {
@@ -34,8 +35,7 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
         }
         Err(e) => return Err(Error::Usage(format!("telegram: {e}"))),
     };
-    let mut audit = session::open_audit(&cfg)?;
-    audit.add_secret(tg.secret().to_string());
+    let audit = session::open_audit(&cfg, &secrets)?;
     Ok((cfg, tc, tg, audit))
 }
 

@@ -241,11 +241,12 @@ pub fn show_outcomes(
 }
 
 fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result<()> {
+    let html = d.audit.secrets().string(html);
     d.store.enqueue(
         &NewMessage {
             chat_id,
             kind: "reply",
-            html,
+            html: &html,
             urgent: true,
             direct: true,
             approvals,

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::session::{Session, new_run_id, open_audit};
 use crate::audit::event::{Decided, Ended};
-use crate::audit::{self, AuditLog, Event};
+use crate::audit::{self, AuditLog, Event, Secrets};
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
@@ -34,9 +34,10 @@ pub struct Decider {
 impl Decider {
     /// Open the state for deciding, and let expired approvals expire first: an approval
     /// past its `approval_ttl` can no longer be approved. `by` is who decides
-    /// (`cli:<user>`, `telegram:<chat id>`).
+    /// (`cli:<user>`, `telegram:<chat id>`). The config's secrets are taken from the
+    /// environment here: running approved work may print them.
     pub fn open(cfg: Config, by: String, now: DateTime<Utc>) -> Result<Decider> {
-        let audit = open_audit(&cfg)?;
+        let audit = open_audit(&cfg, &Secrets::from_config(&cfg))?;
         let store = Store::open(&cfg.state_dir)?;
         let mut d = Decider::from_parts(cfg, store, audit, by, now);
         d.expire()?;
@@ -229,7 +230,7 @@ impl Decider {
         let registry = Registry::from_config(&self.cfg);
         // The session takes its own handles; ours stay usable for the next decision.
         let store = Store::open(&self.cfg.state_dir)?;
-        let audit = open_audit(&self.cfg)?;
+        let audit = open_audit(&self.cfg, self.audit.secrets())?;
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         // Each file once, in the order first seen.
         let mut files: Vec<&Path> = Vec::new();

@@ -16,28 +16,31 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
 
-use crate::audit::Event;
 use crate::audit::event::Notified;
+use crate::audit::{Event, Secrets};
 use crate::config::TelegramConfig;
 use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
 use crate::schedule::local_midnight;
 use crate::store::{self, NewMessage, OutboxRow, Store};
 use crate::telegram::{SendError, Transport};
 
-/// Put a message in the outbox for every configured chat.
+/// Put a message in the outbox for every configured chat, `secrets` redacted (the row is
+/// what is sent).
 pub fn enqueue_all(
     store: &mut Store,
     cfg: &TelegramConfig,
     msg: &Rendered,
     direct: bool,
     now: DateTime<Utc>,
+    secrets: &Secrets,
 ) -> store::Result<()> {
+    let html = secrets.text(&msg.html);
     for &chat in &cfg.chat_ids {
         store.enqueue(
             &NewMessage {
                 chat_id: chat,
                 kind: msg.kind,
-                html: &msg.html,
+                html: &html,
                 urgent: msg.urgent,
                 direct,
                 approvals: &msg.approvals,
@@ -368,7 +371,15 @@ mod tests {
         let mut s = Store::open(dir.path()).unwrap();
         let cfg = tg(&[1, 2]);
         let t0 = ts("2026-01-01T10:00:00Z");
-        enqueue_all(&mut s, &cfg, &msg("a", false), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("a", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         let down = Fake {
             fail: Some(SendError::Unavailable("502 Bad Gateway".into())),
             ..Fake::default()
@@ -395,19 +406,51 @@ mod tests {
         let cfg = tg(&[1]);
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
-        enqueue_all(&mut s, &cfg, &msg("same", false), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("same", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         let t1 = ts("2026-01-01T15:59:00Z");
-        enqueue_all(&mut s, &cfg, &msg("same", false), false, t1).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("same", false),
+            false,
+            t1,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t1).unwrap();
         assert_eq!(t.sent().len(), 1, "identical text within 6h is not re-sent");
         assert_eq!(s.outbox_len().unwrap(), 0);
         let t2 = ts("2026-01-01T16:00:01Z");
-        enqueue_all(&mut s, &cfg, &msg("same", false), false, t2).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("same", false),
+            false,
+            t2,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t2).unwrap();
         assert_eq!(t.sent().len(), 2, "after 6h it goes again");
 
-        enqueue_all(&mut s, &cfg, &msg("old", false), false, t2).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("old", false),
+            false,
+            t2,
+            &Secrets::default(),
+        )
+        .unwrap();
         let (d, lines) = deliver(&mut s, None, &cfg, chrono_tz::UTC, t2).unwrap();
         assert_eq!(d.waiting, 1);
         let later = ts("2026-01-02T16:00:01Z");
@@ -429,7 +472,15 @@ mod tests {
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for _ in 0..3 {
-            enqueue_all(&mut s, &cfg, &msg("same", false), false, t0).unwrap();
+            enqueue_all(
+                &mut s,
+                &cfg,
+                &msg("same", false),
+                false,
+                t0,
+                &Secrets::default(),
+            )
+            .unwrap();
         }
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 1);
@@ -444,8 +495,24 @@ mod tests {
         cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
         let t = Fake::default();
         let night = ts("2026-01-01T23:00:00Z");
-        enqueue_all(&mut s, &cfg, &msg("fine", false), false, night).unwrap();
-        enqueue_all(&mut s, &cfg, &msg("broken", true), false, night).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("fine", false),
+            false,
+            night,
+            &Secrets::default(),
+        )
+        .unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("broken", true),
+            false,
+            night,
+            &Secrets::default(),
+        )
+        .unwrap();
         let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, night).unwrap();
         assert_eq!((d.sent, d.waiting), (1, 1));
         assert_eq!(t.sent()[0].1, "broken");
@@ -463,7 +530,15 @@ mod tests {
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for i in 0..6 {
-            enqueue_all(&mut s, &cfg, &msg(&format!("m{i}"), false), false, t0).unwrap();
+            enqueue_all(
+                &mut s,
+                &cfg,
+                &msg(&format!("m{i}"), false),
+                false,
+                t0,
+                &Secrets::default(),
+            )
+            .unwrap();
         }
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 3);
@@ -477,10 +552,26 @@ mod tests {
         assert!(t.sent()[2].1.contains("m5"));
         assert_eq!(s.outbox_len().unwrap(), 0);
         // The day is used up: the next one waits, then rides along with an urgent one.
-        enqueue_all(&mut s, &cfg, &msg("later", false), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("later", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(d.waiting, 1);
-        enqueue_all(&mut s, &cfg, &msg("fire", true), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("fire", true),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 4);
         assert!(t.sent()[3].1.starts_with("fire\n\n"), "{}", t.sent()[3].1);
@@ -496,7 +587,15 @@ mod tests {
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for _ in 0..3 {
-            enqueue_all(&mut s, &cfg, &msg("status: ok", false), true, t0).unwrap();
+            enqueue_all(
+                &mut s,
+                &cfg,
+                &msg("status: ok", false),
+                true,
+                t0,
+                &Secrets::default(),
+            )
+            .unwrap();
         }
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 3);
@@ -516,7 +615,7 @@ mod tests {
             urgent: false,
             approvals: vec![7],
         };
-        enqueue_all(&mut s, &cfg, &m, false, t0).unwrap();
+        enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 2);
         assert!(t.sent()[0].2.is_empty());

@@ -36,7 +36,7 @@ use crate::tools::Registry;
 /// a warning, never an error: messages wait in the outbox until it is fixed.
 pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> Option<Telegram> {
     let tc = cfg.telegram.as_ref()?;
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| crate::audit::redact::take_env(name);
     match Telegram::connect(tc, &env, poll) {
         Ok(Some(tg)) => Some(tg),
         Ok(None) => {
@@ -65,6 +65,8 @@ pub struct Tick<'a> {
     /// `once` or `daemon` (the audit's `run_started.mode`).
     pub mode: &'static str,
     pub telegram: Option<&'a Telegram>,
+    /// What no sink shows (the token).
+    pub secrets: &'a audit::Secrets,
     /// Read the updates waiting at Telegram first (`run --once`; the daemon long-polls).
     pub read_updates: bool,
     /// Messages pressed since the last tick (the daemon), to edit after the run.
@@ -81,10 +83,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
     let cfg = t.cfg;
     let now = t.now;
     let run_id = new_run_id(now);
-    let mut audit = session::open_audit(cfg)?;
-    if let Some(tg) = t.telegram {
-        audit.add_secret(tg.secret().to_string());
-    }
+    let mut audit = session::open_audit(cfg, t.secrets)?;
     let audit_path = cfg.audit_log.clone();
     let audit_err = move |e| Error::io(&audit_path, e);
     let skipped = |reason| Report {
@@ -246,7 +245,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
     // Messages: stored first, then delivered; delivery never fails the run.
     if let Some(tc) = &cfg.telegram {
         if ran && let Some(msg) = crate::render::telegram::summary(&report, tc.summary) {
-            outbox::enqueue_all(&mut store, tc, &msg, false, now)?;
+            outbox::enqueue_all(&mut store, tc, &msg, false, now, t.secrets)?;
         }
         if let Some(tg) = t.telegram {
             bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;

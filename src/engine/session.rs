@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::audit::event::{Ended, Mark, TaskRun};
-use crate::audit::{self, AuditLog, Event, TEXT_LIMIT};
+use crate::audit::{self, AuditLog, Event, Secrets, TEXT_LIMIT};
 use crate::config::{Approval, Config};
 use crate::error::{Error, Result};
 use crate::lock::RunLock;
@@ -40,13 +40,14 @@ use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 /// The local day on which `budget_exhausted` was last audited.
 const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
 
-/// Create the state dir and the audit log's directory (0700) and open the audit log.
-pub fn open_audit(cfg: &Config) -> Result<AuditLog> {
+/// Create the state dir and the audit log's directory (0700) and open the audit log, which
+/// never shows `secrets`.
+pub fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
     super::files::ensure_state_dir(&cfg.state_dir)?;
     if let Some(dir) = cfg.audit_log.parent() {
         super::files::ensure_state_dir(dir)?;
     }
-    AuditLog::open(&cfg.audit_log).map_err(|e| Error::io(&cfg.audit_log, e))
+    AuditLog::open(&cfg.audit_log, secrets.clone()).map_err(|e| Error::io(&cfg.audit_log, e))
 }
 
 /// A stop request (the daemon's SIGTERM): `no_new` keeps tasks from starting, `kill` stops
@@ -70,6 +71,8 @@ pub struct Session<'a> {
     registry: &'a Registry,
     pub store: Store,
     audit: AuditLog,
+    /// What no sink of this session shows: the audit log's secrets.
+    secrets: Secrets,
     pub run_id: String,
     pub now: DateTime<Utc>,
     pub report: Report,
@@ -111,6 +114,7 @@ impl<'a> Session<'a> {
             cfg,
             registry,
             store,
+            secrets: audit.secrets().clone(),
             audit,
             report: Report {
                 run_id: run_id.clone(),
@@ -238,8 +242,9 @@ impl<'a> Session<'a> {
         crate::fault::point("approval_claimed");
         let outcome = self.run_tool(&task, &name, &input, Some(row.id))?;
         crate::fault::point("approval_ran");
+        let error = outcome.error.as_deref().map(|e| self.secrets.string(e));
         self.store
-            .finish_approval(row.id, outcome.success, outcome.error.as_deref(), self.now)?;
+            .finish_approval(row.id, outcome.success, error.as_deref(), self.now)?;
         self.handled.insert(task.id.clone());
         Ok(())
     }
@@ -498,7 +503,14 @@ impl<'a> Session<'a> {
                 urgent: true,
                 approvals: Vec::new(),
             };
-            crate::engine::outbox::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
+            crate::engine::outbox::enqueue_all(
+                &mut self.store,
+                tc,
+                &msg,
+                false,
+                self.now,
+                &self.secrets,
+            )?;
         }
         Ok(())
     }
@@ -556,7 +568,14 @@ impl<'a> Session<'a> {
             urgent: false,
             approvals: Vec::new(),
         };
-        crate::engine::outbox::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
+        crate::engine::outbox::enqueue_all(
+            &mut self.store,
+            tc,
+            &msg,
+            false,
+            self.now,
+            &self.secrets,
+        )?;
         Ok(Outcome {
             success: true,
             stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),
@@ -592,15 +611,21 @@ impl<'a> Session<'a> {
     ) -> Result<Outcome> {
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
-        let output = audit::truncate(&outcome.stdout, TEXT_LIMIT, outcome.stdout_dropped);
+        // Redacted before they are cut: a secret straddling the cut would keep all but its
+        // tail. Everything below (audit, report, stdout, Telegram) sees only these.
+        let stdout = self.secrets.text(&outcome.stdout);
+        let stderr = self.secrets.text(&outcome.stderr);
+        let output = audit::truncate(&stdout, TEXT_LIMIT, outcome.stdout_dropped);
         let error = outcome.error.as_ref().map(|e| {
-            let stderr = first_line(&outcome.stderr, 200);
+            let e = self.secrets.text(e);
+            let stderr = first_line(&stderr, 200);
             if stderr.is_empty() {
-                e.clone()
+                e.into_owned()
             } else {
                 format!("{e}: {stderr}")
             }
         });
+        let summary = outcome.summary.as_deref().map(|s| self.secrets.string(s));
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
@@ -621,7 +646,7 @@ impl<'a> Session<'a> {
             cost_usd: cost,
             approval_id,
         })?;
-        let stderr = audit::truncate(&outcome.stderr, TEXT_LIMIT, outcome.stderr_dropped);
+        let stderr = audit::truncate(&stderr, TEXT_LIMIT, outcome.stderr_dropped);
         let run = TaskRun {
             run_id: &self.run_id,
             task_id: &task.id,
@@ -636,7 +661,7 @@ impl<'a> Session<'a> {
             error: error.as_deref(),
             cost_usd: outcome.cost_usd,
             approval_id,
-            summary: outcome.summary.as_deref(),
+            summary: summary.as_deref(),
             stderr: Some(&stderr),
         };
         let event = if outcome.success {
@@ -682,7 +707,7 @@ impl<'a> Session<'a> {
         );
         r.exit_code = outcome.exit_code;
         r.output = Some(output);
-        r.summary = outcome.summary.clone();
+        r.summary = summary;
         r.reason = error;
         r.duration_ms = Some(duration_ms);
         r.approval_id = approval_id;
@@ -694,10 +719,10 @@ impl<'a> Session<'a> {
         let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
             return Ok(());
         };
-        let mut shown = Value::Object(input.clone());
-        audit::redact(&mut shown, &[]);
+        // Stored redacted: what runs is always re-read from the file.
+        let shown = self.secrets.map(input);
         let file = task.file.to_string_lossy();
-        let text = safe_text(task);
+        let text = self.secrets.string(&safe_text(task));
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
