@@ -31,6 +31,7 @@ use crate::audit::Event as AuditEvent;
 use crate::audit::Secrets;
 use crate::audit::event::Daemon;
 use crate::cli::DaemonArgs;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::bot;
 use crate::engine::decide::Decider;
@@ -203,7 +204,7 @@ fn run_tick(
         tick(&Tick {
             cfg,
             files: &files,
-            now,
+            clock: Clock::starting_at(now),
             force: false,
             autonomy: cfg.autonomy,
             mode: "daemon",
@@ -241,7 +242,13 @@ fn handle_updates(
     };
     let audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
     let store = Store::open(&cfg.state_dir)?;
-    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
+    let mut d = Decider::from_parts(
+        cfg.clone(),
+        store,
+        audit,
+        String::new(),
+        Clock::starting_at(now),
+    );
     d.expire()?;
     let fx = bot::process(tg, &mut d, tc, updates)?;
     // Replies to commands go out now, not at the next tick.

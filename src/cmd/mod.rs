@@ -22,6 +22,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Utc};
 
 use crate::audit::Secrets;
+use crate::clock::Clock;
 use crate::config::{self, Config, LoadOptions};
 use crate::error::{Error, Result};
 pub use crate::render::{show_local, show_path};
@@ -33,8 +34,11 @@ pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
 
 /// What every command gets from the global flags.
 pub struct Ctx {
-    /// The clock for decisions and records (`--now`, else the real time, read once).
+    /// When the command started (`--now`, else the real time, read once): what decisions
+    /// compare. The same as `clock.start()`.
     pub now: DateTime<Utc>,
+    /// The start plus the time elapsed since: when each recorded thing happened.
+    pub clock: Clock,
     pub cwd: PathBuf,
     pub config: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,

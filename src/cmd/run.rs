@@ -50,7 +50,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let report = tick(&Tick {
         cfg: &cfg,
         files: &files,
-        now: ctx.now,
+        clock: ctx.clock,
         force: args.force,
         autonomy,
         mode: "once",

@@ -62,7 +62,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
             queued: false,
         };
         audit
-            .record(ctx.now, &notice.event(None))
+            .record(ctx.clock.now(), &notice.event(None))
             .map_err(|e| Error::io(audit.path(), e))?;
         match result {
             Ok(id) => out.line(&format!("sent to chat {chat} (message {id})")),

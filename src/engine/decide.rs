@@ -14,6 +14,7 @@ use std::time::Duration;
 use super::session::{Session, new_run_id, open_audit};
 use crate::audit::event::{Decided, Ended};
 use crate::audit::{self, AuditLog, Event, Secrets};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
@@ -28,7 +29,10 @@ pub struct Decider {
     pub store: Store,
     pub audit: AuditLog,
     pub by: String,
+    /// When the command started: what approvals expire against.
     pub now: DateTime<Utc>,
+    /// Where each decision and audit line reads its own time.
+    pub clock: Clock,
 }
 
 impl Decider {
@@ -36,10 +40,10 @@ impl Decider {
     /// past its `approval_ttl` can no longer be approved. `by` is who decides
     /// (`cli:<user>`, `telegram:<chat id>`). The config's secrets are taken from the
     /// environment here: running approved work may print them.
-    pub fn open(cfg: Config, by: String, now: DateTime<Utc>) -> Result<Decider> {
+    pub fn open(cfg: Config, by: String, clock: Clock) -> Result<Decider> {
         let audit = open_audit(&cfg, &Secrets::from_config(&cfg))?;
         let store = Store::open(&cfg.state_dir)?;
-        let mut d = Decider::from_parts(cfg, store, audit, by, now);
+        let mut d = Decider::from_parts(cfg, store, audit, by, clock);
         d.expire()?;
         Ok(d)
     }
@@ -50,14 +54,15 @@ impl Decider {
         store: Store,
         audit: AuditLog,
         by: String,
-        now: DateTime<Utc>,
+        clock: Clock,
     ) -> Decider {
         Decider {
             cfg,
             store,
             audit,
             by,
-            now,
+            now: clock.start(),
+            clock,
         }
     }
 
@@ -87,7 +92,7 @@ impl Decider {
     /// One audit line, not yet synced (see [`Decider::sync_audit`]).
     fn append(&mut self, event: &Event) -> Result<()> {
         self.audit
-            .record(self.now, event)
+            .record(self.clock.now(), event)
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
@@ -144,7 +149,7 @@ impl Decider {
             reason: None,
             always,
         };
-        if !self.store.decide(row.id, &decision, self.now)? {
+        if !self.store.decide(row.id, &decision, self.clock.now())? {
             return Ok(false);
         }
         self.record(&Event::ApprovalApproved(decided_event(row, &decision)))?;
@@ -167,7 +172,7 @@ impl Decider {
             input: row.input.clone(),
             file: row.file.clone(),
             text: row.text.clone(),
-            created_at: audit::format_ts(self.now),
+            created_at: audit::format_ts(self.clock.now()),
             created_by: self.by.clone(),
             approval_id: Some(row.id),
         }
@@ -185,7 +190,7 @@ impl Decider {
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let decided: HashSet<i64> = self
             .store
-            .decide_many(&ids, &decision, self.now)?
+            .decide_many(&ids, &decision, self.clock.now())?
             .into_iter()
             .collect();
         let mut grants = Vec::new();
@@ -209,7 +214,7 @@ impl Decider {
             reason: reason.map(str::to_string),
             always: false,
         };
-        if !self.store.decide(row.id, &decision, self.now)? {
+        if !self.store.decide(row.id, &decision, self.clock.now())? {
             return Ok(false);
         }
         self.record(&Event::ApprovalDenied(decided_event(row, &decision)))?;
@@ -221,7 +226,9 @@ impl Decider {
     /// claimed and re-read from the file by the session).
     pub fn run_now(&mut self, rows: &[&ApprovalRow]) -> Result<RunNow> {
         let lock_path = self.cfg.state_dir.join(lock::LOCK_FILE);
-        let lock = match lock::acquire_wait(&self.cfg.state_dir, self.now, LOCK_WAIT)
+        // This run starts now, after the decisions (a person may have taken minutes).
+        let now = self.clock.now();
+        let lock = match lock::acquire_wait(&self.cfg.state_dir, now, LOCK_WAIT)
             .map_err(|e| Error::io(&lock_path, e))?
         {
             Ok(lock) => lock,
@@ -246,8 +253,9 @@ impl Decider {
             &registry,
             store,
             audit,
-            new_run_id(self.now),
-            self.now,
+            new_run_id(now),
+            self.clock,
+            now,
             "approve",
             &files,
             self.cfg.autonomy.as_str(),

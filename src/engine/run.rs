@@ -15,14 +15,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-
 use super::bot::{self, Effects, Pressed};
 use super::decide::Decider;
 use super::files::{Loaded, all_tasks};
 use super::outbox;
 use super::session::{self, Session, new_run_id};
 use crate::audit::{self, Event, event::Pause};
+use crate::clock::Clock;
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Result};
 use crate::lock::{self, Attempt};
@@ -58,7 +57,9 @@ pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> 
 pub struct Tick<'a> {
     pub cfg: &'a Config,
     pub files: &'a [Loaded],
-    pub now: DateTime<Utc>,
+    /// Started at the run's start time, which schedules compare; audit lines read it as
+    /// they are written.
+    pub clock: Clock,
     /// Run even outside active hours or while paused.
     pub force: bool,
     pub autonomy: Autonomy,
@@ -81,7 +82,7 @@ pub struct Tick<'a> {
 /// One tick under the run lock. The report's `skipped` says when it did not run.
 pub fn tick(t: &Tick) -> Result<Report> {
     let cfg = t.cfg;
-    let now = t.now;
+    let now = t.clock.start();
     let run_id = new_run_id(now);
     let mut audit = session::open_audit(cfg, t.secrets)?;
     let audit_path = cfg.audit_log.clone();
@@ -116,7 +117,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 holder_pid: Some(holder.pid),
                 holder_since: Some(holder.since.map(audit::format_ts)),
             };
-            audit.record(now, &event).map_err(&audit_err)?;
+            audit.record(t.clock.now(), &event).map_err(&audit_err)?;
             audit.sync().map_err(&audit_err)?;
             (t.diag)("another run holds the lock; skipped".into());
             return Ok(skipped("locked"));
@@ -125,7 +126,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     // Decisions first: presses and commands waiting at Telegram, expired approvals.
     let store = Store::open(&cfg.state_dir)?;
-    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
+    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), t.clock);
     d.expire()?;
     let mut fx = Effects {
         pressed: t.pressed.to_vec(),
@@ -179,7 +180,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 holder_pid: None,
                 holder_since: None,
             };
-            audit.record(now, &event).map_err(&audit_err)?;
+            audit.record(t.clock.now(), &event).map_err(&audit_err)?;
             (t.diag)(format!("run skipped: {reason}"));
             (skipped(reason), store, audit)
         }
@@ -194,6 +195,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 store,
                 audit,
                 run_id.clone(),
+                t.clock,
                 now,
                 t.mode,
                 &paths,
@@ -254,7 +256,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         let (stats, notices) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
         for notice in &notices {
             audit
-                .record(now, &notice.event(Some(&run_id)))
+                .record(t.clock.now(), &notice.event(Some(&run_id)))
                 .map_err(&audit_err)?;
         }
         (t.diag)(format!(

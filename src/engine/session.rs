@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 
 use crate::audit::event::{Ended, Mark, TaskRun};
 use crate::audit::{self, AuditLog, Event, Secrets, TEXT_LIMIT};
+use crate::clock::Clock;
 use crate::config::{Approval, Config};
 use crate::error::{Error, Result};
 use crate::lock::RunLock;
@@ -74,7 +75,10 @@ pub struct Session<'a> {
     /// What no sink of this session shows: the audit log's secrets.
     secrets: Secrets,
     pub run_id: String,
+    /// When the run started: what schedules, attempts and the budget's day compare.
     pub now: DateTime<Utc>,
+    /// Where each audit line reads the time it happened.
+    clock: Clock,
     pub report: Report,
     /// File → one-time task ids to tick, in the order they succeeded.
     ticks: BTreeMap<Arc<Path>, Vec<String>>,
@@ -104,6 +108,7 @@ impl<'a> Session<'a> {
         store: Store,
         audit: AuditLog,
         run_id: String,
+        clock: Clock,
         now: DateTime<Utc>,
         mode: &str,
         files: &[&Path],
@@ -122,6 +127,7 @@ impl<'a> Session<'a> {
             },
             run_id,
             now,
+            clock,
             ticks: BTreeMap::new(),
             known: Vec::new(),
             file_cache: FileCache::default(),
@@ -133,7 +139,8 @@ impl<'a> Session<'a> {
         };
         let (run_id, now) = (s.run_id.clone(), s.now);
         s.store.start_run(&run_id, mode, now)?;
-        s.record(&Event::RunStarted {
+        // Stamped with the run's start, which schedules compare.
+        let event = Event::RunStarted {
             run_id: &run_id,
             mode,
             files,
@@ -141,17 +148,20 @@ impl<'a> Session<'a> {
             host: hostname(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION"),
-        })?;
+        };
+        s.audit
+            .record(now, &event)
+            .map_err(|e| Error::io(s.audit.path(), e))?;
         s.spent = s
             .store
             .spent_since(crate::schedule::local_midnight(cfg.tz(), now))?;
         Ok(s)
     }
 
-    /// One audit line, written now.
+    /// One audit line, stamped with the time it is written.
     pub fn record(&mut self, event: &Event) -> Result<()> {
         self.audit
-            .record(self.now, event)
+            .record(self.clock.now(), event)
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
@@ -670,7 +680,7 @@ impl<'a> Session<'a> {
             Event::TaskFailed(run)
         };
         self.audit
-            .record(self.now, &event)
+            .record(self.clock.now(), &event)
             .map_err(|e| Error::io(self.audit.path(), e))?;
         crate::fault::point("task_recorded");
         let limit = self.cfg.failure_limit(name);
