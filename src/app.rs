@@ -5,6 +5,7 @@ use std::io::Write;
 use clap::{CommandFactory, Parser};
 
 use crate::cli::{Cli, Command};
+use crate::clock::Clock;
 use crate::cmd::{self, Ctx};
 use crate::error::{Error, exit};
 
@@ -24,7 +25,8 @@ pub fn main() -> u8 {
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "heartbeat: {e}");
+            let shown = crate::audit::Secrets::taken().string(&e.to_string());
+            let _ = writeln!(std::io::stderr(), "heartbeat: {shown}");
             e.exit_code()
         }
     };
@@ -60,9 +62,11 @@ fn print_clap_error(e: &clap::Error) {
 fn dispatch(cli: Cli) -> Result<u8, Error> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Usage(format!("cannot read the working directory: {e}")))?;
+    // The one place the real clock is read; from here on, time runs on from it.
+    let clock = Clock::starting_at(cli.global.now.unwrap_or_else(chrono::Utc::now));
     let ctx = Ctx {
-        // The one place the real clock is read.
-        now: cli.global.now.unwrap_or_else(chrono::Utc::now),
+        now: clock.start(),
+        clock,
         cwd,
         config: cli.global.config,
         state_dir: cli.global.state_dir,

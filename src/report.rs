@@ -137,8 +137,7 @@ pub fn safe_text(task: &Task) -> String {
     if let Body::Tool { name, input } = &task.body
         && audit::has_secret_keys(input)
     {
-        let mut shown = Value::Object(input.clone());
-        audit::redact(&mut shown, &[]);
+        let shown = audit::Secrets::default().map(input);
         return format!("@{name} {shown}");
     }
     task.text.clone()

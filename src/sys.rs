@@ -1,5 +1,6 @@
 //! The operating-system calls std does not offer: signals to process groups, pid checks, the
-//! parent-death signal, the host and user names, a hung-up stdout, a thread's SIGPIPE.
+//! parent-death signal, the host and user names, a hung-up stdout, a thread's SIGPIPE, and
+//! forgetting a secret environment variable (the original block, non-dumpable).
 //!
 //! Invariants:
 //! - heartbeat runs on Linux only: it reads `/proc` to find a tool's leftover processes and
@@ -8,7 +9,8 @@
 //! - No signal is ever sent to a process-group id `<= 1`: `kill(-1, …)` reaches every
 //!   process the user may signal, and `kill(0, …)` heartbeat's own group.
 //! - This is the only module with `unsafe` outside tests: one `pre_exec` closure, which runs
-//!   between fork and exec and so may only make async-signal-safe calls.
+//!   between fork and exec and so may only make async-signal-safe calls, and one
+//!   `remove_var` (see [`forget_env`]).
 //! - Nothing here blocks or ignores a signal for the whole process, and a tool starts with an
 //!   empty signal mask whatever its spawning thread blocked: a tool never inherits a blocked
 //!   or ignored signal from heartbeat (handlers installed by signal-hook fall back to the
@@ -122,4 +124,61 @@ pub fn real_user_name() -> String {
 /// Whether heartbeat runs with root's effective uid (which ignores file permissions).
 pub fn is_root() -> bool {
     Uid::effective().is_root()
+}
+
+/// Take the variable `name` out of this process's environment: remove it (so tools and
+/// `std::env` no longer see it) and overwrite its value with zero bytes in the original
+/// environment block, which `/proc/<pid>/environ` shows and `remove_var` leaves as it was.
+/// Best effort: a failure leaves the block as it was (non-dumpable still hides it).
+pub fn forget_env(name: &str) {
+    let _ = overwrite_original_env(name);
+    // SAFETY: heartbeat takes its secret variables while it starts a command, before it
+    // spawns a thread (a daemon whose reloaded config names a new variable is the
+    // exception: its other threads only read the environment through std, whose lock
+    // serialises this call, or through glibc's getenv, which never sees freed memory
+    // because unsetenv frees nothing).
+    unsafe { std::env::remove_var(name) };
+}
+
+/// Zero the value of `name=` in the environment block the kernel gave this process (the
+/// range `env_start..env_end` of `/proc/self/stat`), written through `/proc/self/mem`.
+fn overwrite_original_env(name: &str) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let stat = std::fs::read_to_string("/proc/self/stat")?;
+    // Fields after the command name, which is in parentheses and may hold anything:
+    // env_start and env_end are fields 50 and 51 (proc(5)), the 48th and 49th after it.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let field = |i: usize| -> io::Result<u64> {
+        fields
+            .get(i)
+            .and_then(|f| f.parse().ok())
+            .ok_or_else(|| io::Error::other("no environment range in /proc/self/stat"))
+    };
+    let (start, end) = (field(47)?, field(48)?);
+    if end <= start {
+        return Ok(());
+    }
+    let mem = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/proc/self/mem")?;
+    let mut block = vec![0u8; (end - start) as usize];
+    mem.read_exact_at(&mut block, start)?;
+    let prefix = format!("{name}=");
+    let mut at = 0;
+    for entry in block.split(|&b| b == 0) {
+        if entry.starts_with(prefix.as_bytes()) && entry.len() > prefix.len() {
+            let value_at = start + (at + prefix.len()) as u64;
+            mem.write_all_at(&vec![0u8; entry.len() - prefix.len()], value_at)?;
+        }
+        at += entry.len() + 1;
+    }
+    Ok(())
+}
+
+/// Make this process non-dumpable: no core dump, and `/proc/<pid>/{mem,environ,…}` and
+/// ptrace are closed to other processes of the same (non-root) user, tools included.
+pub fn set_non_dumpable() {
+    let _ = nix::sys::prctl::set_dumpable(false);
 }

@@ -108,7 +108,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
 /// The state for deciding, as the person at this terminal (`by: cli:<user>`).
 pub fn decider(ctx: &Ctx) -> Result<Decider> {
     let cfg = ctx.load_config(&[])?;
-    Decider::open(cfg, format!("cli:{}", user_name()), ctx.now)
+    Decider::open(cfg, format!("cli:{}", user_name()), ctx.clock)
 }
 
 /// Run approved approvals now and print what they did.

@@ -23,18 +23,21 @@ use std::time::Duration;
 
 use crate::telegram::Received;
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 use super::Ctx;
+use crate::audit::Event as AuditEvent;
+use crate::audit::Secrets;
+use crate::audit::event::Daemon;
 use crate::cli::DaemonArgs;
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::bot;
 use crate::engine::decide::Decider;
 use crate::engine::files::read_files;
 use crate::engine::run::{Tick, connect_telegram, tick};
-use crate::engine::session::{self, Stop, fields};
+use crate::engine::session::{self, Stop};
 use crate::error::{Error, Result, exit};
 use crate::schedule::local_midnight;
 use crate::store::{Store, parse_ts};
@@ -70,14 +73,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let generation = Arc::new(AtomicU64::new(0));
     start_polling(&cfg, &tx, &generation)?;
 
-    record(
-        &cfg,
-        clock(),
-        "daemon_started",
-        None,
-        None,
-        telegram.as_ref(),
-    )?;
+    record(&cfg, clock(), &AuditEvent::DaemonStarted(Daemon::started()))?;
     eprintln!(
         "heartbeat: daemon started (pid {}, every {})",
         std::process::id(),
@@ -99,10 +95,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                         record(
                             &cfg,
                             clock(),
-                            "config_reloaded",
-                            None,
-                            Some(&msg),
-                            telegram.as_ref(),
+                            &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&msg))),
                         )?;
                         last_error = Some(msg);
                     }
@@ -135,10 +128,10 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                 record(
                     &cfg,
                     clock(),
-                    "config_reloaded",
-                    Some(signal_name(sig)),
-                    error.as_deref(),
-                    telegram.as_ref(),
+                    &AuditEvent::ConfigReloaded(Daemon::new(
+                        Some(signal_name(sig)),
+                        error.as_deref(),
+                    )),
                 )?;
                 // An error is reported once: the next ticks find the same one.
                 last_error = error;
@@ -169,10 +162,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     record(
         &cfg,
         clock(),
-        "daemon_stopped",
-        sig,
-        None,
-        telegram.as_ref(),
+        &AuditEvent::DaemonStopped(Daemon::new(sig, None)),
     )?;
     eprintln!("heartbeat: daemon stopped");
     Ok(exit::OK)
@@ -217,11 +207,12 @@ fn run_tick(
         tick(&Tick {
             cfg,
             files: &files,
-            now,
+            clock: Clock::starting_at(now),
             force: false,
             autonomy: cfg.autonomy,
             mode: "daemon",
             telegram,
+            secrets: &Secrets::from_config(cfg),
             read_updates: false,
             pressed,
             stop: Some(stop),
@@ -252,10 +243,15 @@ fn handle_updates(
     let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
         return Ok(bot::Effects::default());
     };
-    let mut audit = session::open_audit(cfg)?;
-    audit.add_secret(tg.secret().to_string());
+    let audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
     let store = Store::open(&cfg.state_dir)?;
-    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
+    let mut d = Decider::from_parts(
+        cfg.clone(),
+        store,
+        audit,
+        String::new(),
+        Clock::starting_at(now),
+    );
     d.expire()?;
     let fx = bot::process(tg, &mut d, tc, updates)?;
     // Replies to commands go out now, not at the next tick.
@@ -267,34 +263,19 @@ fn handle_updates(
         cfg.tz(),
         now,
     )?;
-    for (event, f) in lines {
+    for notice in &lines {
         audit
-            .record(now, event, None, f)
+            .record(now, &notice.event(None))
             .map_err(|e| Error::io(audit.path(), e))?;
     }
     audit.sync().map_err(|e| Error::io(audit.path(), e))?;
     Ok(fx)
 }
 
-fn record(
-    cfg: &Config,
-    now: DateTime<Utc>,
-    event: &str,
-    signal: Option<&'static str>,
-    error: Option<&str>,
-    telegram: Option<&Telegram>,
-) -> Result<()> {
-    let mut audit = session::open_audit(cfg)?;
-    if let Some(tg) = telegram {
-        audit.add_secret(tg.secret().to_string());
-    }
-    let mut f = fields([("signal", json!(signal)), ("error", json!(error))]);
-    if event == "daemon_started" {
-        f.insert("pid".into(), json!(std::process::id()));
-        f.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
-    }
+fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
+    let mut audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
     audit
-        .record(now, event, None, f)
+        .record(now, event)
         .map_err(|e| Error::io(audit.path(), e))?;
     audit.sync().map_err(|e| Error::io(audit.path(), e))
 }
@@ -362,7 +343,7 @@ fn spawn_signal_thread(tx: Sender<Event>, stop: Arc<Stop>) -> Result<()> {
 /// anything (what it fetched is not confirmed to Telegram, so the new thread gets it).
 fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) -> Result<()> {
     let current = generation.fetch_add(1, Ordering::SeqCst) + 1;
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| crate::audit::redact::take_env(name);
     if let Some(tc) = &cfg.telegram
         && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
     {

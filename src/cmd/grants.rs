@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use super::{Ctx, Out};
+use crate::audit::Event;
 use crate::cli::JsonArg;
-use crate::engine::session::fields;
 use crate::error::{Error, Result, exit};
 use crate::store::Store;
 use crate::text::{clean, first_line};
@@ -63,10 +63,10 @@ pub fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
         )));
     }
     let by = d.by.clone();
-    d.record(
-        "grant_revoked",
-        fields([("task_id", json!(task_id)), ("by", json!(by))]),
-    )?;
+    d.record(&Event::GrantRevoked {
+        task_id: &task_id,
+        by: &by,
+    })?;
     Out::new().line(&format!(
         "revoked the grant of task {task_id}; it asks again"
     ));

@@ -943,8 +943,10 @@ mod tests {
             json: false,
             follow: false,
         };
+        let clock = crate::clock::Clock::starting_at(Utc::now());
         let ctx = Ctx {
-            now: Utc::now(),
+            now: clock.start(),
+            clock,
             cwd: PathBuf::from("/"),
             config: None,
             state_dir: None,

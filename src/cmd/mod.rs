@@ -21,6 +21,8 @@ use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
 
+use crate::audit::Secrets;
+use crate::clock::Clock;
 use crate::config::{self, Config, LoadOptions};
 use crate::engine::files::Loaded;
 use crate::error::{Error, Result};
@@ -98,8 +100,11 @@ pub fn print_changed_file_warnings(files: &[Loaded], cwd: &Path) {
 
 /// What every command gets from the global flags.
 pub struct Ctx {
-    /// The clock for decisions and records (`--now`, else the real time, read once).
+    /// When the command started (`--now`, else the real time, read once): what decisions
+    /// compare. The same as `clock.start()`.
     pub now: DateTime<Utc>,
+    /// The start plus the time elapsed since: when each recorded thing happened.
+    pub clock: Clock,
     pub cwd: PathBuf,
     pub config: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
@@ -165,8 +170,9 @@ pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<St
     }
 }
 
-/// Stdout, buffered (20,000 lines are a few writes, not 20,000), that stops quietly when
-/// the reader went away (`heartbeat check | head`). Flushed when dropped; call
+/// Stdout, buffered (20,000 lines are a few writes, not 20,000), redacted (the secrets this
+/// process took, secret URL parameters), that stops quietly when the reader went away
+/// (`heartbeat check | head`). Flushed when dropped; call
 /// [`Out::flush`] before asking a person anything.
 pub struct Out {
     buf: String,
@@ -217,9 +223,11 @@ impl Out {
             self.buf.clear();
             return;
         }
+        // Redacted here, whole lines at a time: every command's output passes this point.
+        let text = Secrets::taken().string(&self.buf);
         let mut stdout = io::stdout().lock();
         let result = stdout
-            .write_all(self.buf.as_bytes())
+            .write_all(text.as_bytes())
             .and_then(|()| stdout.flush());
         self.buf.clear();
         if let Err(e) = result {

@@ -1,9 +1,7 @@
 //! `heartbeat reset TASK_ID`: clear a task's failure count, so a tripped task runs again.
 
-use serde_json::json;
-
 use super::{Ctx, Out};
-use crate::engine::session::fields;
+use crate::audit::Event;
 use crate::error::{Error, Result, exit};
 
 pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
@@ -16,15 +14,12 @@ pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
         )));
     };
     let by = d.by.clone();
-    d.record(
-        "task_reset",
-        fields([
-            ("task_id", json!(task_id)),
-            ("failures", json!(failures)),
-            ("tripped", json!(tripped)),
-            ("by", json!(by)),
-        ]),
-    )?;
+    d.record(&Event::TaskReset {
+        task_id: &task_id,
+        failures,
+        tripped,
+        by: &by,
+    })?;
     Out::new().line(&if tripped {
         format!("task {task_id} reset ({failures} failures in a row); it runs again when due")
     } else {

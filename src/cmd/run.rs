@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::{Ctx, Out};
+use crate::audit::Secrets;
 use crate::cli::{AutonomyArg, RunArgs};
 use crate::config::{Autonomy, Config};
 use crate::engine::files::{all_tasks, read_files, read_snapshot};
@@ -45,15 +46,18 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         );
     }
 
+    // Taken from the environment before anything runs, so that no tool can read it there.
+    let secrets = Secrets::from_config(&cfg);
     let telegram = connect_telegram(&cfg, Duration::ZERO, &|m| ctx.diag(1, || m));
     let report = tick(&Tick {
         cfg: &cfg,
         files: &files,
-        now: ctx.now,
+        clock: ctx.clock,
         force: args.force,
         autonomy,
         mode: "once",
         telegram: telegram.as_ref(),
+        secrets: &secrets,
         read_updates: true,
         pressed: &[],
         stop: None,

@@ -5,10 +5,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Ctx, Out};
-use crate::audit::AuditLog;
+use crate::audit::{AuditLog, Secrets};
 use crate::cli::JsonArg;
 use crate::config::{Config, TelegramConfig};
-use crate::engine::session::{self, fields};
+use crate::engine::outbox::Notice;
+use crate::engine::session;
 use crate::error::{Error, Result, exit};
 use crate::store::Store;
 use crate::telegram::Telegram;
@@ -22,7 +23,8 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
             "telegram is not configured: add a [telegram] table to the config (see README)".into(),
         ));
     };
-    let env = |name: &str| std::env::var(name).ok();
+    let secrets = Secrets::from_config(&cfg);
+    let env = |name: &str| crate::audit::redact::take_env(name);
     let tg = match Telegram::connect(&tc, &env, Duration::from_secs(5)) {
         Ok(Some(tg)) => tg,
         Ok(None) => {
@@ -33,8 +35,7 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
         }
         Err(e) => return Err(Error::Usage(format!("telegram: {e}"))),
     };
-    let mut audit = session::open_audit(&cfg)?;
-    audit.add_secret(tg.secret().to_string());
+    let audit = session::open_audit(&cfg, &secrets)?;
     Ok((cfg, tc, tg, audit))
 }
 
@@ -54,23 +55,14 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     for &chat in &tc.chat_ids {
         // A test of the connection, now: sent directly, not through the outbox.
         let result = tg.send_message(chat, &text, &[]);
-        let (event, error) = match &result {
-            Ok(_) => ("notification_sent", None),
-            Err(e) => ("notification_failed", Some(e.message().to_string())),
+        let notice = Notice {
+            chat_id: chat,
+            kind: "test".into(),
+            error: result.as_ref().err().map(|e| e.message().to_string()),
+            queued: false,
         };
         audit
-            .record(
-                ctx.now,
-                event,
-                None,
-                fields([
-                    ("channel", json!("telegram")),
-                    ("chat_id", json!(chat)),
-                    ("kind", json!("test")),
-                    ("error", json!(error)),
-                    ("queued", json!(false)),
-                ]),
-            )
+            .record(ctx.clock.now(), &notice.event(None))
             .map_err(|e| Error::io(audit.path(), e))?;
         match result {
             Ok(id) => out.line(&format!("sent to chat {chat} (message {id})")),

@@ -12,18 +12,15 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde_json::json;
-
-use crate::audit;
+use crate::audit::{self, Event, event::Pause};
 use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
-use crate::engine::session::fields;
 use crate::error::Result;
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Incoming, Received, Telegram};
 use crate::text::escape;
 use crate::text::first_line;
+use chrono::{DateTime, Utc};
 
 const OFFSET_KEY: &str = "telegram_offset";
 
@@ -99,10 +96,7 @@ fn handle(
         Incoming::Message { chat_id } => (*chat_id, "message"),
     };
     if !cfg.chat_ids.contains(&chat_id) {
-        d.record(
-            "telegram_rejected",
-            fields([("chat_id", json!(chat_id)), ("kind", json!(kind))]),
-        )?;
+        d.record(&Event::TelegramRejected { chat_id, kind })?;
         if let Incoming::Press { callback_id, .. } = &incoming {
             let _ = tg.answer(callback_id, "This chat may not decide here.");
         }
@@ -247,11 +241,12 @@ pub fn show_outcomes(
 }
 
 fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result<()> {
+    let html = d.audit.secrets().string(html);
     d.store.enqueue(
         &NewMessage {
             chat_id,
             kind: "reply",
-            html,
+            html: &html,
             urgent: true,
             direct: true,
             approvals,
@@ -353,14 +348,11 @@ pub fn pause(d: &mut Decider, until: Option<DateTime<Utc>>, reason: Option<&str>
     };
     d.store.set_pause(&row)?;
     let by = d.by.clone();
-    d.record(
-        "paused",
-        fields([
-            ("until", json!(row.until)),
-            ("reason", json!(reason)),
-            ("by", json!(by)),
-        ]),
-    )
+    d.record(&Event::Paused(Pause {
+        until: row.until.as_deref(),
+        reason,
+        by: &by,
+    }))
 }
 
 /// End a pause; false when there was none. Audited `resumed`.
@@ -369,14 +361,11 @@ pub fn resume(d: &mut Decider, reason: &str) -> Result<bool> {
         return Ok(false);
     };
     let by = d.by.clone();
-    d.record(
-        "resumed",
-        fields([
-            ("until", json!(row.until)),
-            ("reason", json!(reason)),
-            ("by", json!(by)),
-        ]),
-    )?;
+    d.record(&Event::Resumed(Pause {
+        until: row.until.as_deref(),
+        reason: Some(reason),
+        by: &by,
+    }))?;
     Ok(true)
 }
 

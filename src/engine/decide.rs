@@ -11,17 +11,17 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde_json::json;
-
-use super::session::{Session, fields, new_run_id, open_audit};
-use crate::audit::{self, AuditLog};
+use super::session::{Session, new_run_id, open_audit};
+use crate::audit::event::{Decided, Ended};
+use crate::audit::{self, AuditLog, Event, Secrets};
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
 use crate::report::Report;
 use crate::store::{ApprovalRow, Decision, GrantRow, Store};
 use crate::tools::Registry;
+use chrono::{DateTime, Utc};
 
 /// The state an approving command works with.
 pub struct Decider {
@@ -29,17 +29,21 @@ pub struct Decider {
     pub store: Store,
     pub audit: AuditLog,
     pub by: String,
+    /// When the command started: what approvals expire against.
     pub now: DateTime<Utc>,
+    /// Where each decision and audit line reads its own time.
+    pub clock: Clock,
 }
 
 impl Decider {
     /// Open the state for deciding, and let expired approvals expire first: an approval
     /// past its `approval_ttl` can no longer be approved. `by` is who decides
-    /// (`cli:<user>`, `telegram:<chat id>`).
-    pub fn open(cfg: Config, by: String, now: DateTime<Utc>) -> Result<Decider> {
-        let audit = open_audit(&cfg)?;
+    /// (`cli:<user>`, `telegram:<chat id>`). The config's secrets are taken from the
+    /// environment here: running approved work may print them.
+    pub fn open(cfg: Config, by: String, clock: Clock) -> Result<Decider> {
+        let audit = open_audit(&cfg, &Secrets::from_config(&cfg))?;
         let store = Store::open(&cfg.state_dir)?;
-        let mut d = Decider::from_parts(cfg, store, audit, by, now);
+        let mut d = Decider::from_parts(cfg, store, audit, by, clock);
         d.expire()?;
         Ok(d)
     }
@@ -50,14 +54,15 @@ impl Decider {
         store: Store,
         audit: AuditLog,
         by: String,
-        now: DateTime<Utc>,
+        clock: Clock,
     ) -> Decider {
         Decider {
             cfg,
             store,
             audit,
             by,
-            now,
+            now: clock.start(),
+            clock,
         }
     }
 
@@ -68,31 +73,26 @@ impl Decider {
     /// Pending approvals past `approval_ttl` become `expired` (audited).
     pub fn expire(&mut self) -> Result<()> {
         for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
-            self.record(
-                "approval_expired",
-                fields([
-                    ("approval_id", json!(row.id)),
-                    ("task_id", json!(row.task_id)),
-                    ("reason", json!("ttl")),
-                ]),
-            )?;
+            self.record(&Event::ApprovalExpired(Ended {
+                run_id: None,
+                approval_id: row.id,
+                task_id: &row.task_id,
+                reason: "ttl",
+            }))?;
         }
         Ok(())
     }
 
-    pub fn record(
-        &mut self,
-        event: &str,
-        f: serde_json::Map<String, serde_json::Value>,
-    ) -> Result<()> {
-        self.append(event, f)?;
+    /// One audit line, synced.
+    pub fn record(&mut self, event: &Event) -> Result<()> {
+        self.append(event)?;
         self.sync_audit()
     }
 
     /// One audit line, not yet synced (see [`Decider::sync_audit`]).
-    fn append(&mut self, event: &str, f: serde_json::Map<String, serde_json::Value>) -> Result<()> {
+    fn append(&mut self, event: &Event) -> Result<()> {
         self.audit
-            .record(self.now, event, None, f)
+            .record(self.clock.now(), event)
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
@@ -149,10 +149,10 @@ impl Decider {
             reason: None,
             always,
         };
-        if !self.store.decide(row.id, &decision, self.now)? {
+        if !self.store.decide(row.id, &decision, self.clock.now())? {
             return Ok(false);
         }
-        self.record("approval_approved", decision_fields(row, &decision))?;
+        self.record(&Event::ApprovalApproved(decided_event(row, &decision)))?;
         if always {
             self.grant(row)?;
         }
@@ -172,7 +172,7 @@ impl Decider {
             input: row.input.clone(),
             file: row.file.clone(),
             text: row.text.clone(),
-            created_at: audit::format_ts(self.now),
+            created_at: audit::format_ts(self.clock.now()),
             created_by: self.by.clone(),
             approval_id: Some(row.id),
         }
@@ -190,12 +190,12 @@ impl Decider {
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         let decided: HashSet<i64> = self
             .store
-            .decide_many(&ids, &decision, self.now)?
+            .decide_many(&ids, &decision, self.clock.now())?
             .into_iter()
             .collect();
         let mut grants = Vec::new();
         for row in rows.iter().filter(|r| decided.contains(&r.id)) {
-            self.append("approval_approved", decision_fields(row, &decision))?;
+            self.append(&Event::ApprovalApproved(decided_event(row, &decision)))?;
             if always {
                 grants.push(self.grant_row(row));
             }
@@ -214,10 +214,10 @@ impl Decider {
             reason: reason.map(str::to_string),
             always: false,
         };
-        if !self.store.decide(row.id, &decision, self.now)? {
+        if !self.store.decide(row.id, &decision, self.clock.now())? {
             return Ok(false);
         }
-        self.record("approval_denied", decision_fields(row, &decision))?;
+        self.record(&Event::ApprovalDenied(decided_event(row, &decision)))?;
         Ok(true)
     }
 
@@ -226,7 +226,9 @@ impl Decider {
     /// claimed and re-read from the file by the session).
     pub fn run_now(&mut self, rows: &[&ApprovalRow]) -> Result<RunNow> {
         let lock_path = self.cfg.state_dir.join(lock::LOCK_FILE);
-        let lock = match lock::acquire_wait(&self.cfg.state_dir, self.now, LOCK_WAIT)
+        // This run starts now, after the decisions (a person may have taken minutes).
+        let now = self.clock.now();
+        let lock = match lock::acquire_wait(&self.cfg.state_dir, now, LOCK_WAIT)
             .map_err(|e| Error::io(&lock_path, e))?
         {
             Ok(lock) => lock,
@@ -235,7 +237,7 @@ impl Decider {
         let registry = Registry::from_config(&self.cfg);
         // The session takes its own handles; ours stay usable for the next decision.
         let store = Store::open(&self.cfg.state_dir)?;
-        let audit = open_audit(&self.cfg)?;
+        let audit = open_audit(&self.cfg, self.audit.secrets())?;
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         // Each file once, in the order first seen.
         let mut files: Vec<&Path> = Vec::new();
@@ -251,8 +253,9 @@ impl Decider {
             &registry,
             store,
             audit,
-            new_run_id(self.now),
-            self.now,
+            new_run_id(now),
+            self.clock,
+            now,
             "approve",
             &files,
             self.cfg.autonomy.as_str(),
@@ -274,13 +277,13 @@ pub enum RunNow {
 /// How long running approved work waits for a run that holds the lock.
 pub const LOCK_WAIT: Duration = Duration::from_secs(30);
 
-/// The audit fields of `approval_approved` / `approval_denied`.
-fn decision_fields(row: &ApprovalRow, d: &Decision) -> serde_json::Map<String, serde_json::Value> {
-    fields([
-        ("approval_id", json!(row.id)),
-        ("task_id", json!(row.task_id)),
-        ("by", json!(d.by)),
-        ("always", json!(d.always)),
-        ("reason", json!(d.reason)),
-    ])
+/// What `approval_approved` / `approval_denied` say.
+fn decided_event<'a>(row: &'a ApprovalRow, d: &'a Decision) -> Decided<'a> {
+    Decided {
+        approval_id: row.id,
+        task_id: &row.task_id,
+        by: &d.by,
+        always: d.always,
+        reason: d.reason.as_deref(),
+    }
 }

@@ -14,30 +14,33 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::audit::event::Notified;
+use crate::audit::{Event, Secrets};
 use crate::config::TelegramConfig;
-use crate::engine::session::fields;
 use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
 use crate::schedule::local_midnight;
 use crate::store::{self, NewMessage, OutboxRow, Store};
 use crate::telegram::{SendError, Transport};
 
-/// Put a message in the outbox for every configured chat.
+/// Put a message in the outbox for every configured chat, `secrets` redacted (the row is
+/// what is sent).
 pub fn enqueue_all(
     store: &mut Store,
     cfg: &TelegramConfig,
     msg: &Rendered,
     direct: bool,
     now: DateTime<Utc>,
+    secrets: &Secrets,
 ) -> store::Result<()> {
+    let html = secrets.text(&msg.html);
     for &chat in &cfg.chat_ids {
         store.enqueue(
             &NewMessage {
                 chat_id: chat,
                 kind: msg.kind,
-                html: &msg.html,
+                html: &html,
                 urgent: msg.urgent,
                 direct,
                 approvals: &msg.approvals,
@@ -62,8 +65,35 @@ pub struct Delivery {
     pub dropped: usize,
 }
 
-/// An audit line to write: event and fields.
-pub type AuditLine = (&'static str, Map<String, Value>);
+/// A message sent, or one that could not be: the caller writes it to the audit log as
+/// `notification_sent` / `notification_failed`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notice {
+    pub chat_id: i64,
+    pub kind: String,
+    /// None: sent.
+    pub error: Option<String>,
+    /// Whether the message stays in the outbox for another try.
+    pub queued: bool,
+}
+
+impl Notice {
+    pub fn event<'a>(&'a self, run_id: Option<&'a str>) -> Event<'a> {
+        let n = Notified {
+            run_id,
+            channel: "telegram",
+            chat_id: self.chat_id,
+            kind: &self.kind,
+            error: self.error.as_deref(),
+            queued: self.queued,
+        };
+        if self.error.is_none() {
+            Event::NotificationSent(n)
+        } else {
+            Event::NotificationFailed(n)
+        }
+    }
+}
 
 /// One message to send, made of one or more outbox rows.
 struct Planned {
@@ -89,14 +119,14 @@ impl Planned {
 }
 
 /// Send what the outbox holds, obeying quiet hours, the dedupe and the daily cap. Returns
-/// what happened and the audit lines to write (the caller owns the audit log).
+/// what happened and what to audit (the caller owns the audit log).
 pub fn deliver(
     store: &mut Store,
     transport: Option<&dyn Transport>,
     cfg: &TelegramConfig,
     tz: Tz,
     now: DateTime<Utc>,
-) -> store::Result<(Delivery, Vec<AuditLine>)> {
+) -> store::Result<(Delivery, Vec<Notice>)> {
     let mut stats = Delivery::default();
     let mut audit = Vec::new();
     let mut by_chat: BTreeMap<i64, Vec<OutboxRow>> = BTreeMap::new();
@@ -198,16 +228,12 @@ pub fn deliver(
                         store.save_button_message(chat, message_id, &last, &p.approvals, now)?;
                     }
                     stats.sent += 1;
-                    audit.push((
-                        "notification_sent",
-                        fields([
-                            ("channel", json!("telegram")),
-                            ("chat_id", json!(chat)),
-                            ("kind", json!(p.kind)),
-                            ("error", Value::Null),
-                            ("queued", json!(false)),
-                        ]),
-                    ));
+                    audit.push(Notice {
+                        chat_id: chat,
+                        kind: p.kind.clone(),
+                        error: None,
+                        queued: false,
+                    });
                 }
                 Err(e) => {
                     for r in &p.rows {
@@ -226,17 +252,13 @@ pub fn deliver(
     Ok((stats, audit))
 }
 
-fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> AuditLine {
-    (
-        "notification_failed",
-        fields([
-            ("channel", json!("telegram")),
-            ("chat_id", json!(chat)),
-            ("kind", json!(kind)),
-            ("error", json!(error)),
-            ("queued", json!(queued)),
-        ]),
-    )
+fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> Notice {
+    Notice {
+        chat_id: chat,
+        kind: kind.to_string(),
+        error: Some(error.to_string()),
+        queued,
+    }
 }
 
 /// Send a message in as many parts as it needs; buttons go on the last part.
@@ -349,15 +371,23 @@ mod tests {
         let mut s = Store::open(dir.path()).unwrap();
         let cfg = tg(&[1, 2]);
         let t0 = ts("2026-01-01T10:00:00Z");
-        enqueue_all(&mut s, &cfg, &msg("a", false), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("a", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         let down = Fake {
             fail: Some(SendError::Unavailable("502 Bad Gateway".into())),
             ..Fake::default()
         };
         let (d, lines) = deliver(&mut s, Some(&down), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(d.failed, 1, "stops at the first unavailable");
-        assert_eq!(lines[0].0, "notification_failed");
-        assert_eq!(lines[0].1["queued"], json!(true));
+        assert!(lines[0].error.is_some());
+        assert!(lines[0].queued);
         assert_eq!(s.outbox_len().unwrap(), 2);
         let up = Fake::default();
         let (d, _) = deliver(&mut s, Some(&up), &cfg, chrono_tz::UTC, t0).unwrap();
@@ -376,27 +406,62 @@ mod tests {
         let cfg = tg(&[1]);
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
-        enqueue_all(&mut s, &cfg, &msg("same", false), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("same", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         let t1 = ts("2026-01-01T15:59:00Z");
-        enqueue_all(&mut s, &cfg, &msg("same", false), false, t1).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("same", false),
+            false,
+            t1,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t1).unwrap();
         assert_eq!(t.sent().len(), 1, "identical text within 6h is not re-sent");
         assert_eq!(s.outbox_len().unwrap(), 0);
         let t2 = ts("2026-01-01T16:00:01Z");
-        enqueue_all(&mut s, &cfg, &msg("same", false), false, t2).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("same", false),
+            false,
+            t2,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t2).unwrap();
         assert_eq!(t.sent().len(), 2, "after 6h it goes again");
 
-        enqueue_all(&mut s, &cfg, &msg("old", false), false, t2).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("old", false),
+            false,
+            t2,
+            &Secrets::default(),
+        )
+        .unwrap();
         let (d, lines) = deliver(&mut s, None, &cfg, chrono_tz::UTC, t2).unwrap();
         assert_eq!(d.waiting, 1);
         let later = ts("2026-01-02T16:00:01Z");
         let (d, lines2) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, later).unwrap();
         assert!(lines.is_empty());
         assert_eq!(d.dropped, 1);
-        assert_eq!(lines2[0].1["error"], json!("undelivered for 24h; dropped"));
-        assert_eq!(lines2[0].1["queued"], json!(false));
+        assert_eq!(
+            lines2[0].error.as_deref(),
+            Some("undelivered for 24h; dropped")
+        );
+        assert!(!lines2[0].queued);
     }
 
     #[test]
@@ -407,7 +472,15 @@ mod tests {
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for _ in 0..3 {
-            enqueue_all(&mut s, &cfg, &msg("same", false), false, t0).unwrap();
+            enqueue_all(
+                &mut s,
+                &cfg,
+                &msg("same", false),
+                false,
+                t0,
+                &Secrets::default(),
+            )
+            .unwrap();
         }
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 1);
@@ -422,8 +495,24 @@ mod tests {
         cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
         let t = Fake::default();
         let night = ts("2026-01-01T23:00:00Z");
-        enqueue_all(&mut s, &cfg, &msg("fine", false), false, night).unwrap();
-        enqueue_all(&mut s, &cfg, &msg("broken", true), false, night).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("fine", false),
+            false,
+            night,
+            &Secrets::default(),
+        )
+        .unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("broken", true),
+            false,
+            night,
+            &Secrets::default(),
+        )
+        .unwrap();
         let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, night).unwrap();
         assert_eq!((d.sent, d.waiting), (1, 1));
         assert_eq!(t.sent()[0].1, "broken");
@@ -441,7 +530,15 @@ mod tests {
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for i in 0..6 {
-            enqueue_all(&mut s, &cfg, &msg(&format!("m{i}"), false), false, t0).unwrap();
+            enqueue_all(
+                &mut s,
+                &cfg,
+                &msg(&format!("m{i}"), false),
+                false,
+                t0,
+                &Secrets::default(),
+            )
+            .unwrap();
         }
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 3);
@@ -455,10 +552,26 @@ mod tests {
         assert!(t.sent()[2].1.contains("m5"));
         assert_eq!(s.outbox_len().unwrap(), 0);
         // The day is used up: the next one waits, then rides along with an urgent one.
-        enqueue_all(&mut s, &cfg, &msg("later", false), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("later", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(d.waiting, 1);
-        enqueue_all(&mut s, &cfg, &msg("fire", true), false, t0).unwrap();
+        enqueue_all(
+            &mut s,
+            &cfg,
+            &msg("fire", true),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 4);
         assert!(t.sent()[3].1.starts_with("fire\n\n"), "{}", t.sent()[3].1);
@@ -474,7 +587,15 @@ mod tests {
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for _ in 0..3 {
-            enqueue_all(&mut s, &cfg, &msg("status: ok", false), true, t0).unwrap();
+            enqueue_all(
+                &mut s,
+                &cfg,
+                &msg("status: ok", false),
+                true,
+                t0,
+                &Secrets::default(),
+            )
+            .unwrap();
         }
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 3);
@@ -494,7 +615,7 @@ mod tests {
             urgent: false,
             approvals: vec![7],
         };
-        enqueue_all(&mut s, &cfg, &m, false, t0).unwrap();
+        enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 2);
         assert!(t.sent()[0].2.is_empty());

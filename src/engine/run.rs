@@ -15,15 +15,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-use serde_json::json;
-
 use super::bot::{self, Effects, Pressed};
 use super::decide::Decider;
 use super::files::{Loaded, all_tasks};
 use super::outbox;
-use super::session::{self, Session, fields, new_run_id};
-use crate::audit;
+use super::session::{self, Session, new_run_id};
+use crate::audit::{self, Event, event::Pause};
+use crate::clock::Clock;
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Result};
 use crate::lock::{self, Attempt};
@@ -37,7 +35,7 @@ use crate::tools::Registry;
 /// a warning, never an error: messages wait in the outbox until it is fixed.
 pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> Option<Telegram> {
     let tc = cfg.telegram.as_ref()?;
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| crate::audit::redact::take_env(name);
     match Telegram::connect(tc, &env, poll) {
         Ok(Some(tg)) => Some(tg),
         Ok(None) => {
@@ -59,13 +57,17 @@ pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> 
 pub struct Tick<'a> {
     pub cfg: &'a Config,
     pub files: &'a [Loaded],
-    pub now: DateTime<Utc>,
+    /// Started at the run's start time, which schedules compare; audit lines read it as
+    /// they are written.
+    pub clock: Clock,
     /// Run even outside active hours or while paused.
     pub force: bool,
     pub autonomy: Autonomy,
     /// `once` or `daemon` (the audit's `run_started.mode`).
     pub mode: &'static str,
     pub telegram: Option<&'a Telegram>,
+    /// What no sink shows (the token).
+    pub secrets: &'a audit::Secrets,
     /// Read the updates waiting at Telegram first (`run --once`; the daemon long-polls).
     pub read_updates: bool,
     /// Messages pressed since the last tick (the daemon), to edit after the run.
@@ -80,12 +82,9 @@ pub struct Tick<'a> {
 /// One tick under the run lock. The report's `skipped` says when it did not run.
 pub fn tick(t: &Tick) -> Result<Report> {
     let cfg = t.cfg;
-    let now = t.now;
+    let now = t.clock.start();
     let run_id = new_run_id(now);
-    let mut audit = session::open_audit(cfg)?;
-    if let Some(tg) = t.telegram {
-        audit.add_secret(tg.secret().to_string());
-    }
+    let mut audit = session::open_audit(cfg, t.secrets)?;
     let audit_path = cfg.audit_log.clone();
     let audit_err = move |e| Error::io(&audit_path, e);
     let skipped = |reason| Report {
@@ -110,14 +109,15 @@ pub fn tick(t: &Tick) -> Result<Report> {
                     );
                 }
             }
-            let f = fields([
-                ("reason", json!("locked")),
-                ("holder_pid", json!(holder.pid)),
-                ("holder_since", json!(holder.since.map(audit::format_ts))),
-            ]);
-            audit
-                .record(now, "run_skipped", Some(&run_id), f)
-                .map_err(&audit_err)?;
+            let event = Event::RunSkipped {
+                run_id: &run_id,
+                reason: "locked",
+                next_active: None,
+                until: None,
+                holder_pid: Some(holder.pid),
+                holder_since: Some(holder.since.map(audit::format_ts)),
+            };
+            audit.record(t.clock.now(), &event).map_err(&audit_err)?;
             audit.sync().map_err(&audit_err)?;
             (t.diag)("another run holds the lock; skipped".into());
             return Ok(skipped("locked"));
@@ -128,7 +128,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
     let store = Store::open(&cfg.state_dir)?;
     // A future attempt (a clock that stepped back) is planned as now; store it as now too.
     store.clamp_future_times(now)?;
-    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), now);
+    let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), t.clock);
     d.expire()?;
     let mut fx = Effects {
         pressed: t.pressed.to_vec(),
@@ -146,14 +146,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
     // A timed pause ends by itself.
     let paused = match d.store.current_pause(now)? {
         Err(ended) => {
-            d.record(
-                "resumed",
-                fields([
-                    ("until", json!(ended.until)),
-                    ("reason", json!("the pause ended")),
-                    ("by", json!(ended.by)),
-                ]),
-            )?;
+            d.record(&Event::Resumed(Pause {
+                until: ended.until.as_deref(),
+                reason: Some("the pause ended"),
+                by: &ended.by,
+            }))?;
             None
         }
         Ok(p) => p,
@@ -162,23 +159,30 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     let active = t.force || cfg.active.is_active(now);
     let skip = if paused.is_some() && !t.force {
-        let until = paused.as_ref().and_then(|p| p.until.clone());
-        Some(("paused", fields([("until", json!(until))])))
+        let until = paused.as_ref().and_then(|p| p.until.as_deref());
+        Some(("paused", None, Some(until)))
     } else if !active && !store.has_approved_work()? {
         let next = cfg.active.next_active(now);
-        let f = fields([("next_active", json!(next.map(audit::format_ts)))]);
-        Some(("outside_active_hours", f))
+        Some((
+            "outside_active_hours",
+            Some(next.map(audit::format_ts)),
+            None,
+        ))
     } else {
         None
     };
     let ran = skip.is_none();
     let (report, mut store, mut audit) = match skip {
-        Some((reason, extra)) => {
-            let mut f = fields([("reason", json!(reason))]);
-            f.extend(extra);
-            audit
-                .record(now, "run_skipped", Some(&run_id), f)
-                .map_err(&audit_err)?;
+        Some((reason, next_active, until)) => {
+            let event = Event::RunSkipped {
+                run_id: &run_id,
+                reason,
+                next_active,
+                until,
+                holder_pid: None,
+                holder_since: None,
+            };
+            audit.record(t.clock.now(), &event).map_err(&audit_err)?;
             (t.diag)(format!("run skipped: {reason}"));
             (skipped(reason), store, audit)
         }
@@ -193,6 +197,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 store,
                 audit,
                 run_id.clone(),
+                t.clock,
                 now,
                 t.mode,
                 &paths,
@@ -227,13 +232,14 @@ pub fn tick(t: &Tick) -> Result<Report> {
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
                 let next = cfg.active.next_active(now);
-                session.record(
-                    "run_skipped",
-                    fields([
-                        ("reason", json!("outside_active_hours")),
-                        ("next_active", json!(next.map(audit::format_ts))),
-                    ]),
-                )?;
+                session.record(&Event::RunSkipped {
+                    run_id: &run_id,
+                    reason: "outside_active_hours",
+                    next_active: Some(next.map(audit::format_ts)),
+                    until: None,
+                    holder_pid: None,
+                    holder_since: None,
+                })?;
                 session.report.skipped = Some("outside_active_hours");
             }
             session.finish()?
@@ -243,16 +249,16 @@ pub fn tick(t: &Tick) -> Result<Report> {
     // Messages: stored first, then delivered; delivery never fails the run.
     if let Some(tc) = &cfg.telegram {
         if ran && let Some(msg) = crate::render::telegram::summary(&report, tc.summary) {
-            outbox::enqueue_all(&mut store, tc, &msg, false, now)?;
+            outbox::enqueue_all(&mut store, tc, &msg, false, now, t.secrets)?;
         }
         if let Some(tg) = t.telegram {
             bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
         }
         let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
-        let (stats, lines) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
-        for (event, f) in lines {
+        let (stats, notices) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
+        for notice in &notices {
             audit
-                .record(now, event, Some(&run_id), f)
+                .record(t.clock.now(), &notice.event(Some(&run_id)))
                 .map_err(&audit_err)?;
         }
         (t.diag)(format!(

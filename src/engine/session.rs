@@ -20,10 +20,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::audit::{self, AuditLog, TEXT_LIMIT};
+use crate::audit::event::{Ended, Mark, TaskRun};
+use crate::audit::{self, AuditLog, Event, Secrets, TEXT_LIMIT};
+use crate::clock::Clock;
 use crate::config::{Approval, Config};
 use crate::error::{Error, Result};
 use crate::lock::RunLock;
@@ -39,13 +41,14 @@ use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 /// The local day on which `budget_exhausted` was last audited.
 const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
 
-/// Create the state dir and the audit log's directory (0700) and open the audit log.
-pub fn open_audit(cfg: &Config) -> Result<AuditLog> {
+/// Create the state dir and the audit log's directory (0700) and open the audit log, which
+/// never shows `secrets`.
+pub fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
     super::files::ensure_state_dir(&cfg.state_dir)?;
     if let Some(dir) = cfg.audit_log.parent() {
         super::files::ensure_state_dir(dir)?;
     }
-    AuditLog::open(&cfg.audit_log).map_err(|e| Error::io(&cfg.audit_log, e))
+    AuditLog::open(&cfg.audit_log, secrets.clone()).map_err(|e| Error::io(&cfg.audit_log, e))
 }
 
 /// A stop request (the daemon's SIGTERM): `no_new` keeps tasks from starting, `kill` stops
@@ -69,8 +72,13 @@ pub struct Session<'a> {
     registry: &'a Registry,
     pub store: Store,
     audit: AuditLog,
+    /// What no sink of this session shows: the audit log's secrets.
+    secrets: Secrets,
     pub run_id: String,
+    /// When the run started: what schedules, attempts and the budget's day compare.
     pub now: DateTime<Utc>,
+    /// Where each audit line reads the time it happened.
+    clock: Clock,
     pub report: Report,
     /// File → one-time task ids to tick, in the order they succeeded.
     ticks: BTreeMap<Arc<Path>, Vec<String>>,
@@ -100,6 +108,7 @@ impl<'a> Session<'a> {
         store: Store,
         audit: AuditLog,
         run_id: String,
+        clock: Clock,
         now: DateTime<Utc>,
         mode: &str,
         files: &[&Path],
@@ -110,6 +119,7 @@ impl<'a> Session<'a> {
             cfg,
             registry,
             store,
+            secrets: audit.secrets().clone(),
             audit,
             report: Report {
                 run_id: run_id.clone(),
@@ -117,6 +127,7 @@ impl<'a> Session<'a> {
             },
             run_id,
             now,
+            clock,
             ticks: BTreeMap::new(),
             known: Vec::new(),
             file_cache: FileCache::default(),
@@ -128,34 +139,29 @@ impl<'a> Session<'a> {
         };
         let (run_id, now) = (s.run_id.clone(), s.now);
         s.store.start_run(&run_id, mode, now)?;
-        s.record(
-            "run_started",
-            fields([
-                ("mode", json!(mode)),
-                ("files", json!(files)),
-                ("autonomy", json!(autonomy)),
-                ("host", json!(hostname())),
-                ("pid", json!(std::process::id())),
-                ("version", json!(env!("CARGO_PKG_VERSION"))),
-            ]),
-        )?;
+        // Stamped with the run's start, which schedules compare.
+        let event = Event::RunStarted {
+            run_id: &run_id,
+            mode,
+            files,
+            autonomy,
+            host: hostname(),
+            pid: std::process::id(),
+            version: env!("CARGO_PKG_VERSION"),
+        };
+        s.audit
+            .record(now, &event)
+            .map_err(|e| Error::io(s.audit.path(), e))?;
         s.spent = s
             .store
             .spent_since(crate::schedule::local_midnight(cfg.tz(), now))?;
         Ok(s)
     }
 
-    /// One audit line, written now.
-    pub fn record(&mut self, event: &str, fields: Map<String, Value>) -> Result<()> {
+    /// One audit line, stamped with the time it is written.
+    pub fn record(&mut self, event: &Event) -> Result<()> {
         self.audit
-            .record(self.now, event, Some(&self.run_id), fields)
-            .map_err(|e| Error::io(self.audit.path(), e))
-    }
-
-    /// A line from [`AuditLog::line`], written now.
-    fn record_line(&mut self, line: String) -> Result<()> {
-        self.audit
-            .write_line(line.as_bytes())
+            .record(self.clock.now(), event)
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
@@ -172,23 +178,24 @@ impl<'a> Session<'a> {
                 cost_usd: None,
                 approval_id: Some(row.id),
             })?;
-            self.record(
-                "task_failed",
-                fields([
-                    ("task_id", json!(row.task_id)),
-                    ("file", json!(row.file)),
-                    ("line", json!(row.line)),
-                    ("section", json!(row.section)),
-                    ("tool", json!(row.tool)),
-                    ("input", row.input.clone()),
-                    ("exit_code", Value::Null),
-                    ("duration_ms", Value::Null),
-                    ("output", Value::Null),
-                    ("error", json!("interrupted")),
-                    ("cost_usd", Value::Null),
-                    ("approval_id", json!(row.id)),
-                ]),
-            )?;
+            let run_id = self.run_id.clone();
+            self.record(&Event::TaskFailed(TaskRun {
+                run_id: &run_id,
+                task_id: &row.task_id,
+                file: Path::new(&row.file),
+                line: row.line,
+                section: &row.section,
+                tool: &row.tool,
+                input: (&row.input).into(),
+                exit_code: None,
+                duration_ms: None,
+                output: None,
+                error: Some("interrupted"),
+                cost_usd: None,
+                approval_id: Some(row.id),
+                summary: None,
+                stderr: None,
+            }))?;
             let mut r = row_report(&row, "failed");
             r.reason = Some("interrupted: the process running it died".into());
             self.report.tasks.push(r);
@@ -245,8 +252,9 @@ impl<'a> Session<'a> {
         crate::fault::point("approval_claimed");
         let outcome = self.run_tool(&task, &name, &input, Some(row.id))?;
         crate::fault::point("approval_ran");
+        let error = outcome.error.as_deref().map(|e| self.secrets.string(e));
         self.store
-            .finish_approval(row.id, outcome.success, outcome.error.as_deref(), self.now)?;
+            .finish_approval(row.id, outcome.success, error.as_deref(), self.now)?;
         self.handled.insert(task.id.clone());
         Ok(())
     }
@@ -255,14 +263,13 @@ impl<'a> Session<'a> {
         if !self.store.mark_stale(row.id, reason, self.now)? {
             return Ok(());
         }
-        self.record(
-            "approval_stale",
-            fields([
-                ("approval_id", json!(row.id)),
-                ("task_id", json!(row.task_id)),
-                ("reason", json!(reason)),
-            ]),
-        )?;
+        let run_id = self.run_id.clone();
+        self.record(&Event::ApprovalStale(Ended {
+            run_id: Some(&run_id),
+            approval_id: row.id,
+            task_id: &row.task_id,
+            reason,
+        }))?;
         let mut r = row_report(row, "stale");
         r.reason = Some(reason.to_string());
         self.report.tasks.push(r);
@@ -294,15 +301,14 @@ impl<'a> Session<'a> {
                 } else {
                     self.store.record_attempt(&task.id, self.now)?;
                 }
-                self.record(
-                    "task_reminded",
-                    fields([
-                        ("task_id", json!(task.id)),
-                        ("file", json!(&*task.file)),
-                        ("line", json!(task.line)),
-                        ("text", json!(task.text)),
-                    ]),
-                )?;
+                let run_id = self.run_id.clone();
+                self.record(&Event::TaskReminded {
+                    run_id: &run_id,
+                    task_id: &task.id,
+                    file: &task.file,
+                    line: task.line,
+                    text: &task.text,
+                })?;
                 self.report
                     .tasks
                     .push(TaskReport::new(task, None, "reminded"));
@@ -312,17 +318,16 @@ impl<'a> Session<'a> {
                 column,
                 error,
             } => {
-                self.record(
-                    "task_invalid",
-                    fields([
-                        ("task_id", json!(task.id)),
-                        ("file", json!(&*task.file)),
-                        ("line", json!(line)),
-                        ("column", json!(column)),
-                        ("error", json!(error)),
-                        ("tool", json!(tool)),
-                    ]),
-                )?;
+                let run_id = self.run_id.clone();
+                self.record(&Event::TaskInvalid {
+                    run_id: &run_id,
+                    file: &task.file,
+                    line: *line,
+                    column: *column,
+                    error,
+                    task_id: &task.id,
+                    tool,
+                })?;
                 let mut r = TaskReport::new(task, tool, "invalid");
                 r.line = *line;
                 r.column = Some(*column);
@@ -462,14 +467,13 @@ impl<'a> Session<'a> {
         if reason == SkipReason::Budget {
             self.budget_exhausted()?;
         }
-        self.record(
-            "task_skipped",
-            fields([
-                ("task_id", json!(task.id)),
-                ("reason", json!(reason.as_str())),
-                ("tool", json!(tool)),
-            ]),
-        )?;
+        let run_id = self.run_id.clone();
+        self.record(&Event::TaskSkipped {
+            run_id: &run_id,
+            task_id: &task.id,
+            reason: reason.as_str(),
+            tool,
+        })?;
         let mut r = TaskReport::new(task, tool, "skipped");
         r.reason = Some(reason.as_str().into());
         self.report.tasks.push(r);
@@ -488,10 +492,12 @@ impl<'a> Session<'a> {
         self.store.set_meta(BUDGET_DAY_KEY, &day)?;
         // What is spent or committed to the tools running now.
         let (spent, daily) = (self.spent + self.reserved, self.cfg.daily_usd);
-        self.record(
-            "budget_exhausted",
-            fields([("spent_usd", json!(spent)), ("daily_usd", json!(daily))]),
-        )?;
+        let run_id = self.run_id.clone();
+        self.record(&Event::BudgetExhausted {
+            run_id: &run_id,
+            spent_usd: spent,
+            daily_usd: daily,
+        })?;
         self.alert(&format!(
             "💸 <b>heartbeat</b>: the daily budget is used up (${spent:.2} of ${daily:.2}); paid \
              tasks wait until tomorrow"
@@ -507,7 +513,14 @@ impl<'a> Session<'a> {
                 urgent: true,
                 approvals: Vec::new(),
             };
-            crate::engine::outbox::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
+            crate::engine::outbox::enqueue_all(
+                &mut self.store,
+                tc,
+                &msg,
+                false,
+                self.now,
+                &self.secrets,
+            )?;
         }
         Ok(())
     }
@@ -565,7 +578,14 @@ impl<'a> Session<'a> {
             urgent: false,
             approvals: Vec::new(),
         };
-        crate::engine::outbox::enqueue_all(&mut self.store, tc, &msg, false, self.now)?;
+        crate::engine::outbox::enqueue_all(
+            &mut self.store,
+            tc,
+            &msg,
+            false,
+            self.now,
+            &self.secrets,
+        )?;
         Ok(Outcome {
             success: true,
             stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),
@@ -601,20 +621,21 @@ impl<'a> Session<'a> {
     ) -> Result<Outcome> {
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
-        let output = audit::truncate(&outcome.stdout, TEXT_LIMIT, outcome.stdout_dropped);
+        // Redacted before they are cut: a secret straddling the cut would keep all but its
+        // tail. Everything below (audit, report, stdout, Telegram) sees only these.
+        let stdout = self.secrets.text(&outcome.stdout);
+        let stderr = self.secrets.text(&outcome.stderr);
+        let output = audit::truncate(&stdout, TEXT_LIMIT, outcome.stdout_dropped);
         let error = outcome.error.as_ref().map(|e| {
-            let stderr = first_line(&outcome.stderr, 200);
+            let e = self.secrets.text(e);
+            let stderr = first_line(&stderr, 200);
             if stderr.is_empty() {
-                e.clone()
+                e.into_owned()
             } else {
                 format!("{e}: {stderr}")
             }
         });
-        let event = if outcome.success {
-            "task_succeeded"
-        } else {
-            "task_failed"
-        };
+        let summary = outcome.summary.as_deref().map(|s| self.secrets.string(s));
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
@@ -635,37 +656,45 @@ impl<'a> Session<'a> {
             cost_usd: cost,
             approval_id,
         })?;
-        let stderr = audit::truncate(&outcome.stderr, TEXT_LIMIT, outcome.stderr_dropped);
-        let mut line = self.audit.line(self.now, event, Some(&self.run_id));
-        line.str("task_id", &task.id)
-            .path("file", &task.file)
-            .scalar("line", task.line)
-            .str("section", task.section.as_str())
-            .str("tool", name)
-            .map("input", input)
-            .scalar("exit_code", outcome.exit_code)
-            .scalar("duration_ms", duration_ms)
-            .str("output", &output)
-            .opt_str("error", error.as_deref())
-            .scalar("cost_usd", outcome.cost_usd)
-            .scalar("approval_id", approval_id)
-            .opt_str("summary", outcome.summary.as_deref())
-            .str("stderr", &stderr);
-        self.record_line(line.finish())?;
+        let stderr = audit::truncate(&stderr, TEXT_LIMIT, outcome.stderr_dropped);
+        let run = TaskRun {
+            run_id: &self.run_id,
+            task_id: &task.id,
+            file: &task.file,
+            line: task.line as i64,
+            section: task.section.as_str(),
+            tool: name,
+            input: input.into(),
+            exit_code: outcome.exit_code,
+            duration_ms: Some(duration_ms),
+            output: Some(&output),
+            error: error.as_deref(),
+            cost_usd: outcome.cost_usd,
+            approval_id,
+            summary: summary.as_deref(),
+            stderr: Some(&stderr),
+        };
+        let event = if outcome.success {
+            Event::TaskSucceeded(run)
+        } else {
+            Event::TaskFailed(run)
+        };
+        self.audit
+            .record(self.clock.now(), &event)
+            .map_err(|e| Error::io(self.audit.path(), e))?;
         crate::fault::point("task_recorded");
         let limit = self.cfg.failure_limit(name);
         if !outcome.success && limit > 0 && failures >= limit {
             self.store.trip(&task.id, self.now)?;
-            self.record(
-                "task_tripped",
-                fields([
-                    ("task_id", json!(task.id)),
-                    ("failures", json!(failures)),
-                    ("tool", json!(name)),
-                    ("file", json!(&*task.file)),
-                    ("line", json!(task.line)),
-                ]),
-            )?;
+            let run_id = self.run_id.clone();
+            self.record(&Event::TaskTripped {
+                run_id: &run_id,
+                task_id: &task.id,
+                failures,
+                tool: name,
+                file: &task.file,
+                line: task.line,
+            })?;
             self.alert(&format!(
                 "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
                  stopped: <code>heartbeat reset {}</code>",
@@ -688,7 +717,7 @@ impl<'a> Session<'a> {
         );
         r.exit_code = outcome.exit_code;
         r.output = Some(output);
-        r.summary = outcome.summary.clone();
+        r.summary = summary;
         r.reason = error;
         r.duration_ms = Some(duration_ms);
         r.approval_id = approval_id;
@@ -700,10 +729,10 @@ impl<'a> Session<'a> {
         let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
             return Ok(());
         };
-        let mut shown = Value::Object(input.clone());
-        audit::redact(&mut shown, &[]);
+        // Stored redacted: what runs is always re-read from the file.
+        let shown = self.secrets.map(input);
         let file = task.file.to_string_lossy();
-        let text = safe_text(task);
+        let text = self.secrets.string(&safe_text(task));
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
@@ -719,17 +748,16 @@ impl<'a> Session<'a> {
         // None: another process queued it a moment ago; it is pending, nothing to add.
         let Some(id) = id else { return Ok(()) };
         self.store.record_attempt(&task.id, self.now)?;
-        self.record(
-            "approval_requested",
-            fields([
-                ("approval_id", json!(id)),
-                ("task_id", json!(task.id)),
-                ("tool", json!(name)),
-                ("input", Value::Object(input.clone())),
-                ("file", json!(&*task.file)),
-                ("line", json!(task.line)),
-            ]),
-        )?;
+        let run_id = self.run_id.clone();
+        self.record(&Event::ApprovalRequested {
+            run_id: &run_id,
+            approval_id: id,
+            task_id: &task.id,
+            tool: name,
+            input: input.into(),
+            file: &task.file,
+            line: task.line,
+        })?;
         let mut r = TaskReport::new(task, Some(name), "queued");
         r.approval_id = Some(id);
         self.report.tasks.push(r);
@@ -754,31 +782,37 @@ impl<'a> Session<'a> {
         match results {
             Ok(results) => {
                 for r in results {
-                    let (event, reason) = match r.outcome {
-                        TickOutcome::Marked => ("task_marked_done", None),
-                        TickOutcome::AlreadyDone => ("task_mark_skipped", Some("already_done")),
-                        TickOutcome::Gone => ("task_mark_skipped", Some("gone")),
+                    let (marked, reason) = match r.outcome {
+                        TickOutcome::Marked => (true, None),
+                        TickOutcome::AlreadyDone => (false, Some("already_done")),
+                        TickOutcome::Gone => (false, Some("gone")),
                     };
-                    // One line per ticked task: written field by field.
-                    let mut line = self.audit.line(self.now, event, Some(&self.run_id));
-                    line.str("task_id", &r.task_id)
-                        .path("file", file)
-                        .scalar("line", r.line)
-                        .opt_str("reason", reason);
-                    self.record_line(line.finish())?;
+                    let run_id = self.run_id.clone();
+                    let mark = Mark {
+                        run_id: &run_id,
+                        task_id: &r.task_id,
+                        file,
+                        line: Some(r.line),
+                        reason,
+                    };
+                    self.record(&if marked {
+                        Event::TaskMarkedDone(mark)
+                    } else {
+                        Event::TaskMarkSkipped(mark)
+                    })?;
                 }
             }
             Err(e) => {
+                let run_id = self.run_id.clone();
+                let reason = format!("error: {e}");
                 for id in ids {
-                    self.record(
-                        "task_mark_skipped",
-                        fields([
-                            ("task_id", json!(id)),
-                            ("file", json!(file)),
-                            ("line", Value::Null),
-                            ("reason", json!(format!("error: {e}"))),
-                        ]),
-                    )?;
+                    self.record(&Event::TaskMarkSkipped(Mark {
+                        run_id: &run_id,
+                        task_id: id,
+                        file,
+                        line: None,
+                        reason: Some(&reason),
+                    }))?;
                 }
                 self.report
                     .errors
@@ -797,17 +831,16 @@ impl<'a> Session<'a> {
         let counts = self.report.counts();
         let duration_ms = self.started.elapsed().as_millis() as u64;
         self.store.finish_run(&self.run_id, self.now, counts)?;
-        self.record(
-            "run_finished",
-            fields([
-                ("succeeded", json!(counts.succeeded)),
-                ("failed", json!(counts.failed)),
-                ("queued", json!(counts.queued)),
-                ("skipped", json!(counts.skipped)),
-                ("invalid", json!(counts.invalid)),
-                ("duration_ms", json!(duration_ms)),
-            ]),
-        )?;
+        let run_id = self.run_id.clone();
+        self.record(&Event::RunFinished {
+            run_id: &run_id,
+            succeeded: counts.succeeded,
+            failed: counts.failed,
+            queued: counts.queued,
+            skipped: counts.skipped,
+            invalid: counts.invalid,
+            duration_ms,
+        })?;
         self.audit
             .sync()
             .map_err(|e| Error::io(self.audit.path(), e))?;
@@ -880,11 +913,6 @@ fn row_report(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
         summary: None,
         duration_ms: None,
     }
-}
-
-/// An ordered JSON object from key/value pairs.
-pub fn fields<const N: usize>(pairs: [(&str, Value); N]) -> Map<String, Value> {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
 
 /// 12 hex digits, unique across processes and runs.

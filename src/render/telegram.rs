@@ -163,6 +163,13 @@ fn task_line(t: &TaskReport) -> String {
         _ => "👀",
     };
     let what = match &t.tool {
+        // By its place only: the source text of a task that did not parse may hold a secret
+        // that redaction cannot recognise (SPEC §7).
+        _ if t.outcome == "invalid" => {
+            let name = t.file.file_name().unwrap_or(t.file.as_os_str());
+            let column = t.column.map(|c| format!(":{c}")).unwrap_or_default();
+            escape(&format!("{}:{}{column}", name.to_string_lossy(), t.line))
+        }
         Some(tool) => {
             let text = t.text.strip_prefix(&format!("@{tool}")).unwrap_or(&t.text);
             let text = first_line(text.trim(), 80);

@@ -102,7 +102,7 @@ fn approve_by_id_runs_now_ticks_the_one_time_task_and_records_who() {
     let row = env.approval(1);
     assert_eq!(row["state"], "succeeded", "{row:#}");
     assert_eq!(row["decided_by"], BY);
-    assert_eq!(row["decided_at"], ts(at));
+    assert_ts_of(&row["decided_at"], at);
     assert_eq!(row["task_id"], task_id.as_str());
 
     // The decision is audited with its keys, before the run's lines.
@@ -115,7 +115,7 @@ fn approve_by_id_runs_now_ticks_the_one_time_task_and_records_who() {
     assert_eq!(a["by"], BY);
     assert_eq!(a["always"], false);
     assert_eq!(a["reason"], Value::Null);
-    assert_eq!(a["ts"], ts(at));
+    assert_ts_of(&a["ts"], at);
 
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1, "{:#?}", env.audit());
@@ -253,7 +253,7 @@ fn approving_an_id_already_approved_with_later_runs_it_now() {
     assert_eq!(env.approval(1)["state"], "succeeded");
     // Decided once: one approval_approved, the first decision's time stays.
     assert_eq!(env.events("approval_approved").len(), 1);
-    assert_eq!(env.approval(1)["decided_at"], ts(NOW));
+    assert_ts_of(&env.approval(1)["decided_at"], NOW);
 }
 
 #[test]
@@ -473,7 +473,7 @@ fn a_deny_holds_for_the_ttl_then_the_task_is_queued_again() {
     assert_eq!(row["state"], "denied");
     assert_eq!(row["reason"], "not today");
     assert_eq!(row["decided_by"], BY);
-    assert_eq!(row["decided_at"], ts(at));
+    assert_ts_of(&row["decided_at"], at);
     let d = env.events("approval_denied");
     assert_eq!(d.len(), 1, "{:#?}", env.audit());
     assert_has_keys(&d[0], &["approval_id", "task_id", "by", "always", "reason"]);
@@ -641,7 +641,7 @@ fn a_pending_approval_expires_at_approve_after_the_ttl_and_cannot_be_approved() 
     assert_has_keys(&expired[0], &["approval_id", "task_id", "reason"]);
     assert_eq!(expired[0]["approval_id"], 1);
     assert_eq!(expired[0]["task_id"], task_id.as_str());
-    assert_eq!(expired[0]["ts"], ts("2026-05-01T11:00:00Z"));
+    assert_ts_of(&expired[0]["ts"], "2026-05-01T11:00:00Z");
     assert_eq!(env.approval(1)["state"], "expired");
     assert!(env.events("approval_approved").is_empty());
 

@@ -179,3 +179,28 @@ fn task_invalid_is_written_once_per_run_with_position() {
     }
     assert_eq!(env.events("task_succeeded").len(), 2);
 }
+
+/// SPEC §7 `ts`: a line is stamped when its event happens (the run's start plus the time
+/// elapsed since), while the schedule keeps the run's start.
+#[test]
+fn a_task_that_ends_later_is_stamped_later() {
+    let env = Env::new("## Recurring\n- [ ] @nap {}\n- [ ] Stretch\n")
+        .config("[tools.nap]\ncommand = [\"sleep\", \"2\"]\napproval = \"auto\"\n");
+    env.run_once(NOW).code(0);
+    let at = |event: &str| -> chrono::DateTime<chrono::Utc> {
+        env.events(event)[0]["ts"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(env.events("run_started")[0]["ts"], ts(NOW));
+    let started = at("run_started");
+    let done = at("task_succeeded");
+    assert!(
+        done - started >= chrono::TimeDelta::seconds(2),
+        "{started} → {done}"
+    );
+    assert!(at("run_finished") >= done);
+    assert!(done - started < chrono::TimeDelta::seconds(60));
+}

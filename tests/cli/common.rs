@@ -888,3 +888,24 @@ impl Cmd {
         }
     }
 }
+
+/// Whether `ts` (a line's `ts`, a row's `decided_at`) is a time of the command started at
+/// `now`: SPEC §7 stamps what happened with the start plus the time elapsed since, so a
+/// little after `now` (these tests' commands take well under 10 s).
+pub fn is_ts_of(ts: &Value, now: &str) -> bool {
+    let now = chrono::DateTime::parse_from_rfc3339(now).expect("valid RFC 3339");
+    ts.as_str()
+        .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|t| t >= now && t < now + chrono::TimeDelta::seconds(10))
+        && ts
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z') && t.len() == 24)
+}
+
+#[track_caller]
+pub fn assert_ts_of(ts: &Value, now: &str) {
+    assert!(
+        is_ts_of(ts, now),
+        "{ts} is not a time of the command at {now}"
+    );
+}

@@ -80,7 +80,7 @@ fn checked(env: &Env, now: &str, task_id: &str) -> Value {
 fn events_at(env: &Env, event: &str, now: &str) -> Vec<Value> {
     env.events(event)
         .into_iter()
-        .filter(|e| e["ts"] == ts(now))
+        .filter(|e| is_ts_of(&e["ts"], now))
         .collect()
 }
 
@@ -159,7 +159,7 @@ fn budget_accumulates_within_a_local_day_and_is_exhausted_once() {
     );
     let ex = env.events("budget_exhausted");
     assert_eq!(ex.len(), 1, "{:#?}", env.audit());
-    assert_eq!(ex[0]["ts"], ts(r3));
+    assert_ts_of(&ex[0]["ts"], r3);
     assert_usd(&ex[0]["daily_usd"], 1.0);
     assert_usd(&ex[0]["spent_usd"], 0.8);
     let fin = &events_at(&env, "run_finished", r3)[0];
@@ -282,7 +282,7 @@ fn budget_day_starts_at_local_midnight_not_utc_midnight() {
     assert_eq!(skipped_at(&env, d2b), pairs(&[("log", "budget")]));
     let ex = env.events("budget_exhausted");
     assert_eq!(ex.len(), 2, "{:#?}", env.audit());
-    assert_eq!(ex[1]["ts"], ts(d2b));
+    assert_ts_of(&ex[1]["ts"], d2b);
     assert_usd(&ex[1]["spent_usd"], 1.1);
 
     // Past UTC midnight but the same Berlin day: the spend carries over, nothing runs, and
@@ -581,7 +581,7 @@ fn three_failures_in_a_row_trip_a_task_until_reset() {
     let tripped = &env.events("task_tripped")[0];
     assert_eq!(tripped["task_id"], id.as_str());
     assert_eq!(tripped["failures"], 3);
-    assert_eq!(tripped["ts"], ts(&slot(2)));
+    assert_ts_of(&tripped["ts"], &slot(2));
     assert_eq!(failures_in_db(&env, &id), (3, true));
 
     // The 4th run skips it (reason tripped): nothing failed, so exit 0.
@@ -603,7 +603,7 @@ fn three_failures_in_a_row_trip_a_task_until_reset() {
     let reset = env.events("task_reset");
     assert_eq!(reset.len(), 1, "{:#?}", env.audit());
     assert_eq!(reset[0]["task_id"], id.as_str());
-    assert_eq!(reset[0]["ts"], ts(&slot(4)));
+    assert_ts_of(&reset[0]["ts"], &slot(4));
     assert_eq!(failures_in_db(&env, &id), (0, false));
     assert_eq!(status(&env, &slot(4))["tripped"], json!([]));
     assert_eq!(checked(&env, &slot(4), &id)["decision"], "run");
@@ -820,7 +820,7 @@ fn pause_holds_every_run_until_resume() {
     assert_eq!(paused.len(), 1, "{:#?}", env.audit());
     assert_eq!(paused[0]["by"], BY);
     assert_eq!(paused[0]["until"], Value::Null);
-    assert_eq!(paused[0]["ts"], ts(NOW));
+    assert_ts_of(&paused[0]["ts"], NOW);
     let st = status(&env, "2026-05-01T10:10:00Z");
     assert_eq!(st["paused"], true);
     assert_eq!(st["paused_until"], Value::Null);
@@ -854,7 +854,7 @@ fn pause_holds_every_run_until_resume() {
     let resumed = env.events("resumed");
     assert_eq!(resumed.len(), 1, "{:#?}", env.audit());
     assert_eq!(resumed[0]["by"], BY);
-    assert_eq!(resumed[0]["ts"], ts(at));
+    assert_ts_of(&resumed[0]["ts"], at);
     let st = status(&env, at);
     assert_eq!(st["paused"], false);
     assert_eq!(st["paused_until"], Value::Null);
@@ -898,7 +898,7 @@ fn a_timed_pause_ends_by_itself() {
     env.run_once(later).code(0);
     let resumed = env.events("resumed");
     assert_eq!(resumed.len(), 1, "{:#?}", env.audit());
-    assert_eq!(resumed[0]["ts"], ts(later));
+    assert_ts_of(&resumed[0]["ts"], later);
     assert_eq!(resumed[0]["until"], until.as_str());
     assert_eq!(ran_at(&env, later), ["log"]);
     assert!(events_at(&env, "run_skipped", later).is_empty());

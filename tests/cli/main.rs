@@ -23,6 +23,7 @@ mod parse;
 mod props;
 mod props2;
 mod run;
+mod secrets;
 mod telegram;
 mod test_server;
 mod tg_double;

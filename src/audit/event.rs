@@ -1,0 +1,290 @@
+//! Every audit event, as one typed enum: the table of SPEC §7 in Rust.
+//!
+//! Invariants:
+//! - Serialised by serde alone (`#[serde(tag = "event")]`): the variant's snake_case name is
+//!   the `event` word, and its fields follow in declaration order, which is the SPEC's order.
+//! - Events that belong to a run carry `run_id` as their first field, so that it lands third
+//!   in the line, after `ts` and `event` (which [`super::AuditLog`] puts first). Events that
+//!   are sometimes written outside a run hold it as an `Option` that is left out when absent.
+//! - Keys the SPEC does not list (`holder_pid`, a task's `summary` and `stderr`, …) come after
+//!   the SPEC's keys, as typed fields too.
+//! - Values are borrowed: an event is built where it happens and written at once.
+
+use std::path::Path;
+
+use serde::{Serialize, Serializer};
+use serde_json::{Map, Value};
+
+/// One audit event. See SPEC §7 for what each means.
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event<'a> {
+    RunStarted {
+        run_id: &'a str,
+        mode: &'a str,
+        #[serde(serialize_with = "paths")]
+        files: &'a [&'a Path],
+        autonomy: &'a str,
+        host: String,
+        pid: u32,
+        version: &'static str,
+    },
+    RunSkipped {
+        run_id: &'a str,
+        reason: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        next_active: Option<Option<String>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        until: Option<Option<&'a str>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        holder_pid: Option<Option<u32>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        holder_since: Option<Option<String>>,
+    },
+    RunFinished {
+        run_id: &'a str,
+        succeeded: usize,
+        failed: usize,
+        queued: usize,
+        skipped: usize,
+        invalid: usize,
+        duration_ms: u64,
+    },
+    TaskInvalid {
+        run_id: &'a str,
+        #[serde(serialize_with = "path")]
+        file: &'a Path,
+        line: usize,
+        column: usize,
+        error: &'a str,
+        task_id: &'a str,
+        tool: Option<&'a str>,
+    },
+    TaskSucceeded(TaskRun<'a>),
+    TaskFailed(TaskRun<'a>),
+    TaskReminded {
+        run_id: &'a str,
+        task_id: &'a str,
+        #[serde(serialize_with = "path")]
+        file: &'a Path,
+        line: usize,
+        text: &'a str,
+    },
+    TaskSkipped {
+        run_id: &'a str,
+        task_id: &'a str,
+        reason: &'a str,
+        tool: Option<&'a str>,
+    },
+    TaskTripped {
+        run_id: &'a str,
+        task_id: &'a str,
+        failures: u32,
+        tool: &'a str,
+        #[serde(serialize_with = "path")]
+        file: &'a Path,
+        line: usize,
+    },
+    TaskMarkedDone(Mark<'a>),
+    TaskMarkSkipped(Mark<'a>),
+    ApprovalRequested {
+        run_id: &'a str,
+        approval_id: i64,
+        task_id: &'a str,
+        tool: &'a str,
+        input: Input<'a>,
+        #[serde(serialize_with = "path")]
+        file: &'a Path,
+        line: usize,
+    },
+    ApprovalApproved(Decided<'a>),
+    ApprovalDenied(Decided<'a>),
+    ApprovalExpired(Ended<'a>),
+    ApprovalStale(Ended<'a>),
+    NotificationSent(Notified<'a>),
+    NotificationFailed(Notified<'a>),
+    NotificationHeld(Withheld<'a>),
+    NotificationFolded(Withheld<'a>),
+    NotificationDropped(Withheld<'a>),
+    StatePruned {
+        rows: u64,
+    },
+    AuditRotated {
+        #[serde(serialize_with = "path")]
+        file: &'a Path,
+        bytes: u64,
+    },
+    BudgetExhausted {
+        run_id: &'a str,
+        spent_usd: f64,
+        daily_usd: f64,
+    },
+    Paused(Pause<'a>),
+    Resumed(Pause<'a>),
+    DaemonStarted(Daemon<'a>),
+    DaemonStopped(Daemon<'a>),
+    ConfigReloaded(Daemon<'a>),
+    TelegramRejected {
+        chat_id: i64,
+        kind: &'a str,
+    },
+    /// Not in the SPEC's table: `heartbeat revoke`.
+    GrantRevoked {
+        task_id: &'a str,
+        by: &'a str,
+    },
+    /// Not in the SPEC's table: `heartbeat reset`.
+    TaskReset {
+        task_id: &'a str,
+        failures: u32,
+        tripped: bool,
+        by: &'a str,
+    },
+}
+
+/// `task_succeeded` / `task_failed`.
+#[derive(Debug, Serialize)]
+pub struct TaskRun<'a> {
+    pub run_id: &'a str,
+    pub task_id: &'a str,
+    #[serde(serialize_with = "path")]
+    pub file: &'a Path,
+    pub line: i64,
+    pub section: &'a str,
+    pub tool: &'a str,
+    pub input: Input<'a>,
+    pub exit_code: Option<i32>,
+    pub duration_ms: Option<u64>,
+    pub output: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub cost_usd: Option<f64>,
+    pub approval_id: Option<i64>,
+    /// What the tool said about itself in one line (`summary` in its JSON output).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stderr: Option<&'a str>,
+}
+
+/// `task_marked_done` / `task_mark_skipped`.
+#[derive(Debug, Serialize)]
+pub struct Mark<'a> {
+    pub run_id: &'a str,
+    pub task_id: &'a str,
+    #[serde(serialize_with = "path")]
+    pub file: &'a Path,
+    pub line: Option<usize>,
+    pub reason: Option<&'a str>,
+}
+
+/// `approval_approved` / `approval_denied`: written by whoever decided, outside any run.
+#[derive(Debug, Serialize)]
+pub struct Decided<'a> {
+    pub approval_id: i64,
+    pub task_id: &'a str,
+    pub by: &'a str,
+    pub always: bool,
+    pub reason: Option<&'a str>,
+}
+
+/// `approval_expired` / `approval_stale`.
+#[derive(Debug, Serialize)]
+pub struct Ended<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<&'a str>,
+    pub approval_id: i64,
+    pub task_id: &'a str,
+    pub reason: &'a str,
+}
+
+/// `notification_sent` / `notification_failed`.
+#[derive(Debug, Serialize)]
+pub struct Notified<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<&'a str>,
+    pub channel: &'static str,
+    pub chat_id: i64,
+    pub kind: &'a str,
+    pub error: Option<&'a str>,
+    pub queued: bool,
+}
+
+/// `notification_held` / `notification_folded` / `notification_dropped`.
+#[derive(Debug, Serialize)]
+pub struct Withheld<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<&'a str>,
+    pub channel: &'static str,
+    pub chat_id: i64,
+    pub kind: &'a str,
+    pub reason: &'a str,
+}
+
+/// `paused` / `resumed`.
+#[derive(Debug, Serialize)]
+pub struct Pause<'a> {
+    pub until: Option<&'a str>,
+    pub reason: Option<&'a str>,
+    pub by: &'a str,
+}
+
+/// `daemon_started` / `daemon_stopped` / `config_reloaded`.
+#[derive(Debug, Serialize)]
+pub struct Daemon<'a> {
+    pub signal: Option<&'a str>,
+    pub error: Option<&'a str>,
+    /// `daemon_started` only: which process, which build.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<&'static str>,
+}
+
+impl<'a> Daemon<'a> {
+    pub fn new(signal: Option<&'a str>, error: Option<&'a str>) -> Daemon<'a> {
+        Daemon {
+            signal,
+            error,
+            pid: None,
+            version: None,
+        }
+    }
+
+    /// `daemon_started`: which process, which build.
+    pub fn started() -> Daemon<'a> {
+        Daemon {
+            pid: Some(std::process::id()),
+            version: Some(env!("CARGO_PKG_VERSION")),
+            ..Daemon::new(None, None)
+        }
+    }
+}
+
+/// A task's input: a parsed map, or a value as stored with an approval.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Input<'a> {
+    Map(&'a Map<String, Value>),
+    Value(&'a Value),
+}
+
+impl<'a> From<&'a Map<String, Value>> for Input<'a> {
+    fn from(m: &'a Map<String, Value>) -> Self {
+        Input::Map(m)
+    }
+}
+
+impl<'a> From<&'a Value> for Input<'a> {
+    fn from(v: &'a Value) -> Self {
+        Input::Value(v)
+    }
+}
+
+/// A path as text, even when it is not UTF-8 (serde refuses those).
+fn path<S: Serializer>(p: &&Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
+}
+
+fn paths<S: Serializer>(ps: &&[&Path], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(ps.iter().map(|p| p.to_string_lossy()))
+}

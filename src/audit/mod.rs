@@ -1,0 +1,430 @@
+//! The audit log: one JSON object per line, appended to `<state_dir>/audit.jsonl`.
+//!
+//! Invariants:
+//! - Every line is an [`Event`] serialised by serde_json, the one serialiser: `ts` and
+//!   `event` are its first keys, `run_id` the third on lines of a run (see [`event`]).
+//! - A line is redacted ([`Secrets::value`]) before anything in it is cut, then serialised
+//!   completely and written with one `write` call on a file opened with O_APPEND, so lines
+//!   of concurrent processes never interleave. No line is longer than [`LINE_LIMIT`].
+//! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
+
+pub mod event;
+pub mod redact;
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+use serde_json::Value;
+
+pub use event::Event;
+pub use redact::{Secrets, has_secret_keys};
+
+/// The most bytes of a tool's output (or any other free text) kept in one audit line.
+pub const TEXT_LIMIT: usize = 4096;
+
+/// The most bytes of one line. A task input is kept whole up to this (it is what ran), but
+/// a file can hold anything, and a reader should not have to hold a line of any size.
+pub const LINE_LIMIT: usize = 1024 * 1024;
+
+/// What is written: the time, then the event with its tag and fields.
+#[derive(Serialize)]
+struct Line<'a> {
+    ts: String,
+    #[serde(flatten)]
+    event: &'a Event<'a>,
+}
+
+pub struct AuditLog {
+    file: File,
+    path: PathBuf,
+    secrets: Secrets,
+}
+
+impl std::fmt::Debug for AuditLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the registered secrets.
+        f.debug_struct("AuditLog")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl AuditLog {
+    /// Open (creating, mode 0600) the log for appending; `secrets` never reach it.
+    pub fn open(path: &Path, secrets: Secrets) -> io::Result<AuditLog> {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(path)?;
+        // A crash can leave half a line at the end: start ours on a line of its own, so that
+        // only the torn line is lost, never the next one.
+        let len = file.metadata()?.len();
+        if len > 0 {
+            use std::os::unix::fs::FileExt;
+            let mut last = [0u8; 1];
+            file.read_exact_at(&mut last, len - 1)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
+        Ok(AuditLog {
+            file,
+            path: path.to_path_buf(),
+            secrets,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The secrets this log hides, for the other sinks of the same command.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    /// Append one event that happened at `ts`.
+    pub fn record(&mut self, ts: DateTime<Utc>, event: &Event) -> io::Result<()> {
+        let line = self.render(ts, event);
+        torn_point(&mut self.file, &line);
+        self.file.write_all(&line)
+    }
+
+    /// The full line, redacted, capped and newline-terminated, as `record` writes it.
+    pub fn render(&self, ts: DateTime<Utc>, event: &Event) -> Vec<u8> {
+        let line = Line {
+            ts: format_ts(ts),
+            event,
+        };
+        // Serialising our own types into a Value cannot fail: no map has non-string keys.
+        let mut value = serde_json::to_value(&line).unwrap_or(Value::Null);
+        self.secrets.value(&mut value);
+        let mut bytes = serde_json::to_vec(&value).unwrap_or_default();
+        if bytes.len() > LINE_LIMIT {
+            bytes = cap(value);
+        }
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// Flush everything written so far to disk (once per run).
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// A line over [`LINE_LIMIT`], made to fit: long strings are cut (after redaction), and if
+/// that is not enough, only the scalar fields of the line are kept.
+fn cap(mut value: Value) -> Vec<u8> {
+    fn cut_strings(v: &mut Value, limit: usize) {
+        match v {
+            Value::String(s) if s.len() > limit => *s = truncate(s, limit, 0),
+            Value::Array(items) => items.iter_mut().for_each(|v| cut_strings(v, limit)),
+            Value::Object(m) => m.values_mut().for_each(|v| cut_strings(v, limit)),
+            _ => {}
+        }
+    }
+    for limit in [TEXT_LIMIT, 256] {
+        cut_strings(&mut value, limit);
+        let bytes = serde_json::to_vec(&value).unwrap_or_default();
+        if bytes.len() <= LINE_LIMIT {
+            return bytes;
+        }
+    }
+    if let Value::Object(m) = &mut value {
+        for v in m.values_mut() {
+            if v.is_array() || v.is_object() {
+                *v = Value::String("*** too large for the audit log".into());
+            }
+        }
+    }
+    serde_json::to_vec(&value).unwrap_or_default()
+}
+
+/// The `audit_torn` fault point (debug builds): a crash while `line` is written, leaving
+/// half of it.
+fn torn_point(file: &mut File, line: &[u8]) {
+    crate::fault::point_then("audit_torn", || {
+        let _ = file.write_all(&line[..line.len() / 2]);
+    });
+}
+
+/// RFC 3339, UTC, milliseconds, `Z`.
+pub fn format_ts(ts: DateTime<Utc>) -> String {
+    ts.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// `text` cut to at most `limit` bytes on a character boundary, with a note of how much
+/// was left out: what was cut here plus `dropped`, bytes the producer never kept.
+pub fn truncate(text: &str, limit: usize, dropped: u64) -> String {
+    if text.len() <= limit && dropped == 0 {
+        return text.to_string();
+    }
+    let mut end = limit.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let left_out = (text.len() - end) as u64 + dropped;
+    format!("{}… [{left_out} more bytes]", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::event::{Mark, TaskRun};
+    use super::*;
+    use serde_json::{Map, json};
+
+    fn ts() -> DateTime<Utc> {
+        "2026-03-29T01:00:00Z".parse().unwrap()
+    }
+
+    fn keys(line: &[u8]) -> Vec<String> {
+        let v: Value = serde_json::from_slice(line).unwrap();
+        v.as_object().unwrap().keys().cloned().collect()
+    }
+
+    #[test]
+    fn ts_event_and_run_id_come_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(&dir.path().join("a.jsonl"), Secrets::default()).unwrap();
+        let files = [Path::new("/x/HEARTBEAT.md")];
+        let line = log.render(
+            ts(),
+            &Event::RunStarted {
+                run_id: "r1",
+                mode: "once",
+                files: &files,
+                autonomy: "cautious",
+                host: "h".into(),
+                pid: 7,
+                version: "0.1.0",
+            },
+        );
+        assert_eq!(
+            String::from_utf8(line).unwrap(),
+            "{\"ts\":\"2026-03-29T01:00:00.000Z\",\"event\":\"run_started\",\"run_id\":\"r1\",\"mode\":\"once\",\"files\":[\"/x/HEARTBEAT.md\"],\"autonomy\":\"cautious\",\"host\":\"h\",\"pid\":7,\"version\":\"0.1.0\"}\n"
+        );
+        let input = Map::new();
+        let run = |run_id| TaskRun {
+            run_id,
+            task_id: "abc",
+            file: Path::new("/x"),
+            line: 3,
+            section: "recurring",
+            tool: "log",
+            input: (&input).into(),
+            exit_code: None,
+            duration_ms: Some(5),
+            output: Some("o"),
+            error: None,
+            cost_usd: None,
+            approval_id: None,
+            summary: None,
+            stderr: Some(""),
+        };
+        let mark = Mark {
+            run_id: "r1",
+            task_id: "abc",
+            file: Path::new("/x"),
+            line: Some(3),
+            reason: None,
+        };
+        let cases: Vec<(Event, &[&str])> = vec![
+            (
+                Event::TaskFailed(run("r1")),
+                &[
+                    "ts",
+                    "event",
+                    "run_id",
+                    "task_id",
+                    "file",
+                    "line",
+                    "section",
+                    "tool",
+                    "input",
+                    "exit_code",
+                    "duration_ms",
+                    "output",
+                    "error",
+                    "cost_usd",
+                    "approval_id",
+                    "stderr",
+                ],
+            ),
+            (
+                Event::TaskMarkedDone(mark),
+                &["ts", "event", "run_id", "task_id", "file", "line", "reason"],
+            ),
+            (
+                Event::RunSkipped {
+                    run_id: "r1",
+                    reason: "locked",
+                    next_active: None,
+                    until: None,
+                    holder_pid: Some(Some(4)),
+                    holder_since: Some(None),
+                },
+                &[
+                    "ts",
+                    "event",
+                    "run_id",
+                    "reason",
+                    "holder_pid",
+                    "holder_since",
+                ],
+            ),
+            (
+                Event::ApprovalStale(event::Ended {
+                    run_id: Some("r1"),
+                    approval_id: 1,
+                    task_id: "abc",
+                    reason: "gone",
+                }),
+                &["ts", "event", "run_id", "approval_id", "task_id", "reason"],
+            ),
+            (
+                Event::ApprovalExpired(event::Ended {
+                    run_id: None,
+                    approval_id: 1,
+                    task_id: "abc",
+                    reason: "ttl",
+                }),
+                &["ts", "event", "approval_id", "task_id", "reason"],
+            ),
+            (
+                Event::BudgetExhausted {
+                    run_id: "r1",
+                    spent_usd: 1.5,
+                    daily_usd: 1.0,
+                },
+                &["ts", "event", "run_id", "spent_usd", "daily_usd"],
+            ),
+        ];
+        for (event, want) in cases {
+            let line = log.render(ts(), &event);
+            assert_eq!(keys(&line), want, "{}", String::from_utf8_lossy(&line));
+            assert!(line.starts_with(b"{\"ts\":\"2026-03-29T01:00:00.000Z\",\"event\":\""));
+        }
+        let line = log.render(ts(), &Event::TaskSucceeded(run("r1")));
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["event"], "task_succeeded");
+        assert_eq!(v["summary"], Value::Null);
+        assert!(v.get("summary").is_none());
+    }
+
+    #[test]
+    fn secret_keys_and_secret_values_are_redacted() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(
+            &dir.path().join("a.jsonl"),
+            Secrets::new(["123:ABC".to_string()]),
+        )
+        .unwrap();
+        let input = json!({
+            "api_key": "k", "nested": {"ok": "123:ABC"}, "list": [{"passwd": 1}], "url": "https://x"
+        });
+        let line = log.render(
+            ts(),
+            &Event::ApprovalRequested {
+                run_id: "r1",
+                approval_id: 1,
+                task_id: "abc",
+                tool: "t",
+                input: (&input).into(),
+                file: Path::new("/x 123:ABC"),
+                line: 1,
+            },
+        );
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            v["input"],
+            json!({"api_key": "***", "nested": {"ok": "***"}, "list": [{"passwd": "***"}], "url": "https://x"})
+        );
+        assert_eq!(v["file"], "/x ***");
+    }
+
+    #[test]
+    fn lines_are_capped() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::open(&dir.path().join("a.jsonl"), Secrets::default()).unwrap();
+        let mut input = Map::new();
+        for i in 0..200 {
+            input.insert(format!("k{i}"), json!("x".repeat(10_000)));
+        }
+        let event = Event::ApprovalRequested {
+            run_id: "r1",
+            approval_id: 1,
+            task_id: "abc",
+            tool: "t",
+            input: (&input).into(),
+            file: Path::new("/x"),
+            line: 1,
+        };
+        let line = log.render(ts(), &event);
+        assert!(line.len() <= LINE_LIMIT + 1, "{}", line.len());
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v["approval_id"], 1);
+        assert_eq!(v["run_id"], "r1");
+    }
+
+    #[test]
+    fn lines_are_appended_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut a = AuditLog::open(&path, Secrets::default()).unwrap();
+        let mut b = AuditLog::open(&path, Secrets::default()).unwrap();
+        let big = "x".repeat(30_000);
+        for i in 0..20 {
+            let log = if i % 2 == 0 { &mut a } else { &mut b };
+            let event = Event::TaskReminded {
+                run_id: "r1",
+                task_id: &i.to_string(),
+                file: Path::new("/x"),
+                line: i,
+                text: &big,
+            };
+            log.record(Utc::now(), &event).unwrap();
+        }
+        a.sync().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 20);
+        for (i, line) in lines.iter().enumerate() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["line"], json!(i));
+        }
+    }
+
+    #[test]
+    fn a_torn_last_line_is_ended_before_the_next_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        std::fs::write(&path, "{\"ts\":\"x\",\"event\":\"a\"}\n{\"ts\":\"x\",\"ev").unwrap();
+        let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
+        let event = Event::StatePruned { rows: 1 };
+        log.record(Utc::now(), &event).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(serde_json::from_str::<Value>(lines[2]).is_ok(), "{text}");
+        // A file that ends properly gets nothing extra.
+        drop(AuditLog::open(&path, Secrets::default()).unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+
+    #[test]
+    fn truncate_keeps_char_boundaries() {
+        assert_eq!(truncate("abc", 3, 0), "abc");
+        assert_eq!(truncate("aé", 2, 0), "a… [2 more bytes]");
+        assert_eq!(truncate("abcdef", 4, 0), "abcd… [2 more bytes]");
+        // Bytes the producer dropped count too.
+        assert_eq!(truncate("abcdef", 4, 10), "abcd… [12 more bytes]");
+        assert_eq!(truncate("abc", 4, 10), "abc… [10 more bytes]");
+    }
+}

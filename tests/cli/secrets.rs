@@ -1,0 +1,183 @@
+//! Secrets (SPEC §7, issue 14 §3): the Telegram token and secret-looking values reach no
+//! sink — audit log, stdout, stderr, SQLite, Telegram — whichever command read the token,
+//! and a tool cannot read the token from heartbeat's environment.
+
+use std::time::Duration;
+
+use crate::common::*;
+use crate::tg_double::TgDouble;
+
+/// Chats the double is told about.
+const CHAT: i64 = 4242;
+
+/// A sandbox whose config points at a fresh double, with `tools` before `[telegram]`.
+fn setup(md: &str, tools: &str) -> (TgDouble, Env) {
+    let tg = TgDouble::start();
+    tg.expect_token(TG_TOKEN);
+    let env = Env::new(md).config(&format!(
+        "timezone = \"UTC\"\n{tools}\n{}",
+        tg_toml(&tg.url(), &[CHAT], "summary = \"always\"")
+    ));
+    (tg, env)
+}
+
+/// Every byte heartbeat stored: the database and its write-ahead log.
+fn stored_bytes(env: &Env) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    for name in ["heartbeat.db", "heartbeat.db-wal"] {
+        if let Ok(b) = std::fs::read(env.state().join(name)) {
+            bytes.extend(b);
+        }
+    }
+    assert!(
+        !bytes.is_empty(),
+        "no database in {}",
+        env.state().display()
+    );
+    bytes
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// What the double received, bodies only (the URL holds the token by design).
+fn bodies(tg: &TgDouble) -> String {
+    tg.calls()
+        .iter()
+        .map(|c| c.body.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[track_caller]
+fn assert_nowhere(what: &str, env: &Env, tg: &TgDouble, outputs: &[&Output]) {
+    assert!(
+        !env.audit_text().contains(what),
+        "audit.jsonl: {}",
+        env.audit_text()
+    );
+    for out in outputs {
+        assert!(!out.stdout.contains(what), "stdout: {}", out.stdout);
+        assert!(!out.stderr.contains(what), "stderr: {}", out.stderr);
+    }
+    assert!(
+        !contains(&stored_bytes(env), what),
+        "the SQLite files hold it"
+    );
+    let sent = bodies(tg);
+    assert!(!sent.contains(what), "sent to Telegram: {sent}");
+}
+
+/// A tool that prints its argument on stdout and stderr and fails.
+const ECHO_TOOL: &str = r#"[tools.echo]
+command = ["sh", "-c", "echo \"out $1\"; echo \"err $1\" >&2; exit 1", "sh", "{v}"]
+approval = "ask"
+"#;
+
+#[test]
+fn approve_of_a_tool_printing_the_token_leaks_it_nowhere() {
+    let md = format!("## Recurring\n- [ ] @echo {{\"v\": \"{TG_TOKEN}\"}}\n");
+    let (tg, env) = setup(&md, ECHO_TOOL);
+    let queued = env.cmd(["run", "--once"]).token().output();
+    queued.code(0);
+    assert_eq!(
+        env.events("approval_requested").len(),
+        1,
+        "{:#?}",
+        env.audit()
+    );
+    let listed = env.cmd(["approvals", "--json"]).token().output();
+    assert!(listed.stdout.contains("***"), "{}", listed.stdout);
+    let approved = env.cmd(["approve", "1"]).token().user("tester").output();
+    approved.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{:#?}", env.audit());
+    assert_eq!(failed[0]["output"], "out ***\n", "{}", failed[0]);
+    // The approved tool got the real input (re-read from the file).
+    let next = env
+        .cmd(["run", "--once"])
+        .token()
+        .now("2026-05-01T11:00:00Z")
+        .output();
+    assert_nowhere(TG_TOKEN, &env, &tg, &[&queued, &listed, &approved, &next]);
+    // Not even a large piece of it.
+    assert_nowhere(
+        &TG_TOKEN[..20],
+        &env,
+        &tg,
+        &[&queued, &listed, &approved, &next],
+    );
+}
+
+#[test]
+fn the_token_in_a_tool_output_reaches_no_summary_outbox_or_stdout() {
+    let md = "## Recurring\n- [ ] @leak {}\n- [ ] @cut {}\n";
+    let tools = format!(
+        r#"[tools.leak]
+command = ["sh", "-c", "echo 'got {TG_TOKEN}'; echo 'see https://x.example/a?sig=abc123&page=2' >&2; exit 1"]
+approval = "auto"
+
+[tools.cut]
+command = ["sh", "-c", "printf '%4090s' '' | tr ' ' x; echo '{TG_TOKEN}'"]
+approval = "auto"
+"#
+    );
+    let (tg, env) = setup(md, &tools);
+    let out = env.cmd(["run", "--once"]).token().output();
+    out.code(1);
+    let sent = tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    assert!(!sent.is_empty());
+    assert_nowhere(TG_TOKEN, &env, &tg, &[&out]);
+    // Redacted before the 4 KiB cut: no head of the token survives it.
+    let cut = env.events("task_succeeded");
+    assert_eq!(cut.len(), 1, "{:#?}", env.audit());
+    let output = cut[0]["output"].as_str().unwrap();
+    assert!(output.ends_with("x***\n"), "{output}");
+    assert!(!env.audit_text().contains(&TG_TOKEN[..6]));
+    // A secret URL parameter in an error is hidden too.
+    let failed = &env.events("task_failed")[0];
+    assert!(
+        failed["error"].as_str().unwrap().contains("sig=***&page=2"),
+        "{failed}"
+    );
+    assert_nowhere("abc123", &env, &tg, &[&out]);
+}
+
+#[test]
+fn an_invalid_task_is_shown_in_messages_by_place_and_error_only() {
+    let md = "## Recurring\n\
+              - [ ] @http {\"url\": \"https://x.example\", \"headers\": {\"Authorization\": \"Bearer sekrit-42\"},}\n";
+    let (tg, env) = setup(md, "");
+    let out = env.cmd(["run", "--once"]).token().output();
+    out.code(1);
+    assert_eq!(env.events("task_invalid").len(), 1, "{:#?}", env.audit());
+    let sent = tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let text = sent[0].body["text"].as_str().unwrap();
+    assert!(text.contains("HEARTBEAT.md:2"), "{text}");
+    assert!(!text.contains("sekrit-42"), "{text}");
+    assert!(!text.contains("Authorization"), "{text}");
+}
+
+#[test]
+fn a_tool_cannot_read_the_token_from_heartbeats_environment() {
+    // Whoever the tool runs as (root reads any process), the original environment block
+    // no longer holds the value.
+    let md = "## Recurring\n- [ ] @peek {}\n";
+    let tools = r#"[tools.peek]
+command = ["sh", "-c", "cat /proc/$PPID/environ > environ.txt 2>&1; env > env.txt"]
+approval = "auto"
+"#;
+    let (_tg, env) = setup(md, tools);
+    env.cmd(["run", "--once"]).token().output().code(0);
+    let environ = env.read_bytes("environ.txt");
+    assert!(!environ.is_empty());
+    assert!(
+        !contains(&environ, TG_TOKEN),
+        "{}",
+        String::from_utf8_lossy(&environ)
+    );
+    assert!(!env.read("env.txt").contains(TG_TOKEN));
+}
