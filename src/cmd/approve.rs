@@ -14,10 +14,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::{Ctx, Out, show_path};
+use super::{Ctx, Out};
 use crate::cli::ApproveArgs;
 use crate::engine::decide::{Decider, LOCK_WAIT, RunNow};
 use crate::error::{Error, Result, exit};
+use crate::render::{show_local, show_path};
 use crate::store::ApprovalRow;
 use crate::text::{clean, first_line};
 
@@ -119,7 +120,7 @@ fn execute(d: &mut Decider, ctx: &Ctx, rows: &[&ApprovalRow], out: &mut Out) -> 
                 "heartbeat: approved, but another run still holds the run lock after {}s (pid {}, since {}); the approval stands and runs at the next run",
                 LOCK_WAIT.as_secs(),
                 holder.pid.map_or("?".into(), |p| p.to_string()),
-                holder.since.map_or("?".into(), super::show_local),
+                holder.since.map_or("?".into(), show_local),
             );
             Ok(exit::TASK_FAILED)
         }

@@ -3,12 +3,13 @@
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Out, show_path, show_time};
+use super::{Ctx, Out, show_time};
 use crate::cli::CheckArgs;
 use crate::engine::files::{all_tasks, read_files, read_snapshot};
 use crate::error::{Result, exit};
 use crate::model::{Problem, Severity};
 use crate::plan::{self, Decision, PlanInput};
+use crate::render::show_path;
 use crate::text::first_line;
 use crate::tools::Registry;
 

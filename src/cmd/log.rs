@@ -28,10 +28,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use super::{Ctx, show_path, show_time};
+use super::{Ctx, show_time};
 use crate::cli::LogArgs;
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
+use crate::render::show_path;
 use crate::store::parse_ts;
 use crate::text::{clean, first_line};
 

@@ -27,7 +27,6 @@ use crate::config::{self, Config, LoadOptions};
 use crate::engine::files::Loaded;
 use crate::error::{Error, Result};
 use crate::model::{Problem, Severity};
-pub use crate::render::{show_local, show_path};
 
 /// Local time for people, in the configured zone.
 pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
@@ -64,7 +63,7 @@ pub fn show_problem(p: &Problem, cwd: &Path) -> String {
     };
     format!(
         "{}:{}:{}: {severity}: {}",
-        show_path(&p.file, cwd),
+        crate::render::show_path(&p.file, cwd),
         p.line,
         p.column,
         crate::text::clean(&p.message)

@@ -3,10 +3,11 @@
 
 use serde_json::json;
 
-use super::{Ctx, Out, show_local};
+use super::{Ctx, Out};
 use crate::cli::JsonArg;
 use crate::error::{Error, Result, exit};
 use crate::lock;
+use crate::render::show_local;
 use crate::schedule::local_midnight;
 use crate::store::{PauseRow, Store};
 
