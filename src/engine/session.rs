@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::audit::event::{Ended, Mark, TaskRun};
 use crate::audit::{self, AuditLog, Event, Secrets, TEXT_LIMIT};
 use crate::clock::Clock;
-use crate::config::{Approval, Config};
+use crate::config::{Approval, Config, TelegramConfig};
 use crate::error::{Error, Result};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
@@ -507,21 +507,33 @@ impl<'a> Session<'a> {
     /// An urgent message to the Telegram chats (trips, the budget).
     fn alert(&mut self, html: &str) -> Result<()> {
         if let Some(tc) = &self.cfg.telegram {
-            let msg = crate::render::telegram::Rendered {
-                kind: "alert",
-                html: html.to_string(),
-                urgent: true,
-                approvals: Vec::new(),
-            };
-            crate::engine::outbox::enqueue_all(
-                &mut self.store,
-                tc,
-                &msg,
-                false,
-                self.now,
-                &self.secrets,
-            )?;
+            self.enqueue(tc, "alert", html.to_string(), true)?;
         }
+        Ok(())
+    }
+
+    /// A message of its own to every configured chat, through the outbox.
+    fn enqueue(
+        &mut self,
+        tc: &TelegramConfig,
+        kind: &'static str,
+        html: String,
+        urgent: bool,
+    ) -> Result<()> {
+        let msg = crate::render::telegram::Rendered {
+            kind,
+            html,
+            urgent,
+            approvals: Vec::new(),
+        };
+        crate::engine::outbox::enqueue_all(
+            &mut self.store,
+            tc,
+            &msg,
+            false,
+            self.now,
+            &self.secrets,
+        )?;
         Ok(())
     }
 
@@ -572,20 +584,7 @@ impl<'a> Session<'a> {
                 ..Outcome::default()
             });
         }
-        let msg = crate::render::telegram::Rendered {
-            kind: "notify",
-            html: crate::text::escape(text),
-            urgent: false,
-            approvals: Vec::new(),
-        };
-        crate::engine::outbox::enqueue_all(
-            &mut self.store,
-            tc,
-            &msg,
-            false,
-            self.now,
-            &self.secrets,
-        )?;
+        self.enqueue(tc, "notify", crate::text::escape(text), false)?;
         Ok(Outcome {
             success: true,
             stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),

@@ -45,9 +45,9 @@ pub struct SourceFile {
     pub text: String,
 }
 
-/// Read `path` (made absolute by the caller) with the size and UTF-8 checks.
-pub fn read_source(path: &Path) -> Result<SourceFile, FileError> {
-    let io_err = |source: io::Error| {
+impl FileError {
+    /// An I/O error on `path`: a missing file is [`FileError::Missing`] (with its hint).
+    pub fn from_io(path: &Path, source: io::Error) -> FileError {
         if source.kind() == io::ErrorKind::NotFound {
             FileError::Missing(path.to_path_buf())
         } else {
@@ -56,7 +56,12 @@ pub fn read_source(path: &Path) -> Result<SourceFile, FileError> {
                 source,
             }
         }
-    };
+    }
+}
+
+/// Read `path` (made absolute by the caller) with the size and UTF-8 checks.
+pub fn read_source(path: &Path) -> Result<SourceFile, FileError> {
+    let io_err = |source| FileError::from_io(path, source);
     let meta = fs::metadata(path).map_err(io_err)?;
     // A FIFO or device would block or never end; a directory cannot be a check-list.
     if meta.is_dir() {

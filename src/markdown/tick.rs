@@ -106,16 +106,7 @@ pub fn tick_file(
     ids: &[&str],
     known: Option<(&SourceFile, &[Task])>,
 ) -> Result<Vec<TickResult>, FileError> {
-    let io_err = |source: io::Error| {
-        if source.kind() == io::ErrorKind::NotFound {
-            FileError::Missing(path.to_path_buf())
-        } else {
-            FileError::Io {
-                path: path.to_path_buf(),
-                source,
-            }
-        }
-    };
+    let io_err = |source| FileError::from_io(path, source);
     // Never open a FIFO or a device read-write: only a regular file is a check-list.
     let meta = fs::metadata(path).map_err(io_err)?;
     if !meta.is_file() {
