@@ -12,6 +12,7 @@ pub mod fault;
 pub mod json;
 pub mod lock;
 pub mod markdown;
+pub mod mcp;
 pub mod memory;
 pub mod model;
 pub mod notify;
