@@ -21,3 +21,6 @@ pub use client::{
     Transport,
 };
 pub use schema::{did_you_mean, validate_input};
+
+#[cfg(test)]
+mod tests;
