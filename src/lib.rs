@@ -12,6 +12,7 @@ pub mod error;
 pub mod fault;
 pub mod lock;
 pub mod markdown;
+pub mod mcp;
 pub mod model;
 pub mod plan;
 pub mod render;

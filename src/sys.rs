@@ -182,3 +182,56 @@ fn overwrite_original_env(name: &str) -> io::Result<()> {
 pub fn set_non_dumpable() {
     let _ = nix::sys::prctl::set_dumpable(false);
 }
+
+/// Scans `/proc` for a member of group `pgid` that is not a zombie; None when `/proc` cannot
+/// be read (then the caller trusts `kill`).
+pub fn live_member_in_group(pgid: i32) -> Option<bool> {
+    let entries = std::fs::read_dir("/proc").ok()?;
+    let mut seen_any = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        // A process may vanish between the listing and the read.
+        let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
+            continue;
+        };
+        seen_any = true;
+        if let Some((state, pgrp)) = parse_stat(&stat)
+            && pgrp == pgid
+            && state != b'Z'
+            && state != b'X'
+        {
+            return Some(true);
+        }
+    }
+    // An empty or unreadable /proc says nothing.
+    seen_any.then_some(false)
+}
+
+/// State and process group from `/proc/PID/stat`: `pid (comm) state ppid pgrp …`, where comm
+/// may itself contain spaces and parentheses.
+pub fn parse_stat(stat: &[u8]) -> Option<(u8, i32)> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let _ppid = fields.next()?;
+    let pgrp = fields.next()?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+/// How the process `pid` (a child of ours) ended, if it has, without reaping it: its pid
+/// (which is its group's id) stays reserved until the caller waits for it.
+pub fn exit_without_reaping(pid: i32) -> Option<String> {
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
+        Ok(WaitStatus::Exited(_, code)) => Some(format!("exit status {code}")),
+        Ok(WaitStatus::Signaled(_, sig, _)) => Some(format!("killed by signal {}", sig as i32)),
+        Ok(WaitStatus::StillAlive) | Err(_) => None,
+        Ok(_) => Some("ended".into()),
+    }
+}

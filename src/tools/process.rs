@@ -355,50 +355,9 @@ fn group_alive(pgid: i32) -> bool {
     if !sys::group_exists(pgid) {
         return false;
     }
-    live_member_in_proc(pgid).unwrap_or(true)
+    sys::live_member_in_group(pgid).unwrap_or(true)
 }
 
-/// Scans `/proc` for a member of group `pgid` that is not a zombie; None when `/proc` cannot
-/// be read (then the caller trusts `kill`).
-fn live_member_in_proc(pgid: i32) -> Option<bool> {
-    let entries = std::fs::read_dir("/proc").ok()?;
-    let mut seen_any = false;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !name.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        // A process may vanish between the listing and the read.
-        let Ok(stat) = std::fs::read(entry.path().join("stat")) else {
-            continue;
-        };
-        seen_any = true;
-        if let Some((state, pgrp)) = parse_stat(&stat)
-            && pgrp == pgid
-            && state != b'Z'
-            && state != b'X'
-        {
-            return Some(true);
-        }
-    }
-    // An empty or unreadable /proc says nothing.
-    seen_any.then_some(false)
-}
-
-/// State and process group from `/proc/PID/stat`: `pid (comm) state ppid pgrp …`, where comm
-/// may itself contain spaces and parentheses.
-pub(super) fn parse_stat(stat: &[u8]) -> Option<(u8, i32)> {
-    let close = stat.iter().rposition(|&b| b == b')')?;
-    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
-    let mut fields = rest.split_ascii_whitespace();
-    let state = *fields.next()?.as_bytes().first()?;
-    let _ppid = fields.next()?;
-    let pgrp = fields.next()?.parse().ok()?;
-    Some((state, pgrp))
-}
-
-/// A child's output pipe, either of them.
 /// A child's output pipe: read, and polled so that an abandoned reader notices in time.
 trait PipeRead: Read + AsFd + Send {}
 impl<T: Read + AsFd + Send> PipeRead for T {}

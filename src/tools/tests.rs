@@ -66,7 +66,7 @@ fn gone_within(pid: i32, within: Duration) -> bool {
             return true;
         }
         if let Ok(stat) = std::fs::read(format!("/proc/{pid}/stat"))
-            && process::parse_stat(&stat).is_some_and(|(state, _)| state == b'Z')
+            && crate::sys::parse_stat(&stat).is_some_and(|(state, _)| state == b'Z')
         {
             return true;
         }

@@ -1,0 +1,264 @@
+//! An MCP server over stdio for heartbeat's tests, written with the same SDK as the client.
+//!
+//! Invariants:
+//!
+//! - It only ever writes MCP messages to stdout; everything else goes to stderr.
+//! - Each tool exercises one behaviour of the client (see `TOOLS`), and its input schema is
+//!   real, so schema validation can be tested against what it lists.
+//! - `--many N` adds N tools (`extra_0` …) and serves the list in pages of `PAGE` with
+//!   numeric cursors; `--exit-at-start` exits before reading anything.
+//!
+//! Tools: `echo` (read-only; returns `text`), `fail` (an `isError` result), `sleep` (waits
+//! `secs`, in a child `sleep` process when `child` is true), `stderr` (writes `text` to
+//! stderr), `structured` (structuredContent with `cost_usd` and `summary`), `image` (one
+//! image item and one text item), `sampling`, `roots` and `elicit` (ask the client and report
+//! its answer), `env` (its environment, one `NAME=value` per line, sorted), `crash` (exits
+//! with status 3 mid-call).
+
+// Sampling and roots are deprecated in the SDK, but servers in use still send them: the tests
+// need a server that does.
+#![allow(deprecated)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+    CreateMessageRequestParams, ElicitRequestParams, Implementation, JsonObject, ListToolsResult,
+    PaginatedRequestParams, SamplingMessage, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler, ServiceExt};
+use serde_json::{Value, json};
+
+/// Tools per `tools/list` page.
+const PAGE: usize = 10;
+
+struct TestServer {
+    tools: Vec<Tool>,
+}
+
+fn tool(name: &str, description: &str, schema: Value) -> Tool {
+    let Value::Object(schema) = schema else {
+        unreachable!("schemas are objects")
+    };
+    Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
+}
+
+fn tools(extra: usize) -> Vec<Tool> {
+    let none = json!({"type": "object", "properties": {}});
+    let mut tools = vec![
+        tool(
+            "echo",
+            "Returns its text.",
+            json!({
+                "type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"]
+            }),
+        )
+        .with_annotations(ToolAnnotations::new().read_only(true)),
+        tool("fail", "Fails with isError.", none.clone()),
+        tool(
+            "sleep",
+            "Sleeps for secs seconds, in a child process when child is true.",
+            json!({
+                "type": "object",
+                "properties": {"secs": {"type": "number"}, "child": {"type": "boolean"}},
+                "required": ["secs"]
+            }),
+        ),
+        tool(
+            "stderr",
+            "Writes text to stderr.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        ),
+        tool("structured", "Returns structured content.", none.clone()),
+        tool("image", "Returns an image.", none.clone()),
+        tool("sampling", "Asks the client for sampling.", none.clone()),
+        tool("roots", "Asks the client for its roots.", none.clone()),
+        tool("elicit", "Asks the client to elicit input.", none.clone()),
+        tool("env", "Returns its environment.", none.clone()),
+        tool("crash", "Exits mid-call.", none.clone()),
+    ];
+    for i in 0..extra {
+        tools.push(tool(&format!("extra_{i}"), "A filler tool.", none.clone()));
+    }
+    tools
+}
+
+fn text(s: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(s)])
+}
+
+impl TestServer {
+    async fn run(
+        &self,
+        name: &str,
+        args: &JsonObject,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let arg = |key: &str| args.get(key).cloned().unwrap_or(Value::Null);
+        Ok(match name {
+            "echo" => match arg("text") {
+                Value::String(s) => text(s),
+                _ => return Err(ErrorData::invalid_params("text must be a string", None)),
+            },
+            "fail" => CallToolResult::error(vec![ContentBlock::text("failed on purpose")]),
+            "sleep" => {
+                let secs = arg("secs").as_f64().unwrap_or(1.0);
+                let wait = async {
+                    if arg("child") == Value::Bool(true) {
+                        // A second process in the server's group, left running when the call
+                        // is cancelled: stopping the server must end it too.
+                        let status = tokio::process::Command::new("sleep")
+                            .arg(secs.to_string())
+                            .status()
+                            .await;
+                        format!("child sleep ended: {status:?}")
+                    } else {
+                        tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+                        "slept".to_owned()
+                    }
+                };
+                tokio::select! {
+                    done = wait => text(done),
+                    () = context.ct.cancelled() => {
+                        // The tests look for this line to know the cancellation arrived.
+                        eprintln!("sleep cancelled by the client");
+                        text("cancelled")
+                    }
+                }
+            }
+            "stderr" => {
+                eprintln!("{}", arg("text").as_str().unwrap_or("a line on stderr"));
+                text("written")
+            }
+            "structured" => CallToolResult::structured(json!({
+                "cost_usd": 0.25,
+                "summary": "3 open issues",
+                "issues": [1, 2, 3]
+            })),
+            "image" => CallToolResult::success(vec![
+                // A 1x1 transparent PNG.
+                ContentBlock::image(
+                    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=",
+                    "image/png",
+                ),
+                ContentBlock::text("one image"),
+            ]),
+            "sampling" => {
+                let params =
+                    CreateMessageRequestParams::new(vec![SamplingMessage::user_text("hello")], 16);
+                let answer = context.peer.create_message(params).await;
+                match answer {
+                    Ok(_) => text("sampling answered"),
+                    Err(e) => text(format!("sampling refused: {e}")),
+                }
+            }
+            "roots" => {
+                let answer = context.peer.list_roots().await;
+                match answer {
+                    Ok(roots) => text(format!("roots answered: {roots:?}")),
+                    Err(e) => text(format!("roots refused: {e}")),
+                }
+            }
+            "elicit" => {
+                let params: ElicitRequestParams = serde_json::from_value(json!({
+                    "mode": "url",
+                    "message": "open this",
+                    "url": "https://example.invalid/",
+                    "elicitationId": "e1"
+                }))
+                .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                match context.peer.create_elicitation(params).await {
+                    Ok(answer) => text(format!("elicitation answered: {answer:?}")),
+                    Err(e) => text(format!("elicitation refused: {e}")),
+                }
+            }
+            "env" => {
+                let mut vars: Vec<String> = std::env::vars_os()
+                    .map(|(k, v)| format!("{}={}", k.to_string_lossy(), v.to_string_lossy()))
+                    .collect();
+                vars.sort();
+                text(vars.join("\n"))
+            }
+            "crash" => {
+                eprintln!("crashing on purpose");
+                std::process::exit(3);
+            }
+            other if other.starts_with("extra_") => text(other.to_owned()),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other}"),
+                    None,
+                ));
+            }
+        })
+    }
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("mcp_test_server", "0.0.0"))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(c) => c
+                .parse::<usize>()
+                .map_err(|_| ErrorData::invalid_params("bad cursor", None))?,
+        };
+        let end = (start + PAGE).min(self.tools.len());
+        let mut page = ListToolsResult::with_all_items(self.tools[start.min(end)..end].to_vec());
+        page.next_cursor = (end < self.tools.len()).then(|| end.to_string());
+        Ok(page)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        self.run(&request.name, &args, context)
+            .await
+            .map(Into::into)
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--exit-at-start") {
+        eprintln!("mcp_test_server: exiting at start on purpose");
+        std::process::exit(1);
+    }
+    let extra = args
+        .iter()
+        .position(|a| a == "--many")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let server = TestServer {
+            tools: tools(extra),
+        };
+        match server.serve(rmcp::transport::stdio()).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(e) => eprintln!("mcp_test_server: {e}"),
+        }
+    });
+}

@@ -1,0 +1,727 @@
+//! The one wrapper around the MCP SDK (`rmcp`): a blocking client for one server.
+//!
+//! Invariants:
+//!
+//! - This is the only file that names `rmcp`. Its types never appear in the public API.
+//! - heartbeat spawns, signals and reaps the server itself; rmcp only speaks JSON-RPC over the
+//!   child's pipes. (rmcp's own child-process transport kills on drop by spawning a task on
+//!   the runtime, which is lost when the runtime shuts down, and uses other grace periods.)
+//! - The server leads its own process group and starts with a cleared environment holding
+//!   only [`PASSED_ENV`] (those set in heartbeat's) and the spec's `env` pairs.
+//! - Its stderr is read on a thread into a buffer that keeps [`STDERR_CAP`] bytes and counts
+//!   the rest, so the server never blocks on a full stderr pipe.
+//! - Every path out of a [`Server`] (`stop`, `Drop`, a failed `start`) closes the server's
+//!   stdin, gives it 2 s to exit, then SIGTERMs its group, SIGKILLs the group 5 s later if a
+//!   member still lives, and reaps the leader. A group id is only signalled while its leader
+//!   is not yet reaped, so it cannot have been reused.
+//! - The current-thread runtime runs only inside `start`, `list_tools`, `call` and `stop`;
+//!   between calls nothing reads the server's stdout, which is harmless because heartbeat
+//!   never waits for a server outside a call.
+//! - The client advertises no capabilities and refuses sampling, elicitation and roots
+//!   requests with an MCP error; each refusal is remembered for the audit.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::io::{self, Read};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rmcp::ClientHandler;
+use rmcp::ErrorData;
+// Sampling and roots types are deprecated in the SDK; they are named here only to refuse them.
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+    ClientRequest, ContentBlock, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, ErrorCode, Implementation, ListRootsResult,
+    PaginatedRequestParams, ProtocolVersion, ResourceContents, ServerResult, Tool,
+};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RequestContext, RoleClient,
+    RunningService, ServiceError,
+};
+use serde_json::{Map, Value};
+
+use crate::sys::{self, Signal};
+
+/// Variables passed from heartbeat's environment to every server (when set); everything else
+/// is cleared (SPEC §12).
+pub const PASSED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
+
+/// Bytes of a server's stderr kept, like a tool's (SPEC §4); the rest is counted.
+pub const STDERR_CAP: usize = 1024 * 1024;
+
+/// Bytes of a call's text output kept, like a tool's standard output (SPEC §4).
+pub const OUTPUT_CAP: usize = 1024 * 1024;
+
+/// From closing the server's stdin to SIGTERM (SPEC §12).
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// From SIGTERM to SIGKILL (SPEC §4, §12).
+const KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// How long the stderr reader may take to drain once the group is gone; after that it is
+/// abandoned (a process that left the group still holds the pipe).
+const READER_GRACE: Duration = Duration::from_secs(2);
+
+/// Past a call's timeout, how long the cancellation notification may take to be written
+/// before the call gives up on it (a server that reads nothing fills its stdin pipe).
+const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// How long to wait for the leader's exit status once its connection closed, to say why.
+const DEATH_GRACE: Duration = Duration::from_millis(500);
+
+/// How often a dying group is looked at (there is no way to wait for non-children).
+const POLL: Duration = Duration::from_millis(20);
+
+/// A server that pages forever is a broken server, not a long list.
+const MAX_PAGES: usize = 1000;
+
+/// How to reach a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking MCP on its stdin and stdout. `command[0]` is looked up in
+    /// `PATH` unless it holds a `/`; a relative path is relative to [`ServerSpec::cwd`].
+    Stdio { command: Vec<String> },
+    /// Streamable HTTP. Not built yet: [`Server::start`] refuses it (see `Cargo.toml`).
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+    },
+}
+
+/// Everything needed to start one server.
+#[derive(Clone, Debug)]
+pub struct ServerSpec {
+    /// The config key (`[mcp.NAME]`), for messages.
+    pub name: String,
+    pub transport: Transport,
+    /// Variables given to the server besides [`PASSED_ENV`]: the config's `env` names with
+    /// their values. The values are secrets (SPEC §7).
+    pub env: Vec<(String, String)>,
+    /// The server's working directory.
+    pub cwd: PathBuf,
+    /// Limit for the `initialize` handshake, and for listing the tools.
+    pub startup_timeout: Duration,
+}
+
+/// One tool as the server lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolInfo {
+    pub name: String,
+    pub description: Option<String>,
+    /// The JSON Schema of its input (an object schema).
+    pub input_schema: Value,
+    /// The server's hint that the tool changes nothing: `readOnlyHint` and not
+    /// `destructiveHint`. A hint only: it never loosens policy unless the config trusts it.
+    pub read_only: bool,
+}
+
+/// What a completed `tools/call` returned. A tool-level failure is `is_error`, not an `Err`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallOutcome {
+    /// `isError: true`: the task fails.
+    pub is_error: bool,
+    /// Text items (and embedded text resources) joined by newlines, at most [`OUTPUT_CAP`]
+    /// bytes.
+    pub text: String,
+    /// Bytes of text beyond [`OUTPUT_CAP`], counted and not kept.
+    pub text_dropped: u64,
+    /// `structuredContent`, as sent.
+    pub structured: Option<Value>,
+    /// Items that are not text (images, audio, blobs, resource links): counted, not kept.
+    pub binary_items: usize,
+    /// `structuredContent.cost_usd`, when a number.
+    pub cost_usd: Option<f64>,
+    /// `structuredContent.summary`, when a string.
+    pub summary: Option<String>,
+}
+
+/// Why a server could not be used. Messages read as the end of a sentence about the server:
+/// the caller prefixes the server's (and the task's) name.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The server could not be spawned, or did not complete `initialize`. Its tasks fail.
+    #[error("did not start: {0}")]
+    Start(String),
+    /// The connection closed (the server exited or closed stdout). Restart it for the next
+    /// call.
+    #[error("died: {0}")]
+    Died(String),
+    /// No answer within the limit; a `notifications/cancelled` was sent. The server may still
+    /// be busy: stop it and start a new one for the next call.
+    #[error("timed out after {}", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    /// The server answered with a JSON-RPC error (unknown tool, invalid arguments, …).
+    #[error("refused the request: {0}")]
+    Rejected(String),
+    /// The server broke the protocol or asked for something heartbeat does not do.
+    #[error("broke the MCP protocol: {0}")]
+    Protocol(String),
+    /// A transport this build does not have.
+    #[error("is not supported: {0}")]
+    Unsupported(String),
+}
+
+/// A running MCP server and the connection to it. Not `Sync`: one caller at a time.
+pub struct Server {
+    name: String,
+    /// Declared before `rt` on purpose: nothing here relies on field drop order (`Drop`
+    /// shuts everything down explicitly), but the service must never outlive the runtime.
+    service: Option<RunningService<RoleClient, Refuser>>,
+    rt: Option<tokio::runtime::Runtime>,
+    /// The group leader, until reaped.
+    child: Option<Child>,
+    pgid: i32,
+    startup_timeout: Duration,
+    stderr: Arc<Mutex<Capture>>,
+    stderr_reader: Option<thread::JoinHandle<()>>,
+    refused: Arc<Mutex<Vec<String>>>,
+    usable: bool,
+}
+
+impl Server {
+    /// Spawns the server and completes the MCP handshake within `startup_timeout`. A server
+    /// that cannot be spawned, exits, or does not answer is a [`McpError::Start`] (with the
+    /// end of its stderr), and nothing of it is left running.
+    ///
+    /// The server gets SIGTERM if heartbeat dies: the kernel sends it when the *thread* that
+    /// spawned it ends, so call this from a thread that outlives the server (the run's).
+    pub fn start(spec: &ServerSpec) -> Result<Server, McpError> {
+        let command = match &spec.transport {
+            Transport::Stdio { command } => command,
+            Transport::Http { url, .. } => {
+                return Err(McpError::Unsupported(format!(
+                    "{url}: this build speaks to MCP servers over stdio only, not Streamable HTTP"
+                )));
+            }
+        };
+        let Some(program) = command.first() else {
+            return Err(McpError::Start("empty command".into()));
+        };
+        if !spec.cwd.is_dir() {
+            return Err(McpError::Start(format!(
+                "working directory {:?} is not a directory",
+                spec.cwd
+            )));
+        }
+        let mut child = spawn(program, &command[1..], spec)
+            .map_err(|e| McpError::Start(format!("cannot run {program:?}: {e}")))?;
+        let pgid = child.id() as i32;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take();
+        let stderr = Arc::new(Mutex::new(Capture::default()));
+        let stderr_reader = child.stderr.take().map(|pipe| {
+            let cap = Arc::clone(&stderr);
+            thread::spawn(move || read_capped(pipe, &cap))
+        });
+        // From here on, dropping `server` stops the child on every error path.
+        let mut server = Server {
+            name: spec.name.clone(),
+            service: None,
+            rt: None,
+            child: Some(child),
+            pgid,
+            startup_timeout: spec.startup_timeout,
+            stderr,
+            stderr_reader,
+            refused: Arc::new(Mutex::new(Vec::new())),
+            usable: false,
+        };
+        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+            return Err(server.failed_start("its pipes were not set up".into()));
+        };
+        let rt = match tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => return Err(server.failed_start(format!("cannot create a runtime: {e}"))),
+        };
+        let pipes = {
+            // Registering the pipes with the runtime's reactor needs its context.
+            let _entered = rt.enter();
+            tokio::process::ChildStdout::from_std(stdout)
+                .and_then(|out| Ok((out, tokio::process::ChildStdin::from_std(stdin)?)))
+        };
+        let pipes = match pipes {
+            Ok(p) => p,
+            Err(e) => return Err(server.failed_start(format!("cannot watch its pipes: {e}"))),
+        };
+        let handler = Refuser {
+            refused: Arc::clone(&server.refused),
+        };
+        let limit = spec.startup_timeout;
+        let started = rt.block_on(async {
+            tokio::time::timeout(
+                limit,
+                // The `initialize` handshake, which every server in use speaks; probing for the
+                // newer `server/discover` first would cost old servers a 10 s wait.
+                handler.serve_with_lifecycle(pipes, ClientLifecycleMode::Initialize),
+            )
+            .await
+        });
+        server.rt = Some(rt);
+        match started {
+            Ok(Ok(service)) => {
+                server.service = Some(service);
+                server.usable = true;
+                Ok(server)
+            }
+            Ok(Err(e)) => Err(server.failed_start(format!("the MCP handshake failed: {e}"))),
+            Err(_) => Err(server.failed_start(format!(
+                "no answer to initialize within {}",
+                humantime::format_duration(limit)
+            ))),
+        }
+    }
+
+    /// The config name it was started under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The server's process id, which is also its process group id.
+    pub fn pid(&self) -> u32 {
+        self.pgid as u32
+    }
+
+    /// False once a call timed out or the connection closed: the caller should [`stop`] this
+    /// server and start a new one for the next call (SPEC §12).
+    ///
+    /// [`stop`]: Server::stop
+    pub fn is_usable(&self) -> bool {
+        self.usable
+    }
+
+    /// Every tool the server offers, following `nextCursor` to the last page, within the
+    /// spec's `startup_timeout`.
+    pub fn list_tools(&mut self) -> Result<Vec<ToolInfo>, McpError> {
+        let peer = self.service()?.peer().clone();
+        let limit = self.startup_timeout;
+        // Timers must be created inside the runtime, hence the outer `async`.
+        let listed = self.block_on(async move {
+            tokio::time::timeout(limit, async move {
+                let mut tools: Vec<Tool> = Vec::new();
+                let mut cursor: Option<String> = None;
+                let mut seen = HashSet::new();
+                for _ in 0..MAX_PAGES {
+                    let params = cursor
+                        .take()
+                        .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+                    let page = peer.list_tools(params).await.map_err(Failure::Service)?;
+                    tools.extend(page.tools);
+                    match page.next_cursor {
+                        None => return Ok(tools),
+                        Some(next) if !seen.insert(next.clone()) => {
+                            return Err(Failure::Protocol(format!(
+                                "tools/list repeated the cursor {next:?}"
+                            )));
+                        }
+                        Some(next) => cursor = Some(next),
+                    }
+                }
+                Err(Failure::Protocol(format!(
+                    "tools/list has more than {MAX_PAGES} pages"
+                )))
+            })
+            .await
+        })?;
+        match listed {
+            Ok(Ok(tools)) => Ok(tools.into_iter().map(tool_info).collect()),
+            Ok(Err(failure)) => Err(self.failure(failure)),
+            Err(_elapsed) => {
+                self.usable = false;
+                Err(McpError::Timeout(limit))
+            }
+        }
+    }
+
+    /// Calls one tool. Past `timeout` the request is cancelled (`notifications/cancelled`)
+    /// and the result is [`McpError::Timeout`]; the server is then no longer
+    /// [`is_usable`](Server::is_usable).
+    pub fn call(
+        &mut self,
+        tool: &str,
+        input: &Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<CallOutcome, McpError> {
+        let peer = self.service()?.peer().clone();
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(input.clone());
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        // The SDK's own timeout sends the cancellation; the outer one only guards against a
+        // cancellation that cannot be written.
+        let answered = self.block_on(async move {
+            tokio::time::timeout(timeout.saturating_add(CANCEL_GRACE), async move {
+                let handle = peer
+                    .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+                    .await?;
+                handle.await_response().await
+            })
+            .await
+        })?;
+        match answered {
+            Err(_) | Ok(Err(ServiceError::Timeout { .. })) => {
+                self.usable = false;
+                Err(McpError::Timeout(timeout))
+            }
+            Ok(Err(e)) => Err(self.failure(Failure::Service(e))),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(outcome(result)),
+            // A result with nothing but metadata.
+            Ok(Ok(ServerResult::EmptyResult(_))) => Ok(CallOutcome::default()),
+            Ok(Ok(ServerResult::InputRequiredResult(_))) => Err(McpError::Protocol(
+                "the server asked for input during the call (sampling, elicitation or roots), \
+                 which heartbeat refuses"
+                    .into(),
+            )),
+            Ok(Ok(ServerResult::CreateTaskResult(_))) => Err(McpError::Protocol(
+                "the server answered with a task to poll, which heartbeat does not do".into(),
+            )),
+            Ok(Ok(_)) => Err(McpError::Protocol(
+                "the answer to tools/call is not a tool result".into(),
+            )),
+        }
+    }
+
+    /// The server's stderr so far: at most [`STDERR_CAP`] bytes, then a note of how many more
+    /// were written. Unredacted.
+    pub fn stderr(&self) -> String {
+        let cap = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut text = String::from_utf8_lossy(&cap.kept).into_owned();
+        let dropped = cap.total - cap.kept.len() as u64;
+        if dropped > 0 {
+            text.push_str(&format!("\n[{dropped} more bytes not kept]"));
+        }
+        text
+    }
+
+    /// The server-initiated requests refused so far (`sampling/createMessage`,
+    /// `elicitation/create`, `roots/list`), in order.
+    pub fn refused(&self) -> Vec<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Ends the server: closes its stdin, SIGTERMs its group after 2 s if a member still
+    /// lives, SIGKILLs it 5 s later, and reaps it. Returns its whole captured stderr.
+    pub fn stop(mut self) -> String {
+        self.shutdown();
+        self.stderr()
+    }
+
+    fn service(&self) -> Result<&RunningService<RoleClient, Refuser>, McpError> {
+        self.service
+            .as_ref()
+            .ok_or_else(|| McpError::Died("it was already stopped".into()))
+    }
+
+    fn block_on<F: Future>(&self, f: F) -> Result<F::Output, McpError> {
+        match &self.rt {
+            Some(rt) => Ok(rt.block_on(f)),
+            None => Err(McpError::Died("it was already stopped".into())),
+        }
+    }
+
+    fn failure(&mut self, failure: Failure) -> McpError {
+        match failure {
+            Failure::Protocol(message) => McpError::Protocol(message),
+            Failure::Service(ServiceError::McpError(data)) => {
+                McpError::Rejected(format!("{} (code {})", data.message, data.code.0))
+            }
+            Failure::Service(ServiceError::Timeout { timeout }) => {
+                self.usable = false;
+                McpError::Timeout(timeout)
+            }
+            Failure::Service(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
+                self.usable = false;
+                McpError::Died(self.death())
+            }
+            Failure::Service(e) => McpError::Protocol(e.to_string()),
+        }
+    }
+
+    /// Why the connection closed, as far as the leader's exit status tells.
+    fn death(&self) -> String {
+        match self.exit_soon() {
+            Some(status) => format!("it exited ({status})"),
+            None => "it closed the connection".into(),
+        }
+    }
+
+    /// The leader's exit status, waiting [`DEATH_GRACE`] for it: a closed stdout usually
+    /// comes just before the exit.
+    fn exit_soon(&self) -> Option<String> {
+        let deadline = Instant::now() + DEATH_GRACE;
+        loop {
+            let status = sys::exit_without_reaping(self.pgid);
+            if status.is_some() || Instant::now() >= deadline {
+                return status;
+            }
+            thread::sleep(POLL);
+        }
+    }
+
+    /// Stops everything and builds the `Start` error, with the end of stderr and the exit
+    /// status when the server exited.
+    fn failed_start(mut self, reason: String) -> McpError {
+        let exited = self.exit_soon();
+        self.shutdown();
+        let mut message = reason;
+        if let Some(status) = exited {
+            message.push_str(&format!(" (it exited: {status})"));
+        }
+        let stderr = self.stderr();
+        if let Some(last) = stderr.lines().rev().find(|l| !l.trim().is_empty()) {
+            message.push_str(&format!("; stderr: {}", last.trim()));
+        }
+        McpError::Start(message)
+    }
+
+    /// Idempotent; see [`Server::stop`].
+    fn shutdown(&mut self) {
+        self.usable = false;
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let began = Instant::now();
+        // A graceful end of the SDK's loop closes its side of the pipes…
+        if let (Some(rt), Some(service)) = (&self.rt, self.service.take()) {
+            let _ =
+                rt.block_on(async { tokio::time::timeout(CLOSE_GRACE, service.cancel()).await });
+        }
+        // …and dropping the runtime drops whatever is left of it, the pipe ends included, so
+        // the server sees EOF on stdin now whatever the SDK did.
+        drop(self.service.take());
+        drop(self.rt.take());
+
+        let pgid = self.pgid;
+        let term_at = began + CLOSE_GRACE;
+        while group_alive(pgid) && Instant::now() < term_at {
+            thread::sleep(POLL);
+        }
+        if group_alive(pgid) {
+            sys::signal_group(pgid, Signal::SIGTERM);
+            let kill_at = Instant::now() + KILL_GRACE;
+            while group_alive(pgid) && Instant::now() < kill_at {
+                thread::sleep(POLL);
+            }
+            if group_alive(pgid) {
+                sys::signal_group(pgid, Signal::SIGKILL);
+            }
+        }
+        // Only now may the group id become free for reuse.
+        let _ = child.wait();
+
+        if let Some(reader) = self.stderr_reader.take() {
+            let deadline = Instant::now() + READER_GRACE;
+            while !reader.is_finished() && Instant::now() < deadline {
+                thread::sleep(POLL);
+            }
+            if reader.is_finished() {
+                let _ = reader.join();
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("name", &self.name)
+            .field("pid", &self.pgid)
+            .field("usable", &self.usable)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A failure inside the runtime, turned into an [`McpError`] outside it.
+enum Failure {
+    Service(ServiceError),
+    Protocol(String),
+}
+
+fn spawn(program: &str, args: &[String], spec: &ServerSpec) -> io::Result<Child> {
+    let mut cmd = if program.contains('/') {
+        Command::new(spec.cwd.join(program))
+    } else {
+        Command::new(program)
+    };
+    cmd.args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    for name in PASSED_ENV {
+        if let Some(value) = std::env::var_os(name) {
+            cmd.env(name, value);
+        }
+    }
+    for (name, value) in &spec.env {
+        cmd.env(name, value);
+    }
+    // No signal blocked, SIGTERM when heartbeat dies, never started after it died.
+    sys::stop_with_parent(&mut cmd);
+    cmd.spawn()
+}
+
+/// The client side of the session: no capabilities, and every server-initiated request that
+/// would act behind the person's back is refused (SPEC §12).
+struct Refuser {
+    refused: Arc<Mutex<Vec<String>>>,
+}
+
+impl Refuser {
+    fn refuse(&self, method: &str) -> ErrorData {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(method.to_owned());
+        ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("heartbeat refuses {method}: scheduled tasks run without a person or a model"),
+            None,
+        )
+    }
+}
+
+// Sampling and roots are deprecated in the SDK, but servers still send them and they must be
+// refused explicitly (the SDK's default answers roots/list with an empty list).
+#[allow(deprecated)]
+impl ClientHandler for Refuser {
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        Err(self.refuse("sampling/createMessage"))
+    }
+
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        Err(self.refuse("roots/list"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Err(self.refuse("elicitation/create"))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("heartbeat", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+}
+
+fn tool_info(tool: Tool) -> ToolInfo {
+    let read_only = tool
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.read_only_hint == Some(true) && a.destructive_hint != Some(true));
+    ToolInfo {
+        name: tool.name.into_owned(),
+        description: tool.description.map(Cow::into_owned),
+        input_schema: Value::Object((*tool.input_schema).clone()),
+        read_only,
+    }
+}
+
+fn outcome(result: CallToolResult) -> CallOutcome {
+    let mut out = CallOutcome {
+        is_error: result.is_error == Some(true),
+        ..CallOutcome::default()
+    };
+    for block in result.content {
+        let text = match block {
+            ContentBlock::Text(t) => t.text,
+            ContentBlock::Resource(r) => match r.resource {
+                ResourceContents::TextResourceContents { text, .. } => text,
+                _ => {
+                    out.binary_items += 1;
+                    continue;
+                }
+            },
+            _ => {
+                out.binary_items += 1;
+                continue;
+            }
+        };
+        let sep = if out.text.is_empty() { "" } else { "\n" };
+        push_capped(&mut out, sep);
+        push_capped(&mut out, &text);
+    }
+    if let Some(Value::Object(fields)) = &result.structured_content {
+        out.cost_usd = fields.get("cost_usd").and_then(Value::as_f64);
+        out.summary = fields
+            .get("summary")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
+    out.structured = result.structured_content;
+    out
+}
+
+/// Appends what fits under [`OUTPUT_CAP`] (cut at a character boundary) and counts the rest.
+fn push_capped(out: &mut CallOutcome, piece: &str) {
+    let room = OUTPUT_CAP.saturating_sub(out.text.len());
+    let mut keep = piece.len().min(room);
+    while !piece.is_char_boundary(keep) {
+        keep -= 1;
+    }
+    out.text.push_str(&piece[..keep]);
+    out.text_dropped += (piece.len() - keep) as u64;
+}
+
+#[derive(Default)]
+struct Capture {
+    kept: Vec<u8>,
+    total: u64,
+}
+
+/// Reads `pipe` to its end, keeping what [`STDERR_CAP`] allows and counting the rest.
+fn read_capped(mut pipe: impl Read, cap: &Mutex<Capture>) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                let mut cap = cap.lock().unwrap_or_else(PoisonError::into_inner);
+                let room = STDERR_CAP.saturating_sub(cap.kept.len());
+                cap.kept.extend_from_slice(&buf[..n.min(room)]);
+                cap.total += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Whether a live process (not a zombie: the unreaped leader stays one) is in the group.
+fn group_alive(pgid: i32) -> bool {
+    if !sys::group_exists(pgid) {
+        return false;
+    }
+    sys::live_member_in_group(pgid).unwrap_or_else(|| sys::exit_without_reaping(pgid).is_none())
+}

@@ -1,0 +1,26 @@
+//! MCP tools (SPEC §12): the client side of the Model Context Protocol, for tasks written
+//! `@SERVER.TOOL {json}`.
+//!
+//! Invariants:
+//!
+//! - Only [`client`] knows the SDK (`rmcp`, pinned exactly in `Cargo.toml`); every other part
+//!   of heartbeat sees the blocking types re-exported here, so an SDK upgrade touches one file.
+//! - The API is synchronous: heartbeat has no async code. Each [`Server`] owns a private
+//!   current-thread runtime that runs only while one of its methods is being called.
+//! - A [`Server`] never outlives its value: [`Server::stop`] and `Drop` both close its stdin,
+//!   signal its whole process group and reap it.
+//! - Server-initiated sampling, elicitation and roots requests are always refused.
+//! - Nothing here redacts: captured stderr, tool output and error messages may hold a
+//!   server's secrets, and go through heartbeat's one redaction step (§7) before any sink.
+
+mod client;
+pub mod schema;
+
+pub use client::{
+    CallOutcome, McpError, OUTPUT_CAP, PASSED_ENV, STDERR_CAP, Server, ServerSpec, ToolInfo,
+    Transport,
+};
+pub use schema::{did_you_mean, validate_input};
+
+#[cfg(test)]
+mod tests;
