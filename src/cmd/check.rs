@@ -122,7 +122,11 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                 .as_ref()
                 .map_or("none (defaults)".into(), |p| p.display().to_string())
         ));
-        if !plan.active {
+        // Paused and outside active hours are two reasons, each said when it holds.
+        if snapshot.paused {
+            out.line("paused now: runs are skipped until `heartbeat resume` (or the pause's end)");
+        }
+        if !cfg.active.is_active(ctx.now) {
             out.line(&format!(
                 "outside active hours now; next active {}",
                 plan.next_active

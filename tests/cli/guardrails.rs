@@ -1259,3 +1259,27 @@ fn a_run_that_did_nothing_says_why() {
         "2 task(s) waiting for budget ($0.40 of $0.40 spent today)\n"
     );
 }
+
+/// `check` while paused says paused, not "outside active hours"; both when both hold.
+#[test]
+fn check_while_paused_says_paused() {
+    let env = Env::new(&recurring(&[LOG_TASK])).config(&berlin("active_hours = \"08:00-20:00\"\n"));
+    let day = "2026-05-01T10:00:00Z";
+    env.cmd(["pause"]).now(day).user(USER).output().code(0);
+    let out = env.cmd(["check"]).now(day).output();
+    out.code(0);
+    assert!(out.stdout.contains("paused now"), "{}", out.stdout);
+    assert!(
+        !out.stdout.contains("outside active hours"),
+        "{}",
+        out.stdout
+    );
+    let night = "2026-05-01T21:00:00Z";
+    let out = env.cmd(["check"]).now(night).output();
+    assert!(out.stdout.contains("paused now"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("outside active hours"),
+        "{}",
+        out.stdout
+    );
+}
