@@ -29,6 +29,8 @@ pub struct TaskReport {
     pub output: Option<String>,
     pub summary: Option<String>,
     pub duration_ms: Option<u64>,
+    /// Failures in a row, when this run tripped the task's breaker.
+    pub tripped: Option<u32>,
 }
 
 impl TaskReport {
@@ -47,6 +49,7 @@ impl TaskReport {
             output: None,
             summary: None,
             duration_ms: None,
+            tripped: None,
         }
     }
 
@@ -60,6 +63,7 @@ impl TaskReport {
             "exit_code": self.exit_code,
             "output": self.output,
             "duration_ms": self.duration_ms,
+            "tripped": self.tripped.is_some(),
             "file": &*self.file,
             "line": self.line,
             "column": self.column,

@@ -683,7 +683,8 @@ impl<'a> Session<'a> {
             .map_err(|e| Error::io(self.audit.path(), e))?;
         crate::fault::point("task_recorded");
         let limit = self.cfg.failure_limit(name);
-        if !outcome.success && limit > 0 && failures >= limit {
+        let trips = !outcome.success && limit > 0 && failures >= limit;
+        if trips {
             self.store.trip(&task.id, self.now)?;
             let run_id = self.run_id.clone();
             self.record(&Event::TaskTripped {
@@ -715,6 +716,7 @@ impl<'a> Session<'a> {
             },
         );
         r.exit_code = outcome.exit_code;
+        r.tripped = trips.then_some(failures);
         r.output = Some(output);
         r.summary = summary;
         r.reason = error;
@@ -911,6 +913,7 @@ fn row_report(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
         output: None,
         summary: None,
         duration_ms: None,
+        tripped: None,
     }
 }
 

@@ -232,6 +232,7 @@ mod tests {
                 output: Some("line one\nline two".into()),
                 summary: None,
                 duration_ms: None,
+                tripped: None,
             });
         }
         r

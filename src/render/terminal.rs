@@ -86,6 +86,13 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             )
         };
         out.push(line.trim_end().to_string());
+        if let Some(failures) = t.tripped {
+            // Said also with -q: the task stays stopped until a person resets it.
+            out.push(format!(
+                "TRIPPED   {what} {place}: failed {failures} times in a row; run heartbeat reset {}",
+                t.task_id
+            ));
+        }
     }
     for e in &r.errors {
         out.push(format!("ERROR     {}", clean(e)));

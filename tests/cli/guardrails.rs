@@ -1283,3 +1283,28 @@ fn check_while_paused_says_paused() {
         out.stdout
     );
 }
+
+/// The run in which a task trips says so, also with `-q`, naming the reset command, and
+/// exits 1 (SPEC §8).
+#[test]
+fn the_run_that_trips_a_task_says_tripped_even_when_quiet() {
+    let env = flaky_env(&format!("max_consecutive_failures = 2\n{FLAKY}"));
+    let id = task_ids(&env)[0].clone();
+    let first = env.run_with(&slot(0), &["-q"]);
+    first.code(1);
+    assert!(!first.stdout.contains("TRIPPED"), "{}", first.stdout);
+    let second = env.run_with(&slot(1), &["-q"]);
+    second.code(1);
+    let line = second
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("TRIPPED"))
+        .unwrap_or_else(|| panic!("no TRIPPED line: {}", second.stdout));
+    assert!(line.contains("@flaky"), "{line}");
+    assert!(line.contains("HEARTBEAT.md:"), "{line}");
+    assert!(line.contains("failed 2 times in a row"), "{line}");
+    assert!(
+        line.ends_with(&format!("run heartbeat reset {id}")),
+        "{line}"
+    );
+}
