@@ -60,6 +60,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
             kind: "test".into(),
             error: result.as_ref().err().map(|e| e.message().to_string()),
             queued: false,
+            withheld: None,
         };
         audit
             .record(ctx.clock.now(), &notice.event(None))

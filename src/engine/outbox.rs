@@ -16,7 +16,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use sha2::{Digest, Sha256};
 
-use crate::audit::event::Notified;
+use crate::audit::event::{Notified, Withheld};
 use crate::audit::{Event, Secrets};
 use crate::config::TelegramConfig;
 use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
@@ -65,8 +65,9 @@ pub struct Delivery {
     pub dropped: usize,
 }
 
-/// A message sent, or one that could not be: the caller writes it to the audit log as
-/// `notification_sent` / `notification_failed`.
+/// A message sent, one that could not be, or one held back, folded or dropped by the noise
+/// rules: the caller writes it to the audit log (`notification_sent`, `notification_failed`,
+/// `notification_held`, `notification_folded`, `notification_dropped`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Notice {
     pub chat_id: i64,
@@ -75,10 +76,47 @@ pub struct Notice {
     pub error: Option<String>,
     /// Whether the message stays in the outbox for another try.
     pub queued: bool,
+    /// Not sent by a noise rule, and why.
+    pub withheld: Option<Withhold>,
+}
+
+/// What a noise rule did with a message (SPEC §10).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Withhold {
+    /// Waits in the outbox (`quiet_hours`).
+    Held(&'static str),
+    /// Sent inside another message (`daily_cap`).
+    Folded(&'static str),
+    /// Not sent at all (`duplicate`).
+    Dropped(&'static str),
 }
 
 impl Notice {
+    fn withheld(chat_id: i64, kind: &str, w: Withhold) -> Notice {
+        Notice {
+            chat_id,
+            kind: kind.to_string(),
+            error: None,
+            queued: matches!(w, Withhold::Held(_)),
+            withheld: Some(w),
+        }
+    }
+
     pub fn event<'a>(&'a self, run_id: Option<&'a str>) -> Event<'a> {
+        if let Some(w) = self.withheld {
+            let line = |reason| Withheld {
+                run_id,
+                channel: "telegram",
+                chat_id: self.chat_id,
+                kind: &self.kind,
+                reason,
+            };
+            return match w {
+                Withhold::Held(r) => Event::NotificationHeld(line(r)),
+                Withhold::Folded(r) => Event::NotificationFolded(line(r)),
+                Withhold::Dropped(r) => Event::NotificationDropped(line(r)),
+            };
+        }
         let n = Notified {
             run_id,
             channel: "telegram",
@@ -162,16 +200,23 @@ pub fn deliver(
                 None => live.push(row),
             }
         }
-        // The same text within 6 h is not sent again (replies and tests are exempt), nor
-        // twice from one batch (runs that queued it while Telegram was down).
+        // The same text within 6 h is not sent again, nor twice from one batch (runs that
+        // queued it while Telegram was down). Replies, tests and an explicit @notify are
+        // exempt: a person asked for each of those.
         let mut fresh = Vec::new();
         let mut batch = std::collections::HashSet::new();
         for row in live {
-            if !row.direct && !batch.insert(hash(&row.html)) {
+            let deduped = !row.direct && row.kind != "notify";
+            if deduped && !batch.insert(hash(&row.html)) {
                 store.outbox_delete(row.id)?;
+                audit.push(Notice::withheld(
+                    chat,
+                    &row.kind,
+                    Withhold::Dropped("duplicate"),
+                ));
                 continue;
             }
-            if !row.direct
+            if deduped
                 && store.sent_since(
                     chat,
                     &hash(&row.html),
@@ -179,6 +224,11 @@ pub fn deliver(
                 )?
             {
                 store.outbox_delete(row.id)?;
+                audit.push(Notice::withheld(
+                    chat,
+                    &row.kind,
+                    Withhold::Dropped("duplicate"),
+                ));
                 continue;
             }
             fresh.push(row);
@@ -187,6 +237,13 @@ pub fn deliver(
             fresh.into_iter().partition(|r| r.urgent || r.direct);
         let normal = if quiet {
             stats.waiting += normal.len();
+            for row in &normal {
+                audit.push(Notice::withheld(
+                    chat,
+                    &row.kind,
+                    Withhold::Held("quiet_hours"),
+                ));
+            }
             Vec::new()
         } else {
             normal
@@ -202,12 +259,25 @@ pub fn deliver(
             let mut normal = normal;
             let rest = normal.split_off(budget - 1);
             plan.extend(normal.into_iter().map(Planned::one));
+            audit.extend(folded(chat, &rest));
             plan.push(fold(rest, None));
         } else if !normal.is_empty() {
             // No budget left today: ride along with the next urgent message, or wait.
             match plan.pop() {
-                Some(last) => plan.push(fold(normal, Some(last))),
-                None => stats.waiting += normal.len(),
+                Some(last) => {
+                    audit.extend(folded(chat, &normal));
+                    plan.push(fold(normal, Some(last)));
+                }
+                None => {
+                    stats.waiting += normal.len();
+                    for row in &normal {
+                        audit.push(Notice::withheld(
+                            chat,
+                            &row.kind,
+                            Withhold::Held("daily_cap"),
+                        ));
+                    }
+                }
             }
         }
 
@@ -233,6 +303,7 @@ pub fn deliver(
                         kind: p.kind.clone(),
                         error: None,
                         queued: false,
+                        withheld: None,
                     });
                 }
                 Err(e) => {
@@ -258,7 +329,15 @@ fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> Notice {
         kind: kind.to_string(),
         error: Some(error.to_string()),
         queued,
+        withheld: None,
     }
+}
+
+/// The notices of messages folded into one because of the daily cap.
+fn folded(chat: i64, rows: &[OutboxRow]) -> Vec<Notice> {
+    rows.iter()
+        .map(|r| Notice::withheld(chat, &r.kind, Withhold::Folded("daily_cap")))
+        .collect()
 }
 
 /// Send a message in as many parts as it needs; buttons go on the last part.
@@ -485,6 +564,47 @@ mod tests {
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 1);
         assert_eq!(s.outbox_len().unwrap(), 0);
+    }
+
+    #[test]
+    fn an_explicit_notify_is_never_deduplicated_and_what_is_withheld_is_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let mut cfg = tg(&[1]);
+        let t = Fake::default();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        let notify = Rendered {
+            kind: "notify",
+            ..msg("call grandma", false)
+        };
+        let put = |s: &mut Store, cfg: &TelegramConfig, m: &Rendered, at| {
+            enqueue_all(s, cfg, m, false, at, &Secrets::default()).unwrap();
+        };
+        put(&mut s, &cfg, &notify, t0);
+        put(&mut s, &cfg, &notify, t0);
+        put(&mut s, &cfg, &msg("same summary", false), t0);
+        put(&mut s, &cfg, &msg("same summary", false), t0);
+        let (_, notices) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        let texts: Vec<String> = t.sent().into_iter().map(|(_, html, _)| html).collect();
+        assert_eq!(
+            texts.iter().filter(|h| *h == "call grandma").count(),
+            2,
+            "{texts:?}"
+        );
+        assert_eq!(texts.iter().filter(|h| *h == "same summary").count(), 1);
+        let dropped: Vec<_> = notices.iter().filter(|n| n.withheld.is_some()).collect();
+        assert_eq!(dropped.len(), 1, "{notices:?}");
+        assert_eq!(dropped[0].withheld, Some(Withhold::Dropped("duplicate")));
+        assert_eq!(dropped[0].kind, "summary");
+
+        // Quiet hours: held, with a line.
+        cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
+        let night = ts("2026-01-01T23:00:00Z");
+        put(&mut s, &cfg, &msg("later", false), night);
+        let (_, notices) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, night).unwrap();
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert_eq!(notices[0].withheld, Some(Withhold::Held("quiet_hours")));
+        assert!(matches!(notices[0].event(None), Event::NotificationHeld(_)));
     }
 
     #[test]
