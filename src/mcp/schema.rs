@@ -22,7 +22,8 @@ pub fn validate_input(schema: &Value, input: &Value) -> Result<(), String> {
         return Ok(());
     };
     let path = error.instance_path().to_string();
-    let secret = path.split('/').any(looks_secret);
+    // A key whose values §7 redacts: the value is not shown in the message.
+    let secret = path.split('/').any(crate::audit::redact::is_secret_key);
     let message = if secret {
         error.masked_with("***").to_string()
     } else {
@@ -49,29 +50,6 @@ pub fn did_you_mean(name: &str, names: &[impl AsRef<str>]) -> Option<String> {
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate.to_owned())
-}
-
-/// A key whose values §7 redacts: compared without case and ignoring `-` and `_`.
-fn looks_secret(key: &str) -> bool {
-    const WORDS: [&str; 11] = [
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "apikey",
-        "authorization",
-        "cookie",
-        "credential",
-        "privatekey",
-        "session",
-        "bearer",
-    ];
-    let key: String = key
-        .chars()
-        .filter(|c| *c != '-' && *c != '_')
-        .flat_map(char::to_lowercase)
-        .collect();
-    WORDS.iter().any(|w| key.contains(w))
 }
 
 #[cfg(test)]
