@@ -441,8 +441,7 @@ fn near_miss_section(level: HeadingLevel, text: &str) -> Option<&'static str> {
 fn normalised_content(body: &Body, text: &str) -> String {
     match body {
         Body::Tool { name, input } => {
-            let sorted = sorted_keys(&Value::Object(input.clone()));
-            format!("@{name} {sorted}")
+            format!("@{name} {}", sorted_object(input))
         }
         Body::Plain => fold_whitespace(text),
         Body::Invalid { .. } => format!("@!{}", fold_whitespace(text)),
@@ -454,19 +453,21 @@ fn normalised_content(body: &Body, text: &str) -> String {
 /// Displayed, a `Value` is serde_json's compact text.
 fn sorted_keys(v: &Value) -> Value {
     match v {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k.clone(), sorted_keys(v)))
-                    .collect(),
-            )
-        }
+        Value::Object(map) => sorted_object(map),
         Value::Array(items) => Value::Array(items.iter().map(sorted_keys).collect()),
         other => other.clone(),
     }
+}
+
+fn sorted_object(map: &Map<String, Value>) -> Value {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    Value::Object(
+        entries
+            .into_iter()
+            .map(|(k, v)| (k.clone(), sorted_keys(v)))
+            .collect(),
+    )
 }
 
 /// The words of `text` joined by single spaces.

@@ -183,8 +183,7 @@ pub(super) fn parse<T: DeserializeOwned>(
             keys.join(", ")
         ));
     }
-    let value = Value::Object(input.clone());
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    serde_path_to_error::deserialize(input).map_err(|e| {
         let mut path = e.path().iter().map(|s| s.to_string());
         let key = path.next().unwrap_or_default();
         // Inside an object of strings (`env`): which entry is wrong.
