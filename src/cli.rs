@@ -78,6 +78,8 @@ pub enum Command {
     NotifyTest,
     /// List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)
     TelegramChats(JsonArg),
+    /// List the tools the configured MCP servers offer (starts each server)
+    McpTools(McpToolsArgs),
     /// Show the audit log, filtered; human-readable unless --json
     Log(LogArgs),
     /// Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)
@@ -185,6 +187,16 @@ pub struct PauseArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub files: FileArgs,
+
+    /// Print one JSON document
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct McpToolsArgs {
+    /// Only this server (a key of [mcp.NAME] in the config)
+    pub server: Option<String>,
 
     /// Print one JSON document
     #[arg(long)]

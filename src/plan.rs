@@ -239,14 +239,9 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     };
     let call = call.and_then(|call| match call {
         None => Ok(None),
-        Some((name, map)) => match input.registry.get(&name) {
-            None => Err((
-                Some(name.clone()),
-                task.text_line,
-                task.text_column,
-                unknown_tool(&name, input.registry),
-            )),
-            Some(spec) => match spec.validate(&map) {
+        Some((name, map)) => match input.registry.resolve(&name) {
+            Err(unknown) => Err((Some(name), task.text_line, task.text_column, unknown)),
+            Ok(spec) => match spec.validate(&map) {
                 Ok(()) => Ok(Some((spec, name, map))),
                 Err(e) => Err((Some(name), task.text_line, task.text_column, e)),
             },
@@ -366,13 +361,6 @@ fn tool_input(task: &Task) -> Option<Map<String, Value>> {
     }
 }
 
-fn unknown_tool(name: &str, registry: &Registry) -> String {
-    format!(
-        "unknown tool \"{name}\" (tools: {})",
-        registry.names().join(", ")
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,6 +389,7 @@ mod tests {
             max_tasks_per_run: 50,
             stuck_after: Duration::from_secs(1800),
             tools,
+            mcp: BTreeMap::new(),
             telegram: None,
             daemon: Default::default(),
             daily_usd: 0.0,

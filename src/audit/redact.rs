@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
-use crate::config::Config;
+use crate::config::{Config, McpTransport};
 
 /// What a redacted value becomes.
 pub const STARS: &str = "***";
@@ -77,6 +77,17 @@ impl Secrets {
     pub fn from_config(cfg: &Config) -> Secrets {
         if let Some(tc) = &cfg.telegram {
             take_env(&tc.bot_token_env);
+        }
+        // MCP servers' variables (SPEC §12): `env` and `headers_env` values are secrets.
+        for server in cfg.mcp.values() {
+            for name in &server.env {
+                take_env(name);
+            }
+            if let McpTransport::Http { headers_env, .. } = &server.transport {
+                for (_, name) in headers_env {
+                    take_env(name);
+                }
+            }
         }
         Secrets::taken()
     }

@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 use super::{Ctx, Out, show_time};
 use crate::cli::CheckArgs;
 use crate::engine::files::{all_tasks, read_files, read_snapshot};
+use crate::engine::mcp::{Servers, named_servers};
 use crate::error::{Result, exit};
+use crate::mcp::{Catalog, Listing};
 use crate::model::{Problem, Severity};
 use crate::plan::{self, Decision, PlanInput};
 use crate::render::show_path;
@@ -16,9 +18,9 @@ use crate::tools::Registry;
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
     let files = read_files(&cfg, args.files.allow_missing)?;
-    let registry = Registry::from_config(&cfg);
     // In file order: each file's tasks are the next `f.parsed.tasks.len()` of them.
     let tasks = all_tasks(&files);
+    let registry = Registry::from_config(&cfg).with_catalog(&list_mcp_servers(&cfg, &tasks));
     let snapshot = read_snapshot(&cfg, ctx.now)?;
     let plan = plan::plan(
         &tasks,
@@ -172,4 +174,31 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// Every MCP server that an open task names, started and asked for its tools now (check
+/// writes nothing: the run's cache is left alone). A server that cannot be listed makes its
+/// tasks invalid, with the reason.
+fn list_mcp_servers(cfg: &crate::config::Config, tasks: &[crate::model::Task]) -> Catalog {
+    let mut catalog = Catalog::new();
+    if cfg.mcp.is_empty() {
+        return catalog;
+    }
+    crate::audit::Secrets::from_config(cfg);
+    let named = named_servers(
+        cfg,
+        tasks
+            .iter()
+            .filter(|t| !t.done && t.section != crate::model::Section::Other)
+            .filter_map(|t| Some((t.tool_name()?, &*t.file))),
+    );
+    let mut servers = Servers::new(cfg);
+    for (server, workdir) in named {
+        let listing = match servers.list(&server, workdir) {
+            Ok(tools) => Listing::Tools(tools),
+            Err(why) => Listing::Unavailable(why),
+        };
+        catalog.insert(server, listing);
+    }
+    catalog
 }

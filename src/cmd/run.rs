@@ -38,7 +38,10 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let mut out = Out::new();
 
     if args.dry_run {
-        let registry = Registry::from_config(&cfg);
+        // What MCP servers offered when last listed: a dry run starts nothing.
+        let store = crate::store::Store::open_existing(&cfg.state_dir)?;
+        let (catalog, _) = crate::engine::mcp::cached(&cfg, store.as_ref(), ctx.now)?;
+        let registry = Registry::from_config(&cfg).with_catalog(&catalog);
         let tasks = all_tasks(&files);
         let run_id = new_run_id(ctx.now);
         return dry_run(

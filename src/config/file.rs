@@ -38,6 +38,37 @@ pub struct File {
     pub daemon: Option<DaemonFile>,
     pub budget: Option<BudgetFile>,
     pub max_consecutive_failures: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub mcp: BTreeMap<Spanned<String>, Spanned<McpFile>>,
+}
+
+/// `[mcp.NAME]`: an MCP server (SPEC §12).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpFile {
+    pub command: Option<Spanned<Vec<String>>>,
+    pub url: Option<Spanned<String>>,
+    pub env: Option<Vec<Spanned<String>>>,
+    pub headers_env: Option<BTreeMap<String, Spanned<String>>>,
+    pub cwd: Option<Spanned<String>>,
+    pub timeout: Option<Human>,
+    pub startup_timeout: Option<Human>,
+    pub approval: Option<Approval>,
+    pub trust_annotations: Option<bool>,
+    pub cost_usd: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub tools: BTreeMap<String, Spanned<McpToolFile>>,
+}
+
+/// `[mcp.NAME.tools.TOOL]`: one tool's policy.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpToolFile {
+    pub approval: Option<Approval>,
+    pub cost_usd: Option<Spanned<f64>>,
+    pub cooldown: Option<Human>,
+    pub timeout: Option<Human>,
+    pub max_consecutive_failures: Option<Spanned<i64>>,
 }
 
 /// `[tools.NAME]`.

@@ -17,10 +17,10 @@ use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::file::{File, Human, TelegramFile, ToolFile};
+use super::file::{File, Human, McpFile, TelegramFile, ToolFile};
 use super::{
-    BUILTIN_TOOLS, Config, ConfigError, DaemonConfig, LoadOptions, PlainTasks, TelegramConfig,
-    ToolConfig,
+    Approval, BUILTIN_TOOLS, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig,
+    McpTransport, PlainTasks, TelegramConfig, ToolConfig,
 };
 use crate::model::DaySet;
 use crate::schedule::{ActiveHours, Window, parse_day};
@@ -188,6 +188,25 @@ impl Source {
         for (name, tool) in &raw.tools {
             tools.insert(name.get_ref().clone(), self.tool(name, tool)?);
         }
+        let mut mcp = BTreeMap::new();
+        for (name, server) in &raw.mcp {
+            mcp.insert(name.get_ref().clone(), self.mcp(name, server, base)?);
+        }
+        for name in raw.tools.keys() {
+            if let Some((server, _)) = name.get_ref().split_once('.')
+                && mcp.contains_key(server)
+            {
+                return Err(self.err(
+                    "tools",
+                    Some(name.span()),
+                    &format!(
+                        "{:?}: @{server}.… names a tool of the MCP server [mcp.{server}]; \
+                         give your tool a name that does not start with \"{server}.\"",
+                        name.get_ref()
+                    ),
+                ));
+            }
+        }
         let telegram = match &raw.telegram {
             Some(t) => Some(self.telegram(t)?),
             None => None,
@@ -307,6 +326,7 @@ impl Source {
             max_tasks_per_run,
             stuck_after: duration(raw.stuck_after, 30 * 60),
             tools,
+            mcp,
             telegram,
             daemon,
             daily_usd,
@@ -406,19 +426,162 @@ impl Source {
         })
     }
 
+    fn mcp(
+        &self,
+        name: &Spanned<String>,
+        server: &Spanned<McpFile>,
+        base: &Path,
+    ) -> Result<McpServerConfig, ConfigError> {
+        let name_str = name.get_ref();
+        let valid = name_str
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name_str
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(self.err(
+                "mcp",
+                Some(name.span()),
+                &format!(
+                    "{name_str:?} is not a valid server name (a letter or _, then letters, \
+                     digits, _ or -)"
+                ),
+            ));
+        }
+        if BUILTIN_TOOLS.contains(&name_str.as_str()) {
+            return Err(self.err(
+                "mcp",
+                Some(name.span()),
+                &format!("{name_str:?} is a built-in tool's name; give the server another name"),
+            ));
+        }
+        let prefix = format!("mcp.{name_str}");
+        let raw = server.get_ref();
+        let variable = |key: &str, v: &Spanned<String>| -> Result<String, ConfigError> {
+            if env_name(v.get_ref()) {
+                Ok(v.get_ref().clone())
+            } else {
+                Err(self.bad(
+                    key,
+                    v.span(),
+                    "not an environment variable name (secrets stay in the environment: name \
+                     the variable that holds them)",
+                ))
+            }
+        };
+        let transport = match (&raw.command, &raw.url) {
+            (Some(c), None) => {
+                if c.get_ref().first().is_none_or(|p| p.is_empty()) {
+                    return Err(self.bad(
+                        &format!("{prefix}.command"),
+                        c.span(),
+                        "must start with a program to run",
+                    ));
+                }
+                if raw.headers_env.is_some() {
+                    return Err(self.err(
+                        &format!("{prefix}.headers_env"),
+                        Some(server.span()),
+                        "only a server with a url takes headers",
+                    ));
+                }
+                McpTransport::Stdio(c.get_ref().clone())
+            }
+            (None, Some(u)) => {
+                let url = u.get_ref();
+                if !(url.starts_with("https://") || url.starts_with("http://")) {
+                    return Err(self.bad(
+                        &format!("{prefix}.url"),
+                        u.span(),
+                        "must be an http:// or https:// URL",
+                    ));
+                }
+                let mut headers_env = Vec::new();
+                for (header, var) in raw.headers_env.iter().flatten() {
+                    headers_env.push((
+                        header.clone(),
+                        variable(&format!("{prefix}.headers_env"), var)?,
+                    ));
+                }
+                McpTransport::Http {
+                    url: url.clone(),
+                    headers_env,
+                }
+            }
+            (Some(c), Some(_)) => {
+                return Err(self.err(
+                    &prefix,
+                    Some(c.span()),
+                    "has both command and url: a server is started (command) or reached (url)",
+                ));
+            }
+            (None, None) => {
+                return Err(self.err(
+                    &prefix,
+                    Some(server.span()),
+                    "missing key \"command\" (a server started as a process: command = \
+                     [\"program\", \"arg\", …]) or \"url\" (a remote server)",
+                ));
+            }
+        };
+        let mut env = Vec::new();
+        for v in raw.env.iter().flatten() {
+            env.push(variable(&format!("{prefix}.env"), v)?);
+        }
+        let cwd = match &raw.cwd {
+            Some(c) if c.get_ref().is_empty() => {
+                return Err(self.bad(&format!("{prefix}.cwd"), c.span(), "is empty"));
+            }
+            Some(c) => Some(normalize(&base.join(c.get_ref()))),
+            None => None,
+        };
+        let mut tools = BTreeMap::new();
+        for (tool, t) in &raw.tools {
+            let key = format!("{prefix}.tools.{tool}");
+            let t = t.get_ref();
+            tools.insert(
+                tool.clone(),
+                ToolConfig {
+                    command: None,
+                    description: None,
+                    timeout: t.timeout.map(|h| h.0),
+                    approval: t.approval,
+                    cooldown: t.cooldown.map(|h| h.0),
+                    cost_usd: match &t.cost_usd {
+                        Some(usd) => Some(self.money(&format!("{key}.cost_usd"), usd)?),
+                        None => None,
+                    },
+                    max_consecutive_failures: match &t.max_consecutive_failures {
+                        Some(n) => {
+                            Some(self.count(&format!("{key}.max_consecutive_failures"), n, "")?)
+                        }
+                        None => None,
+                    },
+                },
+            );
+        }
+        Ok(McpServerConfig {
+            transport,
+            env,
+            cwd,
+            timeout: raw.timeout.map_or(Duration::from_secs(5 * 60), |h| h.0),
+            startup_timeout: raw.startup_timeout.map_or(Duration::from_secs(30), |h| h.0),
+            approval: raw.approval.unwrap_or(Approval::Ask),
+            trust_annotations: raw.trust_annotations.unwrap_or(false),
+            cost_usd: match &raw.cost_usd {
+                Some(usd) => Some(self.money(&format!("{prefix}.cost_usd"), usd)?),
+                None => None,
+            },
+            tools,
+        })
+    }
+
     fn telegram(&self, raw: &TelegramFile) -> Result<TelegramConfig, ConfigError> {
         let mut t = TelegramConfig::default();
         if let Some(name) = &raw.bot_token_env {
-            let valid = name
-                .get_ref()
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && name
-                    .get_ref()
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
+            if !env_name(name.get_ref()) {
                 return Err(self.bad(
                     "telegram.bot_token_env",
                     name.span(),
@@ -693,6 +856,14 @@ fn one_of(names: &[&str]) -> String {
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => String::new(),
     }
+}
+
+/// An environment variable's name: a letter or `_`, then letters, digits or `_`.
+fn env_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The known key nearest to a misspelt one, if it is near enough to be a typo.

@@ -88,6 +88,52 @@ pub struct ToolConfig {
     pub max_consecutive_failures: Option<u32>,
 }
 
+/// How heartbeat reaches an MCP server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum McpTransport {
+    /// `command`: a child process speaking MCP on its stdin and stdout.
+    Stdio(Vec<String>),
+    /// `url`: Streamable HTTP, with `headers_env` (header name, variable name).
+    Http {
+        url: String,
+        headers_env: Vec<(String, String)>,
+    },
+}
+
+/// `[mcp.NAME]` (SPEC §12).
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpServerConfig {
+    pub transport: McpTransport,
+    /// Names of the variables passed through; their values are secrets.
+    pub env: Vec<String>,
+    /// Absolute; None: the directory of the HEARTBEAT.md whose task starts it.
+    pub cwd: Option<PathBuf>,
+    /// Per call.
+    pub timeout: Duration,
+    /// For starting and listing the tools.
+    pub startup_timeout: Duration,
+    /// The default of all its tools (`ask` when not written).
+    pub approval: Approval,
+    /// Tools the server marks read-only (and not destructive) default to `auto` instead of
+    /// `ask`.
+    pub trust_annotations: bool,
+    /// The default estimate per call.
+    pub cost_usd: Option<f64>,
+    /// `[mcp.NAME.tools.TOOL]`: approval, cost_usd, cooldown, timeout,
+    /// max_consecutive_failures.
+    pub tools: BTreeMap<String, ToolConfig>,
+}
+
+impl McpServerConfig {
+    /// What decides how the server starts and which tools it lists: a listing cached under
+    /// another fingerprint is out of date.
+    pub fn fingerprint(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let text = format!("{:?}|{:?}|{:?}", self.transport, self.env, self.cwd);
+        format!("{:x}", Sha256::digest(text.as_bytes()))
+    }
+}
+
 /// When a run's summary goes to Telegram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -165,6 +211,8 @@ pub struct Config {
     pub max_tasks_per_run: usize,
     pub stuck_after: Duration,
     pub tools: BTreeMap<String, ToolConfig>,
+    /// `[mcp.NAME]`: MCP servers whose tools tasks call as `@NAME.TOOL`.
+    pub mcp: BTreeMap<String, McpServerConfig>,
     /// `[telegram]`; None when the table is absent.
     pub telegram: Option<TelegramConfig>,
     pub daemon: DaemonConfig,
@@ -181,20 +229,37 @@ impl Config {
         self.active.tz
     }
 
-    /// The estimated cost of one call of a tool (`[tools.NAME] cost_usd`, else 0).
+    /// The server and tool of an MCP tool name `SERVER.TOOL`, when `SERVER` is configured.
+    pub fn mcp_tool<'n>(&self, name: &'n str) -> Option<(&McpServerConfig, &'n str, &'n str)> {
+        let (server, tool) = name.split_once('.')?;
+        Some((self.mcp.get(server)?, server, tool))
+    }
+
+    /// A tool's own table: `[tools.NAME]`, or `[mcp.SERVER.tools.TOOL]`.
+    fn tool_config(&self, name: &str) -> Option<&ToolConfig> {
+        match self.mcp_tool(name) {
+            Some((server, _, tool)) => server.tools.get(tool),
+            None => self.tools.get(name),
+        }
+    }
+
+    /// The estimated cost of one call of a tool (its `cost_usd`, an MCP server's
+    /// `cost_usd`, else 0).
     pub fn cost_estimate(&self, tool: &str) -> f64 {
-        self.tools.get(tool).and_then(|t| t.cost_usd).unwrap_or(0.0)
+        self.tool_config(tool)
+            .and_then(|t| t.cost_usd)
+            .or_else(|| self.mcp_tool(tool).and_then(|(s, _, _)| s.cost_usd))
+            .unwrap_or(0.0)
     }
 
     /// A tool's cooldown, if it has one.
     pub fn cooldown(&self, tool: &str) -> Option<Duration> {
-        self.tools.get(tool).and_then(|t| t.cooldown)
+        self.tool_config(tool).and_then(|t| t.cooldown)
     }
 
     /// Failures in a row after which a task of this tool is tripped; 0 = never.
     pub fn failure_limit(&self, tool: &str) -> u32 {
-        self.tools
-            .get(tool)
+        self.tool_config(tool)
             .and_then(|t| t.max_consecutive_failures)
             .unwrap_or(self.max_consecutive_failures)
     }

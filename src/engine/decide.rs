@@ -234,9 +234,12 @@ impl Decider {
             Ok(lock) => lock,
             Err(holder) => return Ok(RunNow::Locked(holder)),
         };
-        let registry = Registry::from_config(&self.cfg);
         // The session takes its own handles; ours stay usable for the next decision.
         let store = Store::open(&self.cfg.state_dir)?;
+        // An approved MCP task's input is checked against its server's cached tools; the
+        // call itself starts the server.
+        let (catalog, _) = super::mcp::cached(&self.cfg, Some(&store), now)?;
+        let registry = Registry::from_config(&self.cfg).with_catalog(&catalog);
         let audit = open_audit(&self.cfg, self.audit.secrets())?;
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
         // Each file once, in the order first seen.

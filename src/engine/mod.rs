@@ -5,6 +5,7 @@
 pub mod bot;
 pub mod decide;
 pub mod files;
+pub mod mcp;
 pub mod outbox;
 pub mod run;
 pub mod session;

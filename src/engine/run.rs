@@ -187,8 +187,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
             (skipped(reason), store, audit)
         }
         None => {
-            let registry = Registry::from_config(cfg);
             let tasks = all_tasks(t.files);
+            let mut store = store;
+            let mut servers = super::mcp::Servers::new(cfg);
+            let catalog = mcp_catalog(t, &tasks, &mut store, &mut servers, now)?;
+            let registry = Registry::from_config(cfg).with_catalog(&catalog);
             let paths: Vec<&Path> = t.files.iter().map(|f| f.source.path.as_path()).collect();
             let mut session = Session::begin(
                 &lock,
@@ -204,6 +207,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 t.autonomy.as_str(),
             )?;
             session.stop = t.stop;
+            session.mcp = servers;
             session.known = t
                 .files
                 .iter()
@@ -269,4 +273,52 @@ pub fn tick(t: &Tick) -> Result<Report> {
     audit.sync().map_err(&audit_err)?;
     drop(lock);
     Ok(report)
+}
+
+/// What the MCP servers offer, for checking inputs before anything runs (SPEC §12): the
+/// cached listings, and a fresh one for each server whose listing is missing or older than
+/// an hour when a task of it would run or be queued now. Servers started for that are kept
+/// in `servers` for the run's calls.
+fn mcp_catalog(
+    t: &Tick,
+    tasks: &[crate::model::Task],
+    store: &mut crate::store::Store,
+    servers: &mut super::mcp::Servers,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<crate::mcp::Catalog> {
+    let cfg = t.cfg;
+    let (mut catalog, stale) = super::mcp::cached(cfg, Some(store), now)?;
+    if cfg.mcp.is_empty() {
+        return Ok(catalog);
+    }
+    let registry = Registry::from_config(cfg).with_catalog(&catalog);
+    let snapshot = store.snapshot(
+        now,
+        cfg.approval_ttl,
+        crate::schedule::local_midnight(cfg.tz(), now),
+    )?;
+    let plan = plan::plan(
+        tasks,
+        &PlanInput {
+            config: cfg,
+            registry: &registry,
+            state: &snapshot,
+            now,
+            force: t.force,
+            autonomy: t.autonomy,
+        },
+    );
+    let wanted = tasks.iter().zip(&plan.items).filter_map(|(task, p)| {
+        let acts = matches!(
+            p.decision,
+            plan::Decision::Run | plan::Decision::Approve | plan::Decision::Invalid { .. }
+        );
+        Some((p.tool.as_deref().filter(|_| acts)?, &*task.file))
+    });
+    for (server, workdir) in super::mcp::named_servers(cfg, wanted) {
+        if !catalog.contains_key(&server) || stale.contains(&server) {
+            super::mcp::refresh(servers, store, &mut catalog, &server, workdir, now)?;
+        }
+    }
+    Ok(catalog)
 }

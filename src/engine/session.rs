@@ -13,6 +13,7 @@
 //!   open, and only after the one-statement claim `approved → running` succeeded.
 //! - One-time ticks are written once per file, in `finish`, after re-reading the file.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -96,6 +97,8 @@ pub struct Session<'a> {
     /// Estimated costs of the tools running now (so parallel starts cannot overspend).
     reserved: f64,
     started: Instant,
+    /// The MCP servers this session started (or was given), stopped when it finishes.
+    pub mcp: super::mcp::Servers<'a>,
 }
 
 impl<'a> Session<'a> {
@@ -136,6 +139,7 @@ impl<'a> Session<'a> {
             started_tools: HashSet::new(),
             reserved: 0.0,
             started: Instant::now(),
+            mcp: super::mcp::Servers::new(cfg),
         };
         let (run_id, now) = (s.run_id.clone(), s.now);
         s.store.start_run(&run_id, mode, now)?;
@@ -396,8 +400,8 @@ impl<'a> Session<'a> {
                     (Decision::Run, Some(name), Some(_)) => self
                         .registry
                         .get(name)
-                        .filter(|spec| spec.kind != ToolKind::Notify)
-                        .cloned(),
+                        .filter(|spec| !spec.runs_in_session())
+                        .map(Cow::into_owned),
                     _ => None,
                 };
                 let Some(spec) = parallel else {
@@ -558,7 +562,11 @@ impl<'a> Session<'a> {
         };
         let outcome = match spec.kind {
             ToolKind::Notify => self.notify(input)?,
-            _ => self.execute(task, spec, input),
+            ToolKind::Mcp { .. } => {
+                let workdir = task.file.parent().unwrap_or(Path::new("/"));
+                self.mcp.call(&spec, input, workdir)
+            }
+            _ => self.execute(task, &spec, input),
         };
         self.record_outcome(task, name, input, approval_id, outcome)
     }
@@ -826,6 +834,8 @@ impl<'a> Session<'a> {
     /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
     /// and the audit log for what follows the run (notifications).
     pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
+        // No server outlives the run (SPEC §12); the run's end is the time after this.
+        self.mcp.stop_all();
         for (file, ids) in std::mem::take(&mut self.ticks) {
             self.tick(&file, &ids)?;
         }

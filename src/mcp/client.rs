@@ -109,8 +109,8 @@ pub struct ServerSpec {
     pub startup_timeout: Duration,
 }
 
-/// One tool as the server lists it.
-#[derive(Clone, Debug, PartialEq)]
+/// One tool as the server lists it (also as cached in SQLite).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ToolInfo {
     pub name: String,
     pub description: Option<String>,

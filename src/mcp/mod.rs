@@ -16,11 +16,26 @@
 mod client;
 pub mod schema;
 
+use std::collections::BTreeMap;
+
 pub use client::{
     CallOutcome, McpError, OUTPUT_CAP, PASSED_ENV, STDERR_CAP, Server, ServerSpec, ToolInfo,
     Transport,
 };
 pub use schema::{did_you_mean, validate_input};
+
+/// What is known of each server's tools, by server name. A server that is absent is not
+/// known (never listed, or it could not be reached this time): its tasks' inputs cannot be
+/// checked yet, and the call itself finds out.
+pub type Catalog = BTreeMap<String, Listing>;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Listing {
+    /// Its tools, as listed.
+    Tools(Vec<ToolInfo>),
+    /// `check` and `mcp-tools` could not list them: why.
+    Unavailable(String),
+}
 
 #[cfg(test)]
 mod tests;

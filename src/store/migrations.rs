@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 8] = [
+pub(super) const MIGRATIONS: [&str; 9] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -269,6 +269,15 @@ DROP TABLE task_batches;
 CREATE VIEW task_history AS
     SELECT run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id
     FROM task_runs;
+"#,
+    // 9: the tools each MCP server listed (SPEC §12), for `run` to check inputs against.
+    r#"
+CREATE TABLE mcp_listings (
+    server TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL,
+    listed_at TEXT NOT NULL,
+    tools TEXT NOT NULL
+);
 "#,
 ];
 

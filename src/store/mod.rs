@@ -16,6 +16,7 @@
 mod approvals;
 mod grants;
 mod history;
+mod mcp;
 mod migrations;
 mod outbox;
 mod snapshot;
@@ -30,6 +31,7 @@ use rusqlite::{Connection, OpenFlags};
 pub use approvals::{ApprovalRow, Decision, NewApproval};
 pub use grants::GrantRow;
 pub use history::{RunSummary, TaskRunRecord};
+pub use mcp::CachedListing;
 pub use outbox::{NewMessage, OutboxRow, PauseRow};
 pub use snapshot::Snapshot;
 

@@ -695,7 +695,10 @@ mod tests {
     }
 
     fn spec() -> ToolSpec {
-        Registry::new(&BTreeMap::new()).get("http").unwrap().clone()
+        Registry::new(&BTreeMap::new())
+            .get("http")
+            .unwrap()
+            .into_owned()
     }
 
     fn obj(v: Value) -> Map<String, Value> {

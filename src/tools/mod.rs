@@ -18,6 +18,7 @@ pub mod http;
 pub mod input;
 pub mod process;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -29,7 +30,8 @@ use serde_json::{Map, Value};
 
 pub use input::{FileInput, ShellCmd, ShellInput, TextInput, input_timeout, type_name};
 
-use crate::config::{Approval, Config, ToolConfig};
+use crate::config::{Approval, Config, McpServerConfig, ToolConfig};
+use crate::mcp::{Catalog, Listing};
 
 /// The largest input also given in `$HEARTBEAT_INPUT` (Linux's limit for one environment
 /// string is 128 KiB, name included).
@@ -54,6 +56,14 @@ pub enum ToolKind {
     Notify,
     /// A config tool (also `agent`): argv with `{key}` placeholders, no shell.
     Command(Vec<String>),
+    /// `@SERVER.TOOL`: a tool of an MCP server (SPEC §12). The session carries it out over
+    /// the run's connection to the server. `schema` is its `inputSchema` when the server's
+    /// tools are known.
+    Mcp {
+        server: String,
+        tool: String,
+        schema: Option<Value>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,6 +78,14 @@ pub struct ToolSpec {
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
     tools: BTreeMap<String, ToolSpec>,
+    /// `[mcp.NAME]` servers, and what is known of their tools.
+    mcp: BTreeMap<String, McpServer>,
+}
+
+#[derive(Clone, Debug)]
+struct McpServer {
+    config: McpServerConfig,
+    listing: Option<Listing>,
 }
 
 /// Built-in tools: name, kind, default approval, description.
@@ -111,8 +129,30 @@ const BUILTINS: [(&str, ToolKind, Approval, &str); 6] = [
 ];
 
 impl Registry {
+    /// Built-ins, config tools and the MCP servers, whose tools are not known yet (see
+    /// [`Registry::with_catalog`]).
     pub fn from_config(cfg: &Config) -> Registry {
-        Registry::new(&cfg.tools)
+        let mut registry = Registry::new(&cfg.tools);
+        registry.mcp = cfg
+            .mcp
+            .iter()
+            .map(|(name, config)| {
+                let server = McpServer {
+                    config: config.clone(),
+                    listing: None,
+                };
+                (name.clone(), server)
+            })
+            .collect();
+        registry
+    }
+
+    /// What is known of the MCP servers' tools.
+    pub fn with_catalog(mut self, catalog: &Catalog) -> Registry {
+        for (name, server) in &mut self.mcp {
+            server.listing = catalog.get(name).cloned();
+        }
+        self
     }
 
     /// The built-ins, with `[tools.NAME]` overrides of their timeout, approval and
@@ -158,11 +198,95 @@ impl Registry {
                 }
             }
         }
-        Registry { tools: map }
+        Registry {
+            tools: map,
+            mcp: BTreeMap::new(),
+        }
     }
 
-    pub fn get(&self, name: &str) -> Option<&ToolSpec> {
-        self.tools.get(name)
+    pub fn get(&self, name: &str) -> Option<Cow<'_, ToolSpec>> {
+        self.resolve(name).ok()
+    }
+
+    /// The tool a task names, or why there is none: an unknown tool (with the names there
+    /// are and a did-you-mean), an unknown MCP server or tool, or a server that could not be
+    /// listed. An MCP tool of a server whose tools are not known yet resolves, with no schema.
+    pub fn resolve(&self, name: &str) -> Result<Cow<'_, ToolSpec>, String> {
+        if let Some(spec) = self.tools.get(name) {
+            return Ok(Cow::Borrowed(spec));
+        }
+        let Some((server_name, tool)) = name.split_once('.') else {
+            return Err(self.unknown(name));
+        };
+        let Some(server) = self.mcp.get(server_name) else {
+            let servers: Vec<&str> = self.mcp.keys().map(String::as_str).collect();
+            let mut message = format!("unknown MCP server \"{server_name}\" in @{name}");
+            match crate::mcp::did_you_mean(server_name, &servers) {
+                Some(near) => message.push_str(&format!(" (did you mean \"{near}\"?)")),
+                None if servers.is_empty() => {
+                    message.push_str(" (no [mcp.NAME] server is configured)")
+                }
+                None => message.push_str(&format!(" (servers: {})", servers.join(", "))),
+            }
+            return Err(message);
+        };
+        let info = match &server.listing {
+            None => None,
+            Some(Listing::Unavailable(why)) => {
+                return Err(format!("MCP server \"{server_name}\" {why}"));
+            }
+            Some(Listing::Tools(tools)) => match tools.iter().find(|t| t.name == tool) {
+                Some(info) => Some(info),
+                None => {
+                    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+                    let mut message =
+                        format!("MCP server \"{server_name}\" has no tool \"{tool}\"");
+                    if let Some(near) = crate::mcp::did_you_mean(tool, &names) {
+                        message.push_str(&format!(" (did you mean @{server_name}.{near}?)"));
+                    }
+                    message.push_str(&format!(" (tools: {})", names.join(", ")));
+                    return Err(message);
+                }
+            },
+        };
+        let config = &server.config;
+        let own = config.tools.get(tool);
+        // The tool's own table, else the server's default; a read-only hint loosens `ask`
+        // only when the config trusts the server's annotations.
+        let mut approval = own.and_then(|t| t.approval).unwrap_or(config.approval);
+        if own.and_then(|t| t.approval).is_none()
+            && approval == Approval::Ask
+            && config.trust_annotations
+            && info.is_some_and(|i| i.read_only)
+        {
+            approval = Approval::Auto;
+        }
+        Ok(Cow::Owned(ToolSpec {
+            name: name.to_string(),
+            kind: ToolKind::Mcp {
+                server: server_name.to_string(),
+                tool: tool.to_string(),
+                schema: info.map(|i| i.input_schema.clone()),
+            },
+            timeout: own.and_then(|t| t.timeout).unwrap_or(config.timeout),
+            approval,
+            description: info.and_then(|i| i.description.clone()),
+        }))
+    }
+
+    fn unknown(&self, name: &str) -> String {
+        let names = self.names();
+        let mut message = format!("unknown tool \"{name}\"");
+        if let Some(near) = crate::mcp::did_you_mean(name, &names) {
+            message.push_str(&format!(" (did you mean @{near}?)"));
+        }
+        message.push_str(&format!(" (tools: {})", names.join(", ")));
+        message
+    }
+
+    /// The configured MCP servers' names.
+    pub fn mcp_servers(&self) -> impl Iterator<Item = &str> {
+        self.mcp.keys().map(String::as_str)
     }
 
     /// Names of every tool that exists, sorted.
@@ -172,6 +296,12 @@ impl Registry {
 }
 
 impl ToolSpec {
+    /// Carried out by the session itself (the outbox, the run's MCP connections), never on
+    /// a worker thread.
+    pub fn runs_in_session(&self) -> bool {
+        matches!(self.kind, ToolKind::Notify | ToolKind::Mcp { .. })
+    }
+
     /// Check the input's shape before anything runs (missing `cmd`, a placeholder key that
     /// the input lacks, …). The error is shown as the task's reason.
     pub fn validate(&self, input: &Map<String, Value>) -> Result<(), String> {
@@ -183,6 +313,12 @@ impl ToolSpec {
             }
             ToolKind::Http => http::validate(&self.name, input),
             ToolKind::Command(argv) => self.command_argv(argv, input).map(drop),
+            ToolKind::Mcp { schema: None, .. } => Ok(()),
+            ToolKind::Mcp {
+                schema: Some(schema),
+                ..
+            } => crate::mcp::validate_input(schema, &Value::Object(input.clone()))
+                .map_err(|e| format!("input does not match the inputSchema of {}: {e}", self.name)),
         }
     }
 
@@ -341,8 +477,11 @@ pub fn execute_with_stop(
             Err(e) => failed(e, started),
         },
         ToolKind::Http => http::run(&spec.name, input, spec.timeout, stop),
-        ToolKind::Notify => Outcome {
-            error: Some("notify is delivered by the run itself, not by execute".into()),
+        ToolKind::Notify | ToolKind::Mcp { .. } => Outcome {
+            error: Some(format!(
+                "{} is carried out by the run itself, not by execute",
+                spec.name
+            )),
             ..Outcome::default()
         },
         ToolKind::Shell => match ShellInput::parse(&spec.name, input) {

@@ -32,11 +32,14 @@ fn command_tool(name: &str, argv: &[&str]) -> ToolSpec {
             ..ToolConfig::default()
         },
     )]);
-    reg.get(name).unwrap().clone()
+    reg.get(name).unwrap().into_owned()
 }
 
 fn builtin(name: &str) -> ToolSpec {
-    Registry::new(&BTreeMap::new()).get(name).unwrap().clone()
+    Registry::new(&BTreeMap::new())
+        .get(name)
+        .unwrap()
+        .into_owned()
 }
 
 fn run_in(dir: &Path, spec: &ToolSpec, input: Value) -> Outcome {
@@ -771,7 +774,7 @@ fn config_timeout_applies_to_command_tools() {
             ..ToolConfig::default()
         },
     )]);
-    let o = run_in(dir.path(), reg.get("slow").unwrap(), json!({}));
+    let o = run_in(dir.path(), &reg.get("slow").unwrap(), json!({}));
     assert_eq!(o.error.as_deref(), Some("timed out after 1s"));
     assert!(o.duration < Duration::from_secs(3), "{:?}", o.duration);
     // `execute` uses the SPEC's grace; the SIGKILL path itself is tested on the runner with

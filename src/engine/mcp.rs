@@ -1,0 +1,310 @@
+//! The MCP servers of one run, daemon tick, `check` or `mcp-tools` (SPEC §12).
+//!
+//! Invariants:
+//! - A server starts on first use and is reused for the rest of the command; every server
+//!   still running is stopped when the [`Servers`] value ends ([`Servers::stop_all`] or drop):
+//!   stdin closed, SIGTERM to its group after 2 s, SIGKILL 5 s later. No server outlives the
+//!   run or the daemon tick that started it.
+//! - A server that would not start is not tried again in the same command: its other tasks
+//!   fail at once with the same reason. One that died or timed out is stopped and started
+//!   again for the next call.
+//! - Its variables (`env`, `headers_env`) are taken from heartbeat's environment as secrets
+//!   (`audit::redact::take_env`): every sink redacts their values.
+//! - Nothing here redacts or records: outcomes go back to the session, which does.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+
+use crate::audit::redact::take_env;
+use crate::config::{Config, McpServerConfig, McpTransport};
+use crate::mcp::{
+    CallOutcome, Catalog, Listing, McpError, Server, ServerSpec, ToolInfo, Transport,
+};
+use crate::store::{CachedListing, Store};
+use crate::text::first_line;
+use crate::tools::{Outcome, ToolKind, ToolSpec};
+
+/// How long a cached listing is trusted by `run`.
+pub const LISTING_TTL: Duration = Duration::from_secs(3600);
+
+pub struct Servers<'a> {
+    cfg: &'a Config,
+    running: HashMap<String, Server>,
+    /// Servers that would not start in this command, and why.
+    failed: HashMap<String, String>,
+}
+
+impl<'a> Servers<'a> {
+    pub fn new(cfg: &'a Config) -> Servers<'a> {
+        Servers {
+            cfg,
+            running: HashMap::new(),
+            failed: HashMap::new(),
+        }
+    }
+
+    /// The running server `name`, started (in `workdir` unless its config names a `cwd`)
+    /// if it is not running yet. `Err` reads as the end of a sentence about the server.
+    fn server(&mut self, name: &str, workdir: &Path) -> Result<&mut Server, String> {
+        if let Some(why) = self.failed.get(name) {
+            return Err(why.clone());
+        }
+        if !self.running.contains_key(name) {
+            let Some(config) = self.cfg.mcp.get(name) else {
+                return Err("is not configured".into());
+            };
+            match Server::start(&spec(name, config, workdir)) {
+                Ok(server) => {
+                    self.running.insert(name.to_string(), server);
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    self.failed.insert(name.to_string(), why.clone());
+                    return Err(why);
+                }
+            }
+        }
+        Ok(self.running.get_mut(name).expect("inserted above"))
+    }
+
+    /// The tools server `name` offers (following pagination).
+    pub fn list(&mut self, name: &str, workdir: &Path) -> Result<Vec<ToolInfo>, String> {
+        let server = self.server(name, workdir)?;
+        match server.list_tools() {
+            Ok(tools) => Ok(tools),
+            Err(e) => {
+                let stderr = server.stderr();
+                self.discard(name);
+                let why = with_stderr(e.to_string(), &stderr);
+                self.failed.insert(name.to_string(), why.clone());
+                Err(why)
+            }
+        }
+    }
+
+    /// One `tools/call` of an MCP tool task, as an [`Outcome`] like any tool's.
+    pub fn call(&mut self, spec: &ToolSpec, input: &Map<String, Value>, workdir: &Path) -> Outcome {
+        let started = Instant::now();
+        let ToolKind::Mcp { server, tool, .. } = &spec.kind else {
+            return failed(format!("{} is not an MCP tool", spec.name), started);
+        };
+        if let Err(e) = spec.validate(input) {
+            return failed(e, started);
+        }
+        crate::error::work_started();
+        let call = self.server(server, workdir).map(|s| {
+            let (stderr_before, refused_before) = (s.stderr().len(), s.refused().len());
+            let result = s.call(tool, input, spec.timeout);
+            let stderr = s.stderr();
+            let mut news = stderr.get(stderr_before..).unwrap_or(&stderr).to_string();
+            for request in s.refused().iter().skip(refused_before) {
+                news.push_str(&format!(
+                    "\n[heartbeat refused the server's request {request}]"
+                ));
+            }
+            (result, news, s.is_usable())
+        });
+        let (result, stderr, usable) = match call {
+            Err(why) => return failed(format!("MCP server \"{server}\" {why}"), started),
+            Ok(c) => c,
+        };
+        if !usable {
+            // Timed out or died: the next call gets a new one.
+            self.discard(server);
+        }
+        let mut outcome = match result {
+            Ok(done) => from_call(done),
+            Err(e @ McpError::Timeout(_)) => Outcome {
+                error: Some(e.to_string()),
+                ..Outcome::default()
+            },
+            Err(e) => Outcome {
+                error: Some(format!("MCP server \"{server}\" {e}")),
+                ..Outcome::default()
+            },
+        };
+        if !outcome.success {
+            // The server's stderr belongs to the failing task's audit line.
+            outcome.stderr = stderr.trim().to_string();
+        }
+        outcome.duration = started.elapsed();
+        outcome
+    }
+
+    fn discard(&mut self, name: &str) {
+        if let Some(server) = self.running.remove(name) {
+            server.stop();
+        }
+    }
+
+    /// Stop every server still running.
+    pub fn stop_all(&mut self) {
+        for (_, server) in self.running.drain() {
+            server.stop();
+        }
+    }
+}
+
+impl Drop for Servers<'_> {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// How to start server `name`.
+fn spec(name: &str, config: &McpServerConfig, workdir: &Path) -> ServerSpec {
+    let transport = match &config.transport {
+        McpTransport::Stdio(command) => Transport::Stdio {
+            command: command.clone(),
+        },
+        McpTransport::Http { url, headers_env } => Transport::Http {
+            url: url.clone(),
+            headers: headers_env
+                .iter()
+                .filter_map(|(header, var)| Some((header.clone(), take_env(var)?)))
+                .collect(),
+        },
+    };
+    ServerSpec {
+        name: name.to_string(),
+        transport,
+        env: config
+            .env
+            .iter()
+            .filter_map(|var| Some((var.clone(), take_env(var)?)))
+            .collect(),
+        cwd: config.cwd.clone().unwrap_or_else(|| workdir.to_path_buf()),
+        startup_timeout: config.startup_timeout,
+    }
+}
+
+/// A completed call as a tool's outcome: `isError` is a failure; text is the output, then
+/// `structuredContent` as JSON; binary items are counted.
+fn from_call(done: CallOutcome) -> Outcome {
+    let mut stdout = done.text;
+    // Servers often send the structured result as text too: kept once.
+    let repeated = |s: &Value| serde_json::from_str::<Value>(&stdout).is_ok_and(|t| &t == s);
+    if let Some(structured) = done.structured.as_ref().filter(|s| !repeated(s)) {
+        if !stdout.is_empty() {
+            stdout.push('\n');
+        }
+        stdout.push_str(&structured.to_string());
+    }
+    if done.binary_items > 0 {
+        if !stdout.is_empty() {
+            stdout.push('\n');
+        }
+        stdout.push_str(&format!("[{} binary item(s) not kept]", done.binary_items));
+    }
+    let error = done.is_error.then(|| {
+        let said = first_line(&stdout, 200);
+        if said.is_empty() {
+            "the tool reported an error (isError)".to_string()
+        } else {
+            format!("the tool reported an error: {said}")
+        }
+    });
+    Outcome {
+        success: !done.is_error,
+        stdout,
+        stdout_dropped: done.text_dropped,
+        error,
+        cost_usd: done.cost_usd,
+        summary: done.summary,
+        ..Outcome::default()
+    }
+}
+
+fn failed(error: String, started: Instant) -> Outcome {
+    Outcome {
+        error: Some(error),
+        duration: started.elapsed(),
+        ..Outcome::default()
+    }
+}
+
+fn with_stderr(why: String, stderr: &str) -> String {
+    let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+    match last {
+        Some(line) if !why.contains(line.trim()) => format!("{why} ({})", line.trim()),
+        _ => why,
+    }
+}
+
+/// The servers the tasks name, each with the directory of the first file that names it.
+pub fn named_servers<'t>(
+    cfg: &Config,
+    tools: impl IntoIterator<Item = (&'t str, &'t Path)>,
+) -> BTreeMap<String, &'t Path> {
+    let mut named = BTreeMap::new();
+    for (tool, file) in tools {
+        if let Some((_, server, _)) = cfg.mcp_tool(tool) {
+            named
+                .entry(server.to_string())
+                .or_insert(file.parent().unwrap_or(Path::new("/")));
+        }
+    }
+    named
+}
+
+/// The cached listings that still describe the configured servers (same fingerprint), and
+/// which of them are older than [`LISTING_TTL`] at `now`.
+pub fn cached(
+    cfg: &Config,
+    store: Option<&Store>,
+    now: DateTime<Utc>,
+) -> crate::error::Result<(Catalog, Vec<String>)> {
+    let mut catalog = Catalog::new();
+    let mut stale = Vec::new();
+    let Some(store) = store else {
+        return Ok((catalog, stale));
+    };
+    for (server, listing) in store.mcp_listings()? {
+        let Some(config) = cfg.mcp.get(&server) else {
+            continue;
+        };
+        if listing.fingerprint != config.fingerprint() {
+            continue;
+        }
+        let age = now.signed_duration_since(listing.listed_at);
+        if age
+            .to_std()
+            .map_or(listing.listed_at > now, |a| a > LISTING_TTL)
+        {
+            stale.push(server.clone());
+        }
+        catalog.insert(server, Listing::Tools(listing.tools));
+    }
+    Ok((catalog, stale))
+}
+
+/// List server `name` now and remember what it offers. A server that cannot be listed keeps
+/// its older listing, if any (its tasks then fail when they call it).
+pub fn refresh(
+    servers: &mut Servers,
+    store: &mut Store,
+    catalog: &mut Catalog,
+    name: &str,
+    workdir: &Path,
+    now: DateTime<Utc>,
+) -> crate::error::Result<()> {
+    let Some(config) = servers.cfg.mcp.get(name) else {
+        return Ok(());
+    };
+    if let Ok(tools) = servers.list(name, workdir) {
+        store.save_mcp_listing(
+            name,
+            &CachedListing {
+                fingerprint: config.fingerprint(),
+                listed_at: now,
+                tools: tools.clone(),
+            },
+        )?;
+        catalog.insert(name.to_string(), Listing::Tools(tools));
+    }
+    Ok(())
+}

@@ -1,0 +1,118 @@
+//! The tools each MCP server listed, cached for `run` (SPEC §12): refreshed when the server's
+//! config changes (its fingerprint) or the listing is older than an hour.
+//!
+//! Invariants:
+//! - One row per server; a newer listing replaces the older one.
+//! - A listing that cannot be read back (a newer or damaged row) counts as absent: the
+//!   server is listed again, never trusted half-read.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use rusqlite::params;
+
+use super::{Result, Store, parse_ts};
+use crate::audit::format_ts;
+use crate::mcp::ToolInfo;
+
+/// One server's tools as last listed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedListing {
+    /// [`crate::config::McpServerConfig::fingerprint`] of the config that listed them.
+    pub fingerprint: String,
+    pub listed_at: DateTime<Utc>,
+    pub tools: Vec<ToolInfo>,
+}
+
+impl Store {
+    /// Every cached listing, by server name.
+    pub fn mcp_listings(&self) -> Result<BTreeMap<String, CachedListing>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT server, fingerprint, listed_at, tools FROM mcp_listings")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut listings = BTreeMap::new();
+        for row in rows {
+            let (server, fingerprint, listed_at, tools) = row.map_err(|e| self.err(e))?;
+            if let (Some(listed_at), Ok(tools)) =
+                (parse_ts(&listed_at), serde_json::from_str(&tools))
+            {
+                listings.insert(
+                    server,
+                    CachedListing {
+                        fingerprint,
+                        listed_at,
+                        tools,
+                    },
+                );
+            }
+        }
+        Ok(listings)
+    }
+
+    /// Remember what a server listed.
+    pub fn save_mcp_listing(&mut self, server: &str, listing: &CachedListing) -> Result<()> {
+        let tools = serde_json::to_string(&listing.tools).unwrap_or_else(|_| "[]".into());
+        self.conn
+            .execute(
+                "INSERT INTO mcp_listings (server, fingerprint, listed_at, tools)
+                 VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(server) DO UPDATE SET fingerprint = excluded.fingerprint,
+                     listed_at = excluded.listed_at, tools = excluded.tools",
+                params![
+                    server,
+                    listing.fingerprint,
+                    format_ts(listing.listed_at),
+                    tools
+                ],
+            )
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_util::ts as at;
+    use serde_json::json;
+
+    #[test]
+    fn a_listing_is_saved_replaced_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        assert!(store.mcp_listings().unwrap().is_empty());
+        let tool = |name: &str| ToolInfo {
+            name: name.into(),
+            description: Some("d".into()),
+            input_schema: json!({"type": "object"}),
+            read_only: true,
+        };
+        let first = CachedListing {
+            fingerprint: "a".into(),
+            listed_at: at("2026-11-23T10:00:00Z"),
+            tools: vec![tool("echo")],
+        };
+        store.save_mcp_listing("srv", &first).unwrap();
+        assert_eq!(store.mcp_listings().unwrap()["srv"], first);
+        let second = CachedListing {
+            fingerprint: "b".into(),
+            listed_at: at("2026-11-23T11:00:00Z"),
+            tools: vec![tool("echo"), tool("fail")],
+        };
+        store.save_mcp_listing("srv", &second).unwrap();
+        let all = store.mcp_listings().unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all["srv"], second);
+    }
+}

@@ -1,0 +1,372 @@
+//! MCP tools in tasks (SPEC §12), end to end: `@SERVER.TOOL {json}` tasks run against
+//! `examples/mcp_test_server.rs` (built by `cargo test`) under the same policy as every tool.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// `<target>/debug/examples/mcp_test_server`, beside the heartbeat binary's directory.
+fn server_bin() -> PathBuf {
+    let bin = PathBuf::from(BIN);
+    let path = bin
+        .parent()
+        .expect("the binary's directory")
+        .join("examples/mcp_test_server");
+    assert!(
+        path.exists(),
+        "{} is missing: `cargo test` builds it (or `cargo build --example mcp_test_server`)",
+        path.display()
+    );
+    path
+}
+
+/// A config with `[mcp.srv]` started through `sh`, which counts the starts in `starts.log`
+/// (in the Env's root) before it becomes the test server. `extra` goes at the end.
+fn config(env: Env, extra: &str) -> Env {
+    let starts = env.path("starts.log");
+    let toml = format!(
+        r#"autonomy = "cautious"
+
+[mcp.srv]
+command = ["sh", "-c", "echo start >> '{}'; exec '{}'"]
+timeout = "3s"
+approval = "auto"
+{extra}"#,
+        starts.display(),
+        server_bin().display()
+    );
+    env.config(&toml)
+}
+
+fn starts(env: &Env) -> usize {
+    std::fs::read_to_string(env.path("starts.log"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+#[test]
+fn a_due_task_calls_the_server_and_succeeds() {
+    let env = config(
+        Env::new("## Recurring\n- [ ] @srv.echo {\"text\": \"hello from mcp\"}\n"),
+        "",
+    );
+    let out = env.run_once(NOW);
+    out.code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert_eq!(ok[0]["tool"], "srv.echo");
+    assert_eq!(ok[0]["output"], "hello from mcp");
+    assert_eq!(starts(&env), 1);
+}
+
+#[test]
+fn ask_queues_and_approve_runs_it_exactly_once() {
+    let env = config(
+        Env::new("## One-time\n- [ ] @srv.echo {\"text\": \"once\"}\n"),
+        "[mcp.srv.tools.echo]\napproval = \"ask\"\n",
+    );
+    env.run_once(NOW).code(0);
+    assert!(env.events("task_succeeded").is_empty());
+    let queued = env.events("approval_requested");
+    assert_eq!(queued.len(), 1, "{}", env.audit_text());
+    let id = queued[0]["approval_id"].as_i64().unwrap().to_string();
+    env.cmd(["approve", id.as_str()]).output().code(0);
+    // A second approve and a later run do not run it again.
+    env.cmd(["approve", id.as_str()]).output().no_panic();
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert_eq!(ok[0]["output"], "once");
+    assert!(env.read("HEARTBEAT.md").contains("- [x] @srv.echo"));
+}
+
+#[test]
+fn check_reports_schema_violations_and_unknown_tools_at_their_place() {
+    let env = config(
+        Env::new(
+            "## Recurring\n- [ ] @srv.echo {\"text\": 5}\n- [ ] @srv.ecko {\"text\": \"x\"}\n",
+        ),
+        "",
+    );
+    let out = env.cmd(["check"]).output();
+    out.code(1);
+    assert!(
+        out.stdout.contains("HEARTBEAT.md:2:7") && out.stdout.contains("/text"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("has no tool \"ecko\"") && out.stdout.contains("@srv.echo?"),
+        "{}",
+        out.stdout
+    );
+    let json = env.cmd(["check", "--json"]).output().json();
+    let decisions: Vec<&str> = json["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["decision"].as_str().unwrap())
+        .collect();
+    assert_eq!(decisions, ["invalid", "invalid"]);
+    // `check` writes nothing, not even the run's cache.
+    assert!(!env.state().join("heartbeat.db").exists());
+}
+
+#[test]
+fn a_run_refuses_an_input_the_schema_refuses() {
+    let env = config(
+        Env::new("## Recurring\n- [ ] @srv.echo {\"text\": 5}\n"),
+        "",
+    );
+    let out = env.run_once(NOW);
+    out.code(1);
+    let invalid = env.events("task_invalid");
+    assert_eq!(invalid.len(), 1, "{}", env.audit_text());
+    assert!(invalid[0]["error"].as_str().unwrap().contains("/text"));
+    assert!(env.events("task_succeeded").is_empty() && env.events("task_failed").is_empty());
+}
+
+#[test]
+fn is_error_fails_the_task_and_a_timeout_is_cancelled() {
+    let env = config(
+        Env::new(
+            "## Recurring\n- [ ] @srv.fail {}\n- [ ] @srv.sleep {\"secs\": 30, \"child\": true}\n\
+             - [ ] @srv.echo {\"text\": \"after\"}\n",
+        ),
+        "",
+    );
+    let out = env.run_once(NOW);
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("reported an error: failed on purpose"),
+        "{}",
+        failed[0]
+    );
+    assert!(
+        failed[1]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("timed out after 3s"),
+        "{}",
+        failed[1]
+    );
+    // The timed-out server is replaced for the next task.
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1);
+    assert_eq!(ok[0]["output"], "after");
+    assert_eq!(starts(&env), 2);
+    // Nothing of the servers (nor the sleeping child) outlives the run.
+    let server = server_bin().display().to_string();
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &server])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    for pid in left.lines() {
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline);
+        assert!(
+            !cmdline.contains(&env.path("starts.log").display().to_string()),
+            "a server of this test still runs: {cmdline}"
+        );
+    }
+}
+
+#[test]
+fn a_server_that_will_not_start_fails_its_task_but_not_the_run() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @broken.echo {\"text\": \"x\"}\n- [ ] @log {\"text\": \"still runs\"}\n",
+    )
+    .config(
+        "autonomy = \"full\"\n[mcp.broken]\ncommand = [\"/nonexistent/mcp-server\"]\napproval = \"auto\"\n",
+    );
+    let out = env.run_once(NOW);
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    assert_eq!(failed[0]["tool"], "broken.echo");
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("did not start"),
+        "{}",
+        failed[0]
+    );
+    assert_eq!(env.events("task_succeeded").len(), 1);
+    // check says so before 3 a.m.
+    let check = env.cmd(["check"]).output();
+    check.code(1);
+    assert!(check.stdout.contains("did not start"), "{}", check.stdout);
+}
+
+#[test]
+fn the_servers_variables_are_secrets_in_every_sink() {
+    let secret = "mcp-secret-value-8c1f2e";
+    let env = config(
+        Env::new(
+            "## Recurring\n- [ ] @srv.env {}\n- [ ] @srv.stderr {\"text\": \"leak\"}\n\
+             - [ ] @srv.fail {}\n",
+        ),
+        "env = [\"SRV_TOKEN\"]\n",
+    );
+    let out = env.cmd(["run", "--once"]).env("SRV_TOKEN", secret).output();
+    out.code(1);
+    let ok = env.events("task_succeeded");
+    // The server got the variable (and PATH, HOME...), the sinks only stars.
+    let listed = ok[0]["output"].as_str().unwrap();
+    assert!(listed.contains("SRV_TOKEN=***"), "{listed}");
+    assert!(!env.audit_text().contains(secret));
+    assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
+    let dump: Vec<String> = env
+        .db()
+        .prepare("SELECT tools FROM mcp_listings")
+        .unwrap()
+        .query_map([], |r| r.get::<_, String>(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(!dump.concat().contains(secret));
+}
+
+#[test]
+fn sampling_requests_are_refused() {
+    let env = config(Env::new("## Recurring\n- [ ] @srv.sampling {}\n"), "");
+    env.run_once(NOW).code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert!(
+        ok[0]["output"]
+            .as_str()
+            .unwrap()
+            .starts_with("sampling refused"),
+        "{}",
+        ok[0]
+    );
+}
+
+#[test]
+fn structured_content_is_kept_and_its_cost_counts() {
+    let env = config(Env::new("## Recurring\n- [ ] @srv.structured {}\n"), "");
+    env.run_once(NOW).code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok[0]["cost_usd"], 0.25);
+    assert_eq!(ok[0]["summary"], "3 open issues");
+    let output: Value = serde_json::from_str(ok[0]["output"].as_str().unwrap()).unwrap();
+    assert_eq!(output["issues"], serde_json::json!([1, 2, 3]));
+}
+
+#[test]
+fn mcp_tools_lists_what_servers_offer() {
+    let env = config(Env::new("## Recurring\n"), "");
+    let json = env.cmd(["mcp-tools", "--json"]).output();
+    json.code(0);
+    let doc = json.json();
+    let server = &doc["servers"][0];
+    assert_eq!(server["server"], "srv");
+    let echo = server["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "echo")
+        .expect("echo listed");
+    assert_eq!(echo["read_only"], true);
+    assert_eq!(echo["task"], "@srv.echo");
+    assert_eq!(echo["input_schema"]["required"][0], "text");
+    let human = env.cmd(["mcp-tools", "srv"]).output();
+    human.code(0);
+    assert!(
+        human.stdout.contains("@srv.echo  (read-only)"),
+        "{}",
+        human.stdout
+    );
+    let unknown = env.cmd(["mcp-tools", "sr"]).output();
+    unknown.code(2);
+    assert!(
+        unknown.stderr.contains("did you mean \"srv\"?"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+#[test]
+fn the_runs_listing_is_cached_for_an_hour_and_refreshed_on_config_change() {
+    let md = "## Recurring\n### Every 10m\n- [ ] @srv.echo {\"text\": 5}\n";
+    let env = config(Env::new(md), "");
+    // Listed at the first run (the input is invalid: no call is made).
+    env.run_once(NOW).code(1);
+    assert_eq!(starts(&env), 1);
+    // Within the hour: the cache answers, no server starts.
+    env.run_once("2026-05-01T10:30:00Z").code(1);
+    assert_eq!(starts(&env), 1);
+    assert_eq!(env.events("task_invalid").len(), 2);
+    // Past the hour: listed again.
+    env.run_once("2026-05-01T11:05:00Z").code(1);
+    assert_eq!(starts(&env), 2);
+    // A changed config (another cwd) is listed again at once.
+    let env = config(env, "cwd = \".\"\n");
+    env.run_once("2026-05-01T11:20:00Z").code(1);
+    assert_eq!(starts(&env), 3);
+}
+
+#[test]
+fn trust_annotations_loosen_ask_for_read_only_tools_only() {
+    let md = "## Recurring\n- [ ] @srv.echo {\"text\": \"ro\"}\n- [ ] @srv.stderr {}\n";
+    let toml = |trust: bool| {
+        format!(
+            "[mcp.srv]\ncommand = [\"{}\"]\ntrust_annotations = {trust}\n",
+            server_bin().display()
+        )
+    };
+    let env = Env::new(md).config(&toml(false));
+    env.run_once(NOW).code(0);
+    assert_eq!(env.events("approval_requested").len(), 2);
+
+    let env = Env::new(md).config(&toml(true));
+    env.run_once(NOW).code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert_eq!(ok[0]["tool"], "srv.echo");
+    let queued = env.events("approval_requested");
+    assert_eq!(queued.len(), 1);
+    assert_eq!(queued[0]["tool"], "srv.stderr");
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let env = Env::new("## Recurring\n").config("[mcp.srv]\ncommand = [\"x\"]\nenvv = []\n");
+    let out = env.cmd(["check"]).output();
+    out.code(2);
+    assert!(
+        out.stderr.contains("mcp.srv") && out.stderr.contains("did you mean \"env\""),
+        "{}",
+        out.stderr
+    );
+    let env = Env::new("## Recurring\n").config("[mcp.srv]\ntimeout = \"1s\"\n");
+    let out = env.cmd(["check"]).output();
+    out.code(2);
+    assert!(
+        out.stderr.contains("missing key \"command\""),
+        "{}",
+        out.stderr
+    );
+    let env = Env::new("## Recurring\n- [ ] @srx.echo {}\n").config(&format!(
+        "[mcp.srv]\ncommand = [\"{}\"]\n",
+        server_bin().display()
+    ));
+    let out = env.cmd(["check"]).output();
+    out.code(1);
+    assert!(
+        out.stdout.contains("unknown MCP server \"srx\"") && out.stdout.contains("\"srv\"?"),
+        "{}",
+        out.stdout
+    );
+}
