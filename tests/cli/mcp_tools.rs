@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::common::*;
 
 /// `<target>/debug/examples/mcp_test_server`, beside the heartbeat binary's directory.
-fn server_bin() -> PathBuf {
+pub fn server_bin() -> PathBuf {
     let bin = PathBuf::from(BIN);
     let path = bin
         .parent()
@@ -87,7 +87,8 @@ fn ask_queues_and_approve_runs_it_exactly_once() {
 fn check_reports_schema_violations_and_unknown_tools_at_their_place() {
     let env = config(
         Env::new(
-            "## Recurring\n- [ ] @srv.echo {\"text\": 5}\n- [ ] @srv.ecko {\"text\": \"x\"}\n",
+            "## Recurring\n- [ ] @srv.echo {\"text\": 5}\n- [ ] @srv.ecko {\"text\": \"x\"}\n\
+             - [ ] @srv.echo {\"text\": \"fine\"}\n",
         ),
         "",
     );
@@ -110,7 +111,8 @@ fn check_reports_schema_violations_and_unknown_tools_at_their_place() {
         .iter()
         .map(|t| t["decision"].as_str().unwrap())
         .collect();
-    assert_eq!(decisions, ["invalid", "invalid"]);
+    assert_eq!(decisions, ["invalid", "invalid", "run"]);
+    assert_eq!(json["tasks"][2]["tool"], "srv.echo");
     // `check` writes nothing, not even the run's cache.
     assert!(!env.state().join("heartbeat.db").exists());
 }
@@ -136,9 +138,13 @@ fn is_error_fails_the_task_and_a_timeout_is_cancelled() {
             "## Recurring\n- [ ] @srv.fail {}\n- [ ] @srv.sleep {\"secs\": 30, \"child\": true}\n\
              - [ ] @srv.echo {\"text\": \"after\"}\n",
         ),
-        "",
+        "env = [\"HB_TEST_MARK\"]\n",
     );
-    let out = env.run_once(NOW);
+    let mark = format!("{}-{}", std::process::id(), env.root().display());
+    let out = env
+        .cmd(["run", "--once"])
+        .env("HB_TEST_MARK", &mark)
+        .output();
     out.code(1);
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 2, "{}", env.audit_text());
@@ -163,31 +169,46 @@ fn is_error_fails_the_task_and_a_timeout_is_cancelled() {
     assert_eq!(ok.len(), 1);
     assert_eq!(ok[0]["output"], "after");
     assert_eq!(starts(&env), 2);
-    // Nothing of the servers (nor the sleeping child) outlives the run.
-    let server = server_bin().display().to_string();
-    let left = std::process::Command::new("pgrep")
-        .args(["-f", &server])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    for pid in left.lines() {
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline);
-        assert!(
-            !cmdline.contains(&env.path("starts.log").display().to_string()),
-            "a server of this test still runs: {cmdline}"
-        );
+    // Nothing of the servers (nor the sleeping child) outlives the run: no process carries
+    // this test's mark in its environment.
+    assert_eq!(marked_processes(&mark), Vec::<String>::new());
+}
+
+/// Processes whose environment holds `HB_TEST_MARK=<mark>`, as /proc shows them.
+fn marked_processes(mark: &str) -> Vec<String> {
+    let needle = format!("HB_TEST_MARK={mark}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        if !pid.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
+        if environ.split(|b| *b == 0).any(|v| v == needle.as_bytes()) {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push(format!("{pid}: {}", String::from_utf8_lossy(&cmdline)));
+        }
     }
+    found
 }
 
 #[test]
 fn a_server_that_will_not_start_fails_its_task_but_not_the_run() {
+    for command in [
+        "\"/nonexistent/mcp-server\"".to_string(),
+        format!("\"{}\", \"--exit-at-start\"", server_bin().display()),
+    ] {
+        a_server_that_will_not_start(&command);
+    }
+}
+
+fn a_server_that_will_not_start(command: &str) {
     let env = Env::new(
         "## Recurring\n- [ ] @broken.echo {\"text\": \"x\"}\n- [ ] @log {\"text\": \"still runs\"}\n",
     )
-    .config(
-        "autonomy = \"full\"\n[mcp.broken]\ncommand = [\"/nonexistent/mcp-server\"]\napproval = \"auto\"\n",
-    );
+    .config(&format!(
+        "autonomy = \"full\"\n[mcp.broken]\ncommand = [{command}]\napproval = \"auto\"\n"
+    ));
     let out = env.run_once(NOW);
     out.code(1);
     let failed = env.events("task_failed");
@@ -206,35 +227,6 @@ fn a_server_that_will_not_start_fails_its_task_but_not_the_run() {
     let check = env.cmd(["check"]).output();
     check.code(1);
     assert!(check.stdout.contains("did not start"), "{}", check.stdout);
-}
-
-#[test]
-fn the_servers_variables_are_secrets_in_every_sink() {
-    let secret = "mcp-secret-value-8c1f2e";
-    let env = config(
-        Env::new(
-            "## Recurring\n- [ ] @srv.env {}\n- [ ] @srv.stderr {\"text\": \"leak\"}\n\
-             - [ ] @srv.fail {}\n",
-        ),
-        "env = [\"SRV_TOKEN\"]\n",
-    );
-    let out = env.cmd(["run", "--once"]).env("SRV_TOKEN", secret).output();
-    out.code(1);
-    let ok = env.events("task_succeeded");
-    // The server got the variable (and PATH, HOME...), the sinks only stars.
-    let listed = ok[0]["output"].as_str().unwrap();
-    assert!(listed.contains("SRV_TOKEN=***"), "{listed}");
-    assert!(!env.audit_text().contains(secret));
-    assert!(!out.stdout.contains(secret) && !out.stderr.contains(secret));
-    let dump: Vec<String> = env
-        .db()
-        .prepare("SELECT tools FROM mcp_listings")
-        .unwrap()
-        .query_map([], |r| r.get::<_, String>(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    assert!(!dump.concat().contains(secret));
 }
 
 #[test]
@@ -369,4 +361,53 @@ fn config_errors_name_the_key() {
         "{}",
         out.stdout
     );
+}
+
+/// With a widely used third-party server, when it is installed (`npm install -g
+/// @modelcontextprotocol/server-filesystem`); skipped with a message otherwise.
+#[test]
+fn interop_with_the_reference_filesystem_server() {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("mcp-server-filesystem"))
+            .find(|p| p.is_file())
+    });
+    let Some(server) = found else {
+        eprintln!(
+            "skipped: mcp-server-filesystem is not installed (npm install -g \
+             @modelcontextprotocol/server-filesystem)"
+        );
+        return;
+    };
+    let env = Env::empty();
+    env.write("notes/a.txt", "hello from a file\n");
+    let dir = env.path("notes").display().to_string();
+    env.write(
+        "HEARTBEAT.md",
+        format!(
+            "## Recurring\n- [ ] @fs.read_text_file {{\"path\": \"{dir}/a.txt\"}}\n\
+             - [ ] @fs.read_text_file {{\"pathh\": \"x\"}}\n"
+        ),
+    );
+    let env = env.config(&format!(
+        "[mcp.fs]\ncommand = [\"{}\", \"{dir}\"]\napproval = \"auto\"\n",
+        server.display()
+    ));
+    let check = env.cmd(["check"]).output();
+    check.code(1);
+    assert!(
+        check.stdout.contains("HEARTBEAT.md:3:7"),
+        "{}",
+        check.stdout
+    );
+    env.run_once(NOW).code(1);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert!(
+        ok[0]["output"]
+            .as_str()
+            .unwrap()
+            .contains("hello from a file")
+    );
+    assert_eq!(env.events("task_invalid").len(), 1);
 }

@@ -147,6 +147,28 @@ approval = "auto"
 }
 
 #[test]
+fn an_mcp_servers_variables_reach_no_sink() {
+    let secret = "mcp-secret-value-8c1f2e";
+    let md = "## Recurring\n- [ ] @srv.env {}\n- [ ] @srv.fail {}\n";
+    let tools = format!(
+        "[mcp.srv]\ncommand = [\"{}\"]\nenv = [\"SRV_TOKEN\"]\napproval = \"auto\"\n",
+        crate::mcp_tools::server_bin().display()
+    );
+    let (tg, env) = setup(md, &tools);
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("SRV_TOKEN", secret)
+        .output();
+    out.code(1);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    // The server had it (it lists its environment); every sink shows stars.
+    let listed = env.events("task_succeeded")[0]["output"].to_string();
+    assert!(listed.contains("SRV_TOKEN=***"), "{listed}");
+    assert_nowhere(secret, &env, &tg, &[&out]);
+}
+
+#[test]
 fn an_invalid_task_is_shown_in_messages_by_place_and_error_only() {
     let md = "## Recurring\n\
               - [ ] @http {\"url\": \"https://x.example\", \"headers\": {\"Authorization\": \"Bearer sekrit-42\"},}\n";
