@@ -45,6 +45,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
             [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
             [CompletionResult]::new('mcp-tools', 'mcp-tools', [CompletionResultType]::ParameterValue, 'List the tools the configured MCP servers offer (starts each server)')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides')
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
@@ -260,6 +261,18 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'heartbeat;mcp' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time (RFC 3339), for decisions and records')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'heartbeat;log' {
             [CompletionResult]::new('--since', '--since', [CompletionResultType]::ParameterName, 'Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time')
             [CompletionResult]::new('--event', '--event', [CompletionResultType]::ParameterName, 'Only this event (repeatable), e.g. task_failed')
@@ -319,6 +332,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
             [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
             [CompletionResult]::new('mcp-tools', 'mcp-tools', [CompletionResultType]::ParameterValue, 'List the tools the configured MCP servers offer (starts each server)')
+            [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides')
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
@@ -368,6 +382,9 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;mcp-tools' {
+            break
+        }
+        'heartbeat;help;mcp' {
             break
         }
         'heartbeat;help;log' {

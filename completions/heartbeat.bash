@@ -46,6 +46,9 @@ _heartbeat() {
             heartbeat,log)
                 cmd="heartbeat__subcmd__log"
                 ;;
+            heartbeat,mcp)
+                cmd="heartbeat__subcmd__mcp"
+                ;;
             heartbeat,mcp-tools)
                 cmd="heartbeat__subcmd__mcp__subcmd__tools"
                 ;;
@@ -103,6 +106,9 @@ _heartbeat() {
             heartbeat__subcmd__help,log)
                 cmd="heartbeat__subcmd__help__subcmd__log"
                 ;;
+            heartbeat__subcmd__help,mcp)
+                cmd="heartbeat__subcmd__help__subcmd__mcp"
+                ;;
             heartbeat__subcmd__help,mcp-tools)
                 cmd="heartbeat__subcmd__help__subcmd__mcp__subcmd__tools"
                 ;;
@@ -137,7 +143,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools log init completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -365,7 +371,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools log init completions help"
+            opts="run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -505,6 +511,20 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__log)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__mcp)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -693,6 +713,32 @@ _heartbeat() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__mcp)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

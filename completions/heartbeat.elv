@@ -42,6 +42,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand notify-test 'Send a test message to every configured Telegram chat'
             cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
             cand mcp-tools 'List the tools the configured MCP servers offer (starts each server)'
+            cand mcp 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides'
             cand log 'Show the audit log, filtered; human-readable unless --json'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
             cand completions 'Print a shell completion script'
@@ -241,6 +242,17 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;mcp'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time (RFC 3339), for decisions and records'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;log'= {
             cand --since 'Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time'
             cand --event 'Only this event (repeatable), e.g. task_failed'
@@ -297,6 +309,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand notify-test 'Send a test message to every configured Telegram chat'
             cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
             cand mcp-tools 'List the tools the configured MCP servers offer (starts each server)'
+            cand mcp 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides'
             cand log 'Show the audit log, filtered; human-readable unless --json'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
             cand completions 'Print a shell completion script'
@@ -331,6 +344,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;telegram-chats'= {
         }
         &'heartbeat;help;mcp-tools'= {
+        }
+        &'heartbeat;help;mcp'= {
         }
         &'heartbeat;help;log'= {
         }

@@ -88,6 +88,7 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         Command::NotifyTest => cmd::telegram::notify_test(&ctx),
         Command::TelegramChats(args) => cmd::telegram::chats(&ctx, &args),
         Command::McpTools(args) => cmd::mcp_tools::run(&ctx, &args),
+        Command::Mcp => cmd::mcp::run(&ctx),
         Command::Log(args) => cmd::log::run(&ctx, &args),
         Command::Init { dir } => cmd::init::run(&ctx, dir.as_deref()),
         Command::Completions { shell } => {

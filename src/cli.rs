@@ -80,6 +80,8 @@ pub enum Command {
     TelegramChats(JsonArg),
     /// List the tools the configured MCP servers offer (starts each server)
     McpTools(McpToolsArgs),
+    /// Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides
+    Mcp,
     /// Show the audit log, filtered; human-readable unless --json
     Log(LogArgs),
     /// Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)

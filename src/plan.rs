@@ -333,6 +333,9 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     };
     let decision = match (input.autonomy, approval) {
         (Autonomy::Observe, _) => Decision::Skip(SkipReason::Observe),
+        // A task an agent proposed asks a person first, whatever the autonomy, grants or
+        // policy say, until a person approves one run of it (SPEC §13).
+        _ if state.unapproved.contains(&task.id) => Decision::Approve,
         (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto) => Decision::Run,
         (Autonomy::Cautious, _) => Decision::Approve,
     };
@@ -390,6 +393,7 @@ mod tests {
             stuck_after: Duration::from_secs(1800),
             tools,
             mcp: BTreeMap::new(),
+            agent_may_approve: false,
             telegram: None,
             daemon: Default::default(),
             daily_usd: 0.0,

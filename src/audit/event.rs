@@ -70,6 +70,16 @@ pub enum Event<'a> {
         line: usize,
         text: &'a str,
     },
+    /// An agent appended a task through `heartbeat mcp` (SPEC §13).
+    TaskProposed {
+        task_id: &'a str,
+        #[serde(serialize_with = "path")]
+        file: &'a Path,
+        line: usize,
+        section: &'a str,
+        text: &'a str,
+        by: &'a str,
+    },
     TaskSkipped {
         run_id: &'a str,
         task_id: &'a str,

@@ -4,39 +4,50 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Out};
 use crate::cli::ApprovalsArgs;
+use crate::config::Config;
 use crate::error::{Result, exit};
-use crate::store::Store;
+use crate::store::{ApprovalRow, Store};
 use crate::text::{clean, first_line};
+
+/// `approvals --json` of these rows (also the `approvals` tool of `heartbeat mcp`).
+pub(super) fn json(rows: &[ApprovalRow]) -> Value {
+    let list: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "task_id": r.task_id,
+                "state": r.state,
+                "tool": r.tool,
+                "input": r.input,
+                "file": r.file,
+                "line": r.line,
+                "section": r.section,
+                "text": r.text,
+                "created_at": r.created_at,
+                "decided_at": r.decided_at,
+                "decided_by": r.decided_by,
+                "reason": r.reason,
+            })
+        })
+        .collect();
+    Value::Array(list)
+}
+
+/// The approvals in `state` (None: all), from a state dir that may not exist yet.
+pub(super) fn rows(cfg: &Config, state: Option<&str>) -> Result<Vec<ApprovalRow>> {
+    Ok(match Store::open_existing(&cfg.state_dir)? {
+        Some(store) => store.approvals(state)?,
+        None => Vec::new(),
+    })
+}
 
 pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;
-    let rows = match Store::open_existing(&cfg.state_dir)? {
-        Some(store) => store.approvals(args.state.as_state())?,
-        None => Vec::new(),
-    };
+    let rows = rows(&cfg, args.state.as_state())?;
     let mut out = Out::new();
     if args.json {
-        let list: Vec<Value> = rows
-            .iter()
-            .map(|r| {
-                json!({
-                    "id": r.id,
-                    "task_id": r.task_id,
-                    "state": r.state,
-                    "tool": r.tool,
-                    "input": r.input,
-                    "file": r.file,
-                    "line": r.line,
-                    "section": r.section,
-                    "text": r.text,
-                    "created_at": r.created_at,
-                    "decided_at": r.decided_at,
-                    "decided_by": r.decided_by,
-                    "reason": r.reason,
-                })
-            })
-            .collect();
-        out.json(&Value::Array(list));
+        out.json(&json(&rows));
         return Ok(exit::OK);
     }
     if rows.is_empty() {

@@ -5,19 +5,32 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Out, show_time};
 use crate::cli::CheckArgs;
-use crate::engine::files::{all_tasks, read_files, read_snapshot};
+use crate::config::Config;
+use crate::engine::files::{Loaded, all_tasks, read_files, read_snapshot};
 use crate::engine::mcp::{Servers, named_servers};
 use crate::error::{Result, exit};
 use crate::mcp::{Catalog, Listing};
-use crate::model::{Problem, Severity};
-use crate::plan::{self, Decision, PlanInput};
+use crate::model::{Problem, Severity, Task};
+use crate::plan::{self, Decision, Plan, PlanInput};
 use crate::render::show_path;
+use crate::store::Snapshot;
 use crate::text::first_line;
 use crate::tools::Registry;
 
-pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
-    let cfg = ctx.load_config(&args.files.files)?;
-    let files = read_files(&cfg, args.files.allow_missing)?;
+/// What `check` finds: every task with its decision, and the problems.
+pub(super) struct Checked {
+    pub cfg: Config,
+    pub files: Vec<Loaded>,
+    pub tasks: Vec<Task>,
+    pub plan: Plan,
+    pub snapshot: Snapshot,
+    pub problems: Vec<Problem>,
+    pub errors: usize,
+}
+
+/// Validate the config's files as `check` does, at `ctx.now`.
+pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Checked> {
+    let files = read_files(&cfg, allow_missing)?;
     // In file order: each file's tasks are the next `f.parsed.tasks.len()` of them.
     let tasks = all_tasks(&files);
     let registry = Registry::from_config(&cfg).with_catalog(&list_mcp_servers(&cfg, &tasks));
@@ -72,51 +85,83 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
         .iter()
         .filter(|p| p.severity == Severity::Error)
         .count();
+    Ok(Checked {
+        cfg,
+        files,
+        tasks,
+        plan,
+        snapshot,
+        problems,
+        errors,
+    })
+}
 
-    let mut out = Out::new();
-    if args.json {
-        let tasks_json: Vec<Value> = tasks
-            .iter()
-            .zip(&plan.items)
-            .map(|(task, planned)| {
-                json!({
-                    "task_id": task.id,
-                    "file": &*task.file,
-                    "line": task.line,
-                    "section": task.section.as_str(),
-                    "text": task.text,
-                    "tool": planned.tool.as_deref().or_else(|| task.tool_name()),
-                    "input": planned.input,
-                    "schedule": task.schedule.as_ref().and(task.heading.as_deref()),
-                    "heading": task.heading.as_deref(),
-                    "done": task.done,
-                    "decision": planned.decision.as_str(),
-                    "reason": match &planned.decision {
-                        Decision::Skip(r) => Some(r.as_str()),
-                        _ => None,
-                    },
-                    "approval_id": match planned.decision {
-                        Decision::Pending(id) => Some(id),
-                        _ => None,
-                    },
-                    "next_due": planned.next_due.map(crate::audit::format_ts),
+impl Checked {
+    /// `check --json` (also the `check` tool of `heartbeat mcp`).
+    pub(super) fn json(&self) -> Value {
+        let tasks_json: Vec<Value> = self
+                .tasks
+                .iter()
+                .zip(&self.plan.items)
+                .map(|(task, planned)| {
+                    json!({
+                        "task_id": task.id,
+                        "file": &*task.file,
+                        "line": task.line,
+                        "section": task.section.as_str(),
+                        "text": task.text,
+                        "tool": planned.tool.as_deref().or_else(|| task.tool_name()),
+                        "input": planned.input,
+                        "schedule": task.schedule.as_ref().and(task.heading.as_deref()),
+                        "heading": task.heading.as_deref(),
+                        "done": task.done,
+                        "decision": planned.decision.as_str(),
+                        "reason": match &planned.decision {
+                            Decision::Skip(r) => Some(r.as_str()),
+                            _ => None,
+                        },
+                        "approval_id": match planned.decision {
+                            Decision::Pending(id) => Some(id),
+                            _ => None,
+                        },
+                        "next_due": planned.next_due.map(crate::audit::format_ts),
+                        "provenance": self.snapshot.proposed_by.get(&task.id).map_or("file", String::as_str),
+                    })
                 })
-            })
-            .collect();
-        out.json(&json!({
-            "files": files.iter().map(|f| &f.source.path).collect::<Vec<_>>(),
-            "config": cfg.source,
-            "active": plan.active,
-            "next_active": plan.next_active.map(crate::audit::format_ts),
+                .collect();
+        json!({
+            "files": self.files.iter().map(|f| &f.source.path).collect::<Vec<_>>(),
+            "config": self.cfg.source,
+            "active": self.plan.active,
+            "next_active": self.plan.next_active.map(crate::audit::format_ts),
             "tasks": tasks_json,
-            "problems": problems.iter().map(|p| json!({
+            "problems": self.problems.iter().map(|p| json!({
                 "file": p.file,
                 "line": p.line,
                 "column": p.column,
                 "severity": p.severity,
                 "message": p.message,
             })).collect::<Vec<_>>(),
-        }));
+        })
+    }
+}
+
+pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
+    let cfg = ctx.load_config(&args.files.files)?;
+    let c = evaluate(ctx, cfg, args.files.allow_missing)?;
+    let Checked {
+        cfg,
+        files,
+        tasks,
+        plan,
+        snapshot,
+        problems,
+        errors,
+    } = &c;
+    let (errors, cfg) = (*errors, cfg);
+    let mut out = Out::new();
+    if args.json {
+        out.json(&c.json());
     } else {
         out.line(&format!(
             "config: {}",
@@ -132,24 +177,28 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
             out.line(&format!(
                 "outside active hours now; next active {}",
                 plan.next_active
-                    .map_or("never".into(), |t| show_time(t, &cfg))
+                    .map_or("never".into(), |t| show_time(t, cfg))
             ));
         }
         let mut listed = tasks.iter().zip(&plan.items);
-        for f in &files {
+        for f in files {
             out.line(&format!("{}:", show_path(&f.source.path, &ctx.cwd)));
             let count = f.parsed.tasks.len();
             for (task, planned) in listed.by_ref().take(count) {
                 let due = match planned.next_due {
-                    Some(t) if t > ctx.now => format!("  (next due {})", show_time(t, &cfg)),
+                    Some(t) if t > ctx.now => format!("  (next due {})", show_time(t, cfg)),
                     _ => String::new(),
                 };
                 let decision = match &planned.decision {
                     Decision::Pending(id) => format!("pending #{id}"),
                     d => d.as_str().to_string(),
                 };
+                let by = match snapshot.proposed_by.get(&task.id) {
+                    Some(by) => format!("  (proposed by {by})"),
+                    None => String::new(),
+                };
                 out.line(&format!(
-                    "  {:>4}  {}  {decision:<11} {}{due}",
+                    "  {:>4}  {}  {decision:<11} {}{due}{by}",
                     task.line,
                     task.id,
                     first_line(&task.text, 80)
@@ -159,7 +208,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                 out.line("  (no tasks)");
             }
         }
-        for p in &problems {
+        for p in problems {
             out.line(&super::show_problem(p, &ctx.cwd));
         }
         let warnings = problems.len() - errors;
@@ -179,7 +228,10 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
 /// Every MCP server that an open task names, started and asked for its tools now (check
 /// writes nothing: the run's cache is left alone). A server that cannot be listed makes its
 /// tasks invalid, with the reason.
-fn list_mcp_servers(cfg: &crate::config::Config, tasks: &[crate::model::Task]) -> Catalog {
+pub(super) fn list_mcp_servers(
+    cfg: &crate::config::Config,
+    tasks: &[crate::model::Task],
+) -> Catalog {
     let mut catalog = Catalog::new();
     if cfg.mcp.is_empty() {
         return catalog;
@@ -201,4 +253,28 @@ fn list_mcp_servers(cfg: &crate::config::Config, tasks: &[crate::model::Task]) -
         catalog.insert(server, listing);
     }
     catalog
+}
+
+/// What `check` decides for one task (a task about to be proposed), with the file's other
+/// tasks left out.
+pub(super) fn decide_one(ctx: &Ctx, cfg: &Config, task: &Task) -> Result<Decision> {
+    let tasks = std::slice::from_ref(task);
+    let registry = Registry::from_config(cfg).with_catalog(&list_mcp_servers(cfg, tasks));
+    let snapshot = read_snapshot(cfg, ctx.now)?;
+    let plan = plan::plan(
+        tasks,
+        &PlanInput {
+            config: cfg,
+            registry: &registry,
+            state: &snapshot,
+            now: ctx.now,
+            force: false,
+            autonomy: cfg.autonomy,
+        },
+    );
+    Ok(plan
+        .items
+        .into_iter()
+        .next()
+        .map_or(Decision::Ignored, |p| p.decision))
 }

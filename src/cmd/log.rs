@@ -45,6 +45,7 @@ pub const EVENTS: &[&str] = &[
     "task_succeeded",
     "task_failed",
     "task_reminded",
+    "task_proposed",
     "task_skipped",
     "task_tripped",
     "task_marked_done",
@@ -128,6 +129,38 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         }
         tail.check_replaced().map_err(io_err)?;
     }
+}
+
+/// The log's lines that `args` selects (as `log --json` would print them, parsed), the last
+/// `limit` of them (also the `log` tool of `heartbeat mcp`).
+pub(super) fn matching(
+    ctx: &Ctx,
+    cfg: &Config,
+    args: &LogArgs,
+    limit: usize,
+) -> Result<Vec<Map<String, Value>>> {
+    let filter = Filter::new(ctx, args)?;
+    let path = &cfg.audit_log;
+    let mut tail = Tail::open(path).map_err(|e| Error::io(path, e))?;
+    let mut found = std::collections::VecDeque::new();
+    if tail.reader.is_none() {
+        return Ok(Vec::new());
+    }
+    while tail.next_line().map_err(|e| Error::io(path, e))? {
+        let body = tail.buf.strip_suffix(b"\n").unwrap_or(&tail.buf);
+        if filter.rejects_early(body) {
+            continue;
+        }
+        if let Some((_, obj)) = parse_line(body)
+            && filter.matches(&obj)
+        {
+            if found.len() == limit {
+                found.pop_front();
+            }
+            found.push_back(obj);
+        }
+    }
+    Ok(found.into())
 }
 
 /// SIGINT and SIGTERM, caught while following: each sets its own flag, looked at between

@@ -9,6 +9,7 @@ pub mod deny;
 pub mod grants;
 pub mod init;
 pub mod log;
+pub mod mcp;
 pub mod mcp_tools;
 pub mod pause;
 pub mod reset;

@@ -1,18 +1,29 @@
 //! `heartbeat status`: last run, pause, pending approvals, the day's spend, the outbox and
 //! the run lock. Reads only; never creates the state dir.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::{Ctx, Out};
 use crate::cli::JsonArg;
+use crate::config::Config;
 use crate::error::{Error, Result, exit};
 use crate::lock;
 use crate::render::show_local;
 use crate::schedule::local_midnight;
-use crate::store::{PauseRow, Store};
+use crate::store::{PauseRow, RunSummary, Store};
 
-pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
-    let cfg = ctx.load_config(&[])?;
+/// What `status` shows, read once.
+struct Facts {
+    last_run: Option<RunSummary>,
+    pending: i64,
+    spent: f64,
+    outbox: i64,
+    pause: Option<PauseRow>,
+    tripped: Vec<String>,
+    holder: Option<lock::Holder>,
+}
+
+fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
     let store = Store::open_existing(&cfg.state_dir)?;
     let (last_run, pending, spent, outbox, pause, tripped) = match &store {
         Some(s) => {
@@ -33,32 +44,59 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     };
     let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
     let holder = lock::probe(&cfg.state_dir).map_err(|e| Error::io(&lock_path, e))?;
+    Ok(Facts {
+        last_run,
+        pending,
+        spent,
+        outbox,
+        pause,
+        tripped,
+        holder,
+    })
+}
 
+/// `status --json` (also the `status` tool of `heartbeat mcp`).
+pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
+    let f = gather(ctx, cfg)?;
+    Ok(json!({
+        "paused": f.pause.is_some(),
+        "paused_until": f.pause.as_ref().and_then(|p| p.until.clone()),
+        "pause_reason": f.pause.as_ref().and_then(|p| p.reason.clone()),
+        "last_run": f.last_run.as_ref().map(|r| json!({
+            "run_id": r.run_id,
+            "at": r.started_at,
+            "succeeded": r.succeeded,
+            "failed": r.failed,
+        })),
+        "pending_approvals": f.pending,
+        "budget": {"spent_usd": f.spent, "daily_usd": cfg.daily_usd},
+        "tripped": f.tripped,
+        "outbox": f.outbox,
+        "lock": {
+            "held": f.holder.is_some(),
+            "pid": f.holder.as_ref().and_then(|h| h.pid),
+            "since": f.holder.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
+        },
+        "state_dir": cfg.state_dir,
+    }))
+}
+
+pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
+    let cfg = ctx.load_config(&[])?;
     let mut out = Out::new();
     if args.json {
-        out.json(&json!({
-            "paused": pause.is_some(),
-            "paused_until": pause.as_ref().and_then(|p| p.until.clone()),
-            "pause_reason": pause.as_ref().and_then(|p| p.reason.clone()),
-            "last_run": last_run.as_ref().map(|r| json!({
-                "run_id": r.run_id,
-                "at": r.started_at,
-                "succeeded": r.succeeded,
-                "failed": r.failed,
-            })),
-            "pending_approvals": pending,
-            "budget": {"spent_usd": spent, "daily_usd": cfg.daily_usd},
-            "tripped": tripped,
-            "outbox": outbox,
-            "lock": {
-                "held": holder.is_some(),
-                "pid": holder.as_ref().and_then(|h| h.pid),
-                "since": holder.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
-            },
-            "state_dir": cfg.state_dir,
-        }));
+        out.json(&json(ctx, &cfg)?);
         return Ok(exit::OK);
     }
+    let Facts {
+        last_run,
+        pending,
+        spent,
+        outbox,
+        pause,
+        tripped,
+        holder,
+    } = gather(ctx, &cfg)?;
     out.line(&format!("state dir:   {}", cfg.state_dir.display()));
     out.line(&match &last_run {
         Some(r) => format!(

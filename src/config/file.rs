@@ -40,6 +40,14 @@ pub struct File {
     pub max_consecutive_failures: Option<Spanned<i64>>,
     #[serde(default)]
     pub mcp: BTreeMap<Spanned<String>, Spanned<McpFile>>,
+    pub mcp_server: Option<McpServerFile>,
+}
+
+/// `[mcp_server]`: what `heartbeat mcp` lets agents do (SPEC §13).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerFile {
+    pub allow_approve: Option<bool>,
 }
 
 /// `[mcp.NAME]`: an MCP server (SPEC §12).

@@ -327,6 +327,11 @@ impl Source {
             stuck_after: duration(raw.stuck_after, 30 * 60),
             tools,
             mcp,
+            agent_may_approve: raw
+                .mcp_server
+                .as_ref()
+                .and_then(|m| m.allow_approve)
+                .unwrap_or(false),
             telegram,
             daemon,
             daily_usd,

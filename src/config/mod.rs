@@ -213,6 +213,9 @@ pub struct Config {
     pub tools: BTreeMap<String, ToolConfig>,
     /// `[mcp.NAME]`: MCP servers whose tools tasks call as `@NAME.TOOL`.
     pub mcp: BTreeMap<String, McpServerConfig>,
+    /// `[mcp_server] allow_approve`: `heartbeat mcp` offers an approve tool (which still
+    /// refuses proposed tasks and never grants *always*).
+    pub agent_may_approve: bool,
     /// `[telegram]`; None when the table is absent.
     pub telegram: Option<TelegramConfig>,
     pub daemon: DaemonConfig,

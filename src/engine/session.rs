@@ -741,7 +741,12 @@ impl<'a> Session<'a> {
         // Stored redacted: what runs is always re-read from the file.
         let shown = self.secrets.map(input);
         let file = task.file.to_string_lossy();
-        let text = self.secrets.string(&safe_text(task));
+        let mut text = self.secrets.string(&safe_text(task));
+        // Whoever decides sees that an agent wrote this task (SPEC §13): the terminal, the
+        // Telegram message and `approvals` show the approval's text.
+        if let Some(by) = self.store.proposed_by(&task.id)? {
+            text.push_str(&format!(" (proposed by an agent, {by})"));
+        }
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,

@@ -4,6 +4,7 @@
 //! [`MAX_FILE_BYTES`] (without reading past the limit) and text that is not UTF-8, and
 //! resolves symlinks once so that ids and rewrites use the same target.
 
+pub mod append;
 pub mod parse;
 pub mod tick;
 

@@ -15,6 +15,7 @@
 
 mod client;
 pub mod schema;
+pub mod server;
 
 use std::collections::BTreeMap;
 

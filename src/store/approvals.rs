@@ -197,9 +197,20 @@ impl Store {
                     "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4,
                      reason = ?5, always = ?6 WHERE id = ?1 AND state = 'pending'",
                 )?;
+                // A person's approval of a task an agent proposed ends its "ask first" (SPEC
+                // §13); an agent's own approval never does.
+                let mut release = tx.prepare(
+                    "UPDATE proposals SET approved_by = ?2, approved_at = ?3
+                     WHERE approved_at IS NULL
+                       AND task_id = (SELECT task_id FROM approvals WHERE id = ?1)",
+                )?;
+                let person = d.approve && !d.by.starts_with(super::proposals::AGENT_PREFIX);
                 for &id in ids {
                     if update.execute(params![id, state, ts, d.by, d.reason, d.always])? == 1 {
                         decided.push(id);
+                        if person {
+                            release.execute(params![id, d.by, ts])?;
+                        }
                     }
                 }
             }

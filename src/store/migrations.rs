@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 9] = [
+pub(super) const MIGRATIONS: [&str; 10] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -277,6 +277,18 @@ CREATE TABLE mcp_listings (
     fingerprint TEXT NOT NULL,
     listed_at TEXT NOT NULL,
     tools TEXT NOT NULL
+);
+"#,
+    // 10: tasks an agent proposed through `heartbeat mcp` (SPEC §13): asked for until a
+    // person approves one run of them.
+    r#"
+CREATE TABLE proposals (
+    task_id TEXT PRIMARY KEY,
+    proposed_by TEXT NOT NULL,
+    file TEXT NOT NULL,
+    proposed_at TEXT NOT NULL,
+    approved_by TEXT,
+    approved_at TEXT
 );
 "#,
 ];

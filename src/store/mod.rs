@@ -19,6 +19,7 @@ mod history;
 mod mcp;
 mod migrations;
 mod outbox;
+mod proposals;
 mod snapshot;
 
 use std::os::unix::fs::OpenOptionsExt;

@@ -41,6 +41,10 @@ pub struct Snapshot {
     /// a future `--now`): each is read as `now`, so it silences a schedule for one interval at
     /// most; `check` warns about them.
     pub future_times: usize,
+    /// Task id → who proposed it (`mcp:<client>`), for tasks an agent proposed.
+    pub proposed_by: HashMap<String, String>,
+    /// Proposed tasks no person has approved yet: they ask, whatever the policy (SPEC §13).
+    pub unapproved: HashSet<String>,
 }
 
 impl Snapshot {
@@ -79,6 +83,12 @@ impl Store {
             spent_today: self.spent_since(day_start)?,
             ..Snapshot::default()
         };
+        for p in self.proposals()? {
+            if p.approved_by.is_none() {
+                snap.unapproved.insert(p.task_id.clone());
+            }
+            snap.proposed_by.insert(p.task_id, p.proposed_by);
+        }
         // Cooldowns are hours, not weeks: a week back is plenty.
         let week = format_ts(now - chrono::Duration::days(7));
         let mut stmt = self

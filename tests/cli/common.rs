@@ -265,6 +265,16 @@ impl Cmd {
         }
     }
 
+    /// Start as a server to talk to: stdin and stdout piped, stderr dropped.
+    pub fn spawn_piped(self) -> Child {
+        let mut cmd = self.finish();
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start heartbeat")
+    }
+
     /// Start without waiting (stdout and stderr piped).
     pub fn spawn(self) -> Child {
         let mut cmd = self.finish();
