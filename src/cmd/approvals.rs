@@ -56,14 +56,15 @@ pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
     }
     for r in &rows {
         out.line(&format!(
-            "#{:<4} {:<9} @{:<12} {}:{}  {}  (since {})",
+            "#{:<4} {:<9} @{:<12} {}:{}  {}  (since {}){}",
             r.id,
             r.state,
             r.tool,
             r.file,
             r.line,
             clean(&first_line(&r.input.to_string(), 80)),
-            r.created_at
+            r.created_at,
+            super::approve::proposal_note(r)
         ));
     }
     Ok(exit::OK)

@@ -204,14 +204,24 @@ fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) ->
 }
 
 /// One line about an approval: id, tool, place, input.
+/// `  (proposed by an agent, mcp:…)` for a task an agent proposed, else nothing: said
+/// wherever a person decides (SPEC §13).
+pub(crate) fn proposal_note(row: &ApprovalRow) -> String {
+    row.text
+        .find(crate::engine::session::PROPOSED_BY)
+        .map(|at| format!("  ({}", clean(&row.text[at..])))
+        .unwrap_or_default()
+}
+
 pub(crate) fn describe(row: &ApprovalRow, ctx: &Ctx) -> String {
     format!(
-        "#{} @{} {}:{}  {}",
+        "#{} @{} {}:{}  {}{}",
         row.id,
         row.tool,
         show_path(row.file.as_ref(), &ctx.cwd),
         row.line,
-        clean(&first_line(&row.input.to_string(), 100))
+        clean(&first_line(&row.input.to_string(), 100)),
+        proposal_note(row)
     )
 }
 

@@ -39,6 +39,9 @@ use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
 use crate::text::first_line;
 use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
+/// How an approval of a task an agent proposed names its proposer.
+pub const PROPOSED_BY: &str = "proposed by an agent, ";
+
 /// The local day on which `budget_exhausted` was last audited.
 const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
 
@@ -742,10 +745,14 @@ impl<'a> Session<'a> {
         let shown = self.secrets.map(input);
         let file = task.file.to_string_lossy();
         let mut text = self.secrets.string(&safe_text(task));
-        // Whoever decides sees that an agent wrote this task (SPEC §13): the terminal, the
-        // Telegram message and `approvals` show the approval's text.
-        if let Some(by) = self.store.proposed_by(&task.id)? {
-            text.push_str(&format!(" (proposed by an agent, {by})"));
+        // Whoever decides sees that an agent wrote this task (SPEC §13): the terminal and
+        // `approvals` show the approval's text, the Telegram summary the report's reason.
+        let proposed = self
+            .store
+            .proposed_by(&task.id)?
+            .map(|by| format!("{PROPOSED_BY}{by}"));
+        if let Some(note) = &proposed {
+            text.push_str(&format!(" ({note})"));
         }
         let id = self.store.queue_approval(
             &NewApproval {
@@ -774,6 +781,7 @@ impl<'a> Session<'a> {
         })?;
         let mut r = TaskReport::new(task, Some(name), "queued");
         r.approval_id = Some(id);
+        r.reason = proposed;
         self.report.tasks.push(r);
         Ok(())
     }

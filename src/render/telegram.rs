@@ -186,7 +186,11 @@ fn task_line(t: &TaskReport) -> String {
             .summary
             .clone()
             .or_else(|| t.output.as_deref().map(|o| first_line(o, 160))),
-        "queued" => t.approval_id.map(|id| format!("approval #{id}")),
+        "queued" => t.approval_id.map(|id| match &t.reason {
+            // Proposed by an agent: the person deciding is told.
+            Some(why) => format!("approval #{id}, {why}"),
+            None => format!("approval #{id}"),
+        }),
         "reminded" => None,
         "skipped" => Some("would run".into()),
         _ => t.reason.as_deref().map(|r| first_line(r, 160)),
@@ -274,6 +278,19 @@ mod tests {
         assert_eq!(lines[4], "🔔 Stretch &lt;now&gt;");
         // Skipped by policy is not news.
         assert_eq!(lines.len(), 5);
+    }
+
+    #[test]
+    fn an_approval_of_a_task_an_agent_proposed_says_so() {
+        let mut r = report(&[("queued", Some("log"))]);
+        r.tasks[0].reason = Some("proposed by an agent, mcp:<bot>".into());
+        let m = summary(&r, SummaryMode::OnChange).unwrap();
+        assert!(
+            m.html
+                .contains("— approval #1, proposed by an agent, mcp:&lt;bot&gt;: <code>"),
+            "{}",
+            m.html
+        );
     }
 
     #[test]

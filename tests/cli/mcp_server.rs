@@ -182,7 +182,17 @@ fn a_proposed_task_asks_a_person_first_even_in_full_autonomy() {
     assert_eq!(check["tasks"][0]["provenance"], "file");
 
     // Full autonomy still queues it; the approval says an agent proposed it.
-    env.run_once(NOW).code(0);
+    let run = env.run_with(NOW, &["--json"]);
+    run.code(0);
+    let doc = run.json();
+    let queued_task = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id.as_str())
+        .unwrap();
+    assert_eq!(queued_task["outcome"], "queued");
+    assert_eq!(queued_task["reason"], "proposed by an agent, mcp:tester");
     assert!(env.events("task_succeeded").is_empty());
     let queued = env.events("approval_requested");
     assert_eq!(queued.len(), 1);
@@ -196,6 +206,12 @@ fn a_proposed_task_asks_a_person_first_even_in_full_autonomy() {
     );
     // A person approves it once; from then on ordinary policy runs it.
     let approval = queued[0]["approval_id"].as_i64().unwrap().to_string();
+    let listed = env.cmd(["approvals"]).output();
+    assert!(
+        listed.stdout.contains("(proposed by an agent, mcp:tester)"),
+        "{}",
+        listed.stdout
+    );
     env.cmd(["approve", approval.as_str()]).output().code(0);
     assert_eq!(env.events("task_succeeded").len(), 1);
     env.run_once("2026-05-01T11:00:00Z").code(0);
