@@ -1,13 +1,19 @@
-//! The run lock: an exclusive `flock` on `<state_dir>/heartbeat.lock`.
+//! The run lock: an exclusive `flock` on the state directory itself (SPEC §9).
 //!
-//! The kernel drops the lock when the holder dies, so there is never a stale lock to clean
-//! up. The holder writes its pid and start time into the file so that others can name it;
-//! that text is informative only, the flock is the lock.
+//! Invariants:
+//! - The lock is the directory's: a cleaner can delete `heartbeat.lock` while it is held (and
+//!   a second run would then lock a new file beside the first), but it cannot remove the
+//!   directory that holds the database while heartbeat runs in it.
+//! - The kernel drops the lock when the holder dies, so there is never a stale lock to clean
+//!   up.
+//! - `<state_dir>/heartbeat.lock` only records the holder's pid and start time, written after
+//!   the lock is taken, so that others can name it (`status`, the stuck warning). It is
+//!   informative: a missing or garbled file means "holder unknown", never "free".
 
 use std::fs::{File, OpenOptions, TryLockError};
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -20,7 +26,7 @@ pub const LOCK_FILE: &str = "heartbeat.lock";
 /// Held until dropped.
 #[derive(Debug)]
 pub struct RunLock {
-    _file: File,
+    _dir: File,
 }
 
 /// Who holds the lock, as far as the lock file tells.
@@ -35,33 +41,35 @@ pub enum Attempt {
     Held(Holder),
 }
 
-fn open(state_dir: &Path) -> io::Result<(File, PathBuf)> {
-    let path = state_dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
+/// The state directory, opened read-only (as a directory) to be locked.
+fn open_dir(state_dir: &Path) -> io::Result<File> {
+    OpenOptions::new()
         .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(&path)?;
-    Ok((file, path))
+        .custom_flags(nix::libc::O_DIRECTORY)
+        .open(state_dir)
 }
 
 /// Take the lock without waiting. `now` is recorded as the holder's start time.
 pub fn try_acquire(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Attempt> {
-    let (mut file, _) = open(state_dir)?;
-    match file.try_lock() {
+    let dir = open_dir(state_dir)?;
+    match dir.try_lock() {
         Ok(()) => {
-            file.set_len(0)?;
-            file.rewind()?;
-            file.write_all(
-                format!("pid {}\nsince {}\n", std::process::id(), format_ts(now)).as_bytes(),
-            )?;
-            Ok(Attempt::Acquired(RunLock { _file: file }))
+            write_holder(state_dir, now)?;
+            Ok(Attempt::Acquired(RunLock { _dir: dir }))
         }
-        Err(TryLockError::WouldBlock) => Ok(Attempt::Held(read_holder(&mut file))),
+        Err(TryLockError::WouldBlock) => Ok(Attempt::Held(read_holder(state_dir))),
         Err(TryLockError::Error(e)) => Err(e),
     }
+}
+
+fn write_holder(state_dir: &Path, now: DateTime<Utc>) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(state_dir.join(LOCK_FILE))?;
+    file.write_all(format!("pid {}\nsince {}\n", std::process::id(), format_ts(now)).as_bytes())
 }
 
 /// Take the lock, waiting up to `timeout` for the holder to finish (`approve` waits; a
@@ -84,24 +92,24 @@ pub fn acquire_wait(
 
 /// Whether the lock is held right now, and by whom. Never creates the state dir.
 pub fn probe(state_dir: &Path) -> io::Result<Option<Holder>> {
-    let path = state_dir.join(LOCK_FILE);
-    let mut file = match OpenOptions::new().read(true).open(&path) {
-        Ok(f) => f,
+    let dir = match open_dir(state_dir) {
+        Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
     // A shared lock is enough to learn whether an exclusive one is held.
-    match file.try_lock_shared() {
+    match dir.try_lock_shared() {
         Ok(()) => Ok(None),
-        Err(TryLockError::WouldBlock) => Ok(Some(read_holder(&mut file))),
+        Err(TryLockError::WouldBlock) => Ok(Some(read_holder(state_dir))),
         Err(TryLockError::Error(e)) => Err(e),
     }
 }
 
-fn read_holder(file: &mut File) -> Holder {
+fn read_holder(state_dir: &Path) -> Holder {
     let mut text = String::new();
-    let _ = file.rewind();
-    let _ = file.take(4096).read_to_string(&mut text);
+    if let Ok(file) = File::open(state_dir.join(LOCK_FILE)) {
+        let _ = file.take(4096).read_to_string(&mut text);
+    }
     let mut holder = Holder::default();
     for line in text.lines() {
         if let Some(pid) = line.strip_prefix("pid ") {
@@ -138,6 +146,22 @@ mod tests {
             try_acquire(dir.path(), now).unwrap(),
             Attempt::Acquired(_)
         ));
+    }
+
+    #[test]
+    fn deleting_the_lock_file_does_not_free_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let now: DateTime<Utc> = "2026-05-01T12:00:00Z".parse().unwrap();
+        let Attempt::Acquired(_lock) = try_acquire(dir.path(), now).unwrap() else {
+            panic!("first attempt must acquire");
+        };
+        std::fs::remove_file(dir.path().join(LOCK_FILE)).unwrap();
+        match try_acquire(dir.path(), now).unwrap() {
+            // The holder is unknown now, but the lock is still held.
+            Attempt::Held(h) => assert_eq!(h, Holder::default()),
+            Attempt::Acquired(_) => panic!("a deleted lock file let a second run in"),
+        }
+        assert!(probe(dir.path()).unwrap().is_some());
     }
 
     #[test]

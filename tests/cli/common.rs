@@ -448,18 +448,12 @@ impl Env {
             .expect("query approval state")
     }
 
-    /// Hold the run lock (`<state>/heartbeat.lock`) as another run would, until dropped.
+    /// Hold the run lock (a `flock` on the state dir) as another run would, until dropped.
     pub fn hold_lock(&self) -> fs::File {
         fs::create_dir_all(self.state()).expect("create state dir");
-        let file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.state().join("heartbeat.lock"))
-            .expect("open heartbeat.lock");
-        file.try_lock().expect("take the run lock");
-        file
+        let dir = fs::File::open(self.state()).expect("open the state dir");
+        dir.try_lock().expect("take the run lock");
+        dir
     }
 }
 

@@ -107,3 +107,29 @@ fn locked_run_json_says_so() {
     assert_eq!(out.json()["skipped"], "locked");
     assert_eq!(first.wait().unwrap().code(), Some(0));
 }
+
+/// A cleaner that deletes `heartbeat.lock` while a run holds the lock does not let a second
+/// run in: the lock is the state directory's (SPEC §9), so a one-time task runs once.
+#[test]
+fn deleting_the_lock_file_lets_no_second_run_in() {
+    let env = Env::new(
+        "## One-time\n- [ ] @shell {\"cmd\": \"echo ran >> runs.log; touch started; sleep 2\"}\n",
+    );
+    let first = env
+        .cmd(["run", "--once", "--autonomy", "full"])
+        .now(FIRST)
+        .spawn();
+    wait_for(&env.path("started"), Duration::from_secs(10));
+    std::fs::remove_file(env.state().join("heartbeat.lock")).expect("the lock file exists");
+    let second = env
+        .cmd(["run", "--once", "--autonomy", "full"])
+        .now("2026-05-01T10:00:30Z")
+        .output();
+    second.code(0);
+    wait_output(first, "first run", WAIT).code(0);
+    assert_eq!(env.read("runs.log"), "ran\n");
+    let skipped = env.events("run_skipped");
+    assert_eq!(skipped.len(), 1, "{}", env.audit_text());
+    assert_eq!(skipped[0]["reason"], "locked");
+    assert!(env.read("HEARTBEAT.md").contains("- [x] @shell"));
+}

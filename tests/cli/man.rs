@@ -100,7 +100,7 @@ The config, found beside the first HEARTBEAT.md; else \fI~/.config/heartbeat/con
 .TP
 \fI~/.local/share/heartbeat/\fR
 The state directory (\fBstate_dir\fR): \fIheartbeat.db\fR (approvals, history, outbox),
-\fIaudit.jsonl\fR (the audit log) and \fIheartbeat.lock\fR (the run lock).
+\fIaudit.jsonl\fR (the audit log) and \fIheartbeat.lock\fR (who holds the run lock, a flock on the directory).
 .SH EXAMPLES
 .TP
 \fBheartbeat init ~/notes && cd ~/notes && heartbeat check\fR
