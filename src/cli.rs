@@ -65,7 +65,7 @@ pub enum Command {
         /// The task's id (12 hex digits, as `heartbeat grants` shows)
         task_id: String,
     },
-    /// Clear a tripped task's failure count so it runs again
+    /// Clear a tripped task's failure count, or release an interrupted one-time task, so it runs again
     Reset {
         /// The task's id (12 hex digits, as `heartbeat check` and `status` show)
         task_id: String,

@@ -49,6 +49,9 @@ pub enum Decision {
     Remind,
     /// Not in Recurring or One-time.
     Ignored,
+    /// A one-time task whose run died before its outcome was recorded: held until
+    /// `heartbeat reset` (it may have had its effect).
+    Interrupted,
     Invalid {
         line: usize,
         column: usize,
@@ -77,6 +80,7 @@ impl Decision {
             Decision::Invalid { .. } => "invalid",
             Decision::Done => "done",
             Decision::Inactive => "inactive",
+            Decision::Interrupted => "interrupted",
         }
     }
 }
@@ -267,6 +271,10 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     // A one-time task runs once: a success whose tick did not land still counts as done.
     if task.section == Section::OneTime && state.succeeded.contains(&task.id) {
         return planned(Decision::Done, tool, tool_in, None);
+    }
+    // Started, and its outcome never recorded: it may have done its work (SPEC §6).
+    if task.section == Section::OneTime && state.interrupted.contains(&task.id) {
+        return planned(Decision::Interrupted, tool, tool_in, None);
     }
     let reminder = spec.is_none();
     if reminder && task.section == Section::OneTime && state.reminded.contains(&task.id) {

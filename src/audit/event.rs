@@ -148,6 +148,8 @@ pub enum Event<'a> {
         task_id: &'a str,
         failures: u32,
         tripped: bool,
+        /// A one-time task held after an interrupted run, released.
+        interrupted: bool,
         by: &'a str,
     },
 }

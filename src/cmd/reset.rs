@@ -1,4 +1,5 @@
-//! `heartbeat reset TASK_ID`: clear a task's failure count, so a tripped task runs again.
+//! `heartbeat reset TASK_ID`: clear a task's failure count, so a tripped task runs again, and
+//! release a one-time task held after an interrupted run.
 
 use super::{Ctx, Out};
 use crate::audit::Event;
@@ -8,19 +9,30 @@ pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
     let mut d = super::approve::decider(ctx)?;
     let known = d.store.task_ids()?;
     let task_id = super::resolve_task_id(task_id, &known, "`heartbeat check` and `status`")?;
-    let Some((failures, tripped)) = d.store.reset(&task_id)? else {
-        return Err(Error::Usage(format!(
-            "heartbeat has no record of task {task_id} (see `heartbeat check`)"
-        )));
+    let interrupted = d.store.release_start(&task_id)?;
+    let (failures, tripped) = match d.store.reset(&task_id)? {
+        Some(counts) => counts,
+        None if interrupted => (0, false),
+        None => {
+            return Err(Error::Usage(format!(
+                "heartbeat has no record of task {task_id} (see `heartbeat check`)"
+            )));
+        }
     };
     let by = d.by.clone();
     d.record(&Event::TaskReset {
         task_id: &task_id,
         failures,
         tripped,
+        interrupted,
         by: &by,
     })?;
-    Out::new().line(&if tripped {
+    Out::new().line(&if interrupted {
+        format!(
+            "task {task_id} released: its interrupted run is forgotten and it runs again when \
+             due (check first whether the interrupted run did its work)"
+        )
+    } else if tripped {
         format!("task {task_id} reset ({failures} failures in a row); it runs again when due")
     } else {
         format!("task {task_id} was not tripped ({failures} failures in a row); count cleared")

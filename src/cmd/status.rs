@@ -20,11 +20,17 @@ struct Facts {
     outbox: i64,
     pause: Option<PauseRow>,
     tripped: Vec<String>,
+    /// One-time tasks held after an interrupted run.
+    interrupted: Vec<String>,
     holder: Option<lock::Holder>,
 }
 
 fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
     let store = Store::open_existing(&cfg.state_dir)?;
+    let interrupted = match &store {
+        Some(s) => s.unsettled()?,
+        None => Vec::new(),
+    };
     let (last_run, pending, spent, outbox, pause, tripped) = match &store {
         Some(s) => {
             // The budget day starts at local midnight in the configured zone.
@@ -51,6 +57,7 @@ fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
         outbox,
         pause,
         tripped,
+        interrupted,
         holder,
     })
 }
@@ -71,6 +78,7 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
         "pending_approvals": f.pending,
         "budget": {"spent_usd": f.spent, "daily_usd": cfg.daily_usd},
         "tripped": f.tripped,
+        "interrupted": f.interrupted,
         "outbox": f.outbox,
         "lock": {
             "held": f.holder.is_some(),
@@ -95,6 +103,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         outbox,
         pause,
         tripped,
+        interrupted,
         holder,
     } = gather(ctx, &cfg)?;
     out.line(&format!("state dir:   {}", cfg.state_dir.display()));
@@ -136,6 +145,13 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         out.line(&format!(
             "tripped:     {} (heartbeat reset TASK_ID)",
             tripped.join(", ")
+        ));
+    }
+    if !interrupted.is_empty() {
+        out.line(&format!(
+            "interrupted: {} (one-time tasks whose run died; check what they did, then \
+             heartbeat reset TASK_ID)",
+            interrupted.join(", ")
         ));
     }
     out.line(&format!("outbox:      {outbox} message(s) waiting"));

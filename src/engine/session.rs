@@ -174,6 +174,7 @@ impl<'a> Session<'a> {
 
     /// Approvals left `running` by a process that died become failed (`interrupted`).
     pub fn recover_interrupted(&mut self) -> Result<()> {
+        self.recover_starts()?;
         for row in self.store.interrupt_running(self.now)? {
             self.store.record_task_run(&TaskRunRecord {
                 run_id: &self.run_id,
@@ -208,6 +209,73 @@ impl<'a> Session<'a> {
             self.report.tasks.push(r);
         }
         Ok(())
+    }
+
+    /// One-time tasks whose run died before recording their outcome: reported failed
+    /// (`interrupted`) once, and held until `heartbeat reset` (SPEC §6).
+    fn recover_starts(&mut self) -> Result<()> {
+        for row in self.store.hold_unsettled_starts(&self.run_id)? {
+            let run_id = self.run_id.clone();
+            self.record(&Event::TaskFailed(TaskRun {
+                run_id: &run_id,
+                task_id: &row.task_id,
+                file: Path::new(&row.file),
+                line: row.line,
+                section: &row.section,
+                tool: &row.tool,
+                input: (&row.input).into(),
+                exit_code: None,
+                duration_ms: None,
+                output: None,
+                error: Some("interrupted"),
+                cost_usd: None,
+                approval_id: None,
+                summary: None,
+                stderr: None,
+            }))?;
+            let mut r = TaskReport {
+                task_id: row.task_id.clone(),
+                file: Arc::from(Path::new(&row.file)),
+                line: usize::try_from(row.line).unwrap_or(0),
+                column: None,
+                text: String::new(),
+                tool: Some(row.tool.clone()),
+                outcome: "failed",
+                reason: None,
+                approval_id: None,
+                exit_code: None,
+                output: None,
+                summary: None,
+                duration_ms: None,
+                tripped: None,
+            };
+            r.reason = Some(format!(
+                "interrupted: the run died before its outcome was recorded, so it may have \
+                 run; it stays held until `heartbeat reset {}`",
+                row.task_id
+            ));
+            self.report.tasks.push(r);
+        }
+        Ok(())
+    }
+
+    /// Before a one-time task with outside effects starts: its start, durably. If that
+    /// cannot be written, the tool does not start.
+    fn record_start(&mut self, task: &Task, name: &str, input: &Map<String, Value>) -> Result<()> {
+        if task.section != Section::OneTime || name == "log" {
+            return Ok(());
+        }
+        let row = crate::store::StartRow {
+            task_id: task.id.clone(),
+            run_id: self.run_id.clone(),
+            started_at: String::new(),
+            tool: name.to_string(),
+            input: self.secrets.map(input),
+            file: task.file.to_string_lossy().into_owned(),
+            line: task.line as i64,
+            section: task.section.as_str().to_string(),
+        };
+        Ok(self.store.record_start(&row, self.clock.now())?)
     }
 
     /// Run approved tasks (all of them, or only these ids), each after re-reading its file.
@@ -298,6 +366,7 @@ impl<'a> Session<'a> {
                 if let (Some(name), Some(input)) = (&planned.tool, &planned.input)
                     && self.may_start(task, name)?
                 {
+                    self.record_start(task, name, input)?;
                     self.run_tool(task, name, input, None)?;
                 }
             }
@@ -351,7 +420,8 @@ impl<'a> Session<'a> {
             | Decision::Denied
             | Decision::Ignored
             | Decision::Done
-            | Decision::Inactive => {}
+            | Decision::Inactive
+            | Decision::Interrupted => {}
         }
         Ok(())
     }
@@ -425,6 +495,7 @@ impl<'a> Session<'a> {
                     continue;
                 }
                 let input = planned.input.clone().unwrap_or_default();
+                self.record_start(task, &spec.name, &input)?;
                 let task_id = task.id.clone();
                 let workdir = task.file.parent().unwrap_or(Path::new("/")).to_path_buf();
                 let (tx, run_id, remove_env) = (tx.clone(), run_id.clone(), remove_env.clone());

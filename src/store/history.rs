@@ -119,7 +119,9 @@ impl Store {
     pub fn task_ids(&self) -> Result<Vec<String>> {
         let mut stmt = self
             .conn
-            .prepare("SELECT task_id FROM task_state ORDER BY task_id")
+            .prepare(
+                "SELECT task_id FROM task_state UNION SELECT task_id FROM starts ORDER BY task_id",
+            )
             .map_err(|e| self.err(e))?;
         let rows = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
         rows.collect::<rusqlite::Result<Vec<_>>>()
@@ -197,6 +199,11 @@ impl Store {
 /// The statements of [`Store::record_task_run`], inside its transaction.
 fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> {
     let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
+    // The outcome settles the start this run recorded (with the history row, atomically).
+    tx.execute(
+        "DELETE FROM starts WHERE task_id = ?1 AND run_id = ?2",
+        params![r.task_id, r.run_id],
+    )?;
     tx.execute(
         "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
             cost_usd, approval_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 10] = [
+pub(super) const MIGRATIONS: [&str; 11] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -289,6 +289,21 @@ CREATE TABLE proposals (
     proposed_at TEXT NOT NULL,
     approved_by TEXT,
     approved_at TEXT
+);
+"#,
+    // 11: one-time tasks with outside effects, started and not yet settled (SPEC §6): a start
+    // that a later run finds unsettled holds the task until `heartbeat reset`.
+    r#"
+CREATE TABLE starts (
+    task_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    held INTEGER NOT NULL DEFAULT 0
 );
 "#,
 ];

@@ -21,6 +21,7 @@ mod migrations;
 mod outbox;
 mod proposals;
 mod snapshot;
+mod starts;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ pub use history::{RunSummary, TaskRunRecord};
 pub use mcp::CachedListing;
 pub use outbox::{NewMessage, OutboxRow, PauseRow};
 pub use snapshot::Snapshot;
+pub use starts::StartRow;
 
 use migrations::SCHEMA_VERSION;
 

@@ -45,6 +45,8 @@ pub struct Snapshot {
     pub proposed_by: HashMap<String, String>,
     /// Proposed tasks no person has approved yet: they ask, whatever the policy (SPEC §13).
     pub unapproved: HashSet<String>,
+    /// One-time tasks started and never settled: held until `heartbeat reset`.
+    pub interrupted: HashSet<String>,
 }
 
 impl Snapshot {
@@ -83,6 +85,7 @@ impl Store {
             spent_today: self.spent_since(day_start)?,
             ..Snapshot::default()
         };
+        snap.interrupted = self.unsettled()?.into_iter().collect();
         for p in self.proposals()? {
             if p.approved_by.is_none() {
                 snap.unapproved.insert(p.task_id.clone());

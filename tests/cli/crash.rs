@@ -14,8 +14,12 @@
 //! know (asserted after every crash), and a crash loses at most the one task in flight, in
 //! one of two ways:
 //! - between the tool's exit and the commit (fault points `task_done` and `sqlite_commit`, or
-//!   a SIGKILL there): neither SQLite nor the log knows it ran, and the next run runs it once
-//!   more (a `@mark` task then has two lines in `marks.txt`);
+//!   a SIGKILL there): neither the history nor the log knows it ran. A one-time `@log` task
+//!   (no effect outside heartbeat) runs once more at the next run. A one-time `@mark` task
+//!   (an effect outside: a line in `marks.txt`) had its start recorded before it ran, so the
+//!   next run holds it instead (`task_failed`, `interrupted`; `check` says `interrupted`)
+//!   and runs it again only after `heartbeat reset` (then `marks.txt` has its line twice,
+//!   which the person chose);
 //! - between the commit and its outcome line (`audit_torn` while that line is written, or a
 //!   SIGKILL there): SQLite knows it, so it never runs again, and its only outcome line is
 //!   the torn one, or none.
@@ -418,10 +422,59 @@ fn crash_case(tool: Tool, fault: &str, after: After, lost: Lost) {
         }
     }
 
-    // The next normal run finishes the work.
+    // The next normal run finishes the work, except a one-time task with effects outside
+    // heartbeat whose outcome was lost: it may have done its work, so it is held
+    // (`task_failed`, `interrupted`) and not run again by itself (SPEC §6).
     let rec = env.cmd(["run", "--once", "--json"]).output();
-    rec.code(0);
     let run_id = rec.json()["run_id"].as_str().unwrap().to_string();
+    let held: BTreeSet<String> = scan_audit(&env)
+        .lines
+        .iter()
+        .filter(|v| {
+            v["event"] == "task_failed" && v["error"] == "interrupted" && v["run_id"] == run_id
+        })
+        .map(|v| v["task_id"].as_str().unwrap().to_string())
+        .collect();
+    let want_held = if tool == Tool::Mark && lost == Lost::Outcome {
+        ran_unknown.clone()
+    } else {
+        BTreeSet::new()
+    };
+    assert_eq!(held, want_held, "{ctx}: held after the crash");
+    rec.code(if held.is_empty() { 0 } else { 1 });
+    let rerun: BTreeSet<String> = scan_audit(&env)
+        .lines
+        .iter()
+        .filter(|v| v["event"] == "task_succeeded" && v["run_id"] == run_id.as_str())
+        .map(|v| v["task_id"].as_str().unwrap().to_string())
+        .collect();
+    let unknown: BTreeSet<String> = tasks
+        .iter()
+        .filter(|t| !recorded_before.contains_key(&t.id))
+        .map(|t| t.id.clone())
+        .collect();
+    // It ran exactly what SQLite did not know about, but the held task.
+    assert_eq!(rerun, &unknown - &held, "{ctx}");
+    if !held.is_empty() {
+        let check = env.cmd(["check", "--json"]).output().json();
+        for t in check["tasks"].as_array().unwrap() {
+            if held.contains(t["task_id"].as_str().unwrap()) {
+                assert_eq!(t["decision"], "interrupted", "{ctx}: {t}");
+            }
+        }
+        let status = env.cmd(["status", "--json"]).output().json();
+        assert_eq!(
+            status["interrupted"].as_array().unwrap().len(),
+            held.len(),
+            "{ctx}"
+        );
+        // A later run leaves it alone too; a person who checked releases it.
+        env.cmd(["run", "--once"]).output().code(0);
+        for id in &held {
+            env.cmd(["reset", id.as_str()]).output().code(0);
+        }
+        env.cmd(["run", "--once"]).output().code(0);
+    }
     let done = env.read_bytes("HEARTBEAT.md");
     assert_eq!(
         marker_diff(&original, &done, &allowed),
@@ -446,21 +499,7 @@ fn crash_case(tool: Tool, fault: &str, after: After, lost: Lost) {
             t.id, t.line
         );
     }
-    // The next run ran exactly what SQLite did not know about; SQLite ends with one success
-    // per task.
-    let rerun: BTreeSet<String> = scan
-        .lines
-        .iter()
-        .filter(|v| v["event"] == "task_succeeded" && v["run_id"] == run_id.as_str())
-        .map(|v| v["task_id"].as_str().unwrap().to_string())
-        .collect();
-    let unknown: BTreeSet<String> = tasks
-        .iter()
-        .filter(|t| !recorded_before.contains_key(&t.id))
-        .map(|t| t.id.clone())
-        .collect();
-    assert_eq!(rerun, unknown, "{ctx}");
-    assert!(ran_unknown.is_subset(&rerun));
+    assert!(ran_unknown.is_subset(&(&rerun | &held)));
     let recorded = recorded_successes(&env);
     assert_eq!(recorded.len(), count);
     assert!(recorded.values().all(|&n| n == 1), "{ctx}: {recorded:?}");
@@ -478,13 +517,25 @@ fn crash_case(tool: Tool, fault: &str, after: After, lost: Lost) {
 // `@mark`: a tool with effects outside heartbeat; the strict bounds.
 
 #[test]
-fn crash_at_task_done_first_task_runs_it_once_more() {
+fn crash_at_task_done_first_task_holds_it_until_reset() {
     crash_case(Tool::Mark, "task_done:1", After::Untouched, Lost::Outcome);
 }
 
 #[test]
-fn crash_at_task_done_mid_run_runs_only_that_task_once_more() {
+fn crash_at_task_done_mid_run_holds_only_that_task_until_reset() {
     crash_case(Tool::Mark, "task_done:35", After::Untouched, Lost::Outcome);
+}
+
+/// The start of a one-time task with outside effects is recorded before its tool starts;
+/// a crash before that record runs nothing, and the next run runs it once.
+#[test]
+fn crash_before_the_start_record_runs_nothing_and_then_once() {
+    crash_case(
+        Tool::Mark,
+        "record_start:7",
+        After::Untouched,
+        Lost::Nothing,
+    );
 }
 
 #[test]
@@ -518,7 +569,7 @@ fn crash_at_task_recorded_last_task_only_ticks_next_time() {
 }
 
 #[test]
-fn crash_inside_the_sqlite_transaction_runs_only_that_task_once_more() {
+fn crash_inside_the_sqlite_transaction_holds_only_that_task_until_reset() {
     crash_case(
         Tool::Mark,
         "sqlite_commit:20",
@@ -528,7 +579,7 @@ fn crash_inside_the_sqlite_transaction_runs_only_that_task_once_more() {
 }
 
 #[test]
-fn crash_inside_the_last_sqlite_transaction_runs_only_that_task_once_more() {
+fn crash_inside_the_last_sqlite_transaction_holds_only_that_task_until_reset() {
     crash_case(
         Tool::Mark,
         "sqlite_commit:60",
@@ -822,8 +873,23 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         };
         *stats.entry(phase).or_insert(0) += 1;
 
+        let lines_before = scan.lines.len();
         let rec = env.cmd(["run", "--once", "-q"]).output();
-        rec.code(0);
+        // A task with outside effects killed in flight is held, not run again by itself
+        // (SPEC §6): the run says so (exit 1); a person releases it after checking.
+        let held: Vec<String> = scan_audit(&env).lines[lines_before..]
+            .iter()
+            .filter(|v| v["event"] == "task_failed" && v["error"] == "interrupted")
+            .map(|v| v["task_id"].as_str().unwrap().to_string())
+            .collect();
+        assert!(held.len() <= 1, "{ctx}: {held:?}");
+        assert!(tool == Tool::Mark || held.is_empty(), "{ctx}: {held:?}");
+        rec.code(if held.is_empty() { 0 } else { 1 });
+        if !held.is_empty() {
+            *stats.entry("held as interrupted").or_insert(0) += 1;
+            env.cmd(["reset", held[0].as_str()]).output().code(0);
+            env.cmd(["run", "--once", "-q"]).output().code(0);
+        }
         let done = env.read_bytes("HEARTBEAT.md");
         assert_eq!(marker_diff(&original, &done, &allowed), allowed, "{ctx}");
         let scan = scan_audit(&env);
@@ -840,8 +906,8 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         assert!(recorded.values().all(|&n| n == 1), "{ctx}");
         if tool == Tool::Mark {
             // What really happened outside: at most one task ran twice — the one in flight
-            // at the kill, killed between the tool's exit and its commit — and it was unknown
-            // to SQLite and to the log.
+            // at the kill, killed between the tool's exit and its commit, held, then
+            // released by a person — and it was unknown to SQLite and to the log.
             let m = marks(&env);
             assert_eq!(m.len(), n, "{ctx}");
             assert!(m.values().all(|&k| k <= 2), "{ctx}: {m:?}");
