@@ -404,6 +404,7 @@ mod tests {
             agent_may_approve: false,
             telegram: None,
             daemon: Default::default(),
+            retention: Default::default(),
             daily_usd: 0.0,
             max_consecutive_failures: 3,
             warnings: vec![],

@@ -7,6 +7,11 @@
 //!   completely and written with one `write` call on a file opened with O_APPEND, so lines
 //!   of concurrent processes never interleave. No line is longer than [`LINE_LIMIT`].
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
+//! - Rotation ([`AuditLog::rotate`], SPEC §11) moves the whole file aside (`audit.jsonl.1`,
+//!   older ones shifted up, the oldest beyond `audit_keep` deleted) and puts in its place a
+//!   new file whose first line is `audit_rotated`, atomically (a hard link, then a rename):
+//!   a writer that still holds the old file appends to `audit.jsonl.1`, whole lines, and
+//!   every [`AuditLog`] notices the new file at its next line and writes there.
 
 pub mod event;
 pub mod redact;
@@ -42,6 +47,13 @@ pub struct AuditLog {
     file: File,
     path: PathBuf,
     secrets: Secrets,
+}
+
+/// `audit.jsonl.N`: the N-th most recent rotated file.
+pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{n}"));
+    PathBuf::from(name)
 }
 
 impl std::fmt::Debug for AuditLog {
@@ -91,9 +103,79 @@ impl AuditLog {
 
     /// Append one event that happened at `ts`.
     pub fn record(&mut self, ts: DateTime<Utc>, event: &Event) -> io::Result<()> {
+        self.follow_rotation()?;
         let line = self.render(ts, event);
         torn_point(&mut self.file, &line);
         self.file.write_all(&line)
+    }
+
+    /// When another process rotated the log since it was opened, continue in the new file.
+    fn follow_rotation(&mut self) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        let current = match std::fs::metadata(&self.path) {
+            Ok(m) => Some((m.dev(), m.ino())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let ours = self.file.metadata()?;
+        if current != Some((ours.dev(), ours.ino())) {
+            let fresh = AuditLog::open(&self.path, self.secrets.clone())?;
+            self.file.sync_data()?;
+            self.file = fresh.file;
+        }
+        Ok(())
+    }
+
+    /// Rotate when the log is larger than `max_size` bytes (SPEC §11), keeping `keep` rotated
+    /// files; the new file starts with `audit_rotated` at `ts`. Call with the run lock held.
+    /// Returns whether it rotated.
+    pub fn rotate(&mut self, max_size: u64, keep: usize, ts: DateTime<Utc>) -> io::Result<bool> {
+        let size = match std::fs::metadata(&self.path) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        };
+        if size <= max_size || keep == 0 {
+            return Ok(false);
+        }
+        // Make room: .keep is deleted, .k becomes .k+1.
+        match std::fs::remove_file(rotated_path(&self.path, keep)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        for k in (1..keep).rev() {
+            match std::fs::rename(rotated_path(&self.path, k), rotated_path(&self.path, k + 1)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        // The current file keeps its inode (open writers go on appending to it) under .1;
+        // the new one, its first line written, takes the name in one rename.
+        std::fs::hard_link(&self.path, rotated_path(&self.path, 1))?;
+        let mut fresh = self.path.as_os_str().to_owned();
+        fresh.push(".new");
+        let fresh = PathBuf::from(fresh);
+        let shown = rotated_path(&self.path, 1);
+        let line = self.render(
+            ts,
+            &Event::AuditRotated {
+                file: &shown,
+                bytes: size,
+            },
+        );
+        {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&fresh)?;
+            f.write_all(&line)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&fresh, &self.path)?;
+        self.follow_rotation()?;
+        Ok(true)
     }
 
     /// The full line, redacted, capped and newline-terminated, as `record` writes it.
@@ -182,6 +264,41 @@ mod tests {
 
     fn ts() -> DateTime<Utc> {
         "2026-03-29T01:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn rotation_keeps_whole_lines_and_every_writer_follows_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let event = Event::StatePruned { rows: 7 };
+        let mut a = AuditLog::open(&path, Secrets::default()).unwrap();
+        let mut b = AuditLog::open(&path, Secrets::default()).unwrap();
+        for _ in 0..20 {
+            a.record(ts(), &event).unwrap();
+        }
+        assert!(!b.rotate(1 << 20, 3, ts()).unwrap(), "not big enough yet");
+        assert!(b.rotate(100, 3, ts()).unwrap());
+        // `a` still held the old file: its next line goes to the new one.
+        a.record(ts(), &event).unwrap();
+        let new = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = new.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert!(
+            lines[0].contains("\"event\":\"audit_rotated\""),
+            "{}",
+            lines[0]
+        );
+        assert!(lines[1].contains("\"rows\":7"));
+        let old = std::fs::read_to_string(rotated_path(&path, 1)).unwrap();
+        assert_eq!(old.lines().count(), 20);
+        assert!(old.ends_with('\n'));
+        // Keep 3: a fourth rotation drops the oldest.
+        for _ in 0..3 {
+            a.record(ts(), &event).unwrap();
+            assert!(b.rotate(100, 3, ts()).unwrap());
+        }
+        assert!(rotated_path(&path, 3).exists());
+        assert!(!rotated_path(&path, 4).exists());
     }
 
     fn keys(line: &[u8]) -> Vec<String> {

@@ -43,7 +43,7 @@ pub(super) fn rows(cfg: &Config, state: Option<&str>) -> Result<Vec<ApprovalRow>
 }
 
 pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
-    let cfg = ctx.load_config(&[])?;
+    let cfg = ctx.load_config_to_read()?;
     let rows = rows(&cfg, args.state.as_state())?;
     let mut out = Out::new();
     if args.json {

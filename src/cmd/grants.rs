@@ -11,7 +11,7 @@ use crate::store::Store;
 use crate::text::{clean, first_line};
 
 pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
-    let cfg = ctx.load_config(&[])?;
+    let cfg = ctx.load_config_to_read()?;
     let grants = match Store::open_existing(&cfg.state_dir)? {
         Some(store) => store.grants()?,
         None => Vec::new(),

@@ -88,15 +88,10 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
             eprintln!("heartbeat: warning: {}", unknown_event_hint(name));
         }
     }
-    let cfg = ctx.load_config(&[])?;
+    let cfg = ctx.load_config_to_read()?;
     let path = cfg.audit_log.clone();
     let io_err = |e| Error::io(&path, e);
 
-    let mut tail = Tail::open(&path).map_err(io_err)?;
-    if tail.reader.is_none() && !args.follow {
-        // No log yet: nothing has happened.
-        return Ok(exit::OK);
-    }
     let interrupt = if args.follow {
         Interrupt::catch().map_err(|e| Error::io("<signals>", e))?
     } else {
@@ -109,6 +104,22 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         filter: &filter,
         out: Sink::new(),
     };
+    // The rotated files first, oldest first (SPEC §7).
+    for old in rotated_files(&path, filter.since) {
+        let mut tail = Tail::open(&old).map_err(|e| Error::io(&old, e))?;
+        while tail.next_line().map_err(|e| Error::io(&old, e))? {
+            show.line(&tail.buf);
+            if show.out.broken {
+                return Ok(exit::OK);
+            }
+        }
+    }
+    let mut tail = Tail::open(&path).map_err(io_err)?;
+    if tail.reader.is_none() && !args.follow {
+        // No log yet: nothing has happened.
+        show.out.flush();
+        return Ok(exit::OK);
+    }
     loop {
         while tail.next_line().map_err(io_err)? {
             show.line(&tail.buf);
@@ -140,27 +151,47 @@ pub(super) fn matching(
     limit: usize,
 ) -> Result<Vec<Map<String, Value>>> {
     let filter = Filter::new(ctx, args)?;
-    let path = &cfg.audit_log;
-    let mut tail = Tail::open(path).map_err(|e| Error::io(path, e))?;
     let mut found = std::collections::VecDeque::new();
-    if tail.reader.is_none() {
-        return Ok(Vec::new());
-    }
-    while tail.next_line().map_err(|e| Error::io(path, e))? {
-        let body = tail.buf.strip_suffix(b"\n").unwrap_or(&tail.buf);
-        if filter.rejects_early(body) {
-            continue;
-        }
-        if let Some((_, obj)) = parse_line(body)
-            && filter.matches(&obj)
-        {
-            if found.len() == limit {
-                found.pop_front();
+    let mut files = rotated_files(&cfg.audit_log, filter.since);
+    files.push(cfg.audit_log.clone());
+    for path in &files {
+        let mut tail = Tail::open(path).map_err(|e| Error::io(path, e))?;
+        while tail.next_line().map_err(|e| Error::io(path, e))? {
+            let body = tail.buf.strip_suffix(b"\n").unwrap_or(&tail.buf);
+            if filter.rejects_early(body) {
+                continue;
             }
-            found.push_back(obj);
+            if let Some((_, obj)) = parse_line(body)
+                && filter.matches(&obj)
+            {
+                if found.len() == limit {
+                    found.pop_front();
+                }
+                found.push_back(obj);
+            }
         }
     }
     Ok(found.into())
+}
+
+/// The rotated audit files (`audit.jsonl.N` … `.1`), oldest first, without those last
+/// written before `since` (every line in them is older).
+fn rotated_files(path: &Path, since: Option<DateTime<Utc>>) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for n in 1..=1000 {
+        let old = crate::audit::rotated_path(path, n);
+        let Ok(meta) = std::fs::metadata(&old) else {
+            break;
+        };
+        let written: Option<DateTime<Utc>> = meta.modified().ok().map(DateTime::from);
+        if since.is_some_and(|s| written.is_some_and(|w| w < s)) {
+            // This one and every older one hold nothing that recent.
+            break;
+        }
+        files.push(old);
+    }
+    files.reverse();
+    files
 }
 
 /// SIGINT and SIGTERM, caught while following: each sets its own flag, looked at between

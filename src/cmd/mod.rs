@@ -120,6 +120,34 @@ impl Ctx {
         }
     }
 
+    /// The config, for a command that only reads the state dir (`status`, `log`,
+    /// `approvals`, `grants`): when it does not load, the error is a warning and the state
+    /// dir is found without it (SPEC §8), so the person can still see what happened.
+    pub fn load_config_to_read(&self) -> Result<Config> {
+        match self.load_config(&[]) {
+            Ok(cfg) => Ok(cfg),
+            Err(Error::Config(broken)) => {
+                let env = |name: &str| std::env::var(name).ok();
+                let opts = LoadOptions {
+                    config: self.config.clone(),
+                    files: Vec::new(),
+                    state_dir: self.state_dir.clone(),
+                    cwd: self.cwd.clone(),
+                    env: &env,
+                };
+                let Some(cfg) = config::fallback(&opts, &broken) else {
+                    return Err(Error::Config(broken));
+                };
+                eprintln!(
+                    "heartbeat: warning: {broken}; reading the state dir {} anyway",
+                    cfg.state_dir.display()
+                );
+                Ok(cfg)
+            }
+            Err(other) => Err(other),
+        }
+    }
+
     pub fn load_config(&self, files: &[PathBuf]) -> Result<Config> {
         let env = |name: &str| std::env::var(name).ok();
         let opts = LoadOptions {

@@ -90,7 +90,7 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
 }
 
 pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
-    let cfg = ctx.load_config(&[])?;
+    let cfg = ctx.load_config_to_read()?;
     let mut out = Out::new();
     if args.json {
         out.json(&json(ctx, &cfg)?);

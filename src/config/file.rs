@@ -41,6 +41,17 @@ pub struct File {
     #[serde(default)]
     pub mcp: BTreeMap<Spanned<String>, Spanned<McpFile>>,
     pub mcp_server: Option<McpServerFile>,
+    pub retention: Option<RetentionFile>,
+}
+
+/// `[retention]` (SPEC §11).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionFile {
+    pub history: Option<Spanned<Human>>,
+    /// A size: `"64MiB"`, `"500KB"`, or a number of bytes.
+    pub audit_max_size: Option<Spanned<toml::Value>>,
+    pub audit_keep: Option<Spanned<i64>>,
 }
 
 /// `[mcp_server]`: what `heartbeat mcp` lets agents do (SPEC §13).

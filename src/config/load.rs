@@ -17,10 +17,10 @@ use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::file::{File, Human, McpFile, TelegramFile, ToolFile};
+use super::file::{File, Human, McpFile, RetentionFile, TelegramFile, ToolFile};
 use super::{
     Approval, BUILTIN_TOOLS, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig,
-    McpTransport, PlainTasks, TelegramConfig, ToolConfig,
+    McpTransport, PlainTasks, Retention, TelegramConfig, ToolConfig,
 };
 use crate::model::DaySet;
 use crate::schedule::{ActiveHours, Window, parse_day};
@@ -48,6 +48,48 @@ pub(super) fn load_from(opts: &LoadOptions, host: &Host) -> Result<Config, Confi
         None => opts.cwd.clone(),
     };
     src.build(raw, &base, opts, host)
+}
+
+/// For the read-only commands when the config does not load (SPEC §8): every default, with
+/// the state dir from `--state-dir`, else the broken file's own `state_dir = "…"` line when
+/// one can be read, else the default one. None when even that cannot be found.
+pub fn fallback(opts: &LoadOptions, broken: &ConfigError) -> Option<Config> {
+    fallback_from(opts, broken, &Host::detect())
+}
+
+pub(super) fn fallback_from(
+    opts: &LoadOptions,
+    broken: &ConfigError,
+    host: &Host,
+) -> Option<Config> {
+    let mut opts = LoadOptions {
+        config: None,
+        files: opts.files.clone(),
+        state_dir: opts.state_dir.clone(),
+        cwd: opts.cwd.clone(),
+        env: opts.env,
+    };
+    let mut base = opts.cwd.clone();
+    if opts.state_dir.is_none()
+        && let Some(file) = &broken.file
+    {
+        base = file.parent().map_or(base, Path::to_path_buf);
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let line = text.lines().find_map(|l| {
+            let rest = l
+                .trim()
+                .strip_prefix("state_dir")?
+                .trim_start()
+                .strip_prefix('=')?;
+            let value = rest.trim().strip_prefix('"')?;
+            Some(value[..value.find('"')?].to_string())
+        });
+        if let Some(dir) = line {
+            opts.state_dir = Some(expand_path(&dir, &base, opts.env).ok()?);
+        }
+    }
+    let src = Source::none();
+    src.build(File::default(), &base, &opts, host).ok()
 }
 
 /// The file's text, for errors: the value as written and its line and column.
@@ -221,6 +263,10 @@ impl Source {
             }
             None => DaemonConfig::default(),
         };
+        let retention = match &raw.retention {
+            Some(r) => self.retention(r)?,
+            None => Retention::default(),
+        };
         let daily_usd = match raw.budget.as_ref().and_then(|b| b.daily_usd.as_ref()) {
             Some(usd) => self.money("budget.daily_usd", usd)?,
             None => 0.0,
@@ -334,6 +380,7 @@ impl Source {
                 .unwrap_or(false),
             telegram,
             daemon,
+            retention,
             daily_usd,
             max_consecutive_failures,
             warnings,
@@ -581,6 +628,44 @@ impl Source {
             },
             tools,
         })
+    }
+
+    fn retention(&self, raw: &RetentionFile) -> Result<Retention, ConfigError> {
+        let mut r = Retention::default();
+        if let Some(h) = &raw.history {
+            // Less than a day would prune what today's budget and daily cap count.
+            if h.get_ref().0 < Duration::from_secs(86400) {
+                return Err(self.bad(
+                    "retention.history",
+                    h.span(),
+                    "must be at least 1d (the budget and the daily message cap count a day)",
+                ));
+            }
+            r.history = h.get_ref().0;
+        }
+        if let Some(size) = &raw.audit_max_size {
+            r.audit_max_size = parse_size(size.get_ref()).ok_or_else(|| {
+                self.bad(
+                    "retention.audit_max_size",
+                    size.span(),
+                    "not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of \
+                     bytes)",
+                )
+            })?;
+        }
+        if let Some(keep) = &raw.audit_keep {
+            r.audit_keep = match usize::try_from(*keep.get_ref()) {
+                Ok(k) if (1..=1000).contains(&k) => k,
+                _ => {
+                    return Err(self.bad(
+                        "retention.audit_keep",
+                        keep.span(),
+                        "must be between 1 and 1000",
+                    ));
+                }
+            };
+        }
+        Ok(r)
     }
 
     fn telegram(&self, raw: &TelegramFile) -> Result<TelegramConfig, ConfigError> {
@@ -863,6 +948,35 @@ fn one_of(names: &[&str]) -> String {
     }
 }
 
+/// A size in bytes: an integer, or a string like `64MiB`, `500 KB`, `1GiB`; at least 1 KiB.
+fn parse_size(value: &toml::Value) -> Option<u64> {
+    let bytes = match value {
+        toml::Value::Integer(n) => u64::try_from(*n).ok()?,
+        toml::Value::String(s) => {
+            let s = s.trim();
+            let split = s
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(s.len());
+            let (number, unit) = s.split_at(split);
+            let number: f64 = number.parse().ok()?;
+            let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+                "" | "b" => 1,
+                "kb" => 1000,
+                "kib" | "k" => 1024,
+                "mb" => 1000 * 1000,
+                "mib" | "m" => 1024 * 1024,
+                "gb" => 1000 * 1000 * 1000,
+                "gib" | "g" => 1024 * 1024 * 1024,
+                _ => return None,
+            };
+            let bytes = number * factor as f64;
+            (bytes.is_finite() && bytes < u64::MAX as f64).then_some(bytes as u64)?
+        }
+        _ => return None,
+    };
+    (bytes >= 1024).then_some(bytes)
+}
+
 /// An environment variable's name: a letter or `_`, then letters, digits or `_`.
 fn env_name(name: &str) -> bool {
     name.chars()
@@ -1106,4 +1220,23 @@ fn valid_tool_name(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        let s = |v: &str| parse_size(&toml::Value::String(v.into()));
+        assert_eq!(s("64MiB"), Some(64 * 1024 * 1024));
+        assert_eq!(s("500 KB"), Some(500_000));
+        assert_eq!(s("1.5GiB"), Some(1_610_612_736));
+        assert_eq!(s("2048"), Some(2048));
+        assert_eq!(parse_size(&toml::Value::Integer(4096)), Some(4096));
+        for bad in ["", "MiB", "12 parsecs", "-5MiB", "100"] {
+            assert_eq!(s(bad), None, "{bad}");
+        }
+        assert_eq!(parse_size(&toml::Value::Integer(-1)), None);
+    }
 }

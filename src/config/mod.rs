@@ -27,7 +27,7 @@ use serde::Deserialize;
 
 use crate::schedule::{ActiveHours, Window};
 
-pub use load::{Host, load};
+pub use load::{Host, fallback, load};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -190,6 +190,27 @@ impl Default for DaemonConfig {
     }
 }
 
+/// `[retention]` (SPEC §11).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Retention {
+    /// History rows, decided approvals and delivered messages older than this are pruned.
+    pub history: Duration,
+    /// The audit log is rotated when it passes this many bytes.
+    pub audit_max_size: u64,
+    /// Rotated audit files kept.
+    pub audit_keep: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            history: Duration::from_secs(90 * 86400),
+            audit_max_size: 64 * 1024 * 1024,
+            audit_keep: 5,
+        }
+    }
+}
+
 /// A loaded, validated config. Every value is parsed once here.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -219,6 +240,7 @@ pub struct Config {
     /// `[telegram]`; None when the table is absent.
     pub telegram: Option<TelegramConfig>,
     pub daemon: DaemonConfig,
+    pub retention: Retention,
     /// `[budget] daily_usd`; 0 = no budget.
     pub daily_usd: f64,
     /// After this many failures in a row a task is tripped; 0 = never.

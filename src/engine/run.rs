@@ -155,7 +155,8 @@ pub fn tick(t: &Tick) -> Result<Report> {
         }
         Ok(p) => p,
     };
-    let (store, mut audit) = d.into_parts();
+    let (mut store, mut audit) = d.into_parts();
+    housekeeping(cfg, &mut store, &mut audit, t.clock, now)?;
 
     let active = t.force || cfg.active.is_active(now);
     let skip = if paused.is_some() && !t.force {
@@ -188,7 +189,6 @@ pub fn tick(t: &Tick) -> Result<Report> {
         }
         None => {
             let tasks = all_tasks(t.files);
-            let mut store = store;
             let mut servers = super::mcp::Servers::new(cfg);
             let catalog = mcp_catalog(t, &tasks, &mut store, &mut servers, now)?;
             let registry = Registry::from_config(cfg).with_catalog(&catalog);
@@ -321,4 +321,32 @@ fn mcp_catalog(
         }
     }
     Ok(catalog)
+}
+
+/// Retention (SPEC §11), under the run lock: rotate the audit log when it passed
+/// `retention.audit_max_size`, and prune old state once a local day.
+fn housekeeping(
+    cfg: &Config,
+    store: &mut crate::store::Store,
+    audit: &mut crate::audit::AuditLog,
+    clock: crate::clock::Clock,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<()> {
+    let r = &cfg.retention;
+    audit
+        .rotate(r.audit_max_size, r.audit_keep, clock.now())
+        .map_err(|e| Error::io(audit.path(), e))?;
+    // A denial holds for approval_ttl: its record stays at least that long.
+    let keep = chrono::Duration::from_std(r.history.max(cfg.approval_ttl))
+        .unwrap_or(chrono::Duration::MAX);
+    let Some(cutoff) = now.checked_sub_signed(keep) else {
+        return Ok(());
+    };
+    let day = now.with_timezone(&cfg.tz()).date_naive().to_string();
+    if let Some(rows) = store.prune_once_a_day(&day, cutoff)?.filter(|n| *n > 0) {
+        audit
+            .record(clock.now(), &Event::StatePruned { rows })
+            .map_err(|e| Error::io(audit.path(), e))?;
+    }
+    Ok(())
 }

@@ -20,6 +20,7 @@ mod mcp;
 mod migrations;
 mod outbox;
 mod proposals;
+mod retention;
 mod snapshot;
 mod starts;
 

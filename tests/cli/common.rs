@@ -244,6 +244,14 @@ impl Cmd {
         self
     }
 
+    /// Leave `--state-dir` out: the config (or the default) names the state dir.
+    pub fn without_state_dir(mut self) -> Cmd {
+        if let Some(i) = self.globals.iter().position(|a| a == "--state-dir") {
+            self.globals.drain(i..i + 2);
+        }
+        self
+    }
+
     fn finish(mut self) -> Command {
         self.cmd.args(&self.globals);
         if let Some(config) = &self.config {

@@ -24,6 +24,7 @@ mod mcp_tools;
 mod parse;
 mod props;
 mod props2;
+mod retention;
 mod run;
 mod secrets;
 mod telegram;

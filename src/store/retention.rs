@@ -1,0 +1,131 @@
+//! Retention (SPEC §11): what is old enough to go, pruned at most once a day.
+//!
+//! Invariants:
+//! - Never pruned: pending, approved or running approvals, grants, the pause, task state
+//!   (last attempt, last success, failure counts, trips: what schedules and the breaker
+//!   read), held starts, cached MCP listings and proposals.
+//! - Pruned in one transaction: history rows and runs older than the cutoff, decided
+//!   approvals decided before it, and the record of sent messages and Telegram messages
+//!   with buttons older than it.
+
+use chrono::{DateTime, Utc};
+use rusqlite::{TransactionBehavior, params};
+
+use super::{Result, Store};
+use crate::audit::format_ts;
+
+/// `meta` key: the local day of the last prune.
+const PRUNED_DAY: &str = "pruned_day";
+
+impl Store {
+    /// Prune what is older than `cutoff`, unless already done on `day` (a local date).
+    /// Returns the rows removed, or None when it had already run that day.
+    pub fn prune_once_a_day(&mut self, day: &str, cutoff: DateTime<Utc>) -> Result<Option<u64>> {
+        if self.meta(PRUNED_DAY)?.as_deref() == Some(day) {
+            return Ok(None);
+        }
+        let before = format_ts(cutoff);
+        let rows = self.durable(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut rows = 0;
+            for sql in [
+                "DELETE FROM task_runs WHERE started_at < ?1",
+                "DELETE FROM runs WHERE started_at < ?1 AND finished_at IS NOT NULL",
+                "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running')
+                    AND COALESCE(decided_at, created_at) < ?1",
+                "DELETE FROM sent WHERE sent_at < ?1",
+                "DELETE FROM tg_messages WHERE sent_at < ?1",
+            ] {
+                rows += tx.execute(sql, params![before])? as u64;
+            }
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES (?1, ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![PRUNED_DAY, day],
+            )?;
+            tx.commit()?;
+            Ok(rows)
+        })?;
+        Ok(Some(rows))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::test_util::{conn, ts};
+    use crate::store::{NewApproval, TaskRunRecord};
+
+    fn count(s: &Store, table: &str) -> i64 {
+        conn(s)
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn old_history_and_decided_approvals_go_pending_work_and_task_state_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let old = ts("2026-01-01T10:00:00Z");
+        let new = ts("2026-05-01T10:00:00Z");
+        for (run, at) in [("r-old", old), ("r-new", new)] {
+            s.start_run(run, "once", at).unwrap();
+            s.record_task_run(&TaskRunRecord {
+                run_id: run,
+                task_id: "aaaaaaaaaaaa",
+                tool: "log",
+                started_at: at,
+                finished_at: at,
+                succeeded: true,
+                cost_usd: None,
+                approval_id: None,
+            })
+            .unwrap();
+            s.finish_run(run, at, Default::default()).unwrap();
+        }
+        let input = serde_json::json!({});
+        let approval = |id: &'static str| NewApproval {
+            task_id: id,
+            file: "/h.md",
+            line: 1,
+            section: "recurring",
+            tool: "shell",
+            input: &input,
+            text: "x",
+        };
+        let decided = s
+            .queue_approval(&approval("bbbbbbbbbbbb"), old)
+            .unwrap()
+            .unwrap();
+        s.decide(
+            decided,
+            &crate::store::Decision {
+                approve: false,
+                by: "cli:me".into(),
+                reason: None,
+                always: false,
+            },
+            old,
+        )
+        .unwrap();
+        let pending = s
+            .queue_approval(&approval("cccccccccccc"), old)
+            .unwrap()
+            .unwrap();
+
+        let cutoff = ts("2026-02-01T00:00:00Z");
+        // One run old, one new; the old decided approval.
+        assert_eq!(s.prune_once_a_day("2026-05-01", cutoff).unwrap(), Some(3));
+        assert_eq!(s.prune_once_a_day("2026-05-01", cutoff).unwrap(), None);
+        assert_eq!(count(&s, "task_runs"), 1);
+        assert_eq!(count(&s, "runs"), 1);
+        assert!(s.approval(decided).unwrap().is_none());
+        assert!(s.approval(pending).unwrap().is_some());
+        // What schedules read survives.
+        let snap = s
+            .snapshot(new, std::time::Duration::from_secs(86400), new)
+            .unwrap();
+        assert!(snap.succeeded.contains("aaaaaaaaaaaa"));
+        assert!(snap.last_attempt.contains_key("aaaaaaaaaaaa"));
+    }
+}
