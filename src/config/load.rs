@@ -1198,7 +1198,11 @@ fn expand_files(
         let mut matches = Vec::new();
         for found in paths {
             match found {
-                Ok(p) if !p.is_dir() => matches.push(normalize(&p)),
+                // A glob never goes through a symlinked directory: one pointing up would
+                // reach the same files again and again.
+                Ok(p) if !p.is_dir() && !through_dir_symlink(&prefix, &p) => {
+                    matches.push(normalize(&p))
+                }
                 Ok(_) => {}
                 Err(e) => warnings.push(format!("{label}: {entry:?}: {e}")),
             }
@@ -1211,7 +1215,41 @@ fn expand_files(
             push(p, &mut out);
         }
     }
+    // The same file through two paths (a symlink, a second pattern) is read once: its tasks
+    // would otherwise run twice.
+    let mut seen: Vec<(PathBuf, PathBuf)> = Vec::new();
+    out.retain(|p| {
+        let Ok(real) = std::fs::canonicalize(p) else {
+            return true;
+        };
+        if let Some((first, _)) = seen.iter().find(|(_, r)| *r == real) {
+            warnings.push(format!(
+                "{label}: {} and {} are the same file; it is read once",
+                first.display(),
+                p.display()
+            ));
+            return false;
+        }
+        seen.push((p.clone(), real));
+        true
+    });
     Ok(out)
+}
+
+/// Whether `path` (a glob match under `prefix`) passes through a symbolic link to a
+/// directory below `prefix`.
+fn through_dir_symlink(prefix: &Path, path: &Path) -> bool {
+    let mut dir = path.parent();
+    while let Some(d) = dir {
+        if d == prefix || !d.starts_with(prefix) || d.as_os_str().is_empty() {
+            return false;
+        }
+        if std::fs::symlink_metadata(d).is_ok_and(|m| m.file_type().is_symlink()) {
+            return true;
+        }
+        dir = d.parent();
+    }
+    false
 }
 
 fn valid_tool_name(name: &str) -> bool {

@@ -22,6 +22,7 @@ mod man;
 mod mcp_server;
 mod mcp_tools;
 mod parse;
+mod paths;
 mod props;
 mod props2;
 mod retention;
