@@ -68,3 +68,9 @@ impl Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// A line on stderr, through the one redaction step (SPEC §7): errors and warnings can carry
+/// a server's answer, a URL or a tool's output.
+pub fn say(line: &str) {
+    eprintln!("{}", crate::audit::Secrets::taken().string(line));
+}

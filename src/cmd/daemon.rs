@@ -74,11 +74,11 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     start_polling(&cfg, &tx, &generation)?;
 
     record(&cfg, clock(), &AuditEvent::DaemonStarted(Daemon::started()))?;
-    eprintln!(
+    crate::error::say(&format!(
         "heartbeat: daemon started (pid {}, every {})",
         std::process::id(),
         humantime::format_duration(every(&cfg))
-    );
+    ));
 
     let mut last_error: Option<String> = None;
     let mut due_now = last_run_older_than(&cfg, clock(), every(&cfg))?;
@@ -90,7 +90,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
             match reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)? {
                 None => last_error = None,
                 Some(msg) => {
-                    eprintln!("heartbeat: {msg}; keeping the last good config");
+                    crate::error::say(&format!("heartbeat: {msg}; keeping the last good config"));
                     if last_error.as_ref() != Some(&msg) {
                         record(
                             &cfg,
@@ -122,8 +122,10 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
             Ok(Event::Signal(sig @ SIGHUP)) => {
                 let error = reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)?;
                 match &error {
-                    None => eprintln!("heartbeat: config reloaded"),
-                    Some(msg) => eprintln!("heartbeat: {msg}; keeping the old config"),
+                    None => crate::error::say("heartbeat: config reloaded"),
+                    Some(msg) => {
+                        crate::error::say(&format!("heartbeat: {msg}; keeping the old config"))
+                    }
                 }
                 record(
                     &cfg,
@@ -164,7 +166,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
         clock(),
         &AuditEvent::DaemonStopped(Daemon::new(sig, None)),
     )?;
-    eprintln!("heartbeat: daemon stopped");
+    crate::error::say("heartbeat: daemon stopped");
     Ok(exit::OK)
 }
 
@@ -229,7 +231,7 @@ fn run_tick(
                 ));
             }
         }
-        Err(e) => eprintln!("heartbeat: tick failed: {e}"),
+        Err(e) => crate::error::say(&format!("heartbeat: tick failed: {e}")),
     }
 }
 

@@ -116,7 +116,7 @@ impl Ctx {
     /// A diagnostic on stderr at `-v` (level 1) or `-vv` (level 2).
     pub fn diag(&self, level: u8, msg: impl FnOnce() -> String) {
         if self.verbose >= level {
-            eprintln!("heartbeat: {}", msg());
+            crate::error::say(&format!("heartbeat: {}", msg()));
         }
     }
 

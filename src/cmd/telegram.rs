@@ -128,7 +128,7 @@ pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         }
     }
     if let Some(e) = note {
-        eprintln!("heartbeat: warning: telegram: {}", clean(&e));
+        crate::error::say(&format!("heartbeat: warning: telegram: {}", clean(&e)));
     }
     Ok(exit::OK)
 }

@@ -39,14 +39,16 @@ pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> 
     match Telegram::connect(tc, &env, poll) {
         Ok(Some(tg)) => Some(tg),
         Ok(None) => {
-            eprintln!(
+            crate::error::say(&format!(
                 "heartbeat: warning: telegram: ${} is not set; messages wait in the outbox",
                 tc.bot_token_env
-            );
+            ));
             None
         }
         Err(e) => {
-            eprintln!("heartbeat: warning: telegram: {e}; messages wait in the outbox");
+            crate::error::say(&format!(
+                "heartbeat: warning: telegram: {e}; messages wait in the outbox"
+            ));
             None
         }
     }
@@ -100,13 +102,13 @@ pub fn tick(t: &Tick) -> Result<Report> {
             if let Some(since) = holder.since {
                 let held = now.signed_duration_since(since);
                 if held.to_std().is_ok_and(|d| d >= cfg.stuck_after) {
-                    eprintln!(
+                    crate::error::say(&format!(
                         "heartbeat: warning: the run lock {} has been held since {} by pid {} (longer than stuck_after = {}); is that run stuck?",
                         lock_path.display(),
                         crate::render::show_local(since),
                         holder.pid.map_or("?".into(), |p| p.to_string()),
                         humantime::format_duration(cfg.stuck_after),
-                    );
+                    ));
                 }
             }
             let event = Event::RunSkipped {

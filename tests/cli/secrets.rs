@@ -203,3 +203,23 @@ approval = "auto"
     );
     assert!(!env.read("env.txt").contains(TG_TOKEN));
 }
+
+/// Warnings on stderr pass through redaction too: a Bot API that cannot be reached gives an
+/// error that may quote the request URL, which holds the token.
+#[test]
+fn a_telegram_error_on_stderr_never_shows_the_token() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"x\"}\n").config(&format!(
+        "timezone = \"UTC\"\n{}",
+        tg_toml(&url, &[CHAT], "summary = \"always\"")
+    ));
+    for args in [vec!["run", "--once", "-v"], vec!["notify-test"]] {
+        let out = env.cmd(args.clone()).token().output();
+        out.no_panic();
+        assert!(!out.stderr.contains(TG_TOKEN), "{args:?}: {}", out.stderr);
+        assert!(!out.stdout.contains(TG_TOKEN), "{args:?}: {}", out.stdout);
+    }
+    assert!(!env.audit_text().contains(TG_TOKEN));
+}
