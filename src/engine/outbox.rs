@@ -184,20 +184,18 @@ pub fn deliver(
             let too_old = store::parse_ts(&row.created_at).is_none_or(|t| {
                 now.signed_duration_since(t).to_std().unwrap_or_default() >= MAX_AGE
             });
-            let why = if !cfg.chat_ids.contains(&chat) {
-                Some("the chat is no longer in telegram.chat_ids")
+            if !cfg.chat_ids.contains(&chat) {
+                store.outbox_delete(row.id)?;
+                stats.dropped += 1;
+                let why = "the chat is no longer in telegram.chat_ids";
+                audit.push(failed_line(chat, &row.kind, why, false));
             } else if too_old {
-                Some("undelivered for 24h; dropped")
+                // Undelivered for 24 h: dropped, and said so (SPEC §7, reason `expired`).
+                store.outbox_delete(row.id)?;
+                stats.dropped += 1;
+                audit.push(Notice::withheld(chat, &row.kind, Withhold::Dropped("expired")));
             } else {
-                None
-            };
-            match why {
-                Some(why) => {
-                    store.outbox_delete(row.id)?;
-                    stats.dropped += 1;
-                    audit.push(failed_line(chat, &row.kind, why, false));
-                }
-                None => live.push(row),
+                live.push(row);
             }
         }
         // The same text within 6 h is not sent again, nor twice from one batch (runs that
@@ -536,11 +534,12 @@ mod tests {
         let (d, lines2) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, later).unwrap();
         assert!(lines.is_empty());
         assert_eq!(d.dropped, 1);
-        assert_eq!(
-            lines2[0].error.as_deref(),
-            Some("undelivered for 24h; dropped")
-        );
+        assert_eq!(lines2[0].withheld, Some(Withhold::Dropped("expired")));
         assert!(!lines2[0].queued);
+        assert!(matches!(
+            lines2[0].event(None),
+            Event::NotificationDropped(ref w) if w.reason == "expired"
+        ));
     }
 
     #[test]
