@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use crate::render::show_time;
 use crate::audit::{self, Event, event::Pause};
 use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
@@ -267,7 +268,7 @@ fn command_reply(
 ) -> Result<()> {
     match command {
         "status" => {
-            let text = status_text(&d.store, d.now)?;
+            let text = status_text(&d.store, d.now, d.cfg.tz())?;
             reply(d, chat_id, &text, &[])
         }
         "pending" => {
@@ -310,7 +311,8 @@ fn command_reply(
             };
             pause(d, until, None)?;
             let text = match until {
-                Some(u) => format!("Paused until {}.", audit::format_ts(u)),
+                // In the configured zone, as people read times (SPEC §10).
+                Some(u) => format!("Paused until {}.", show_time(u, d.cfg.tz())),
                 None => "Paused until /resume.".into(),
             };
             reply(d, chat_id, &text, &[])
@@ -370,7 +372,7 @@ pub fn resume(d: &mut Decider, reason: &str) -> Result<bool> {
 }
 
 /// A short status for `/status`.
-pub fn status_text(store: &Store, now: DateTime<Utc>) -> Result<String> {
+pub fn status_text(store: &Store, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Result<String> {
     let mut lines = vec!["<b>heartbeat</b> status".to_string()];
     match store.last_run()? {
         Some(r) => lines.push(format!(
@@ -386,7 +388,10 @@ pub fn status_text(store: &Store, now: DateTime<Utc>) -> Result<String> {
     match store.pause_row()? {
         Some(p) if !p.in_force(now) => lines.push("pause ending".into()),
         Some(p) => lines.push(match &p.until {
-            Some(u) => format!("paused until {}", escape(u)),
+            Some(u) => match crate::store::parse_ts(u) {
+                Some(t) => format!("paused until {}", escape(&show_time(t, tz))),
+                None => format!("paused until {}", escape(u)),
+            },
             None => "paused until resumed".into(),
         }),
         None => lines.push("not paused".into()),

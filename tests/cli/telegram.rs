@@ -1179,3 +1179,28 @@ fn pause_until_resume() {
     assert!(again.stdout.contains("not paused"), "{}", again.stdout);
     assert_eq!(env.events("resumed").len(), 1);
 }
+
+/// `/pause` and `/status` answer in the configured time zone, not UTC.
+#[test]
+fn telegram_pause_answers_in_the_configured_zone() {
+    let tg = TgDouble::start();
+    tg.expect_token(TG_TOKEN);
+    let env = Env::new(WEEKLY_LOG).config(&format!(
+        "timezone = \"Europe/Berlin\"\n{}",
+        tg_toml(&tg.url(), &[CHAT], "")
+    ));
+    command(&tg, "/pause 1h");
+    run(&env, NOW).code(0);
+    let r = new_replies(&tg, 0);
+    let reply = r.iter().map(shown).find(|t| t.contains("Paused")).expect("a reply");
+    // 10:00 UTC + 1 h = 13:00 in Berlin (CEST).
+    assert!(reply.contains("Paused until 2026-05-01 13:00 CEST"), "{reply}");
+    command(&tg, "/status");
+    run(&env, &minutes_after_now(1)).code(0);
+    let status = new_replies(&tg, 0)
+        .iter()
+        .map(shown)
+        .find(|t| t.contains("status"))
+        .expect("a status reply");
+    assert!(status.contains("paused until 2026-05-01 13:00 CEST"), "{status}");
+}
