@@ -777,11 +777,14 @@ impl<'a> Session<'a> {
                 file: &task.file,
                 line: task.line,
             })?;
+            // The tool once: a task's text usually starts with it.
+            let text = safe_text(task);
+            let rest = text.strip_prefix(&format!("@{name}")).unwrap_or(&text);
             self.alert(&format!(
                 "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
                  stopped: <code>heartbeat reset {}</code>",
                 crate::text::escape(name),
-                crate::text::escape(&first_line(&safe_text(task), 80)),
+                crate::text::escape(&first_line(rest.trim(), 80)),
                 task.id
             ))?;
         }

@@ -1204,3 +1204,25 @@ fn telegram_pause_answers_in_the_configured_zone() {
         .expect("a status reply");
     assert!(status.contains("paused until 2026-05-01 13:00 CEST"), "{status}");
 }
+
+/// The tripped-task message is urgent, names the tool once and says how to reset it.
+#[test]
+fn telegram_a_trip_is_said_at_once_naming_the_tool_once() {
+    let (tg, env) = setup(
+        "## Recurring\n- [ ] @fail {}\n",
+        &[CHAT],
+        &format!("max_consecutive_failures = 1\n{FAIL_TOOL}"),
+        "",
+    );
+    run(&env, NOW).code(1);
+    let tripped = env.events("task_tripped");
+    assert_eq!(tripped.len(), 1, "{:#?}", env.audit());
+    let id = tripped[0]["task_id"].as_str().unwrap().to_string();
+    let alert = sends(&tg)
+        .iter()
+        .map(shown)
+        .find(|t| t.contains("in a row"))
+        .expect("a trip message");
+    assert_eq!(alert.matches("@fail").count(), 1, "{alert}");
+    assert!(alert.contains(&format!("heartbeat reset {id}")), "{alert}");
+}
