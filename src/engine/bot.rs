@@ -12,11 +12,11 @@
 
 use std::time::Duration;
 
-use crate::render::show_time;
 use crate::audit::{self, Event, event::Pause};
 use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
 use crate::error::Result;
+use crate::render::show_time;
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Incoming, Received, Telegram};
 use crate::text::escape;

@@ -193,7 +193,11 @@ pub fn deliver(
                 // Undelivered for 24 h: dropped, and said so (SPEC §7, reason `expired`).
                 store.outbox_delete(row.id)?;
                 stats.dropped += 1;
-                audit.push(Notice::withheld(chat, &row.kind, Withhold::Dropped("expired")));
+                audit.push(Notice::withheld(
+                    chat,
+                    &row.kind,
+                    Withhold::Dropped("expired"),
+                ));
             } else {
                 live.push(row);
             }

@@ -552,10 +552,29 @@ impl<'a> Session<'a> {
             reason: reason.as_str(),
             tool,
         })?;
+        if reason == SkipReason::Tripped && !self.first_mention_today(&task.id)? {
+            // Said at the trip and once a day since (SPEC §8): cron would mail it every run.
+            return Ok(());
+        }
         let mut r = TaskReport::new(task, tool, "skipped");
         r.reason = Some(reason.as_str().into());
         self.report.tasks.push(r);
         Ok(())
+    }
+
+    /// Whether a tripped task's skip is the first said today (local day), remembering it.
+    fn first_mention_today(&mut self, task_id: &str) -> Result<bool> {
+        let key = format!("tripped_said:{task_id}");
+        let day = self
+            .now
+            .with_timezone(&self.cfg.tz())
+            .date_naive()
+            .to_string();
+        if self.store.meta(&key)?.as_deref() == Some(day.as_str()) {
+            return Ok(false);
+        }
+        self.store.set_meta(&key, &day)?;
+        Ok(true)
     }
 
     fn budget_exhausted(&mut self) -> Result<()> {
@@ -768,6 +787,8 @@ impl<'a> Session<'a> {
         let trips = !outcome.success && limit > 0 && failures >= limit;
         if trips {
             self.store.trip(&task.id, self.now)?;
+            // The TRIPPED line is today's mention: later runs today skip it quietly.
+            self.first_mention_today(&task.id)?;
             let run_id = self.run_id.clone();
             self.record(&Event::TaskTripped {
                 run_id: &run_id,

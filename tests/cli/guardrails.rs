@@ -1308,3 +1308,29 @@ fn the_run_that_trips_a_task_says_tripped_even_when_quiet() {
         "{line}"
     );
 }
+
+/// After the run that trips it, a tripped task's skip is said once a local day (cron mails
+/// every line), and not at all with -q.
+#[test]
+fn a_tripped_task_is_said_skipped_once_a_day() {
+    let env = Env::new("## Recurring\n- [ ] @fail {}\n- [ ] @log {\"text\": \"x\"}\n").config(
+        "timezone = \"UTC\"\nmax_consecutive_failures = 1\n[tools.fail]\ncommand = [\"false\"]\napproval = \"auto\"\n",
+    );
+    let tripped = env.run_once("2026-05-01T10:00:00Z");
+    tripped.code(1);
+    assert!(tripped.stdout.contains("TRIPPED"), "{}", tripped.stdout);
+    let same_day = env.run_once("2026-05-01T11:00:00Z");
+    same_day.code(0);
+    assert!(!same_day.stdout.contains("tripped"), "{}", same_day.stdout);
+    let next_day = env.run_once("2026-05-02T09:00:00Z");
+    next_day.code(0);
+    assert!(
+        next_day.stdout.contains("skipped   @fail"),
+        "{}",
+        next_day.stdout
+    );
+    let again = env.run_once("2026-05-02T10:00:00Z");
+    assert!(!again.stdout.contains("@fail"), "{}", again.stdout);
+    // Every run still audits the skip.
+    assert_eq!(env.events("task_skipped").len(), 3);
+}

@@ -362,7 +362,12 @@ fn telegram_outbox_drops_a_message_after_24h() {
     run(&env, "2026-05-02T10:30:00Z").code(0);
     assert_eq!(sends(&tg).len(), 1, "an old message is not sent");
     // The first attempt failed; a day later the message is dropped, and that is said.
-    assert_eq!(env.events("notification_failed").len(), 1, "{:#?}", env.audit());
+    assert_eq!(
+        env.events("notification_failed").len(),
+        1,
+        "{:#?}",
+        env.audit()
+    );
     let dropped = env.events("notification_dropped");
     assert_eq!(dropped.len(), 1, "{:#?}", env.audit());
     assert_eq!(dropped[0]["reason"], "expired");
@@ -1192,9 +1197,16 @@ fn telegram_pause_answers_in_the_configured_zone() {
     command(&tg, "/pause 1h");
     run(&env, NOW).code(0);
     let r = new_replies(&tg, 0);
-    let reply = r.iter().map(shown).find(|t| t.contains("Paused")).expect("a reply");
+    let reply = r
+        .iter()
+        .map(shown)
+        .find(|t| t.contains("Paused"))
+        .expect("a reply");
     // 10:00 UTC + 1 h = 13:00 in Berlin (CEST).
-    assert!(reply.contains("Paused until 2026-05-01 13:00 CEST"), "{reply}");
+    assert!(
+        reply.contains("Paused until 2026-05-01 13:00 CEST"),
+        "{reply}"
+    );
     command(&tg, "/status");
     run(&env, &minutes_after_now(1)).code(0);
     let status = new_replies(&tg, 0)
@@ -1202,7 +1214,10 @@ fn telegram_pause_answers_in_the_configured_zone() {
         .map(shown)
         .find(|t| t.contains("status"))
         .expect("a status reply");
-    assert!(status.contains("paused until 2026-05-01 13:00 CEST"), "{status}");
+    assert!(
+        status.contains("paused until 2026-05-01 13:00 CEST"),
+        "{status}"
+    );
 }
 
 /// The tripped-task message is urgent, names the tool once and says how to reset it.
