@@ -288,7 +288,7 @@ pub fn deliver(
                 stats.waiting += p.rows.len();
                 continue;
             };
-            match send_parts(t, chat, &p) {
+            match send_parts(t, store, chat, &p, now)? {
                 Ok(message_id) => {
                     for r in &p.rows {
                         store.outbox_delete(r.id)?;
@@ -342,16 +342,36 @@ fn folded(chat: i64, rows: &[OutboxRow]) -> Vec<Notice> {
         .collect()
 }
 
-/// Send a message in as many parts as it needs; buttons go on the last part.
-fn send_parts(t: &dyn Transport, chat: i64, p: &Planned) -> Result<i64, SendError> {
+/// Send a message in as many parts as it needs; buttons go on the last part. A part that
+/// Telegram accepted is remembered, so that a retry after a failed later part sends only
+/// the rest, never part 1 again (SPEC §10).
+fn send_parts(
+    t: &dyn Transport,
+    store: &mut Store,
+    chat: i64,
+    p: &Planned,
+    now: DateTime<Utc>,
+) -> store::Result<Result<i64, SendError>> {
     let parts = split(&p.html, MAX_MESSAGE);
     let last = parts.len() - 1;
+    let whole = hash(&p.html);
+    let since = now - chrono::Duration::from_std(MAX_AGE).unwrap_or_default();
     let mut id = 0;
     for (i, part) in parts.iter().enumerate() {
+        let key = format!("part {i} of {whole}");
+        if i < last && store.sent_since(chat, &key, since)? {
+            continue;
+        }
         let buttons: &[i64] = if i == last { &p.approvals } else { &[] };
-        id = t.send(chat, part, buttons)?;
+        match t.send(chat, part, buttons) {
+            Ok(sent) => id = sent,
+            Err(e) => return Ok(Err(e)),
+        }
+        if i < last {
+            store.record_sent(chat, &key, false, now)?;
+        }
     }
-    Ok(id)
+    Ok(Ok(id))
 }
 
 /// Fold several messages into one (cut to one message's length), after `head` if given.

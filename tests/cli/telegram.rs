@@ -483,6 +483,51 @@ fn telegram_long_summary_is_split_at_line_boundaries() {
     assert!(env.events("notification_failed").is_empty());
 }
 
+/// A message in several parts whose second part fails is not sent again from part 1: the
+/// retry sends the parts Telegram did not accept.
+#[test]
+fn telegram_a_failed_part_is_resent_alone() {
+    let mut md = String::from("## Recurring\n");
+    for i in 0..60 {
+        md.push_str(&format!(
+            "- [ ] @log {{\"text\": \"task-{i:03} {}\"}}\n",
+            "x".repeat(70)
+        ));
+    }
+    let (tg, env) = setup(&md, &[CHAT], "max_tasks_per_run = 0", "");
+    tg.pass_next("sendMessage", 1);
+    tg.drop_next("sendMessage", 1);
+    run(&env, NOW).code(0);
+    let first = sends(&tg);
+    assert_eq!(env.events("notification_failed").len(), 1);
+    let part1 = text(&first[0]).to_string();
+    assert!(
+        part1.starts_with("<b>heartbeat</b>: 60 succeeded"),
+        "{part1}"
+    );
+    // The next run delivers what is missing, and part 1 only once.
+    run(&env, &minutes_after_now(5)).code(0);
+    let all: Vec<String> = sends(&tg).iter().map(|c| text(c).to_string()).collect();
+    assert_eq!(
+        all.iter().filter(|t| **t == part1).count(),
+        1,
+        "part 1 was sent again"
+    );
+    let lines: Vec<&str> = all
+        .iter()
+        .skip(2)
+        .flat_map(|t| t.lines())
+        .chain(part1.lines())
+        .collect();
+    for i in 0..60 {
+        assert!(
+            lines.iter().any(|l| l.contains(&format!("task-{i:03}"))),
+            "task-{i:03} never delivered"
+        );
+    }
+    assert_eq!(env.events("notification_sent").len(), 1);
+}
+
 #[test]
 fn telegram_refused_html_is_sent_again_as_plain_text() {
     let md = "## Recurring\n- [ ] @log {\"text\": \"a <b>& b\"}\n";

@@ -78,6 +78,8 @@ enum Failure {
     Json(u16, Value),
     Raw(u16, String, String),
     NotHttp,
+    /// Answered as usual (to script a failure after some calls succeed).
+    Pass,
 }
 
 #[derive(Default)]
@@ -208,6 +210,12 @@ impl TgDouble {
 
     /// The next `times` calls to `method` are recorded and answered with bytes that are not
     /// HTTP: a network error for the client at once, without teloxide's 10 s 5xx sleep.
+    /// The next `times` calls to `method` are answered as usual (a scripted failure queued
+    /// after them then hits a later call).
+    pub fn pass_next(&self, method: &str, times: usize) {
+        self.script(method, times, || Failure::Pass);
+    }
+
     pub fn drop_next(&self, method: &str, times: usize) {
         self.script(method, times, || Failure::NotHttp);
     }
@@ -421,11 +429,14 @@ fn handle(shared: &Shared, request: &Request) -> Reply {
     state.last_token = Some(token.to_owned());
     let key = method.to_ascii_lowercase();
     if let Some(failure) = state.failures.get_mut(&key).and_then(VecDeque::pop_front) {
-        return match failure {
-            Failure::Json(status, body) => Reply::json(status, &body),
-            Failure::Raw(status, content_type, body) => Reply::raw(status, &content_type, body),
-            Failure::NotHttp => Reply::NotHttp,
-        };
+        match failure {
+            Failure::Json(status, body) => return Reply::json(status, &body),
+            Failure::Raw(status, content_type, body) => {
+                return Reply::raw(status, &content_type, body);
+            }
+            Failure::NotHttp => return Reply::NotHttp,
+            Failure::Pass => {}
+        }
     }
     if let Err(e) = parsed {
         return api_error(400, &format!("Bad Request: {e}"));
