@@ -1288,3 +1288,46 @@ fn a_database_from_an_earlier_version_is_brought_up_to_date_by_a_read_only_comma
         .unwrap();
     assert_eq!(batches, 0);
 }
+
+/// Decisions made one by one at a terminal carry the times they were made (the clock is
+/// `--now` plus the time elapsed since), not the command's start (issue 14 §5).
+#[test]
+fn decisions_on_a_terminal_carry_their_own_times() {
+    let md = format!(
+        "## Recurring\n{}{}",
+        shell_task("echo one >> ran.txt"),
+        shell_task("echo two >> ran.txt"),
+    );
+    let env = Env::new(&md);
+    env.run_once(NOW).code(0);
+    let prompt = "[q] quit: ";
+    let mut walk = env
+        .cmd(["approve"])
+        .now("2026-05-01T12:00:00Z")
+        .user(USER)
+        .spawn_on_pty();
+    walk.expect(prompt, T);
+    walk.send("n");
+    walk.expect("reason", T);
+    walk.send("");
+    walk.expect(prompt, T);
+    // A person takes their time over the second one.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    walk.send("n");
+    walk.expect("reason", T);
+    walk.send("");
+    walk.finish(T).code(0);
+    let at = |id: i64| {
+        let s = env.approval(id)["decided_at"].as_str().unwrap().to_string();
+        chrono::DateTime::parse_from_rfc3339(&s).unwrap()
+    };
+    let apart = at(2) - at(1);
+    assert!(
+        apart >= chrono::Duration::milliseconds(1400),
+        "decided {apart} apart"
+    );
+    let denied = env.events("approval_denied");
+    assert_eq!(denied.len(), 2);
+    assert_ne!(denied[0]["ts"], denied[1]["ts"]);
+    assert!(denied[0]["ts"].as_str().unwrap() >= "2026-05-01T12:00:00.000Z");
+}
