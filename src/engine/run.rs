@@ -218,22 +218,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
             session.recover_interrupted()?;
             session.run_approved(None)?;
             if active && t.plan {
-                let snapshot = session.store.snapshot(
-                    now,
-                    cfg.approval_ttl,
-                    crate::schedule::local_midnight(cfg.tz(), now),
-                )?;
-                let plan = plan::plan(
-                    &tasks,
-                    &PlanInput {
-                        config: cfg,
-                        registry: &registry,
-                        state: &snapshot,
-                        now,
-                        force: t.force,
-                        autonomy: t.autonomy,
-                    },
-                );
+                let plan = plan_now(t, &tasks, &registry, &session.store, now)?;
                 session.apply_all(&tasks, &plan.items)?;
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
@@ -294,22 +279,7 @@ fn mcp_catalog(
         return Ok(catalog);
     }
     let registry = Registry::from_config(cfg).with_catalog(&catalog);
-    let snapshot = store.snapshot(
-        now,
-        cfg.approval_ttl,
-        crate::schedule::local_midnight(cfg.tz(), now),
-    )?;
-    let plan = plan::plan(
-        tasks,
-        &PlanInput {
-            config: cfg,
-            registry: &registry,
-            state: &snapshot,
-            now,
-            force: t.force,
-            autonomy: t.autonomy,
-        },
-    );
+    let plan = plan_now(t, tasks, &registry, store, now)?;
     let wanted = tasks.iter().zip(&plan.items).filter_map(|(task, p)| {
         let acts = matches!(
             p.decision,
@@ -351,4 +321,31 @@ fn housekeeping(
             .map_err(|e| Error::io(audit.path(), e))?;
     }
     Ok(())
+}
+
+/// The plan of this tick from the stored state as it is now.
+fn plan_now(
+    t: &Tick,
+    tasks: &[crate::model::Task],
+    registry: &Registry,
+    store: &crate::store::Store,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<plan::Plan> {
+    let cfg = t.cfg;
+    let snapshot = store.snapshot(
+        now,
+        cfg.approval_ttl,
+        crate::schedule::local_midnight(cfg.tz(), now),
+    )?;
+    Ok(plan::plan(
+        tasks,
+        &PlanInput {
+            config: cfg,
+            registry,
+            state: &snapshot,
+            now,
+            force: t.force,
+            autonomy: t.autonomy,
+        },
+    ))
 }

@@ -186,27 +186,19 @@ impl<'a> Session<'a> {
                 cost_usd: None,
                 approval_id: Some(row.id),
             })?;
-            let run_id = self.run_id.clone();
-            self.record(&Event::TaskFailed(TaskRun {
-                run_id: &run_id,
-                task_id: &row.task_id,
-                file: Path::new(&row.file),
-                line: row.line,
-                section: &row.section,
-                tool: &row.tool,
-                input: (&row.input).into(),
-                exit_code: None,
-                duration_ms: None,
-                output: None,
-                error: Some("interrupted"),
-                cost_usd: None,
-                approval_id: Some(row.id),
-                summary: None,
-                stderr: None,
-            }))?;
-            let mut r = row_report(&row, "failed");
-            r.reason = Some("interrupted: the process running it died".into());
-            self.report.tasks.push(r);
+            self.interrupted(
+                Lost {
+                    task_id: &row.task_id,
+                    file: &row.file,
+                    line: row.line,
+                    section: &row.section,
+                    tool: &row.tool,
+                    input: &row.input,
+                    text: &row.text,
+                    approval_id: Some(row.id),
+                },
+                "interrupted: the process running it died".into(),
+            )?;
         }
         Ok(())
     }
@@ -215,47 +207,63 @@ impl<'a> Session<'a> {
     /// (`interrupted`) once, and held until `heartbeat reset` (SPEC §6).
     fn recover_starts(&mut self) -> Result<()> {
         for row in self.store.hold_unsettled_starts(&self.run_id)? {
-            let run_id = self.run_id.clone();
-            self.record(&Event::TaskFailed(TaskRun {
-                run_id: &run_id,
-                task_id: &row.task_id,
-                file: Path::new(&row.file),
-                line: row.line,
-                section: &row.section,
-                tool: &row.tool,
-                input: (&row.input).into(),
-                exit_code: None,
-                duration_ms: None,
-                output: None,
-                error: Some("interrupted"),
-                cost_usd: None,
-                approval_id: None,
-                summary: None,
-                stderr: None,
-            }))?;
-            let mut r = TaskReport {
-                task_id: row.task_id.clone(),
-                file: Arc::from(Path::new(&row.file)),
-                line: usize::try_from(row.line).unwrap_or(0),
-                column: None,
-                text: String::new(),
-                tool: Some(row.tool.clone()),
-                outcome: "failed",
-                reason: None,
-                approval_id: None,
-                exit_code: None,
-                output: None,
-                summary: None,
-                duration_ms: None,
-                tripped: None,
-            };
-            r.reason = Some(format!(
+            let reason = format!(
                 "interrupted: the run died before its outcome was recorded, so it may have \
                  run; it stays held until `heartbeat reset {}`",
                 row.task_id
-            ));
-            self.report.tasks.push(r);
+            );
+            let lost = Lost {
+                task_id: &row.task_id,
+                file: &row.file,
+                line: row.line,
+                section: &row.section,
+                tool: &row.tool,
+                input: &row.input,
+                text: "",
+                approval_id: None,
+            };
+            self.interrupted(lost, reason)?;
         }
+        Ok(())
+    }
+
+    /// A task whose run died before its outcome was recorded, said once: `task_failed`
+    /// (`interrupted`) and a failed line in the report.
+    fn interrupted(&mut self, lost: Lost, reason: String) -> Result<()> {
+        let run_id = self.run_id.clone();
+        self.record(&Event::TaskFailed(TaskRun {
+            run_id: &run_id,
+            task_id: lost.task_id,
+            file: Path::new(lost.file),
+            line: lost.line,
+            section: lost.section,
+            tool: lost.tool,
+            input: lost.input.into(),
+            exit_code: None,
+            duration_ms: None,
+            output: None,
+            error: Some("interrupted"),
+            cost_usd: None,
+            approval_id: lost.approval_id,
+            summary: None,
+            stderr: None,
+        }))?;
+        self.report.tasks.push(TaskReport {
+            task_id: lost.task_id.to_string(),
+            file: Arc::from(Path::new(lost.file)),
+            line: usize::try_from(lost.line).unwrap_or(0),
+            column: None,
+            text: lost.text.to_string(),
+            tool: Some(lost.tool.to_string()),
+            outcome: "failed",
+            reason: Some(reason),
+            approval_id: lost.approval_id,
+            exit_code: None,
+            output: None,
+            summary: None,
+            duration_ms: None,
+            tripped: None,
+        });
         Ok(())
     }
 
@@ -1033,6 +1041,18 @@ fn row_report(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
         duration_ms: None,
         tripped: None,
     }
+}
+
+/// A task run whose outcome was lost, as stored (an approval's row or a start record).
+struct Lost<'a> {
+    task_id: &'a str,
+    file: &'a str,
+    line: i64,
+    section: &'a str,
+    tool: &'a str,
+    input: &'a Value,
+    text: &'a str,
+    approval_id: Option<i64>,
 }
 
 /// 12 hex digits, unique across processes and runs.

@@ -442,8 +442,8 @@ fn telegram_identical_messages_waiting_together_go_out_once() {
     assert_eq!(outbox_rows(&env), 0);
 }
 
-#[test]
-fn telegram_long_summary_is_split_at_line_boundaries() {
+/// 60 recurring `@log` tasks whose summary needs several messages.
+fn sixty_logs() -> String {
     let mut md = String::from("## Recurring\n");
     for i in 0..60 {
         md.push_str(&format!(
@@ -451,6 +451,12 @@ fn telegram_long_summary_is_split_at_line_boundaries() {
             "x".repeat(70)
         ));
     }
+    md
+}
+
+#[test]
+fn telegram_long_summary_is_split_at_line_boundaries() {
+    let md = sixty_logs();
     let (tg, env) = setup(&md, &[CHAT], "max_tasks_per_run = 0", "");
     run(&env, NOW).code(0);
     let sent = sends(&tg);
@@ -487,13 +493,7 @@ fn telegram_long_summary_is_split_at_line_boundaries() {
 /// retry sends the parts Telegram did not accept.
 #[test]
 fn telegram_a_failed_part_is_resent_alone() {
-    let mut md = String::from("## Recurring\n");
-    for i in 0..60 {
-        md.push_str(&format!(
-            "- [ ] @log {{\"text\": \"task-{i:03} {}\"}}\n",
-            "x".repeat(70)
-        ));
-    }
+    let md = sixty_logs();
     let (tg, env) = setup(&md, &[CHAT], "max_tasks_per_run = 0", "");
     tg.pass_next("sendMessage", 1);
     tg.drop_next("sendMessage", 1);
