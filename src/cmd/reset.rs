@@ -2,31 +2,17 @@
 //! release a one-time task held after an interrupted run.
 
 use super::{Ctx, Out};
-use crate::audit::Event;
 use crate::error::{Error, Result, exit};
 
 pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
     let mut d = super::approve::decider(ctx)?;
     let known = d.store.task_ids()?;
     let task_id = super::resolve_task_id(task_id, &known, "`heartbeat check` and `status`")?;
-    let interrupted = d.store.release_start(&task_id)?;
-    let (failures, tripped) = match d.store.reset(&task_id)? {
-        Some(counts) => counts,
-        None if interrupted => (0, false),
-        None => {
-            return Err(Error::Usage(format!(
-                "heartbeat has no record of task {task_id} (see `heartbeat check`)"
-            )));
-        }
+    let Some((failures, tripped, interrupted)) = d.reset_task(&task_id)? else {
+        return Err(Error::Usage(format!(
+            "heartbeat has no record of task {task_id} (see `heartbeat check`)"
+        )));
     };
-    let by = d.by.clone();
-    d.record(&Event::TaskReset {
-        task_id: &task_id,
-        failures,
-        tripped,
-        interrupted,
-        by: &by,
-    })?;
     Out::new().line(&if interrupted {
         format!(
             "task {task_id} released: its interrupted run is forgotten and it runs again when \

@@ -54,7 +54,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     );
     for &chat in &tc.chat_ids {
         // A test of the connection, now: sent directly, not through the outbox.
-        let result = tg.send_message(chat, &text, &[]);
+        let result = tg.send_message(chat, &text, &[], &[]);
         let notice = Notice {
             chat_id: chat,
             kind: "test".into(),

@@ -18,7 +18,7 @@ use crate::engine::decide::Decider;
 use crate::error::Result;
 use crate::render::show_time;
 use crate::store::{NewMessage, PauseRow, Store};
-use crate::telegram::{Incoming, Received, Telegram};
+use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
 use crate::text::first_line;
 use chrono::{DateTime, Utc};
@@ -123,12 +123,24 @@ fn press(
     chat_id: i64,
     callback_id: &str,
     message_id: Option<i64>,
-    action: Option<(char, i64)>,
+    action: Option<Button>,
     fx: &mut Effects,
 ) -> Result<()> {
-    let Some((action, id)) = action else {
-        let _ = tg.answer(callback_id, "This button is not heartbeat's.");
-        return Ok(());
+    let (action, id) = match action {
+        Some(Button::Approval(action, id)) => (action, id),
+        Some(Button::Reset(task_id)) => {
+            // The same checks as `heartbeat reset`, by the chat that pressed it.
+            let answer = match d.reset_task(&task_id)? {
+                Some(_) => format!("Task {task_id} reset; it runs again when due."),
+                None => format!("heartbeat has no record of task {task_id}."),
+            };
+            let _ = tg.answer(callback_id, &answer);
+            return Ok(());
+        }
+        None => {
+            let _ = tg.answer(callback_id, "This button is not heartbeat's.");
+            return Ok(());
+        }
     };
     let Some(row) = d.store.approval(id)? else {
         let _ = tg.answer(callback_id, &format!("There is no approval #{id}."));
@@ -251,6 +263,7 @@ fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result
             urgent: true,
             direct: true,
             approvals,
+            resets: &[],
         },
         d.now,
     )?;

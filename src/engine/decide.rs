@@ -207,6 +207,27 @@ impl Decider {
     }
 
     /// `pending → denied`, audited. False when someone else decided it first.
+    /// `heartbeat reset` (and Telegram's Reset button): clear a task's failure count and
+    /// release it if it was held after an interrupted run; audited `task_reset`. None when
+    /// heartbeat has no record of the task; else (failures, tripped, interrupted).
+    pub fn reset_task(&mut self, task_id: &str) -> Result<Option<(u32, bool, bool)>> {
+        let interrupted = self.store.release_start(task_id)?;
+        let (failures, tripped) = match self.store.reset(task_id)? {
+            Some(counts) => counts,
+            None if interrupted => (0, false),
+            None => return Ok(None),
+        };
+        let by = self.by.clone();
+        self.record(&Event::TaskReset {
+            task_id,
+            failures,
+            tripped,
+            interrupted,
+            by: &by,
+        })?;
+        Ok(Some((failures, tripped, interrupted)))
+    }
+
     pub fn deny(&mut self, row: &ApprovalRow, reason: Option<&str>) -> Result<bool> {
         let decision = Decision {
             approve: false,

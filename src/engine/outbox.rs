@@ -44,6 +44,7 @@ pub fn enqueue_all(
                 urgent: msg.urgent,
                 direct,
                 approvals: &msg.approvals,
+                resets: &msg.resets,
             },
             now,
         )?;
@@ -138,6 +139,7 @@ struct Planned {
     rows: Vec<OutboxRow>,
     html: String,
     approvals: Vec<i64>,
+    resets: Vec<String>,
     counted: bool,
     kind: String,
 }
@@ -149,6 +151,7 @@ impl Planned {
         Planned {
             html: r.html.clone(),
             approvals: r.approvals.clone(),
+            resets: r.resets.clone(),
             counted: !r.direct,
             kind: r.kind.clone(),
             rows: vec![r],
@@ -362,8 +365,12 @@ fn send_parts(
         if i < last && store.sent_since(chat, &key, since)? {
             continue;
         }
-        let buttons: &[i64] = if i == last { &p.approvals } else { &[] };
-        match t.send(chat, part, buttons) {
+        let (buttons, resets): (&[i64], &[String]) = if i == last {
+            (&p.approvals, &p.resets)
+        } else {
+            (&[], &[])
+        };
+        match t.send(chat, part, buttons, resets) {
             Ok(sent) => id = sent,
             Err(e) => return Ok(Err(e)),
         }
@@ -388,10 +395,12 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
         .as_ref()
         .map(|h| h.approvals.clone())
         .unwrap_or_default();
+    let mut resets = head.as_ref().map(|h| h.resets.clone()).unwrap_or_default();
     for r in &rows {
         html.push_str("\n\n");
         html.push_str(&r.html);
         approvals.extend(&r.approvals);
+        resets.extend(r.resets.iter().cloned());
     }
     let mut parts = split(&html, MAX_MESSAGE - 40);
     let cut = parts.len() > 1;
@@ -400,6 +409,7 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
         html.push_str("\n… (cut to fit one message)");
     }
     approvals.truncate(MAX_BUTTON_ROWS);
+    resets.truncate(MAX_BUTTON_ROWS);
     let mut all = head.map(|h| h.rows).unwrap_or_default();
     let kind = all.first().map_or("folded".to_string(), |r| r.kind.clone());
     all.extend(rows);
@@ -407,6 +417,7 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
         rows: all,
         html,
         approvals,
+        resets,
         counted: true,
         kind,
     }
@@ -436,7 +447,13 @@ mod tests {
     }
 
     impl Transport for Fake {
-        fn send(&self, chat: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError> {
+        fn send(
+            &self,
+            chat: i64,
+            html: &str,
+            approvals: &[i64],
+            _resets: &[String],
+        ) -> Result<i64, SendError> {
             if let Some(e) = &self.fail {
                 return Err(e.clone());
             }
@@ -459,6 +476,7 @@ mod tests {
             html: html.into(),
             urgent,
             approvals: vec![],
+            resets: vec![],
         }
     }
 
@@ -757,6 +775,7 @@ mod tests {
             html: long,
             urgent: false,
             approvals: vec![7],
+            resets: vec![],
         };
         enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();

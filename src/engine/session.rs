@@ -606,13 +606,14 @@ impl<'a> Session<'a> {
         self.alert(&format!(
             "💸 <b>heartbeat</b>: the daily budget is used up (${spent:.2} of ${daily:.2}); paid \
              tasks wait until tomorrow"
-        ))
+        ), Vec::new())
     }
 
-    /// An urgent message to the Telegram chats (trips, the budget).
-    fn alert(&mut self, html: &str) -> Result<()> {
+    /// An urgent message to the Telegram chats (trips, the budget), with a Reset button for
+    /// each task id in `resets`.
+    fn alert(&mut self, html: &str, resets: Vec<String>) -> Result<()> {
         if let Some(tc) = &self.cfg.telegram {
-            self.enqueue(tc, "alert", html.to_string(), true)?;
+            self.enqueue(tc, "alert", html.to_string(), true, resets)?;
         }
         Ok(())
     }
@@ -624,12 +625,14 @@ impl<'a> Session<'a> {
         kind: &'static str,
         html: String,
         urgent: bool,
+        resets: Vec<String>,
     ) -> Result<()> {
         let msg = crate::render::telegram::Rendered {
             kind,
             html,
             urgent,
             approvals: Vec::new(),
+            resets,
         };
         crate::engine::outbox::enqueue_all(
             &mut self.store,
@@ -693,7 +696,7 @@ impl<'a> Session<'a> {
                 ..Outcome::default()
             });
         }
-        self.enqueue(tc, "notify", crate::text::escape(text), false)?;
+        self.enqueue(tc, "notify", crate::text::escape(text), false, Vec::new())?;
         Ok(Outcome {
             success: true,
             stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),
@@ -809,13 +812,16 @@ impl<'a> Session<'a> {
             // The tool once: a task's text usually starts with it.
             let text = safe_text(task);
             let rest = text.strip_prefix(&format!("@{name}")).unwrap_or(&text);
-            self.alert(&format!(
-                "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
+            self.alert(
+                &format!(
+                    "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
                  stopped: <code>heartbeat reset {}</code>",
-                crate::text::escape(name),
-                crate::text::escape(&first_line(rest.trim(), 80)),
-                task.id
-            ))?;
+                    crate::text::escape(name),
+                    crate::text::escape(&first_line(rest.trim(), 80)),
+                    task.id
+                ),
+                vec![task.id.clone()],
+            )?;
         }
         if outcome.success && task.section == Section::OneTime {
             self.want_tick(task);

@@ -22,6 +22,8 @@ pub struct Rendered {
     pub urgent: bool,
     /// Approvals that get a row of buttons.
     pub approvals: Vec<i64>,
+    /// Tripped tasks that get a Reset button.
+    pub resets: Vec<String>,
 }
 
 /// The same message as plain text (for when Telegram rejects the HTML).
@@ -148,6 +150,7 @@ pub fn summary(report: &Report, mode: SummaryMode) -> Option<Rendered> {
         html,
         urgent,
         approvals,
+        resets: Vec::new(),
     })
 }
 

@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 11] = [
+pub(super) const MIGRATIONS: [&str; 12] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -305,6 +305,10 @@ CREATE TABLE starts (
     section TEXT NOT NULL,
     held INTEGER NOT NULL DEFAULT 0
 );
+"#,
+    // 12: a message's Reset buttons (task ids), like its approval buttons.
+    r#"
+ALTER TABLE outbox ADD COLUMN resets TEXT NOT NULL DEFAULT '[]';
 "#,
 ];
 

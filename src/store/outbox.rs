@@ -21,6 +21,8 @@ pub struct OutboxRow {
     pub urgent: bool,
     pub direct: bool,
     pub approvals: Vec<i64>,
+    /// Tasks that get a Reset button (a tripped task's message).
+    pub resets: Vec<String>,
     pub created_at: String,
     pub attempts: i64,
 }
@@ -34,6 +36,7 @@ pub struct NewMessage<'a> {
     /// Exempt from the dedupe and the daily cap (a reply to a command, a test message).
     pub direct: bool,
     pub approvals: &'a [i64],
+    pub resets: &'a [String],
 }
 
 /// The current pause.
@@ -68,8 +71,8 @@ impl Store {
     pub fn enqueue(&mut self, m: &NewMessage, now: DateTime<Utc>) -> Result<i64> {
         self.conn
             .query_row(
-                "INSERT INTO outbox (chat_id, kind, html, urgent, direct, approvals, created_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) RETURNING id",
+                "INSERT INTO outbox (chat_id, kind, html, urgent, direct, approvals, created_at,
+                    resets) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
                 params![
                     m.chat_id,
                     m.kind,
@@ -77,7 +80,8 @@ impl Store {
                     m.urgent,
                     m.direct,
                     serde_json::to_string(m.approvals).unwrap_or_else(|_| "[]".into()),
-                    format_ts(now)
+                    format_ts(now),
+                    serde_json::to_string(m.resets).unwrap_or_else(|_| "[]".into())
                 ],
                 |r| r.get(0),
             )
@@ -89,13 +93,14 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT id, chat_id, kind, html, urgent, direct, approvals, created_at, attempts
-                 FROM outbox ORDER BY id",
+                "SELECT id, chat_id, kind, html, urgent, direct, approvals, created_at, attempts,
+                    resets FROM outbox ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {
                 let approvals: String = r.get(6)?;
+                let resets: String = r.get(9)?;
                 Ok(OutboxRow {
                     id: r.get(0)?,
                     chat_id: r.get(1)?,
@@ -104,6 +109,7 @@ impl Store {
                     urgent: r.get(4)?,
                     direct: r.get(5)?,
                     approvals: serde_json::from_str(&approvals).unwrap_or_default(),
+                    resets: serde_json::from_str(&resets).unwrap_or_default(),
                     created_at: r.get(7)?,
                     attempts: r.get(8)?,
                 })

@@ -51,8 +51,15 @@ impl SendError {
 /// Where messages go. Implemented by the Telegram client; tests use a fake.
 pub trait Transport {
     /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
-    /// row of Approve / Always / Deny buttons per approval id. Returns the message id.
-    fn send(&self, chat_id: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError>;
+    /// row of Approve / Always / Deny buttons per approval id and a Reset button per task id
+    /// in `resets`. Returns the message id.
+    fn send(
+        &self,
+        chat_id: i64,
+        html: &str,
+        approvals: &[i64],
+        resets: &[String],
+    ) -> Result<i64, SendError>;
 }
 
 /// One update from the Bot API: what it means (None for kinds heartbeat ignores) and the
@@ -82,8 +89,8 @@ pub enum Incoming {
         callback_id: String,
         chat_id: i64,
         message_id: Option<i64>,
-        /// `y` approve, `a` always, `n` deny; None for data heartbeat did not make.
-        action: Option<(char, i64)>,
+        /// None for data heartbeat did not make.
+        action: Option<Button>,
     },
     Command {
         chat_id: i64,
@@ -108,27 +115,51 @@ pub fn button_data(action: char, approval: i64) -> String {
     format!("hb:{action}:{approval}")
 }
 
-fn parse_button(data: &str) -> Option<(char, i64)> {
+/// The callback data of a tripped task's Reset button: `hb:r:<task id>`.
+pub fn reset_data(task_id: &str) -> String {
+    format!("hb:r:{task_id}")
+}
+
+/// What a button of heartbeat's asks for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Button {
+    /// `y` approve, `a` always, `n` deny, and the approval's id.
+    Approval(char, i64),
+    /// Reset a tripped task (its id).
+    Reset(String),
+}
+
+fn parse_button(data: &str) -> Option<Button> {
     let rest = data.strip_prefix("hb:")?;
     let (action, id) = rest.split_once(':')?;
     let action = match action {
         "y" => 'y',
         "a" => 'a',
         "n" => 'n',
+        "r" if id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            return Some(Button::Reset(id.to_string()));
+        }
         _ => return None,
     };
-    Some((action, id.parse().ok()?))
+    Some(Button::Approval(action, id.parse().ok()?))
 }
 
-/// Approve / Always / Deny, one row per approval.
-pub fn keyboard(approvals: &[i64]) -> InlineKeyboardMarkup {
-    InlineKeyboardMarkup::new(approvals.iter().map(|&id| {
+/// Approve / Always / Deny, one row per approval; a Reset button per tripped task.
+pub fn keyboard(approvals: &[i64], resets: &[String]) -> InlineKeyboardMarkup {
+    let approve = approvals.iter().map(|&id| {
         vec![
             InlineKeyboardButton::callback(format!("Approve #{id}"), button_data('y', id)),
             InlineKeyboardButton::callback("Always", button_data('a', id)),
             InlineKeyboardButton::callback("Deny", button_data('n', id)),
         ]
-    }))
+    });
+    let reset = resets.iter().map(|id| {
+        vec![InlineKeyboardButton::callback(
+            format!("Reset {id}"),
+            reset_data(id),
+        )]
+    });
+    InlineKeyboardMarkup::new(approve.chain(reset))
 }
 
 impl Telegram {
@@ -199,6 +230,7 @@ impl Telegram {
         chat_id: i64,
         html: &str,
         approvals: &[i64],
+        resets: &[String],
     ) -> Result<i64, SendError> {
         // The last guard: whatever built the text, the token is not in it.
         let html = &self.scrub(html);
@@ -212,8 +244,8 @@ impl Telegram {
             if html_mode {
                 req = req.parse_mode(ParseMode::Html);
             }
-            if !approvals.is_empty() {
-                req = req.reply_markup(keyboard(approvals));
+            if !approvals.is_empty() || !resets.is_empty() {
+                req = req.reply_markup(keyboard(approvals, resets));
             }
             self.block(REQUEST_LIMIT, req)
         };
@@ -247,7 +279,7 @@ impl Telegram {
             if html_mode {
                 req = req.parse_mode(ParseMode::Html);
             }
-            req = req.reply_markup(keyboard(approvals));
+            req = req.reply_markup(keyboard(approvals, &[]));
             self.block(REQUEST_LIMIT, req)
         };
         match edit(true) {
@@ -295,8 +327,14 @@ impl Telegram {
 }
 
 impl Transport for Telegram {
-    fn send(&self, chat_id: i64, html: &str, approvals: &[i64]) -> Result<i64, SendError> {
-        self.send_message(chat_id, html, approvals)
+    fn send(
+        &self,
+        chat_id: i64,
+        html: &str,
+        approvals: &[i64],
+        resets: &[String],
+    ) -> Result<i64, SendError> {
+        self.send_message(chat_id, html, approvals, resets)
     }
 }
 
@@ -397,8 +435,18 @@ mod tests {
         for action in ['y', 'a', 'n'] {
             let data = button_data(action, i64::MAX);
             assert!(data.len() < 64);
-            assert_eq!(parse_button(&data), Some((action, i64::MAX)));
+            assert_eq!(
+                parse_button(&data),
+                Some(Button::Approval(action, i64::MAX))
+            );
         }
+        let reset = reset_data("0123456789ab");
+        assert!(reset.len() < 64);
+        assert_eq!(
+            parse_button(&reset),
+            Some(Button::Reset("0123456789ab".into()))
+        );
+        assert_eq!(parse_button("hb:r:not-an-id"), None);
         assert_eq!(parse_button("hb:x:1"), None);
         assert_eq!(parse_button("other"), None);
         assert_eq!(parse_button("hb:y:abc"), None);
@@ -420,7 +468,7 @@ mod tests {
             "https://x/bot***/sendMessage"
         );
         // Port 9 on loopback refuses: the error names the URL, scrubbed.
-        let err = tg.send_message(1, "hi", &[]).unwrap_err();
+        let err = tg.send_message(1, "hi", &[], &[]).unwrap_err();
         assert!(matches!(err, SendError::Unavailable(_)), "{err:?}");
         assert!(!err.message().contains("SECRET"), "{}", err.message());
         let none = |_: &str| None;

@@ -1247,12 +1247,14 @@ fn a_database_from_an_earlier_version_is_brought_up_to_date_by_a_read_only_comma
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
     // What schema 7 had instead of schema 8's plain history view: the batch table (and no
-    // MCP listings, schema 9, nor proposals, schema 10, nor starts, schema 11).
+    // MCP listings, schema 9, nor proposals, schema 10, nor starts, schema 11, nor the
+    // outbox's Reset buttons, schema 12).
     env.db_rw()
         .execute_batch(
             "DROP TABLE mcp_listings;
              DROP TABLE proposals;
              DROP TABLE starts;
+             ALTER TABLE outbox DROP COLUMN resets;
              DROP VIEW task_history;
              CREATE TABLE task_batches (id INTEGER PRIMARY KEY, run_id TEXT NOT NULL,
                 started_at TEXT NOT NULL, done TEXT, tasks TEXT NOT NULL);

@@ -1278,11 +1278,23 @@ fn telegram_a_trip_is_said_at_once_naming_the_tool_once() {
     let tripped = env.events("task_tripped");
     assert_eq!(tripped.len(), 1, "{:#?}", env.audit());
     let id = tripped[0]["task_id"].as_str().unwrap().to_string();
-    let alert = sends(&tg)
-        .iter()
-        .map(shown)
-        .find(|t| t.contains("in a row"))
+    let call = sends(&tg)
+        .into_iter()
+        .find(|c| shown(c).contains("in a row"))
         .expect("a trip message");
+    let alert = shown(&call);
     assert_eq!(alert.matches("@fail").count(), 1, "{alert}");
     assert!(alert.contains(&format!("heartbeat reset {id}")), "{alert}");
+    // Its Reset button does what `heartbeat reset` does, as the chat that pressed it.
+    let data = format!("hb:r:{id}");
+    assert_eq!(keyboard_data(&call), vec![vec![data.clone()]]);
+    let callback = press(&tg, CHAT, 1, &data);
+    run(&env, &minutes_after_now(5)).code(1);
+    assert!(answered(&tg).contains(&callback));
+    let reset = env.events("task_reset");
+    assert_eq!(reset.len(), 1, "{:#?}", env.audit());
+    assert_eq!(reset[0]["by"], format!("telegram:{CHAT}"));
+    assert_eq!(reset[0]["tripped"], true);
+    // Released: it ran again in that run (and tripped again, failing once more).
+    assert_eq!(env.events("task_tripped").len(), 2);
 }
