@@ -338,8 +338,8 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
     let heading = text(input, "schedule")?
         .map(str::trim)
         .filter(|h| !h.is_empty());
-    if heading.is_some_and(|h| h.contains('\n')) {
-        return Err(Error::Usage("\"schedule\" must be one line".into()));
+    if heading.is_some_and(|h| h.chars().any(char::is_control)) {
+        return Err(Error::Usage("\"schedule\" must be one line of text".into()));
     }
     let path = match text(input, "file")? {
         None => cfg
@@ -365,6 +365,8 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
                 })?
         }
     };
+    // A missing file says what to do about it, as every command does.
+    markdown::read_source(&path)?;
     // Read, checked and appended while holding the file's proposal lock.
     let locked = markdown::append::lock(&path).map_err(|e| Error::io(&path, e))?;
     let source = markdown::read_source(&path)?;
@@ -443,7 +445,7 @@ fn task_line(input: &Map<String, Value>) -> Result<String> {
     let body = match (text(input, "text")?, text(input, "tool")?) {
         (Some(t), None) => {
             let t = t.trim();
-            if t.is_empty() || t.contains('\n') || t.starts_with('@') {
+            if t.is_empty() || t.chars().any(char::is_control) || t.starts_with('@') {
                 return Err(Error::Usage(
                     "\"text\" must be one non-empty line that does not start with @ (give a \
                      tool call as \"tool\" and \"input\")"
