@@ -114,7 +114,11 @@ pub struct PlanInput<'a> {
     pub autonomy: Autonomy,
 }
 
-pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
+/// Takes the tasks as owned values or references (`&[Task]`, `&[&Task]`): callers need not
+/// copy a file's tasks to plan them.
+pub fn plan<T: std::borrow::Borrow<Task>>(tasks: &[T], input: &PlanInput) -> Plan {
+    let tasks: Vec<&Task> = tasks.iter().map(std::borrow::Borrow::borrow).collect();
+    let tasks = tasks.as_slice();
     let cfg = input.config;
     let now = input.now;
     // Paused counts as not active: nothing runs unless forced.
@@ -139,7 +143,7 @@ pub fn plan(tasks: &[Task], input: &PlanInput) -> Plan {
 /// first task in the file cannot starve the others. The rest are not due until the
 /// cooldown has passed.
 fn apply_cooldowns(
-    tasks: &[Task],
+    tasks: &[&Task],
     items: &mut [Planned],
     cfg: &Config,
     state: &Snapshot,
@@ -189,7 +193,7 @@ fn active_from(cfg: &Config, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
 /// attempted, then the oldest attempt; file order breaks ties), so that a recurring task
 /// near the top of the file cannot starve the ones below it. Those that run still run in
 /// file order.
-fn apply_run_cap(tasks: &[Task], items: &mut [Planned], cap: usize, state: &Snapshot) {
+fn apply_run_cap(tasks: &[&Task], items: &mut [Planned], cap: usize, state: &Snapshot) {
     let mut runs: Vec<usize> = (0..items.len())
         .filter(|&i| items[i].decision == Decision::Run)
         .collect();

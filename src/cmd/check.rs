@@ -21,7 +21,6 @@ use crate::tools::Registry;
 pub(super) struct Checked {
     pub cfg: Config,
     pub files: Vec<Loaded>,
-    pub tasks: Vec<Task>,
     pub plan: Plan,
     pub snapshot: Snapshot,
     pub problems: Vec<Problem>,
@@ -85,10 +84,10 @@ pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Ch
         .iter()
         .filter(|p| p.severity == Severity::Error)
         .count();
+    drop(tasks);
     Ok(Checked {
         cfg,
         files,
-        tasks,
         plan,
         snapshot,
         problems,
@@ -97,11 +96,16 @@ pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Ch
 }
 
 impl Checked {
+    /// Every task of every file, in file order: the plan's items belong to them in order.
+    pub(super) fn tasks(&self) -> Vec<&Task> {
+        all_tasks(&self.files)
+    }
+
     /// `check --json` (also the `check` tool of `heartbeat mcp`).
     pub(super) fn json(&self) -> Value {
         let tasks_json: Vec<Value> = self
-                .tasks
-                .iter()
+                .tasks()
+                .into_iter()
                 .zip(&self.plan.items)
                 .map(|(task, planned)| {
                     json!({
@@ -149,10 +153,10 @@ impl Checked {
 pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
     let c = evaluate(ctx, cfg, args.files.allow_missing)?;
+    let tasks = c.tasks();
     let Checked {
         cfg,
         files,
-        tasks,
         plan,
         snapshot,
         problems,
@@ -230,7 +234,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
 /// tasks invalid, with the reason.
 pub(super) fn list_mcp_servers(
     cfg: &crate::config::Config,
-    tasks: &[crate::model::Task],
+    tasks: &[&crate::model::Task],
 ) -> Catalog {
     let mut catalog = Catalog::new();
     if cfg.mcp.is_empty() {
@@ -258,7 +262,7 @@ pub(super) fn list_mcp_servers(
 /// What `check` decides for one task (a task about to be proposed), with the file's other
 /// tasks left out.
 pub(super) fn decide_one(ctx: &Ctx, cfg: &Config, task: &Task) -> Result<Decision> {
-    let tasks = std::slice::from_ref(task);
+    let tasks = &[task];
     let registry = Registry::from_config(cfg).with_catalog(&list_mcp_servers(cfg, tasks));
     let snapshot = read_snapshot(cfg, ctx.now)?;
     let plan = plan::plan(

@@ -414,7 +414,7 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
     })?;
     drop(d);
     let checked = super::check::evaluate(ctx, ctx.load_config(&[])?, false)?;
-    let decision = find(&checked.tasks, &checked.plan.items, &task.id)
+    let decision = find(&checked.tasks(), &checked.plan.items, &task.id)
         .map_or("unknown", |p| p.decision.as_str());
     Ok(json!({
         "task_id": task.id,
@@ -429,7 +429,7 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
 }
 
 fn find<'p>(
-    tasks: &[Task],
+    tasks: &[&Task],
     items: &'p [crate::plan::Planned],
     id: &str,
 ) -> Option<&'p crate::plan::Planned> {

@@ -136,7 +136,7 @@ fn dry_run(
     args: &RunArgs,
     cfg: &Config,
     registry: &Registry,
-    tasks: &[Task],
+    tasks: &[&Task],
     autonomy: Autonomy,
     run_id: String,
     out: &mut Out,

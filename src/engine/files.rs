@@ -41,11 +41,8 @@ pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
 }
 
 /// All tasks of all files, in file order.
-pub fn all_tasks(files: &[Loaded]) -> Vec<Task> {
-    files
-        .iter()
-        .flat_map(|f| f.parsed.tasks.iter().cloned())
-        .collect()
+pub fn all_tasks(files: &[Loaded]) -> Vec<&Task> {
+    files.iter().flat_map(|f| &f.parsed.tasks).collect()
 }
 
 /// Stored state for planning, without creating anything (read-only commands, dry runs).

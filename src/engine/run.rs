@@ -268,7 +268,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
 /// in `servers` for the run's calls.
 fn mcp_catalog(
     t: &Tick,
-    tasks: &[crate::model::Task],
+    tasks: &[&crate::model::Task],
     store: &mut crate::store::Store,
     servers: &mut super::mcp::Servers,
     now: chrono::DateTime<chrono::Utc>,
@@ -326,7 +326,7 @@ fn housekeeping(
 /// The plan of this tick from the stored state as it is now.
 fn plan_now(
     t: &Tick,
-    tasks: &[crate::model::Task],
+    tasks: &[&crate::model::Task],
     registry: &Registry,
     store: &crate::store::Store,
     now: chrono::DateTime<chrono::Utc>,

@@ -462,7 +462,7 @@ impl<'a> Session<'a> {
     /// Carry out the plan. With `concurrency` above 1, up to that many tools run at once,
     /// started in file order; everything else (checks, records, the audit) stays on this
     /// thread, so lines stay whole and the guardrails see every start and every outcome.
-    pub fn apply_all(&mut self, tasks: &[Task], items: &[Planned]) -> Result<()> {
+    pub fn apply_all(&mut self, tasks: &[&Task], items: &[Planned]) -> Result<()> {
         let limit = self.cfg.concurrency.max(1);
         if limit == 1 {
             for (task, planned) in tasks.iter().zip(items) {
@@ -497,7 +497,7 @@ impl<'a> Session<'a> {
                     // Every worker sends its outcome; a closed channel only ends the wait.
                     let Ok((j, outcome)) = rx.recv() else { break };
                     running -= 1;
-                    self.finish_parallel(&tasks[j], &items[j], outcome)?;
+                    self.finish_parallel(tasks[j], &items[j], outcome)?;
                 }
                 if !self.may_start(task, &spec.name)? {
                     continue;
@@ -525,7 +525,7 @@ impl<'a> Session<'a> {
             }
             drop(tx);
             for (j, outcome) in rx {
-                self.finish_parallel(&tasks[j], &items[j], outcome)?;
+                self.finish_parallel(tasks[j], &items[j], outcome)?;
             }
             Ok(())
         })
