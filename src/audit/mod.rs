@@ -45,6 +45,8 @@ struct Line<'a> {
 
 pub struct AuditLog {
     file: File,
+    /// The open file's device and inode: the name points elsewhere once it was rotated.
+    id: (u64, u64),
     path: PathBuf,
     secrets: Secrets,
 }
@@ -76,6 +78,7 @@ impl AuditLog {
             .open(path)?;
         // A crash can leave half a line at the end: start ours on a line of its own, so that
         // only the torn line is lost, never the next one.
+        use std::os::unix::fs::MetadataExt;
         let len = file.metadata()?.len();
         if len > 0 {
             use std::os::unix::fs::FileExt;
@@ -85,7 +88,9 @@ impl AuditLog {
                 file.write_all(b"\n")?;
             }
         }
+        let meta = file.metadata()?;
         Ok(AuditLog {
+            id: (meta.dev(), meta.ino()),
             file,
             path: path.to_path_buf(),
             secrets,
@@ -117,11 +122,11 @@ impl AuditLog {
             Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(e),
         };
-        let ours = self.file.metadata()?;
-        if current != Some((ours.dev(), ours.ino())) {
+        if current != Some(self.id) {
             let fresh = AuditLog::open(&self.path, self.secrets.clone())?;
             self.file.sync_data()?;
             self.file = fresh.file;
+            self.id = fresh.id;
         }
         Ok(())
     }

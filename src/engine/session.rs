@@ -185,6 +185,7 @@ impl<'a> Session<'a> {
                 succeeded: false,
                 cost_usd: None,
                 approval_id: Some(row.id),
+                error: None,
             })?;
             self.interrupted(
                 Lost {
@@ -333,11 +334,8 @@ impl<'a> Session<'a> {
             return Ok(());
         }
         crate::fault::point("approval_claimed");
-        let outcome = self.run_tool(&task, &name, &input, Some(row.id))?;
-        crate::fault::point("approval_ran");
-        let error = outcome.error.as_deref().map(|e| self.secrets.string(e));
-        self.store
-            .finish_approval(row.id, outcome.success, error.as_deref(), self.now)?;
+        // Its outcome, the approval's included, is recorded with the tool run.
+        self.run_tool(&task, &name, &input, Some(row.id))?;
         self.handled.insert(task.id.clone());
         Ok(())
     }
@@ -737,11 +735,11 @@ impl<'a> Session<'a> {
         let stdout = self.secrets.text(&outcome.stdout);
         let stderr = self.secrets.text(&outcome.stderr);
         let output = audit::truncate(&stdout, TEXT_LIMIT, outcome.stdout_dropped);
-        let error = outcome.error.as_ref().map(|e| {
-            let e = self.secrets.text(e);
+        let bare_error = outcome.error.as_deref().map(|e| self.secrets.text(e));
+        let error = bare_error.as_deref().map(|e| {
             let stderr = first_line(&stderr, 200);
             if stderr.is_empty() {
-                e.into_owned()
+                e.to_string()
             } else {
                 format!("{e}: {stderr}")
             }
@@ -766,6 +764,7 @@ impl<'a> Session<'a> {
             succeeded: outcome.success,
             cost_usd: cost,
             approval_id,
+            error: bare_error.as_deref(),
         })?;
         let stderr = audit::truncate(&stderr, TEXT_LIMIT, outcome.stderr_dropped);
         let run = TaskRun {

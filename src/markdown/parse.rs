@@ -12,6 +12,7 @@
 //!   never from rescanning the text.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -488,10 +489,11 @@ fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) 
         h.update(b"\0");
         h.update(occurrence.to_string().as_bytes());
     }
-    h.finalize()[..6]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut id = String::with_capacity(12);
+    for b in &h.finalize()[..6] {
+        let _ = write!(id, "{b:02x}");
+    }
+    id
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Result, Store, format_ts};
 
@@ -238,25 +238,6 @@ impl Store {
         })
     }
 
-    /// `running → succeeded | failed`.
-    pub fn finish_approval(
-        &mut self,
-        id: i64,
-        succeeded: bool,
-        reason: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> Result<()> {
-        let state = if succeeded { "succeeded" } else { "failed" };
-        self.durable(|conn| {
-            conn.execute(
-                "UPDATE approvals SET state = ?2, finished_at = ?3, reason = COALESCE(?4, reason)
-                 WHERE id = ?1 AND state = 'running'",
-                params![id, state, format_ts(now), reason],
-            )
-        })
-        .map(drop)
-    }
-
     /// `approved → stale`: the task changed or vanished before it could run.
     pub fn mark_stale(&mut self, id: i64, reason: &str, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
@@ -287,6 +268,24 @@ impl Store {
             Ok(rows)
         })
     }
+}
+
+/// `running → succeeded | failed`, inside the transaction that records the tool run
+/// ([`Store::record_task_run`]): the approval's outcome and the history row are one commit.
+pub(super) fn finish_approval(
+    conn: &Connection,
+    id: i64,
+    succeeded: bool,
+    reason: Option<&str>,
+    now: DateTime<Utc>,
+) -> rusqlite::Result<()> {
+    let state = if succeeded { "succeeded" } else { "failed" };
+    conn.prepare_cached(
+        "UPDATE approvals SET state = ?2, finished_at = ?3, reason = COALESCE(?4, reason)
+         WHERE id = ?1 AND state = 'running'",
+    )?
+    .execute(params![id, state, format_ts(now), reason])
+    .map(drop)
 }
 
 #[cfg(test)]
@@ -413,7 +412,7 @@ pub(super) mod tests {
         assert!(!b.claim(id, "r2").unwrap());
         assert!(!a.claim(id, "r1").unwrap());
         assert!(!b.mark_stale(id, "gone", now).unwrap());
-        a.finish_approval(id, true, None, now).unwrap();
+        finish_approval(conn(&a), id, true, None, now).unwrap();
         let row = b.approval(id).unwrap().unwrap();
         assert_eq!(row.state, "succeeded");
         assert_eq!(row.decided_by.as_deref(), Some("cli:ann"));
@@ -435,12 +434,11 @@ pub(super) mod tests {
             .execute("UPDATE approvals SET reason = 'ok by me'", [])
             .unwrap();
         assert!(s.claim(ids[0], "r0").unwrap());
-        s.finish_approval(ids[0], true, None, now).unwrap();
+        finish_approval(conn(&s), ids[0], true, None, now).unwrap();
         assert!(s.claim(ids[1], "r1").unwrap());
-        s.finish_approval(ids[1], false, Some("exit 1"), now)
-            .unwrap();
+        finish_approval(conn(&s), ids[1], false, Some("exit 1"), now).unwrap();
         // Finished twice: the first finish counts, as the state moved on.
-        s.finish_approval(ids[1], true, Some("again"), now).unwrap();
+        finish_approval(conn(&s), ids[1], true, Some("again"), now).unwrap();
         assert!(s.claim(ids[2], "r1").unwrap());
         let ran = |state: &str, run: &str, reason: &str| {
             let some = |v: &str| Some(v.to_string());
@@ -581,7 +579,7 @@ pub(super) mod tests {
                         let mut mine = Vec::new();
                         for &id in ids {
                             if s.claim(id, &run).unwrap() {
-                                s.finish_approval(id, true, None, now).unwrap();
+                                finish_approval(conn(&s), id, true, None, now).unwrap();
                                 mine.push(id);
                             }
                         }

@@ -2,14 +2,15 @@
 //! streak, trip, reminder), each tool's latest start, the day's spend, and the runs.
 //!
 //! Invariants:
-//! - A tool run is recorded in one IMMEDIATE transaction: its history row, its tool's start
-//!   and its task's state are committed together or not at all.
+//! - A tool run is recorded in one IMMEDIATE transaction: its history row, its tool's start,
+//!   its task's state and, for approved work, the approval's outcome (`running → succeeded |
+//!   failed`) are committed together or not at all.
 //! - A task that succeeded has `last_success` set: that is what keeps a one-time task from
 //!   running again.
 //! - `tool_state` holds, per tool, the latest `started_at` of its `task_runs` rows.
 
 use chrono::{DateTime, Utc};
-use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{Result, Store, format_ts};
 use crate::report::RunCounts;
@@ -24,6 +25,8 @@ pub struct TaskRunRecord<'a> {
     pub succeeded: bool,
     pub cost_usd: Option<f64>,
     pub approval_id: Option<i64>,
+    /// Why it failed, kept as the approval's reason.
+    pub error: Option<&'a str>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -41,18 +44,22 @@ const SPENT_SINCE: &str = "SELECT COALESCE(SUM(cost_usd), 0.0) FROM task_runs
 
 impl Store {
     /// Record a finished tool run: history, the tool's start, the task's outcome and failure
-    /// streak. Returns the task's failures in a row after this run.
+    /// streak, and an approval's outcome. Returns the task's failures in a row after this run.
+    /// Approved work is committed with `synchronous = FULL`, like every change of an
+    /// approval's state.
     pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
-        let path = self.path.clone();
-        let err = |e| super::sql_err(&path, e);
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(err)?;
-        let failures = write_task_run(&tx, r).map_err(err)?;
-        crate::fault::point("sqlite_commit");
-        tx.commit().map_err(err)?;
-        Ok(failures)
+        let write = |conn: &mut Connection| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let failures = write_task_run(&tx, r)?;
+            crate::fault::point("sqlite_commit");
+            tx.commit()?;
+            Ok(failures)
+        };
+        if r.approval_id.is_some() {
+            self.durable(write)
+        } else {
+            write(&mut self.conn).map_err(|e| self.err(e))
+        }
     }
 
     /// Remember that a task was attempted (run, queued or reminded) at `now`.
@@ -196,54 +203,55 @@ impl Store {
     }
 }
 
-/// The statements of [`Store::record_task_run`], inside its transaction.
+/// The statements of [`Store::record_task_run`], inside its transaction. They run at every
+/// tool run, so they are prepared once per connection (rusqlite's statement cache).
 fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> {
     let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
     // The outcome settles the start this run recorded (with the history row, atomically).
-    tx.execute(
-        "DELETE FROM starts WHERE task_id = ?1 AND run_id = ?2",
-        params![r.task_id, r.run_id],
-    )?;
-    tx.execute(
+    tx.prepare_cached("DELETE FROM starts WHERE task_id = ?1 AND run_id = ?2")?
+        .execute(params![r.task_id, r.run_id])?;
+    tx.prepare_cached(
         "INSERT INTO task_runs (run_id, task_id, tool, started_at, finished_at, outcome,
             cost_usd, approval_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            r.run_id,
-            r.task_id,
-            r.tool,
-            started,
-            finished,
-            if r.succeeded { "succeeded" } else { "failed" },
-            r.cost_usd,
-            r.approval_id
-        ],
-    )?;
-    tx.execute(
+    )?
+    .execute(params![
+        r.run_id,
+        r.task_id,
+        r.tool,
+        started,
+        finished,
+        if r.succeeded { "succeeded" } else { "failed" },
+        r.cost_usd,
+        r.approval_id
+    ])?;
+    tx.prepare_cached(
         "INSERT INTO tool_state (tool, last_start) VALUES (?1, ?2)
          ON CONFLICT(tool) DO UPDATE SET last_start = excluded.last_start
             WHERE excluded.last_start > tool_state.last_start",
-        params![r.tool, started],
-    )?;
+    )?
+    .execute(params![r.tool, started])?;
+    if let Some(id) = r.approval_id {
+        super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
+    }
     if r.succeeded {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
                 consecutive_failures) VALUES (?1, ?2, ?3, 'succeeded', 0)
              ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
                 last_success = excluded.last_success, last_outcome = 'succeeded',
                 consecutive_failures = 0",
-            params![r.task_id, started, finished],
-        )?;
+        )?
+        .execute(params![r.task_id, started, finished])?;
         return Ok(0);
     }
-    tx.query_row(
+    tx.prepare_cached(
         "INSERT INTO task_state (task_id, last_attempt, last_outcome, consecutive_failures)
             VALUES (?1, ?2, 'failed', 1)
          ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
             last_outcome = 'failed', consecutive_failures = task_state.consecutive_failures + 1
          RETURNING consecutive_failures",
-        params![r.task_id, started],
-        |row| row.get(0),
-    )
+    )?
+    .query_row(params![r.task_id, started], |row| row.get(0))
 }
 
 #[cfg(test)]
@@ -268,6 +276,7 @@ pub(super) mod tests {
             succeeded: ok,
             cost_usd: None,
             approval_id: None,
+            error: None,
         }
     }
 

@@ -83,7 +83,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::test_util::ts;
+    use crate::store::test_util::{conn, ts};
     use crate::store::{Decision, NewApproval};
 
     fn approval<'a>(task_id: &'a str, input: &'a serde_json::Value) -> NewApproval<'a> {
@@ -139,7 +139,7 @@ mod tests {
         );
 
         assert!(s.claim(first, "run1").unwrap());
-        s.finish_approval(first, true, None, now).unwrap();
+        crate::store::approvals::finish_approval(conn(&s), first, true, None, now).unwrap();
         let second = s
             .queue_approval(&approval("aaaaaaaaaaaa", &input), now)
             .unwrap()

@@ -79,6 +79,7 @@ mod tests {
                 succeeded: true,
                 cost_usd: None,
                 approval_id: None,
+                error: None,
             })
             .unwrap();
             s.finish_run(run, at, Default::default()).unwrap();

@@ -142,6 +142,7 @@ mod tests {
             succeeded: true,
             cost_usd: None,
             approval_id: None,
+            error: None,
         })
         .unwrap();
         assert_eq!(s.unsettled().unwrap(), ["bbbbbbbbbbbb"]);

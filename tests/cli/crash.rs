@@ -25,8 +25,8 @@
 //!   the torn one, or none.
 //!
 //! Every other point (`task_recorded`, `tick_before_write`, `tick_after_write`,
-//! `audit_torn` on any other line) loses nothing and runs nothing twice. `approval_claimed`
-//! and `approval_ran` are only reached by approved work: see the approval tests below.
+//! `audit_torn` on any other line) loses nothing and runs nothing twice. Approved work
+//! (`approval_claimed`, and the points above inside `approve`): see the approval tests below.
 //!
 //! Also here: several runs, two `approve`s and a daemon on one state dir at once.
 //! `HEARTBEAT_SOAK=1` makes the random-kill and concurrency tests much longer.
@@ -815,17 +815,19 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
 
         let crashed = env.read_bytes("HEARTBEAT.md");
         let changed = marker_diff(&original, &crashed, &allowed);
-        assert!(
-            changed.is_empty() || changed == allowed,
-            "{ctx}: a partial tick ({} of {})",
-            changed.len(),
-            allowed.len()
-        );
         // Every line is whole but perhaps the last (a write cut short by the kill).
         let scan = scan_audit(&env);
         assert!(scan.bad.is_empty(), "{ctx}: {:?}", scan.bad);
         assert_db_ok(&env);
         let recorded_before = recorded_successes(&env);
+        // Ticks are written in place, one marker byte each: a kill inside the tick leaves
+        // some of them written, and each is a task that SQLite knows succeeded.
+        let ticked_unknown: Vec<&String> = tasks
+            .iter()
+            .filter(|t| changed.contains(&t.inside) && !recorded_before.contains_key(&t.id))
+            .map(|t| &t.id)
+            .collect();
+        assert!(ticked_unknown.is_empty(), "{ctx}: {ticked_unknown:?}");
         let audited_before = successes(&scan.lines);
         let torn_id = scan
             .tail
@@ -857,11 +859,10 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
             assert!(unlogged.contains(id), "{ctx}: {unlogged:?}");
         }
         lost_total += unlogged.len();
-        let temps = tick_temps(&env);
         let phase = if status.code().is_some() {
             "finished before the kill"
-        } else if !temps.is_empty() {
-            "killed inside the tick (temp file left)"
+        } else if !changed.is_empty() && changed != allowed {
+            "killed inside the tick (some markers written)"
         } else if changed == allowed {
             "killed after the tick"
         } else if recorded_before.is_empty() {
@@ -892,8 +893,16 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         }
         let done = env.read_bytes("HEARTBEAT.md");
         assert_eq!(marker_diff(&original, &done, &allowed), allowed, "{ctx}");
+        let torn_before: Option<String> = scan.tail.as_ref().map(|t| t.chars().take(300).collect());
         let scan = scan_audit(&env);
-        assert!(scan.bad.is_empty() && scan.tail.is_none(), "{ctx}");
+        // A SIGKILL can cut a write between two pages: that torn line stays, on a line of its
+        // own (the next run starts a new line), and is the only line that does not parse.
+        let bad: Vec<&String> = scan.bad.iter().map(|(_, line)| line).collect();
+        assert!(
+            bad.is_empty() || (bad.len() == 1 && torn_before.as_ref() == Some(bad[0])),
+            "{ctx}: {bad:?}"
+        );
+        assert!(scan.tail.is_none(), "{ctx}");
         let ran = successes(&scan.lines);
         for t in &tasks {
             let n = ran.get(&t.id).copied().unwrap_or(0);
@@ -1058,14 +1067,48 @@ fn approval_aborted_after_its_claim_fails_as_interrupted_and_never_runs() {
 
 #[test]
 fn approval_aborted_after_the_tool_ran_fails_as_interrupted_and_never_runs_again() {
-    let (env, marker, _) = interrupted_approval("approval_ran", 1);
+    // Between the tool's exit and the commit of its outcome: nobody knows how it went.
+    let (env, marker, _) = interrupted_approval("task_done", 1);
     never_again(&env, &marker, 1);
-    // The tool did succeed (its outcome reached SQLite before the crash): the one-time task
-    // is ticked by the next run, without running it again, and nothing is queued for it.
+    // The task is still open: what runs it again is a person's new approval.
+    assert!(
+        !open_one_time(&env.md_path(), &env.read_bytes("HEARTBEAT.md")).is_empty(),
+        "an approval whose outcome is unknown ticked its task"
+    );
+    for a in approvals_json(&env).iter().filter(|a| a["id"] != 1) {
+        assert_eq!(a["state"], "pending", "{a:#}");
+    }
+    assert!(env.events("task_succeeded").is_empty());
+}
+
+#[test]
+fn approval_aborted_after_its_outcome_was_recorded_keeps_it_and_never_runs_again() {
+    let (env, marker) = approval_env();
+    env.run_once(NOW).code(0);
+    let out = env
+        .cmd(["approve", "1"])
+        .user("alice")
+        .env("HEARTBEAT_FAULT", "task_recorded")
+        .output();
+    assert_eq!(out.code, None, "not aborted: {}", out.stderr);
+    // The history row and the approval's outcome are one commit: never one without the other.
+    assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
+    assert_eq!(marker_lines(&marker), 1);
+    assert_db_ok(&env);
+
+    let rec = env.run_once("2026-05-01T10:05:00Z");
+    rec.code(0);
+    assert!(!rec.stdout.contains("interrupted"), "{}", rec.stdout);
+    let again = env.cmd(["approve", "1"]).user("bob").output();
+    again.code(2);
+    assert_eq!(marker_lines(&marker), 1, "ran again");
+    assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
+    // The one-time task is ticked by the next run, without running it again.
     let md = env.read_bytes("HEARTBEAT.md");
     assert!(open_one_time(&env.md_path(), &md).is_empty(), "not ticked");
     assert_eq!(approvals_json(&env).len(), 1, "{:#?}", approvals_json(&env));
     assert_eq!(env.events("task_succeeded").len(), 1);
+    assert!(env.events("task_failed").is_empty());
     assert_eq!(env.events("task_marked_done").len(), 1);
 }
 
