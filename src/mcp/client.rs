@@ -2,7 +2,8 @@
 //!
 //! Invariants:
 //!
-//! - This is the only file that names `rmcp`. Its types never appear in the public API.
+//! - This file and `http.rs` (Streamable HTTP) are the only ones that name `rmcp`. Its types
+//!   never appear in the public API.
 //! - heartbeat spawns, signals and reaps the server itself; rmcp only speaks JSON-RPC over the
 //!   child's pipes. (rmcp's own child-process transport kills on drop by spawning a task on
 //!   the runtime, which is lost when the runtime shuts down, and uses other grace periods.)
@@ -41,8 +42,8 @@ use rmcp::model::{
     PaginatedRequestParams, ProtocolVersion, ResourceContents, ServerResult, Tool,
 };
 use rmcp::service::{
-    ClientLifecycleMode, ClientServiceExt, PeerRequestOptions, RequestContext, RoleClient,
-    RunningService, ServiceError,
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, PeerRequestOptions,
+    RequestContext, RoleClient, RunningService, ServiceError,
 };
 use serde_json::{Map, Value};
 
@@ -87,7 +88,8 @@ pub enum Transport {
     /// A child process speaking MCP on its stdin and stdout. `command[0]` is looked up in
     /// `PATH` unless it holds a `/`; a relative path is relative to [`ServerSpec::cwd`].
     Stdio { command: Vec<String> },
-    /// Streamable HTTP. Not built yet: [`Server::start`] refuses it (see `Cargo.toml`).
+    /// Streamable HTTP: `headers` (name, value) go with every request; the values are
+    /// secrets (SPEC §7).
     Http {
         url: String,
         headers: Vec<(String, String)>,
@@ -162,9 +164,6 @@ pub enum McpError {
     /// The server broke the protocol or asked for something heartbeat does not do.
     #[error("broke the MCP protocol: {0}")]
     Protocol(String),
-    /// A transport this build does not have.
-    #[error("is not supported: {0}")]
-    Unsupported(String),
 }
 
 /// A running MCP server and the connection to it. Not `Sync`: one caller at a time.
@@ -174,9 +173,10 @@ pub struct Server {
     /// shuts everything down explicitly), but the service must never outlive the runtime.
     service: Option<RunningService<RoleClient, Refuser>>,
     rt: Option<tokio::runtime::Runtime>,
-    /// The group leader, until reaped.
+    /// The group leader of a spawned server, until reaped.
     child: Option<Child>,
-    pgid: i32,
+    /// A spawned server's process group; none for a server reached over HTTP.
+    pgid: Option<i32>,
     startup_timeout: Duration,
     stderr: Arc<Mutex<Capture>>,
     stderr_reader: Option<thread::JoinHandle<()>>,
@@ -185,21 +185,21 @@ pub struct Server {
 }
 
 impl Server {
-    /// Spawns the server and completes the MCP handshake within `startup_timeout`. A server
-    /// that cannot be spawned, exits, or does not answer is a [`McpError::Start`] (with the
-    /// end of its stderr), and nothing of it is left running.
+    /// Starts the server (spawns it, or reaches its URL) and completes the MCP handshake
+    /// within `startup_timeout`. A server that cannot be spawned or reached, exits, or does
+    /// not answer is a [`McpError::Start`] (with the end of its stderr), and nothing of it is
+    /// left running.
     ///
-    /// The server gets SIGTERM if heartbeat dies: the kernel sends it when the *thread* that
-    /// spawned it ends, so call this from a thread that outlives the server (the run's).
+    /// A spawned server gets SIGTERM if heartbeat dies: the kernel sends it when the *thread*
+    /// that spawned it ends, so call this from a thread that outlives the server (the run's).
     pub fn start(spec: &ServerSpec) -> Result<Server, McpError> {
-        let command = match &spec.transport {
-            Transport::Stdio { command } => command,
-            Transport::Http { url, .. } => {
-                return Err(McpError::Unsupported(format!(
-                    "{url}: this build speaks to MCP servers over stdio only, not Streamable HTTP"
-                )));
-            }
-        };
+        match &spec.transport {
+            Transport::Stdio { command } => Server::spawn(spec, command),
+            Transport::Http { url, headers } => Server::reach(spec, url, headers),
+        }
+    }
+
+    fn spawn(spec: &ServerSpec, command: &[String]) -> Result<Server, McpError> {
         let Some(program) = command.first() else {
             return Err(McpError::Start("empty command".into()));
         };
@@ -220,28 +220,17 @@ impl Server {
             thread::spawn(move || read_capped(pipe, &cap))
         });
         // From here on, dropping `server` stops the child on every error path.
-        let mut server = Server {
-            name: spec.name.clone(),
-            service: None,
-            rt: None,
-            child: Some(child),
-            pgid,
-            startup_timeout: spec.startup_timeout,
-            stderr,
-            stderr_reader,
-            refused: Arc::new(Mutex::new(Vec::new())),
-            usable: false,
-        };
+        let mut server = Server::unstarted(spec);
+        server.child = Some(child);
+        server.pgid = Some(pgid);
+        server.stderr = stderr;
+        server.stderr_reader = stderr_reader;
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
             return Err(server.failed_start("its pipes were not set up".into()));
         };
-        let rt = match tokio::runtime::Builder::new_current_thread()
-            .enable_io()
-            .enable_time()
-            .build()
-        {
+        let rt = match runtime() {
             Ok(rt) => rt,
-            Err(e) => return Err(server.failed_start(format!("cannot create a runtime: {e}"))),
+            Err(e) => return Err(server.failed_start(e)),
         };
         let pipes = {
             // Registering the pipes with the runtime's reactor needs its context.
@@ -249,32 +238,108 @@ impl Server {
             tokio::process::ChildStdout::from_std(stdout)
                 .and_then(|out| Ok((out, tokio::process::ChildStdin::from_std(stdin)?)))
         };
-        let pipes = match pipes {
-            Ok(p) => p,
-            Err(e) => return Err(server.failed_start(format!("cannot watch its pipes: {e}"))),
+        match pipes {
+            Ok(pipes) => server.handshake(rt, pipes),
+            Err(e) => Err(server.failed_start(format!("cannot watch its pipes: {e}"))),
+        }
+    }
+
+    /// A server over Streamable HTTP: nothing to spawn; `headers` go with every request.
+    fn reach(
+        spec: &ServerSpec,
+        url: &str,
+        headers: &[(String, String)],
+    ) -> Result<Server, McpError> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+        let mut custom = std::collections::HashMap::new();
+        for (name, value) in headers {
+            // The value is a secret: never in a message.
+            let header = reqwest::header::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| McpError::Start(format!("{name:?} is not a valid header name")))?;
+            let value = reqwest::header::HeaderValue::from_str(value).map_err(|_| {
+                McpError::Start(format!(
+                    "the value of header {name} is not a valid header value"
+                ))
+            })?;
+            custom.insert(header, value);
+        }
+        let client = super::http::HttpClient::new(spec.startup_timeout)
+            .map_err(|e| McpError::Start(format!("cannot set up an HTTP client: {e}")))?;
+        let server = Server::unstarted(spec);
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => return Err(server.failed_start(e)),
         };
+        let transport = {
+            // The transport's worker task is spawned on the runtime.
+            let _entered = rt.enter();
+            StreamableHttpClientTransport::with_client(
+                client,
+                StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
+            )
+        };
+        server.handshake(rt, transport)
+    }
+
+    /// A server with nothing running yet.
+    fn unstarted(spec: &ServerSpec) -> Server {
+        Server {
+            name: spec.name.clone(),
+            service: None,
+            rt: None,
+            child: None,
+            pgid: None,
+            startup_timeout: spec.startup_timeout,
+            stderr: Arc::new(Mutex::new(Capture::default())),
+            stderr_reader: None,
+            refused: Arc::new(Mutex::new(Vec::new())),
+            usable: false,
+        }
+    }
+
+    /// The `initialize` handshake over `transport`, within `startup_timeout`.
+    fn handshake<T, E, A>(
+        mut self,
+        rt: tokio::runtime::Runtime,
+        transport: T,
+    ) -> Result<Server, McpError>
+    where
+        T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+        E: std::error::Error + Send + Sync + 'static,
+    {
         let handler = Refuser {
-            refused: Arc::clone(&server.refused),
+            refused: Arc::clone(&self.refused),
         };
-        let limit = spec.startup_timeout;
+        let limit = self.startup_timeout;
         let started = rt.block_on(async {
             tokio::time::timeout(
                 limit,
                 // The `initialize` handshake, which every server in use speaks; probing for the
                 // newer `server/discover` first would cost old servers a 10 s wait.
-                handler.serve_with_lifecycle(pipes, ClientLifecycleMode::Initialize),
+                handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
             )
             .await
         });
-        server.rt = Some(rt);
+        self.rt = Some(rt);
         match started {
             Ok(Ok(service)) => {
-                server.service = Some(service);
-                server.usable = true;
-                Ok(server)
+                self.service = Some(service);
+                self.usable = true;
+                Ok(self)
             }
-            Ok(Err(e)) => Err(server.failed_start(format!("the MCP handshake failed: {e}"))),
-            Err(_) => Err(server.failed_start(format!(
+            Ok(Err(e)) => {
+                let reason = match &e {
+                    // Without the transport's type name, with the causes (refused, 401, …).
+                    ClientInitializeError::TransportError { error, .. } => {
+                        super::http::causes(&*error.error)
+                    }
+                    other => other.to_string(),
+                };
+                Err(self.failed_start(format!("the MCP handshake failed: {reason}")))
+            }
+            Err(_) => Err(self.failed_start(format!(
                 "no answer to initialize within {}",
                 humantime::format_duration(limit)
             ))),
@@ -286,9 +351,9 @@ impl Server {
         &self.name
     }
 
-    /// The server's process id, which is also its process group id.
-    pub fn pid(&self) -> u32 {
-        self.pgid as u32
+    /// A spawned server's process id, which is also its process group id.
+    pub fn pid(&self) -> Option<u32> {
+        self.pgid.map(|id| id as u32)
     }
 
     /// False once a call timed out or the connection closed: the caller should [`stop`] this
@@ -458,9 +523,10 @@ impl Server {
     /// The leader's exit status, waiting [`DEATH_GRACE`] for it: a closed stdout usually
     /// comes just before the exit.
     fn exit_soon(&self) -> Option<String> {
+        let pgid = self.pgid?;
         let deadline = Instant::now() + DEATH_GRACE;
         loop {
-            let status = sys::exit_without_reaping(self.pgid);
+            let status = sys::exit_without_reaping(pgid);
             if status.is_some() || Instant::now() >= deadline {
                 return status;
             }
@@ -487,11 +553,9 @@ impl Server {
     /// Idempotent; see [`Server::stop`].
     fn shutdown(&mut self) {
         self.usable = false;
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
         let began = Instant::now();
-        // A graceful end of the SDK's loop closes its side of the pipes…
+        // A graceful end of the SDK's loop closes its side of the pipes (over HTTP: ends the
+        // session)…
         if let (Some(rt), Some(service)) = (&self.rt, self.service.take()) {
             let _ =
                 rt.block_on(async { tokio::time::timeout(CLOSE_GRACE, service.cancel()).await });
@@ -501,7 +565,9 @@ impl Server {
         drop(self.service.take());
         drop(self.rt.take());
 
-        let pgid = self.pgid;
+        let (Some(mut child), Some(pgid)) = (self.child.take(), self.pgid) else {
+            return;
+        };
         let term_at = began + CLOSE_GRACE;
         while group_alive(pgid) && Instant::now() < term_at {
             thread::sleep(POLL);
@@ -541,12 +607,20 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("name", &self.name)
-            .field("pid", &self.pgid)
+            .field("pgid", &self.pgid)
             .field("usable", &self.usable)
             .finish_non_exhaustive()
     }
 }
 
+/// The private runtime of one server's connection.
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("cannot create a runtime: {e}"))
+}
 /// A failure inside the runtime, turned into an [`McpError`] outside it.
 enum Failure {
     Service(ServiceError),

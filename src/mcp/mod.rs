@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //!
-//! - Only [`client`] knows the SDK (`rmcp`, pinned exactly in `Cargo.toml`); every other part
+//! - Only [`client`] and `http` know the SDK (`rmcp`, pinned exactly in `Cargo.toml`); every other part
 //!   of heartbeat sees the blocking types re-exported here, so an SDK upgrade touches one file.
 //! - The API is synchronous: heartbeat has no async code. Each [`Server`] owns a private
 //!   current-thread runtime that runs only while one of its methods is being called.
@@ -14,6 +14,7 @@
 //!   server's secrets, and go through heartbeat's one redaction step (§7) before any sink.
 
 mod client;
+mod http;
 pub mod schema;
 pub mod server;
 

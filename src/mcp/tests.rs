@@ -63,7 +63,7 @@ fn assert_group_gone(pid: u32) {
 #[test]
 fn lists_every_page_and_calls_each_tool() {
     let mut server = Server::start(&spec(&["--many", "25"])).expect("starts");
-    let pid = server.pid();
+    let pid = server.pid().expect("a spawned server");
     assert!(server.is_usable());
 
     let tools = server.list_tools().expect("lists");
@@ -136,7 +136,7 @@ fn stderr_is_captured() {
 #[test]
 fn timeout_cancels_and_stop_kills_the_whole_group() {
     let mut server = Server::start(&spec(&[])).unwrap();
-    let pid = server.pid();
+    let pid = server.pid().expect("a spawned server");
     let started = Instant::now();
     let err = server
         .call(
@@ -258,7 +258,7 @@ fn the_environment_holds_only_what_is_passed() {
 #[test]
 fn a_server_that_dies_mid_call_is_died() {
     let mut server = Server::start(&spec(&[])).unwrap();
-    let pid = server.pid();
+    let pid = server.pid().expect("a spawned server");
     let err = server.call("crash", &Map::new(), CALL).unwrap_err();
     assert!(
         matches!(&err, McpError::Died(m) if m.contains("exit status 3")),
@@ -278,7 +278,7 @@ fn a_server_that_dies_mid_call_is_died() {
 #[test]
 fn drop_leaves_nothing_behind() {
     let server = Server::start(&spec(&[])).unwrap();
-    let pid = server.pid();
+    let pid = server.pid().expect("a spawned server");
     assert_eq!(live_member(pid as i32), Some(true));
     drop(server);
     assert_group_gone(pid);
@@ -303,14 +303,22 @@ fn inputs_are_checked_against_the_listed_schema() {
 }
 
 #[test]
-fn http_servers_are_refused_in_this_build() {
+fn an_http_server_that_cannot_be_reached_does_not_start() {
+    // A port nothing listens on (bound, then closed).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap();
     let mut http = spec(&[]);
     http.transport = Transport::Http {
-        url: "https://mcp.example.invalid/mcp".into(),
-        headers: vec![],
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        headers: vec![("Authorization".into(), "Bearer s3cret-value".into())],
     };
-    assert!(matches!(
-        Server::start(&http),
-        Err(McpError::Unsupported(_))
-    ));
+    match Server::start(&http) {
+        Err(McpError::Start(message)) => {
+            assert!(message.contains("handshake"), "{message}");
+            assert!(!message.contains("s3cret"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
 }

@@ -169,6 +169,26 @@ fn an_mcp_servers_variables_reach_no_sink() {
 }
 
 #[test]
+fn an_mcp_servers_header_values_reach_no_sink() {
+    use crate::mcp_http::{AUTH, McpHttpDouble, web_toml};
+    let double = McpHttpDouble::start(AUTH);
+    // `echo` answers with the Authorization header it received.
+    let md = "## Recurring\n- [ ] @web.echo {\"text\": \"hi\"}\n- [ ] @web.fail {}\n";
+    let (tg, env) = setup(md, &web_toml(&double.url()));
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("WEB_MCP_AUTH", AUTH)
+        .output();
+    out.code(1);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let echoed = env.events("task_succeeded")[0]["output"].to_string();
+    assert!(echoed.contains("sent with ***"), "{echoed}");
+    assert_nowhere(AUTH, &env, &tg, &[&out]);
+    assert_nowhere("web-mcp-token", &env, &tg, &[&out]);
+}
+
+#[test]
 fn an_invalid_task_is_shown_in_messages_by_place_and_error_only() {
     let md = "## Recurring\n\
               - [ ] @http {\"url\": \"https://x.example\", \"headers\": {\"Authorization\": \"Bearer sekrit-42\"},}\n";

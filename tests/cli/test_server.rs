@@ -46,10 +46,11 @@ impl Request {
 
 /// What the handler answers.
 pub enum Reply {
-    /// A response with this status, `Content-Type` and body.
+    /// A response with this status, `Content-Type`, other headers and body.
     Body {
         status: u16,
         content_type: String,
+        headers: Vec<(String, String)>,
         body: Vec<u8>,
     },
     /// Bytes that are not an HTTP response: the client fails at once with a connection-level
@@ -59,19 +60,24 @@ pub enum Reply {
 
 impl Reply {
     pub fn json(status: u16, body: &Value) -> Reply {
-        Reply::Body {
-            status,
-            content_type: "application/json".into(),
-            body: body.to_string().into_bytes(),
-        }
+        Reply::raw(status, "application/json", body.to_string())
     }
 
     pub fn raw(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
         Reply::Body {
             status,
             content_type: content_type.into(),
+            headers: Vec::new(),
             body: body.into(),
         }
+    }
+
+    /// The same reply with one more header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Reply {
+        if let Reply::Body { headers, .. } = &mut self {
+            headers.push((name.into(), value.into()));
+        }
+        self
     }
 }
 
@@ -154,13 +160,18 @@ fn serve(mut request: tiny_http::Request, handler: &Handler) {
         Reply::Body {
             status,
             content_type,
+            headers,
             body,
         } => {
             let header = tiny_http::Header::from_bytes("Content-Type", content_type)
                 .expect("a valid Content-Type");
-            let response = tiny_http::Response::from_data(body)
+            let mut response = tiny_http::Response::from_data(body)
                 .with_status_code(status)
                 .with_header(header);
+            for (name, value) in headers {
+                let header = tiny_http::Header::from_bytes(name, value).expect("a valid header");
+                response = response.with_header(header);
+            }
             let _ = request.respond(response);
         }
         Reply::NotHttp => {

@@ -1,0 +1,242 @@
+//! Streamable HTTP to MCP servers with a `url` (SPEC §12): rmcp's transport (sessions,
+//! SSE streams, resumption) over the `reqwest` client heartbeat already builds. rmcp's own
+//! reqwest client is a second reqwest major (0.13, beside the 0.12 that Telegram's client
+//! uses); this is the small part of it heartbeat needs: three requests.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{RequestBuilder, Response, StatusCode};
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
+use sse_stream::{Error as SseError, Sse, SseStream};
+
+const SESSION_ID: &str = "mcp-session-id";
+const LAST_EVENT_ID: &str = "last-event-id";
+const EVENT_STREAM: &str = "text/event-stream";
+const JSON: &str = "application/json";
+
+/// A whole (not streamed) answer larger than this is refused: a JSON-RPC message is small.
+const MAX_BODY: usize = 16 << 20;
+
+/// How much of an error page goes into the message.
+const ERROR_PREVIEW: usize = 200;
+
+type Error = StreamableHttpError<HttpError>;
+
+/// A request that failed before an answer, with its causes (`tcp connect error: Connection
+/// refused`), which the SDK's message would otherwise leave out.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct HttpError(String);
+
+fn sent(e: reqwest::Error) -> Error {
+    StreamableHttpError::Client(HttpError(causes(&e)))
+}
+
+/// The client of one server. Redirects are not followed: the headers carry secrets.
+#[derive(Clone)]
+pub struct HttpClient(reqwest::Client);
+
+impl HttpClient {
+    pub fn new(connect_timeout: Duration) -> reqwest::Result<HttpClient> {
+        reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map(HttpClient)
+    }
+}
+
+/// The headers every request carries: the config's (`headers_env`), the bearer token the
+/// SDK may hold, the session.
+fn with_headers(
+    mut request: RequestBuilder,
+    session_id: Option<&str>,
+    auth_token: Option<String>,
+    custom: HashMap<HeaderName, HeaderValue>,
+) -> RequestBuilder {
+    request = request.headers(custom.into_iter().collect::<HeaderMap>());
+    if let Some(token) = auth_token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(id) = session_id {
+        request = request.header(SESSION_ID, id);
+    }
+    request
+}
+
+/// The media type of the answer, without parameters, lower-case.
+fn media_type(response: &Response) -> Option<String> {
+    let value = response.headers().get(CONTENT_TYPE)?.to_str().ok()?;
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    Some(essence.to_ascii_lowercase())
+}
+
+/// The whole body, at most [`MAX_BODY`] bytes.
+async fn body(response: Response) -> Result<Vec<u8>, Error> {
+    let mut stream = response.bytes_stream();
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(sent)?;
+        if body.len() + chunk.len() > MAX_BODY {
+            return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: MAX_BODY });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A failed request: a JSON-RPC error when the body is one (the SDK reports it as the
+/// server's refusal), else the status and the start of the page.
+async fn failure(response: Response) -> Result<StreamableHttpPostResponse, Error> {
+    let status = response.status();
+    let session = session_of(&response);
+    let bytes = body(response).await.unwrap_or_default();
+    if let Ok(message @ ServerJsonRpcMessage::Error(_)) = serde_json::from_slice(&bytes) {
+        return Ok(StreamableHttpPostResponse::Json(message, session));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let preview: String = text.trim().chars().take(ERROR_PREVIEW).collect();
+    Err(StreamableHttpError::UnexpectedServerResponse(
+        format!("HTTP {status}: {preview}").into(),
+    ))
+}
+
+fn session_of(response: &Response) -> Option<String> {
+    response
+        .headers()
+        .get(SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+fn events(response: Response) -> BoxStream<'static, Result<Sse, SseError>> {
+    SseStream::from_bytes_stream(response.bytes_stream()).boxed()
+}
+
+impl StreamableHttpClient for HttpClient {
+    type Error = HttpError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let request = self
+            .0
+            .post(uri.as_ref())
+            .header(ACCEPT, format!("{EVENT_STREAM}, {JSON}"))
+            .json(&message);
+        let response = with_headers(request, session_id.as_deref(), auth_token, custom_headers)
+            .send()
+            .await
+            .map_err(sent)?;
+        let status = response.status();
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        if !status.is_success() {
+            return failure(response).await;
+        }
+        let session = session_of(&response);
+        // Some servers answer a notification with an empty 200 instead of 202.
+        let answers_nothing = !matches!(message, ClientJsonRpcMessage::Request(_));
+        if answers_nothing && response.content_length() == Some(0) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        match media_type(&response).as_deref() {
+            Some(EVENT_STREAM) => Ok(StreamableHttpPostResponse::Sse(events(response), session)),
+            Some(JSON) => {
+                let message = serde_json::from_slice(&body(response).await?)?;
+                Ok(StreamableHttpPostResponse::Json(message, session))
+            }
+            other => Err(StreamableHttpError::UnexpectedContentType(
+                other.map(str::to_owned),
+            )),
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        let request = self.0.delete(uri.as_ref());
+        let response = with_headers(request, Some(&session_id), auth_token, custom_headers)
+            .send()
+            .await
+            .map_err(sent)?;
+        match response.status() {
+            StatusCode::METHOD_NOT_ALLOWED => {
+                Err(StreamableHttpError::ServerDoesNotSupportDeleteSession)
+            }
+            // Already gone is as good as deleted.
+            s if s.is_success() || s == StatusCode::NOT_FOUND => Ok(()),
+            _ => failure(response).await.map(drop),
+        }
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        let mut request = self.0.get(uri.as_ref()).header(ACCEPT, EVENT_STREAM);
+        if let Some(id) = last_event_id {
+            request = request.header(LAST_EVENT_ID, id);
+        }
+        let response = with_headers(request, session_id.as_deref(), auth_token, custom_headers)
+            .send()
+            .await
+            .map_err(sent)?;
+        let status = response.status();
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if !status.is_success() {
+            return Err(failure(response).await.err().unwrap_or_else(|| {
+                StreamableHttpError::UnexpectedServerResponse(format!("HTTP {status}").into())
+            }));
+        }
+        match media_type(&response).as_deref() {
+            Some(EVENT_STREAM) => Ok(events(response)),
+            other => Err(StreamableHttpError::UnexpectedContentType(
+                other.map(str::to_owned),
+            )),
+        }
+    }
+}
+
+/// An error and its sources, each said once: `error sending request …: tcp connect error:
+/// Connection refused`.
+pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}

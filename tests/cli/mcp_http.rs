@@ -1,0 +1,270 @@
+//! MCP servers reached over Streamable HTTP (`[mcp.NAME] url`, SPEC §12), end to end against
+//! a small MCP server double on 127.0.0.1: it answers `initialize` with a session id, lists
+//! two tools, answers `tools/call` as a stream of server-sent events (`echo`) or as JSON
+//! (`fail`, `isError`), and refuses any request without the configured header or, after
+//! `initialize`, without the session.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::test_server::{Reply, Request, TestServer};
+
+const SESSION: &str = "session-7f3a";
+
+/// The double and every request it received.
+pub struct McpHttpDouble {
+    server: TestServer,
+    requests: Arc<Mutex<Vec<Request>>>,
+}
+
+impl McpHttpDouble {
+    /// Requests must carry `Authorization: <authorization>`.
+    pub fn start(authorization: &str) -> McpHttpDouble {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&requests);
+        let authorization = authorization.to_string();
+        let server = TestServer::start(move |r| {
+            seen.lock().unwrap().push(r.clone());
+            answer(r, &authorization)
+        });
+        McpHttpDouble { server, requests }
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}/mcp", self.server.url())
+    }
+
+    pub fn requests(&self) -> Vec<Request> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// The JSON-RPC methods posted, in order.
+    pub fn methods(&self) -> Vec<String> {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == "POST")
+            .filter_map(|r| serde_json::from_slice::<Value>(&r.body).ok())
+            .filter_map(|v| v["method"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+fn answer(r: &Request, authorization: &str) -> Reply {
+    if r.header("authorization") != Some(authorization) {
+        return Reply::raw(401, "text/plain", "who are you?");
+    }
+    match r.method.as_str() {
+        "POST" => {}
+        "DELETE" => return Reply::raw(200, "text/plain", ""),
+        // No stream of its own for server-initiated messages.
+        _ => return Reply::raw(405, "text/plain", ""),
+    }
+    let Ok(message) = serde_json::from_slice::<Value>(&r.body) else {
+        return Reply::raw(400, "text/plain", "not JSON");
+    };
+    let method = message["method"].as_str().unwrap_or_default();
+    if method != "initialize" && r.header("mcp-session-id") != Some(SESSION) {
+        return Reply::raw(400, "text/plain", "no session");
+    }
+    let Some(id) = message.get("id").cloned() else {
+        // A notification.
+        return Reply::raw(202, "text/plain", "");
+    };
+    let result = |result: Value| json!({"jsonrpc": "2.0", "id": id, "result": result});
+    match method {
+        "initialize" => Reply::json(
+            200,
+            &result(json!({
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "http-double", "version": "1.0.0"}
+            })),
+        )
+        .with_header("Mcp-Session-Id", SESSION),
+        "tools/list" => Reply::json(
+            200,
+            &result(json!({"tools": [
+                {
+                    "name": "echo",
+                    "description": "Says the text back, with the Authorization it was sent",
+                    "inputSchema": {
+                        "type": "object",
+                        "properties": {"text": {"type": "string"}},
+                        "required": ["text"],
+                        "additionalProperties": false
+                    },
+                    "annotations": {"readOnlyHint": true}
+                },
+                {"name": "fail", "inputSchema": {"type": "object"}}
+            ]})),
+        ),
+        "tools/call" => {
+            let args = &message["params"]["arguments"];
+            match message["params"]["name"].as_str() {
+                // As a stream of server-sent events: a progress notification, then the result.
+                Some("echo") => {
+                    let text = format!(
+                        "{} (sent with {})",
+                        args["text"].as_str().unwrap_or_default(),
+                        r.header("authorization").unwrap_or_default()
+                    );
+                    let progress = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": "info", "data": "echoing"}});
+                    let done = result(json!({"content": [{"type": "text", "text": text}]}));
+                    Reply::raw(
+                        200,
+                        "text/event-stream",
+                        format!(
+                            "event: message\ndata: {progress}\n\nevent: message\ndata: {done}\n\n"
+                        ),
+                    )
+                }
+                Some("fail") => Reply::json(
+                    200,
+                    &result(
+                        json!({"content": [{"type": "text", "text": "it broke"}], "isError": true}),
+                    ),
+                ),
+                _ => Reply::json(
+                    200,
+                    &json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32602, "message": "no such tool"}}),
+                ),
+            }
+        }
+        _ => Reply::json(
+            200,
+            &json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "method not found"}}),
+        ),
+    }
+}
+
+/// `[mcp.web]` at the double's URL, its Authorization header read from `WEB_MCP_AUTH`.
+pub fn web_toml(url: &str) -> String {
+    format!(
+        "[mcp.web]\nurl = \"{url}\"\nheaders_env = {{ Authorization = \"WEB_MCP_AUTH\" }}\n\
+         timeout = \"10s\"\napproval = \"auto\"\n"
+    )
+}
+
+pub const AUTH: &str = "Bearer web-mcp-token-51d9c0";
+
+#[test]
+fn a_url_server_is_checked_listed_and_called_over_streamable_http() {
+    let double = McpHttpDouble::start(AUTH);
+    let env = Env::new(
+        "## Recurring\n- [ ] @web.echo {\"text\": \"hello over http\"}\n\
+         - [ ] @web.echo {\"txt\": \"typo\"}\n- [ ] @web.fail {}\n",
+    )
+    .config(&format!(
+        "autonomy = \"cautious\"\n{}",
+        web_toml(&double.url())
+    ));
+
+    // check: the schema violation at its place, the rest would run.
+    let out = env.cmd(["check"]).env("WEB_MCP_AUTH", AUTH).output();
+    out.code(1);
+    assert!(
+        out.stdout.contains("HEARTBEAT.md:3:7") && out.stdout.contains("txt"),
+        "{}",
+        out.stdout
+    );
+    // mcp-tools: what the server offers, read-only per its annotations.
+    let listed = env
+        .cmd(["mcp-tools", "web", "--json"])
+        .env("WEB_MCP_AUTH", AUTH)
+        .output();
+    listed.code(0);
+    let tools = &listed.json()["servers"][0]["tools"];
+    assert_eq!(tools[0]["name"], "echo", "{}", listed.stdout);
+    assert_eq!(tools[0]["task"], "@web.echo");
+    assert_eq!(tools[0]["read_only"], true);
+    assert_eq!(tools[1]["name"], "fail");
+
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("WEB_MCP_AUTH", AUTH)
+        .output();
+    out.code(1);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert_eq!(ok[0]["tool"], "web.echo");
+    // The server had the header; the log shows its value hidden.
+    assert_eq!(ok[0]["output"], "hello over http (sent with ***)");
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    assert_eq!(failed[0]["tool"], "web.fail");
+    assert!(
+        failed[0]["error"].as_str().unwrap().contains("it broke"),
+        "{failed:#?}"
+    );
+    assert_eq!(env.events("task_invalid").len(), 1);
+    assert!(!env.audit_text().contains("web-mcp-token"));
+    assert!(!out.stdout.contains("web-mcp-token") && !out.stderr.contains("web-mcp-token"));
+
+    // Every request carried the header, and every one after `initialize` the session; the
+    // session was ended when the run stopped the server.
+    let methods = double.methods();
+    assert_eq!(methods.first().map(String::as_str), Some("initialize"));
+    assert!(methods.iter().any(|m| m == "tools/call"), "{methods:?}");
+    let requests = double.requests();
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.header("authorization") == Some(AUTH))
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.method == "DELETE" && r.header("mcp-session-id") == Some(SESSION)),
+        "the session was not ended: {:?}",
+        requests.iter().map(|r| &r.method).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_url_server_that_refuses_or_cannot_be_reached_fails_its_task_and_the_run_goes_on() {
+    let double = McpHttpDouble::start(AUTH);
+    // A port nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let env = Env::new(
+        "## Recurring\n- [ ] @web.echo {\"text\": \"a\"}\n- [ ] @gone.echo {\"text\": \"b\"}\n\
+         - [ ] @log {\"text\": \"still runs\"}\n",
+    )
+    .config(&format!(
+        "autonomy = \"cautious\"\n{}\n[mcp.gone]\nurl = \"http://127.0.0.1:{closed}/mcp\"\n\
+         approval = \"auto\"\nstartup_timeout = \"5s\"\n",
+        web_toml(&double.url())
+    ));
+    // The wrong header: the server answers 401.
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("WEB_MCP_AUTH", "Bearer wrong")
+        .output();
+    out.code(1);
+    out.no_panic();
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    for f in &failed {
+        assert!(
+            f["error"].as_str().unwrap().contains("did not start"),
+            "{f:#}"
+        );
+    }
+    assert!(
+        failed[0]["error"].as_str().unwrap().contains("401"),
+        "{:#}",
+        failed[0]
+    );
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1);
+    assert_eq!(ok[0]["tool"], "log");
+}
