@@ -159,6 +159,25 @@ impl Planned {
     }
 }
 
+/// A message waits in the outbox under `rule`: audited when it starts waiting under it, not
+/// again at every run while it waits.
+fn hold(
+    store: &mut Store,
+    audit: &mut Vec<Notice>,
+    row: &OutboxRow,
+    rule: &'static str,
+) -> store::Result<()> {
+    if row.held.as_deref() != Some(rule) {
+        store.outbox_held(row.id, rule)?;
+        audit.push(Notice::withheld(
+            row.chat_id,
+            &row.kind,
+            Withhold::Held(rule),
+        ));
+    }
+    Ok(())
+}
+
 /// Send what the outbox holds, obeying quiet hours, the dedupe and the daily cap. Returns
 /// what happened and what to audit (the caller owns the audit log).
 pub fn deliver(
@@ -243,11 +262,7 @@ pub fn deliver(
         let normal = if quiet {
             stats.waiting += normal.len();
             for row in &normal {
-                audit.push(Notice::withheld(
-                    chat,
-                    &row.kind,
-                    Withhold::Held("quiet_hours"),
-                ));
+                hold(store, &mut audit, row, "quiet_hours")?;
             }
             Vec::new()
         } else {
@@ -276,11 +291,7 @@ pub fn deliver(
                 None => {
                     stats.waiting += normal.len();
                     for row in &normal {
-                        audit.push(Notice::withheld(
-                            chat,
-                            &row.kind,
-                            Withhold::Held("daily_cap"),
-                        ));
+                        hold(store, &mut audit, row, "daily_cap")?;
                     }
                 }
             }
@@ -646,6 +657,11 @@ mod tests {
         assert_eq!(notices.len(), 1, "{notices:?}");
         assert_eq!(notices[0].withheld, Some(Withhold::Held("quiet_hours")));
         assert!(matches!(notices[0].event(None), Event::NotificationHeld(_)));
+        // Still waiting at the next run: said once, not at every run.
+        let later = ts("2026-01-01T23:05:00Z");
+        let (d, notices) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, later).unwrap();
+        assert_eq!(d.waiting, 1);
+        assert!(notices.is_empty(), "{notices:?}");
     }
 
     #[test]

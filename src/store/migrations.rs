@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 12] = [
+pub(super) const MIGRATIONS: [&str; 13] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -310,7 +310,22 @@ CREATE TABLE starts (
     r#"
 ALTER TABLE outbox ADD COLUMN resets TEXT NOT NULL DEFAULT '[]';
 "#,
+    // 13: the rule a waiting message was audited as held under (`quiet_hours`,
+    // `daily_cap`): said when it starts waiting, not again at every run.
+    r#"
+ALTER TABLE outbox ADD COLUMN held TEXT;
+"#,
 ];
+
+/// The schema an older heartbeat left: the first `version` migrations, and that
+/// `user_version`. Only for tests of upgrades (heartbeat itself always migrates to the end).
+#[doc(hidden)]
+pub fn schema_at_version(conn: &Connection, version: usize) -> rusqlite::Result<()> {
+    for sql in &MIGRATIONS[..version.min(MIGRATIONS.len())] {
+        conn.execute_batch(sql)?;
+    }
+    conn.pragma_update(None, "user_version", version as i64)
+}
 
 /// Bring the database up to `SCHEMA_VERSION`; refuse one a newer heartbeat wrote.
 pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
@@ -359,11 +374,7 @@ mod tests {
     /// A database as heartbeat with schema `version` left it.
     fn old_database(dir: &Path, version: usize) -> Connection {
         let conn = Connection::open(dir.join(DB_FILE)).unwrap();
-        for sql in &MIGRATIONS[..version] {
-            conn.execute_batch(sql).unwrap();
-        }
-        conn.pragma_update(None, "user_version", version as i64)
-            .unwrap();
+        schema_at_version(&conn, version).unwrap();
         conn
     }
 

@@ -35,6 +35,7 @@ pub use approvals::{ApprovalRow, Decision, NewApproval};
 pub use grants::GrantRow;
 pub use history::{RunSummary, TaskRunRecord};
 pub use mcp::CachedListing;
+pub use migrations::schema_at_version;
 pub use outbox::{NewMessage, OutboxRow, PauseRow};
 pub use snapshot::Snapshot;
 pub use starts::StartRow;

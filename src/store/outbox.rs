@@ -25,6 +25,8 @@ pub struct OutboxRow {
     pub resets: Vec<String>,
     pub created_at: String,
     pub attempts: i64,
+    /// The noise rule it was last audited as held under, if any.
+    pub held: Option<String>,
 }
 
 /// A message to put in the outbox.
@@ -94,7 +96,7 @@ impl Store {
             .conn
             .prepare(
                 "SELECT id, chat_id, kind, html, urgent, direct, approvals, created_at, attempts,
-                    resets FROM outbox ORDER BY id",
+                    resets, held FROM outbox ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -112,6 +114,7 @@ impl Store {
                     resets: serde_json::from_str(&resets).unwrap_or_default(),
                     created_at: r.get(7)?,
                     attempts: r.get(8)?,
+                    held: r.get(10)?,
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -128,6 +131,17 @@ impl Store {
     pub fn outbox_delete(&mut self, id: i64) -> Result<()> {
         self.conn
             .execute("DELETE FROM outbox WHERE id = ?1", [id])
+            .map(drop)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Remember that the message was audited as held under `rule`.
+    pub fn outbox_held(&mut self, id: i64, rule: &str) -> Result<()> {
+        self.conn
+            .execute(
+                "UPDATE outbox SET held = ?2 WHERE id = ?1",
+                params![id, rule],
+            )
             .map(drop)
             .map_err(|e| self.err(e))
     }
