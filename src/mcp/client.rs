@@ -177,6 +177,8 @@ pub struct Server {
     child: Option<Child>,
     /// A spawned server's process group; none for a server reached over HTTP.
     pgid: Option<i32>,
+    /// A server reached over HTTP: its client, which knows why a connection failed.
+    http: Option<super::http::HttpClient>,
     startup_timeout: Duration,
     stderr: Arc<Mutex<Capture>>,
     stderr_reader: Option<thread::JoinHandle<()>>,
@@ -267,7 +269,8 @@ impl Server {
         }
         let client = super::http::HttpClient::new(spec.startup_timeout)
             .map_err(|e| McpError::Start(format!("cannot set up an HTTP client: {e}")))?;
-        let server = Server::unstarted(spec);
+        let mut server = Server::unstarted(spec);
+        server.http = Some(client.clone());
         let rt = match runtime() {
             Ok(rt) => rt,
             Err(e) => return Err(server.failed_start(e)),
@@ -291,6 +294,7 @@ impl Server {
             rt: None,
             child: None,
             pgid: None,
+            http: None,
             startup_timeout: spec.startup_timeout,
             stderr: Arc::new(Mutex::new(Capture::default())),
             stderr_reader: None,
@@ -514,6 +518,9 @@ impl Server {
 
     /// Why the connection closed, as far as the leader's exit status tells.
     fn death(&self) -> String {
+        if let Some(why) = self.http.as_ref().and_then(|h| h.last_error()) {
+            return format!("the connection failed: {why}");
+        }
         match self.exit_soon() {
             Some(status) => format!("it exited ({status})"),
             None => "it closed the connection".into(),

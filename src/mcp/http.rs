@@ -4,7 +4,7 @@
 //! uses); this is the small part of it heartbeat needs: three requests.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -22,7 +22,8 @@ const LAST_EVENT_ID: &str = "last-event-id";
 const EVENT_STREAM: &str = "text/event-stream";
 const JSON: &str = "application/json";
 
-/// A whole (not streamed) answer larger than this is refused: a JSON-RPC message is small.
+/// A whole answer, or one stream of events, larger than this is refused: a JSON-RPC message
+/// is small, and a tool's output is cut at 1 MiB anyway.
 const MAX_BODY: usize = 16 << 20;
 
 /// How much of an error page goes into the message.
@@ -42,16 +43,53 @@ fn sent(e: reqwest::Error) -> Error {
 
 /// The client of one server. Redirects are not followed: the headers carry secrets.
 #[derive(Clone)]
-pub struct HttpClient(reqwest::Client);
+pub struct HttpClient {
+    client: reqwest::Client,
+    /// Why the last request or stream failed: the SDK only says that the connection
+    /// closed.
+    last_error: Arc<Mutex<Option<String>>>,
+}
 
 impl HttpClient {
     pub fn new(connect_timeout: Duration) -> reqwest::Result<HttpClient> {
-        reqwest::Client::builder()
+        let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map(HttpClient)
+            .build()?;
+        Ok(HttpClient {
+            client,
+            last_error: Arc::default(),
+        })
     }
+
+    /// Why the last request or event stream failed, if one did.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn remember<T>(&self, result: Result<T, Error>) -> Result<T, Error> {
+        match &result {
+            // What a server may not offer is no failure.
+            Err(
+                StreamableHttpError::ServerDoesNotSupportSse
+                | StreamableHttpError::ServerDoesNotSupportDeleteSession,
+            )
+            | Ok(_) => {}
+            Err(e) => remember(&self.last_error, e.to_string()),
+        }
+        result
+    }
+
+    fn events(&self, response: Response) -> BoxStream<'static, Result<Sse, SseError>> {
+        events(response, Arc::clone(&self.last_error))
+    }
+}
+
+fn remember(slot: &Mutex<Option<String>>, error: String) {
+    *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(error);
 }
 
 /// The headers every request carries: the config's (`headers_env`), the bearer token the
@@ -117,14 +155,40 @@ fn session_of(response: &Response) -> Option<String> {
         .map(str::to_owned)
 }
 
-fn events(response: Response) -> BoxStream<'static, Result<Sse, SseError>> {
-    SseStream::from_bytes_stream(response.bytes_stream()).boxed()
+/// The answer as server-sent events, ending with an error once it passed [`MAX_BODY`]
+/// bytes (a server that never stops sending costs no more memory than that).
+fn events(
+    response: Response,
+    last_error: Arc<Mutex<Option<String>>>,
+) -> BoxStream<'static, Result<Sse, SseError>> {
+    let bytes = response
+        .bytes_stream()
+        .scan((0usize, false), move |(seen, failed), chunk| {
+            if *failed {
+                return futures::future::ready(None);
+            }
+            let item = match chunk {
+                Err(e) => Err(std::io::Error::other(causes(&e))),
+                Ok(chunk) if *seen + chunk.len() > MAX_BODY => Err(std::io::Error::other(format!(
+                    "the event stream passed {} MiB",
+                    MAX_BODY >> 20
+                ))),
+                Ok(chunk) => {
+                    *seen += chunk.len();
+                    Ok(chunk)
+                }
+            };
+            if let Err(e) = &item {
+                remember(&last_error, e.to_string());
+                *failed = true;
+            }
+            futures::future::ready(Some(item))
+        });
+    SseStream::from_bytes_stream(bytes).boxed()
 }
 
-impl StreamableHttpClient for HttpClient {
-    type Error = HttpError;
-
-    async fn post_message(
+impl HttpClient {
+    async fn send_post(
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
@@ -133,7 +197,7 @@ impl StreamableHttpClient for HttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let request = self
-            .0
+            .client
             .post(uri.as_ref())
             .header(ACCEPT, format!("{EVENT_STREAM}, {JSON}"))
             .json(&message);
@@ -158,7 +222,10 @@ impl StreamableHttpClient for HttpClient {
             return Ok(StreamableHttpPostResponse::Accepted);
         }
         match media_type(&response).as_deref() {
-            Some(EVENT_STREAM) => Ok(StreamableHttpPostResponse::Sse(events(response), session)),
+            Some(EVENT_STREAM) => Ok(StreamableHttpPostResponse::Sse(
+                self.events(response),
+                session,
+            )),
             Some(JSON) => {
                 let message = serde_json::from_slice(&body(response).await?)?;
                 Ok(StreamableHttpPostResponse::Json(message, session))
@@ -169,14 +236,14 @@ impl StreamableHttpClient for HttpClient {
         }
     }
 
-    async fn delete_session(
+    async fn send_delete(
         &self,
         uri: Arc<str>,
         session_id: Arc<str>,
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
-        let request = self.0.delete(uri.as_ref());
+        let request = self.client.delete(uri.as_ref());
         let response = with_headers(request, Some(&session_id), auth_token, custom_headers)
             .send()
             .await
@@ -191,7 +258,7 @@ impl StreamableHttpClient for HttpClient {
         }
     }
 
-    async fn get_stream(
+    async fn open_stream(
         &self,
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
@@ -199,7 +266,7 @@ impl StreamableHttpClient for HttpClient {
         auth_token: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        let mut request = self.0.get(uri.as_ref()).header(ACCEPT, EVENT_STREAM);
+        let mut request = self.client.get(uri.as_ref()).header(ACCEPT, EVENT_STREAM);
         if let Some(id) = last_event_id {
             request = request.header(LAST_EVENT_ID, id);
         }
@@ -217,11 +284,51 @@ impl StreamableHttpClient for HttpClient {
             }));
         }
         match media_type(&response).as_deref() {
-            Some(EVENT_STREAM) => Ok(events(response)),
+            Some(EVENT_STREAM) => Ok(self.events(response)),
             other => Err(StreamableHttpError::UnexpectedContentType(
                 other.map(str::to_owned),
             )),
         }
+    }
+}
+
+/// Every failure is remembered for the message when the connection ends.
+impl StreamableHttpClient for HttpClient {
+    type Error = HttpError;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let sent = self.send_post(uri, message, session_id, auth_token, custom_headers);
+        self.remember(sent.await)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        let sent = self.send_delete(uri, session_id, auth_token, custom_headers);
+        self.remember(sent.await)
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_token: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+        let sent = self.open_stream(uri, session_id, last_event_id, auth_token, custom_headers);
+        self.remember(sent.await)
     }
 }
 

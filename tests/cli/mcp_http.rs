@@ -1,7 +1,7 @@
 //! MCP servers reached over Streamable HTTP (`[mcp.NAME] url`, SPEC §12), end to end against
 //! a small MCP server double on 127.0.0.1: it answers `initialize` with a session id, lists
-//! two tools, answers `tools/call` as a stream of server-sent events (`echo`) or as JSON
-//! (`fail`, `isError`), and refuses any request without the configured header or, after
+//! four tools, answers `tools/call` as a stream of server-sent events (`echo`, `flood`: one
+//! event of 17 MiB), as JSON (`fail`, `isError`) or after 3 s (`slow`), and refuses any request without the configured header or, after
 //! `initialize`, without the session.
 
 use std::sync::{Arc, Mutex};
@@ -97,7 +97,9 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                     },
                     "annotations": {"readOnlyHint": true}
                 },
-                {"name": "fail", "inputSchema": {"type": "object"}}
+                {"name": "fail", "inputSchema": {"type": "object"}},
+                {"name": "flood", "inputSchema": {"type": "object"}},
+                {"name": "slow", "inputSchema": {"type": "object"}}
             ]})),
         ),
         "tools/call" => {
@@ -120,6 +122,20 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                             "event: message\ndata: {progress}\n\nevent: message\ndata: {done}\n\n"
                         ),
                     )
+                }
+                // One event larger than any answer heartbeat keeps.
+                Some("flood") => {
+                    let huge = "x".repeat(17 << 20);
+                    Reply::raw(
+                        200,
+                        "text/event-stream",
+                        format!("event: message\ndata: {huge}\n\n"),
+                    )
+                }
+                // Answers after the caller gave up.
+                Some("slow") => {
+                    std::thread::sleep(std::time::Duration::from_secs(3));
+                    Reply::json(200, &result(json!({"content": []})))
                 }
                 Some("fail") => Reply::json(
                     200,
@@ -267,4 +283,59 @@ fn a_url_server_that_refuses_or_cannot_be_reached_fails_its_task_and_the_run_goe
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1);
     assert_eq!(ok[0]["tool"], "log");
+}
+
+#[test]
+fn an_endless_answer_fails_its_task_at_the_cap() {
+    let double = McpHttpDouble::start(AUTH);
+    let env =
+        Env::new("## Recurring\n- [ ] @web.flood {}\n- [ ] @web.echo {\"text\": \"after\"}\n")
+            .config(&format!(
+                "autonomy = \"cautious\"\n{}",
+                web_toml(&double.url())
+            ));
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("WEB_MCP_AUTH", AUTH)
+        .output();
+    out.code(1);
+    out.no_panic();
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    assert_eq!(failed[0]["tool"], "web.flood");
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(error.contains("passed 16 MiB"), "{error}");
+    // The server is used again (or anew) for the next task.
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert_eq!(ok[0]["output"], "after (sent with ***)");
+}
+
+#[test]
+fn a_call_past_its_timeout_is_cancelled_and_the_run_goes_on() {
+    let double = McpHttpDouble::start(AUTH);
+    let env = Env::new("## Recurring\n- [ ] @web.slow {}\n- [ ] @web.echo {\"text\": \"after\"}\n")
+        .config(&format!(
+            "autonomy = \"cautious\"\n{}\n[mcp.web.tools.slow]\ntimeout = \"1s\"\n",
+            web_toml(&double.url())
+        ));
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("WEB_MCP_AUTH", AUTH)
+        .output();
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    assert_eq!(failed[0]["error"], "timed out after 1s");
+    assert_eq!(env.events("task_succeeded").len(), 1);
+    assert!(
+        double
+            .methods()
+            .iter()
+            .any(|m| m == "notifications/cancelled"),
+        "{:?}",
+        double.methods()
+    );
 }
