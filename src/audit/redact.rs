@@ -214,7 +214,9 @@ fn ends_url(c: char) -> bool {
     c.is_whitespace() || c.is_control() || matches!(c, '"' | '\'' | '<' | '>' | '`' | '\\')
 }
 
-/// `s` with the values of secret query parameters of every URL in it replaced by `***`.
+/// `s` with the secrets of every URL in it replaced by `***`: the password of its user
+/// info (or the whole user info when it has no password: `https://TOKEN@host`), and the
+/// values of secret query parameters.
 fn redact_urls(s: &str) -> Cow<'_, str> {
     if !s.contains("://") {
         return Cow::Borrowed(s);
@@ -225,31 +227,7 @@ fn redact_urls(s: &str) -> Cow<'_, str> {
     while let Some(at) = rest.find("://") {
         let end = rest[at..].find(ends_url).map_or(rest.len(), |e| at + e);
         out.push_str(&rest[..at]);
-        let url = &rest[at..end];
-        match url.find('?') {
-            None => out.push_str(url),
-            Some(q) => {
-                out.push_str(&url[..=q]);
-                let query_end = url[q..].find('#').map_or(url.len(), |f| q + f);
-                for (i, param) in url[q + 1..query_end].split('&').enumerate() {
-                    if i > 0 {
-                        out.push('&');
-                    }
-                    match param.split_once('=') {
-                        Some((name, value))
-                            if is_secret_param(name) && !value.is_empty() && value != STARS =>
-                        {
-                            changed = true;
-                            out.push_str(name);
-                            out.push('=');
-                            out.push_str(STARS);
-                        }
-                        _ => out.push_str(param),
-                    }
-                }
-                out.push_str(&url[query_end..]);
-            }
-        }
+        changed |= redact_url(&rest[at..end], &mut out);
         rest = &rest[end..];
     }
     if !changed {
@@ -257,6 +235,51 @@ fn redact_urls(s: &str) -> Cow<'_, str> {
     }
     out.push_str(rest);
     Cow::Owned(out)
+}
+
+/// Push `url` (from its `://` on) to `out` with its secrets replaced; whether any was.
+fn redact_url(url: &str, out: &mut String) -> bool {
+    let mut changed = false;
+    // The user info: between `://` and the last `@` before the path, query or fragment.
+    let authority_end = url[3..].find(['/', '?', '#']).map_or(url.len(), |e| 3 + e);
+    let (head, url) = match url[3..authority_end].rfind('@') {
+        Some(at) => {
+            let userinfo = &url[3..3 + at];
+            let shown = match userinfo.split_once(':') {
+                Some((user, password)) if !password.is_empty() && password != STARS => {
+                    format!("{user}:{STARS}")
+                }
+                None if !userinfo.is_empty() && userinfo != STARS => STARS.to_string(),
+                _ => userinfo.to_string(),
+            };
+            changed |= shown != userinfo;
+            (format!("://{shown}"), &url[3 + at..])
+        }
+        None => (String::new(), url),
+    };
+    out.push_str(&head);
+    let Some(q) = url.find('?') else {
+        out.push_str(url);
+        return changed;
+    };
+    out.push_str(&url[..=q]);
+    let query_end = url[q..].find('#').map_or(url.len(), |f| q + f);
+    for (i, param) in url[q + 1..query_end].split('&').enumerate() {
+        if i > 0 {
+            out.push('&');
+        }
+        match param.split_once('=') {
+            Some((name, value)) if is_secret_param(name) && !value.is_empty() && value != STARS => {
+                changed = true;
+                out.push_str(name);
+                out.push('=');
+                out.push_str(STARS);
+            }
+            _ => out.push_str(param),
+        }
+    }
+    out.push_str(&url[query_end..]);
+    changed
 }
 
 #[cfg(test)]
@@ -372,6 +395,22 @@ mod tests {
             ("https://x/?page=2&q=key", "https://x/?page=2&q=key"),
             ("no url ?token=abc", "no url ?token=abc"),
             ("https://x/?token=", "https://x/?token="),
+            // User info: the password, or a lone token in the user's place.
+            (
+                "git clone https://me:ghp_abc123@github.com/me/x.git",
+                "git clone https://me:***@github.com/me/x.git",
+            ),
+            (
+                "https://ghp_abc123@github.com/x",
+                "https://***@github.com/x",
+            ),
+            (
+                "https://u:p@h/a?token=t&x=1",
+                "https://u:***@h/a?token=***&x=1",
+            ),
+            // An @ in the path or query is no user info.
+            ("https://h/@me?to=a@b", "https://h/@me?to=a@b"),
+            ("https://me:@h/", "https://me:@h/"),
         ] {
             assert_eq!(s.text(given), want, "{given}");
         }

@@ -8,7 +8,7 @@
 //! - The API is synchronous: heartbeat has no async code. Each [`Server`] owns a private
 //!   current-thread runtime that runs only while one of its methods is being called.
 //! - A [`Server`] never outlives its value: [`Server::stop`] and `Drop` both close its stdin,
-//!   signal its whole process group and reap it.
+//!   signal its whole process group and reap it (over HTTP: end its session).
 //! - Server-initiated sampling, elicitation and roots requests are always refused.
 //! - Nothing here redacts: captured stderr, tool output and error messages may hold a
 //!   server's secrets, and go through heartbeat's one redaction step (§7) before any sink.

@@ -189,6 +189,20 @@ fn an_mcp_servers_header_values_reach_no_sink() {
 }
 
 #[test]
+fn a_password_in_a_urls_user_info_reaches_no_sink() {
+    // In the input (one-time: its start record holds the input too) and in the output.
+    let md = "## One-time\n\
+              - [ ] @shell {\"cmd\": [\"echo\", \"clone https://me:pw-77c1e@git.example/x\"]}\n";
+    let (tg, env) = setup(md, "[tools.shell]\napproval = \"auto\"\n");
+    let out = env.cmd(["run", "--once"]).token().output();
+    out.code(0);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let shown = env.events("task_succeeded")[0]["output"].to_string();
+    assert!(shown.contains("https://me:***@git.example/x"), "{shown}");
+    assert_nowhere("pw-77c1e", &env, &tg, &[&out]);
+}
+
+#[test]
 fn an_invalid_task_is_shown_in_messages_by_place_and_error_only() {
     let md = "## Recurring\n\
               - [ ] @http {\"url\": \"https://x.example\", \"headers\": {\"Authorization\": \"Bearer sekrit-42\"},}\n";
