@@ -166,6 +166,23 @@ pub fn web_toml(url: &str) -> String {
     )
 }
 
+/// A `run --once` of `md` with `[mcp.web]` at a new double (and `extra` config), sending
+/// `auth` as the header's value.
+fn web_run(md: &str, extra: &str, auth: &str) -> (McpHttpDouble, Env, Output) {
+    let double = McpHttpDouble::start(AUTH);
+    let env = Env::new(md).config(&format!(
+        "autonomy = \"cautious\"\n{}\n{extra}",
+        web_toml(&double.url())
+    ));
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("WEB_MCP_AUTH", auth)
+        .output();
+    out.no_panic();
+    (double, env, out)
+}
+
 pub const AUTH: &str = "Bearer web-mcp-token-51d9c0";
 
 #[test]
@@ -244,29 +261,22 @@ fn a_url_server_is_checked_listed_and_called_over_streamable_http() {
 
 #[test]
 fn a_url_server_that_refuses_or_cannot_be_reached_fails_its_task_and_the_run_goes_on() {
-    let double = McpHttpDouble::start(AUTH);
     // A port nothing listens on.
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .unwrap()
         .port();
-    let env = Env::new(
+    // The wrong header: the server answers 401.
+    let (_double, env, out) = web_run(
         "## Recurring\n- [ ] @web.echo {\"text\": \"a\"}\n- [ ] @gone.echo {\"text\": \"b\"}\n\
          - [ ] @log {\"text\": \"still runs\"}\n",
-    )
-    .config(&format!(
-        "autonomy = \"cautious\"\n{}\n[mcp.gone]\nurl = \"http://127.0.0.1:{closed}/mcp\"\n\
-         approval = \"auto\"\nstartup_timeout = \"5s\"\n",
-        web_toml(&double.url())
-    ));
-    // The wrong header: the server answers 401.
-    let out = env
-        .cmd(["run", "--once"])
-        .now(NOW)
-        .env("WEB_MCP_AUTH", "Bearer wrong")
-        .output();
+        &format!(
+            "[mcp.gone]\nurl = \"http://127.0.0.1:{closed}/mcp\"\napproval = \"auto\"\n\
+             startup_timeout = \"5s\"\n"
+        ),
+        "Bearer wrong",
+    );
     out.code(1);
-    out.no_panic();
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 2, "{}", env.audit_text());
     for f in &failed {
@@ -287,20 +297,12 @@ fn a_url_server_that_refuses_or_cannot_be_reached_fails_its_task_and_the_run_goe
 
 #[test]
 fn an_endless_answer_fails_its_task_at_the_cap() {
-    let double = McpHttpDouble::start(AUTH);
-    let env =
-        Env::new("## Recurring\n- [ ] @web.flood {}\n- [ ] @web.echo {\"text\": \"after\"}\n")
-            .config(&format!(
-                "autonomy = \"cautious\"\n{}",
-                web_toml(&double.url())
-            ));
-    let out = env
-        .cmd(["run", "--once"])
-        .now(NOW)
-        .env("WEB_MCP_AUTH", AUTH)
-        .output();
+    let (_double, env, out) = web_run(
+        "## Recurring\n- [ ] @web.flood {}\n- [ ] @web.echo {\"text\": \"after\"}\n",
+        "",
+        AUTH,
+    );
     out.code(1);
-    out.no_panic();
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 1, "{}", env.audit_text());
     assert_eq!(failed[0]["tool"], "web.flood");
@@ -314,17 +316,11 @@ fn an_endless_answer_fails_its_task_at_the_cap() {
 
 #[test]
 fn a_call_past_its_timeout_is_cancelled_and_the_run_goes_on() {
-    let double = McpHttpDouble::start(AUTH);
-    let env = Env::new("## Recurring\n- [ ] @web.slow {}\n- [ ] @web.echo {\"text\": \"after\"}\n")
-        .config(&format!(
-            "autonomy = \"cautious\"\n{}\n[mcp.web.tools.slow]\ntimeout = \"1s\"\n",
-            web_toml(&double.url())
-        ));
-    let out = env
-        .cmd(["run", "--once"])
-        .now(NOW)
-        .env("WEB_MCP_AUTH", AUTH)
-        .output();
+    let (double, env, out) = web_run(
+        "## Recurring\n- [ ] @web.slow {}\n- [ ] @web.echo {\"text\": \"after\"}\n",
+        "[mcp.web.tools.slow]\ntimeout = \"1s\"\n",
+        AUTH,
+    );
     out.code(1);
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 1, "{}", env.audit_text());
