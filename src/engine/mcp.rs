@@ -57,7 +57,7 @@ impl<'a> Servers<'a> {
             let Some(config) = self.cfg.mcp.get(name) else {
                 return Err("is not configured".into());
             };
-            match Server::start(&spec(name, config, workdir)) {
+            match spec(name, config, workdir).and_then(|spec| Server::start(&spec)) {
                 Ok(server) => {
                     self.running.insert(name.to_string(), server);
                 }
@@ -155,8 +155,10 @@ impl Drop for Servers<'_> {
     }
 }
 
-/// How to start server `name`.
-fn spec(name: &str, config: &McpServerConfig, workdir: &Path) -> ServerSpec {
+/// How to start server `name`. A header whose variable is not set is an error: without it
+/// the server would refuse every request, and the likely cause (a variable cron does not
+/// see) deserves its own message.
+fn spec(name: &str, config: &McpServerConfig, workdir: &Path) -> Result<ServerSpec, McpError> {
     let transport = match &config.transport {
         McpTransport::Stdio(command) => Transport::Stdio {
             command: command.clone(),
@@ -165,11 +167,17 @@ fn spec(name: &str, config: &McpServerConfig, workdir: &Path) -> ServerSpec {
             url: url.clone(),
             headers: headers_env
                 .iter()
-                .filter_map(|(header, var)| Some((header.clone(), take_env(var)?)))
-                .collect(),
+                .map(|(header, var)| match take_env(var) {
+                    Some(value) => Ok((header.clone(), value)),
+                    None => Err(McpError::Start(format!(
+                        "headers_env {header}: the variable {var} is not set (cron and \
+                         systemd do not see the variables of your shell)"
+                    ))),
+                })
+                .collect::<Result<_, _>>()?,
         },
     };
-    ServerSpec {
+    Ok(ServerSpec {
         name: name.to_string(),
         transport,
         env: config
@@ -179,7 +187,7 @@ fn spec(name: &str, config: &McpServerConfig, workdir: &Path) -> ServerSpec {
             .collect(),
         cwd: config.cwd.clone().unwrap_or_else(|| workdir.to_path_buf()),
         startup_timeout: config.startup_timeout,
-    }
+    })
 }
 
 /// A completed call as a tool's outcome: `isError` is a failure; text is the output, then

@@ -335,3 +335,26 @@ fn a_call_past_its_timeout_is_cancelled_and_the_run_goes_on() {
         double.methods()
     );
 }
+
+#[test]
+fn a_header_whose_variable_is_not_set_is_named_and_nothing_is_sent() {
+    let double = McpHttpDouble::start(AUTH);
+    let env = Env::new("## Recurring\n- [ ] @web.echo {\"text\": \"a\"}\n").config(&format!(
+        "autonomy = \"cautious\"\n{}",
+        web_toml(&double.url())
+    ));
+    // As from cron: the variable was exported in a shell, not here.
+    let out = env.cmd(["run", "--once"]).now(NOW).output();
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("headers_env Authorization: the variable WEB_MCP_AUTH is not set"),
+        "{:#}",
+        failed[0]
+    );
+    assert!(double.requests().is_empty(), "{:?}", double.requests());
+}
