@@ -147,6 +147,18 @@ async fn failure(response: Response) -> Result<StreamableHttpPostResponse, Error
     ))
 }
 
+/// An answer that is not MCP (a web page, a proxy's error, broken JSON): why.
+fn not_mcp(why: String) -> Error {
+    StreamableHttpError::UnexpectedServerResponse(format!("the answer is not MCP: {why}").into())
+}
+
+fn content_type(media_type: Option<&str>) -> String {
+    match media_type {
+        Some(t) => format!("its Content-Type is {t}, not {JSON} or {EVENT_STREAM}"),
+        None => "it has no Content-Type".into(),
+    }
+}
+
 fn session_of(response: &Response) -> Option<String> {
     response
         .headers()
@@ -226,13 +238,11 @@ impl HttpClient {
                 self.events(response),
                 session,
             )),
-            Some(JSON) => {
-                let message = serde_json::from_slice(&body(response).await?)?;
-                Ok(StreamableHttpPostResponse::Json(message, session))
-            }
-            other => Err(StreamableHttpError::UnexpectedContentType(
-                other.map(str::to_owned),
-            )),
+            Some(JSON) => match serde_json::from_slice(&body(response).await?) {
+                Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
+                Err(e) => Err(not_mcp(format!("its JSON is no JSON-RPC message ({e})"))),
+            },
+            other => Err(not_mcp(content_type(other))),
         }
     }
 
@@ -285,9 +295,7 @@ impl HttpClient {
         }
         match media_type(&response).as_deref() {
             Some(EVENT_STREAM) => Ok(self.events(response)),
-            other => Err(StreamableHttpError::UnexpectedContentType(
-                other.map(str::to_owned),
-            )),
+            other => Err(not_mcp(content_type(other))),
         }
     }
 }

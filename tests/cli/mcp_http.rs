@@ -1,7 +1,8 @@
 //! MCP servers reached over Streamable HTTP (`[mcp.NAME] url`, SPEC §12), end to end against
 //! a small MCP server double on 127.0.0.1: it answers `initialize` with a session id, lists
 //! four tools, answers `tools/call` as a stream of server-sent events (`echo`, `flood`: one
-//! event of 17 MiB), as JSON (`fail`, `isError`) or after 3 s (`slow`), and refuses any request without the configured header or, after
+//! event of 17 MiB), as JSON (`fail`, `isError`), after 3 s (`slow`) or not as MCP at all
+//! (`page`, `junk`), and refuses any request without the configured header or, after
 //! `initialize`, without the session.
 
 use std::sync::{Arc, Mutex};
@@ -99,7 +100,9 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                 },
                 {"name": "fail", "inputSchema": {"type": "object"}},
                 {"name": "flood", "inputSchema": {"type": "object"}},
-                {"name": "slow", "inputSchema": {"type": "object"}}
+                {"name": "slow", "inputSchema": {"type": "object"}},
+                {"name": "page", "inputSchema": {"type": "object"}},
+                {"name": "junk", "inputSchema": {"type": "object"}}
             ]})),
         ),
         "tools/call" => {
@@ -132,6 +135,9 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                         format!("event: message\ndata: {huge}\n\n"),
                     )
                 }
+                // Not MCP at all: a web page, or JSON that is no JSON-RPC message.
+                Some("page") => Reply::raw(200, "text/html", "<html>maintenance</html>"),
+                Some("junk") => Reply::raw(200, "application/json", "{\"hello\": "),
                 // Answers after the caller gave up.
                 Some("slow") => {
                     std::thread::sleep(std::time::Duration::from_secs(3));
@@ -357,4 +363,35 @@ fn a_header_whose_variable_is_not_set_is_named_and_nothing_is_sent() {
         failed[0]
     );
     assert!(double.requests().is_empty(), "{:?}", double.requests());
+}
+
+#[test]
+fn an_answer_that_is_not_mcp_fails_its_task_and_the_next_one_runs() {
+    let (_double, env, out) = web_run(
+        "## Recurring\n- [ ] @web.page {}\n- [ ] @web.junk {}\n\
+         - [ ] @web.echo {\"text\": \"after\"}\n",
+        "",
+        AUTH,
+    );
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let errors: Vec<&str> = failed
+        .iter()
+        .map(|f| f["error"].as_str().unwrap())
+        .collect();
+    assert!(
+        errors[0].contains("the answer is not MCP: its Content-Type is text/html"),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].contains("the answer is not MCP: its JSON is no JSON-RPC message"),
+        "{errors:?}"
+    );
+    assert_eq!(
+        env.events("task_succeeded").len(),
+        1,
+        "{}",
+        env.audit_text()
+    );
 }
