@@ -331,3 +331,25 @@ fn a_count_too_large_names_the_limit() {
         &["tools.shell.max_consecutive_failures", "4294967295"],
     );
 }
+
+/// The README's reference config (the first `toml` block under "## Config") is a config
+/// this version accepts: the documentation cannot drift into keys that are refused.
+#[test]
+fn the_readmes_reference_config_is_accepted() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let section = &readme[readme.find("\n## Config\n").expect("a Config section")..];
+    let start = section.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let block = &section[start..start + section[start..].find("```").expect("its end")];
+    assert!(
+        block.contains("[mcp.github]") && block.contains("[retention]"),
+        "{block}"
+    );
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n").config(block);
+    let out = env
+        .cmd(["check", "--file", &env.md_file()])
+        .env("TZ", "UTC")
+        .output();
+    out.code(0);
+    assert!(!out.stderr.contains("error"), "{}", out.stderr);
+}
