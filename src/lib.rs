@@ -14,6 +14,7 @@ pub mod lock;
 pub mod markdown;
 pub mod mcp;
 pub mod model;
+pub mod net;
 pub mod plan;
 pub mod render;
 pub mod report;

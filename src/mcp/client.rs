@@ -267,7 +267,9 @@ impl Server {
             })?;
             custom.insert(header, value);
         }
-        let client = super::http::HttpClient::new(spec.startup_timeout)
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| McpError::Start(format!("{url:?} is not a URL: {e}")))?;
+        let client = super::http::HttpClient::new(&parsed, spec.startup_timeout)
             .map_err(|e| McpError::Start(format!("cannot set up an HTTP client: {e}")))?;
         let mut server = Server::unstarted(spec);
         server.http = Some(client.clone());

@@ -51,11 +51,15 @@ pub struct HttpClient {
 }
 
 impl HttpClient {
-    pub fn new(connect_timeout: Duration) -> reqwest::Result<HttpClient> {
-        let client = reqwest::Client::builder()
+    /// For the server at `url` (a loopback one is reached without a proxy).
+    pub fn new(url: &reqwest::Url, connect_timeout: Duration) -> reqwest::Result<HttpClient> {
+        let mut client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
+            .redirect(reqwest::redirect::Policy::none());
+        if crate::net::is_loopback(url) {
+            client = client.no_proxy();
+        }
+        let client = client.build()?;
         Ok(HttpClient {
             client,
             last_error: Arc::default(),

@@ -176,9 +176,13 @@ impl Telegram {
         let token = token.trim().to_string();
         let url = reqwest::Url::parse(&cfg.api_url)
             .map_err(|e| format!("telegram.api_url {:?}: {e}", cfg.api_url))?;
-        let client = teloxide::net::default_reqwest_settings()
+        let mut client = teloxide::net::default_reqwest_settings()
             .connect_timeout(Duration::from_secs(5))
-            .timeout(poll + SLACK)
+            .timeout(poll + SLACK);
+        if crate::net::is_loopback(&url) {
+            client = client.no_proxy();
+        }
+        let client = client
             .build()
             .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
         let bot = Bot::with_client(token.clone(), client).set_api_url(url);

@@ -420,7 +420,7 @@ fn perform(
         .redirect(reqwest::redirect::Policy::limited(MAX_REDIRECTS))
         .user_agent(concat!("heartbeat/", env!("CARGO_PKG_VERSION")))
         .timeout(timeout);
-    if is_loopback(&plan.url) {
+    if crate::net::is_loopback(&plan.url) {
         builder = builder.no_proxy();
     }
     let client = builder.build().map_err(|e| {
@@ -453,16 +453,6 @@ fn perform(
             .push(&buf[..n]);
     }
     Ok(status)
-}
-
-fn is_loopback(url: &Url) -> bool {
-    let host = url.host_str().unwrap_or_default();
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn fail(err: &(dyn StdError + 'static)) -> Failure {

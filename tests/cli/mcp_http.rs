@@ -395,3 +395,43 @@ fn an_answer_that_is_not_mcp_fails_its_task_and_the_next_one_runs() {
         env.audit_text()
     );
 }
+
+/// A proxy set for the whole machine (often there for package registries) cannot reach
+/// this machine's loopback: loopback servers (here the MCP and Telegram doubles) are reached
+/// directly.
+#[test]
+fn a_machine_wide_proxy_is_not_used_for_loopback_servers() {
+    let tg = crate::tg_double::TgDouble::start();
+    tg.expect_token(TG_TOKEN);
+    let double = McpHttpDouble::start(AUTH);
+    let env = Env::new("## Recurring\n- [ ] @web.echo {\"text\": \"direct\"}\n").config(&format!(
+        "autonomy = \"cautious\"\n{}\n{}",
+        web_toml(&double.url()),
+        tg_toml(&tg.url(), &[77], "summary = \"always\"")
+    ));
+    // Port 9 on loopback refuses every connection.
+    let proxy = "http://127.0.0.1:9";
+    let mut cmd = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .token()
+        .env("WEB_MCP_AUTH", AUTH);
+    for var in [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+    ] {
+        cmd = cmd.env(var, proxy);
+    }
+    let out = cmd.output();
+    out.code(0);
+    assert_eq!(
+        env.events("task_succeeded").len(),
+        1,
+        "{}",
+        env.audit_text()
+    );
+    tg.wait_for_calls("sendMessage", 1, std::time::Duration::from_secs(10));
+}
