@@ -121,6 +121,16 @@ pub fn real_user_name() -> String {
     }
 }
 
+/// Whether the file system holding `path` has (almost) no room left for an ordinary user:
+/// less than 1 MiB or no free inode. False when that cannot be asked.
+pub fn disk_full(path: &std::path::Path) -> bool {
+    const ROOM: u64 = 1 << 20;
+    nix::sys::statvfs::statvfs(path).is_ok_and(|s| {
+        s.blocks_available().saturating_mul(s.fragment_size()) < ROOM
+            || (s.files() > 0 && s.files_available() == 0)
+    })
+}
+
 /// Whether heartbeat runs with root's effective uid (which ignores file permissions).
 pub fn is_root() -> bool {
     Uid::effective().is_root()

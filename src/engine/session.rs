@@ -209,7 +209,7 @@ impl<'a> Session<'a> {
     fn recover_starts(&mut self) -> Result<()> {
         for row in self.store.hold_unsettled_starts(&self.run_id)? {
             let reason = format!(
-                "interrupted: the run died before its outcome was recorded, so it may have \
+                "interrupted: the run stopped before its outcome was recorded, so it may have \
                  run; it stays held until `heartbeat reset {}`",
                 row.task_id
             );

@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 pub use approvals::{ApprovalRow, Decision, NewApproval};
 pub use grants::GrantRow;
@@ -51,6 +51,14 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum StoreError {
     #[error("{}: {source}", .path.display())]
     Sqlite {
+        path: PathBuf,
+        source: rusqlite::Error,
+    },
+    /// SQLite could not write (`SQLITE_FULL`, or the `SQLITE_IOERR` a full disk can also
+    /// give) and the disk has no room: said plainly, since "disk I/O error" reads like
+    /// failing hardware.
+    #[error("{}: its disk is full ({source})", .path.display())]
+    DiskFull {
         path: PathBuf,
         source: rusqlite::Error,
     },
@@ -201,9 +209,15 @@ fn retry_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Resul
 }
 
 fn sql_err(path: &Path, source: rusqlite::Error) -> StoreError {
-    StoreError::Sqlite {
-        path: path.to_path_buf(),
-        source,
+    let path = path.to_path_buf();
+    let write_failed = matches!(
+        source.sqlite_error_code(),
+        Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure)
+    );
+    if write_failed && crate::sys::disk_full(&path) {
+        StoreError::DiskFull { path, source }
+    } else {
+        StoreError::Sqlite { path, source }
     }
 }
 

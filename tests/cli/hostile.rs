@@ -1,6 +1,7 @@
 //! Hostile input (SPEC §2 "Bad files", §8 errors and exit codes): pathological JSON, huge
 //! files and inputs, NUL bytes, CR-only line endings, deep nesting, a corrupt database, a
-//! state dir that cannot be created, files that cannot be rewritten, FIFOs.
+//! state dir that cannot be created, a full disk under it, files that cannot be rewritten,
+//! FIFOs.
 //!
 //! Every case: a clean `heartbeat: …` message on stderr, the documented exit code, never a
 //! panic (no "panicked at", never exit 101), nothing half-written (HEARTBEAT.md unchanged or
@@ -9,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -517,6 +519,74 @@ fn a_corrupt_database_exits_2_naming_it_and_runs_nothing() {
         "a task ran on a corrupt database"
     );
     audit_whole(&env);
+}
+
+/// The state dir's disk fills up (a tmpfs in a mount namespace of our own, so no root is
+/// needed): the run stops before any task runs, says the disk is full (SQLite's own
+/// "disk I/O error" reads like failing hardware), exits 2, and leaves HEARTBEAT.md alone.
+/// With room again, the next run does the work, once.
+#[test]
+fn a_full_disk_under_the_state_dir_is_named_and_runs_nothing() {
+    if !Command::new("unshare")
+        .args(["-rm", "true"])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: no unprivileged mount namespaces here (`unshare -rm`)");
+        return;
+    }
+    let md = "## One-time\n- [ ] @append_file {\"path\": \"out.txt\", \"text\": \"once\\n\"}\n";
+    let env = Env::new(md).config(FULL);
+    env.write("empty.md", "## Recurring\n");
+    fs::create_dir_all(env.state()).unwrap();
+    let script = r#"
+        set -u
+        hb() { "$BIN" --config heartbeat.toml --state-dir state --now "$NOW" "$@"; }
+        mount -t tmpfs -o size=1m tmpfs state || exit 99
+        hb run --once -q --file empty.md || exit 98
+        cat /dev/zero > state/filler 2>/dev/null
+        hb run --once > full.out 2> full.err; echo $? > full.rc
+        cp HEARTBEAT.md full.md
+        rm state/filler
+        hb run --once > again.out 2> again.err; echo $? > again.rc
+        cp state/audit.jsonl audit.copy
+    "#;
+    let status = Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .current_dir(env.root())
+        .env("BIN", BIN)
+        .env("NOW", NOW)
+        .env("HOME", env.path("home"))
+        .env_remove("HEARTBEAT_CONFIG")
+        .env_remove("HEARTBEAT_NOW")
+        .status()
+        .unwrap();
+    assert!(status.success(), "the script failed: {status}");
+
+    let (rc, stderr) = (env.read("full.rc"), env.read("full.err"));
+    assert_eq!(rc.trim(), "2", "{stderr}");
+    assert!(
+        stderr.contains("heartbeat.db: its disk is full"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(env.read("full.md"), md, "nothing ran, nothing ticked");
+
+    assert_eq!(
+        env.read("again.rc").trim(),
+        "0",
+        "{}",
+        env.read("again.err")
+    );
+    assert_eq!(env.read("out.txt"), "once\n", "the task ran once");
+    assert!(
+        env.read("HEARTBEAT.md")
+            .starts_with("## One-time\n- [x] @append_file")
+    );
+    for line in env.read("audit.copy").lines() {
+        serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
 }
 
 #[test]
