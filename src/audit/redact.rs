@@ -6,6 +6,10 @@
 //!   objects inside arrays too (a null stays null: nothing to hide).
 //! - In every string, the values of secret-looking URL query parameters become `***`, and
 //!   so does every registered secret (the Telegram token), also inside longer strings.
+//! - In every string, so does the value of a secret-looking key written as `KEY=VALUE`, as
+//!   JSON text (`"access_token": "…"`, a key after `{` or `,`) or as an HTTP credential
+//!   (`Bearer …`): tool output and command lines carry secrets in those forms. A key
+//!   followed by `: ` and prose (`Authorization: the variable …`) is left alone.
 //! - Redaction runs before any text is cut to a limit: a secret that straddles the cut
 //!   would otherwise survive minus its tail.
 //! - Redaction is idempotent: `***` holds no secret.
@@ -99,11 +103,16 @@ impl Secrets {
         Secrets::new(taken.iter().map(|(_, v)| v.clone()))
     }
 
-    /// `s` with registered secrets and secret URL parameters replaced by `***`.
+    /// `s` with registered secrets, the secrets of URLs and the values of secret keys in
+    /// free text replaced by `***`.
     pub fn text<'s>(&self, s: &'s str) -> Cow<'s, str> {
         let cut = self.cut(s);
-        match redact_urls(&cut) {
+        let urls = match redact_urls(&cut) {
             Cow::Borrowed(_) => cut,
+            Cow::Owned(o) => Cow::Owned(o),
+        };
+        match redact_pairs(&urls) {
+            Cow::Borrowed(_) => urls,
             Cow::Owned(o) => Cow::Owned(o),
         }
     }
@@ -282,6 +291,155 @@ fn redact_url(url: &str, out: &mut String) -> bool {
     changed
 }
 
+/// A byte of a key name in free text.
+fn is_key_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
+}
+
+/// Where a bare value in free text ends (`--password=x y`, `TOKEN=x;`).
+fn ends_bare_value(b: u8) -> bool {
+    b.is_ascii_whitespace()
+        || b.is_ascii_control()
+        || matches!(
+            b,
+            b'&' | b';' | b',' | b'"' | b'\'' | b'<' | b'>' | b')' | b']' | b'}' | b'\\'
+        )
+}
+
+/// A byte of an HTTP credential (RFC 9110 token68).
+fn is_credential_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/' | b'=')
+}
+
+/// A quote at `at`, plain or escaped (`"` or `\"`: JSON text inside a JSON string): the
+/// index after it and whether it was escaped.
+fn quote_at(b: &[u8], at: usize) -> Option<(usize, bool)> {
+    match (b.get(at), b.get(at + 1)) {
+        (Some(b'"'), _) => Some((at + 1, false)),
+        (Some(b'\\'), Some(b'"')) => Some((at + 2, true)),
+        _ => None,
+    }
+}
+
+fn skip_spaces(b: &[u8], mut at: usize) -> usize {
+    while b.get(at).is_some_and(|c| *c == b' ' || *c == b'\t') {
+        at += 1;
+    }
+    at
+}
+
+/// Whether a quote after `before` can open a JSON object's key: after `{` or `,` (and
+/// white space), not after `= ` or `: ` as in `bot_token_env = "MY_TOKEN": …`.
+fn starts_member(before: &str) -> bool {
+    before.trim_end().ends_with(['{', ','])
+}
+
+/// The byte range of the secret value that follows the key `b[start..end]` in free text,
+/// if it is one of the forms heartbeat recognises: `KEY=VALUE` (`--password=x`,
+/// `API_TOKEN='x'`), JSON text (`"access_token": "x"`, also escaped inside a JSON string),
+/// or a bearer credential (`Bearer x`, `Authorization: Basic x`).
+fn secret_value(s: &str, start: usize, end: usize) -> Option<(usize, usize)> {
+    let b = s.as_bytes();
+    let key = &s[start..end];
+    // JSON text: a quoted key, a colon, a string or a scalar.
+    let opened = (start > 0 && b[start - 1] == b'"').then(|| start >= 2 && b[start - 2] == b'\\');
+    if let Some(escaped) = opened
+        && starts_member(&s[..start - 1 - usize::from(escaped)])
+        && let Some((after_key, e)) = quote_at(b, end)
+        && e == escaped
+    {
+        let colon = skip_spaces(b, after_key);
+        if b.get(colon) != Some(&b':') || !is_secret_key(key) {
+            return None;
+        }
+        let value = skip_spaces(b, colon + 1);
+        if let Some((from, e)) = quote_at(b, value)
+            && e == escaped
+        {
+            let close = if escaped {
+                s[from..].find("\\\"")
+            } else {
+                (from..b.len())
+                    .find(|&i| b[i] == b'"' && b[i - 1] != b'\\')
+                    .map(|i| i - from)
+            };
+            return Some((from, close.map_or(b.len(), |c| from + c)));
+        }
+        // A number or a boolean; null, objects and arrays are left (their keys are read
+        // on their own).
+        let to = value
+            + b[value..]
+                .iter()
+                .take_while(|c| !ends_bare_value(**c))
+                .count();
+        let scalar = &s[value..to];
+        let nested = scalar.starts_with(['{', '[']);
+        return (!scalar.is_empty() && scalar != "null" && !nested).then_some((value, to));
+    }
+    if b.get(end) == Some(&b'=') && is_secret_key(key) {
+        let value = end + 1;
+        if let Some(&q) = b.get(value).filter(|q| **q == b'"' || **q == b'\'') {
+            let to = b[value + 1..]
+                .iter()
+                .position(|c| *c == q)
+                .map_or(b.len(), |p| value + 1 + p);
+            return Some((value + 1, to));
+        }
+        let to = value
+            + b[value..]
+                .iter()
+                .take_while(|c| !ends_bare_value(**c))
+                .count();
+        return Some((value, to));
+    }
+    let scheme = key.eq_ignore_ascii_case("bearer")
+        || (key.eq_ignore_ascii_case("basic")
+            && s[..start]
+                .trim_end()
+                .to_ascii_lowercase()
+                .ends_with("authorization:"));
+    if scheme && b.get(end) == Some(&b' ') {
+        let from = skip_spaces(b, end);
+        let to = from
+            + b[from..]
+                .iter()
+                .take_while(|c| is_credential_byte(**c))
+                .count();
+        // A credential is long; "bearer of bad news" is prose.
+        return (to - from >= 8).then_some((from, to));
+    }
+    None
+}
+
+/// `s` with the values of secret-looking keys in free text (tool output, errors, commands)
+/// replaced by `***`: see [`secret_value`] for the forms.
+fn redact_pairs(s: &str) -> Cow<'_, str> {
+    let b = s.as_bytes();
+    let mut out = String::new();
+    let (mut copied, mut at) = (0, 0);
+    while at < b.len() {
+        if !is_key_byte(b[at]) || (at > 0 && is_key_byte(b[at - 1])) {
+            at += 1;
+            continue;
+        }
+        let end = at + b[at..].iter().take_while(|c| is_key_byte(**c)).count();
+        match secret_value(s, at, end) {
+            Some((from, to)) if from < to && &s[from..to] != STARS => {
+                out.push_str(&s[copied..from]);
+                out.push_str(STARS);
+                copied = to;
+                at = to;
+            }
+            _ => at = end,
+        }
+    }
+    if copied == 0 {
+        return Cow::Borrowed(s);
+    }
+    out.push_str(&s[copied..]);
+    Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +447,64 @@ mod tests {
 
     fn token() -> Secrets {
         Secrets::new(["123:ABC".to_string()])
+    }
+
+    #[test]
+    fn secret_keys_in_free_text_lose_their_values() {
+        let s = Secrets::default();
+        for (text, shown) in [
+            (
+                r#"{"access_token": "AT-1", "user": {"password": "P\"W"}, "n": 1}"#,
+                r#"{"access_token": "***", "user": {"password": "***"}, "n": 1}"#,
+            ),
+            (r#"{"token":12345,"ok":true}"#, r#"{"token":***,"ok":true}"#),
+            (
+                r#"out: {\"api_key\": \"K9\", \"n\": 2}"#,
+                r#"out: {\"api_key\": \"***\", \"n\": 2}"#,
+            ),
+            (
+                "mysql --password=hunter2 -u me",
+                "mysql --password=*** -u me",
+            ),
+            ("export API_TOKEN='a b'; ls", "export API_TOKEN='***'; ls"),
+            ("DB_SECRET=x&next=1", "DB_SECRET=***&next=1"),
+            (
+                "-H 'Authorization: Bearer sk-live-AAAA1111'",
+                "-H 'Authorization: Bearer ***'",
+            ),
+            (
+                "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+                "Authorization: Basic ***",
+            ),
+        ] {
+            assert_eq!(s.text(text), shown, "{text}");
+            assert_eq!(s.text(shown), shown, "idempotent: {shown}");
+        }
+        // Prose, heartbeat's own messages and harmless values stay as they are.
+        for text in [
+            "headers_env Authorization: the variable SEARCH_MCP_AUTH is not set",
+            "telegram.bot_token_env = \"HB_TOKEN\": expected a name",
+            "used 1200 tokens; tokens: 5",
+            "the basic idea, and the bearer of bad news",
+            r#"{"token": null, "session": {"id": 1}}"#,
+            "cost_usd=0.02 keyboard=us",
+            "password=",
+        ] {
+            assert_eq!(s.text(text), text);
+        }
+    }
+
+    proptest::proptest! {
+        /// Any text, of the pieces secrets are written with: no panic (every cut is at a
+        /// character boundary), and a second pass changes nothing.
+        #[test]
+        fn free_text_redaction_is_total_and_idempotent(
+            text in r#"([ a-zé{},:="'\\&;]|token|Bearer |Basic |Authorization: |password|\\")*"#
+        ) {
+            let s = Secrets::default();
+            let once = s.text(&text).into_owned();
+            proptest::prop_assert_eq!(s.text(&once).into_owned(), once);
+        }
     }
 
     #[test]
@@ -393,7 +609,8 @@ mod tests {
                 "error: GET http://h:1/a?password=*** failed; see \"https://b/?bearer=***\"",
             ),
             ("https://x/?page=2&q=key", "https://x/?page=2&q=key"),
-            ("no url ?token=abc", "no url ?token=abc"),
+            // Not a URL, but a secret key's value in free text all the same.
+            ("no url ?token=abc&sig=def", "no url ?token=***&sig=def"),
             ("https://x/?token=", "https://x/?token="),
             // User info: the password, or a lone token in the user's place.
             (

@@ -202,6 +202,56 @@ fn a_password_in_a_urls_user_info_reaches_no_sink() {
     assert_nowhere("pw-77c1e", &env, &tg, &[&out]);
 }
 
+/// A secret in free text: an API's JSON answer with an access token, a command line with a
+/// password, a bearer header. The approved tool still gets the real values from the file.
+#[test]
+fn secret_keys_in_outputs_and_command_lines_reach_no_sink() {
+    use crate::test_server::{Reply, TestServer};
+
+    let api = TestServer::start(|_| {
+        Reply::json(
+            200,
+            &serde_json::json!({"access_token": "at-5e1f0c", "user": {"password": "pw-77d2"}}),
+        )
+    });
+    let md = format!(
+        "## Recurring\n\
+         - [ ] @http {{\"url\": \"{}/login\"}}\n\
+         - [ ] @shell {{\"cmd\": \"echo \\\"Authorization: Bearer sk-live-9c1d44aa\\\" >&2; \
+         echo DB_PASSWORD=hunter-2e9 > got.txt\"}}\n",
+        api.url()
+    );
+    let (tg, env) = setup(&md, "[tools.http]\napproval = \"auto\"\n");
+    let run = env.cmd(["run", "--once"]).token().output();
+    run.code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    let shown = ok[0]["output"].as_str().unwrap();
+    assert!(shown.contains(r#""access_token":"***""#), "{shown}");
+    let queued = env.events("approval_requested");
+    assert_eq!(queued.len(), 1, "{:#?}", env.audit());
+    assert!(
+        queued[0]["input"]["cmd"]
+            .as_str()
+            .unwrap()
+            .contains("DB_PASSWORD=*** > got.txt"),
+        "{}",
+        queued[0]
+    );
+
+    let listed = env.cmd(["approvals"]).token().output();
+    let approved = env.cmd(["approve", "1"]).token().user("tester").output();
+    approved.code(0);
+    // The tool ran with the command as written in the file, not as shown.
+    assert_eq!(env.read("got.txt"), "DB_PASSWORD=hunter-2e9\n");
+    let stderr = env.events("task_succeeded")[1]["stderr"].to_string();
+    assert!(stderr.contains("Bearer ***"), "{stderr}");
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    for secret in ["at-5e1f0c", "pw-77d2", "sk-live-9c1d44aa", "hunter-2e9"] {
+        assert_nowhere(secret, &env, &tg, &[&run, &listed, &approved]);
+    }
+}
+
 #[test]
 fn an_invalid_task_is_shown_in_messages_by_place_and_error_only() {
     let md = "## Recurring\n\
