@@ -191,6 +191,11 @@ fn normal(key: &str) -> String {
 
 /// Whether values under this key are never shown (SPEC §7).
 pub fn is_secret_key(key: &str) -> bool {
+    // A key shorter than every part cannot hold one (most keys: `text`, `cmd`, `url`), and
+    // free text asks this of every quoted key it meets.
+    if key.len() < SECRET_KEY_PARTS.iter().map(|p| p.len()).min().unwrap_or(0) {
+        return false;
+    }
     let key = normal(key);
     SECRET_KEY_PARTS.iter().any(|part| key.contains(part))
 }
@@ -433,7 +438,8 @@ fn redact_pairs(s: &str) -> Cow<'_, str> {
             _ => at = end,
         }
     }
-    if copied == 0 {
+    if out.is_empty() {
+        // Nothing was replaced.
         return Cow::Borrowed(s);
     }
     out.push_str(&s[copied..]);
