@@ -52,6 +52,15 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A tool ran and its outcome could not be stored (in SQLite, or then in the audit log):
+    /// the run stops and says which task did its work (a one-time task whose outcome SQLite
+    /// lacks is reported `interrupted` by the next run, never run again by itself).
+    #[error("{task} ran, but {what}: {source}")]
+    Unrecorded {
+        task: String,
+        what: &'static str,
+        source: Box<Error>,
+    },
 }
 
 impl Error {

@@ -39,6 +39,15 @@ use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
 use crate::text::first_line;
 use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
+/// The error of a task whose tool ran and whose outcome could not be kept (`what`).
+fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Error {
+    Error::Unrecorded {
+        task: format!("@{tool} {}:{}", task.file.display(), task.line),
+        what,
+        source: Box::new(source),
+    }
+}
+
 /// How an approval of a task an agent proposed names its proposer.
 pub const PROPOSED_BY: &str = "proposed by an agent, ";
 
@@ -755,17 +764,20 @@ impl<'a> Session<'a> {
         }
         self.tool_started(name);
         crate::fault::point("task_done");
-        let failures = self.store.record_task_run(&TaskRunRecord {
-            run_id: &self.run_id,
-            task_id: &task.id,
-            tool: name,
-            started_at: self.now,
-            finished_at: finished,
-            succeeded: outcome.success,
-            cost_usd: cost,
-            approval_id,
-            error: bare_error.as_deref(),
-        })?;
+        let failures = self
+            .store
+            .record_task_run(&TaskRunRecord {
+                run_id: &self.run_id,
+                task_id: &task.id,
+                tool: name,
+                started_at: self.now,
+                finished_at: finished,
+                succeeded: outcome.success,
+                cost_usd: cost,
+                approval_id,
+                error: bare_error.as_deref(),
+            })
+            .map_err(|e| unrecorded(task, name, "its outcome could not be recorded", e.into()))?;
         let stderr = audit::truncate(&stderr, TEXT_LIMIT, outcome.stderr_dropped);
         let run = TaskRun {
             run_id: &self.run_id,
@@ -789,9 +801,10 @@ impl<'a> Session<'a> {
         } else {
             Event::TaskFailed(run)
         };
-        self.audit
-            .record(self.clock.now(), &event)
-            .map_err(|e| Error::io(self.audit.path(), e))?;
+        self.audit.record(self.clock.now(), &event).map_err(|e| {
+            let e = Error::io(self.audit.path(), e);
+            unrecorded(task, name, "its audit line could not be written", e)
+        })?;
         crate::fault::point("task_recorded");
         let limit = self.cfg.failure_limit(name);
         let trips = !outcome.success && limit > 0 && failures >= limit;

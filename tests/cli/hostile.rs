@@ -522,11 +522,12 @@ fn a_corrupt_database_exits_2_naming_it_and_runs_nothing() {
 }
 
 /// The state dir's disk fills up (a tmpfs in a mount namespace of our own, so no root is
-/// needed): the run stops before any task runs, says the disk is full (SQLite's own
-/// "disk I/O error" reads like failing hardware), exits 2, and leaves HEARTBEAT.md alone.
-/// With room again, the next run does the work, once.
+/// needed). Full before the run: it stops before any task runs, says the disk is full
+/// (SQLite's own "disk I/O error" reads like failing hardware), exits 2, and leaves
+/// HEARTBEAT.md alone; with room again, the next run does the work, once. Filled by a
+/// tool: the run exits 1 naming the task that ran unrecorded, which never runs again.
 #[test]
-fn a_full_disk_under_the_state_dir_is_named_and_runs_nothing() {
+fn a_full_disk_under_the_state_dir_is_named_and_no_task_runs_twice() {
     if !Command::new("unshare")
         .args(["-rm", "true"])
         .stderr(Stdio::null())
@@ -540,6 +541,19 @@ fn a_full_disk_under_the_state_dir_is_named_and_runs_nothing() {
     let env = Env::new(md).config(FULL);
     env.write("empty.md", "## Recurring\n");
     fs::create_dir_all(env.state()).unwrap();
+    fs::create_dir_all(env.path("logs")).unwrap();
+    let log = env.path("logs/audit.jsonl");
+    env.write(
+        "split.toml",
+        format!("{FULL}audit_log = {:?}\n", log.display().to_string()),
+    );
+    env.write(
+        "split.md",
+        // A line longer than a page (the output is kept up to 4 KiB) needs a new block.
+        r#"## Recurring
+- [ ] @shell {"cmd": "cat /dev/zero > logs/filler 2>/dev/null; head -c 5000 /dev/zero | tr '\\0' x"}
+"#,
+    );
     let script = r#"
         set -u
         hb() { "$BIN" --config heartbeat.toml --state-dir state --now "$NOW" "$@"; }
@@ -550,7 +564,16 @@ fn a_full_disk_under_the_state_dir_is_named_and_runs_nothing() {
         cp HEARTBEAT.md full.md
         rm state/filler
         hb run --once > again.out 2> again.err; echo $? > again.rc
+        # A one-time tool that fills the disk itself: it runs, its outcome cannot be stored.
+        printf -- '- [ ] @shell {"cmd": "cat /dev/zero > state/filler 2>/dev/null; echo ran >> ran.txt"}\n' >> HEARTBEAT.md
+        hb run --once > filled.out 2> filled.err; echo $? > filled.rc
+        rm state/filler
+        hb run --once > after.out 2> after.err; echo $? > after.rc
         cp state/audit.jsonl audit.copy
+        # The audit log on a disk of its own, filled by the tool: recorded, but not logged.
+        mount -t tmpfs -o size=256k tmpfs logs || exit 97
+        "$BIN" --config split.toml --state-dir state/split --now "$NOW" run --once --file split.md \
+            > split.out 2> split.err; echo $? > split.rc
     "#;
     let status = Command::new("unshare")
         .args(["-rm", "sh", "-c", script])
@@ -583,6 +606,38 @@ fn a_full_disk_under_the_state_dir_is_named_and_runs_nothing() {
     assert!(
         env.read("HEARTBEAT.md")
             .starts_with("## One-time\n- [x] @append_file")
+    );
+
+    // The run that filled the disk stops with exit 1 (work was done) and names the task.
+    let stderr = env.read("filled.err");
+    assert_eq!(env.read("filled.rc").trim(), "1", "{stderr}");
+    assert!(
+        stderr.contains("@shell ") && stderr.contains("ran, but its outcome could not be recorded"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("its disk is full"), "{stderr}");
+    // The next run reports it interrupted and holds it: the tool ran once.
+    assert_eq!(
+        env.read("after.rc").trim(),
+        "1",
+        "{}",
+        env.read("after.err")
+    );
+    assert!(
+        env.read("after.out").contains("interrupted"),
+        "{}",
+        env.read("after.out")
+    );
+    assert_eq!(env.read("ran.txt"), "ran\n");
+
+    // A task whose audit line cannot be written is named too.
+    let stderr = env.read("split.err");
+    assert_eq!(env.read("split.rc").trim(), "1", "{stderr}");
+    assert!(
+        stderr.contains("@shell ")
+            && stderr.contains("ran, but its audit line could not be written")
+            && stderr.contains("No space left on device"),
+        "{stderr}"
     );
     for line in env.read("audit.copy").lines() {
         serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}"));
