@@ -23,6 +23,8 @@ struct Facts {
     /// One-time tasks held after an interrupted run.
     interrupted: Vec<String>,
     holder: Option<lock::Holder>,
+    /// Until when Telegram asked not to be sent anything (HTTP 429), if that is still ahead.
+    telegram_wait: Option<String>,
 }
 
 fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
@@ -30,6 +32,12 @@ fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
     let interrupted = match &store {
         Some(s) => s.unsettled()?,
         None => Vec::new(),
+    };
+    let telegram_wait = match &store {
+        Some(s) => s
+            .meta(crate::engine::outbox::RETRY_AT_KEY)?
+            .filter(|at| crate::store::parse_ts(at).is_some_and(|at| at > ctx.now)),
+        None => None,
     };
     let (last_run, pending, spent, outbox, pause, tripped) = match &store {
         Some(s) => {
@@ -59,6 +67,7 @@ fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
         tripped,
         interrupted,
         holder,
+        telegram_wait,
     })
 }
 
@@ -105,6 +114,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         tripped,
         interrupted,
         holder,
+        telegram_wait,
     } = gather(ctx, &cfg)?;
     out.line(&format!("state dir:   {}", cfg.state_dir.display()));
     out.line(&match &last_run {
@@ -149,12 +159,17 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     }
     if !interrupted.is_empty() {
         out.line(&format!(
-            "interrupted: {} (one-time tasks whose run died; check what they did, then \
-             heartbeat reset TASK_ID)",
+            "interrupted: {} (one-time tasks whose run stopped before their outcome was \
+             recorded; check what they did, then heartbeat reset TASK_ID)",
             interrupted.join(", ")
         ));
     }
-    out.line(&format!("outbox:      {outbox} message(s) waiting"));
+    out.line(&format!(
+        "outbox:      {outbox} message(s) waiting{}",
+        telegram_wait.map_or(String::new(), |at| format!(
+            " (Telegram asked heartbeat to wait until {at})"
+        ))
+    ));
     out.line(&match holder {
         Some(h) => format!(
             "lock:        held by pid {} since {}",

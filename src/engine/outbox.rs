@@ -178,7 +178,11 @@ fn hold(
     Ok(())
 }
 
-/// Send what the outbox holds, obeying quiet hours, the dedupe and the daily cap. Returns
+/// The `meta` key of the time before which Telegram asked not to be sent anything.
+pub const RETRY_AT_KEY: &str = "telegram_retry_at";
+
+/// Send what the outbox holds, obeying quiet hours, the dedupe, the daily cap and
+/// Telegram's "retry after". Returns
 /// what happened and what to audit (the caller owns the audit log).
 pub fn deliver(
     store: &mut Store,
@@ -198,7 +202,12 @@ pub fn deliver(
         .quiet_hours
         .is_some_and(|w| w.contains(now.with_timezone(&tz).naive_local()));
     let day_start = local_midnight(tz, now);
-    let mut transport = transport;
+    // After Telegram's "retry after" nothing is sent before that time; it all waits.
+    let wait_until = store
+        .meta(RETRY_AT_KEY)?
+        .as_deref()
+        .and_then(store::parse_ts);
+    let mut transport = transport.filter(|_| wait_until.is_none_or(|at| now >= at));
 
     for (chat, rows) in by_chat {
         let mut live = Vec::new();
@@ -328,9 +337,20 @@ pub fn deliver(
                     }
                     stats.failed += 1;
                     audit.push(failed_line(chat, &p.kind, e.message(), true));
-                    if matches!(e, SendError::Unavailable(_)) {
-                        // Telegram is down or unreachable: the rest waits for the next run.
-                        transport = None;
+                    match &e {
+                        SendError::Refused(_) => {}
+                        SendError::Unavailable(_) => {
+                            // Telegram is down or unreachable: the rest waits for the next run.
+                            transport = None;
+                        }
+                        SendError::RetryAfter(wait, _) => {
+                            // Asking again sooner would only prolong the flood limit. A
+                            // message waits at most a day anyway (then it expires).
+                            let wait = chrono::Duration::from_std((*wait).min(MAX_AGE))
+                                .unwrap_or_default();
+                            store.set_meta(RETRY_AT_KEY, &crate::audit::format_ts(now + wait))?;
+                            transport = None;
+                        }
                     }
                 }
             }

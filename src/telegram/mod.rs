@@ -38,12 +38,14 @@ pub enum SendError {
     Refused(String),
     /// Telegram could not be reached or failed (network, 5xx, no token): stop for now.
     Unavailable(String),
+    /// Telegram asked to wait this long before the next message (HTTP 429, `retry_after`).
+    RetryAfter(Duration, String),
 }
 
 impl SendError {
     pub fn message(&self) -> &str {
         match self {
-            SendError::Refused(m) | SendError::Unavailable(m) => m,
+            SendError::Refused(m) | SendError::Unavailable(m) | SendError::RetryAfter(_, m) => m,
         }
     }
 }
@@ -224,6 +226,7 @@ impl Telegram {
             RequestError::Api(_) | RequestError::MigrateToChatId(_) => {
                 SendError::Refused(self.error(e))
             }
+            RequestError::RetryAfter(wait) => SendError::RetryAfter(wait.duration(), self.error(e)),
             _ => SendError::Unavailable(self.error(e)),
         }
     }

@@ -354,6 +354,53 @@ fn telegram_502_is_a_queued_failure_and_costs_at_most_the_request_cap() {
 }
 
 #[test]
+fn telegram_429_is_a_queued_failure_and_its_retry_after_is_honoured_across_runs() {
+    let (tg, env) = setup(WEEKLY_LOG, &[CHAT], "", "");
+    tg.fail_next_raw(
+        "sendMessage",
+        1,
+        429,
+        "application/json",
+        r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 3600","parameters":{"retry_after":3600}}"#,
+    );
+    let start = Instant::now();
+    run(&env, NOW).code(0);
+    assert!(start.elapsed() < WAIT, "took {:?}", start.elapsed());
+    let failed = env.events("notification_failed");
+    assert_eq!(failed.len(), 1, "{:#?}", env.audit());
+    assert_eq!(failed[0]["queued"], true);
+    assert!(
+        failed[0]["error"].as_str().unwrap().contains("3600"),
+        "{}",
+        failed[0]
+    );
+    assert_eq!(outbox_rows(&env), 1);
+    // Within the hour Telegram asked for, nothing is sent (asking again would only
+    // prolong the limit): the message waits, and no new failure is logged.
+    run(&env, &minutes_after_now(30)).code(0);
+    assert_eq!(sends(&tg).len(), 1);
+    assert_eq!(env.events("notification_failed").len(), 1);
+    assert_eq!(outbox_rows(&env), 1);
+    assert_eq!(status(&env)["outbox"], 1);
+    let shown = env
+        .cmd(["status"])
+        .now(&minutes_after_now(30))
+        .output()
+        .stdout;
+    assert!(
+        shown.contains(
+            "1 message(s) waiting (Telegram asked heartbeat to wait until 2026-05-01T11:00:00"
+        ),
+        "{shown}"
+    );
+    // After it, the message goes out.
+    run(&env, &minutes_after_now(61)).code(0);
+    assert_eq!(sends(&tg).len(), 2);
+    assert_eq!(env.events("notification_sent").len(), 1);
+    assert_eq!(outbox_rows(&env), 0);
+}
+
+#[test]
 fn telegram_outbox_drops_a_message_after_24h() {
     let (tg, env) = setup(WEEKLY_LOG, &[CHAT], "", "");
     tg.drop_next("sendMessage", 1);

@@ -208,14 +208,14 @@ impl TgDouble {
         });
     }
 
-    /// The next `times` calls to `method` are recorded and answered with bytes that are not
-    /// HTTP: a network error for the client at once, without teloxide's 10 s 5xx sleep.
     /// The next `times` calls to `method` are answered as usual (a scripted failure queued
     /// after them then hits a later call).
     pub fn pass_next(&self, method: &str, times: usize) {
         self.script(method, times, || Failure::Pass);
     }
 
+    /// The next `times` calls to `method` are recorded and answered with bytes that are not
+    /// HTTP: a network error for the client at once, without teloxide's 10 s 5xx sleep.
     pub fn drop_next(&self, method: &str, times: usize) {
         self.script(method, times, || Failure::NotHttp);
     }
