@@ -121,6 +121,44 @@ fn read_holder(state_dir: &Path) -> Holder {
     holder
 }
 
+/// The file a daemon holds locked for its whole life (SPEC is silent; one daemon per state
+/// dir: a second would race the first for every tick's run lock, and Telegram answers two
+/// pollers of one bot with 409 Conflict).
+pub const DAEMON_FILE: &str = "heartbeat.daemon";
+
+/// Held by the daemon until it exits; the kernel drops it when the daemon dies.
+#[derive(Debug)]
+pub struct DaemonLock {
+    _file: File,
+}
+
+/// Become the state dir's daemon. `Err`: another daemon is, with its pid when known.
+pub fn hold_daemon(state_dir: &Path) -> io::Result<Result<DaemonLock, Option<u32>>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(state_dir.join(DAEMON_FILE))?;
+    match file.try_lock() {
+        Ok(()) => {
+            file.set_len(0)?;
+            file.write_all(format!("pid {}\n", std::process::id()).as_bytes())?;
+            Ok(Ok(DaemonLock { _file: file }))
+        }
+        Err(TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let _ = file.take(64).read_to_string(&mut text);
+            let pid = text
+                .strip_prefix("pid ")
+                .and_then(|p| p.trim().parse().ok());
+            Ok(Err(pid))
+        }
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,6 +39,7 @@ use crate::engine::files::read_files;
 use crate::engine::run::{Tick, connect_telegram, tick};
 use crate::engine::session::{self, Stop};
 use crate::error::{Error, Result, exit};
+use crate::lock;
 use crate::schedule::local_midnight;
 use crate::store::{Store, parse_ts};
 use crate::telegram::Telegram;
@@ -63,6 +64,20 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     spawn_signal_thread(tx.clone(), stop.clone())?;
 
     let mut cfg = ctx.load_config(&args.files.files)?;
+    crate::engine::files::ensure_state_dir(&cfg.state_dir)?;
+    let daemon_file = cfg.state_dir.join(lock::DAEMON_FILE);
+    let _daemon = match lock::hold_daemon(&cfg.state_dir) {
+        Ok(Ok(held)) => held,
+        Ok(Err(pid)) => {
+            return Err(Error::Usage(format!(
+                "another heartbeat daemon{} is running on {}: stop it first, or give this one \
+                 its own --state-dir",
+                pid.map_or(String::new(), |p| format!(" (pid {p})")),
+                cfg.state_dir.display()
+            )));
+        }
+        Err(e) => return Err(Error::io(daemon_file, e)),
+    };
     // `--now` shifts the daemon's clock; it then runs in real time from there.
     let offset = ctx.now - Utc::now();
     let clock = move || Utc::now() + offset;

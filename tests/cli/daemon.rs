@@ -148,6 +148,35 @@ fn daemon_does_not_tick_at_start_after_a_recent_run() {
     assert_eq!(events_now(&env, "daemon_stopped")[0]["signal"], "SIGINT");
 }
 
+/// One daemon per state dir: a second one (a terminal beside a systemd unit) says who runs
+/// and exits 2, and the first goes on; once it stopped, a new one starts.
+#[test]
+fn a_second_daemon_on_the_same_state_dir_refuses_to_start() {
+    let env =
+        Env::new("## Recurring\n- [ ] @log {\"text\": \"beat\"}\n").config("timezone = \"UTC\"\n");
+    let first = daemon(&env, "1h");
+    wait_events(&env, "daemon_started", 1, WAIT);
+    let out = env.cmd(["daemon", "--every", "1h"]).output();
+    out.code(2);
+    assert!(
+        out.stderr.contains(&format!(
+            "another heartbeat daemon (pid {}) is running on {}",
+            first.pid(),
+            env.state().display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(events_now(&env, "daemon_started").len(), 1);
+    first.signal(libc::SIGTERM);
+    first.finish(WAIT).code(0);
+
+    let second = daemon(&env, "1h");
+    wait_events(&env, "daemon_started", 2, WAIT);
+    second.signal(libc::SIGTERM);
+    second.finish(WAIT).code(0);
+}
+
 // ---------------------------------------------------------------------------------------
 // (17) SIGTERM while a tool runs
 
