@@ -69,7 +69,12 @@ fn write_holder(state_dir: &Path, now: DateTime<Utc>) -> io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(state_dir.join(LOCK_FILE))?;
-    file.write_all(format!("pid {}\nsince {}\n", std::process::id(), format_ts(now)).as_bytes())
+    file.write_all(holder_text(now).as_bytes())
+}
+
+/// What a lock's file says of its holder: this process, since `now`.
+fn holder_text(now: DateTime<Utc>) -> String {
+    format!("pid {}\nsince {}\n", std::process::id(), format_ts(now))
 }
 
 /// Take the lock, waiting up to `timeout` for the holder to finish (`approve` waits; a
@@ -110,6 +115,10 @@ fn read_holder(state_dir: &Path) -> Holder {
     if let Ok(file) = File::open(state_dir.join(LOCK_FILE)) {
         let _ = file.take(4096).read_to_string(&mut text);
     }
+    parse_holder(&text)
+}
+
+fn parse_holder(text: &str) -> Holder {
     let mut holder = Holder::default();
     for line in text.lines() {
         if let Some(pid) = line.strip_prefix("pid ") {
@@ -132,8 +141,8 @@ pub struct DaemonLock {
     _file: File,
 }
 
-/// Become the state dir's daemon. `Err`: another daemon is, with its pid when known.
-pub fn hold_daemon(state_dir: &Path) -> io::Result<Result<DaemonLock, Option<u32>>> {
+/// Become the state dir's daemon, started at `now`. `Err`: another daemon is.
+pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<DaemonLock, Holder>> {
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -144,19 +153,32 @@ pub fn hold_daemon(state_dir: &Path) -> io::Result<Result<DaemonLock, Option<u32
     match file.try_lock() {
         Ok(()) => {
             file.set_len(0)?;
-            file.write_all(format!("pid {}\n", std::process::id()).as_bytes())?;
+            file.write_all(holder_text(now).as_bytes())?;
             Ok(Ok(DaemonLock { _file: file }))
         }
-        Err(TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let _ = file.take(64).read_to_string(&mut text);
-            let pid = text
-                .strip_prefix("pid ")
-                .and_then(|p| p.trim().parse().ok());
-            Ok(Err(pid))
-        }
+        Err(TryLockError::WouldBlock) => Ok(Err(read_daemon(&file))),
         Err(TryLockError::Error(e)) => Err(e),
     }
+}
+
+/// The daemon running on this state dir, if any (for `status`). Never creates anything.
+pub fn probe_daemon(state_dir: &Path) -> io::Result<Option<Holder>> {
+    let file = match File::open(state_dir.join(DAEMON_FILE)) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    match file.try_lock_shared() {
+        Ok(()) => Ok(None),
+        Err(TryLockError::WouldBlock) => Ok(Some(read_daemon(&file))),
+        Err(TryLockError::Error(e)) => Err(e),
+    }
+}
+
+fn read_daemon(file: &File) -> Holder {
+    let mut text = String::new();
+    let _ = file.take(4096).read_to_string(&mut text);
+    parse_holder(&text)
 }
 
 #[cfg(test)]

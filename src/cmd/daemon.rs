@@ -66,13 +66,13 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let mut cfg = ctx.load_config(&args.files.files)?;
     crate::engine::files::ensure_state_dir(&cfg.state_dir)?;
     let daemon_file = cfg.state_dir.join(lock::DAEMON_FILE);
-    let _daemon = match lock::hold_daemon(&cfg.state_dir) {
+    let _daemon = match lock::hold_daemon(&cfg.state_dir, ctx.now) {
         Ok(Ok(held)) => held,
-        Ok(Err(pid)) => {
+        Ok(Err(other)) => {
             return Err(Error::Usage(format!(
                 "another heartbeat daemon{} is running on {}: stop it first, or give this one \
                  its own --state-dir",
-                pid.map_or(String::new(), |p| format!(" (pid {p})")),
+                other.pid.map_or(String::new(), |p| format!(" (pid {p})")),
                 cfg.state_dir.display()
             )));
         }

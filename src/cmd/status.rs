@@ -23,6 +23,8 @@ struct Facts {
     /// One-time tasks held after an interrupted run.
     interrupted: Vec<String>,
     holder: Option<lock::Holder>,
+    /// The daemon running on this state dir.
+    daemon: Option<lock::Holder>,
     /// Until when Telegram asked not to be sent anything (HTTP 429), if that is still ahead.
     telegram_wait: Option<String>,
 }
@@ -58,6 +60,8 @@ fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
     };
     let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
     let holder = lock::probe(&cfg.state_dir).map_err(|e| Error::io(&lock_path, e))?;
+    let daemon = lock::probe_daemon(&cfg.state_dir)
+        .map_err(|e| Error::io(cfg.state_dir.join(lock::DAEMON_FILE), e))?;
     Ok(Facts {
         last_run,
         pending,
@@ -67,6 +71,7 @@ fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
         tripped,
         interrupted,
         holder,
+        daemon,
         telegram_wait,
     })
 }
@@ -94,6 +99,11 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
             "pid": f.holder.as_ref().and_then(|h| h.pid),
             "since": f.holder.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
         },
+        "daemon": {
+            "running": f.daemon.is_some(),
+            "pid": f.daemon.as_ref().and_then(|h| h.pid),
+            "since": f.daemon.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
+        },
         "state_dir": cfg.state_dir,
     }))
 }
@@ -114,6 +124,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         tripped,
         interrupted,
         holder,
+        daemon,
         telegram_wait,
     } = gather(ctx, &cfg)?;
     out.line(&format!("state dir:   {}", cfg.state_dir.display()));
@@ -178,5 +189,12 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         ),
         None => "lock:        free".into(),
     });
+    if let Some(d) = daemon {
+        out.line(&format!(
+            "daemon:      pid {} since {}",
+            d.pid.map_or("?".into(), |p| p.to_string()),
+            d.since.map_or("?".into(), show_local)
+        ));
+    }
     Ok(exit::OK)
 }

@@ -168,8 +168,21 @@ fn a_second_daemon_on_the_same_state_dir_refuses_to_start() {
         out.stderr
     );
     assert_eq!(events_now(&env, "daemon_started").len(), 1);
+    // `status` names it.
+    let status = env.cmd(["status", "--json"]).output();
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(status["daemon"]["running"], true, "{status}");
+    assert_eq!(status["daemon"]["pid"], first.pid(), "{status}");
+    let shown = env.cmd(["status"]).output().stdout;
+    assert!(
+        shown.contains(&format!("daemon:      pid {} since ", first.pid())),
+        "{shown}"
+    );
     first.signal(libc::SIGTERM);
     first.finish(WAIT).code(0);
+    let status = env.cmd(["status", "--json"]).output();
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(status["daemon"]["running"], false, "{status}");
 
     let second = daemon(&env, "1h");
     wait_events(&env, "daemon_started", 2, WAIT);
