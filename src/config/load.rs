@@ -782,6 +782,13 @@ impl Source {
             let mut text = format!("unknown key {field:?}");
             if let Some(near) = closest(field, &known) {
                 text.push_str(&format!(" (did you mean {near:?}?)"));
+            } else if let Some(home) = home_of(field) {
+                text.push_str(&match home {
+                    "" => " (a top-level key: every key after a [table] line belongs to that \
+                           table, so put it above the first one)"
+                        .to_string(),
+                    home => format!(" (it belongs in [{home}])"),
+                });
             }
             return error(dotted(table), text);
         }
@@ -983,6 +990,52 @@ fn env_name(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The tables whose keys have one place ("" is the top level), for an unknown key written
+/// in the wrong one: a top-level key below `[telegram]` is read as a Telegram key.
+pub(super) const HOMES: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "files",
+            "timezone",
+            "active_hours",
+            "active_days",
+            "autonomy",
+            "plain_tasks",
+            "state_dir",
+            "audit_log",
+            "approval_ttl",
+            "concurrency",
+            "max_tasks_per_run",
+            "max_consecutive_failures",
+            "stuck_after",
+        ],
+    ),
+    ("budget", &["daily_usd"]),
+    ("daemon", &["every"]),
+    (
+        "telegram",
+        &[
+            "bot_token_env",
+            "chat_ids",
+            "api_url",
+            "summary",
+            "quiet_hours",
+            "max_messages_per_day",
+        ],
+    ),
+    ("retention", &["history", "audit_max_size", "audit_keep"]),
+    ("mcp_server", &["allow_approve"]),
+];
+
+/// Where a key that is unknown where it was written belongs.
+fn home_of(key: &str) -> Option<&'static str> {
+    HOMES
+        .iter()
+        .find(|(_, keys)| keys.contains(&key))
+        .map(|(home, _)| *home)
 }
 
 /// The known key nearest to a misspelt one, if it is near enough to be a typo.

@@ -457,6 +457,15 @@ fn value_errors_name_file_key_and_value() {
         ),
         ("colour = \"red\"", r#"unknown key "colour""#),
         (
+            "daily_usd = 5.0",
+            r#"unknown key "daily_usd" (it belongs in [budget])"#,
+        ),
+        (
+            "[telegram]\nchat_ids = [1]\nautonomy = \"full\"",
+            "telegram: unknown key \"autonomy\" (a top-level key: every key after a [table] \
+             line belongs to that table, so put it above the first one)",
+        ),
+        (
             "[tool.backup]\ncommand = [\"x\"]",
             r#"unknown key "tool" (did you mean "tools"?)"#,
         ),
@@ -1022,5 +1031,23 @@ fn wrong_types_read_as_before() {
     ];
     for (text, want) in cases {
         assert_eq!(w.error(text), format!("{f}: {want}"), "{text}");
+    }
+}
+
+/// Every key `HOMES` names is a key of that table (a hint never sends anyone to a place
+/// that refuses the key too).
+#[test]
+fn every_key_has_the_home_the_hints_name() {
+    let w = World::new();
+    for (home, keys) in super::load::HOMES {
+        for key in *keys {
+            let text = match *home {
+                "" => format!("{key} = 0"),
+                home => format!("[{home}]\n{key} = 0"),
+            };
+            if let Err(e) = w.load_toml(&text) {
+                assert!(!e.to_string().contains("unknown key"), "{text}: {e}");
+            }
+        }
     }
 }
