@@ -1,4 +1,5 @@
-//! The run lock: an exclusive `flock` on the state directory itself (SPEC §9).
+//! The run lock: an exclusive `flock` on the state directory itself (SPEC §9); and the
+//! daemon's lock, one daemon per state dir.
 //!
 //! Invariants:
 //! - The lock is the directory's: a cleaner can delete `heartbeat.lock` while it is held (and
@@ -111,14 +112,15 @@ pub fn probe(state_dir: &Path) -> io::Result<Option<Holder>> {
 }
 
 fn read_holder(state_dir: &Path) -> Holder {
-    let mut text = String::new();
-    if let Ok(file) = File::open(state_dir.join(LOCK_FILE)) {
-        let _ = file.take(4096).read_to_string(&mut text);
-    }
-    parse_holder(&text)
+    File::open(state_dir.join(LOCK_FILE))
+        .map(|file| holder_in(&file))
+        .unwrap_or_default()
 }
 
-fn parse_holder(text: &str) -> Holder {
+/// The holder a lock's file names (see [`holder_text`]); unknown parts stay `None`.
+fn holder_in(file: &File) -> Holder {
+    let mut text = String::new();
+    let _ = file.take(4096).read_to_string(&mut text);
     let mut holder = Holder::default();
     for line in text.lines() {
         if let Some(pid) = line.strip_prefix("pid ") {
@@ -156,7 +158,7 @@ pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<Da
             file.write_all(holder_text(now).as_bytes())?;
             Ok(Ok(DaemonLock { _file: file }))
         }
-        Err(TryLockError::WouldBlock) => Ok(Err(read_daemon(&file))),
+        Err(TryLockError::WouldBlock) => Ok(Err(holder_in(&file))),
         Err(TryLockError::Error(e)) => Err(e),
     }
 }
@@ -170,15 +172,9 @@ pub fn probe_daemon(state_dir: &Path) -> io::Result<Option<Holder>> {
     };
     match file.try_lock_shared() {
         Ok(()) => Ok(None),
-        Err(TryLockError::WouldBlock) => Ok(Some(read_daemon(&file))),
+        Err(TryLockError::WouldBlock) => Ok(Some(holder_in(&file))),
         Err(TryLockError::Error(e)) => Err(e),
     }
-}
-
-fn read_daemon(file: &File) -> Holder {
-    let mut text = String::new();
-    let _ = file.take(4096).read_to_string(&mut text);
-    parse_holder(&text)
 }
 
 #[cfg(test)]

@@ -182,8 +182,8 @@ fn hold(
 pub const RETRY_AT_KEY: &str = "telegram_retry_at";
 
 /// Send what the outbox holds, obeying quiet hours, the dedupe, the daily cap and
-/// Telegram's "retry after". Returns
-/// what happened and what to audit (the caller owns the audit log).
+/// Telegram's "retry after". Returns what happened and what to audit (the caller owns the
+/// audit log).
 pub fn deliver(
     store: &mut Store,
     transport: Option<&dyn Transport>,

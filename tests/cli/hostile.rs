@@ -528,13 +528,15 @@ fn a_corrupt_database_exits_2_naming_it_and_runs_nothing() {
 /// tool: the run exits 1 naming the task that ran unrecorded, which never runs again.
 #[test]
 fn a_full_disk_under_the_state_dir_is_named_and_no_task_runs_twice() {
+    let probe = tempfile::tempdir().unwrap();
     if !Command::new("unshare")
-        .args(["-rm", "true"])
+        .args(["-rm", "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(probe.path())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: no unprivileged mount namespaces here (`unshare -rm`)");
+        eprintln!("skipped: no tmpfs in an unprivileged mount namespace here (`unshare -rm`)");
         return;
     }
     let md = "## One-time\n- [ ] @append_file {\"path\": \"out.txt\", \"text\": \"once\\n\"}\n";
