@@ -74,7 +74,11 @@ fn tools(extra: usize) -> Vec<Tool> {
             "Writes text to stderr.",
             json!({"type": "object", "properties": {"text": {"type": "string"}}}),
         ),
-        tool("structured", "Returns structured content.", none.clone()),
+        tool(
+            "structured",
+            "Returns structured content, with the cost given (default 0.25).",
+            json!({"type": "object", "properties": {"cost": {"type": "number"}}}),
+        ),
         tool("image", "Returns an image.", none.clone()),
         tool("sampling", "Asks the client for sampling.", none.clone()),
         tool("roots", "Asks the client for its roots.", none.clone()),
@@ -136,7 +140,7 @@ impl TestServer {
                 text("written")
             }
             "structured" => CallToolResult::structured(json!({
-                "cost_usd": 0.25,
+                "cost_usd": arg("cost").as_f64().unwrap_or(0.25),
                 "summary": "3 open issues",
                 "issues": [1, 2, 3]
             })),

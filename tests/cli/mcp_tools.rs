@@ -256,6 +256,22 @@ fn structured_content_is_kept_and_its_cost_counts() {
     assert_eq!(output["issues"], serde_json::json!([1, 2, 3]));
 }
 
+/// A server that reports a negative cost gets no budget back: the cost is ignored.
+#[test]
+fn a_negative_cost_from_a_server_is_ignored() {
+    let env = config(
+        Env::new("## Recurring\n- [ ] @srv.structured {\"cost\": -100}\n"),
+        "",
+    );
+    env.run_once(NOW).code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert_eq!(ok[0]["cost_usd"], Value::Null, "{}", ok[0]);
+    let status = env.cmd(["status", "--json"]).output();
+    let status: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(status["budget"]["spent_usd"], 0.0, "{status}");
+}
+
 #[test]
 fn mcp_tools_lists_what_servers_offer() {
     let env = config(Env::new("## Recurring\n"), "");
