@@ -76,8 +76,11 @@ fn tools(extra: usize) -> Vec<Tool> {
         ),
         tool(
             "structured",
-            "Returns structured content, with the cost given (default 0.25).",
-            json!({"type": "object", "properties": {"cost": {"type": "number"}}}),
+            "Returns structured content, with the cost (default 0.25) and summary given.",
+            json!({
+                "type": "object",
+                "properties": {"cost": {"type": "number"}, "summary": {"type": "string"}}
+            }),
         ),
         tool("image", "Returns an image.", none.clone()),
         tool("sampling", "Asks the client for sampling.", none.clone()),
@@ -141,7 +144,7 @@ impl TestServer {
             }
             "structured" => CallToolResult::structured(json!({
                 "cost_usd": arg("cost").as_f64().unwrap_or(0.25),
-                "summary": "3 open issues",
+                "summary": arg("summary").as_str().unwrap_or("3 open issues"),
                 "issues": [1, 2, 3]
             })),
             "image" => CallToolResult::success(vec![

@@ -48,6 +48,9 @@ fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Err
     }
 }
 
+/// The longest summary a tool can report, in characters (longer ones are cut, with `…`).
+const SUMMARY_CHARS: usize = 200;
+
 /// How an approval of a task an agent proposed names its proposer.
 pub const PROPOSED_BY: &str = "proposed by an agent, ";
 
@@ -753,7 +756,12 @@ impl<'a> Session<'a> {
                 format!("{e}: {stderr}")
             }
         });
-        let summary = outcome.summary.as_deref().map(|s| self.secrets.string(s));
+        // One line (SPEC §4), cut after redaction: a tool's "summary" of a megabyte would
+        // otherwise become a flood of Telegram messages.
+        let summary = outcome
+            .summary
+            .as_deref()
+            .map(|s| first_line(&self.secrets.text(s), SUMMARY_CHARS));
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));

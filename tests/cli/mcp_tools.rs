@@ -272,6 +272,28 @@ fn a_negative_cost_from_a_server_is_ignored() {
     assert_eq!(status["budget"]["spent_usd"], 0.0, "{status}");
 }
 
+/// A summary is one line of at most 200 characters, however much a server sends.
+#[test]
+fn a_huge_summary_is_cut_to_one_short_line() {
+    let huge = format!("first line {}\nsecond line", "x".repeat(100_000));
+    let input = serde_json::json!({ "summary": huge });
+    let env = config(
+        Env::new(&format!("## Recurring\n- [ ] @srv.structured {input}\n")),
+        "",
+    );
+    let out = env.run_once(NOW);
+    out.code(0);
+    let ok = env.events("task_succeeded");
+    let summary = ok[0]["summary"].as_str().unwrap();
+    assert!(summary.starts_with("first line xxx"), "{summary}");
+    assert!(
+        summary.ends_with('…') && summary.chars().count() == 201,
+        "{summary}"
+    );
+    assert!(!out.stdout.contains("second line"), "{}", out.stdout);
+    assert!(out.stdout.len() < 1000, "{}", out.stdout);
+}
+
 #[test]
 fn mcp_tools_lists_what_servers_offer() {
     let env = config(Env::new("## Recurring\n"), "");
