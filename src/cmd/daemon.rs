@@ -197,6 +197,13 @@ fn reload(
     generation: &Arc<AtomicU64>,
 ) -> Result<Option<String>> {
     match ctx.load_config(&args.files.files) {
+        // The daemon holds its state dir's daemon lock: another state dir needs a restart
+        // (a second daemon may already be running there).
+        Ok(fresh) if fresh.state_dir != cfg.state_dir => Ok(Some(format!(
+            "state_dir changed from {} to {}: restart the daemon to use it",
+            cfg.state_dir.display(),
+            fresh.state_dir.display()
+        ))),
         Ok(fresh) => {
             if fresh.telegram != cfg.telegram {
                 *telegram = connect_telegram(&fresh, Duration::ZERO, &|m| ctx.diag(1, || m));

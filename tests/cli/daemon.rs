@@ -299,6 +299,55 @@ fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
     d.finish(WAIT).code(0);
 }
 
+/// The daemon holds its state dir: a reload that names another one is refused (the old
+/// config is kept and the error said) until the daemon is restarted.
+#[test]
+fn a_reload_that_moves_the_state_dir_is_refused_until_a_restart() {
+    let env = Env::new(MARK_MD);
+    let config = |dir: &str| {
+        let dir = env.path(dir).display().to_string();
+        format!("state_dir = {dir:?}\n{}", mark_config("ticks"))
+    };
+    let (s1, s2) = (config("s1"), config("s2"));
+    let env = env.config(&s1);
+    let d = env
+        .cmd(["daemon", "--every", "1s"])
+        .without_state_dir()
+        .spawn_guarded();
+    wait_until("a first tick", WAIT, || lines_in(&env, "ticks") >= 1);
+
+    env.write("heartbeat.toml", &s2);
+    d.signal(libc::SIGHUP);
+    let reloaded = || {
+        std::fs::read_to_string(env.path("s1/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| e["event"] == "config_reloaded" && e["signal"] == "SIGHUP")
+            .collect::<Vec<_>>()
+    };
+    wait_until("config_reloaded after SIGHUP", WAIT, || {
+        !reloaded().is_empty()
+    });
+    let error = reloaded()[0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.contains("state_dir changed from") && error.contains("restart the daemon"),
+        "{error}"
+    );
+    // It goes on ticking in the state dir it holds.
+    let before = lines_in(&env, "ticks");
+    wait_until("another tick", WAIT, || lines_in(&env, "ticks") > before);
+    assert!(
+        !env.path("s2").exists(),
+        "nothing was written to the new state dir"
+    );
+    d.signal(libc::SIGTERM);
+    d.finish(WAIT).code(0);
+}
+
 #[test]
 fn daemon_reports_a_broken_config_once() {
     let env = Env::new(MARK_MD).config(&mark_config("ticks1"));
