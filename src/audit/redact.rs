@@ -44,6 +44,10 @@ const SECRET_KEY_PARTS: [&str; 11] = [
     "bearer",
 ];
 
+/// The shortest value under a secret key of a task's input that is also cut out of the
+/// tool's output wherever it appears ([`Secrets::with_input`]).
+const MIN_INPUT_SECRET: usize = 4;
+
 /// URL query parameters that are secret besides those with a secret-looking name.
 const SECRET_PARAMS: [&str; 4] = ["key", "sig", "signature", "accesstoken"];
 
@@ -94,6 +98,45 @@ impl Secrets {
             }
         }
         Secrets::taken()
+    }
+
+    /// These secrets and the values a task's input holds under secret keys, at any depth:
+    /// a tool given `{"env": {"API_TOKEN": "…"}}` may print the value back, bare, in its
+    /// output or errors. Values shorter than [`MIN_INPUT_SECRET`] characters are left out:
+    /// they would cut ordinary words out of the output.
+    pub fn with_input(&self, input: &Map<String, Value>) -> Secrets {
+        fn leaves(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::String(s) => out.push(s.clone()),
+                Value::Number(n) => out.push(n.to_string()),
+                Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
+                Value::Object(m) => m.values().for_each(|v| leaves(v, out)),
+                Value::Bool(_) | Value::Null => {}
+            }
+        }
+        fn members(m: &Map<String, Value>, out: &mut Vec<String>) {
+            for (k, v) in m {
+                if is_secret_key(k) {
+                    leaves(v, out);
+                } else {
+                    nested(v, out);
+                }
+            }
+        }
+        fn nested(v: &Value, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => members(m, out),
+                Value::Array(items) => items.iter().for_each(|v| nested(v, out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        members(input, &mut found);
+        found.retain(|v| v.chars().count() >= MIN_INPUT_SECRET && v != STARS);
+        if found.is_empty() {
+            return self.clone();
+        }
+        Secrets::new(self.values.iter().cloned().chain(found))
     }
 
     /// Every secret this process took from its environment so far. Used for its standard
@@ -346,7 +389,10 @@ fn starts_member(before: &str) -> bool {
 fn secret_value(s: &str, start: usize, end: usize) -> Option<(usize, usize)> {
     let b = s.as_bytes();
     let key = &s[start..end];
-    // JSON text: a quoted key, a colon, a string or a scalar.
+    // JSON text: a quoted key, a colon, a string or a scalar. A quoted value ends at its
+    // closing quote, or else at the end of its line: a JSON string holds no raw line break,
+    // and a value whose closing quote was cut off (a line shortened for a table) must not
+    // take the rest of the text with it.
     let opened = (start > 0 && b[start - 1] == b'"').then(|| start >= 2 && b[start - 2] == b'\\');
     if let Some(escaped) = opened
         && starts_member(&s[..start - 1 - usize::from(escaped)])
@@ -361,14 +407,13 @@ fn secret_value(s: &str, start: usize, end: usize) -> Option<(usize, usize)> {
         if let Some((from, e)) = quote_at(b, value)
             && e == escaped
         {
-            let close = if escaped {
-                s[from..].find("\\\"")
-            } else {
-                (from..b.len())
-                    .find(|&i| b[i] == b'"' && b[i - 1] != b'\\')
-                    .map(|i| i - from)
-            };
-            return Some((from, close.map_or(b.len(), |c| from + c)));
+            let close = (from..b.len()).find(|&i| match b[i] {
+                b'\n' | b'\r' => true,
+                b'"' => escaped || b[i - 1] != b'\\',
+                b'\\' => escaped && b.get(i + 1) == Some(&b'"'),
+                _ => false,
+            });
+            return Some((from, close.unwrap_or(b.len())));
         }
         // A number or a boolean; null, objects and arrays are left (their keys are read
         // on their own).
@@ -386,7 +431,7 @@ fn secret_value(s: &str, start: usize, end: usize) -> Option<(usize, usize)> {
         if let Some(&q) = b.get(value).filter(|q| **q == b'"' || **q == b'\'') {
             let to = b[value + 1..]
                 .iter()
-                .position(|c| *c == q)
+                .position(|c| *c == q || *c == b'\n' || *c == b'\r')
                 .map_or(b.len(), |p| value + 1 + p);
             return Some((value + 1, to));
         }
@@ -429,7 +474,8 @@ fn redact_pairs(s: &str) -> Cow<'_, str> {
         }
         let end = at + b[at..].iter().take_while(|c| is_key_byte(**c)).count();
         match secret_value(s, at, end) {
-            Some((from, to)) if from < to && &s[from..to] != STARS => {
+            // Already hidden (also when a table cut the line after it: `"***…`).
+            Some((from, to)) if from < to && s[from..to].trim_end_matches('…') != STARS => {
                 out.push_str(&s[copied..from]);
                 out.push_str(STARS);
                 copied = to;
@@ -498,6 +544,47 @@ mod tests {
         ] {
             assert_eq!(s.text(text), text);
         }
+    }
+
+    #[test]
+    fn a_quoted_secret_without_its_closing_quote_ends_at_its_line() {
+        let s = Secrets::default();
+        let text = "{\"password\": \"hunter2\n2 task(s), 0 error(s)\n";
+        assert_eq!(
+            s.text(text),
+            "{\"password\": \"***\n2 task(s), 0 error(s)\n"
+        );
+        let text = "export API_TOKEN='abc\nls -l\n";
+        assert_eq!(s.text(text), "export API_TOKEN='***\nls -l\n");
+        // A value already hidden and then cut for a table stays as it is.
+        let cut = "{\"Authorization\": \"***…\nnext";
+        assert_eq!(s.text(cut), cut);
+    }
+
+    #[test]
+    fn values_under_secret_keys_of_an_input_are_cut_out_of_any_text() {
+        let input = json!({
+            "env": {"API_TOKEN": "tk-123456", "HOME": "/home/me"},
+            "auth": [{"password": "pw-98765"}],
+            "credentials": {"user": "me", "pin": 73519, "admin": true},
+            "session": "abc",
+            "text": "hello",
+        });
+        let s = token().with_input(input.as_object().unwrap());
+        assert_eq!(
+            s.text("tk-123456 pw-98765 73519 123:ABC"),
+            "*** *** *** ***"
+        );
+        // Short values, booleans and ordinary keys' values are left: they would cut
+        // ordinary words out of the output.
+        assert_eq!(
+            s.text("me abc true hello /home/me"),
+            "me abc true hello /home/me"
+        );
+        // An input without secrets adds nothing.
+        let plain = json!({"text": "tk-123456"});
+        let s = token().with_input(plain.as_object().unwrap());
+        assert_eq!(s.text("tk-123456 123:ABC"), "tk-123456 ***");
     }
 
     proptest::proptest! {

@@ -743,11 +743,13 @@ impl<'a> Session<'a> {
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
         // Redacted before they are cut: a secret straddling the cut would keep all but its
-        // tail. Everything below (audit, report, stdout, Telegram) sees only these.
-        let stdout = self.secrets.text(&outcome.stdout);
-        let stderr = self.secrets.text(&outcome.stderr);
+        // tail. Everything below (audit, report, stdout, Telegram) sees only these. The
+        // input's own secrets too: a tool may print back a token it was given.
+        let secrets = self.secrets.with_input(input);
+        let stdout = secrets.text(&outcome.stdout);
+        let stderr = secrets.text(&outcome.stderr);
         let output = audit::truncate(&stdout, TEXT_LIMIT, outcome.stdout_dropped);
-        let bare_error = outcome.error.as_deref().map(|e| self.secrets.text(e));
+        let bare_error = outcome.error.as_deref().map(|e| secrets.text(e));
         let error = bare_error.as_deref().map(|e| {
             let stderr = first_line(&stderr, 200);
             if stderr.is_empty() {
@@ -761,7 +763,7 @@ impl<'a> Session<'a> {
         let summary = outcome
             .summary
             .as_deref()
-            .map(|s| first_line(&self.secrets.text(s), SUMMARY_CHARS));
+            .map(|s| first_line(&secrets.text(s), SUMMARY_CHARS));
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));

@@ -253,6 +253,41 @@ fn secret_keys_in_outputs_and_command_lines_reach_no_sink() {
 }
 
 #[test]
+fn a_secret_given_in_a_tasks_input_and_printed_back_by_its_tool_reaches_no_sink() {
+    // The value sits under a secret key (hidden in the input everywhere); the tool then
+    // prints it bare, in its output, its error and its summary line.
+    let md = "## Recurring\n\
+              - [ ] @shell {\"cmd\": \"echo using $API_TOKEN; echo bad $API_TOKEN >&2; exit 3\", \
+              \"env\": {\"API_TOKEN\": \"tk-4f8a2c91\"}}\n\
+              - [ ] @report {\"credentials\": {\"user\": \"me\", \"pin\": 73519}}\n";
+    let tools = r#"[tools.shell]
+approval = "auto"
+[tools.report]
+command = ["sh", "-c", '''printenv HEARTBEAT_INPUT | tr -d '"'; printf '\173"summary": "pin 73519 ok"\175\n' ''']
+approval = "auto"
+"#;
+    let (tg, env) = setup(md, tools);
+    let run = env.cmd(["run", "--once"]).token().output();
+    run.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{:#?}", env.audit());
+    assert_eq!(failed[0]["output"], "using ***\n", "{}", failed[0]);
+    assert_eq!(failed[0]["stderr"], "bad ***\n", "{}", failed[0]);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{:#?}", env.audit());
+    assert!(
+        ok[0]["output"].as_str().unwrap().contains("pin:***"),
+        "{}",
+        ok[0]
+    );
+    assert_eq!(ok[0]["summary"], "pin *** ok", "{}", ok[0]);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    for secret in ["tk-4f8a2c91", "73519"] {
+        assert_nowhere(secret, &env, &tg, &[&run]);
+    }
+}
+
+#[test]
 fn an_invalid_task_is_shown_in_messages_by_place_and_error_only() {
     let md = "## Recurring\n\
               - [ ] @http {\"url\": \"https://x.example\", \"headers\": {\"Authorization\": \"Bearer sekrit-42\"},}\n";
@@ -306,4 +341,21 @@ fn a_telegram_error_on_stderr_never_shows_the_token() {
         assert!(!out.stdout.contains(TG_TOKEN), "{args:?}: {}", out.stdout);
     }
     assert!(!env.audit_text().contains(TG_TOKEN));
+}
+
+#[test]
+fn a_hidden_value_cut_off_by_a_table_column_keeps_the_rest_of_the_output() {
+    // `check` cuts a long task text to its column, after the hidden header value: the
+    // redaction of standard output must not read the unclosed quote to the end of the text.
+    let md = "## Recurring\n\
+              - [ ] @http {\"url\": \"https://x.example/a/long/path\", \"headers\": {\"Authorization\": \"Bearer sk-live-0c4a7d1e\"}}\n\
+              - [ ] @log {\"text\": \"second\"}\n";
+    let env = Env::new(md);
+    let out = env.cmd(["check"]).output();
+    out.code(0);
+    let stdout = &out.stdout;
+    assert!(stdout.contains("\"Authorization\": \"***"), "{stdout}");
+    assert!(stdout.contains("@log {\"text\": \"second\"}"), "{stdout}");
+    assert!(stdout.contains("2 task(s), 0 error(s)"), "{stdout}");
+    assert!(!stdout.contains("sk-live-0c4a7d1e"), "{stdout}");
 }
