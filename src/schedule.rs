@@ -320,13 +320,15 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
     };
     let shown = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let Some(schedule) = parse_schedule(text) else {
-        return if looks_like_schedule(text) {
-            HeadingKind::Invalid(format!(
-                "schedule heading {shown:?} is not a valid {name} schedule; {forms}"
-            ))
-        } else {
-            HeadingKind::Title
-        };
+        if !looks_like_schedule(text) {
+            return HeadingKind::Title;
+        }
+        let hint = corrected(text)
+            .map(|meant| format!(" (did you mean {meant:?}?)"))
+            .unwrap_or_default();
+        return HeadingKind::Invalid(format!(
+            "schedule heading {shown:?} is not a valid {name} schedule{hint}; {forms}"
+        ));
     };
     let (kind, belongs) = match schedule {
         Schedule::Once(_) => ("one-time", Section::OneTime),
@@ -346,50 +348,164 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
     }
 }
 
-/// Whether a heading is meant as a schedule: its first word is a schedule word, or it
-/// looks like a cron line (only digits, `*`, `/`, `,`, `-` and spaces).
+/// Schedule words that are never an ordinary title's first word.
+const SCHEDULE_WORDS: [&str; 17] = [
+    "every", "evry", "everyday", "daily", "hourly", "weekly", "monthly", "yearly", "nightly",
+    "weekday", "weekdays", "weekend", "weekends", "at", "tues", "thur", "thurs",
+];
+
+/// The days' full names, for a slip in one.
+const DAY_NAMES: [&str; 14] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "mondays",
+    "tuesdays",
+    "wednesdays",
+    "thursdays",
+    "fridays",
+    "saturdays",
+    "sundays",
+];
+
+/// Whether a heading is meant as a schedule (SPEC §2, fail closed):
+/// - its first word is a schedule word or a day's name (plural too);
+/// - it names a day in full, or a time of day or a date anywhere (`Backups on Mondays`,
+///   `On 2026-12-24`, `Lunch 12:30`, `Report 9am`): a title with a date is too likely a
+///   schedule written another way for its tasks to run at every run;
+/// - it is a schedule but for one slip in its first word (`Evrey 6h`: see [`corrected`]);
+/// - or it looks like a cron line (only digits, `*`, `/`, `,`, `-` and spaces).
 pub fn looks_like_schedule(text: &str) -> bool {
     let text = text.trim();
     let cron_like = text.bytes().any(|b| b.is_ascii_digit() || b == b'*')
         && text
             .bytes()
             .all(|b| b.is_ascii_digit() || matches!(b, b'*' | b'/' | b',' | b'-' | b' ' | b'\t'));
-    if cron_like {
+    if cron_like || has_date_or_time(text) || corrected(text).is_some() {
         return true;
     }
-    let Some(first) = text.split_whitespace().next() else {
+    // `**Every**`, `Every:` and `At,` are meant as much as `Every`.
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let Some(first) = words.first() else {
         return false;
     };
-    // `**Every**`, `Every:` and `At,` are meant as much as `Every`.
-    let word = first
-        .trim_matches(|c: char| !c.is_alphanumeric())
-        .to_lowercase();
-    let word = word.as_str();
-    matches!(
-        word,
-        "every"
-            | "evry"
-            | "everyday"
-            | "daily"
-            | "hourly"
-            | "weekly"
-            | "monthly"
-            | "yearly"
-            | "nightly"
-            | "weekday"
-            | "weekdays"
-            | "weekend"
-            | "weekends"
-            | "at"
-            | "tues"
-            | "thur"
-            | "thurs"
-    ) || parse_day(word).is_some()
-        || word.strip_suffix('s').and_then(parse_day).is_some()
+    let day = |w: &str| parse_day(w).or_else(|| w.strip_suffix('s').and_then(parse_day));
+    SCHEDULE_WORDS.contains(&first.as_str())
+        || day(first).is_some()
+        || words.iter().any(|w| DAY_NAMES.contains(&w.as_str()))
+}
+
+/// The heading as the schedule it was probably meant to be, when one of these fixes makes it
+/// parse: a one-digit hour padded (`Daily at 9:00`), an ISO `T` between date and time
+/// (`At 2026-12-24T18:00`), `At` before a date (`On 2026-12-24`, `2026-12-24`), `Every day`
+/// or `Each day` for `Daily`, a day's plural name
+/// (`Mon at 09:00`), or a first word one letter away from a schedule word or a day (`Evrey
+/// 6h`, `Dialy at 09:00`, `Mondys at 09:00`). Only when it then parses: `Early` is one letter
+/// from `yearly`, but `Early tasks` is a title.
+pub fn corrected(text: &str) -> Option<String> {
+    let mut words: Vec<String> = Vec::new();
+    for w in text.split_whitespace() {
+        let b = w.as_bytes();
+        if b.len() == 4 && b[1] == b':' && [b[0], b[2], b[3]].iter().all(u8::is_ascii_digit) {
+            words.push(format!("0{w}"));
+        } else if let Some((date, time)) = w.split_once(['T', 't'])
+            && parse_date(date).is_some()
+        {
+            words.extend([date.to_string(), time.to_string()]);
+        } else {
+            words.push(w.to_string());
+        }
+    }
+    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
+    let (first, rest) = lower.split_first()?;
+    let capital = |w: &str| format!("{}{}", w[..1].to_ascii_uppercase(), &w[1..]);
+    let mut firsts: Vec<(String, usize)> = vec![(words[0].clone(), 1)];
+    if matches!(first.as_str(), "every" | "each") && rest.first().is_some_and(|w| w == "day") {
+        firsts.push(("Daily".to_string(), 2));
+    }
+    // `On 2026-12-24`, `By 2026-12-24`, or the date alone.
+    if parse_date(first).is_some() {
+        firsts.push(("At".to_string(), 0));
+    } else if rest.first().is_some_and(|w| parse_date(w).is_some()) {
+        firsts.push(("At".to_string(), 1));
+    }
+    if let Some(day) = parse_day(first).or_else(|| first.strip_suffix('s').and_then(parse_day)) {
+        firsts.push((
+            capital(DAY_NAMES[7 + day.num_days_from_monday() as usize]),
+            1,
+        ));
+    }
+    if first.chars().count() >= 3 {
+        for w in SCHEDULE_WORDS.iter().chain(DAY_NAMES.iter()) {
+            if strsim::osa_distance(first, w) == 1 {
+                firsts.push((capital(w), 1));
+            }
+        }
+    }
+    let original = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    firsts
+        .into_iter()
+        .map(|(first, skip)| {
+            std::iter::once(first)
+                .chain(words[skip..].iter().cloned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .find(|meant| *meant != original && parse_schedule(meant).is_some())
+}
+
+/// Whether `text` holds a date (`2026-12-24`, also `2026-1-2`), a time of day (`9:30`,
+/// `18:00`) or an hour with `am`/`pm` (`9am`, `6 pm`).
+fn has_date_or_time(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_digit() || (i > 0 && b[i - 1].is_ascii_alphanumeric()) {
+            i += 1;
+            continue;
+        }
+        // A run of digits, `:` and `-` starting at a word's start.
+        let end = i + b[i..]
+            .iter()
+            .take_while(|c| c.is_ascii_digit() || matches!(c, b':' | b'-'))
+            .count();
+        let run = &text[i..end];
+        let parts: Vec<&str> = run.split(['-', ':']).collect();
+        let digits = |p: &str| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit());
+        let date = run.contains('-')
+            && parts.len() == 3
+            && parts[0].len() == 4
+            && parts.iter().all(|p| digits(p));
+        let clock = run.contains(':')
+            && parts.len() == 2
+            && parts[0].len() <= 2
+            && parts[1].len() == 2
+            && parts.iter().all(|p| digits(p));
+        let after = text[end..].trim_start_matches(' ').to_ascii_lowercase();
+        let meridiem = parts.len() == 1
+            && run.len() <= 2
+            && ["am", "pm", "a.m", "p.m"].iter().any(|m| {
+                after.starts_with(m)
+                    && !after[m.len()..].starts_with(|c: char| c.is_ascii_alphabetic())
+            });
+        if date || clock || meridiem {
+            return true;
+        }
+        i = end.max(i + 1);
+    }
+    false
 }
 
 /// Any schedule grammar, regardless of section.
-fn parse_schedule(text: &str) -> Option<Schedule> {
+pub fn parse_schedule(text: &str) -> Option<Schedule> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let (first, rest) = words.split_first()?;
     let first = first.to_ascii_lowercase();
@@ -1045,17 +1161,19 @@ mod tests {
             "Mondays, at 09:00",
             "at 09:00",
             "Daily at",
+            // A time or a day's name anywhere: meant as a schedule all the same.
+            "and Mondays at 09:00",
+            "Fundays at 09:00",
         ] {
-            assert_eq!(
-                parse_heading(r, bad),
-                HeadingKind::Invalid(format!(
-                    "schedule heading {bad:?} is not a valid recurring schedule; {RECURRING_FORMS}"
-                )),
-                "{bad:?}"
-            );
+            let HeadingKind::Invalid(msg) = parse_heading(r, bad) else {
+                panic!("{bad:?} is not invalid");
+            };
+            let head = format!("schedule heading {bad:?} is not a valid recurring schedule");
+            assert!(msg.starts_with(&head), "{msg}");
+            assert!(msg.ends_with(&format!("; {RECURRING_FORMS}")), "{msg}");
         }
         // Not meant as schedules: titles.
-        for title in ["and Mondays at 09:00", "Fundays at 09:00", "Backups", ""] {
+        for title in ["Backups", "Early tasks", "Dairy", "Tours", ""] {
             assert_eq!(parse_heading(r, title), HeadingKind::Title, "{title:?}");
         }
     }
@@ -1081,16 +1199,55 @@ mod tests {
             "At",
             "At 2026-12-24 6pm",
             "2026-12-24",
+            // A date that is not written as a schedule is not a title: its task must not
+            // run now.
+            "On 2026-12-24",
+            "Renew by 2026-12-24",
         ] {
-            assert_eq!(
-                parse_heading(o, bad),
-                HeadingKind::Invalid(format!(
-                    "schedule heading {bad:?} is not a valid one-time schedule; {ONE_TIME_FORMS}"
-                )),
-                "{bad:?}"
-            );
+            let HeadingKind::Invalid(msg) = parse_heading(o, bad) else {
+                panic!("{bad:?} is not invalid");
+            };
+            let head = format!("schedule heading {bad:?} is not a valid one-time schedule");
+            assert!(msg.starts_with(&head), "{msg}");
+            assert!(msg.ends_with(&format!("; {ONE_TIME_FORMS}")), "{msg}");
         }
-        assert_eq!(parse_heading(o, "On 2026-12-24"), HeadingKind::Title);
+        assert_eq!(parse_heading(o, "Someday"), HeadingKind::Title);
+    }
+
+    #[test]
+    fn a_schedule_heading_that_is_one_fix_away_says_what_it_meant() {
+        for (section, written, meant) in [
+            (Section::Recurring, "Daily at 9:00", "Daily at 09:00"),
+            (Section::Recurring, "Evry 6h", "Every 6h"),
+            (Section::Recurring, "Evrey  6h", "Every 6h"),
+            (Section::Recurring, "Dialy at 07:30", "Daily at 07:30"),
+            (Section::Recurring, "Mondys at 09:00", "Mondays at 09:00"),
+            (Section::Recurring, "Mon at 09:00", "Mondays at 09:00"),
+            (Section::Recurring, "Every day at 09:00", "Daily at 09:00"),
+            (Section::Recurring, "Each day at 9:00", "Daily at 09:00"),
+            (
+                Section::OneTime,
+                "At 2026-12-24T18:00",
+                "At 2026-12-24 18:00",
+            ),
+            (Section::OneTime, "On 2026-12-24", "At 2026-12-24"),
+            (Section::OneTime, "2026-12-24 18:00", "At 2026-12-24 18:00"),
+        ] {
+            assert_eq!(corrected(written).as_deref(), Some(meant), "{written:?}");
+            let HeadingKind::Invalid(msg) = parse_heading(section, written) else {
+                panic!("{written:?} is not invalid");
+            };
+            assert!(msg.contains(&format!("(did you mean {meant:?}?)")), "{msg}");
+        }
+        // Nothing to suggest: no fix makes these parse.
+        for written in [
+            "Every 0s",
+            "Every 6h, Mondays",
+            "Daily at 09:00 Europe/Paris",
+            "Early",
+        ] {
+            assert_eq!(corrected(written), None, "{written:?}");
+        }
     }
 
     #[test]
@@ -1148,12 +1305,21 @@ mod tests {
             "0 9 * * 1-5",
             "*/15 * * * *",
             "2026-12-24",
+            "On 2026-12-24",
+            "Backups on Mondays",
+            "Lunch 12:30",
+            "Report 9am",
+            "Call at 6 pm",
+            "Evrey 6h",
         ] {
             assert!(looks_like_schedule(meant), "{meant:?}");
         }
         for title in [
             "Backups",
-            "On 2026-12-24",
+            "Early tasks",
+            "Nearly done",
+            "Version 1.2",
+            "Top 10",
             "Atlas",
             "Everything else",
             "Monitoring",

@@ -253,10 +253,10 @@ struct Builder<'a> {
     section: Section,
     heading: Option<Arc<str>>,
     schedule: Option<Schedule>,
-    /// Set by a level-3 heading meant as a schedule that is not a valid one for its section:
-    /// (line, column, error). Every open task below it is invalid until the next level-1, 2
-    /// or 3 heading.
-    bad_heading: Option<(usize, usize, String)>,
+    /// Set by a heading of level 3 or more meant as a schedule that is not a valid level-3
+    /// one for its section: (level, line, column, error). Every open task below it is
+    /// invalid until the next heading of its level or above.
+    bad_heading: Option<(HeadingLevel, usize, usize, String)>,
     /// First-occurrence id → occurrences so far. Repeats are counted by the id, not the
     /// whole digest: two contents whose ids collide count as one, so ids in a file stay
     /// distinct.
@@ -304,8 +304,25 @@ impl Builder<'_> {
                 format!("heading {text:?} is not a section name; did you mean \"## {meant}\"?"),
             );
         }
-        if level <= HeadingLevel::H3 {
+        if self.bad_heading.as_ref().is_some_and(|bad| level <= bad.0) {
             self.bad_heading = None;
+        }
+        // A schedule at the wrong level: at level 1 or 2 it starts a part whose tasks never
+        // run (only worth a word when it is a schedule, or every run would mail it).
+        if level <= HeadingLevel::H2
+            && near_miss.is_none()
+            && section_kind(&text) == Section::Other
+            && schedule::parse_schedule(&text).is_some()
+        {
+            self.warn(
+                h.start,
+                format!(
+                    "heading {text:?} is a level-{} heading, so its tasks are in no section \
+                     and never run; a schedule is a level-3 heading (\"### {text}\") under \
+                     \"## Recurring\" or \"## One-time\"",
+                    level as u8
+                ),
+            );
         }
         match level {
             // A new top-level part of the document: nothing below it is clearly in a section.
@@ -330,12 +347,30 @@ impl Builder<'_> {
                     // Fail closed: the tasks below carry the error (SPEC §2).
                     HeadingKind::Invalid(error) => {
                         let (line, column) = self.lines.line_col(h.start);
-                        self.bad_heading = Some((line, column, error));
+                        self.bad_heading = Some((level, line, column, error));
                     }
                     // A title (SPEC §2): no warning, or every cron run would mail it.
                     HeadingKind::Title => {}
                 }
                 self.heading = Some(Arc::from(text));
+            }
+            // Below level 3 a heading is a title, but one meant as a schedule fails closed
+            // as at level 3: `#### At 2027-01-01` under One-time must not make its task due
+            // now.
+            _ if self.bad_heading.is_none() => {
+                let error = match schedule::parse_heading(self.section, &text) {
+                    HeadingKind::Title => return,
+                    HeadingKind::Schedule(_) => format!(
+                        "schedule heading {text:?} is a level-{} heading, and only a level-3 \
+                         heading sets a schedule: write \"### {text}\"",
+                        level as u8
+                    ),
+                    HeadingKind::Invalid(error) => {
+                        format!("{error} (and a schedule heading is level 3: \"### …\")")
+                    }
+                };
+                let (line, column) = self.lines.line_col(h.start);
+                self.bad_heading = Some((level, line, column, error));
             }
             _ => {}
         }
@@ -367,7 +402,7 @@ impl Builder<'_> {
         *n += 1;
         // Below a schedule heading that is not valid, an open task is invalid: same id (the
         // heading is no part of it), so fixing the heading keeps the task's history.
-        if let Some((line, column, error)) = &self.bad_heading
+        if let Some((_, line, column, error)) = &self.bad_heading
             && !task.done
         {
             body = Body::Invalid {
@@ -951,7 +986,8 @@ mod tests {
         let parsed = p(text);
         let t = &parsed.tasks;
         let msg = format!(
-            "schedule heading \"Evry 6h\" is not a valid recurring schedule; {}",
+            "schedule heading \"Evry 6h\" is not a valid recurring schedule (did you mean \
+             \"Every 6h\"?); {}",
             schedule::RECURRING_FORMS
         );
         for i in [0, 1, 3, 4] {
@@ -997,6 +1033,45 @@ mod tests {
         let parsed = p("## Notes\n### Evry 6h\n- [ ] a\n");
         assert_eq!(parsed.tasks[0].body, Body::Plain);
         assert!(parsed.problems.is_empty());
+    }
+
+    #[test]
+    fn a_schedule_below_level_3_fails_closed_and_above_it_is_a_warning() {
+        let text = "## One-time\n#### At 2027-01-01 10:00\n- [ ] a\n#### Notes\n- [ ] b\n\
+                    ### At 2027-01-01\n#### Details\n- [ ] c\n\
+                    ## Every 6h\n- [ ] d\n\
+                    ## Recurring\n### Evry 6h\n##### Every 6h\n- [ ] e\n### Chores\n- [ ] f\n";
+        let parsed = p(text);
+        let t = &parsed.tasks;
+        // A level-4 schedule would leave its task due now: invalid, up to the next heading
+        // of its level.
+        assert_eq!(
+            invalid_at(&t[0]),
+            (
+                2,
+                1,
+                "schedule heading \"At 2027-01-01 10:00\" is a level-4 heading, and only a \
+                 level-3 heading sets a schedule: write \"### At 2027-01-01 10:00\""
+            )
+        );
+        assert_eq!(t[1].body, Body::Plain);
+        // A title below a level-3 schedule keeps it.
+        assert_eq!(t[2].body, Body::Plain);
+        assert!(t[2].schedule.is_some());
+        // At level 2 it is a section of its own, whose tasks never run: a warning.
+        assert_eq!(t[3].section, Section::Other);
+        assert_eq!(
+            parsed
+                .problems
+                .iter()
+                .map(|w| (w.line, w.severity))
+                .collect::<Vec<_>>(),
+            [(9, Severity::Warning)]
+        );
+        assert!(parsed.problems[0].message.contains("(\"### Every 6h\")"));
+        // Below a bad level-3 heading, a level-5 one keeps the first error.
+        assert_eq!(invalid_at(&t[4]).0, 12);
+        assert_eq!(t[5].body, Body::Plain);
     }
 
     #[test]

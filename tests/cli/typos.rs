@@ -186,6 +186,70 @@ fn schedule_words_that_do_not_parse_make_every_task_below_invalid() {
 }
 
 #[test]
+fn a_schedule_written_another_way_or_at_another_level_never_runs_its_task_now() {
+    // Each heading means "later", in a form or at a level that sets no schedule: the task
+    // below must not run on 2026-11-23, and the error says what was probably meant.
+    let md = "## One-time\n\
+              #### At 2027-01-01 10:00\n- [ ] @log {\"text\": \"a\"}\n\
+              ### On 2026-12-24\n- [ ] @log {\"text\": \"b\"}\n\
+              ### Renew before 2026-12-24 18:00\n- [ ] @log {\"text\": \"c\"}\n\
+              ## Recurring\n\
+              ### Dialy at 07:30\n- [ ] @log {\"text\": \"d\"}\n\
+              ### Backups on Sundays\n- [ ] @log {\"text\": \"e\"}\n\
+              ### Early tasks\n- [ ] @log {\"text\": \"f\"}\n\
+              ## Every 6h\n- [ ] @log {\"text\": \"g\"}\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    let doc = check(&env);
+    let inv = |line: u64| (line, "invalid".to_string());
+    assert_eq!(
+        decisions(&doc),
+        vec![
+            inv(3),
+            inv(5),
+            inv(7),
+            inv(10),
+            inv(12),
+            (14, "run".to_string()),
+            (16, "ignored".to_string()),
+        ],
+        "{doc:#}"
+    );
+    let errors = problems(&doc, "error");
+    let said = |line: u64, text: &str| {
+        errors
+            .iter()
+            .any(|(l, _, msg)| *l == line && msg.contains(text))
+    };
+    assert!(
+        said(
+            2,
+            "is a level-4 heading, and only a level-3 heading sets a schedule"
+        ),
+        "{errors:#?}"
+    );
+    assert!(said(4, "(did you mean \"At 2026-12-24\"?)"), "{errors:#?}");
+    assert!(said(6, ONE_TIME_EXPECTED), "{errors:#?}");
+    assert!(said(9, "(did you mean \"Daily at 07:30\"?)"), "{errors:#?}");
+    assert!(said(11, RECURRING_EXPECTED), "{errors:#?}");
+    let warnings = problems(&doc, "warning");
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert_eq!((warnings[0].0, warnings[0].1), (15, 1));
+    assert!(warnings[0].2.contains("never run"), "{warnings:#?}");
+
+    let out = env.run_once(NOV);
+    out.code(1);
+    let ran: Vec<u64> = env
+        .events("task_succeeded")
+        .iter()
+        .map(|e| e["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ran, vec![14], "{:?}", env.audit());
+    assert_eq!(env.events("task_invalid").len(), 5, "{:?}", env.audit());
+    assert!(out.stderr.contains("HEARTBEAT.md:15:1: warning"), "{out:?}");
+    assert_eq!(env.read("HEARTBEAT.md"), md);
+}
+
+#[test]
 fn near_miss_headings_and_empty_items_are_warnings() {
     let md = "# Heartbeat\n\
               ## Recurring tasks\n- [ ] @log {\"text\": \"a\"}\n\
