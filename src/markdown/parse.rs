@@ -389,6 +389,20 @@ impl Builder<'_> {
         let (line, column) = self.lines.line_col(task.marker.start);
         let (text_line, text_column) = self.lines.line_col(text.file_offset(0));
         let mut body = parse_body(&text, &self.lines);
+        if body == Body::Plain
+            && self.in_active_section()
+            && !task.done
+            && let Some(meant) = tool_call_in_disguise(&text.text)
+        {
+            self.warn(
+                task.marker.start,
+                format!(
+                    "task {meant:?} is a reminder, not a tool call: a tool call starts the task \
+                     with \"@name\" and nothing around it (\"- [ ] @{} {{…}}\")",
+                    meant.trim_start_matches('@')
+                ),
+            );
+        }
         // The n-th repeat of a task (n ≥ 1, in file order) gets the id of its content with
         // the occurrence number.
         let content = normalised_content(&body, &text.text);
@@ -533,6 +547,30 @@ fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) 
 
 // ---------------------------------------------------------------------------------------------
 // Tool calls
+
+/// The tool call a plain task's text looks meant as (`@log`), when it only misses being one
+/// by markup around the name or a space after the `@`, and a JSON object follows:
+/// `` `@log {…}` ``, `**@log** {…}`, `@ log {…}`. A reminder is never run, so the person
+/// would wait for a tool that never runs. (`_@bob_ reviews` is a mention: no object.)
+fn tool_call_in_disguise(text: &str) -> Option<String> {
+    const MARKUP: [char; 5] = ['`', '*', '_', '~', ' '];
+    let after_at = text
+        .trim_start_matches(MARKUP)
+        .strip_prefix('@')?
+        .trim_start_matches(MARKUP);
+    let name_len = after_at
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        .unwrap_or(after_at.len());
+    let name = &after_at[..name_len];
+    let starts_well = name
+        .bytes()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_');
+    let input_follows = after_at[name_len..]
+        .trim_start_matches(MARKUP)
+        .starts_with('{');
+    (starts_well && input_follows).then(|| format!("@{name}"))
+}
 
 fn parse_body(text: &Extracted, lines: &LineIndex<'_>) -> Body {
     let t = text.text.as_str();
@@ -1072,6 +1110,25 @@ mod tests {
         // Below a bad level-3 heading, a level-5 one keeps the first error.
         assert_eq!(invalid_at(&t[4]).0, 12);
         assert_eq!(t[5].body, Body::Plain);
+    }
+
+    #[test]
+    fn a_tool_call_hidden_by_markup_is_a_reminder_with_a_warning() {
+        let text = "## Recurring\n- [ ] `@log {\"text\": \"a\"}`\n- [ ] **@log** {}\n\
+                    - [ ] @ log {}\n- [ ] _@bob_ reviews the PR\n- [ ] `@log` is a tool\n\
+                    - [x] `@log {}`\n## Notes\n- [ ] `@log {}`\n";
+        let parsed = p(text);
+        assert!(parsed.tasks.iter().all(|t| t.body == Body::Plain));
+        let w = warnings(text);
+        assert_eq!(
+            w.iter().map(|(l, c, _)| (*l, *c)).collect::<Vec<_>>(),
+            [(2, 3), (3, 3), (4, 3)]
+        );
+        assert!(
+            w[0].2
+                .starts_with("task \"@log\" is a reminder, not a tool call"),
+            "{w:?}"
+        );
     }
 
     #[test]

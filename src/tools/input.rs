@@ -60,6 +60,16 @@ impl TextInput {
     pub fn parse(tool: &str, input: &Map<String, Value>) -> Result<TextInput, String> {
         parse(tool, input, TEXT_KEYS)
     }
+
+    /// A message to send (`notify`): Telegram refuses an empty one, and it would stay in the
+    /// outbox, failing at every run for a day.
+    pub fn parse_message(tool: &str, input: &Map<String, Value>) -> Result<TextInput, String> {
+        let message = TextInput::parse(tool, input)?;
+        if message.text.trim().is_empty() {
+            return Err(format!("key \"text\" for {tool} must not be empty"));
+        }
+        Ok(message)
+    }
 }
 
 impl FileInput {
@@ -274,6 +284,10 @@ mod tests {
             e.unwrap_err(),
             "key \"text\" for log must be a string, not an array"
         );
+        for blank in ["", " \n"] {
+            let e = TextInput::parse_message("notify", &obj(json!({ "text": blank })));
+            assert_eq!(e.unwrap_err(), "key \"text\" for notify must not be empty");
+        }
         let e = ShellInput::parse("shell", &obj(json!({"cmd": "true", "env": [1]})));
         assert_eq!(
             e.unwrap_err(),

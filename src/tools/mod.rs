@@ -307,7 +307,8 @@ impl ToolSpec {
     pub fn validate(&self, input: &Map<String, Value>) -> Result<(), String> {
         match &self.kind {
             ToolKind::Shell => ShellInput::parse(&self.name, input).map(drop),
-            ToolKind::Log | ToolKind::Notify => TextInput::parse(&self.name, input).map(drop),
+            ToolKind::Log => TextInput::parse(&self.name, input).map(drop),
+            ToolKind::Notify => TextInput::parse_message(&self.name, input).map(drop),
             ToolKind::WriteFile | ToolKind::AppendFile => {
                 FileInput::parse(&self.name, input).map(drop)
             }

@@ -357,3 +357,30 @@ fn the_daemon_prints_the_warnings_when_they_change() {
         "{out:?}"
     );
 }
+
+#[test]
+fn a_tool_call_in_code_or_bold_is_a_reminder_with_a_warning_and_an_empty_notify_is_invalid() {
+    let md = "## Recurring\n\
+              - [ ] `@log {\"text\": \"a\"}`\n\
+              - [ ] **@log** {\"text\": \"b\"}\n\
+              - [ ] @notify {\"text\": \" \"}\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    let out = env.run_once(NOV);
+    out.code(1);
+    for line in [2, 3] {
+        assert!(
+            out.stderr.contains(&format!(
+                "HEARTBEAT.md:{line}:3: warning: task \"@log\" is a reminder, not a tool call"
+            )),
+            "{out:?}"
+        );
+    }
+    assert!(env.events("task_succeeded").is_empty(), "{:?}", env.audit());
+    assert_eq!(env.events("task_reminded").len(), 2, "{:?}", env.audit());
+    let invalid = env.events("task_invalid");
+    assert_eq!(invalid.len(), 1, "{:?}", env.audit());
+    assert_eq!(
+        invalid[0]["error"],
+        "key \"text\" for notify must not be empty"
+    );
+}
