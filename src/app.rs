@@ -39,15 +39,20 @@ pub fn main() -> u8 {
     }
 }
 
-/// Clap's message as it is, unless it would echo a huge argument back whole (a 100 KB "id"):
-/// then each over-long line is cut.
+/// Clap's message in heartbeat's form (`heartbeat: invalid value …`, then clap's hint), with
+/// each over-long line cut: a 100 KB "id" is not echoed back whole. Help and `--version`
+/// are printed as clap renders them.
 fn print_clap_error(e: &clap::Error) {
     const MAX_LINE: usize = 300;
-    let text = e.to_string();
-    if text.lines().all(|l| l.chars().count() <= MAX_LINE) {
+    if !e.use_stderr() {
         let _ = e.print();
         return;
     }
+    let text = e.to_string();
+    let text = match text.strip_prefix("error: ") {
+        Some(rest) => format!("heartbeat: {rest}"),
+        None => text,
+    };
     let mut err = std::io::stderr().lock();
     for line in text.lines() {
         let _ = if line.chars().count() > MAX_LINE {

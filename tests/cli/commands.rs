@@ -296,13 +296,20 @@ fn run_without_once_is_a_usage_error_with_a_hint() {
 #[test]
 fn unknown_flags_and_bad_now_are_usage_errors() {
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"a\"}\n");
-    env.cmd(["run", "--once", "--frobnicate"]).output().code(2);
+    let flag = env.cmd(["run", "--once", "--frobnicate"]).output();
+    flag.code(2);
     let out = env.cmd(["run", "--once"]).now("yesterday").output();
     out.code(2);
     assert!(out.stderr.contains("yesterday"), "{}", out.stderr);
-    env.cmd(["run", "--once", "--autonomy", "reckless"])
-        .output()
-        .code(2);
+    let level = env
+        .cmd(["run", "--once", "--autonomy", "reckless"])
+        .output();
+    level.code(2);
+    // In heartbeat's form (SPEC §8), with clap's hint below.
+    for bad in [&flag, &out, &level] {
+        assert!(bad.stderr.starts_with("heartbeat: "), "{}", bad.stderr);
+        assert!(bad.stderr.contains("try '--help'"), "{}", bad.stderr);
+    }
     assert!(!env.state().exists());
 }
 
