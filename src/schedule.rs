@@ -405,11 +405,11 @@ pub fn looks_like_schedule(text: &str) -> bool {
 
 /// The heading as the schedule it was probably meant to be, when one of these fixes makes it
 /// parse: a one-digit hour padded (`Daily at 9:00`), an ISO `T` between date and time
-/// (`At 2026-12-24T18:00`), `At` before a date (`On 2026-12-24`, `2026-12-24`), `Every day`
-/// or `Each day` for `Daily`, a day's plural name
-/// (`Mon at 09:00`), or a first word one letter away from a schedule word or a day (`Evrey
-/// 6h`, `Dialy at 09:00`, `Mondys at 09:00`). Only when it then parses: `Early` is one letter
-/// from `yearly`, but `Early tasks` is a title.
+/// (`At 2026-12-24T18:00`), `At` before a date (`On 2026-12-24`, `2026-12-24`), `Daily` for
+/// `Every day` or `Each day`, a day's plural name (`Mon at 09:00`), or a first word one
+/// letter away from a schedule word or a day (`Evrey 6h`, `Dialy at 09:00`, `Mondys at
+/// 09:00`). Only when it then parses: `Early` is one letter from `yearly`, but `Early tasks`
+/// is a title.
 pub fn corrected(text: &str) -> Option<String> {
     let mut words: Vec<String> = Vec::new();
     for w in text.split_whitespace() {
