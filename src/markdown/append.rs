@@ -45,6 +45,15 @@ pub fn block(
         };
         let at_end = whole[task.marker.start..].lines().count() == 1;
         if at_end && task.section == section && task.heading.as_deref() == heading {
+            // A task that `check` would warn about (a tool call hidden by markup) is not
+            // added: every run would repeat the warning.
+            if let Some(p) = parsed
+                .problems
+                .iter()
+                .find(|p| p.line > text.lines().count())
+            {
+                return Err(p.message.clone());
+            }
             return Ok((candidate, task.clone()));
         }
     }
@@ -117,5 +126,19 @@ mod tests {
         let p = Path::new("/h.md");
         let text = "## Recurring\n```\n";
         assert!(block(p, p, text, Section::Recurring, None, "- [ ] a").is_err());
+    }
+
+    #[test]
+    fn a_task_check_would_warn_about_is_refused_with_the_warning() {
+        let p = Path::new("/h.md");
+        // The file's own warnings are not the new task's.
+        let text = "## Recurring\n- []\n";
+        let line = "- [ ] `@log {\"text\": \"x\"}`";
+        let refused = block(p, p, text, Section::Recurring, None, line).unwrap_err();
+        assert!(
+            refused.starts_with("task \"@log\" is a reminder, not a tool call"),
+            "{refused}"
+        );
+        assert!(block(p, p, text, Section::Recurring, None, "- [ ] water plants").is_ok());
     }
 }

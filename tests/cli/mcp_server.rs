@@ -241,6 +241,28 @@ fn an_invalid_proposal_is_refused_and_the_file_is_unchanged() {
         )
         .unwrap_err();
     assert!(bad_schedule.contains("At YYYY-MM-DD"), "{bad_schedule}");
+    // A date written another way would make the task due now: refused, with what it meant.
+    let loose_date = client
+        .call(
+            "propose_task",
+            json!({"section": "one_time", "schedule": "On 2026-12-24", "text": "x"}),
+        )
+        .unwrap_err();
+    assert!(
+        loose_date.contains("(did you mean \"At 2026-12-24\"?)"),
+        "{loose_date}"
+    );
+    // A tool call hidden by markup would be a reminder and a warning at every run.
+    let disguised = client
+        .call(
+            "propose_task",
+            json!({"section": "recurring", "text": "`@log {\"text\": \"x\"}`"}),
+        )
+        .unwrap_err();
+    assert!(
+        disguised.contains("is a reminder, not a tool call"),
+        "{disguised}"
+    );
     let unknown_tool = client
         .call(
             "propose_task",
