@@ -5,11 +5,14 @@
 //! - Values under secret-looking keys ([`is_secret_key`]) become `"***"` at any depth,
 //!   objects inside arrays too (a null stays null: nothing to hide).
 //! - In every string, the values of secret-looking URL query parameters become `***`, and
-//!   so does every registered secret (the Telegram token), also inside longer strings.
+//!   so does every registered secret (the Telegram token, MCP servers' secret values, and
+//!   in a task's outcome the values under its input's secret keys), also inside longer
+//!   strings.
 //! - In every string, so does the value of a secret-looking key written as `KEY=VALUE`, as
 //!   JSON text (`"access_token": "…"`, a key after `{` or `,`) or as an HTTP credential
 //!   (`Bearer …`): tool output and command lines carry secrets in those forms. A key
-//!   followed by `: ` and prose (`Authorization: the variable …`) is left alone.
+//!   followed by `: ` and prose (`Authorization: the variable …`) is left alone. A quoted
+//!   value ends at its closing quote or, when that was cut off, at the end of its line.
 //! - Redaction runs before any text is cut to a limit: a secret that straddles the cut
 //!   would otherwise survive minus its tail.
 //! - Redaction is idempotent: `***` holds no secret.
