@@ -1165,17 +1165,28 @@ mod tests {
             "and Mondays at 09:00",
             "Fundays at 09:00",
         ] {
-            let HeadingKind::Invalid(msg) = parse_heading(r, bad) else {
-                panic!("{bad:?} is not invalid");
-            };
-            let head = format!("schedule heading {bad:?} is not a valid recurring schedule");
-            assert!(msg.starts_with(&head), "{msg}");
-            assert!(msg.ends_with(&format!("; {RECURRING_FORMS}")), "{msg}");
+            assert_not_a_schedule(r, bad);
         }
         // Not meant as schedules: titles.
         for title in ["Backups", "Early tasks", "Dairy", "Tours", ""] {
             assert_eq!(parse_heading(r, title), HeadingKind::Title, "{title:?}");
         }
+    }
+
+    /// `bad` is meant as a schedule of `section` but is not one: invalid, with the message
+    /// every such heading has (a hint may come between its head and the forms).
+    #[track_caller]
+    fn assert_not_a_schedule(section: Section, bad: &str) {
+        let (name, forms) = match section {
+            Section::OneTime => ("one-time", ONE_TIME_FORMS),
+            _ => ("recurring", RECURRING_FORMS),
+        };
+        let HeadingKind::Invalid(msg) = parse_heading(section, bad) else {
+            panic!("{bad:?} is not invalid");
+        };
+        let head = format!("schedule heading {bad:?} is not a valid {name} schedule");
+        assert!(msg.starts_with(&head), "{msg}");
+        assert!(msg.ends_with(&format!("; {forms}")), "{msg}");
     }
 
     #[test]
@@ -1204,12 +1215,7 @@ mod tests {
             "On 2026-12-24",
             "Renew by 2026-12-24",
         ] {
-            let HeadingKind::Invalid(msg) = parse_heading(o, bad) else {
-                panic!("{bad:?} is not invalid");
-            };
-            let head = format!("schedule heading {bad:?} is not a valid one-time schedule");
-            assert!(msg.starts_with(&head), "{msg}");
-            assert!(msg.ends_with(&format!("; {ONE_TIME_FORMS}")), "{msg}");
+            assert_not_a_schedule(o, bad);
         }
         assert_eq!(parse_heading(o, "Someday"), HeadingKind::Title);
     }
