@@ -1082,6 +1082,20 @@ fn system_tz() -> Option<Tz> {
     zone_name(&target.to_string_lossy())?.parse().ok()
 }
 
+/// The zone of a `$TZ` that names a file linking to one: `:/etc/localtime` (which systemd
+/// and many servers set, and which means the system zone) or another link into `zoneinfo`.
+fn zone_of_link(raw: &str, host: &Host) -> Option<Tz> {
+    let path = Path::new(raw.strip_prefix(':').unwrap_or(raw).trim());
+    if !path.is_absolute() {
+        return None;
+    }
+    if path == Path::new("/etc/localtime") {
+        return host.system_tz;
+    }
+    let target = std::fs::read_link(path).ok()?;
+    zone_name(&target.to_string_lossy())?.parse().ok()
+}
+
 /// `Europe/Berlin`, `:Europe/Berlin` or `/usr/share/zoneinfo/Europe/Berlin` → `Europe/Berlin`.
 pub(super) fn zone_name(s: &str) -> Option<&str> {
     let s = s.strip_prefix(':').unwrap_or(s).trim();
@@ -1135,6 +1149,7 @@ fn default_tz(env: &dyn Fn(&str) -> Option<String>, host: &Host) -> Result<Tz, C
     if let Some(raw) = env("TZ").filter(|s| !s.trim().is_empty()) {
         return zone_name(&raw)
             .and_then(|n| n.parse::<Tz>().ok())
+            .or_else(|| zone_of_link(&raw, host))
             .ok_or_else(|| ConfigError {
                 file: None,
                 at: None,

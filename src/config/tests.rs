@@ -311,10 +311,27 @@ fn timezone_defaults_to_tz_then_system_then_utc() {
         w.set_env("TZ", tz);
         assert_eq!(w.load().unwrap().tz(), want, "{tz}");
     }
+    // What systemd and many servers set: the system zone.
+    w.set_env("TZ", ":/etc/localtime");
+    assert_eq!(w.load().unwrap().tz(), chrono_tz::Asia::Tokyo);
     w.set_env("TZ", "");
     assert_eq!(w.load().unwrap().tz(), chrono_tz::Asia::Tokyo);
     w.host.system_tz = None;
     assert_eq!(w.load().unwrap().tz(), Tz::UTC);
+    // Another link into zoneinfo: its target names the zone.
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("zone");
+    std::os::unix::fs::symlink("/usr/share/zoneinfo/Asia/Kolkata", &link).unwrap();
+    w.set_env("TZ", &format!(":{}", link.display()));
+    assert_eq!(w.load().unwrap().tz(), chrono_tz::Asia::Kolkata);
+    // A link whose zone cannot be known is an error, not UTC.
+    w.set_env("TZ", ":/etc/localtime");
+    assert!(
+        w.load()
+            .unwrap_err()
+            .to_string()
+            .contains(":/etc/localtime")
+    );
 }
 
 #[test]
