@@ -312,19 +312,28 @@ impl Source {
             expand_files(&list, base, opts.env, &label, &mut warnings)
                 .map_err(|e| self.err("files", span, &e))?
         } else {
-            let raw: Vec<String> = opts
+            let flag_error = |message: String| ConfigError {
+                file: None,
+                at: None,
+                key: Some("--file".into()),
+                message,
+            };
+            // Read as UTF-8 or refused: a name changed to make it so would name another file
+            // (or none), and the audit log and JSON name files in UTF-8.
+            let raw = opts
                 .files
                 .iter()
-                .map(|p| p.to_string_lossy().into_owned())
-                .collect();
-            expand_files(&raw, &opts.cwd, opts.env, "--file", &mut warnings).map_err(|e| {
-                ConfigError {
-                    file: None,
-                    at: None,
-                    key: Some("--file".into()),
-                    message: e,
-                }
-            })?
+                .map(|p| {
+                    p.to_str().map(str::to_string).ok_or_else(|| {
+                        flag_error(format!(
+                            "{:?}: the path is not valid UTF-8; rename the file or link to it \
+                             under a UTF-8 name",
+                            p.display()
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<String>, ConfigError>>()?;
+            expand_files(&raw, &opts.cwd, opts.env, "--file", &mut warnings).map_err(flag_error)?
         };
 
         let state_dir = match (&opts.state_dir, state_dir) {
@@ -1257,10 +1266,10 @@ fn expand_files(
             pattern.push('/');
         }
         pattern.push_str(rest);
-        let options = glob::MatchOptions {
-            require_literal_leading_dot: true,
-            ..glob::MatchOptions::new()
-        };
+        // Hidden files are left out below, not by `require_literal_leading_dot`: the glob
+        // crate panics on that option when a directory holds a name that is not UTF-8.
+        let options = glob::MatchOptions::new();
+        let hidden_asked = rest.split('/').any(|c| c.starts_with('.'));
         let paths = glob::glob_with(&pattern, options)
             .map_err(|e| format!("{entry:?}: not a valid glob pattern: {e}"))?;
         let mut matches = Vec::new();
@@ -1268,7 +1277,11 @@ fn expand_files(
             match found {
                 // A glob never goes through a symlinked directory: one pointing up would
                 // reach the same files again and again.
-                Ok(p) if !p.is_dir() && !through_dir_symlink(&prefix, &p) => {
+                Ok(p)
+                    if !p.is_dir()
+                        && !through_dir_symlink(&prefix, &p)
+                        && (hidden_asked || !hidden_below(&prefix, &p)) =>
+                {
                     matches.push(normalize(&p))
                 }
                 Ok(_) => {}
@@ -1306,6 +1319,15 @@ fn expand_files(
 
 /// Whether `path` (a glob match under `prefix`) passes through a symbolic link to a
 /// directory below `prefix`.
+/// Whether `path` is, or is inside, a hidden file or directory below `prefix` (`.git/…`,
+/// `.#notes.md`): a glob reaches those only when its pattern names a dot.
+fn hidden_below(prefix: &Path, path: &Path) -> bool {
+    path.strip_prefix(prefix)
+        .unwrap_or(path)
+        .components()
+        .any(|c| c.as_os_str().as_encoded_bytes().starts_with(b"."))
+}
+
 fn through_dir_symlink(prefix: &Path, path: &Path) -> bool {
     let mut dir = path.parent();
     while let Some(d) = dir {

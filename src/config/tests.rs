@@ -1,4 +1,5 @@
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 
 use chrono::Weekday;
 use tempfile::TempDir;
@@ -755,6 +756,10 @@ fn globs_expand_sorted_in_order_without_duplicates() {
         w.write(f, "");
     }
     fs::create_dir(w.path("cwd/notes/dir.md")).unwrap();
+    // A name that is not UTF-8 beside them: the glob crate panics on it when asked to skip
+    // hidden names itself.
+    let odd = std::ffi::OsStr::from_bytes(b"odd\xffname.md");
+    fs::write(w.path("cwd/notes").join(odd), "").unwrap();
     let c = w
         .load_toml(
             r#"files = ["notes/b.md", "notes/*.md", "./missing.md", "notes/a.md", "none/*.md"]"#,
@@ -775,6 +780,18 @@ fn globs_expand_sorted_in_order_without_duplicates() {
             w.toml_path()
         )]
     );
+}
+
+#[test]
+fn a_glob_reaches_hidden_names_only_when_it_names_a_dot() {
+    let w = World::new();
+    for f in ["cwd/n/.git/x.md", "cwd/n/.h.md", "cwd/n/a/v.md"] {
+        w.write(f, "");
+    }
+    let c = w.load_toml(r#"files = ["n/*/*.md", "n/*.md"]"#).unwrap();
+    assert_eq!(c.files, vec![w.path("cwd/n/a/v.md")]);
+    let c = w.load_toml(r#"files = ["n/.*.md"]"#).unwrap();
+    assert_eq!(c.files, vec![w.path("cwd/n/.h.md")]);
 }
 
 #[test]
