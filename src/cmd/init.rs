@@ -209,9 +209,11 @@ Nothing in this section runs: heartbeat acts only on the tasks under `## Recurri
 - **Schedules.** A `###` heading sets when the tasks below it are due: `Every 30m`,
   `Every 6h`, `Daily at 07:30`, `Weekdays at 09:00`, `Weekends at 10:00`, `Mondays at 08:00`,
   `Mondays and Thursdays at 18:30`; under One-time, `At 2026-12-24 18:00`. Without one, a
-  task is due at every run. A heading that starts like a schedule but is not a valid one
-  (`Evry 6h`, `Daily at 9:00`) makes the tasks below it invalid: they never run until it is
-  fixed. Any other heading is only a title, and `heartbeat check` warns about it.
+  task is due at every run. A heading that looks like a schedule (a schedule word, a date,
+  a time or a day's name) but is not a valid `###` one (`Evry 6h`, `Daily at 9:00`,
+  `On 2026-12-24`, `#### At 2026-12-24`) makes the tasks below it invalid: they never run
+  until it is fixed, and `heartbeat check` says what it probably meant. Any other heading
+  is only a title.
 - **Approvals.** With `autonomy = "cautious"` (the default) a task whose tool asks is not
   run but queued, once, like the `uptime` above. `heartbeat approvals` lists what waits;
   `heartbeat approve ID` runs it, `heartbeat approve ID --always` also stops asking for that
