@@ -21,7 +21,7 @@ use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
 use crate::text::first_line;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Utc};
 
 const OFFSET_KEY: &str = "telegram_offset";
 
@@ -346,11 +346,13 @@ fn command_reply(
     }
 }
 
-/// When a pause of `dur` from `now` ends; None when that is past the calendar's end.
+/// When a pause of `dur` from `now` ends; None when that is after the year 9999, which no
+/// RFC 3339 time (in `status --json`, the audit log) can name.
 pub fn pause_end(now: DateTime<Utc>, dur: Duration) -> Option<DateTime<Utc>> {
     chrono::Duration::from_std(dur)
         .ok()
         .and_then(|d| now.checked_add_signed(d))
+        .filter(|end| end.year() <= 9999)
 }
 
 /// Pause runs (until a time, or until resumed); audited `paused`.
@@ -411,4 +413,21 @@ pub fn status_text(store: &Store, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Resu
     }
     lines.push(format!("outbox: {}", store.outbox_len()?));
     Ok(lines.join("\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pause_ends_within_what_rfc_3339_can_write() {
+        let now = "2026-11-26T12:00:00Z".parse::<DateTime<Utc>>().unwrap();
+        let day = Duration::from_secs(86_400);
+        assert_eq!(
+            pause_end(now, day),
+            Some("2026-11-27T12:00:00Z".parse().unwrap())
+        );
+        assert_eq!(pause_end(now, day * 365 * 8_000), None);
+        assert_eq!(pause_end(now, Duration::MAX), None);
+    }
 }

@@ -866,6 +866,17 @@ fn pause_holds_every_run_until_resume() {
 }
 
 #[test]
+fn a_pause_past_the_year_9999_is_refused_as_too_long() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n");
+    let out = env.cmd(["pause", "--for", "99999y"]).output();
+    out.code(2);
+    assert!(out.stderr.contains("too long"), "{out:?}");
+    assert!(env.events("paused").is_empty(), "{:#?}", env.audit());
+    let st = env.cmd(["status", "--json"]).output().json();
+    assert_eq!(st["paused"], false);
+}
+
+#[test]
 fn a_timed_pause_ends_by_itself() {
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n");
     let out = env
