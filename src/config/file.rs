@@ -130,9 +130,14 @@ pub struct BudgetFile {
     pub daily_usd: Option<Spanned<f64>>,
 }
 
-/// A humantime duration (`90s`, `10m`, `6h`, `1d`), longer than zero.
+/// A humantime duration (`90s`, `10m`, `6h`, `1d`), longer than zero and at most
+/// [`LONGEST`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Human(pub Duration);
+
+/// 100 years (humantime's `100y`): longer would be no guardrail, and a time computed from it
+/// (a cooldown's next due time) could pass what RFC 3339 can write.
+const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
 
 impl<'de> Deserialize<'de> for Human {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -151,6 +156,9 @@ impl<'de> Deserialize<'de> for Human {
                     .map_err(|e| E::custom(format!("{shown} is not a duration: {e}")))?;
                 if d.is_zero() {
                     return Err(E::custom(format!("{shown}: must be longer than zero")));
+                }
+                if d > LONGEST {
+                    return Err(E::custom(format!("{shown}: must be at most 100 years")));
                 }
                 Ok(Human(d))
             }

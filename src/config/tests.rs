@@ -428,6 +428,10 @@ fn value_errors_name_file_key_and_value() {
             r#"approval_ttl: "0s": must be longer than zero"#,
         ),
         (
+            "[tools.shell]\ncooldown = \"101y\"",
+            r#"tools.shell.cooldown: "101y": must be at most 100 years"#,
+        ),
+        (
             r#"stuck_after = "soon""#,
             r#"stuck_after: "soon" is not a duration: expected number at 0"#,
         ),

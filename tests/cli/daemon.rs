@@ -615,7 +615,8 @@ fn daemon_refuses_tick_intervals_out_of_range() {
         );
     }
     for (every, why) in [
-        ("1000000000y", "must be at most 366d"),
+        ("400d", "must be at most 366d"),
+        ("1000000000y", "must be at most 100 years"),
         ("500ms", "must be at least 1s"),
     ] {
         let env = Env::new("## Recurring\n- [ ] Stretch\n")
