@@ -107,7 +107,13 @@ impl Decider {
     pub fn decidable_by_id(&self, ids: &[i64], approved_too: bool) -> Result<Vec<ApprovalRow>> {
         let mut rows = Vec::with_capacity(ids.len());
         let mut problems = Vec::new();
+        let mut seen = Vec::with_capacity(ids.len());
         for &id in ids {
+            // `approve 3 3` asks once.
+            if seen.contains(&id) {
+                continue;
+            }
+            seen.push(id);
             match self.store.approval(id)? {
                 None => problems.push(format!("no approval #{id}")),
                 Some(row)
@@ -119,15 +125,11 @@ impl Decider {
                         _ => String::new(),
                     };
                     problems.push(format!(
-                        "approval #{id} is {}{by}; only pending approvals can be decided",
+                        "approval #{id} is already {}{by}; only pending approvals can be decided",
                         row.state
                     ));
                 }
-                Some(row) => {
-                    if !rows.iter().any(|r: &ApprovalRow| r.id == id) {
-                        rows.push(row);
-                    }
-                }
+                Some(row) => rows.push(row),
             }
         }
         if problems.is_empty() {

@@ -1327,3 +1327,27 @@ fn decisions_on_a_terminal_carry_their_own_times() {
     assert_ne!(denied[0]["ts"], denied[1]["ts"]);
     assert!(denied[0]["ts"].as_str().unwrap() >= "2026-05-01T12:00:00.000Z");
 }
+
+#[test]
+fn an_id_given_twice_is_decided_once_and_named_once() {
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo ran >> runs.log")
+    ));
+    env.run_once(NOW).code(0);
+    approve(&env, "2026-05-01T10:05:00Z", &["1", "1"]).code(0);
+    assert_eq!(env.read("runs.log"), "ran\n");
+    assert_eq!(
+        env.events("approval_approved").len(),
+        1,
+        "{:#?}",
+        env.audit()
+    );
+    let again = env.cmd(["deny", "1", "1"]).output();
+    again.code(2);
+    assert_eq!(
+        count_matches(&again.stderr, "approval #1 is already succeeded"),
+        1,
+        "{again:?}"
+    );
+}
