@@ -1,9 +1,10 @@
 //! Refusing `{key}` placeholders inside a shell script (SPEC §4).
 //!
 //! Invariants:
-//! - A config tool whose program is a shell (by basename) and whose script argument (after
-//!   `-c`, or a combined flag like `-ec`) holds a placeholder is refused: task input would
-//!   become shell code. `{{key}}` is literal text and stays allowed.
+//! - A config tool that runs a shell (by basename: the program, or a later argument, as in
+//!   `env sh -c`, `sudo -u me bash -c`, `busybox sh -c`) whose script argument (after `-c`,
+//!   or a combined flag like `-ec`) holds a placeholder is refused: task input would become
+//!   shell code. `{{key}}` is literal text and stays allowed.
 //! - The refusal shows the same command rewritten to pass each value as a positional
 //!   parameter, so that the fix is a copy and paste.
 
@@ -13,12 +14,12 @@ const SHELLS: [&str; 6] = ["sh", "bash", "dash", "zsh", "ksh", "fish"];
 
 /// Why `argv` is unsafe, with its safe form; None when it is safe.
 pub(super) fn check(argv: &[String]) -> Option<String> {
-    let program = argv.first()?;
-    let shell = program.rsplit('/').next().unwrap_or(program);
-    if !SHELLS.contains(&shell) {
-        return None;
-    }
-    let at = script_index(argv)?;
+    // The first shell in the command line: the program itself, or the one a wrapper runs.
+    let (start, shell) = argv.iter().enumerate().find_map(|(i, arg)| {
+        let name = arg.rsplit('/').next().unwrap_or(arg);
+        SHELLS.contains(&name).then_some((i, name))
+    })?;
+    let at = start + script_index(&argv[start..])?;
     let script = &argv[at];
     let found = placeholders(script);
     let (_, first) = found.first()?;

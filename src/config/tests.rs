@@ -998,6 +998,15 @@ fn shell_placeholders_are_refused_with_a_safe_form() {
             r#"["bash", "-e", "-o", "pipefail", "-c", "echo {x} $1", "bash", "y"]"#,
             r#"["bash", "-e", "-o", "pipefail", "-c", "echo \"$2\" $1", "bash", "y", "{x}"]"#,
         ),
+        // A shell behind a wrapper runs the script all the same.
+        (
+            r#"["env", "LC_ALL=C", "sh", "-c", "echo {msg}"]"#,
+            r#"["env", "LC_ALL=C", "sh", "-c", "echo \"$1\"", "sh", "{msg}"]"#,
+        ),
+        (
+            r#"["sudo", "-u", "me", "/bin/bash", "-lc", "echo {msg}"]"#,
+            r#"["sudo", "-u", "me", "/bin/bash", "-lc", "echo \"$1\"", "bash", "{msg}"]"#,
+        ),
     ];
     for (command, safe) in cases {
         let err = w.error(&format!("[tools.say]\ncommand = {command}"));
@@ -1006,6 +1015,16 @@ fn shell_placeholders_are_refused_with_a_safe_form() {
             "{err}"
         );
         assert!(err.ends_with(safe), "{command}: {err}");
+    }
+    // A placeholder as an argument of its own, or a shell that only reads a script file, is
+    // safe.
+    for command in [
+        r#"["env", "sh", "-c", "echo \"$1\"", "sh", "{msg}"]"#,
+        r#"["nice", "sh", "script.sh", "{msg}"]"#,
+        r#"["git", "commit", "-m", "{msg}"]"#,
+    ] {
+        w.load_toml(&format!("[tools.say]\ncommand = {command}"))
+            .unwrap_or_else(|e| panic!("{command}: {e}"));
     }
 }
 
