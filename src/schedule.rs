@@ -374,9 +374,10 @@ const DAY_NAMES: [&str; 14] = [
 
 /// Whether a heading is meant as a schedule (SPEC §2, fail closed):
 /// - its first word is a schedule word or a day's name (plural too);
-/// - it names a day in full, or a time of day or a date anywhere (`Backups on Mondays`,
-///   `On 2026-12-24`, `Lunch 12:30`, `Report 9am`): a title with a date is too likely a
-///   schedule written another way for its tasks to run at every run;
+/// - it has a schedule word other than `at` (`Backups daily`), a day's full name, a time of
+///   day or a date anywhere (`Backups on Mondays`, `On 2026-12-24`, `Lunch 12:30`, `Report
+///   9am`): such a title is too likely a schedule written another way for its tasks to run
+///   at every run;
 /// - it is a schedule but for one slip in its first word (`Evrey 6h`: see [`corrected`]);
 /// - or it looks like a cron line (only digits, `*`, `/`, `,`, `-` and spaces).
 pub fn looks_like_schedule(text: &str) -> bool {
@@ -400,7 +401,9 @@ pub fn looks_like_schedule(text: &str) -> bool {
     let day = |w: &str| parse_day(w).or_else(|| w.strip_suffix('s').and_then(parse_day));
     SCHEDULE_WORDS.contains(&first.as_str())
         || day(first).is_some()
-        || words.iter().any(|w| DAY_NAMES.contains(&w.as_str()))
+        || words.iter().any(|w| {
+            DAY_NAMES.contains(&w.as_str()) || (w != "at" && SCHEDULE_WORDS.contains(&w.as_str()))
+        })
 }
 
 /// The heading as the schedule it was probably meant to be, when one of these fixes makes it
@@ -1313,6 +1316,8 @@ mod tests {
             "2026-12-24",
             "On 2026-12-24",
             "Backups on Mondays",
+            "Backups, daily",
+            "Things to check every week",
             "Lunch 12:30",
             "Report 9am",
             "Call at 6 pm",
