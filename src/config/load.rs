@@ -1317,8 +1317,6 @@ fn expand_files(
     Ok(out)
 }
 
-/// Whether `path` (a glob match under `prefix`) passes through a symbolic link to a
-/// directory below `prefix`.
 /// Whether `path` is, or is inside, a hidden file or directory below `prefix` (`.git/…`,
 /// `.#notes.md`): a glob reaches those only when its pattern names a dot.
 fn hidden_below(prefix: &Path, path: &Path) -> bool {
@@ -1328,6 +1326,8 @@ fn hidden_below(prefix: &Path, path: &Path) -> bool {
         .any(|c| c.as_os_str().as_encoded_bytes().starts_with(b"."))
 }
 
+/// Whether `path` (a glob match under `prefix`) passes through a symbolic link to a
+/// directory below `prefix`.
 fn through_dir_symlink(prefix: &Path, path: &Path) -> bool {
     let mut dir = path.parent();
     while let Some(d) = dir {
