@@ -13,7 +13,7 @@
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,8 @@ pub struct RunLock {
 pub struct Holder {
     pub pid: Option<u32>,
     pub since: Option<DateTime<Utc>>,
+    /// The daemon's next tick (the daemon file only).
+    pub next: Option<DateTime<Utc>>,
 }
 
 pub enum Attempt {
@@ -127,6 +129,8 @@ fn holder_in(file: &File) -> Holder {
             holder.pid = pid.trim().parse().ok();
         } else if let Some(since) = line.strip_prefix("since ") {
             holder.since = parse_ts(since.trim());
+        } else if let Some(next) = line.strip_prefix("next ") {
+            holder.next = parse_ts(next.trim());
         }
     }
     holder
@@ -140,7 +144,18 @@ pub const DAEMON_FILE: &str = "heartbeat.daemon";
 /// Held by the daemon until it exits; the kernel drops it when the daemon dies.
 #[derive(Debug)]
 pub struct DaemonLock {
-    _file: File,
+    file: File,
+    since: DateTime<Utc>,
+}
+
+impl DaemonLock {
+    /// Record when the next tick is due, for `status` (rewritten in place: the lock is on
+    /// the open file, not its contents).
+    pub fn set_next(&mut self, next: DateTime<Utc>) -> io::Result<()> {
+        let text = format!("{}next {}\n", holder_text(self.since), format_ts(next));
+        self.file.set_len(0)?;
+        self.file.write_all_at(text.as_bytes(), 0)
+    }
 }
 
 /// Become the state dir's daemon, started at `now`. `Err`: another daemon is.
@@ -156,7 +171,7 @@ pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<Da
         Ok(()) => {
             file.set_len(0)?;
             file.write_all(holder_text(now).as_bytes())?;
-            Ok(Ok(DaemonLock { _file: file }))
+            Ok(Ok(DaemonLock { file, since: now }))
         }
         Err(TryLockError::WouldBlock) => Ok(Err(holder_in(&file))),
         Err(TryLockError::Error(e)) => Err(e),

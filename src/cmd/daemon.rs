@@ -66,7 +66,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let mut cfg = ctx.load_config(&args.files.files)?;
     crate::engine::files::ensure_state_dir(&cfg.state_dir)?;
     let daemon_file = cfg.state_dir.join(lock::DAEMON_FILE);
-    let _daemon = match lock::hold_daemon(&cfg.state_dir, ctx.now) {
+    let mut daemon = match lock::hold_daemon(&cfg.state_dir, ctx.now) {
         Ok(Ok(held)) => held,
         Ok(Err(other)) => {
             return Err(Error::Usage(format!(
@@ -98,6 +98,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let mut last_error: Option<String> = None;
     let mut due_now = last_run_older_than(&cfg, clock(), every(&cfg))?;
     let mut stop_signal = None;
+    let mut shown_next = None;
     loop {
         if due_now {
             due_now = false;
@@ -128,6 +129,11 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
         }
         let now = clock();
         let next = next_tick(&cfg, now, every(&cfg));
+        if shown_next != Some(next) {
+            // Only for `status`: a failure to write it changes nothing else.
+            let _ = daemon.set_next(next);
+            shown_next = Some(next);
+        }
         let wait = (next - now).to_std().unwrap_or_default().min(MAX_SLEEP);
         match rx.recv_timeout(wait) {
             Ok(Event::Signal(sig @ (SIGTERM | SIGINT))) => {

@@ -103,6 +103,7 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
             "running": f.daemon.is_some(),
             "pid": f.daemon.as_ref().and_then(|h| h.pid),
             "since": f.daemon.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
+            "next_tick": f.daemon.as_ref().and_then(|h| h.next).map(crate::audit::format_ts),
         },
         "state_dir": cfg.state_dir,
     }))
@@ -195,6 +196,9 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             d.pid.map_or("?".into(), |p| p.to_string()),
             d.since.map_or("?".into(), show_local)
         ));
+        if let Some(next) = d.next {
+            out.line(&format!("next tick:   {}", show_local(next)));
+        }
     }
     Ok(exit::OK)
 }

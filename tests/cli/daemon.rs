@@ -173,11 +173,21 @@ fn a_second_daemon_on_the_same_state_dir_refuses_to_start() {
     let status: Value = serde_json::from_str(&status.stdout).unwrap();
     assert_eq!(status["daemon"]["running"], true, "{status}");
     assert_eq!(status["daemon"]["pid"], first.pid(), "{status}");
+    // And when it ticks next: on the hour, for `--every 1h` in UTC.
+    let next_tick = || {
+        let out = env.cmd(["status", "--json"]).output();
+        let status: Value = serde_json::from_str(&out.stdout).unwrap();
+        status["daemon"]["next_tick"].as_str().map(str::to_string)
+    };
+    wait_until("status shows the next tick", WAIT, || next_tick().is_some());
+    let next = next_tick().unwrap();
+    assert!(next.ends_with(":00:00.000Z"), "{next}");
     let shown = env.cmd(["status"]).output().stdout;
     assert!(
         shown.contains(&format!("daemon:      pid {} since ", first.pid())),
         "{shown}"
     );
+    assert!(shown.contains("next tick:   "), "{shown}");
     first.signal(libc::SIGTERM);
     first.finish(WAIT).code(0);
     let status = env.cmd(["status", "--json"]).output();
