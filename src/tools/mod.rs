@@ -591,9 +591,10 @@ fn write_file(file: &FileInput, inv: &Invocation, append: bool) -> Outcome {
         Ok(()) => Outcome {
             success: true,
             stdout: format!(
-                "{} {} bytes to {}",
+                "{} {} byte{} to {}",
                 if append { "appended" } else { "wrote" },
                 text.len(),
+                if text.len() == 1 { "" } else { "s" },
                 path.display()
             ),
             ..Outcome::default()

@@ -966,9 +966,12 @@ fn write_and_append_files() {
     );
     assert!(o.success, "{o:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\ntwo\n");
+    assert_eq!(o.stdout, format!("appended 4 bytes to {}", file.display()));
     let o = run_in(dir.path(), &w, json!({"path": "notes.txt", "text": "new"}));
     assert!(o.success, "{o:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+    let o = run_in(dir.path(), &w, json!({"path": "notes.txt", "text": "1"}));
+    assert_eq!(o.stdout, format!("wrote 1 byte to {}", file.display()));
 
     let abs = dir.path().join("abs.txt");
     let o = run_in(
