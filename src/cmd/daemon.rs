@@ -99,6 +99,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let mut due_now = last_run_older_than(&cfg, clock(), every(&cfg))?;
     let mut stop_signal = None;
     let mut shown_next = None;
+    let mut last_tick_error: Option<String> = None;
     loop {
         if due_now {
             due_now = false;
@@ -117,7 +118,19 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                     }
                 }
             }
-            run_tick(ctx, &cfg, clock(), &stop, telegram.as_ref(), &[], true);
+            let failed = run_tick(ctx, &cfg, clock(), &stop, telegram.as_ref(), &[], true);
+            // A file the ticks cannot read is audited once, like a config that does not
+            // load, and again when it changes: the log says why nothing runs.
+            if failed != last_tick_error {
+                if let Some(msg) = &failed {
+                    let why = format!("{msg}; the tick ran nothing");
+                    let line = AuditEvent::ConfigReloaded(Daemon::new(None, Some(&why)));
+                    if let Err(e) = record(&cfg, clock(), &line) {
+                        crate::error::say(&format!("heartbeat: {e}"));
+                    }
+                }
+                last_tick_error = failed;
+            }
         }
         if stop.stopping() {
             // SIGTERM came during the tick: its event is queued; take it for the record.
@@ -166,7 +179,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                     due_now = true;
                 } else if !fx.pressed.is_empty() {
                     // Approved from a phone: run it now, like `heartbeat approve`.
-                    run_tick(
+                    let _ = run_tick(
                         ctx,
                         &cfg,
                         clock(),
@@ -222,7 +235,8 @@ fn reload(
     }
 }
 
-/// One tick; its problems are reported and the daemon goes on.
+/// One tick; its problems are reported on stderr and the daemon goes on. The error of a
+/// tick that failed as a whole (a file it could not read), for the audit log.
 fn run_tick(
     ctx: &Ctx,
     cfg: &Config,
@@ -231,7 +245,7 @@ fn run_tick(
     telegram: Option<&Telegram>,
     pressed: &[bot::Pressed],
     plan: bool,
-) {
+) -> Option<String> {
     let result = read_files(cfg, false).and_then(|files| {
         super::print_changed_file_warnings(&files, &ctx.cwd);
         tick(&Tick {
@@ -258,8 +272,12 @@ fn run_tick(
                     &report, false, false, &ctx.cwd,
                 ));
             }
+            None
         }
-        Err(e) => crate::error::say(&format!("heartbeat: tick failed: {e}")),
+        Err(e) => {
+            crate::error::say(&format!("heartbeat: tick failed: {e}"));
+            Some(e.to_string())
+        }
     }
 }
 

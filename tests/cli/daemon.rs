@@ -703,3 +703,40 @@ fn a_detached_grandchild_holding_the_pipes_leaks_nothing_across_ticks() {
     );
     assert!(fds_after <= fds + 1, "descriptors {fds} -> {fds_after}");
 }
+
+/// A HEARTBEAT.md the ticks cannot read is said once in the audit log (`config_reloaded`
+/// with the error), not at every tick and not only on stderr; the ticks run again once it
+/// is fixed.
+#[test]
+fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
+    let env =
+        Env::new("## Recurring\n- [ ] @log {\"text\": \"beat\"}\n").config("timezone = \"UTC\"\n");
+    let d = daemon(&env, "1s");
+    wait_events(&env, "task_succeeded", 1, WAIT);
+    env.write("HEARTBEAT.md", b"## Recurring\n- [ ] \xff bad\n");
+    let said = wait_events(&env, "config_reloaded", 1, WAIT);
+    let error = said[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("HEARTBEAT.md:2: not valid UTF-8")
+            && error.ends_with("the tick ran nothing"),
+        "{error}"
+    );
+    // More ticks fail the same way: nothing more in the log.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(
+        events_now(&env, "config_reloaded").len(),
+        1,
+        "{:#?}",
+        env.audit()
+    );
+    let before = events_now(&env, "task_succeeded").len();
+    env.write(
+        "HEARTBEAT.md",
+        "## Recurring\n- [ ] @log {\"text\": \"back\"}\n",
+    );
+    wait_events(&env, "task_succeeded", before + 1, WAIT);
+    d.signal(libc::SIGTERM);
+    let out = d.finish(WAIT);
+    out.code(0);
+    assert!(out.stderr.contains("tick failed"), "{}", out.stderr);
+}
