@@ -323,9 +323,16 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
         if !looks_like_schedule(text) {
             return HeadingKind::Title;
         }
-        let hint = corrected(text)
-            .map(|meant| format!(" (did you mean {meant:?}?)"))
-            .unwrap_or_default();
+        let zero = shown
+            .to_ascii_lowercase()
+            .strip_prefix("every ")
+            .and_then(|d| humantime::parse_duration(d).ok())
+            .is_some_and(|d| d.is_zero());
+        let hint = match corrected(text) {
+            Some(meant) => format!(" (did you mean {meant:?}?)"),
+            None if zero => " (the interval must be longer than zero)".to_string(),
+            None => String::new(),
+        };
         return HeadingKind::Invalid(format!(
             "schedule heading {shown:?} is not a valid {name} schedule{hint}; {forms}"
         ));
@@ -1248,6 +1255,8 @@ mod tests {
             };
             assert!(msg.contains(&format!("(did you mean {meant:?}?)")), "{msg}");
         }
+        assert!(matches!(parse_heading(Section::Recurring, "Every 0s"),
+                HeadingKind::Invalid(m) if m.contains("(the interval must be longer than zero)")));
         // Nothing to suggest: no fix makes these parse.
         for written in [
             "Every 0s",
