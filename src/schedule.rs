@@ -441,6 +441,10 @@ pub fn corrected(text: &str) -> Option<String> {
     if matches!(first.as_str(), "every" | "each") && rest.first().is_some_and(|w| w == "day") {
         firsts.push(("Daily".to_string(), 2));
     }
+    // `At 09:00` under Recurring: every day at that time.
+    if first == "at" && rest.len() == 1 && parse_time_of_day(&rest[0]).is_some() {
+        firsts.push(("Daily at".to_string(), 1));
+    }
     // `On 2026-12-24`, `By 2026-12-24`, or the date alone.
     if parse_date(first).is_some() {
         firsts.push(("At".to_string(), 0));
@@ -1241,6 +1245,7 @@ mod tests {
             (Section::Recurring, "Mon at 09:00", "Mondays at 09:00"),
             (Section::Recurring, "Every day at 09:00", "Daily at 09:00"),
             (Section::Recurring, "Each day at 9:00", "Daily at 09:00"),
+            (Section::Recurring, "At 9:00", "Daily at 09:00"),
             (
                 Section::OneTime,
                 "At 2026-12-24T18:00",
