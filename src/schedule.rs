@@ -328,7 +328,12 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
             .strip_prefix("every ")
             .and_then(|d| humantime::parse_duration(d).ok())
             .is_some_and(|d| d.is_zero());
-        let hint = match corrected(text) {
+        // Only a schedule this section takes is worth suggesting.
+        let fits = |meant: &String| {
+            parse_schedule(meant)
+                .is_some_and(|s| matches!(s, Schedule::Once(_)) == (section == Section::OneTime))
+        };
+        let hint = match corrected(text).filter(fits) {
             Some(meant) => format!(" (did you mean {meant:?}?)"),
             None if zero => " (the interval must be longer than zero)".to_string(),
             None => String::new(),
@@ -1262,6 +1267,9 @@ mod tests {
         }
         assert!(matches!(parse_heading(Section::Recurring, "Every 0s"),
                 HeadingKind::Invalid(m) if m.contains("(the interval must be longer than zero)")));
+        // Nor for a schedule of the other section.
+        assert!(matches!(parse_heading(Section::OneTime, "At 9:00"),
+                HeadingKind::Invalid(m) if !m.contains("did you mean")));
         // Nothing to suggest: no fix makes these parse.
         for written in [
             "Every 0s",
