@@ -125,7 +125,9 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                 if let Some(msg) = &failed {
                     let why = format!("{msg}; the tick ran nothing");
                     let line = AuditEvent::ConfigReloaded(Daemon::new(None, Some(&why)));
-                    if let Err(e) = record(&cfg, clock(), &line) {
+                    let told = record(&cfg, clock(), &line)
+                        .and_then(|()| alert(&cfg, telegram.as_ref(), &why, clock()));
+                    if let Err(e) = told {
                         crate::error::say(&format!("heartbeat: {e}"));
                     }
                 }
@@ -304,8 +306,23 @@ fn handle_updates(
     let fx = bot::process(tg, &mut d, tc, updates)?;
     // Replies to commands go out now, not at the next tick.
     let (mut store, mut audit) = d.into_parts();
+    deliver_now(cfg, tg, &mut store, &mut audit, now)?;
+    Ok(fx)
+}
+
+/// Send what the outbox holds now, between ticks, and audit what became of it.
+fn deliver_now(
+    cfg: &Config,
+    tg: &Telegram,
+    store: &mut Store,
+    audit: &mut crate::audit::AuditLog,
+    now: DateTime<Utc>,
+) -> Result<()> {
+    let Some(tc) = &cfg.telegram else {
+        return Ok(());
+    };
     let (_, lines) = crate::engine::outbox::deliver(
-        &mut store,
+        store,
         Some(tg as &dyn crate::telegram::Transport),
         tc,
         cfg.tz(),
@@ -316,8 +333,30 @@ fn handle_updates(
             .record(now, &notice.event(None))
             .map_err(|e| Error::io(audit.path(), e))?;
     }
-    audit.sync().map_err(|e| Error::io(audit.path(), e))?;
-    Ok(fx)
+    audit.sync().map_err(|e| Error::io(audit.path(), e))
+}
+
+/// An urgent message to every chat, sent now (and kept in the outbox if Telegram is down):
+/// a daemon whose ticks run nothing says so where its person looks.
+fn alert(cfg: &Config, telegram: Option<&Telegram>, what: &str, now: DateTime<Utc>) -> Result<()> {
+    let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
+        return Ok(());
+    };
+    let secrets = Secrets::from_config(cfg);
+    let mut audit = session::open_audit(cfg, &secrets)?;
+    let mut store = Store::open(&cfg.state_dir)?;
+    let msg = crate::render::telegram::Rendered {
+        kind: "alert",
+        html: format!(
+            "⚠️ <b>heartbeat</b>: {}",
+            crate::text::escape(&crate::text::first_line(what, 500))
+        ),
+        urgent: true,
+        approvals: Vec::new(),
+        resets: Vec::new(),
+    };
+    crate::engine::outbox::enqueue_all(&mut store, tc, &msg, false, now, &secrets)?;
+    deliver_now(cfg, tg, &mut store, &mut audit, now)
 }
 
 fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {

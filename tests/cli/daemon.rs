@@ -709,9 +709,13 @@ fn a_detached_grandchild_holding_the_pipes_leaks_nothing_across_ticks() {
 /// is fixed.
 #[test]
 fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
-    let env =
-        Env::new("## Recurring\n- [ ] @log {\"text\": \"beat\"}\n").config("timezone = \"UTC\"\n");
-    let d = daemon(&env, "1s");
+    let tg = TgDouble::start();
+    tg.expect_token(TG_TOKEN);
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"beat\"}\n").config(&format!(
+        "timezone = \"UTC\"\n{}",
+        tg_toml(&tg.url(), &[CHAT], "summary = \"never\"")
+    ));
+    let d = env.cmd(["daemon", "--every", "1s"]).token().spawn_guarded();
     wait_events(&env, "task_succeeded", 1, WAIT);
     env.write("HEARTBEAT.md", b"## Recurring\n- [ ] \xff bad\n");
     let said = wait_events(&env, "config_reloaded", 1, WAIT);
@@ -721,7 +725,14 @@ fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
             && error.ends_with("the tick ran nothing"),
         "{error}"
     );
-    // More ticks fail the same way: nothing more in the log.
+    // The phone is told at once, urgently (summaries are off here).
+    let sent = tg.wait_for_calls("sendMessage", 1, WAIT);
+    let text = sent[0].body["text"].as_str().unwrap();
+    assert!(
+        text.contains("not valid UTF-8") && text.contains("the tick ran nothing"),
+        "{text}"
+    );
+    // More ticks fail the same way: nothing more in the log, nothing more on the phone.
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(
         events_now(&env, "config_reloaded").len(),
@@ -729,6 +740,7 @@ fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
         "{:#?}",
         env.audit()
     );
+    assert_eq!(tg.calls_to("sendMessage").len(), 1);
     let before = events_now(&env, "task_succeeded").len();
     env.write(
         "HEARTBEAT.md",
