@@ -153,8 +153,9 @@ impl DaemonLock {
     /// the open file, not its contents).
     pub fn set_next(&mut self, next: DateTime<Utc>) -> io::Result<()> {
         let text = format!("{}next {}\n", holder_text(self.since), format_ts(next));
-        self.file.set_len(0)?;
-        self.file.write_all_at(text.as_bytes(), 0)
+        // Written over the old text, then cut to length: a reader never finds it empty.
+        self.file.write_all_at(text.as_bytes(), 0)?;
+        self.file.set_len(text.len() as u64)
     }
 }
 

@@ -119,8 +119,8 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                 }
             }
             let failed = run_tick(ctx, &cfg, clock(), &stop, telegram.as_ref(), &[], true);
-            // A file the ticks cannot read is audited once, like a config that does not
-            // load, and again when it changes: the log says why nothing runs.
+            // A file the ticks cannot read is audited and sent to the phone once, like a
+            // config that does not load, and again when the error changes.
             if failed != last_tick_error {
                 if let Some(msg) = &failed {
                     let why = format!("{msg}; the tick ran nothing");
