@@ -410,12 +410,16 @@ pub fn looks_like_schedule(text: &str) -> bool {
     let Some(first) = words.first() else {
         return false;
     };
-    let day = |w: &str| parse_day(w).or_else(|| w.strip_suffix('s').and_then(parse_day));
     SCHEDULE_WORDS.contains(&first.as_str())
-        || day(first).is_some()
+        || day_or_days(first).is_some()
         || words.iter().any(|w| {
             DAY_NAMES.contains(&w.as_str()) || (w != "at" && SCHEDULE_WORDS.contains(&w.as_str()))
         })
+}
+
+/// A day, named once or in the plural (`mon`, `Monday`, `mondays`).
+fn day_or_days(word: &str) -> Option<Weekday> {
+    parse_day(word).or_else(|| word.strip_suffix('s').and_then(parse_day))
 }
 
 /// The heading as the schedule it was probably meant to be, when one of these fixes makes it
@@ -456,7 +460,7 @@ pub fn corrected(text: &str) -> Option<String> {
     } else if rest.first().is_some_and(|w| parse_date(w).is_some()) {
         firsts.push(("At".to_string(), 1));
     }
-    if let Some(day) = parse_day(first).or_else(|| first.strip_suffix('s').and_then(parse_day)) {
+    if let Some(day) = day_or_days(first) {
         firsts.push((
             capital(DAY_NAMES[7 + day.num_days_from_monday() as usize]),
             1,
