@@ -73,6 +73,16 @@ pub enum Schedule {
     Once(NaiveDateTime),
 }
 
+impl Schedule {
+    /// The section whose headings may set it.
+    pub fn section(&self) -> Section {
+        match self {
+            Schedule::Once(_) => Section::OneTime,
+            _ => Section::Recurring,
+        }
+    }
+}
+
 /// What the task text says to do.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Body {

@@ -329,10 +329,7 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
             .and_then(|d| humantime::parse_duration(d).ok())
             .is_some_and(|d| d.is_zero());
         // Only a schedule this section takes is worth suggesting.
-        let fits = |meant: &String| {
-            parse_schedule(meant)
-                .is_some_and(|s| matches!(s, Schedule::Once(_)) == (section == Section::OneTime))
-        };
+        let fits = |meant: &String| parse_schedule(meant).is_some_and(|s| s.section() == section);
         let hint = match corrected(text).filter(fits) {
             Some(meant) => format!(" (did you mean {meant:?}?)"),
             None if zero => " (the interval must be longer than zero)".to_string(),
@@ -342,16 +339,13 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
             "schedule heading {shown:?} is not a valid {name} schedule{hint}; {forms}"
         ));
     };
-    let (kind, belongs) = match schedule {
-        Schedule::Once(_) => ("one-time", Section::OneTime),
-        _ => ("recurring", Section::Recurring),
-    };
+    let belongs = schedule.section();
     if belongs == section {
         HeadingKind::Schedule(schedule)
     } else {
-        let home = match belongs {
-            Section::OneTime => "## One-time",
-            _ => "## Recurring",
+        let (kind, home) = match belongs {
+            Section::OneTime => ("one-time", "## One-time"),
+            _ => ("recurring", "## Recurring"),
         };
         HeadingKind::Invalid(format!(
             "schedule heading {shown:?} is a {kind} schedule, not a {name} one (move it under \
