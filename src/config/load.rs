@@ -1087,7 +1087,12 @@ fn system_tz() -> Option<Tz> {
     {
         return Some(tz);
     }
-    let target = std::fs::read_link("/etc/localtime").ok()?;
+    linked_zone(Path::new("/etc/localtime"))
+}
+
+/// The zone a symbolic link into `zoneinfo` points to.
+fn linked_zone(link: &Path) -> Option<Tz> {
+    let target = std::fs::read_link(link).ok()?;
     zone_name(&target.to_string_lossy())?.parse().ok()
 }
 
@@ -1101,8 +1106,7 @@ fn zone_of_link(raw: &str, host: &Host) -> Option<Tz> {
     if path == Path::new("/etc/localtime") {
         return host.system_tz;
     }
-    let target = std::fs::read_link(path).ok()?;
-    zone_name(&target.to_string_lossy())?.parse().ok()
+    linked_zone(path)
 }
 
 /// `Europe/Berlin`, `:Europe/Berlin` or `/usr/share/zoneinfo/Europe/Berlin` → `Europe/Berlin`.
