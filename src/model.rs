@@ -106,7 +106,8 @@ pub enum Body {
 /// One GFM task-list item.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Task {
-    /// First 12 hex digits of SHA-256 over canonical path, section and normalised content.
+    /// First 12 hex digits of SHA-256 over canonical path, section, proposal mark and
+    /// normalised content (and the occurrence index from the second copy on).
     pub id: String,
     /// The file as the user named it, made absolute (not symlink-resolved); shared by the
     /// file's tasks.
@@ -130,6 +131,10 @@ pub struct Task {
     pub body: Body,
     /// Byte range of the `[ ]` marker in the file (BOM included in the count).
     pub marker: Range<usize>,
+    /// `mcp:NAME` when the item's first line ends with an agent's proposal mark
+    /// (`<!-- proposed by mcp:NAME -->`): such a task asks a person before it first runs,
+    /// wherever the file is read. None for a person's own task.
+    pub proposed_by: Option<String>,
 }
 
 impl Task {

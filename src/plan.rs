@@ -343,11 +343,14 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     } else {
         spec.approval
     };
+    // A task an agent proposed asks a person first, whatever the autonomy, grants or policy
+    // say, until a person approves one run of it in this state dir. The mark in the file says
+    // so to every state dir; the store remembers tasks proposed before marks were written.
+    let asks_first = state.unapproved.contains(&task.id)
+        || (task.proposed_by.is_some() && !state.released.contains(&task.id));
     let decision = match (input.autonomy, approval) {
         (Autonomy::Observe, _) => Decision::Skip(SkipReason::Observe),
-        // A task an agent proposed asks a person first, whatever the autonomy, grants or
-        // policy say, until a person approves one run of it (SPEC §13).
-        _ if state.unapproved.contains(&task.id) => Decision::Approve,
+        _ if asks_first => Decision::Approve,
         (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto) => Decision::Run,
         (Autonomy::Cautious, _) => Decision::Approve,
     };
@@ -537,6 +540,54 @@ mod tests {
         assert_eq!(
             decide_all(&md2, &cfg, &s, NOON, Autonomy::Cautious)[0],
             Approve
+        );
+    }
+
+    #[test]
+    fn a_task_marked_as_proposed_never_runs_unasked_in_any_state_dir() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "never".to_string(),
+            ToolConfig {
+                command: Some(vec!["true".into()]),
+                approval: Some(Approval::Deny),
+                ..ToolConfig::default()
+            },
+        );
+        let cfg = config(tools);
+        let mark = crate::markdown::parse::mark("agent");
+        let md = format!(
+            "## Recurring\n- [ ] @log {{\"text\": \"x\"}} {mark}\n- [ ] @shell {{\"cmd\": \"a\"}} {mark}\n\
+             - [ ] @never {{}} {mark}\n- [ ] Stretch {mark}\n"
+        );
+        let ids: Vec<String> = tasks(&md).iter().map(|t| t.id.clone()).collect();
+        use Decision::*;
+        // A fresh state dir knows nothing of it: the mark alone makes it ask, even for an
+        // `auto` tool, in full autonomy, or with an always grant on its id.
+        let mut fresh = Snapshot::default();
+        fresh.granted.insert(ids[1].clone());
+        for autonomy in [Autonomy::Cautious, Autonomy::Full] {
+            assert_eq!(
+                decide_all(&md, &cfg, &fresh, NOON, autonomy),
+                vec![Approve, Approve, Skip(SkipReason::DeniedByPolicy), Remind],
+                "{autonomy:?}"
+            );
+        }
+        assert_eq!(
+            decide_all(&md, &cfg, &fresh, NOON, Autonomy::Observe)[..2],
+            [Skip(SkipReason::Observe), Skip(SkipReason::Observe)]
+        );
+        // Once a person approved it here, ordinary policy.
+        let mut released = Snapshot::default();
+        released.released.insert(ids[0].clone());
+        released.released.insert(ids[1].clone());
+        assert_eq!(
+            decide_all(&md, &cfg, &released, NOON, Autonomy::Cautious)[..2],
+            [Run, Approve]
+        );
+        assert_eq!(
+            decide_all(&md, &cfg, &released, NOON, Autonomy::Full)[..2],
+            [Run, Run]
         );
     }
 

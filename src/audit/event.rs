@@ -80,6 +80,12 @@ pub enum Event<'a> {
         text: &'a str,
         by: &'a str,
     },
+    /// `propose_task` wrote nothing: `reason` is a fixed word (secret, character, markup,
+    /// too_long, file_full, rate_limit, duplicate, invalid, error).
+    ProposalRefused {
+        by: &'a str,
+        reason: &'a str,
+    },
     TaskSkipped {
         run_id: &'a str,
         task_id: &'a str,

@@ -104,35 +104,35 @@ impl Checked {
     /// `check --json` (also the `check` tool of `heartbeat mcp`).
     pub(super) fn json(&self) -> Value {
         let tasks_json: Vec<Value> = self
-                .tasks()
-                .into_iter()
-                .zip(&self.plan.items)
-                .map(|(task, planned)| {
-                    json!({
-                        "task_id": task.id,
-                        "file": &*task.file,
-                        "line": task.line,
-                        "section": task.section.as_str(),
-                        "text": task.text,
-                        "tool": planned.tool.as_deref().or_else(|| task.tool_name()),
-                        "input": planned.input,
-                        "schedule": task.schedule.as_ref().and(task.heading.as_deref()),
-                        "heading": task.heading.as_deref(),
-                        "done": task.done,
-                        "decision": planned.decision.as_str(),
-                        "reason": match &planned.decision {
-                            Decision::Skip(r) => Some(r.as_str()),
-                            _ => None,
-                        },
-                        "approval_id": match planned.decision {
-                            Decision::Pending(id) => Some(id),
-                            _ => None,
-                        },
-                        "next_due": planned.next_due.map(crate::audit::format_ts),
-                        "provenance": self.snapshot.proposed_by.get(&task.id).map_or("file", String::as_str),
-                    })
+            .tasks()
+            .into_iter()
+            .zip(&self.plan.items)
+            .map(|(task, planned)| {
+                json!({
+                    "task_id": task.id,
+                    "file": &*task.file,
+                    "line": task.line,
+                    "section": task.section.as_str(),
+                    "text": task.text,
+                    "tool": planned.tool.as_deref().or_else(|| task.tool_name()),
+                    "input": planned.input,
+                    "schedule": task.schedule.as_ref().and(task.heading.as_deref()),
+                    "heading": task.heading.as_deref(),
+                    "done": task.done,
+                    "decision": planned.decision.as_str(),
+                    "reason": match &planned.decision {
+                        Decision::Skip(r) => Some(r.as_str()),
+                        _ => None,
+                    },
+                    "approval_id": match planned.decision {
+                        Decision::Pending(id) => Some(id),
+                        _ => None,
+                    },
+                    "next_due": planned.next_due.map(crate::audit::format_ts),
+                    "provenance": provenance(task, &self.snapshot).unwrap_or("file"),
                 })
-                .collect();
+            })
+            .collect();
         json!({
             "files": self.files.iter().map(|f| &f.source.path).collect::<Vec<_>>(),
             "config": self.cfg.source,
@@ -197,7 +197,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                     Decision::Pending(id) => format!("pending #{id}"),
                     d => d.as_str().to_string(),
                 };
-                let by = match snapshot.proposed_by.get(&task.id) {
+                let by = match provenance(task, snapshot) {
                     Some(by) => format!("  (proposed by {by})"),
                     None => String::new(),
                 };
@@ -261,6 +261,14 @@ pub(super) fn list_mcp_servers(
 
 /// What `check` decides for one task (a task about to be proposed), with the file's other
 /// tasks left out.
+/// Who proposed a task: its mark in the file, or the store for a task proposed before
+/// marks were written. None for a person's own task.
+fn provenance<'a>(task: &'a Task, snapshot: &'a Snapshot) -> Option<&'a str> {
+    task.proposed_by
+        .as_deref()
+        .or_else(|| snapshot.proposed_by.get(&task.id).map(String::as_str))
+}
+
 pub(super) fn decide_one(ctx: &Ctx, cfg: &Config, task: &Task) -> Result<Decision> {
     let tasks = &[task];
     let registry = Registry::from_config(cfg).with_catalog(&list_mcp_servers(cfg, tasks));

@@ -46,6 +46,7 @@ pub const EVENTS: &[&str] = &[
     "task_failed",
     "task_reminded",
     "task_proposed",
+    "proposal_refused",
     "task_skipped",
     "task_tripped",
     "task_marked_done",

@@ -8,9 +8,9 @@
 //!   locking, one durable transaction per decision).
 //! - Every result is the JSON the CLI's `--json` prints, built by the same functions.
 //! - `by` is `mcp:<client name>` for everything an agent does.
-//! - A proposed task is appended, never inserted: the file is written with one `O_APPEND`
-//!   write, after the proposal's provenance is stored, so that a proposed task can never be
-//!   in the file without the mark that makes it ask a person first.
+//! - A proposed task is appended, never inserted: its line ends with the agent's mark and is
+//!   written with one `O_APPEND` write, so that a proposed task can never be in the file
+//!   without the mark that makes it ask a person first, wherever the file is read.
 //! - Without `[mcp_server] allow_approve = true` there is no approve tool; with it, the tool
 //!   approves without running (`approve --later`), never grants *always*, and refuses any
 //!   task an agent proposed.
@@ -323,40 +323,148 @@ fn decide(
     Ok(json!({"id": id, "task_id": row.task_id, "state": state, "by": by}))
 }
 
-/// `propose_task`: check the task as `check` would, store who proposed it, append it.
+/// Proposals one client may make in a day (in this state dir).
+const PROPOSALS_PER_DAY: usize = 100;
+
+/// What a file keeps free of proposals: they may fill it only up to its size limit less this.
+const KEEP_FREE: u64 = 1 << 20;
+
+/// `propose_task`: check the task as `check` would, append it with its mark. A refusal
+/// writes nothing to the file and one `proposal_refused` line to the audit log.
 fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Result<Value> {
+    // The name the mark can hold: the provenance everything below records.
+    let by = markdown::proposal::provenance(by);
+    let mut d = Decider::open(cfg, by.clone(), ctx.clock)?;
+    match write_proposal(ctx, &mut d, &by, input) {
+        Ok(done) => Ok(done),
+        Err(Refusal { reason, error }) => {
+            d.record(&Event::ProposalRefused { by: &by, reason })?;
+            Err(error)
+        }
+    }
+}
+
+/// Why a proposal wrote nothing: the audit's word, and the error the agent is given.
+struct Refusal {
+    reason: &'static str,
+    error: Error,
+}
+
+impl From<Error> for Refusal {
+    fn from(error: Error) -> Refusal {
+        let reason = match error {
+            Error::Usage(_) => "invalid",
+            _ => "error",
+        };
+        Refusal { reason, error }
+    }
+}
+
+impl From<markdown::proposal::Refusal> for Refusal {
+    fn from(r: markdown::proposal::Refusal) -> Refusal {
+        Refusal {
+            reason: r.reason,
+            error: Error::Usage(r.message),
+        }
+    }
+}
+
+fn refuse(reason: &'static str, message: String) -> Refusal {
+    Refusal {
+        reason,
+        error: Error::Usage(message),
+    }
+}
+
+fn write_proposal(
+    ctx: &Ctx,
+    d: &mut Decider,
+    by: &str,
+    input: &Map<String, Value>,
+) -> std::result::Result<Value, Refusal> {
+    use markdown::proposal::{Proposed, line, no_markup, plain};
+
     let section = match text(input, "section")? {
         Some("recurring") => Section::Recurring,
         Some("one_time") => Section::OneTime,
         other => {
-            return Err(Error::Usage(format!(
-                "\"section\" must be \"recurring\" or \"one_time\", not {other:?}"
-            )));
+            return Err(refuse(
+                "invalid",
+                format!("\"section\" must be \"recurring\" or \"one_time\", not {other:?}"),
+            ));
         }
     };
-    let line = task_line(input)?;
     let heading = text(input, "schedule")?
         .map(str::trim)
         .filter(|h| !h.is_empty());
-    if heading.is_some_and(|h| h.chars().any(char::is_control)) {
-        return Err(Error::Usage("\"schedule\" must be one line of text".into()));
+    if let Some(h) = heading {
+        plain("\"schedule\"", h)?;
+        no_markup("\"schedule\"", h)?;
     }
+    let args;
+    let proposed = match (text(input, "text")?, text(input, "tool")?) {
+        (Some(t), None) => Proposed::Reminder(t),
+        (None, Some(tool)) => {
+            let valid = tool
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && tool
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+            if !valid {
+                return Err(refuse(
+                    "invalid",
+                    format!("\"tool\": {tool:?} is not a tool name"),
+                ));
+            }
+            args = match input.get("input") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(m)) => m.clone(),
+                Some(_) => return Err(refuse("invalid", "\"input\" must be an object".into())),
+            };
+            // A secret in a task line would be in the file, in every approval and on the
+            // phone: the person puts secrets in the config, not an agent in the file.
+            if crate::audit::has_secret_keys(&args) {
+                return Err(refuse(
+                    "secret",
+                    "\"input\" holds a value under a secret key (token, password, …): a \
+                     proposal may not carry a secret; name it in the config instead"
+                        .into(),
+                ));
+            }
+            Proposed::Tool {
+                name: tool,
+                input: &args,
+            }
+        }
+        _ => {
+            return Err(refuse(
+                "invalid",
+                "give either \"text\" (a reminder) or \"tool\" (with its \"input\")".into(),
+            ));
+        }
+    };
+    let line = line(&proposed, by)?;
     let path = match text(input, "file")? {
-        None => cfg
+        None => d
+            .cfg
             .files
             .first()
             .cloned()
             .ok_or_else(|| Error::Usage("no HEARTBEAT.md is configured".into()))?,
         Some(f) => {
             let wanted = ctx.cwd.join(f);
-            cfg.files
+            d.cfg
+                .files
                 .iter()
                 .find(|c| **c == wanted || c.ends_with(f))
                 .cloned()
                 .ok_or_else(|| {
                     Error::Usage(format!(
                         "{f:?} is not one of the configured files ({})",
-                        cfg.files
+                        d.cfg
+                            .files
                             .iter()
                             .map(|p| p.display().to_string())
                             .collect::<Vec<_>>()
@@ -366,10 +474,10 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
         }
     };
     // A missing file says what to do about it, as every command does.
-    markdown::read_source(&path)?;
+    markdown::read_source(&path).map_err(Error::from)?;
     // Read, checked and appended while holding the file's proposal lock.
     let locked = markdown::append::lock(&path).map_err(|e| Error::io(&path, e))?;
-    let source = markdown::read_source(&path)?;
+    let source = markdown::read_source(&path).map_err(Error::from)?;
     let (block, task) = markdown::append::block(
         &source.path,
         &source.canonical,
@@ -379,30 +487,74 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
         &line,
     )
     .map_err(|why| Error::Usage(format!("{}: {why}", path.display())))?;
+    // An agent's retry: the same task by the same agent is still open.
+    let same = |t: &&Task| {
+        !t.done
+            && t.section == task.section
+            && t.proposed_by == task.proposed_by
+            && t.heading == task.heading
+            && markdown::parse::same_content(t, &task)
+    };
+    let parsed = markdown::parse(&source.path, &source.canonical, &source.text);
+    if let Some(existing) = parsed.tasks.iter().find(same) {
+        drop(locked);
+        d.record(&Event::ProposalRefused {
+            by,
+            reason: "duplicate",
+        })?;
+        return Ok(answer(ctx, &path, existing, by, true)?);
+    }
+    let limit = markdown::MAX_FILE_BYTES - KEEP_FREE;
+    let size = (source.text.len() + block.len() + 2) as u64;
+    if size > limit {
+        return Err(refuse(
+            "file_full",
+            format!(
+                "{}: the file would be {size} bytes, past the {limit} bytes proposals may \
+                 fill (its 8 MiB limit less 1 MiB kept for people)",
+                path.display()
+            ),
+        ));
+    }
+    let since = d.now - chrono::Duration::hours(24);
+    if d.store.proposals_since(by, since).map_err(Error::from)? >= PROPOSALS_PER_DAY {
+        return Err(refuse(
+            "rate_limit",
+            format!(
+                "{by} has proposed {PROPOSALS_PER_DAY} tasks in the last 24 hours; a person \
+                 has enough to review"
+            ),
+        ));
+    }
     // Checked as `check` checks it, in the file as it would be.
     if let Decision::Invalid {
         line,
         column,
         error,
-    } = super::check::decide_one(ctx, &cfg, &task)?
+    } = super::check::decide_one(ctx, &d.cfg, &task)?
     {
-        return Err(Error::Usage(format!(
-            "{}:{line}:{column}: {error}",
-            path.display()
-        )));
+        return Err(refuse(
+            "invalid",
+            format!("{}:{line}:{column}: {error}", path.display()),
+        ));
     }
     if heading.is_some() && task.schedule.is_none() {
-        return Err(Error::Usage(format!(
-            "\"schedule\": {:?} is not a schedule (such as \"Every 6h\", \"Weekdays at 09:00\", \
-             \"At 2026-12-24 18:00\")",
-            heading.unwrap_or_default()
-        )));
+        return Err(refuse(
+            "invalid",
+            format!(
+                "\"schedule\": {:?} is not a schedule (such as \"Every 6h\", \"Weekdays at \
+                 09:00\", \"At 2026-12-24 18:00\")",
+                heading.unwrap_or_default()
+            ),
+        ));
     }
-    let mut d = Decider::open(cfg, by.to_string(), ctx.clock)?;
     let file = path.display().to_string();
-    // The mark first: a proposed task is never in the file without it.
-    d.store.record_proposal(&task.id, by, &file, d.now)?;
-    markdown::append::append(&locked, &block).map_err(|e| Error::io(&path, e))?;
+    // Counted for the daily bound; the mark in the line is what makes it ask.
+    d.store
+        .record_proposal(&task.id, by, &file, d.now)
+        .map_err(Error::from)?;
+    let eol = markdown::append::line_ending(&source.text);
+    markdown::append::append(&locked, &block, eol).map_err(|e| Error::io(&path, e))?;
     drop(locked);
     d.record(&Event::TaskProposed {
         task_id: &task.id,
@@ -412,7 +564,18 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
         text: &task.text,
         by,
     })?;
-    drop(d);
+    Ok(answer(ctx, &path, &task, by, false)?)
+}
+
+/// `propose_task`'s answer: the task, where it is, and `check`'s decision for it now.
+/// `existing`: it was already there (nothing was written).
+fn answer(
+    ctx: &Ctx,
+    path: &std::path::Path,
+    task: &Task,
+    by: &str,
+    existing: bool,
+) -> Result<Value> {
     let checked = super::check::evaluate(ctx, ctx.load_config(&[])?, false)?;
     let decision = find(&checked.tasks(), &checked.plan.items, &task.id)
         .map_or("unknown", |p| p.decision.as_str());
@@ -420,11 +583,12 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
         "task_id": task.id,
         "file": path,
         "line": task.line,
-        "section": section.as_str(),
-        "schedule": heading,
+        "section": task.section.as_str(),
+        "schedule": task.heading.as_deref(),
         "text": task.text,
         "decision": decision,
         "provenance": by,
+        "existing": existing,
     }))
 }
 
@@ -438,47 +602,4 @@ fn find<'p>(
         .zip(items)
         .find(|(t, _)| t.id == id)
         .map(|(_, p)| p)
-}
-
-/// The `- [ ] …` line: a reminder's text, or `@tool {input}`.
-fn task_line(input: &Map<String, Value>) -> Result<String> {
-    let body = match (text(input, "text")?, text(input, "tool")?) {
-        (Some(t), None) => {
-            let t = t.trim();
-            if t.is_empty() || t.chars().any(char::is_control) || t.starts_with('@') {
-                return Err(Error::Usage(
-                    "\"text\" must be one non-empty line that does not start with @ (give a \
-                     tool call as \"tool\" and \"input\")"
-                        .into(),
-                ));
-            }
-            t.to_string()
-        }
-        (None, Some(tool)) => {
-            let valid = tool
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && tool
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-            if !valid {
-                return Err(Error::Usage(format!(
-                    "\"tool\": {tool:?} is not a tool name"
-                )));
-            }
-            let args = match input.get("input") {
-                None | Some(Value::Null) => Value::Object(Map::new()),
-                Some(v @ Value::Object(_)) => v.clone(),
-                Some(_) => return Err(Error::Usage("\"input\" must be an object".into())),
-            };
-            format!("@{tool} {args}")
-        }
-        _ => {
-            return Err(Error::Usage(
-                "give either \"text\" (a reminder) or \"tool\" (with its \"input\")".into(),
-            ));
-        }
-    };
-    Ok(format!("- [ ] {body}"))
 }

@@ -403,9 +403,13 @@ impl<'a> Session<'a> {
                     line: task.line,
                     text: &task.text,
                 })?;
-                self.report
-                    .tasks
-                    .push(TaskReport::new(task, None, "reminded"));
+                let mut r = TaskReport::new(task, None, "reminded");
+                // A reminder an agent wrote is shown as its.
+                r.reason = task
+                    .proposed_by
+                    .as_ref()
+                    .map(|by| format!("{PROPOSED_BY}{by}"));
+                self.report.tasks.push(r);
             }
             Decision::Invalid {
                 line,
@@ -878,10 +882,16 @@ impl<'a> Session<'a> {
         let mut text = self.secrets.string(&safe_text(task));
         // Whoever decides sees that an agent wrote this task (SPEC §13): the terminal and
         // `approvals` show the approval's text, the Telegram summary the report's reason.
-        let proposed = self
-            .store
-            .proposed_by(&task.id)?
-            .map(|by| format!("{PROPOSED_BY}{by}"));
+        // The mark in the file makes it asked for in every state dir; remembered here, a
+        // person's approval releases it (and an agent's approve tool refuses it).
+        let proposer = match &task.proposed_by {
+            Some(by) => {
+                self.store.record_proposal(&task.id, by, &file, self.now)?;
+                Some(by.clone())
+            }
+            None => self.store.proposed_by(&task.id)?,
+        };
+        let proposed = proposer.map(|by| format!("{PROPOSED_BY}{by}"));
         if let Some(note) = &proposed {
             text.push_str(&format!(" ({note})"));
         }

@@ -6,6 +6,7 @@
 
 pub mod append;
 pub mod parse;
+pub mod proposal;
 pub mod tick;
 
 use std::fs;

@@ -10,6 +10,9 @@
 //! - Task text is cut from the source bytes, never re-rendered.
 //! - Work is linear in the file size: positions come from a line-start table (a bisection),
 //!   never from rescanning the text.
+//! - A proposal mark (`<!-- proposed by mcp:NAME -->`) ending the raw bytes of an item's
+//!   first line is provenance, not text: it is cut off before any other rule reads the text,
+//!   wherever markup around it would put it, and it is part of the task's id.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -291,7 +294,7 @@ impl Builder<'_> {
         let text = match h.inline.end {
             Some(end) => {
                 let start = h.inline.starts.iter().copied().min().unwrap_or(end);
-                extract(&self.lines, start..end, h.inline.starts, h.in_quote).text
+                extract(&self.lines, start..end, h.inline.starts, h.in_quote, None).text
             }
             None => String::new(),
         };
@@ -379,7 +382,20 @@ impl Builder<'_> {
     fn finish_task(&mut self, task: PendingTask) {
         let start = task.marker.end;
         let end = task.inline.end.unwrap_or(start).max(start);
-        let text = extract(&self.lines, start..end, task.inline.starts, task.in_quote);
+        // The mark is read from the raw line, not from the parsed inline events: an unclosed
+        // code span or a quote in an agent's input must not hide it.
+        let first_line = self.lines.line_of(task.marker.start);
+        let first_line_end = self.lines.line_end(first_line).max(start);
+        let mark = find_mark(&self.lines.text[start..first_line_end]);
+        let proposed_by = mark.map(|(_, name)| format!("{AGENT}{name}"));
+        let cut = mark.map(|(at, _)| start + at);
+        let text = extract(
+            &self.lines,
+            start..end,
+            task.inline.starts,
+            task.in_quote,
+            cut,
+        );
         if text.text.is_empty() {
             if self.in_active_section() {
                 self.warn(task.marker.start, "empty task".to_string());
@@ -406,12 +422,13 @@ impl Builder<'_> {
         // The n-th repeat of a task (n ≥ 1, in file order) gets the id of its content with
         // the occurrence number.
         let content = normalised_content(&body, &text.text);
-        let first = task_id(&self.canonical, self.section, &content, 0);
+        let mark = proposed_by.as_deref();
+        let first = task_id(&self.canonical, self.section, mark, &content, 0);
         let n = self.occurrences.entry(first.clone()).or_insert(0);
         let id = if *n == 0 {
             first
         } else {
-            task_id(&self.canonical, self.section, &content, *n)
+            task_id(&self.canonical, self.section, mark, &content, *n)
         };
         *n += 1;
         // Below a schedule heading that is not valid, an open task is invalid: same id (the
@@ -444,6 +461,7 @@ impl Builder<'_> {
             text_column,
             body,
             marker: task.marker,
+            proposed_by,
         });
     }
 }
@@ -498,6 +516,12 @@ fn normalised_content(body: &Body, text: &str) -> String {
     }
 }
 
+/// Whether two tasks say the same (the content their ids are made from: tool and input, or
+/// the text with runs of white space folded).
+pub fn same_content(a: &Task, b: &Task) -> bool {
+    normalised_content(&a.body, &a.text) == normalised_content(&b.body, &b.text)
+}
+
 /// `v` with every object's keys in sorted order, recursively: `serde_json` keeps insertion
 /// order here (`preserve_order`), and ids must not depend on how the input was written.
 /// Displayed, a `Value` is serde_json's compact text.
@@ -525,14 +549,26 @@ fn fold_whitespace(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// First 12 hex digits of SHA-256 over path, section, content and (from the second one on)
-/// the occurrence number, so adding a duplicate below never changes the first one's id.
-fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) -> String {
+/// First 12 hex digits of SHA-256 over path, section, the proposal mark (`mcp:NAME`, only
+/// when there is one: a person's tasks keep the ids they always had), content and (from the
+/// second one on) the occurrence number, so adding a duplicate below never changes the first
+/// one's id. A marked copy of a person's task is another task, numbered among its own kind.
+fn task_id(
+    canonical: &str,
+    section: Section,
+    mark: Option<&str>,
+    content: &str,
+    occurrence: usize,
+) -> String {
     let mut h = Sha256::new();
     h.update(canonical.as_bytes());
     h.update(b"\0");
     h.update(section.as_str().as_bytes());
     h.update(b"\0");
+    if let Some(mark) = mark {
+        h.update(mark.as_bytes());
+        h.update(b"\0");
+    }
     h.update(content.as_bytes());
     if occurrence > 0 {
         h.update(b"\0");
@@ -543,6 +579,42 @@ fn task_id(canonical: &str, section: Section, content: &str, occurrence: usize) 
         let _ = write!(id, "{b:02x}");
     }
     id
+}
+
+// ---------------------------------------------------------------------------------------------
+// Provenance
+
+/// What a proposal's provenance starts with (`mcp:NAME`).
+pub const AGENT: &str = "mcp:";
+const MARK_OPEN: &str = "<!-- proposed by mcp:";
+const MARK_CLOSE: &str = " -->";
+/// The longest client name a mark holds.
+pub const MAX_NAME: usize = 64;
+
+/// Whether `name` may stand in a mark: 1 to 64 of `A-Z a-z 0-9 . _ -`.
+pub fn is_mark_name(name: &str) -> bool {
+    (1..=MAX_NAME).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The mark written after a proposed task: `<!-- proposed by mcp:NAME -->`. `name` must pass
+/// [`is_mark_name`].
+pub fn mark(name: &str) -> String {
+    debug_assert!(is_mark_name(name), "{name:?}");
+    format!("{MARK_OPEN}{name}{MARK_CLOSE}")
+}
+
+/// The mark that ends `line` (the raw bytes after an item's marker, up to its line break;
+/// trailing blanks allowed): its offset in `line` and the client name.
+fn find_mark(line: &str) -> Option<(usize, &str)> {
+    let body = line
+        .trim_end_matches([' ', '\t'])
+        .strip_suffix(MARK_CLOSE)?;
+    let at = body.rfind(MARK_OPEN)?;
+    let name = &body[at + MARK_OPEN.len()..];
+    is_mark_name(name).then_some((at, name))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -745,11 +817,13 @@ impl Extracted {
 /// its container prefix (indentation, and `>` markers inside block quotes), lines joined with
 /// `\n`, the whole trimmed. `starts` are where inline events begin: a prefix never
 /// extends past one (a line may start with an escaped `\>` or `\ `-like content).
+/// `cut`: where the first line ends instead of at its line break (a proposal mark).
 fn extract(
     lines: &LineIndex<'_>,
     range: Range<usize>,
     mut starts: Vec<usize>,
     in_quote: bool,
+    cut: Option<usize>,
 ) -> Extracted {
     let src = lines.text;
     let bytes = src.as_bytes();
@@ -760,7 +834,11 @@ fn extract(
     let mut raw = String::new();
     let mut segments = Vec::new();
     for line in first..=last {
-        let line_end = lines.line_end(line).min(range.end);
+        let line_end = match cut {
+            Some(cut) if line == first => cut,
+            _ => lines.line_end(line),
+        }
+        .min(range.end);
         let begin = if line == first {
             range.start
         } else {
@@ -1554,6 +1632,110 @@ mod tests {
         assert_eq!(three.tasks[0].id, two.tasks[0].id);
         assert_eq!(three.tasks[1].id, two.tasks[2].id);
         assert_eq!(three.tasks[2].id, two.tasks[1].id);
+    }
+
+    #[test]
+    fn a_proposal_mark_is_provenance_not_text() {
+        let t = only(
+            "## Recurring\n- [ ] @log {\"text\": \"x\"} <!-- proposed by mcp:agent-1.x_y -->\n",
+        );
+        assert_eq!(t.proposed_by.as_deref(), Some("mcp:agent-1.x_y"));
+        assert_eq!(t.text, "@log {\"text\": \"x\"}");
+        assert_eq!(
+            tool(&format!("## Recurring\n- [ ] @log {{}} {}\n", mark("a"))).0,
+            "log"
+        );
+        let r = only("## Recurring\n- [ ] water plants <!-- proposed by mcp:a -->  \r\n");
+        assert_eq!(
+            (r.text.as_str(), r.body.clone()),
+            ("water plants", Body::Plain)
+        );
+        assert_eq!(r.proposed_by.as_deref(), Some("mcp:a"));
+        // In a quote, and with the text on the next line.
+        let q = only("## Recurring\n> - [ ] x <!-- proposed by mcp:a -->\n");
+        assert_eq!(
+            (q.text.as_str(), q.proposed_by.as_deref()),
+            ("x", Some("mcp:a"))
+        );
+        let below = only("## Recurring\n- [ ] <!-- proposed by mcp:a -->\n  x\n");
+        assert_eq!(
+            (below.text.as_str(), below.proposed_by.as_deref()),
+            ("x", Some("mcp:a"))
+        );
+        // Only the exact mark at the very end of the item's first line counts.
+        for text in [
+            "- [ ] x <!-- proposed by mcp:a --> y",
+            "- [ ] x <!-- proposed by mcp:a b -->",
+            "- [ ] x <!-- proposed by mcp: -->",
+            "- [ ] x <!--proposed by mcp:a -->",
+            "- [ ] x <!-- proposed by cli:a -->",
+            "- [ ] x\n  y <!-- proposed by mcp:a -->",
+            &format!(
+                "- [ ] x {}",
+                mark(&"a".repeat(MAX_NAME)).replace("mcp:", "mcp:b")
+            ),
+        ] {
+            let t = only(&format!("## Recurring\n{text}\n"));
+            assert_eq!(t.proposed_by, None, "{text}");
+            assert!(
+                t.text.contains("proposed by"),
+                "{text}: the comment stays text"
+            );
+        }
+        assert!(is_mark_name(&"a".repeat(MAX_NAME)) && !is_mark_name("a/b"));
+    }
+
+    #[test]
+    fn the_mark_is_read_from_the_raw_line_whatever_markup_an_input_opens() {
+        // An unclosed code span, HTML or a link in an agent's input cannot hide the mark.
+        for input in [
+            "{\"cmd\": \"`\"}",
+            "{\"cmd\": \"<b\"}",
+            "{\"cmd\": \"[x](\"}",
+            "{\"cmd\": \"\\\\\"}",
+        ] {
+            let t = only(&format!(
+                "## Recurring\n- [ ] @shell {input} {}\n",
+                mark("a")
+            ));
+            assert_eq!(t.proposed_by.as_deref(), Some("mcp:a"), "{input}");
+        }
+        // Even a code span that the mark would close.
+        let t = only("## Recurring\n- [ ] `x <!-- proposed by mcp:a -->\n  `\n");
+        assert_eq!(t.proposed_by.as_deref(), Some("mcp:a"));
+    }
+
+    #[test]
+    fn the_mark_is_part_of_the_id() {
+        let person = id("## Recurring\n- [ ] @shell {\"cmd\": \"x\"}\n");
+        let marked = format!("- [ ] @shell {{\"cmd\": \"x\"}} {}", mark("agent"));
+        let agent = id(&format!("## Recurring\n{marked}\n"));
+        assert_ne!(person, agent);
+        assert_ne!(
+            agent,
+            id(&format!(
+                "## Recurring\n{}\n",
+                marked.replace("agent", "other")
+            ))
+        );
+        // A marked copy next to the person's task: each keeps its own id, so the copy never
+        // takes over the person's (its grant, denial or history), whichever line goes.
+        let both = p(&format!(
+            "## Recurring\n- [ ] @shell {{\"cmd\": \"x\"}}\n{marked}\n"
+        ));
+        assert_eq!(both.tasks[0].id, person);
+        assert_eq!(both.tasks[1].id, agent);
+        let copy_first = p(&format!(
+            "## Recurring\n{marked}\n- [ ] @shell {{\"cmd\": \"x\"}}\n"
+        ));
+        assert_eq!(copy_first.tasks[0].id, agent);
+        assert_eq!(copy_first.tasks[1].id, person);
+        // Deleting the mark adopts the task: the person's id, numbered among the person's.
+        let adopted =
+            p("## Recurring\n- [ ] @shell {\"cmd\": \"x\"}\n- [ ] @shell {\"cmd\": \"x\"}\n");
+        assert_eq!(adopted.tasks[0].id, person);
+        assert_ne!(adopted.tasks[1].id, agent);
+        assert_eq!(adopted.tasks[1].proposed_by, None);
     }
 
     #[test]

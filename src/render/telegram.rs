@@ -194,7 +194,8 @@ fn task_line(t: &TaskReport) -> String {
             Some(why) => format!("approval #{id}, {why}"),
             None => format!("approval #{id}"),
         }),
-        "reminded" => None,
+        // A reminder an agent proposed says so.
+        "reminded" => t.reason.clone(),
         "skipped" => Some("would run".into()),
         _ => t.reason.as_deref().map(|r| first_line(r, 160)),
     };

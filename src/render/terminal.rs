@@ -49,6 +49,11 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
                 None => String::new(),
             },
             "skipped" if observed => first_line(&t.text, 120),
+            // A reminder an agent proposed says so.
+            "reminded" => match &t.reason {
+                Some(why) => format!("{} ({why})", first_line(&t.text, 120)),
+                None => first_line(&t.text, 120),
+            },
             "failed" | "invalid" | "skipped" | "stale" => t.reason.clone().unwrap_or_default(),
             _ => first_line(&t.text, 120),
         };

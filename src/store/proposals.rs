@@ -70,6 +70,19 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// How many tasks `by` proposed at or after `since` (each task once, however often it
+    /// was proposed).
+    pub fn proposals_since(&self, by: &str, since: DateTime<Utc>) -> Result<usize> {
+        self.conn
+            .query_row(
+                "SELECT COUNT(*) FROM proposals WHERE proposed_by = ?1 AND proposed_at >= ?2",
+                params![by, format_ts(since)],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| n as usize)
+            .map_err(|e| self.err(e))
+    }
+
     /// Who proposed this task, when an agent did.
     pub fn proposed_by(&self, task_id: &str) -> Result<Option<String>> {
         Ok(self
@@ -150,5 +163,21 @@ mod tests {
             s.proposed_by("aaaaaaaaaaaa").unwrap().as_deref(),
             Some("mcp:agent")
         );
+        assert!(snap(&s).released.contains("aaaaaaaaaaaa"));
+    }
+
+    #[test]
+    fn proposals_are_counted_by_client_and_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let t = |h: u32| ts(&format!("2026-05-01T{h:02}:00:00Z"));
+        for (id, by, h) in [("a", "mcp:x", 1), ("b", "mcp:x", 5), ("c", "mcp:y", 5)] {
+            s.record_proposal(id, by, "/h.md", t(h)).unwrap();
+        }
+        // The same task again is not another proposal.
+        s.record_proposal("b", "mcp:x", "/h.md", t(6)).unwrap();
+        assert_eq!(s.proposals_since("mcp:x", t(0)).unwrap(), 2);
+        assert_eq!(s.proposals_since("mcp:x", t(2)).unwrap(), 1);
+        assert_eq!(s.proposals_since("mcp:z", t(0)).unwrap(), 0);
     }
 }

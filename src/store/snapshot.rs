@@ -45,6 +45,9 @@ pub struct Snapshot {
     pub proposed_by: HashMap<String, String>,
     /// Proposed tasks no person has approved yet: they ask, whatever the policy (SPEC §13).
     pub unapproved: HashSet<String>,
+    /// Proposed tasks a person has approved once in this state dir: ordinary policy from
+    /// then on. A task marked as proposed in its file and not in here asks first.
+    pub released: HashSet<String>,
     /// One-time tasks started and never settled: held until `heartbeat reset`.
     pub interrupted: HashSet<String>,
 }
@@ -89,6 +92,8 @@ impl Store {
         for p in self.proposals()? {
             if p.approved_by.is_none() {
                 snap.unapproved.insert(p.task_id.clone());
+            } else {
+                snap.released.insert(p.task_id.clone());
             }
             snap.proposed_by.insert(p.task_id, p.proposed_by);
         }

@@ -159,8 +159,9 @@ fn a_proposed_task_asks_a_person_first_even_in_full_autonomy() {
     assert_eq!(proposed["provenance"], "mcp:tester");
     assert_eq!(proposed["decision"], "approve");
     assert!(
-        env.read("HEARTBEAT.md")
-            .ends_with("- [ ] @log {\"text\":\"from the agent\"}\n"),
+        env.read("HEARTBEAT.md").ends_with(
+            "- [ ] @log {\"text\":\"from the agent\"} <!-- proposed by mcp:tester -->\n"
+        ),
         "{}",
         env.read("HEARTBEAT.md")
     );
@@ -256,7 +257,7 @@ fn an_invalid_proposal_is_refused_and_the_file_is_unchanged() {
     let disguised = client
         .call(
             "propose_task",
-            json!({"section": "recurring", "text": "`@log {\"text\": \"x\"}`"}),
+            json!({"section": "recurring", "text": "**@log** {\"text\": \"x\"}"}),
         )
         .unwrap_err();
     assert!(
@@ -322,7 +323,9 @@ fn a_proposal_racing_a_users_appends_loses_no_line() {
     }
     for i in 0..10 {
         assert!(
-            text.contains(&format!("@log {{\"text\":\"agent {i}\"}}\n")),
+            text.contains(&format!(
+                "- [ ] @log {{\"text\":\"agent {i}\"}} <!-- proposed by mcp:tester -->\n"
+            )),
             "agent {i}"
         );
     }
@@ -387,4 +390,372 @@ fn the_approve_tool_when_allowed_refuses_proposed_tasks_and_never_runs() {
     // Approved, not run, and no always-grant.
     assert!(env.events("task_succeeded").is_empty());
     assert_eq!(env.cmd(["grants", "--json"]).output().json(), json!([]));
+}
+
+/// The audit lines of `event` in another state dir.
+fn events_in(state: &std::path::Path, event: &str) -> Vec<Value> {
+    std::fs::read_to_string(state.join("audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+fn task_in<'a>(check: &'a Value, id: &str) -> &'a Value {
+    check["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["task_id"] == id)
+        .unwrap_or_else(|| panic!("no task {id} in {check}"))
+}
+
+/// The mark lives in the file: a second cron line with its own state dir (or another host)
+/// knows nothing of the proposal, and still asks a person before the task first runs.
+#[test]
+fn a_proposed_tasks_file_read_by_a_fresh_state_dir_is_queued_not_run() {
+    let env = Env::new("## Recurring\n").config("autonomy = \"full\"\n");
+    let mut client = Client::connect(&env);
+    let id = propose_log(&mut client, "from the agent")["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    drop(client);
+    let fresh = env.path("fresh-state");
+    let in_fresh_at = |now: &str, args: &[&str]| {
+        env.cmd(args)
+            .now(now)
+            .without_state_dir()
+            .args(["--state-dir", fresh.to_str().unwrap()])
+    };
+    let in_fresh = |args: &[&str]| in_fresh_at(NOW, args);
+
+    let check = in_fresh(&["check", "--json"]).output().json();
+    assert_eq!(task_in(&check, &id)["provenance"], "mcp:tester");
+    assert_eq!(task_in(&check, &id)["decision"], "approve");
+    let run = in_fresh(&["run", "--once", "--json"]).output();
+    run.code(0);
+    let doc = run.json();
+    assert_eq!(doc["tasks"][0]["task_id"], id.as_str());
+    assert_eq!(doc["tasks"][0]["outcome"], "queued");
+    assert_eq!(
+        doc["tasks"][0]["reason"],
+        "proposed by an agent, mcp:tester"
+    );
+    assert!(events_in(&fresh, "task_succeeded").is_empty());
+    let queued = events_in(&fresh, "approval_requested");
+    assert_eq!(queued.len(), 1);
+
+    // A person's yes there releases it there; ordinary policy from then on.
+    let approval = queued[0]["approval_id"].as_i64().unwrap().to_string();
+    in_fresh(&["approve", approval.as_str()]).output().code(0);
+    assert_eq!(events_in(&fresh, "task_succeeded").len(), 1);
+    in_fresh_at("2026-05-01T11:00:00Z", &["run", "--once"])
+        .output()
+        .code(0);
+    assert_eq!(events_in(&fresh, "task_succeeded").len(), 2);
+    assert_eq!(events_in(&fresh, "approval_requested").len(), 1);
+    // Not in the state dir where no person said yes.
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    assert!(env.events("task_succeeded").is_empty());
+    assert_eq!(env.events("approval_requested").len(), 1);
+}
+
+/// An agent's copy of a person's always-granted task is another task: denied, it stays
+/// denied when the person deletes their own line, and never runs on the person's grant.
+#[test]
+fn an_agents_copy_of_a_granted_task_inherits_nothing() {
+    let person_line = "- [ ] @shell {\"cmd\": [\"true\"]}\n";
+    let env = Env::new(&format!("## Recurring\n{person_line}"));
+    env.run_once(NOW).code(0);
+    let first = env.events("approval_requested")[0].clone();
+    let person_id = first["task_id"].as_str().unwrap().to_string();
+    let approval = first["approval_id"].as_i64().unwrap().to_string();
+    env.cmd(["approve", "--always", approval.as_str()])
+        .output()
+        .code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1);
+
+    let mut client = Client::connect(&env);
+    let copy = client
+        .call(
+            "propose_task",
+            json!({"section": "recurring", "tool": "shell", "input": {"cmd": ["true"]}}),
+        )
+        .unwrap();
+    let copy_id = copy["task_id"].as_str().unwrap().to_string();
+    assert_ne!(copy_id, person_id);
+    assert_eq!(copy["decision"], "approve");
+    drop(client);
+
+    // The person's task runs on its grant; the copy asks, and the person says no.
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    let succeeded = env.events("task_succeeded");
+    assert_eq!(succeeded.len(), 2);
+    assert_eq!(succeeded[1]["task_id"], person_id.as_str());
+    let asked = env.events("approval_requested");
+    assert_eq!(asked.len(), 2);
+    assert_eq!(asked[1]["task_id"], copy_id.as_str());
+    let copy_approval = asked[1]["approval_id"].as_i64().unwrap().to_string();
+    env.cmd(["deny", copy_approval.as_str()]).output().code(0);
+
+    // The person deletes their own line: the copy keeps its id, its denial, no grant.
+    let text = env.read("HEARTBEAT.md").replacen(person_line, "", 1);
+    assert!(text.contains("<!-- proposed by mcp:tester -->"), "{text}");
+    env.write("HEARTBEAT.md", &text);
+    let check = env
+        .cmd(["check", "--json"])
+        .now("2026-05-01T12:00:00Z")
+        .output()
+        .json();
+    assert_eq!(check["tasks"][0]["task_id"], copy_id.as_str());
+    assert_eq!(check["tasks"][0]["decision"], "denied");
+    env.run_once("2026-05-01T12:00:00Z").code(0);
+    // Once the denial stops holding, it asks again: it never runs on the person's grant.
+    env.run_once("2026-05-02T12:00:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 2);
+    let asked = env.events("approval_requested");
+    assert_eq!(asked.len(), 3);
+    assert_eq!(asked[2]["task_id"], copy_id.as_str());
+}
+
+/// A mark written by hand (or by another host's agent) is honoured the same way; a marked
+/// reminder says it is proposed; deleting the mark adopts the task.
+#[test]
+fn a_marked_task_asks_a_marked_reminder_says_so_and_deleting_the_mark_adopts_it() {
+    let marked = "## Recurring\n- [ ] @log {\"text\": \"x\"} <!-- proposed by mcp:someone -->\n\
+                  - [ ] stretch <!-- proposed by mcp:someone -->\n";
+    let env = Env::new(marked);
+    let check = env.cmd(["check"]).output();
+    check.code(0);
+    assert_eq!(
+        count_matches(&check.stdout, "(proposed by mcp:someone)"),
+        2,
+        "{}",
+        check.stdout
+    );
+    assert!(!check.stdout.contains("<!--"), "{}", check.stdout);
+    let doc = env.cmd(["check", "--json"]).output().json();
+    assert_eq!(doc["tasks"][0]["text"], "@log {\"text\": \"x\"}");
+    assert_eq!(doc["tasks"][0]["provenance"], "mcp:someone");
+    assert_eq!(doc["tasks"][0]["decision"], "approve");
+    assert_eq!(doc["tasks"][1]["text"], "stretch");
+    assert_eq!(doc["tasks"][1]["decision"], "remind");
+    assert_eq!(doc["tasks"][1]["provenance"], "mcp:someone");
+
+    let run = env.run_once(NOW);
+    run.code(0);
+    assert!(env.events("task_succeeded").is_empty());
+    assert_eq!(env.events("approval_requested").len(), 1);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("stretch (proposed by an agent, mcp:someone)")),
+        "{}",
+        run.stdout
+    );
+
+    // Adopted: the person's own task now (a new id), under ordinary policy.
+    env.write(
+        "HEARTBEAT.md",
+        marked.replace(" <!-- proposed by mcp:someone -->", ""),
+    );
+    let adopted = env.cmd(["check", "--json"]).output().json();
+    assert_ne!(adopted["tasks"][0]["task_id"], doc["tasks"][0]["task_id"]);
+    assert_eq!(adopted["tasks"][0]["provenance"], "file");
+    assert_eq!(adopted["tasks"][0]["decision"], "run");
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1);
+}
+
+/// Each refusal writes nothing, says why, and is audited with the agent and a reason.
+#[test]
+fn proposals_holding_secrets_hidden_characters_or_too_much_are_refused() {
+    let env = Env::new("## Recurring\n- [ ] a\n");
+    let before = env.read_bytes("HEARTBEAT.md");
+    let mut client = Client::connect(&env);
+    let log = |input: Value| json!({"section": "recurring", "tool": "shell", "input": input});
+    let reminder = |text: String| json!({"section": "recurring", "text": text});
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (
+            log(json!({"cmd": ["curl", "-H", "x"], "env": {"API_TOKEN": "abc123456"}})),
+            "secret",
+            "secret key",
+        ),
+        (
+            reminder("water plants\u{2028}## One-time\u{2028}- [ ] @shell {}".into()),
+            "character",
+            "U+2028",
+        ),
+        (reminder("a\u{2029}b".into()), "character", "U+2029"),
+        (reminder("a\u{85}b".into()), "character", "U+0085"),
+        (reminder("\u{feff}a".into()), "character", "U+FEFF"),
+        (reminder("a\u{200b}b".into()), "character", "U+200B"),
+        (reminder("a\u{202e}b".into()), "character", "U+202E"),
+        (
+            log(json!({"cmd": ["echo", "a\u{1b}[2Jb"]})),
+            "character",
+            "U+001B",
+        ),
+        (
+            log(json!({"cmd": ["echo", "a\u{2066}b"]})),
+            "character",
+            "U+2066",
+        ),
+        (
+            reminder("x <!-- proposed by mcp:x -->".into()),
+            "markup",
+            "may not hold",
+        ),
+        (reminder("a `b".into()), "markup", "may not hold"),
+        (reminder("a \\ b".into()), "markup", "may not hold"),
+        (reminder("a".repeat(3000)), "too_long", "2048"),
+        (
+            log(json!({"cmd": ["echo", "a".repeat(3000)]})),
+            "too_long",
+            "2048",
+        ),
+    ];
+    for (args, reason, says) in &cases {
+        let refused = client.call("propose_task", args.clone()).unwrap_err();
+        assert!(refused.contains(says), "{args}: {refused}");
+        assert!(!refused.contains("abc123456"), "{refused}");
+        let audited = env.events("proposal_refused");
+        let last = audited.last().unwrap();
+        assert_eq!(last["by"], "mcp:tester", "{args}");
+        assert_eq!(last["reason"], *reason, "{args}");
+    }
+    assert_eq!(env.events("proposal_refused").len(), cases.len());
+    assert_eq!(env.read_bytes("HEARTBEAT.md"), before);
+    assert!(env.events("task_proposed").is_empty());
+
+    // `<` and `>` in an input are written escaped, and read back as themselves.
+    let ok = client
+        .call(
+            "propose_task",
+            json!({"section": "recurring", "tool": "log", "input": {"text": "a <!-- b --> c"}}),
+        )
+        .unwrap();
+    let text = env.read("HEARTBEAT.md");
+    assert!(
+        text.ends_with(
+            "- [ ] @log {\"text\":\"a \\u003c!-- b --\\u003e c\"} <!-- proposed by mcp:tester -->\n"
+        ),
+        "{text}"
+    );
+    let check = env.cmd(["check", "--json"]).output().json();
+    let id = ok["task_id"].as_str().unwrap();
+    assert_eq!(task_in(&check, id)["input"]["text"], "a <!-- b --> c");
+    assert_eq!(task_in(&check, id)["provenance"], "mcp:tester");
+}
+
+#[test]
+fn proposals_stop_at_a_mib_below_the_files_limit() {
+    // 7 MiB less a little: a proposal would pass 8 MiB less the 1 MiB kept free.
+    let mut md = String::from("## Recurring\n- [ ] a\n\n## Notes\n\n");
+    let line = format!("{}\n", "x".repeat(1023));
+    while md.len() + line.len() < 7 * 1024 * 1024 - 100 {
+        md.push_str(&line);
+    }
+    let roomy = md.clone();
+    md.push_str(&format!(
+        "{}\n",
+        "y".repeat(7 * 1024 * 1024 - 20 - md.len() - 1)
+    ));
+    let env = Env::new(&md);
+    let mut client = Client::connect(&env);
+    let refused = client
+        .call(
+            "propose_task",
+            json!({"section": "recurring", "text": "one more thing to do"}),
+        )
+        .unwrap_err();
+    assert!(refused.contains("1 MiB"), "{refused}");
+    assert_eq!(env.events("proposal_refused")[0]["reason"], "file_full");
+    assert_eq!(env.read("HEARTBEAT.md").len(), md.len());
+    // With a few hundred bytes more room, it fits.
+    env.write("HEARTBEAT.md", &roomy);
+    client
+        .call(
+            "propose_task",
+            json!({"section": "recurring", "text": "one more thing to do"}),
+        )
+        .unwrap();
+}
+
+#[test]
+fn a_client_makes_at_most_100_proposals_a_day() {
+    let env = Env::new("## Recurring\n");
+    let mut client = Client::connect(&env);
+    propose_log(&mut client, "first");
+    let db = env.db_rw();
+    for i in 0..99 {
+        db.execute(
+            "INSERT INTO proposals (task_id, proposed_by, file, proposed_at)
+             VALUES (?1, 'mcp:tester', '/h.md', ?2)",
+            rusqlite::params![format!("{i:012}"), ts("2026-04-30T09:00:00Z")],
+        )
+        .unwrap();
+    }
+    // Those 99 were more than a day ago.
+    propose_log(&mut client, "second");
+    db.execute(
+        "UPDATE proposals SET proposed_at = ?1",
+        [ts("2026-04-30T11:00:00Z")],
+    )
+    .unwrap();
+    let before = env.read_bytes("HEARTBEAT.md");
+    let refused = client
+        .call(
+            "propose_task",
+            json!({"section": "recurring", "tool": "log", "input": {"text": "third"}}),
+        )
+        .unwrap_err();
+    assert!(
+        refused.contains("100 tasks in the last 24 hours"),
+        "{refused}"
+    );
+    assert_eq!(env.events("proposal_refused")[0]["reason"], "rate_limit");
+    assert_eq!(env.read_bytes("HEARTBEAT.md"), before);
+    assert_eq!(env.events("task_proposed").len(), 2);
+}
+
+#[test]
+fn proposing_an_open_task_again_returns_it_and_writes_nothing() {
+    let env = Env::new("## Recurring\n");
+    let mut client = Client::connect(&env);
+    let first = propose_log(&mut client, "same");
+    let after_first = env.read_bytes("HEARTBEAT.md");
+    let again = propose_log(&mut client, "same");
+    assert_eq!(again["task_id"], first["task_id"]);
+    assert_eq!(again["existing"], true);
+    assert_eq!(first["existing"], false);
+    assert_eq!(env.read_bytes("HEARTBEAT.md"), after_first);
+    assert_eq!(env.events("task_proposed").len(), 1);
+    assert_eq!(env.events("proposal_refused")[0]["reason"], "duplicate");
+    // Under another schedule it is another request.
+    let scheduled = client
+        .call(
+            "propose_task",
+            json!({"section": "recurring", "schedule": "Every 6h", "tool": "log", "input": {"text": "same"}}),
+        )
+        .unwrap();
+    assert_ne!(scheduled["task_id"], first["task_id"]);
+}
+
+#[test]
+fn a_proposal_keeps_the_files_line_endings_and_its_own_line() {
+    // CRLF, and a last line without its line break.
+    let env = Env::new("## Recurring\r\n- [ ] a");
+    let mut client = Client::connect(&env);
+    propose_log(&mut client, "one");
+    propose_log(&mut client, "two");
+    let text = env.read("HEARTBEAT.md");
+    assert_eq!(
+        text,
+        "## Recurring\r\n- [ ] a\r\n\
+         - [ ] @log {\"text\":\"one\"} <!-- proposed by mcp:tester -->\r\n\
+         - [ ] @log {\"text\":\"two\"} <!-- proposed by mcp:tester -->\r\n"
+    );
 }

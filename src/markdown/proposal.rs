@@ -1,0 +1,262 @@
+//! The line an agent's proposal becomes (`heartbeat mcp`'s `propose_task`), and what a
+//! proposal may not hold. Pure: no I/O.
+//!
+//! Invariants:
+//! - A proposal is one plain line: no control character, line or paragraph separator, BOM,
+//!   zero-width or bidi control character anywhere in it (a Unicode-aware rewrite of the file
+//!   would otherwise turn one line into several, or show the person other text than runs).
+//! - A reminder's text holds no `<`, `>`, backtick or backslash, and a tool's input is written
+//!   with `<` and `>` escaped, so the agent cannot open markup that swallows the mark.
+//! - The line ends with the mark of its proposer (see [`super::parse::mark`]).
+
+use serde_json::{Map, Value};
+
+use super::parse::{AGENT, MAX_NAME, is_mark_name, mark};
+
+/// The longest proposal taken, in bytes of the reminder's text or of `@tool {input}`.
+pub const MAX_BYTES: usize = 2048;
+
+/// Why a proposal is refused: a fixed word for the audit log (`proposal_refused`'s
+/// `reason`) and a message for the agent.
+#[derive(Debug, PartialEq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Refusal {
+        Refusal {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// `mcp:NAME` for a client: its name with every character a mark cannot hold made `-`, cut
+/// to 64 characters (`agent` when nothing is left). `by` is `mcp:<client name>`.
+pub fn provenance(by: &str) -> String {
+    let client = by.strip_prefix(AGENT).unwrap_or(by);
+    let mut name: String = client
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(MAX_NAME)
+        .collect();
+    if name.is_empty() {
+        name = "agent".into();
+    }
+    debug_assert!(is_mark_name(&name));
+    format!("{AGENT}{name}")
+}
+
+/// What a character that may not be in a proposal is, to name it in the refusal.
+fn forbidden(c: char) -> Option<&'static str> {
+    Some(match c {
+        '\u{2028}' => "a line separator",
+        '\u{2029}' => "a paragraph separator",
+        '\u{85}' => "a next-line character",
+        '\u{feff}' => "a byte order mark",
+        '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{180e}' => "a zero-width character",
+        '\u{061c}'
+        | '\u{200e}'
+        | '\u{200f}'
+        | '\u{202a}'..='\u{202e}'
+        | '\u{2066}'..='\u{2069}' => "a bidi control character",
+        c if c.is_control() => "a control character",
+        _ => return None,
+    })
+}
+
+/// `Err` naming the first character of `s` a proposal may not hold; `what` names where it is.
+pub fn plain(what: &str, s: &str) -> Result<(), Refusal> {
+    match s.chars().find_map(|c| forbidden(c).map(|kind| (c, kind))) {
+        None => Ok(()),
+        Some((c, kind)) => Err(Refusal::new(
+            "character",
+            format!(
+                "{what} holds U+{:04X} ({kind}): a proposal must be one non-empty line of \
+                 plain text",
+                u32::from(c)
+            ),
+        )),
+    }
+}
+
+/// Every string of a JSON value, keys included, checked with [`plain`].
+fn plain_value(what: &str, v: &Value) -> Result<(), Refusal> {
+    match v {
+        Value::String(s) => plain(what, s),
+        Value::Array(items) => items.iter().try_for_each(|v| plain_value(what, v)),
+        Value::Object(map) => map.iter().try_for_each(|(k, v)| {
+            plain(what, k)?;
+            plain_value(what, v)
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// `Err` when `s` holds a character that opens markup (`<`, `>`, a backtick, a backslash).
+pub fn no_markup(what: &str, s: &str) -> Result<(), Refusal> {
+    match s.chars().find(|c| matches!(c, '<' | '>' | '`' | '\\')) {
+        None => Ok(()),
+        Some(c) => Err(Refusal::new(
+            "markup",
+            format!("{what} may not hold {c:?} (no <, >, backtick or backslash in a proposal)"),
+        )),
+    }
+}
+
+/// What the agent asks for: a reminder's text, or a tool and its input.
+pub enum Proposed<'a> {
+    Reminder(&'a str),
+    Tool {
+        name: &'a str,
+        input: &'a Map<String, Value>,
+    },
+}
+
+/// The `- [ ] …` line for a proposal by `by` (`mcp:NAME`, from [`provenance`]), mark
+/// included, without a line break. Refused when it holds what a proposal may not, or is
+/// longer than [`MAX_BYTES`].
+pub fn line(proposed: &Proposed, by: &str) -> Result<String, Refusal> {
+    let body = match proposed {
+        Proposed::Reminder(text) => {
+            plain("\"text\"", text)?;
+            no_markup("\"text\"", text)?;
+            let text = text.trim();
+            if text.is_empty() || text.starts_with('@') {
+                return Err(Refusal::new(
+                    "invalid",
+                    "\"text\" must be one non-empty line that does not start with @ (give a \
+                     tool call as \"tool\" and \"input\")",
+                ));
+            }
+            text.to_string()
+        }
+        Proposed::Tool { name, input } => {
+            plain_value("\"input\"", &Value::Object((*input).clone()))?;
+            let json = Value::Object((*input).clone())
+                .to_string()
+                .replace('<', "\\u003c")
+                .replace('>', "\\u003e");
+            format!("@{name} {json}")
+        }
+    };
+    if body.len() > MAX_BYTES {
+        return Err(Refusal::new(
+            "too_long",
+            format!(
+                "the proposal is {} bytes, longer than the {MAX_BYTES}-byte limit",
+                body.len()
+            ),
+        ));
+    }
+    let name = by.strip_prefix(AGENT).unwrap_or(by);
+    Ok(format!("- [ ] {body} {}", mark(name)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Body;
+    use std::path::Path;
+
+    fn reminder(text: &str) -> Result<String, Refusal> {
+        line(&Proposed::Reminder(text), "mcp:a")
+    }
+
+    fn tool(input: Value) -> Result<String, Refusal> {
+        let Value::Object(input) = input else {
+            panic!()
+        };
+        line(
+            &Proposed::Tool {
+                name: "shell",
+                input: &input,
+            },
+            "mcp:a",
+        )
+    }
+
+    #[test]
+    fn a_line_ends_with_its_mark_and_reads_back_as_written() {
+        assert_eq!(
+            reminder(" water plants ").unwrap(),
+            "- [ ] water plants <!-- proposed by mcp:a -->"
+        );
+        let input = serde_json::json!({"cmd": ["sh", "-c", "a <!-- b --> `c` \\ d"]});
+        let written = tool(input.clone()).unwrap();
+        let before_mark = written.strip_suffix(&format!(" {}", mark("a"))).unwrap();
+        assert!(!before_mark.contains(['<', '>']), "{written}");
+        assert!(before_mark.contains("\\u003c!-- b --\\u003e"), "{written}");
+        let p = Path::new("/h.md");
+        let parsed = crate::markdown::parse(p, p, &format!("## Recurring\n{written}\n"));
+        let task = &parsed.tasks[0];
+        assert_eq!(task.proposed_by.as_deref(), Some("mcp:a"));
+        match &task.body {
+            Body::Tool { name, input: got } => {
+                assert_eq!(
+                    (name.as_str(), &Value::Object(got.clone())),
+                    ("shell", &input)
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn what_a_proposal_may_not_hold() {
+        for c in [
+            '\n', '\r', '\t', '\u{0}', '\u{1b}', '\u{7f}', '\u{85}', '\u{2028}', '\u{2029}',
+            '\u{feff}', '\u{200b}', '\u{200d}', '\u{2060}', '\u{202e}', '\u{2066}', '\u{200f}',
+        ] {
+            let refused = reminder(&format!("a{c}b")).unwrap_err();
+            assert_eq!(refused.reason, "character", "{c:?}");
+            assert!(
+                refused.message.contains(&format!("U+{:04X}", u32::from(c))),
+                "{refused:?}"
+            );
+            for input in [
+                serde_json::json!({"cmd": format!("a{c}b")}),
+                serde_json::json!({"cmd": [{format!("k{c}"): 1}]}),
+            ] {
+                assert_eq!(tool(input).unwrap_err().reason, "character", "{c:?}");
+            }
+        }
+        for c in ['<', '>', '`', '\\'] {
+            assert_eq!(reminder(&format!("a{c}b")).unwrap_err().reason, "markup");
+        }
+        assert_eq!(reminder("@log {}").unwrap_err().reason, "invalid");
+        assert_eq!(reminder("  ").unwrap_err().reason, "invalid");
+        // Unicode beyond those is text.
+        assert!(reminder("Grüße, 日本 — ok ✓").is_ok());
+    }
+
+    #[test]
+    fn two_kib_at_most() {
+        assert!(reminder(&"a".repeat(MAX_BYTES)).is_ok());
+        assert_eq!(
+            reminder(&"a".repeat(MAX_BYTES + 1)).unwrap_err().reason,
+            "too_long"
+        );
+        let big = serde_json::json!({"cmd": "x".repeat(MAX_BYTES)});
+        assert_eq!(tool(big).unwrap_err().reason, "too_long");
+    }
+
+    #[test]
+    fn a_client_name_becomes_a_mark_name() {
+        assert_eq!(provenance("mcp:claude-code"), "mcp:claude-code");
+        assert_eq!(provenance("mcp:Claude Code <x>"), "mcp:Claude-Code--x-");
+        assert_eq!(provenance("mcp:"), "mcp:agent");
+        assert_eq!(
+            provenance(&format!("mcp:{}", "é".repeat(100))).len(),
+            4 + 64
+        );
+    }
+}
