@@ -259,8 +259,6 @@ pub(super) fn list_mcp_servers(
     catalog
 }
 
-/// What `check` decides for one task (a task about to be proposed), with the file's other
-/// tasks left out.
 /// Who proposed a task: its mark in the file, or the store for a task proposed before
 /// marks were written. None for a person's own task.
 fn provenance<'a>(task: &'a Task, snapshot: &'a Snapshot) -> Option<&'a str> {
@@ -269,6 +267,8 @@ fn provenance<'a>(task: &'a Task, snapshot: &'a Snapshot) -> Option<&'a str> {
         .or_else(|| snapshot.proposed_by.get(&task.id).map(String::as_str))
 }
 
+/// What `check` decides for one task (a task about to be proposed), with the file's other
+/// tasks left out.
 pub(super) fn decide_one(ctx: &Ctx, cfg: &Config, task: &Task) -> Result<Decision> {
     let tasks = &[task];
     let registry = Registry::from_config(cfg).with_catalog(&list_mcp_servers(cfg, tasks));

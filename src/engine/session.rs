@@ -404,7 +404,7 @@ impl<'a> Session<'a> {
                     text: &task.text,
                 })?;
                 let mut r = TaskReport::new(task, None, "reminded");
-                // A reminder an agent wrote is shown as its.
+                // A reminder an agent proposed says so.
                 r.reason = task
                     .proposed_by
                     .as_ref()
