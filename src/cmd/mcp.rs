@@ -189,13 +189,18 @@ impl Handler for Agents {
         tool: &str,
         input: Map<String, Value>,
     ) -> std::result::Result<Value, String> {
-        let by = format!("mcp:{}", crate::text::clean(client));
+        // `client` is already a plain name (the server makes it one).
+        let by = format!("mcp:{client}");
         self.dispatch(&by, tool, &input).map_err(|e| {
-            crate::audit::Secrets::taken().string(&match e {
+            self.redact(&match e {
                 Error::Usage(m) => m,
                 other => other.to_string(),
             })
         })
+    }
+
+    fn redact(&self, text: &str) -> String {
+        crate::audit::Secrets::taken().string(text)
     }
 }
 
