@@ -18,6 +18,7 @@ mod grants;
 mod history;
 mod mcp;
 mod migrations;
+mod notices;
 mod outbox;
 mod proposals;
 mod retention;

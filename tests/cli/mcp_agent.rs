@@ -13,6 +13,7 @@ use std::sync::mpsc::{Receiver, channel};
 use serde_json::{Value, json};
 
 use crate::common::*;
+use crate::tg_double::TgDouble;
 
 /// A `heartbeat mcp` process and the lines it wrote.
 struct Agent {
@@ -264,4 +265,209 @@ fn a_client_name_becomes_a_plain_bounded_name() {
     let mut nameless = Agent::connect(&env, "  ");
     let paused = nameless.call("pause", json!({"for": "1h"})).unwrap();
     assert_eq!(paused["by"], "mcp:unknown");
+}
+
+// ---------------------------------------------------------------------------------------
+// An agent's powers are bounded and heard
+
+/// The chat in `chat_ids`.
+const CHAT: i64 = 111;
+
+/// A shell task that asks for approval (cautious autonomy, the default).
+const ASK_MD: &str = "## Recurring\n- [ ] @shell {\"cmd\": [\"true\"]}\n";
+
+/// A sandbox with Telegram pointed at a fresh double; `tg_extra` goes in `[telegram]`.
+fn with_telegram(md: &str, tg_extra: &str) -> (TgDouble, Env) {
+    let tg = TgDouble::start();
+    tg.expect_token(TG_TOKEN);
+    let env = Env::new(md).config(&format!(
+        "timezone = \"UTC\"\n{}",
+        tg_toml(&tg.url(), &[CHAT], tg_extra)
+    ));
+    (tg, env)
+}
+
+fn at(minutes: i64) -> String {
+    let t = chrono::DateTime::parse_from_rfc3339(NOW).unwrap() + chrono::Duration::minutes(minutes);
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn ts_of(v: &Value) -> chrono::DateTime<chrono::Utc> {
+    chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("a time: {v}")))
+        .unwrap()
+        .into()
+}
+
+/// The texts of the messages sent to `CHAT` (as sent, HTML).
+fn texts(tg: &TgDouble) -> Vec<String> {
+    tg.calls_to("sendMessage")
+        .iter()
+        .filter(|c| c.body["chat_id"] == CHAT)
+        .map(|c| c.body["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn an_agents_pause_lasts_at_most_a_day() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n");
+    let day = chrono::Duration::hours(24);
+    let now = ts_of(&json!(NOW));
+    let mut agent = Agent::connect(&env, "tester");
+    for asked in [json!({"for": "50years"}), json!({})] {
+        let paused = agent.call("pause", asked.clone()).unwrap();
+        assert_eq!(paused["capped"], true, "{asked}: {paused}");
+        let until = ts_of(&paused["until"]);
+        assert!(
+            until >= now + day && until < now + day + chrono::Duration::minutes(1),
+            "{asked}: {paused}"
+        );
+        assert!(
+            paused["note"].as_str().unwrap().contains("at most 1day"),
+            "{paused}"
+        );
+        let status = env.cmd(["status", "--json"]).output().json();
+        assert_eq!(status["paused_until"], paused["until"]);
+        assert_eq!(status["paused_by"], "mcp:tester");
+    }
+    let short = agent.call("pause", json!({"for": "2h"})).unwrap();
+    assert_eq!(short["capped"], false);
+    assert!(short.get("note").is_none(), "{short}");
+    assert_eq!(
+        ts_of(&short["until"]).timestamp() / 60,
+        (now + chrono::Duration::hours(2)).timestamp() / 60
+    );
+    // Every pause the agent made is audited as its own.
+    let paused = env.events("paused");
+    assert_eq!(paused.len(), 3);
+    assert!(paused.iter().all(|e| e["by"] == "mcp:tester"));
+    // A day later nothing of it holds.
+    agent.call("pause", json!({"for": "100h"})).unwrap();
+    env.run_once(&at(23 * 60)).code(0);
+    assert!(env.events("task_succeeded").is_empty());
+    env.run_once(&at(24 * 60 + 1)).code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1, "{:#?}", env.audit());
+}
+
+#[test]
+fn an_agent_cannot_lift_or_replace_a_persons_pause() {
+    let env = Env::new("## Recurring\n");
+    env.cmd(["pause", "--reason", "maintenance"])
+        .output()
+        .code(0);
+    let mut agent = Agent::connect(&env, "tester");
+    let refused = agent.call("resume", json!({})).unwrap_err();
+    assert!(
+        refused.contains("an agent cannot lift a person's pause") && refused.contains("by cli:"),
+        "{refused}"
+    );
+    let refused = agent.call("pause", json!({"for": "1h"})).unwrap_err();
+    assert!(refused.contains("already paused by cli:"), "{refused}");
+    let status = env.cmd(["status", "--json"]).output().json();
+    assert_eq!(status["paused"], true);
+    assert_eq!(
+        status["paused_until"],
+        Value::Null,
+        "the person's pause stands"
+    );
+    assert!(status["paused_by"].as_str().unwrap().starts_with("cli:"));
+    assert_eq!(env.events("paused").len(), 1);
+    assert!(env.events("resumed").is_empty());
+    let run = env.run_once(&at(5));
+    run.code(0);
+    assert_eq!(run.stdout, "skipped: paused until resumed (maintenance)\n");
+
+    // Once the person resumed, the agent may pause, and lift its own pause.
+    env.cmd(["resume"]).output().code(0);
+    agent.call("pause", json!({"for": "1h"})).unwrap();
+    let resumed = agent.call("resume", json!({})).unwrap();
+    assert_eq!(resumed["resumed"], true);
+    assert_eq!(env.events("resumed").last().unwrap()["by"], "mcp:tester");
+    assert_eq!(
+        agent.call("resume", json!({})).unwrap()["resumed"],
+        false,
+        "nothing to resume"
+    );
+}
+
+#[test]
+fn what_an_agent_does_the_person_hears_on_the_phone_and_at_the_terminal() {
+    let (tg, env) = with_telegram(ASK_MD, "");
+    env.cmd(["run", "--once"]).token().output().code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    let before = texts(&tg).len();
+
+    let mut agent = Agent::connect(&env, "tester");
+    agent
+        .call("deny", json!({"id": 1, "reason": "not now"}))
+        .unwrap();
+    agent
+        .call("pause", json!({"for": "2h", "reason": "deploy"}))
+        .unwrap();
+    agent.call("resume", json!({})).unwrap();
+    agent.call("pause", json!({"for": "3h"})).unwrap();
+
+    let run = env
+        .cmd(["run", "--once", "-q"])
+        .token()
+        .now(&at(5))
+        .output();
+    run.code(0);
+    assert_eq!(
+        run.stdout.lines().collect::<Vec<_>>(),
+        [
+            "AGENT     mcp:tester denied #1 @shell HEARTBEAT.md:2: not now",
+            "AGENT     mcp:tester paused runs until 2026-05-01 12:00 UTC (deploy); heartbeat resume ends it",
+            "AGENT     mcp:tester resumed runs (paused by mcp:tester)",
+            "AGENT     mcp:tester paused runs until 2026-05-01 13:00 UTC; heartbeat resume ends it",
+        ],
+        "{}",
+        run.stdout
+    );
+    // The same four reached the phone, as messages of kind `agent`.
+    let sent: Vec<String> = texts(&tg).split_off(before);
+    assert_eq!(sent.len(), 4, "{sent:#?}");
+    assert!(sent[0].contains("mcp:tester denied #1 @shell"), "{sent:#?}");
+    assert!(sent[1].contains("mcp:tester paused runs until 2026-05-01 12:00 UTC (deploy)"));
+    assert!(sent[2].contains("mcp:tester resumed runs"));
+    assert!(sent[3].contains("mcp:tester paused runs until 2026-05-01 13:00 UTC"));
+    let kinds: Vec<Value> = env
+        .events("notification_sent")
+        .iter()
+        .map(|e| e["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "agent").count(),
+        4,
+        "{kinds:?}"
+    );
+
+    // Printed once; the skipped run says who paused.
+    let run = env.cmd(["run", "--once"]).token().now(&at(10)).output();
+    run.code(0);
+    assert_eq!(
+        run.stdout,
+        "skipped: paused by mcp:tester until 2026-05-01 13:00 UTC\n"
+    );
+    let skipped = env.events("run_skipped");
+    assert_eq!(skipped.last().unwrap()["reason"], "paused");
+    assert_eq!(skipped.last().unwrap()["by"], "mcp:tester");
+    let st = env.cmd(["status"]).output();
+    assert!(st.stdout.contains("by mcp:tester"), "{}", st.stdout);
+    assert_eq!(texts(&tg).len(), before + 4, "nothing told twice");
+}
+
+#[test]
+fn an_agents_action_is_urgent_in_quiet_hours() {
+    let (tg, env) = with_telegram("## Recurring\n", "quiet_hours = \"00:00-23:59\"");
+    let mut agent = Agent::connect(&env, "tester");
+    agent.call("pause", json!({"for": "1h"})).unwrap();
+    env.cmd(["run", "--once"])
+        .token()
+        .now(&at(1))
+        .output()
+        .code(0);
+    let sent = texts(&tg);
+    assert_eq!(sent.len(), 1, "{sent:#?}");
+    assert!(sent[0].contains("mcp:tester paused runs"), "{sent:#?}");
+    assert!(env.events("notification_held").is_empty());
 }
