@@ -247,6 +247,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         }
         if let Some(tg) = t.telegram {
             bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
+            bot::show_denials(tg, &mut store, now)?;
         }
         let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
         let (stats, notices) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;

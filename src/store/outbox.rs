@@ -250,6 +250,29 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Every message that still has approval buttons: (chat, message id, its approvals).
+    pub fn open_button_messages(&self) -> Result<Vec<(i64, i64, Vec<i64>)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT chat_id, message_id, approvals FROM tg_messages
+                 WHERE approvals != '[]' ORDER BY sent_at, message_id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let approvals: String = r.get(2)?;
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    serde_json::from_str(&approvals).unwrap_or_default(),
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         self.conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))

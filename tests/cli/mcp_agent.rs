@@ -471,3 +471,62 @@ fn an_agents_action_is_urgent_in_quiet_hours() {
     assert!(sent[0].contains("mcp:tester paused runs"), "{sent:#?}");
     assert!(env.events("notification_held").is_empty());
 }
+
+#[test]
+fn a_denied_approvals_message_is_edited_whoever_denied_it() {
+    let md =
+        "## Recurring\n- [ ] @shell {\"cmd\": [\"true\"]}\n- [ ] @shell {\"cmd\": [\"false\"]}\n";
+    let (tg, env) = with_telegram(md, "");
+    env.cmd(["run", "--once"]).token().output().code(0);
+    let message_id: i64 = env
+        .db()
+        .query_row("SELECT message_id FROM tg_messages", [], |r| r.get(0))
+        .unwrap();
+    let keyboard = |tg: &TgDouble| {
+        tg.message(CHAT, message_id).unwrap()["reply_markup"]["inline_keyboard"]
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .map(|row| row[0]["callback_data"].as_str().unwrap().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(keyboard(&tg), ["hb:y:1", "hb:y:2"]);
+
+    // Denied at the terminal: the next run edits the message.
+    env.cmd(["deny", "1"]).output().code(0);
+    env.cmd(["run", "--once"])
+        .token()
+        .now(&at(5))
+        .output()
+        .code(0);
+    let shown = tg.message(CHAT, message_id).unwrap();
+    let text = shown["text"].as_str().unwrap();
+    assert!(text.contains("🚫 #1 denied by cli:"), "{text}");
+    assert_eq!(keyboard(&tg), ["hb:y:2"], "{shown}");
+
+    // Denied by an agent: the same.
+    let mut agent = Agent::connect(&env, "tester");
+    agent.call("deny", json!({"id": 2})).unwrap();
+    env.cmd(["run", "--once"])
+        .token()
+        .now(&at(10))
+        .output()
+        .code(0);
+    let text = tg.message(CHAT, message_id).unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(text.contains("🚫 #2 denied by mcp:tester"), "{text}");
+    assert!(keyboard(&tg).is_empty());
+    // Edited once each: a later run leaves it alone.
+    let edits = tg.calls_to("editMessageText").len();
+    assert_eq!(edits, 2);
+    env.cmd(["run", "--once"])
+        .token()
+        .now(&at(15))
+        .output()
+        .code(0);
+    assert_eq!(tg.calls_to("editMessageText").len(), edits);
+}
