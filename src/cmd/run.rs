@@ -99,9 +99,8 @@ fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<St
             // An agent's pause says whose it is: the person did not make it.
             let by = pause
                 .as_ref()
-                .map(|p| p.by.as_str())
-                .filter(|by| crate::engine::agent::is_agent(by))
-                .map(|by| format!(" by {by}"))
+                .filter(|p| p.by_agent())
+                .map(|p| format!(" by {}", p.by))
                 .unwrap_or_default();
             let reason = pause
                 .and_then(|p| p.reason)

@@ -5,7 +5,8 @@
 //! - An agent's pause lasts at most [`MAX_PAUSE`]: asked for longer, or for no end, it is
 //!   cut to that, and the answer says so.
 //! - An agent never changes a person's pause: it can neither lift it (resume) nor replace
-//!   it (pause). Who paused is the pause's `by`; an agent is `mcp:<client>`.
+//!   it (pause), checked and changed in one SQLite statement. Who paused is the pause's
+//!   `by`; an agent is `mcp:<client>` ([`crate::store::AGENT_BY`]).
 //! - Everything an agent decides is told to the person twice over: an urgent message of
 //!   kind `agent` to every chat (through the outbox, so it survives Telegram being down),
 //!   and a line that the next run prints once, also with `-q`.
@@ -19,6 +20,7 @@ use chrono::{DateTime, Utc};
 use super::bot;
 use super::decide::Decider;
 use super::outbox;
+use crate::audit::{self, Event, event::Pause};
 use crate::error::{Error, Result};
 use crate::render::telegram::Rendered;
 use crate::render::{show_path, show_time};
@@ -28,11 +30,6 @@ use crate::text::{escape, first_line};
 /// The longest an agent's pause lasts.
 pub const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
 
-/// Whether `by` (a decision's or a pause's) is an agent's.
-pub fn is_agent(by: &str) -> bool {
-    by.starts_with("mcp:")
-}
-
 /// An agent's pause as made.
 pub struct Paused {
     pub until: DateTime<Utc>,
@@ -40,41 +37,50 @@ pub struct Paused {
     pub capped: bool,
 }
 
-/// The pause in force now, if any.
-fn in_force(d: &Decider) -> Result<Option<PauseRow>> {
-    Ok(d.store.pause_row()?.filter(|p| p.in_force(d.now)))
-}
-
-fn until_text(p: &PauseRow, d: &Decider) -> String {
-    match p.until.as_deref().and_then(crate::store::parse_ts) {
+/// The refusal when a person's pause stands.
+fn persons_pause(d: &Decider, what: &str) -> Result<Error> {
+    let Some(p) = d.store.pause_row()? else {
+        return Ok(Error::Usage(format!("{what}; nothing was done")));
+    };
+    let until = match p.until.as_deref().and_then(crate::store::parse_ts) {
         Some(t) => format!("until {}", show_time(t, d.cfg.tz())),
         None => "until resumed".into(),
-    }
+    };
+    Ok(Error::Usage(format!(
+        "runs are paused by {} {until}: {what}; nothing was done",
+        p.by
+    )))
 }
 
-/// Pause runs for `asked` (at most [`MAX_PAUSE`]), as the agent `d.by`.
+/// Pause runs for `asked` (at most [`MAX_PAUSE`]), as the agent `d.by`. Audited `paused`.
 pub fn pause(d: &mut Decider, asked: Option<Duration>, reason: Option<&str>) -> Result<Paused> {
-    if let Some(p) = in_force(d)?
-        && !is_agent(&p.by)
-    {
-        return Err(Error::Usage(format!(
-            "runs are already paused by {} {}: a person's pause is theirs to change or end; \
-             nothing was done",
-            p.by,
-            until_text(&p, d)
-        )));
-    }
     let capped = asked.is_none_or(|a| a > MAX_PAUSE);
     let length = asked.unwrap_or(MAX_PAUSE).min(MAX_PAUSE);
     let until = bot::pause_end(d.now, length)
         .ok_or_else(|| Error::Usage("a pause cannot end after the year 9999".into()))?;
-    bot::pause(d, Some(until), reason)?;
+    let row = PauseRow {
+        since: audit::format_ts(d.now),
+        until: Some(audit::format_ts(until)),
+        reason: reason.map(str::to_string),
+        by: d.by.clone(),
+    };
+    if !d.store.set_agent_pause(&row, d.now)? {
+        return Err(persons_pause(
+            d,
+            "a person's pause is theirs to change or end",
+        )?);
+    }
+    let by = d.by.clone();
+    d.record(&Event::Paused(Pause {
+        until: row.until.as_deref(),
+        reason,
+        by: &by,
+    }))?;
     let why = reason
         .map(|r| format!(" ({})", first_line(&d.audit.secrets().string(r), 120)))
         .unwrap_or_default();
     let line = format!(
-        "{} paused runs until {}{why}; heartbeat resume ends it",
-        d.by,
+        "{by} paused runs until {}{why}; heartbeat resume ends it",
         show_time(until, d.cfg.tz())
     );
     tell(d, &line)?;
@@ -82,23 +88,34 @@ pub fn pause(d: &mut Decider, asked: Option<Duration>, reason: Option<&str>) -> 
 }
 
 /// End an agent's pause, as the agent `d.by`; false when runs were not paused. A person's
-/// pause is refused, and stays.
+/// pause is refused, and stays. Audited `resumed`.
 pub fn resume(d: &mut Decider) -> Result<bool> {
-    let Some(p) = in_force(d)? else {
-        return Ok(false);
+    let Some(ended) = d.store.clear_agent_pause()? else {
+        return match d.store.pause_row()? {
+            Some(p) if p.in_force(d.now) => Err(persons_pause(
+                d,
+                "an agent cannot lift a person's pause (a person resumes with heartbeat \
+                 resume, or /resume in Telegram)",
+            )?),
+            _ => Ok(false),
+        };
     };
-    if !is_agent(&p.by) {
-        return Err(Error::Usage(format!(
-            "runs are paused by {} {}: an agent cannot lift a person's pause (a person \
-             resumes with heartbeat resume, or /resume in Telegram); nothing was done",
-            p.by,
-            until_text(&p, d)
-        )));
-    }
-    if !bot::resume(d, "resumed")? {
+    if !ended.in_force(d.now) {
+        // It had ended by itself: recorded as a run would record it.
+        d.record(&Event::Resumed(Pause {
+            until: ended.until.as_deref(),
+            reason: Some("the pause ended"),
+            by: &ended.by,
+        }))?;
         return Ok(false);
     }
-    let line = format!("{} resumed runs (paused by {})", d.by, p.by);
+    let by = d.by.clone();
+    d.record(&Event::Resumed(Pause {
+        until: ended.until.as_deref(),
+        reason: Some("resumed"),
+        by: &by,
+    }))?;
+    let line = format!("{by} resumed runs (paused by {})", ended.by);
     tell(d, &line)?;
     Ok(true)
 }

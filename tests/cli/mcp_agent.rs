@@ -361,7 +361,11 @@ fn an_agent_cannot_lift_or_replace_a_persons_pause() {
         "{refused}"
     );
     let refused = agent.call("pause", json!({"for": "1h"})).unwrap_err();
-    assert!(refused.contains("already paused by cli:"), "{refused}");
+    assert!(
+        refused.contains("runs are paused by cli:")
+            && refused.contains("a person's pause is theirs to change or end"),
+        "{refused}"
+    );
     let status = env.cmd(["status", "--json"]).output().json();
     assert_eq!(status["paused"], true);
     assert_eq!(
