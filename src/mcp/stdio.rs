@@ -22,6 +22,7 @@ use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 
 /// The largest request, in bytes (without its newline): the SDK's own limit for one MCP
@@ -42,8 +43,9 @@ pub struct Guarded<R, W: AsyncWrite> {
     out: AsyncRwTransport<RoleServer, tokio::io::Empty, W>,
     /// An answer of ours being written.
     sending: Option<Sending>,
-    /// Every request id seen in this session.
-    ids: HashSet<RequestId>,
+    /// Every request id seen in this session, as its digest (an id may be a long string;
+    /// a digest costs 32 bytes whatever its length).
+    ids: HashSet<[u8; 32]>,
 }
 
 impl<R, W> Guarded<R, W>
@@ -158,7 +160,7 @@ where
             }
             match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
                 Ok(JsonRpcMessage::Request(request)) => {
-                    if !self.ids.insert(request.id.clone()) {
+                    if !self.ids.insert(digest(&request.id)) {
                         let error = ErrorData::invalid_request(
                             format!(
                                 "request id {} was already used in this session: a request \
@@ -218,6 +220,12 @@ fn id_text(id: &RequestId) -> String {
         RequestId::Number(n) => n.to_string(),
         RequestId::String(s) => format!("{:?}", crate::text::first_line(s, 64)),
     }
+}
+
+/// An id's digest: its JSON text hashed, so that `1` and `"1"` stay two ids.
+fn digest(id: &RequestId) -> [u8; 32] {
+    let text = serde_json::to_vec(id).unwrap_or_default();
+    Sha256::digest(&text).into()
 }
 
 fn request_id(v: &Value) -> Option<RequestId> {
