@@ -208,7 +208,12 @@ pub fn serve_stdio(handler: impl Handler, name: &str, version: &str) -> std::io:
         let transport = Guarded::new(stdin, stdout, MAX_MESSAGE);
         let running = match adapter.serve(transport).await {
             Ok(running) => running,
-            Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+            // The client left before the session began: closed its end, or stopped reading
+            // before our answer to `initialize` could be written.
+            Err(
+                ServerInitializeError::ConnectionClosed(_)
+                | ServerInitializeError::TransportError { .. },
+            ) => return Ok(()),
             Err(e) => return Err(std::io::Error::other(e.to_string())),
         };
         running

@@ -213,6 +213,17 @@ fn a_client_that_leaves_is_a_normal_end() {
     let mut agent = Agent::start(&env);
     agent.send_raw(b"not json\n");
     agent.leave().code(0);
+    // Gone at once after `initialize`, before reading its answer.
+    let mut child = env.cmd(["mcp"]).spawn_piped();
+    drop(child.stdout.take());
+    let mut stdin = child.stdin.take().unwrap();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "tester", "version": "1.0"}}});
+    // The server may already have gone (it found nobody reading): that is the point.
+    let _ = writeln!(stdin, "{init}");
+    drop(stdin);
+    wait_output(child, "heartbeat mcp", WAIT).code(0);
     // After a session.
     let mut agent = Agent::connect(&env, "tester");
     agent.call("status", json!({})).unwrap();
