@@ -316,7 +316,7 @@ ALTER TABLE outbox ADD COLUMN resets TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE outbox ADD COLUMN held TEXT;
 "#,
     // 14: what an agent did through `heartbeat mcp` (pause, resume, deny), one line each,
-    // until a run prints it (SPEC §13: the person hears it, also at the terminal).
+    // until a run prints it: the person hears it, also at the terminal.
     r#"
 CREATE TABLE agent_notices (
     id INTEGER PRIMARY KEY,

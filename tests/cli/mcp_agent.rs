@@ -1,4 +1,4 @@
-//! `heartbeat mcp` (SPEC §13) from an agent's side: its powers are bounded and a person
+//! `heartbeat mcp` from an agent's side: its powers are bounded and a person
 //! hears of what it does (pause, resume, deny), and the protocol's faults (a repeated request
 //! id, an oversized request, undeclared arguments, odd client names, a client that leaves)
 //! are answered, never run or dropped.
