@@ -91,6 +91,9 @@ pub struct Report {
     pub tasks: Vec<TaskReport>,
     /// Problems that are not a task's (a tick that could not be written).
     pub errors: Vec<String>,
+    /// What agents did since the last run (pause, resume, deny through `heartbeat mcp`),
+    /// one line each, printed once.
+    pub agent_actions: Vec<String>,
 }
 
 impl Report {
@@ -131,6 +134,7 @@ impl Report {
             "reminded": self.count("reminded"),
             "stale": self.count("stale"),
             "errors": self.errors,
+            "agent_actions": self.agent_actions,
         })
     }
 }

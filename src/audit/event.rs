@@ -36,6 +36,9 @@ pub enum Event<'a> {
         next_active: Option<Option<String>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         until: Option<Option<&'a str>>,
+        /// Who paused (a skip for a pause).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        by: Option<&'a str>,
         #[serde(skip_serializing_if = "Option::is_none")]
         holder_pid: Option<Option<u32>>,
         #[serde(skip_serializing_if = "Option::is_none")]

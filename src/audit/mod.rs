@@ -389,6 +389,7 @@ mod tests {
                     reason: "locked",
                     next_active: None,
                     until: None,
+                    by: None,
                     holder_pid: Some(Some(4)),
                     holder_since: Some(None),
                 },

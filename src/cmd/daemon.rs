@@ -270,6 +270,7 @@ fn run_tick(
         Ok(report) => {
             if ctx.verbose > 0 {
                 let mut out = super::Out::new();
+                out.lines(crate::render::terminal::agent_actions(&report));
                 out.lines(crate::render::terminal::report(
                     &report, false, false, &ctx.cwd,
                 ));

@@ -24,6 +24,7 @@ use crate::audit::Event;
 use crate::cli::LogArgs;
 use crate::clock::Clock;
 use crate::config::Config;
+use crate::engine::agent;
 use crate::engine::decide::Decider;
 use crate::error::{Error, Result, exit};
 use crate::markdown;
@@ -149,20 +150,20 @@ impl Handler for Agents {
             ),
             write(
                 "pause",
-                "heartbeat pause: runs are skipped until resumed (or for a while)",
+                "heartbeat pause: runs are skipped for a while: `for` (default and at most 24h). The person is told. A person's pause cannot be changed.",
                 schema(
-                    json!({"for": {"type": "string", "description": "a duration (30m, 2h)"}, "reason": {"type": "string"}}),
+                    json!({"for": {"type": "string", "description": "a duration (30m, 2h), at most 24h"}, "reason": {"type": "string"}}),
                     &[],
                 ),
             ),
             write(
                 "resume",
-                "heartbeat resume: end a pause",
+                "heartbeat resume: end a pause an agent made (a person's pause only a person ends). The person is told.",
                 schema(json!({}), &[]),
             ),
             write(
                 "deny",
-                "heartbeat deny: say no to a pending approval",
+                "heartbeat deny: say no to a pending approval. The person is told.",
                 schema(
                     json!({"id": {"type": "integer"}, "reason": {"type": "string"}}),
                     &["id"],
@@ -189,13 +190,18 @@ impl Handler for Agents {
         tool: &str,
         input: Map<String, Value>,
     ) -> std::result::Result<Value, String> {
-        let by = format!("mcp:{}", crate::text::clean(client));
+        // `client` is already a plain name (the server makes it one).
+        let by = format!("mcp:{client}");
         self.dispatch(&by, tool, &input).map_err(|e| {
-            crate::audit::Secrets::taken().string(&match e {
+            self.redact(&match e {
                 Error::Usage(m) => m,
                 other => other.to_string(),
             })
         })
+    }
+
+    fn redact(&self, text: &str) -> String {
+        crate::audit::Secrets::taken().string(text)
     }
 }
 
@@ -253,23 +259,33 @@ impl Agents {
             "propose_task" => propose(&ctx, cfg, by, input),
             "pause" => {
                 let mut d = Decider::open(cfg, by.to_string(), ctx.clock)?;
-                let until =
-                    match text(input, "for")? {
-                        None => None,
-                        Some(raw) => {
-                            let dur = humantime::parse_duration(raw.trim())
-                                .map_err(|e| Error::Usage(format!("\"for\": {raw:?}: {e}")))?;
-                            Some(crate::engine::bot::pause_end(d.now, dur).ok_or_else(|| {
-                                Error::Usage(format!("\"for\": {raw:?} is too long"))
-                            })?)
-                        }
-                    };
-                crate::engine::bot::pause(&mut d, until, text(input, "reason")?)?;
-                Ok(json!({"paused": true, "until": until.map(crate::audit::format_ts), "by": by}))
+                let asked = match text(input, "for")? {
+                    None => None,
+                    Some(raw) => Some(
+                        humantime::parse_duration(raw.trim())
+                            .map_err(|e| Error::Usage(format!("\"for\": {raw:?}: {e}")))?,
+                    ),
+                };
+                let paused = agent::pause(&mut d, asked, text(input, "reason")?)?;
+                let mut answer = json!({
+                    "paused": true,
+                    "until": crate::audit::format_ts(paused.until),
+                    "by": by,
+                    "capped": paused.capped,
+                });
+                if paused.capped {
+                    answer["note"] = json!(format!(
+                        "an agent's pause lasts at most {}: runs are paused until {}; \
+                         a person can pause for longer",
+                        humantime::format_duration(agent::MAX_PAUSE),
+                        crate::audit::format_ts(paused.until)
+                    ));
+                }
+                Ok(answer)
             }
             "resume" => {
                 let mut d = Decider::open(cfg, by.to_string(), ctx.clock)?;
-                let resumed = crate::engine::bot::resume(&mut d, "resumed")?;
+                let resumed = agent::resume(&mut d)?;
                 Ok(json!({"resumed": resumed, "by": by}))
             }
             "deny" | "approve" => decide(&ctx, cfg, by, tool, input),
@@ -309,10 +325,15 @@ fn decide(
             "#{id} is a task an agent proposed ({proposer}): only a person approves it"
         )));
     }
+    let reason = if approve {
+        None
+    } else {
+        text(input, "reason")?
+    };
     let decided = if approve {
         d.approve(row, false)?
     } else {
-        d.deny(row, text(input, "reason")?)?
+        d.deny(row, reason)?
     };
     if !decided {
         return Err(Error::Usage(format!(
@@ -320,6 +341,7 @@ fn decide(
         )));
     }
     let state = if approve { "approved" } else { "denied" };
+    agent::decided(&mut d, row, state, reason, &ctx.cwd)?;
     Ok(json!({"id": id, "task_id": row.task_id, "state": state, "by": by}))
 }
 

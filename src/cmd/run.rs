@@ -70,6 +70,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     if args.json {
         out.json(&report.to_json());
     } else {
+        out.lines(crate::render::terminal::agent_actions(&report));
         let lines = crate::render::terminal::report(&report, args.quiet, false, &ctx.cwd);
         if lines.is_empty() && !args.quiet {
             // A run that did nothing says why (SPEC §8); silence means nothing was due.
@@ -95,11 +96,17 @@ fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<St
                 .and_then(|p| p.until.as_deref())
                 .and_then(crate::store::parse_ts)
                 .map_or("resumed".to_string(), |t| super::show_time(t, cfg));
+            // An agent's pause says whose it is: the person did not make it.
+            let by = pause
+                .as_ref()
+                .filter(|p| p.by_agent())
+                .map(|p| format!(" by {}", p.by))
+                .unwrap_or_default();
             let reason = pause
                 .and_then(|p| p.reason)
                 .map(|r| format!(" ({})", crate::text::first_line(&r, 80)))
                 .unwrap_or_default();
-            Some(format!("skipped: paused until {until}{reason}"))
+            Some(format!("skipped: paused{by} until {until}{reason}"))
         }
         Some("outside_active_hours") => {
             let next = cfg

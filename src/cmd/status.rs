@@ -83,6 +83,7 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
         "paused": f.pause.is_some(),
         "paused_until": f.pause.as_ref().and_then(|p| p.until.clone()),
         "pause_reason": f.pause.as_ref().and_then(|p| p.reason.clone()),
+        "paused_by": f.pause.as_ref().map(|p| p.by.clone()),
         "last_run": f.last_run.as_ref().map(|r| json!({
             "run_id": r.run_id,
             "at": r.started_at,

@@ -253,6 +253,25 @@ pub fn show_outcomes(
     Ok(())
 }
 
+/// Denials made elsewhere (at the terminal, by an agent) leave their message's buttons
+/// live: show each on its message, as a press would, and drop its buttons. An edit that
+/// does not go through is tried again at the next run.
+pub fn show_denials(tg: &Telegram, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+    for (chat_id, message_id, approvals) in store.open_button_messages()? {
+        for id in approvals {
+            let Some(row) = store.approval(id)? else {
+                continue;
+            };
+            if row.state == "denied" {
+                let by = row.decided_by.as_deref().unwrap_or("?");
+                let line = format!("🚫 #{id} denied by {by}");
+                edit_with(tg, store, chat_id, message_id, id, &line, now)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result<()> {
     let html = d.audit.secrets().string(html);
     d.store.enqueue(

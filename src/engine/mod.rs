@@ -2,6 +2,7 @@
 //! plan, ticks), approvals, the Telegram bot's updates and outbox delivery. Commands call in
 //! here; nothing here knows about the command line.
 
+pub mod agent;
 pub mod bot;
 pub mod decide;
 pub mod files;

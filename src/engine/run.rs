@@ -116,6 +116,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 reason: "locked",
                 next_active: None,
                 until: None,
+                by: None,
                 holder_pid: Some(holder.pid),
                 holder_since: Some(holder.since.map(audit::format_ts)),
             };
@@ -161,9 +162,8 @@ pub fn tick(t: &Tick) -> Result<Report> {
     housekeeping(cfg, &mut store, &mut audit, t.clock, now)?;
 
     let active = t.force || cfg.active.is_active(now);
-    let skip = if paused.is_some() && !t.force {
-        let until = paused.as_ref().and_then(|p| p.until.as_deref());
-        Some(("paused", None, Some(until)))
+    let skip = if let Some(p) = paused.as_ref().filter(|_| !t.force) {
+        Some(("paused", None, Some(p.until.as_deref())))
     } else if !active && !store.has_approved_work()? {
         let next = cfg.active.next_active(now);
         Some((
@@ -182,6 +182,8 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 reason,
                 next_active,
                 until,
+                // Who paused: a person, or an agent (`mcp:<client>`).
+                by: until.and(paused.as_ref().map(|p| p.by.as_str())),
                 holder_pid: None,
                 holder_since: None,
             };
@@ -228,6 +230,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                     reason: "outside_active_hours",
                     next_active: Some(next.map(audit::format_ts)),
                     until: None,
+                    by: None,
                     holder_pid: None,
                     holder_since: None,
                 })?;
@@ -244,6 +247,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         }
         if let Some(tg) = t.telegram {
             bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
+            bot::show_denials(tg, &mut store, now)?;
         }
         let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
         let (stats, notices) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
@@ -257,6 +261,9 @@ pub fn tick(t: &Tick) -> Result<Report> {
             stats.sent, stats.failed, stats.waiting, stats.dropped
         ));
     }
+    // What agents did since the last run, for this run to print (once: taken here).
+    let mut report = report;
+    report.agent_actions = store.take_notices()?;
     audit.sync().map_err(&audit_err)?;
     drop(lock);
     Ok(report)

@@ -3,7 +3,7 @@
 //!
 //! Invariants:
 //!
-//! - Only [`client`] and `http` know the SDK (`rmcp`, pinned exactly in `Cargo.toml`); every other part
+//! - Only [`client`], `http`, [`server`] and `stdio` know the SDK (`rmcp`, pinned exactly in `Cargo.toml`); every other part
 //!   of heartbeat sees the blocking types re-exported here, so an SDK upgrade touches one file.
 //! - The API is synchronous: heartbeat has no async code. Each [`Server`] owns a private
 //!   current-thread runtime that runs only while one of its methods is being called.
@@ -17,6 +17,7 @@ mod client;
 mod http;
 pub mod schema;
 pub mod server;
+mod stdio;
 
 use std::collections::BTreeMap;
 

@@ -2,9 +2,14 @@
 //!
 //! Invariants:
 //!
-//! - Only this file (and `client.rs`) knows the SDK: heartbeat's tools are described and
-//!   answered through [`Handler`], in plain JSON.
-//! - Nothing but MCP messages is written to stdout; the SDK's transport owns it.
+//! - Only this file, `stdio.rs` (and `client.rs`) know the SDK: heartbeat's tools are
+//!   described and answered through [`Handler`], in plain JSON.
+//! - Nothing but MCP messages is written to stdout; the transport (`stdio.rs`) owns it.
+//! - A call with an argument its tool does not declare is refused (invalid params, naming
+//!   the key) before the handler sees it.
+//! - The handler knows the client by a name of `[A-Za-z0-9._-]{1,64}` only
+//!   ([`client_name`]), whatever `clientInfo.name` said.
+//! - A client that leaves, before `initialize` or after, is the normal end of a session.
 //! - A tool call runs on a thread of its own, outside the SDK's runtime, so that handlers may
 //!   block (SQLite, locks) and may start MCP servers of their own (`check`).
 //! - A handler's `Err` is a tool error (`isError: true`, its message as text), which the
@@ -17,9 +22,11 @@ use rmcp::model::{
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     ToolAnnotations,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, ServerInitializeError};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
+
+use super::stdio::{Guarded, MAX_MESSAGE};
 
 /// One tool as heartbeat offers it.
 #[derive(Clone, Debug)]
@@ -36,9 +43,50 @@ pub struct ToolDef {
 pub trait Handler: Send + Sync + 'static {
     fn tools(&self) -> Vec<ToolDef>;
 
-    /// Carries out one call for the client named `client` (its `clientInfo.name`). `Ok` is
-    /// the result as JSON; `Err` a message for the agent.
+    /// Carries out one call for the client named `client` (its `clientInfo.name` as
+    /// [`client_name`] makes it). `Ok` is the result as JSON; `Err` a message for the agent.
     fn call(&self, client: &str, tool: &str, input: Map<String, Value>) -> Result<Value, String>;
+
+    /// A text for the agent that quotes what it sent, as the handler's own answers are
+    /// made safe (redacted).
+    fn redact(&self, text: &str) -> String;
+}
+
+/// The longest client name kept.
+pub const MAX_CLIENT_NAME: usize = 64;
+
+/// The name a client is known by (`mcp:NAME` in records and in the file): every character
+/// of `clientInfo.name` outside `[A-Za-z0-9._-]` becomes `_`, and the result is cut to 64
+/// characters; no name, or one of spaces only, is `unknown`. The same name always gives
+/// the same result.
+pub fn client_name(raw: &str) -> String {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return "unknown".into();
+    }
+    raw.chars()
+        .take(MAX_CLIENT_NAME)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// An argument `schema` does not declare, when it declares its arguments (an object
+/// schema with `additionalProperties: false`).
+fn undeclared<'a>(schema: &Value, input: &'a Map<String, Value>) -> Option<&'a str> {
+    if schema.get("additionalProperties") != Some(&Value::Bool(false)) {
+        return None;
+    }
+    let declared = schema.get("properties").and_then(Value::as_object);
+    input
+        .keys()
+        .find(|k| !declared.is_some_and(|d| d.contains_key(*k)))
+        .map(String::as_str)
 }
 
 struct Adapter<H> {
@@ -81,19 +129,44 @@ impl<H: Handler> ServerHandler for Adapter<H> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if !self.tools.iter().any(|t| t.name == name) {
+        let quoted = |s: &str| {
+            let shown = self.handler.redact(s);
+            format!("{:?}", crate::text::first_line(&shown, 80))
+        };
+        let Some(def) = self.tools.iter().find(|t| t.name == name) else {
             return Err(ErrorData::invalid_params(
-                format!("no tool named {name:?}"),
+                format!("no tool named {}", quoted(&name)),
+                None,
+            ));
+        };
+        let input = request.arguments.unwrap_or_default();
+        if let Some(key) = undeclared(&def.input_schema, &input) {
+            let takes: Vec<String> = def
+                .input_schema
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|p| p.keys().map(|k| format!("{k:?}")).collect())
+                .unwrap_or_default();
+            let takes = if takes.is_empty() {
+                "no arguments".to_string()
+            } else {
+                format!("only {}", takes.join(", "))
+            };
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown argument {} for tool {name:?}: it takes {takes}; nothing was done",
+                    quoted(key)
+                ),
                 None,
             ));
         }
-        let client = context
-            .peer
-            .peer_info()
-            .map(|info| info.client_info.name.clone())
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(|| "unknown".into());
-        let input = request.arguments.unwrap_or_default();
+        let client = client_name(
+            &context
+                .peer
+                .peer_info()
+                .map(|info| info.client_info.name.clone())
+                .unwrap_or_default(),
+        );
         let handler = Arc::clone(&self.handler);
         let (tx, rx) = tokio::sync::oneshot::channel();
         std::thread::spawn(move || {
@@ -118,7 +191,8 @@ impl<H: Handler> ServerHandler for Adapter<H> {
     }
 }
 
-/// Serves `handler` on stdin/stdout until the client closes the connection.
+/// Serves `handler` on stdin/stdout until the client closes the connection (also before
+/// it initialized: that is a client that left, not an error).
 pub fn serve_stdio(handler: impl Handler, name: &str, version: &str) -> std::io::Result<()> {
     let adapter = Adapter {
         tools: handler.tools(),
@@ -130,14 +204,54 @@ pub fn serve_stdio(handler: impl Handler, name: &str, version: &str) -> std::io:
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let running = adapter
-            .serve(rmcp::transport::stdio())
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let transport = Guarded::new(stdin, stdout, MAX_MESSAGE);
+        let running = match adapter.serve(transport).await {
+            Ok(running) => running,
+            // The client left before the session began: closed its end, or stopped reading
+            // before our answer to `initialize` could be written.
+            Err(
+                ServerInitializeError::ConnectionClosed(_)
+                | ServerInitializeError::TransportError { .. },
+            ) => return Ok(()),
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
+        };
         running
             .waiting()
             .await
             .map(drop)
             .map_err(|e| std::io::Error::other(e.to_string()))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_client_name_is_plain_bounded_and_always_the_same() {
+        assert_eq!(client_name("claude-code"), "claude-code");
+        assert_eq!(client_name("Claude Code 1.2"), "Claude_Code_1.2");
+        assert_eq!(client_name(" ✨ "), "_");
+        assert_eq!(client_name(""), "unknown");
+        assert_eq!(client_name("\t"), "unknown");
+        assert_eq!(client_name("a -->\n<!--"), "a_--____--");
+        let long = "é".repeat(100);
+        assert_eq!(client_name(&long), "_".repeat(MAX_CLIENT_NAME));
+        assert_eq!(client_name(&long), client_name(&long));
+    }
+
+    #[test]
+    fn only_declared_arguments_pass() {
+        let schema =
+            json!({"type": "object", "properties": {"for": {}}, "additionalProperties": false});
+        let input = |v: Value| v.as_object().unwrap().clone();
+        assert_eq!(undeclared(&schema, &input(json!({"for": "1h"}))), None);
+        assert_eq!(undeclared(&schema, &input(json!({"x": 1}))), Some("x"));
+        let none = json!({"type": "object", "properties": {}, "additionalProperties": false});
+        assert_eq!(undeclared(&none, &input(json!({"x": 1}))), Some("x"));
+        let open = json!({"type": "object"});
+        assert_eq!(undeclared(&open, &input(json!({"x": 1}))), None);
+    }
 }

@@ -9,6 +9,15 @@ use crate::text::{clean, first_line};
 
 use super::show_path;
 
+/// What agents did since the last run, one line each (printed also with `-q`: a person
+/// hears what an agent did, at the terminal too).
+pub fn agent_actions(r: &Report) -> Vec<String> {
+    r.agent_actions
+        .iter()
+        .map(|line| format!("{:<9} {}", "AGENT", clean(line)))
+        .collect()
+}
+
 /// The human summary: one line per task, then the counts. Prints nothing when nothing
 /// happened that a person should see (cron mails any output, SPEC §8); tasks skipped by
 /// policy, the budget or the run cap alone are not news. `quiet` keeps only failures.

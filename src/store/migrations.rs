@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 13] = [
+pub(super) const MIGRATIONS: [&str; 14] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -314,6 +314,15 @@ ALTER TABLE outbox ADD COLUMN resets TEXT NOT NULL DEFAULT '[]';
     // `daily_cap`): said when it starts waiting, not again at every run.
     r#"
 ALTER TABLE outbox ADD COLUMN held TEXT;
+"#,
+    // 14: what an agent did through `heartbeat mcp` (pause, resume, deny), one line each,
+    // until a run prints it: the person hears it, also at the terminal.
+    r#"
+CREATE TABLE agent_notices (
+    id INTEGER PRIMARY KEY,
+    line TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
 "#,
 ];
 

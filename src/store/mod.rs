@@ -18,6 +18,7 @@ mod grants;
 mod history;
 mod mcp;
 mod migrations;
+mod notices;
 mod outbox;
 mod proposals;
 mod retention;
@@ -36,7 +37,7 @@ pub use grants::GrantRow;
 pub use history::{RunSummary, TaskRunRecord};
 pub use mcp::CachedListing;
 pub use migrations::schema_at_version;
-pub use outbox::{NewMessage, OutboxRow, PauseRow};
+pub use outbox::{AGENT_BY, NewMessage, OutboxRow, PauseRow};
 pub use snapshot::Snapshot;
 pub use starts::StartRow;
 

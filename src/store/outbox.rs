@@ -50,7 +50,15 @@ pub struct PauseRow {
     pub by: String,
 }
 
+/// What every agent's `by` starts with (`mcp:<client>`), on pauses and decisions alike.
+pub const AGENT_BY: &str = "mcp:";
+
 impl PauseRow {
+    /// Made by an agent, not by a person.
+    pub fn by_agent(&self) -> bool {
+        self.by.starts_with(AGENT_BY)
+    }
+
     /// In force at `now`: no end, or an end still to come.
     pub fn in_force(&self, now: DateTime<Utc>) -> bool {
         self.until
@@ -250,6 +258,29 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Every message that still has approval buttons: (chat, message id, its approvals).
+    pub fn open_button_messages(&self) -> Result<Vec<(i64, i64, Vec<i64>)>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT chat_id, message_id, approvals FROM tg_messages
+                 WHERE approvals != '[]' ORDER BY sent_at, message_id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let approvals: String = r.get(2)?;
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    serde_json::from_str(&approvals).unwrap_or_default(),
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        rows.collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(|e| self.err(e))
+    }
+
     pub fn meta(&self, key: &str) -> Result<Option<String>> {
         self.conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
@@ -343,5 +374,73 @@ impl Store {
         let row = self.pause_row()?;
         self.durable(|conn| conn.execute("DELETE FROM pause", []))?;
         Ok(row)
+    }
+
+    /// Set an agent's pause, unless a person's pause is in force at `now`: checked and set
+    /// in one statement, so a person's pause made meanwhile is never replaced. False when a
+    /// person's pause stands.
+    pub fn set_agent_pause(&mut self, p: &PauseRow, now: DateTime<Utc>) -> Result<bool> {
+        self.durable(|conn| {
+            conn.execute(
+                "INSERT OR REPLACE INTO pause (id, since, until, reason, by)
+                 SELECT 1, ?1, ?2, ?3, ?4 WHERE NOT EXISTS (
+                    SELECT 1 FROM pause WHERE substr(by, 1, length(?5)) != ?5
+                        AND (until IS NULL OR until > ?6))",
+                params![p.since, p.until, p.reason, p.by, AGENT_BY, format_ts(now)],
+            )
+        })
+        .map(|n| n > 0)
+    }
+
+    /// Remove the pause if an agent made it (one statement: a person's pause made
+    /// meanwhile stays); the removed row.
+    pub fn clear_agent_pause(&mut self) -> Result<Option<PauseRow>> {
+        self.durable(|conn| {
+            conn.query_row(
+                "DELETE FROM pause WHERE substr(by, 1, length(?1)) = ?1
+                 RETURNING since, until, reason, by",
+                [AGENT_BY],
+                pause_row,
+            )
+            .optional()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_util::ts;
+    use super::*;
+
+    fn pause(by: &str, until: Option<&str>) -> PauseRow {
+        PauseRow {
+            since: "2026-05-01T10:00:00.000Z".into(),
+            until: until.map(str::to_string),
+            reason: None,
+            by: by.into(),
+        }
+    }
+
+    #[test]
+    fn an_agent_never_replaces_or_clears_a_persons_pause() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path()).unwrap();
+        let now = ts("2026-05-01T10:00:00Z");
+        let agent = pause("mcp:a", Some("2026-05-01T11:00:00.000Z"));
+        // No pause, or an agent's: the agent's is set.
+        assert!(store.set_agent_pause(&agent, now).unwrap());
+        assert!(store.set_agent_pause(&agent, now).unwrap());
+        assert_eq!(store.clear_agent_pause().unwrap(), Some(agent.clone()));
+        // A person's pause in force stays, whatever the agent does.
+        let person = pause("cli:me", None);
+        store.set_pause(&person).unwrap();
+        assert!(!store.set_agent_pause(&agent, now).unwrap());
+        assert_eq!(store.clear_agent_pause().unwrap(), None);
+        assert_eq!(store.pause_row().unwrap(), Some(person));
+        // A person's pause that has ended no longer holds anything.
+        let ended = pause("telegram:1", Some("2026-05-01T09:00:00.000Z"));
+        store.set_pause(&ended).unwrap();
+        assert!(store.set_agent_pause(&agent, now).unwrap());
+        assert!(store.pause_row().unwrap().unwrap().by_agent());
     }
 }

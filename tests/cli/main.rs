@@ -19,6 +19,7 @@ mod lock;
 mod log;
 mod lost_lines;
 mod man;
+mod mcp_agent;
 mod mcp_http;
 mod mcp_server;
 mod mcp_tools;
