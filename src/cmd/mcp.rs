@@ -354,13 +354,13 @@ const KEEP_FREE: u64 = 1 << 20;
 /// `propose_task`: check the task as `check` would, append it with its mark. A refusal
 /// writes nothing to the file and one `proposal_refused` line to the audit log.
 fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Result<Value> {
-    // The name the mark can hold: the provenance everything below records.
-    let by = markdown::proposal::provenance(by);
-    let mut d = Decider::open(cfg, by.clone(), ctx.clock)?;
-    match write_proposal(ctx, &mut d, &by, input) {
+    // `by` is `mcp:` and a name the protocol edge already made one a mark can hold.
+    debug_assert!(markdown::parse::is_mark_name(by.trim_start_matches("mcp:")));
+    let mut d = Decider::open(cfg, by.to_string(), ctx.clock)?;
+    match write_proposal(ctx, &mut d, by, input) {
         Ok(done) => Ok(done),
         Err(Refusal { reason, error }) => {
-            d.record(&Event::ProposalRefused { by: &by, reason })?;
+            d.record(&Event::ProposalRefused { by, reason })?;
             Err(error)
         }
     }

@@ -53,7 +53,7 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// The longest client name kept.
-pub const MAX_CLIENT_NAME: usize = 64;
+pub const MAX_CLIENT_NAME: usize = crate::markdown::parse::MAX_NAME;
 
 /// The name a client is known by (`mcp:NAME` in records and in the file): every character
 /// of `clientInfo.name` outside `[A-Za-z0-9._-]` becomes `_`, and the result is cut to 64
