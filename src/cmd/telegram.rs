@@ -41,6 +41,7 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
 
 pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     let (_, tc, tg, mut audit) = setup(ctx)?;
+    let secrets = audit.secrets().clone();
     if tc.chat_ids.is_empty() {
         return Err(Error::Usage(
             "telegram.chat_ids is empty: `heartbeat telegram-chats` lists the chats that wrote to the bot".into(),
@@ -58,7 +59,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
         let notice = Notice {
             chat_id: chat,
             kind: "test".into(),
-            error: result.as_ref().err().map(|e| e.message().to_string()),
+            error: result.as_ref().err().map(|e| secrets.redact(e.message())),
             queued: false,
             withheld: None,
         };

@@ -20,7 +20,6 @@ use crate::render::show_time;
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
-use crate::text::first_line;
 use chrono::{DateTime, Datelike, Utc};
 
 const OFFSET_KEY: &str = "telegram_offset";
@@ -239,11 +238,15 @@ pub fn show_outcomes(
             "succeeded" => format!("✅ #{id} approved by {by}: done"),
             "failed" => format!(
                 "❌ #{id} approved by {by}: failed ({})",
-                first_line(row.reason.as_deref().unwrap_or("?"), 120)
+                crate::audit::Secrets::taken()
+                    .redact(row.reason.as_deref().unwrap_or("?"))
+                    .first_line(120)
             ),
             "stale" => format!(
                 "🚫 #{id} stale: {}",
-                first_line(row.reason.as_deref().unwrap_or("?"), 120)
+                crate::audit::Secrets::taken()
+                    .redact(row.reason.as_deref().unwrap_or("?"))
+                    .first_line(120)
             ),
             "approved" => format!("☑️ #{id} approved by {by}; it runs at the next run"),
             state => format!("#{id} is {state}"),
@@ -254,7 +257,7 @@ pub fn show_outcomes(
 }
 
 fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result<()> {
-    let html = d.audit.secrets().string(html);
+    let html = d.audit.secrets().redact(html);
     d.store.enqueue(
         &NewMessage {
             chat_id,
@@ -295,7 +298,10 @@ fn command_reply(
                     "\n⏳ #{} <b>@{}</b> {} — <code>heartbeat approve {}</code>",
                     r.id,
                     escape(&r.tool),
-                    escape(&first_line(&r.input.to_string(), 80)),
+                    crate::audit::Secrets::taken()
+                        .redact(&r.input.to_string())
+                        .first_line(80)
+                        .escape(),
                     r.id
                 ));
             }

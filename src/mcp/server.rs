@@ -21,6 +21,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 
+use crate::text::{Redacted, RedactedJson};
+
 /// One tool as heartbeat offers it.
 #[derive(Clone, Debug)]
 pub struct ToolDef {
@@ -37,8 +39,14 @@ pub trait Handler: Send + Sync + 'static {
     fn tools(&self) -> Vec<ToolDef>;
 
     /// Carries out one call for the client named `client` (its `clientInfo.name`). `Ok` is
-    /// the result as JSON; `Err` a message for the agent.
-    fn call(&self, client: &str, tool: &str, input: Map<String, Value>) -> Result<Value, String>;
+    /// the result as JSON; `Err` a message for the agent. Both redacted: an answer leaves the
+    /// process.
+    fn call(
+        &self,
+        client: &str,
+        tool: &str,
+        input: Map<String, Value>,
+    ) -> Result<RedactedJson, Redacted>;
 }
 
 struct Adapter<H> {
@@ -104,15 +112,15 @@ impl<H: Handler> ServerHandler for Adapter<H> {
             .map_err(|_| ErrorData::internal_error("the call ended without an answer", None))?;
         let answer = match result {
             Ok(value) => {
-                let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+                let text = value.to_pretty().into_string();
                 let mut ok = CallToolResult::success(vec![ContentBlock::text(text)]);
                 // Objects also as structured content, for clients that read it.
-                if value.is_object() {
-                    ok.structured_content = Some(value);
+                if value.as_value().is_object() {
+                    ok.structured_content = Some(value.into_value());
                 }
                 ok
             }
-            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message.into_string())]),
         };
         Ok(answer.into())
     }

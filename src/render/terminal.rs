@@ -5,9 +5,13 @@ use std::path::Path;
 
 use crate::plan::SkipReason;
 use crate::report::Report;
-use crate::text::{clean, first_line};
+use crate::text::{Redacted, clean};
 
 use super::show_path;
+
+fn reason(t: &crate::report::TaskReport) -> Option<&str> {
+    t.reason.as_ref().map(Redacted::as_str)
+}
 
 /// The human summary: one line per task, then the counts. Prints nothing when nothing
 /// happened that a person should see (cron mails any output, SPEC §8); tasks skipped by
@@ -19,7 +23,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
     let news = !r.errors.is_empty()
         || r.tasks
             .iter()
-            .any(|t| all_skips || t.outcome != "skipped" || t.reason.as_deref() == observe);
+            .any(|t| all_skips || t.outcome != "skipped" || reason(t) == observe);
     if !news {
         return out;
     }
@@ -37,20 +41,26 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             Some(tool) => format!("@{tool}"),
             None => "reminder".into(),
         };
-        let observed = t.outcome == "skipped" && t.reason.as_deref() == observe;
+        let observed = t.outcome == "skipped" && reason(t) == observe;
         let detail = match t.outcome {
             "succeeded" => t
                 .summary
                 .clone()
-                .or_else(|| t.output.as_deref().map(|o| first_line(o, 120)))
-                .unwrap_or_default(),
+                .or_else(|| t.output.as_ref().map(|o| o.first_line(120)))
+                .unwrap_or_default()
+                .into_string(),
             "queued" => match t.approval_id {
                 Some(id) => format!("approval {id}: heartbeat approve {id}"),
                 None => String::new(),
             },
-            "skipped" if observed => first_line(&t.text, 120),
-            "failed" | "invalid" | "skipped" | "stale" => t.reason.clone().unwrap_or_default(),
-            _ => first_line(&t.text, 120),
+            "skipped" if observed => t.text.first_line(120).into_string(),
+            "failed" | "invalid" | "skipped" | "stale" => t
+                .reason
+                .as_ref()
+                .map(Redacted::clean)
+                .unwrap_or_default()
+                .into_string(),
+            _ => t.text.first_line(120).into_string(),
         };
         let label = match t.outcome {
             "succeeded" => "ok",
@@ -95,7 +105,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
         }
     }
     for e in &r.errors {
-        out.push(format!("ERROR     {}", clean(e)));
+        out.push(format!("ERROR     {}", e.clean()));
     }
     if quiet {
         return out;
