@@ -11,6 +11,7 @@ use crate::error::{Error, exit};
 
 /// Run the command line; returns the exit code.
 pub fn main() -> u8 {
+    harden();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -37,6 +38,13 @@ pub fn main() -> u8 {
         }
         None => code,
     }
+}
+
+/// Before anything is read: a tool or MCP server running as the same user must not read
+/// heartbeat's memory or `/proc/<pid>/environ`, whether or not a secret is configured (the
+/// environment holds the user's other variables, and a config read later may name one).
+fn harden() {
+    crate::sys::set_non_dumpable();
 }
 
 /// Clap's message in heartbeat's form (`heartbeat: invalid value …`, then clap's hint), with
@@ -101,5 +109,14 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
             clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);
             Ok(exit::OK)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn heartbeat_is_non_dumpable_from_its_start() {
+        super::harden();
+        assert_eq!(nix::sys::prctl::get_dumpable().ok(), Some(false));
     }
 }
