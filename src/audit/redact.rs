@@ -28,6 +28,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Map, Value};
 
 use crate::config::{Config, McpTransport};
+use crate::mcp::PASSED_ENV;
 
 /// What a redacted value becomes.
 pub const STARS: &str = "***";
@@ -259,7 +260,9 @@ pub fn take_env(name: &str) -> Option<String> {
 }
 
 /// The variables whose values are secrets: the Telegram token's, and MCP servers' `env` and
-/// `headers_env`.
+/// `headers_env`. Not the variables every server gets anyway (`PATH`, `HOME`, `LANG`, `TZ`),
+/// even when an `env` names them: taken, they would leave every tool without them, and
+/// their values (`/home/me`) would be cut out of every path shown.
 fn secret_vars(cfg: &Config) -> Vec<&str> {
     let mut names: Vec<&str> = cfg
         .telegram
@@ -267,7 +270,13 @@ fn secret_vars(cfg: &Config) -> Vec<&str> {
         .map(|t| t.bot_token_env.as_str())
         .collect();
     for server in cfg.mcp.values() {
-        names.extend(server.env.iter().map(String::as_str));
+        names.extend(
+            server
+                .env
+                .iter()
+                .map(String::as_str)
+                .filter(|name| !PASSED_ENV.contains(name)),
+        );
         if let McpTransport::Http { headers_env, .. } = &server.transport {
             names.extend(headers_env.iter().map(|(_, name)| name.as_str()));
         }

@@ -23,7 +23,7 @@ use crate::audit::Secrets;
 use crate::audit::redact::take_env;
 use crate::config::{Config, McpServerConfig, McpTransport};
 use crate::mcp::{
-    CallOutcome, Catalog, Listing, McpError, Server, ServerSpec, ToolInfo, Transport,
+    CallOutcome, Catalog, Listing, McpError, PASSED_ENV, Server, ServerSpec, ToolInfo, Transport,
 };
 use crate::store::Store;
 use crate::tools::{Outcome, ToolKind, ToolSpec};
@@ -180,9 +180,11 @@ fn spec(name: &str, config: &McpServerConfig, workdir: &Path) -> Result<ServerSp
     Ok(ServerSpec {
         name: name.to_string(),
         transport,
+        // Those every server gets are passed as they are, not taken as secrets.
         env: config
             .env
             .iter()
+            .filter(|var| !PASSED_ENV.contains(&var.as_str()))
             .filter_map(|var| Some((var.clone(), take_env(var)?)))
             .collect(),
         cwd: config.cwd.clone().unwrap_or_else(|| workdir.to_path_buf()),

@@ -557,3 +557,34 @@ fn heartbeat_mcp_answers_are_redacted() {
         assert!(!answer.contains(described), "{answer}");
     }
 }
+
+#[test]
+fn a_variable_every_server_gets_stays_with_the_tools_even_when_env_names_it() {
+    // HOME is passed to every MCP server anyway; naming it in `env` does not make it a
+    // secret: the tools keep it and its value is shown. A real secret beside it is still
+    // kept from the tools and hidden.
+    let secret = "mcp-secret-value-8c1f2e";
+    let md = "## Recurring\n\
+              - [ ] @shell {\"cmd\": \"echo home=$HOME srv=${SRV_TOKEN-unset}\"}\n\
+              - [ ] @srv.env {}\n";
+    let tools = format!(
+        "{}[tools.shell]\napproval = \"auto\"\n",
+        srv_toml(&["HOME", "SRV_TOKEN"])
+    );
+    let (tg, env) = setup(md, &tools);
+    let home = env.path("home").display().to_string();
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("SRV_TOKEN", secret)
+        .output();
+    out.code(0);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 2, "{}", env.audit_text());
+    assert_eq!(ok[0]["output"], format!("home={home} srv=unset\n"));
+    let listed = ok[1]["output"].as_str().unwrap();
+    assert!(listed.contains(&format!("HOME={home}\n")), "{listed}");
+    assert!(listed.contains("SRV_TOKEN=***"), "{listed}");
+    assert_nowhere(secret, &env, &tg, &[&out]);
+}
