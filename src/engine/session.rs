@@ -879,10 +879,8 @@ impl<'a> Session<'a> {
         let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
             return Ok(());
         };
-        // Stored redacted: what runs is always re-read from the file.
-        let shown = self.secrets.map(input);
         let file = task.file.to_string_lossy();
-        let mut text = self.secrets.string(&safe_text(task));
+        let mut text = safe_text(task);
         // Whoever decides sees that an agent wrote this task (SPEC §13): the terminal and
         // `approvals` show the approval's text, the Telegram summary the report's reason.
         let proposed = self
@@ -899,8 +897,9 @@ impl<'a> Session<'a> {
                 line: task.line,
                 section: task.section.as_str(),
                 tool: name,
-                input: &shown,
-                text: &text,
+                // Stored redacted: what runs is always re-read from the file.
+                input: self.secrets.redact_json(Value::Object(input.clone())),
+                text: self.secrets.redact(&text),
             },
             self.now,
         )?;
