@@ -200,7 +200,7 @@ pub struct Decided<'a> {
     pub task_id: &'a str,
     pub by: &'a str,
     pub always: bool,
-    pub reason: Option<&'a str>,
+    pub reason: Option<&'a Redacted>,
 }
 
 /// `approval_expired` / `approval_stale`.

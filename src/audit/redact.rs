@@ -7,14 +7,16 @@
 //! - In every string, the values of secret-looking URL query parameters become `***`, and
 //!   so does every registered secret (the Telegram token, MCP servers' secret values, and
 //!   in a task's outcome the values under its input's secret keys), also inside longer
-//!   strings.
+//!   strings, in every spelling (`spellings`: a header's bare credential, URL-encoded,
+//!   base64, hex). A registered value shorter than [`MIN_SECRET`] is not looked for.
 //! - In every string, so does the value of a secret-looking key written as `KEY=VALUE`, as
 //!   JSON text (`"access_token": "…"`, a key after `{` or `,`) or as an HTTP credential
 //!   (`Bearer …`): tool output and command lines carry secrets in those forms. A key
 //!   followed by `: ` and prose (`Authorization: the variable …`) is left alone. A quoted
 //!   value ends at its closing quote or, when that was cut off, at the end of its line.
 //! - Redaction runs before any text is cut to a limit: a secret that straddles the cut
-//!   would otherwise survive minus its tail.
+//!   would otherwise survive minus its tail. [`crate::text::Redacted`], the text a sink
+//!   takes, is made here ([`Secrets::redact`]) and is the only text that can be cut.
 //! - Redaction is idempotent: `***` holds no secret.
 //! - A secret variable is read from the environment once per process ([`take_env`]): it is
 //!   then removed from heartbeat's environment and its bytes overwritten in the process's
@@ -64,7 +66,7 @@ pub const MIN_SECRET: usize = 6;
 const MIN_SPELLING: usize = 8;
 
 /// The strings this process must never show: the Telegram token, MCP servers' secret values,
-/// and every spelling of each (see [`spellings`]). Cheap to clone; never printed by `Debug`.
+/// and every spelling of each (see `spellings`). Cheap to clone; never printed by `Debug`.
 #[derive(Clone, Default)]
 pub struct Secrets {
     values: Arc<Vec<String>>,

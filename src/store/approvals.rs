@@ -39,7 +39,8 @@ pub struct Decision {
     pub approve: bool,
     /// `cli:<user>` or `telegram:<chat id>`.
     pub by: String,
-    pub reason: Option<String>,
+    /// A person's or an agent's words, redacted like every row.
+    pub reason: Option<Redacted>,
     pub always: bool,
 }
 
@@ -208,7 +209,15 @@ impl Store {
                 )?;
                 let person = d.approve && !d.by.starts_with(super::proposals::AGENT_PREFIX);
                 for &id in ids {
-                    if update.execute(params![id, state, ts, d.by, d.reason, d.always])? == 1 {
+                    if update.execute(params![
+                        id,
+                        state,
+                        ts,
+                        d.by,
+                        d.reason.as_ref().map(Redacted::as_str),
+                        d.always
+                    ])? == 1
+                    {
                         decided.push(id);
                         if person {
                             release.execute(params![id, d.by, ts])?;

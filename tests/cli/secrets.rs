@@ -588,3 +588,26 @@ fn a_variable_every_server_gets_stays_with_the_tools_even_when_env_names_it() {
     assert!(listed.contains("SRV_TOKEN=***"), "{listed}");
     assert_nowhere(secret, &env, &tg, &[&out]);
 }
+
+#[test]
+fn a_denial_reason_is_stored_redacted() {
+    let md = "## Recurring\n- [ ] @echo {\"v\": \"x\"}\n";
+    let (tg, env) = setup(md, ECHO_TOOL);
+    let queued = env.cmd(["run", "--once"]).token().output();
+    queued.code(0);
+    let reason = format!("the bot is {TG_TOKEN}");
+    let denied = env
+        .cmd(["deny", "1", "--reason", &reason])
+        .token()
+        .user("tester")
+        .output();
+    denied.code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("denied"));
+    let listed = env.cmd(["approvals", "--state", "all", "--json"]).token().output();
+    assert!(
+        listed.stdout.contains("the bot is ***"),
+        "{}",
+        listed.stdout
+    );
+    assert_nowhere(TG_TOKEN, &env, &tg, &[&queued, &denied, &listed]);
+}
