@@ -34,8 +34,9 @@ use crate::text::{Redacted, RedactedJson};
 
 pub fn run(ctx: &Ctx) -> Result<u8> {
     // The config is read at every call (a person may edit it while an agent is connected);
-    // a broken one now is a usage error, as for any command.
-    ctx.load_config(&[])?;
+    // a broken one now is a usage error, as for any command. Its secrets are taken now,
+    // before the server's threads start: every answer hides them.
+    Secrets::from_config(&ctx.load_config(&[])?);
     let server = Agents {
         config: ctx.config.clone(),
         state_dir: ctx.state_dir.clone(),

@@ -603,7 +603,10 @@ fn a_denial_reason_is_stored_redacted() {
         .output();
     denied.code(0);
     assert_eq!(env.approval_state(1).as_deref(), Some("denied"));
-    let listed = env.cmd(["approvals", "--state", "all", "--json"]).token().output();
+    let listed = env
+        .cmd(["approvals", "--state", "all", "--json"])
+        .token()
+        .output();
     assert!(
         listed.stdout.contains("the bot is ***"),
         "{}",
