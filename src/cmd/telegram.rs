@@ -49,10 +49,10 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     }
     let mut out = Out::new();
     let mut code = exit::OK;
-    let text = format!(
+    let text = secrets.redact(&format!(
         "<b>heartbeat</b>: test message from {} ✅",
         crate::text::escape(&session::hostname())
-    );
+    ));
     for &chat in &tc.chat_ids {
         // A test of the connection, now: sent directly, not through the outbox.
         let result = tg.send_message(chat, &text, &[], &[]);

@@ -209,14 +209,14 @@ fn edit_with(
     let Some((html, approvals)) = store.button_message(chat_id, message_id)? else {
         return Ok(());
     };
-    let html = format!("{html}\n{}", escape(line));
+    let html = crate::audit::Secrets::taken().redact(&format!("{html}\n{}", escape(line)));
     let rest: Vec<i64> = approvals
         .into_iter()
         .filter(|&a| a != approval_id)
         .collect();
     // An edit that does not go through is cosmetic: the decision stands either way.
     if tg.edit(chat_id, message_id, &html, &rest).is_ok() {
-        store.save_button_message(chat_id, message_id, &html, &rest, now)?;
+        store.save_button_message(chat_id, message_id, html.as_str(), &rest, now)?;
     }
     Ok(())
 }
