@@ -61,14 +61,11 @@ fn print_clap_error(e: &clap::Error) {
         Some(rest) => format!("heartbeat: {rest}"),
         None => text,
     };
+    // An argument echoed back may hold a secret (`--reason 'token=…'`): redacted, then cut.
+    let secrets = crate::audit::Secrets::taken();
     let mut err = std::io::stderr().lock();
     for line in text.lines() {
-        let _ = if line.chars().count() > MAX_LINE {
-            let cut: String = line.chars().take(MAX_LINE).collect();
-            writeln!(err, "{cut}…")
-        } else {
-            writeln!(err, "{line}")
-        };
+        let _ = writeln!(err, "{}", secrets.redact(line).cut_chars(MAX_LINE));
     }
 }
 

@@ -614,3 +614,12 @@ fn a_denial_reason_is_stored_redacted() {
     );
     assert_nowhere(TG_TOKEN, &env, &tg, &[&queued, &denied, &listed]);
 }
+
+#[test]
+fn an_argument_echoed_back_in_a_usage_error_is_redacted() {
+    let env = Env::new("");
+    let out = env.cmd(["deny", "password=hunter2-secret"]).output();
+    out.code(2);
+    assert!(out.stderr.contains("password=***"), "{}", out.stderr);
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+}
