@@ -366,7 +366,8 @@ pub fn pause(d: &mut Decider, until: Option<DateTime<Utc>>, reason: Option<&str>
     let row = PauseRow {
         since: audit::format_ts(d.now),
         until: until.map(audit::format_ts),
-        reason: reason.map(str::to_string),
+        // Stored as every row is: redacted.
+        reason: reason.map(|r| d.audit.secrets().string(r)),
         by: d.by.clone(),
     };
     d.store.set_pause(&row)?;

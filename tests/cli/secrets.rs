@@ -623,3 +623,23 @@ fn an_argument_echoed_back_in_a_usage_error_is_redacted() {
     assert!(out.stderr.contains("password=***"), "{}", out.stderr);
     assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
 }
+
+#[test]
+fn a_pause_reason_is_stored_redacted() {
+    let (tg, env) = setup("## Recurring\n- [ ] @log {\"text\": \"x\"}\n", "");
+    let reason = format!("bot {TG_TOKEN} rotated");
+    let paused = env
+        .cmd(["pause", "--reason", &reason])
+        .token()
+        .user("tester")
+        .output();
+    paused.code(0);
+    let status = env.cmd(["status", "--json"]).token().output();
+    status.code(0);
+    assert!(
+        status.stdout.contains("bot *** rotated"),
+        "{}",
+        status.stdout
+    );
+    assert_nowhere(TG_TOKEN, &env, &tg, &[&paused, &status]);
+}
