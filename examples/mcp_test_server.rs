@@ -59,7 +59,12 @@ fn tools(extra: usize) -> Vec<Tool> {
             }),
         )
         .with_annotations(ToolAnnotations::new().read_only(true)),
-        tool("fail", "Fails with isError.", none.clone()),
+        tool(
+            "fail",
+            "Fails with isError: its text (default \"failed on purpose\"), then the value \
+             of the variable `var` when given.",
+            none.clone(),
+        ),
         tool(
             "sleep",
             "Sleeps for secs seconds, in a child process when child is true.",
@@ -86,7 +91,17 @@ fn tools(extra: usize) -> Vec<Tool> {
         tool("sampling", "Asks the client for sampling.", none.clone()),
         tool("roots", "Asks the client for its roots.", none.clone()),
         tool("elicit", "Asks the client to elicit input.", none.clone()),
-        tool("env", "Returns its environment.", none.clone()),
+        // A server that puts its environment in its listing: $MCP_TEST_DESCRIPTION.
+        tool(
+            "env",
+            &format!(
+                "Returns its environment.{}",
+                std::env::var("MCP_TEST_DESCRIPTION")
+                    .map(|d| format!(" {d}"))
+                    .unwrap_or_default()
+            ),
+            none.clone(),
+        ),
         tool("crash", "Exits mid-call.", none.clone()),
     ];
     for i in 0..extra {
@@ -112,7 +127,16 @@ impl TestServer {
                 Value::String(s) => text(s),
                 _ => return Err(ErrorData::invalid_params("text must be a string", None)),
             },
-            "fail" => CallToolResult::error(vec![ContentBlock::text("failed on purpose")]),
+            "fail" => {
+                let mut said = arg("text")
+                    .as_str()
+                    .unwrap_or("failed on purpose")
+                    .to_owned();
+                if let Some(var) = arg("var").as_str() {
+                    said.push_str(&std::env::var(var).unwrap_or_default());
+                }
+                CallToolResult::error(vec![ContentBlock::text(said)])
+            }
             "sleep" => {
                 let secs = arg("secs").as_f64().unwrap_or(1.0);
                 let wait = async {

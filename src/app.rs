@@ -11,6 +11,7 @@ use crate::error::{Error, exit};
 
 /// Run the command line; returns the exit code.
 pub fn main() -> u8 {
+    harden();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -39,6 +40,13 @@ pub fn main() -> u8 {
     }
 }
 
+/// Before anything is read: a tool or MCP server running as the same user must not read
+/// heartbeat's memory or `/proc/<pid>/environ`, whether or not a secret is configured (the
+/// environment holds the user's other variables, and a config read later may name one).
+fn harden() {
+    crate::sys::set_non_dumpable();
+}
+
 /// Clap's message in heartbeat's form (`heartbeat: invalid value …`, then clap's hint), with
 /// each over-long line cut: a 100 KB "id" is not echoed back whole. Help and `--version`
 /// are printed as clap renders them.
@@ -53,14 +61,11 @@ fn print_clap_error(e: &clap::Error) {
         Some(rest) => format!("heartbeat: {rest}"),
         None => text,
     };
+    // An argument echoed back may hold a secret (`--reason 'token=…'`): redacted, then cut.
+    let secrets = crate::audit::Secrets::taken();
     let mut err = std::io::stderr().lock();
     for line in text.lines() {
-        let _ = if line.chars().count() > MAX_LINE {
-            let cut: String = line.chars().take(MAX_LINE).collect();
-            writeln!(err, "{cut}…")
-        } else {
-            writeln!(err, "{line}")
-        };
+        let _ = writeln!(err, "{}", secrets.redact(line).cut_chars(MAX_LINE));
     }
 }
 
@@ -101,5 +106,14 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
             clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);
             Ok(exit::OK)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn heartbeat_is_non_dumpable_from_its_start() {
+        super::harden();
+        assert_eq!(nix::sys::prctl::get_dumpable().ok(), Some(false));
     }
 }

@@ -7,11 +7,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::audit;
+use crate::audit::{self, Secrets};
 use crate::error::exit;
 use crate::model::{Body, Task};
+use crate::text::Redacted;
 
-/// What happened to one task (the `tasks` of `run --once --json`).
+/// What happened to one task (the `tasks` of `run --once --json`). Its texts are redacted:
+/// they are shown on stdout and in messages, cut to a line.
 #[derive(Clone, Debug)]
 pub struct TaskReport {
     pub task_id: String,
@@ -19,28 +21,33 @@ pub struct TaskReport {
     pub line: usize,
     /// Where an invalid task's error is.
     pub column: Option<usize>,
-    pub text: String,
+    pub text: Redacted,
     pub tool: Option<String>,
     /// succeeded, failed, queued, skipped, invalid, reminded, stale (would_run and would_queue in dry runs).
     pub outcome: &'static str,
-    pub reason: Option<String>,
+    pub reason: Option<Redacted>,
     pub approval_id: Option<i64>,
     pub exit_code: Option<i32>,
-    pub output: Option<String>,
-    pub summary: Option<String>,
+    pub output: Option<Redacted>,
+    pub summary: Option<Redacted>,
     pub duration_ms: Option<u64>,
     /// Failures in a row, when this run tripped the task's breaker.
     pub tripped: Option<u32>,
 }
 
 impl TaskReport {
-    pub fn new(task: &Task, tool: Option<&str>, outcome: &'static str) -> TaskReport {
+    pub fn new(
+        task: &Task,
+        tool: Option<&str>,
+        outcome: &'static str,
+        secrets: &Secrets,
+    ) -> TaskReport {
         TaskReport {
             task_id: task.id.clone(),
             file: task.file.clone(),
             line: task.line,
             column: None,
-            text: safe_text(task),
+            text: secrets.redact(&safe_text(task)),
             tool: tool.map(str::to_string),
             outcome,
             reason: None,
@@ -90,10 +97,10 @@ pub struct Report {
     pub skipped: Option<&'static str>,
     pub tasks: Vec<TaskReport>,
     /// Problems that are not a task's (a tick that could not be written).
-    pub errors: Vec<String>,
+    pub errors: Vec<Redacted>,
     /// What agents did since the last run (pause, resume, deny through `heartbeat mcp`),
     /// one line each, printed once.
-    pub agent_actions: Vec<String>,
+    pub agent_actions: Vec<Redacted>,
 }
 
 impl Report {

@@ -1,8 +1,204 @@
-//! Text for people: untrusted text made safe for a terminal, one-line summaries, HTML
-//! escaping. Pure functions over strings.
+//! Text for people and for every sink: [`Redacted`] text, untrusted text made safe for a
+//! terminal, HTML escaping.
 //!
-//! Invariants: `clean` output holds no control characters; `first_line` output holds at most
-//! its limit of characters plus an ellipsis; `escape` output is safe inside Telegram HTML.
+//! Invariants:
+//! - [`Redacted`] text is made only by the one redaction step ([`Secrets::redact`], or
+//!   [`Secrets::redact_json`] for a JSON value): its field is private to this module, and
+//!   the only other way in is heartbeat's own words (`&'static str`). Every sink (the audit
+//!   log's free text, outcome rows, stdout renderings of outcomes, channel messages,
+//!   `heartbeat mcp` answers, the MCP tool cache) takes it.
+//! - Cutting a text to a length exists only on [`Redacted`] ([`Redacted::first_line`],
+//!   [`Redacted::truncate`]): a text is redacted before it is cut, so that a secret that
+//!   straddles the cut is never shown minus its tail.
+//! - `clean` output holds no control characters; `first_line` output holds at most its limit
+//!   of characters plus an ellipsis; `escape` output is safe inside Telegram HTML.
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+
+use crate::audit::Secrets;
+
+/// Text that went through redaction: the only text a sink takes.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Redacted(String);
+
+/// A JSON value that went through redaction (secret keys at any depth, every string).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RedactedJson(Value);
+
+impl Secrets {
+    /// `text` through the one redaction step.
+    pub fn redact(&self, text: &str) -> Redacted {
+        Redacted(self.string(text))
+    }
+
+    /// `value` through the one redaction step.
+    pub fn redact_json(&self, mut value: Value) -> RedactedJson {
+        self.value(&mut value);
+        RedactedJson(value)
+    }
+
+    /// Every string of `value` through the one redaction step, its keys' values kept: for a
+    /// JSON Schema, whose property named `token` describes a value and holds none.
+    pub fn redact_strings(&self, mut value: Value) -> RedactedJson {
+        fn walk(secrets: &Secrets, v: &mut Value) {
+            match v {
+                Value::String(s) => {
+                    if let std::borrow::Cow::Owned(o) = secrets.text(s) {
+                        *s = o;
+                    }
+                }
+                Value::Array(items) => items.iter_mut().for_each(|v| walk(secrets, v)),
+                Value::Object(m) => m.values_mut().for_each(|v| walk(secrets, v)),
+                _ => {}
+            }
+        }
+        walk(self, &mut value);
+        RedactedJson(value)
+    }
+}
+
+impl Redacted {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The first non-blank line, cleaned ([`clean`]) and cut to `max_chars` characters.
+    pub fn first_line(&self, max_chars: usize) -> Redacted {
+        let line = self
+            .0
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .trim();
+        let line = clean(line);
+        if line.chars().count() > max_chars {
+            let cut: String = line.chars().take(max_chars).collect();
+            Redacted(format!("{cut}…"))
+        } else {
+            Redacted(line)
+        }
+    }
+
+    /// The first `max_chars` characters, with an ellipsis when there were more.
+    pub fn cut_chars(&self, max_chars: usize) -> Redacted {
+        match self.0.char_indices().nth(max_chars) {
+            Some((end, _)) => Redacted(format!("{}…", &self.0[..end])),
+            None => self.clone(),
+        }
+    }
+
+    /// Cut to at most `limit` bytes on a character boundary, with a note of how much was
+    /// left out: what was cut here plus `dropped`, bytes the producer never kept.
+    pub fn truncate(&self, limit: usize, dropped: u64) -> Redacted {
+        let text = &self.0;
+        if text.len() <= limit && dropped == 0 {
+            return self.clone();
+        }
+        let mut end = limit.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let left_out = (text.len() - end) as u64 + dropped;
+        Redacted(format!("{}… [{left_out} more bytes]", &text[..end]))
+    }
+
+    /// Without `prefix`, when it starts with it.
+    pub fn strip_prefix(&self, prefix: &str) -> Redacted {
+        match self.0.strip_prefix(prefix) {
+            Some(rest) => Redacted(rest.to_string()),
+            None => self.clone(),
+        }
+    }
+
+    /// Safe for a terminal ([`clean`]).
+    pub fn clean(&self) -> Redacted {
+        Redacted(clean(&self.0))
+    }
+
+    /// Escaped for Telegram's HTML parse mode ([`escape`]).
+    pub fn escape(&self) -> Redacted {
+        Redacted(escape(&self.0))
+    }
+}
+
+/// heartbeat's own words hold no secret.
+impl From<&'static str> for Redacted {
+    fn from(text: &'static str) -> Redacted {
+        Redacted(text.to_string())
+    }
+}
+
+impl fmt::Display for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl Serialize for Redacted {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl RedactedJson {
+    pub fn as_value(&self) -> &Value {
+        &self.0
+    }
+
+    pub fn into_value(self) -> Value {
+        self.0
+    }
+
+    /// Every string longer than `limit` bytes cut ([`Redacted::truncate`]).
+    pub fn cut_strings(self, limit: usize) -> RedactedJson {
+        fn cut(v: &mut Value, limit: usize) {
+            match v {
+                Value::String(s) if s.len() > limit => {
+                    *s = Redacted(std::mem::take(s)).truncate(limit, 0).0;
+                }
+                Value::Array(items) => items.iter_mut().for_each(|v| cut(v, limit)),
+                Value::Object(m) => m.values_mut().for_each(|v| cut(v, limit)),
+                _ => {}
+            }
+        }
+        let mut value = self.0;
+        cut(&mut value, limit);
+        RedactedJson(value)
+    }
+
+    /// As JSON text, pretty-printed.
+    pub fn to_pretty(&self) -> Redacted {
+        Redacted(serde_json::to_string_pretty(&self.0).unwrap_or_else(|_| "null".into()))
+    }
+
+    /// As compact JSON text.
+    pub fn to_text(&self) -> Redacted {
+        Redacted(serde_json::to_string(&self.0).unwrap_or_else(|_| "null".into()))
+    }
+}
+
+impl Serialize for RedactedJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
 
 /// Untrusted text made safe for a terminal: control characters are escaped, lines joined.
 pub fn clean(text: &str) -> String {
@@ -15,22 +211,6 @@ pub fn clean(text: &str) -> String {
         }
     }
     out
-}
-
-/// The first non-blank line of a text, cleaned and cut to `max_chars` for one-line summaries.
-pub fn first_line(text: &str, max_chars: usize) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
-    let line = clean(line);
-    if line.chars().count() > max_chars {
-        let cut: String = line.chars().take(max_chars).collect();
-        format!("{cut}…")
-    } else {
-        line
-    }
 }
 
 /// Escape text for Telegram's HTML parse mode.
@@ -52,6 +232,10 @@ pub fn escape(text: &str) -> String {
 mod tests {
     use super::*;
 
+    fn plain(text: &str) -> Redacted {
+        Secrets::default().redact(text)
+    }
+
     #[test]
     fn clean_escapes_control_characters_and_joins_lines() {
         assert_eq!(clean("a\nb\tc\u{1b}[31m"), "a b c\\u{1b}[31m");
@@ -59,9 +243,38 @@ mod tests {
 
     #[test]
     fn first_line_skips_blank_lines_and_cuts_at_characters() {
-        assert_eq!(first_line("\n  \n héllo wörld \nnext", 5), "héllo…");
-        assert_eq!(first_line("short", 80), "short");
-        assert_eq!(first_line("", 80), "");
+        assert_eq!(
+            plain("\n  \n héllo wörld \nnext").first_line(5).as_str(),
+            "héllo…"
+        );
+        assert_eq!(plain("short").first_line(80).as_str(), "short");
+        assert_eq!(plain("").first_line(80).as_str(), "");
+    }
+
+    #[test]
+    fn a_secret_is_redacted_before_it_is_cut() {
+        // Cut first, the token would lose only its tail and show the rest.
+        let s = Secrets::new(["tok-0123456789abcdef".to_string()]);
+        let text = "the tool said: tok-0123456789abcdef and more";
+        assert_eq!(
+            s.redact(text).first_line(24).as_str(),
+            "the tool said: *** and m…"
+        );
+        assert_eq!(
+            s.redact(text).truncate(20, 0).as_str(),
+            "the tool said: *** a… [7 more bytes]"
+        );
+    }
+
+    #[test]
+    fn truncate_keeps_char_boundaries() {
+        let t = |s: &str, limit, dropped| plain(s).truncate(limit, dropped).into_string();
+        assert_eq!(t("abc", 3, 0), "abc");
+        assert_eq!(t("aé", 2, 0), "a… [2 more bytes]");
+        assert_eq!(t("abcdef", 4, 0), "abcd… [2 more bytes]");
+        // Bytes the producer dropped count too.
+        assert_eq!(t("abcdef", 4, 10), "abcd… [12 more bytes]");
+        assert_eq!(t("abc", 4, 10), "abc… [10 more bytes]");
     }
 
     #[test]

@@ -9,11 +9,15 @@
 //! - Keys the SPEC does not list (`holder_pid`, a task's `summary` and `stderr`, …) come after
 //!   the SPEC's keys, as typed fields too.
 //! - Values are borrowed: an event is built where it happens and written at once.
+//! - Free text (a tool's output and errors, a task's text, an error message) is
+//!   [`Redacted`]: it went through the redaction step before anything cut it.
 
 use std::path::Path;
 
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
+
+use crate::text::Redacted;
 
 /// One audit event. See SPEC §7 for what each means.
 #[derive(Debug, Serialize)]
@@ -59,7 +63,7 @@ pub enum Event<'a> {
         file: &'a Path,
         line: usize,
         column: usize,
-        error: &'a str,
+        error: &'a Redacted,
         task_id: &'a str,
         tool: Option<&'a str>,
     },
@@ -71,7 +75,7 @@ pub enum Event<'a> {
         #[serde(serialize_with = "path")]
         file: &'a Path,
         line: usize,
-        text: &'a str,
+        text: &'a Redacted,
     },
     /// An agent appended a task through `heartbeat mcp` (SPEC §13).
     TaskProposed {
@@ -80,7 +84,7 @@ pub enum Event<'a> {
         file: &'a Path,
         line: usize,
         section: &'a str,
-        text: &'a str,
+        text: &'a Redacted,
         by: &'a str,
     },
     /// `propose_task` wrote nothing: `reason` is a fixed word (secret, character, markup,
@@ -176,15 +180,15 @@ pub struct TaskRun<'a> {
     pub input: Input<'a>,
     pub exit_code: Option<i32>,
     pub duration_ms: Option<u64>,
-    pub output: Option<&'a str>,
-    pub error: Option<&'a str>,
+    pub output: Option<&'a Redacted>,
+    pub error: Option<&'a Redacted>,
     pub cost_usd: Option<f64>,
     pub approval_id: Option<i64>,
     /// What the tool said about itself in one line (`summary` in its JSON output).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub summary: Option<&'a str>,
+    pub summary: Option<&'a Redacted>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stderr: Option<&'a str>,
+    pub stderr: Option<&'a Redacted>,
 }
 
 /// `task_marked_done` / `task_mark_skipped`.
@@ -205,7 +209,7 @@ pub struct Decided<'a> {
     pub task_id: &'a str,
     pub by: &'a str,
     pub always: bool,
-    pub reason: Option<&'a str>,
+    pub reason: Option<&'a Redacted>,
 }
 
 /// `approval_expired` / `approval_stale`.
@@ -226,7 +230,7 @@ pub struct Notified<'a> {
     pub channel: &'static str,
     pub chat_id: i64,
     pub kind: &'a str,
-    pub error: Option<&'a str>,
+    pub error: Option<&'a Redacted>,
     pub queued: bool,
 }
 
@@ -253,7 +257,7 @@ pub struct Pause<'a> {
 #[derive(Debug, Serialize)]
 pub struct Daemon<'a> {
     pub signal: Option<&'a str>,
-    pub error: Option<&'a str>,
+    pub error: Option<&'a Redacted>,
     /// `daemon_started` only: which process, which build.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
@@ -262,7 +266,7 @@ pub struct Daemon<'a> {
 }
 
 impl<'a> Daemon<'a> {
-    pub fn new(signal: Option<&'a str>, error: Option<&'a str>) -> Daemon<'a> {
+    pub fn new(signal: Option<&'a str>, error: Option<&'a Redacted>) -> Daemon<'a> {
         Daemon {
             signal,
             error,

@@ -28,6 +28,8 @@ use serde_json::Value;
 pub use event::Event;
 pub use redact::{Secrets, has_secret_keys};
 
+use crate::text::RedactedJson;
+
 /// The most bytes of a tool's output (or any other free text) kept in one audit line.
 pub const TEXT_LIMIT: usize = 4096;
 
@@ -190,8 +192,8 @@ impl AuditLog {
             event,
         };
         // Serialising our own types into a Value cannot fail: no map has non-string keys.
-        let mut value = serde_json::to_value(&line).unwrap_or(Value::Null);
-        self.secrets.value(&mut value);
+        let value = serde_json::to_value(&line).unwrap_or(Value::Null);
+        let value = self.secrets.redact_json(value);
         let mut bytes = serde_json::to_vec(&value).unwrap_or_default();
         if bytes.len() > LINE_LIMIT {
             bytes = cap(value);
@@ -208,22 +210,15 @@ impl AuditLog {
 
 /// A line over [`LINE_LIMIT`], made to fit: long strings are cut (after redaction), and if
 /// that is not enough, only the scalar fields of the line are kept.
-fn cap(mut value: Value) -> Vec<u8> {
-    fn cut_strings(v: &mut Value, limit: usize) {
-        match v {
-            Value::String(s) if s.len() > limit => *s = truncate(s, limit, 0),
-            Value::Array(items) => items.iter_mut().for_each(|v| cut_strings(v, limit)),
-            Value::Object(m) => m.values_mut().for_each(|v| cut_strings(v, limit)),
-            _ => {}
-        }
-    }
+fn cap(mut value: RedactedJson) -> Vec<u8> {
     for limit in [TEXT_LIMIT, 256] {
-        cut_strings(&mut value, limit);
+        value = value.cut_strings(limit);
         let bytes = serde_json::to_vec(&value).unwrap_or_default();
         if bytes.len() <= LINE_LIMIT {
             return bytes;
         }
     }
+    let mut value = value.into_value();
     if let Value::Object(m) = &mut value {
         for v in m.values_mut() {
             if v.is_array() || v.is_object() {
@@ -247,24 +242,11 @@ pub fn format_ts(ts: DateTime<Utc>) -> String {
     ts.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// `text` cut to at most `limit` bytes on a character boundary, with a note of how much
-/// was left out: what was cut here plus `dropped`, bytes the producer never kept.
-pub fn truncate(text: &str, limit: usize, dropped: u64) -> String {
-    if text.len() <= limit && dropped == 0 {
-        return text.to_string();
-    }
-    let mut end = limit.min(text.len());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let left_out = (text.len() - end) as u64 + dropped;
-    format!("{}… [{left_out} more bytes]", &text[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::event::{Mark, TaskRun};
     use super::*;
+    use crate::text::Redacted;
     use serde_json::{Map, json};
 
     fn ts() -> DateTime<Utc> {
@@ -333,6 +315,7 @@ mod tests {
             "{\"ts\":\"2026-03-29T01:00:00.000Z\",\"event\":\"run_started\",\"run_id\":\"r1\",\"mode\":\"once\",\"files\":[\"/x/HEARTBEAT.md\"],\"autonomy\":\"cautious\",\"host\":\"h\",\"pid\":7,\"version\":\"0.1.0\"}\n"
         );
         let input = Map::new();
+        let (o, empty) = (Redacted::from("o"), Redacted::from(""));
         let run = |run_id| TaskRun {
             run_id,
             task_id: "abc",
@@ -343,12 +326,12 @@ mod tests {
             input: (&input).into(),
             exit_code: None,
             duration_ms: Some(5),
-            output: Some("o"),
+            output: Some(&o),
             error: None,
             cost_usd: None,
             approval_id: None,
             summary: None,
-            stderr: Some(""),
+            stderr: Some(&empty),
         };
         let mark = Mark {
             run_id: "r1",
@@ -502,7 +485,7 @@ mod tests {
         let path = dir.path().join("a.jsonl");
         let mut a = AuditLog::open(&path, Secrets::default()).unwrap();
         let mut b = AuditLog::open(&path, Secrets::default()).unwrap();
-        let big = "x".repeat(30_000);
+        let big = Secrets::default().redact(&"x".repeat(30_000));
         for i in 0..20 {
             let log = if i % 2 == 0 { &mut a } else { &mut b };
             let event = Event::TaskReminded {
@@ -539,15 +522,5 @@ mod tests {
         // A file that ends properly gets nothing extra.
         drop(AuditLog::open(&path, Secrets::default()).unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
-    }
-
-    #[test]
-    fn truncate_keeps_char_boundaries() {
-        assert_eq!(truncate("abc", 3, 0), "abc");
-        assert_eq!(truncate("aé", 2, 0), "a… [2 more bytes]");
-        assert_eq!(truncate("abcdef", 4, 0), "abcd… [2 more bytes]");
-        // Bytes the producer dropped count too.
-        assert_eq!(truncate("abcdef", 4, 10), "abcd… [12 more bytes]");
-        assert_eq!(truncate("abc", 4, 10), "abc… [10 more bytes]");
     }
 }

@@ -7,14 +7,16 @@
 //! - In every string, the values of secret-looking URL query parameters become `***`, and
 //!   so does every registered secret (the Telegram token, MCP servers' secret values, and
 //!   in a task's outcome the values under its input's secret keys), also inside longer
-//!   strings.
+//!   strings, in every spelling (`spellings`: a header's bare credential, URL-encoded,
+//!   base64, hex). A registered value shorter than [`MIN_SECRET`] is not looked for.
 //! - In every string, so does the value of a secret-looking key written as `KEY=VALUE`, as
 //!   JSON text (`"access_token": "…"`, a key after `{` or `,`) or as an HTTP credential
 //!   (`Bearer …`): tool output and command lines carry secrets in those forms. A key
 //!   followed by `: ` and prose (`Authorization: the variable …`) is left alone. A quoted
 //!   value ends at its closing quote or, when that was cut off, at the end of its line.
 //! - Redaction runs before any text is cut to a limit: a secret that straddles the cut
-//!   would otherwise survive minus its tail.
+//!   would otherwise survive minus its tail. [`crate::text::Redacted`], the text a sink
+//!   takes, is made here ([`Secrets::redact`]) and is the only text that can be cut.
 //! - Redaction is idempotent: `***` holds no secret.
 //! - A secret variable is read from the environment once per process ([`take_env`]): it is
 //!   then removed from heartbeat's environment and its bytes overwritten in the process's
@@ -28,6 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Map, Value};
 
 use crate::config::{Config, McpTransport};
+use crate::mcp::PASSED_ENV;
 
 /// What a redacted value becomes.
 pub const STARS: &str = "***";
@@ -54,8 +57,16 @@ const MIN_INPUT_SECRET: usize = 4;
 /// URL query parameters that are secret besides those with a secret-looking name.
 const SECRET_PARAMS: [&str; 4] = ["key", "sig", "signature", "accesstoken"];
 
-/// The strings this process must never show: the Telegram token (and, later, the secret
-/// environment values of MCP servers). Cheap to clone; never printed by `Debug`.
+/// The shortest registered secret that is replaced inside other text: a shorter value
+/// (`DEBUG=1`) would cut ordinary words and digits out of every line. It is still removed
+/// from inputs and environments by its key, and `check` warns about it ([`short_secrets`]).
+pub const MIN_SECRET: usize = 6;
+
+/// The shortest derived spelling of a secret (a piece of a longer base64 text) replaced.
+const MIN_SPELLING: usize = 8;
+
+/// The strings this process must never show: the Telegram token, MCP servers' secret values,
+/// and every spelling of each (see `spellings`). Cheap to clone; never printed by `Debug`.
 #[derive(Clone, Default)]
 pub struct Secrets {
     values: Arc<Vec<String>>,
@@ -63,22 +74,46 @@ pub struct Secrets {
 
 impl fmt::Debug for Secrets {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Secrets({} registered)", self.values.len())
+        write!(f, "Secrets({} spellings)", self.values.len())
     }
 }
 
-/// Secret variables this process took out of its environment: (name, value).
-static TAKEN: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+/// Secret variables this process took out of its environment, and the [`Secrets`] they
+/// make (built once, not at every line printed).
+struct Taken {
+    vars: Vec<(String, String)>,
+    secrets: Option<Secrets>,
+}
+
+static TAKEN: Mutex<Taken> = Mutex::new(Taken {
+    vars: Vec::new(),
+    secrets: None,
+});
 
 impl Secrets {
-    /// These strings (empty ones are ignored: they would match everywhere).
+    /// These registered secrets, each in every spelling; values shorter than
+    /// [`MIN_SECRET`] characters are left out (see there).
     pub fn new(values: impl IntoIterator<Item = String>) -> Secrets {
-        let mut values: Vec<String> = values.into_iter().filter(|v| !v.is_empty()).collect();
+        Secrets::of(
+            values
+                .into_iter()
+                .filter(|v| v.chars().count() >= MIN_SECRET),
+        )
+    }
+
+    /// These values, each in every spelling (empty ones are ignored: they would match
+    /// everywhere).
+    fn of(values: impl IntoIterator<Item = String>) -> Secrets {
+        let mut all = Vec::new();
+        for v in values {
+            spellings(&v, &mut all);
+        }
+        all.retain(|v| !v.is_empty() && v != STARS);
         // Longest first, so that a secret containing another is replaced whole.
-        values.sort_by_key(|v| std::cmp::Reverse(v.len()));
-        values.dedup();
+        all.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        all.dedup();
         Secrets {
-            values: Arc::new(values),
+            values: Arc::new(all),
         }
     }
 
@@ -86,19 +121,8 @@ impl Secrets {
     /// environment (see [`take_env`]), with every secret this process took before (a
     /// daemon whose reloaded config names another variable still hides the old token).
     pub fn from_config(cfg: &Config) -> Secrets {
-        if let Some(tc) = &cfg.telegram {
-            take_env(&tc.bot_token_env);
-        }
-        // MCP servers' variables (SPEC §12): `env` and `headers_env` values are secrets.
-        for server in cfg.mcp.values() {
-            for name in &server.env {
-                take_env(name);
-            }
-            if let McpTransport::Http { headers_env, .. } = &server.transport {
-                for (_, name) in headers_env {
-                    take_env(name);
-                }
-            }
+        for name in secret_vars(cfg) {
+            take_env(name);
         }
         Secrets::taken()
     }
@@ -139,14 +163,23 @@ impl Secrets {
         if found.is_empty() {
             return self.clone();
         }
-        Secrets::new(self.values.iter().cloned().chain(found))
+        let mut values = self.values.to_vec();
+        values.extend(Secrets::of(found).values.iter().cloned());
+        values.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+        values.dedup();
+        Secrets {
+            values: Arc::new(values),
+        }
     }
 
     /// Every secret this process took from its environment so far. Used for its standard
     /// output and error, which are the process's own, whatever the command.
     pub fn taken() -> Secrets {
-        let taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
-        Secrets::new(taken.iter().map(|(_, v)| v.clone()))
+        let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
+        let Taken { vars, secrets } = &mut *taken;
+        secrets
+            .get_or_insert_with(|| Secrets::new(vars.iter().map(|(_, v)| v.clone())))
+            .clone()
     }
 
     /// `s` with registered secrets, the secrets of URLs and the values of secret keys in
@@ -216,15 +249,178 @@ impl Secrets {
 /// becomes non-dumpable. Later calls return the value remembered.
 pub fn take_env(name: &str) -> Option<String> {
     let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, v)) = taken.iter().find(|(n, _)| n == name) {
+    if let Some((_, v)) = taken.vars.iter().find(|(n, _)| n == name) {
         return Some(v.clone()).filter(|v| !v.is_empty());
     }
     let raw = std::env::var_os(name)?;
     crate::sys::forget_env(name);
     crate::sys::set_non_dumpable();
     let value = raw.to_string_lossy().trim().to_string();
-    taken.push((name.to_string(), value.clone()));
+    taken.vars.push((name.to_string(), value.clone()));
+    taken.secrets = None;
     Some(value).filter(|v| !v.is_empty())
+}
+
+/// The variables whose values are secrets: the Telegram token's, and MCP servers' `env` and
+/// `headers_env`. Not the variables every server gets anyway (`PATH`, `HOME`, `LANG`, `TZ`),
+/// even when an `env` names them: taken, they would leave every tool without them, and
+/// their values (`/home/me`) would be cut out of every path shown.
+fn secret_vars(cfg: &Config) -> Vec<&str> {
+    let mut names: Vec<&str> = cfg
+        .telegram
+        .iter()
+        .map(|t| t.bot_token_env.as_str())
+        .collect();
+    for server in cfg.mcp.values() {
+        names.extend(
+            server
+                .env
+                .iter()
+                .map(String::as_str)
+                .filter(|name| !PASSED_ENV.contains(name)),
+        );
+        if let McpTransport::Http { headers_env, .. } = &server.transport {
+            names.extend(headers_env.iter().map(|(_, name)| name.as_str()));
+        }
+    }
+    names
+}
+
+/// The config's secret variables whose value is too short to be replaced inside other text
+/// ([`MIN_SECRET`]), for `check` to warn about. Takes them ([`take_env`]).
+pub fn short_secrets(cfg: &Config) -> Vec<String> {
+    let mut short: Vec<String> = secret_vars(cfg)
+        .into_iter()
+        .filter(|name| take_env(name).is_some_and(|v| v.chars().count() < MIN_SECRET))
+        .map(str::to_string)
+        .collect();
+    short.sort();
+    short.dedup();
+    short
+}
+
+/// Push to `out` every spelling of the secret `value` that may reach a sink: itself; the
+/// credential of an HTTP header value (`Bearer X`, `Basic X`, and for Basic the decoded
+/// `user:password` and the password); and each of these URL-encoded, base64 (standard and
+/// URL-safe, padded or not, also the part of a longer base64 text that encodes it) and hex
+/// (lower and upper case).
+fn spellings(value: &str, out: &mut Vec<String>) {
+    let mut plain = vec![value.to_string()];
+    if let Some((scheme, credential)) = value.trim().split_once(' ') {
+        let credential = credential.trim();
+        if scheme.eq_ignore_ascii_case("bearer") && credential.chars().count() >= MIN_SECRET {
+            plain.push(credential.to_string());
+        }
+        if scheme.eq_ignore_ascii_case("basic") {
+            plain.push(credential.to_string());
+            if let Some(pair) = base64_decode(credential).and_then(|b| String::from_utf8(b).ok()) {
+                if let Some((_, password)) = pair.split_once(':')
+                    && password.chars().count() >= MIN_SECRET
+                {
+                    plain.push(password.to_string());
+                }
+                plain.push(pair);
+            }
+        }
+    }
+    for v in plain {
+        let bytes = v.as_bytes();
+        out.push(url_encode(&v, HEX_UPPER));
+        out.push(url_encode(&v, HEX_LOWER));
+        out.push(hex(bytes, HEX_LOWER));
+        out.push(hex(bytes, HEX_UPPER));
+        for alphabet in [BASE64, BASE64_URL] {
+            let whole = base64(bytes, alphabet);
+            out.push(whole.clone());
+            out.push(whole.trim_end_matches('=').to_string());
+            // Inside a longer base64 text the secret starts at any of three offsets: the
+            // characters that encode only its bytes are the same whatever surrounds it.
+            for offset in 0..3 {
+                let mut shifted = vec![0u8; offset];
+                shifted.extend_from_slice(bytes);
+                let encoded = base64(&shifted, alphabet);
+                let first = [0, 2, 3][offset];
+                let last = shifted.len() / 3 * 4;
+                if last >= first + MIN_SPELLING {
+                    out.push(encoded[first..last].to_string());
+                }
+            }
+        }
+        out.push(v);
+    }
+}
+
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
+const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
+const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+const BASE64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+fn hex(bytes: &[u8], digits: &[u8; 16]) -> String {
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(digits[usize::from(b >> 4)] as char);
+        out.push(digits[usize::from(b & 15)] as char);
+    }
+    out
+}
+
+/// Percent-encoding of every byte but the unreserved ones (RFC 3986).
+fn url_encode(s: &str, digits: &[u8; 16]) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push('%');
+            out.push(digits[usize::from(b >> 4)] as char);
+            out.push(digits[usize::from(b & 15)] as char);
+        }
+    }
+    out
+}
+
+/// Base64 with padding.
+fn base64(bytes: &[u8], alphabet: &[u8; 64]) -> String {
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(alphabet[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Standard or URL-safe base64, padded or not; None when it is not base64.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim_end_matches('=');
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in text.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = acc << 6 | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    Some(out)
 }
 
 /// A key name without case, `-` or `_`.
@@ -739,6 +935,77 @@ mod tests {
         assert_eq!(s.text("a 123:ABC-longer b 123:ABC c"), "a *** b *** c");
         assert_eq!(s.text("nothing"), "nothing");
         assert!(matches!(s.text("nothing"), Cow::Borrowed(_)));
-        assert_eq!(format!("{s:?}"), "Secrets(2 registered)");
+        assert!(!format!("{s:?}").contains("123"));
+    }
+
+    #[test]
+    fn a_secret_is_found_in_every_spelling() {
+        let secret = "s3cr3t/Tok+en=42";
+        let s = Secrets::new([secret.to_string()]);
+        let bytes = secret.as_bytes();
+        let mut spelled = vec![
+            // URL-encoded (upper and lower case escapes), hex.
+            "s3cr3t%2FTok%2Ben%3D42".to_string(),
+            "s3cr3t%2fTok%2ben%3d42".to_string(),
+            hex(bytes, HEX_LOWER),
+            hex(bytes, HEX_UPPER),
+        ];
+        for alphabet in [BASE64, BASE64_URL] {
+            let whole = base64(bytes, alphabet);
+            spelled.push(whole.trim_end_matches('=').to_string());
+            spelled.push(whole);
+        }
+        // As the reference tools spell them.
+        assert!(spelled.contains(&"czNjcjN0L1Rvaytlbj00Mg==".to_string()));
+        assert!(spelled.contains(&"czNjcjN0L1Rvaytlbj00Mg".to_string()));
+        assert!(spelled.contains(&"7333637233742f546f6b2b656e3d3432".to_string()));
+        for form in &spelled {
+            assert_eq!(
+                s.text(&format!("got <{form}> back")),
+                "got <***> back",
+                "{form}"
+            );
+        }
+        // Inside a longer base64 text, at any offset: nothing of it is left readable.
+        for prefix in ["", "a", "ab", "abc"] {
+            let text = base64(format!("{prefix}{secret}!").as_bytes(), BASE64);
+            let shown = s.text(&text);
+            assert!(shown.contains(STARS), "{prefix:?}: {text} -> {shown}");
+            let decodable: String = shown.split(STARS).collect();
+            assert!(decodable.len() < text.len() - 16, "{text} -> {shown}");
+        }
+    }
+
+    #[test]
+    fn the_credential_of_a_header_value_is_a_secret_of_its_own() {
+        let s = Secrets::new(["Bearer sk-live-0123456789".to_string()]);
+        assert_eq!(s.text("token=sk-live-0123456789"), "token=***");
+        assert_eq!(s.text("x sk-live-0123456789 y"), "x *** y");
+        // Basic: the encoded pair, the pair decoded, and the password alone.
+        let pair = "me:pa55-word-9";
+        let encoded = base64(pair.as_bytes(), BASE64);
+        let s = Secrets::new([format!("Basic {encoded}")]);
+        assert_eq!(s.text(&format!("auth {encoded}")), "auth ***");
+        assert_eq!(s.text("login me:pa55-word-9"), "login ***");
+        assert_eq!(s.text("password is pa55-word-9."), "password is ***.");
+        assert_eq!(
+            s.text(&format!("u={}", url_encode("pa55-word-9", HEX_UPPER))),
+            "u=***"
+        );
+    }
+
+    #[test]
+    fn a_short_registered_secret_is_not_replaced_inside_other_text() {
+        let s = Secrets::new(["1".to_string(), "abcde".to_string()]);
+        let line = r#"{"ts":"2026-11-23T10:00:00.000Z","event":"run_finished","succeeded":1}"#;
+        assert_eq!(s.text(line), line);
+        assert_eq!(s.text("abcde"), "abcde");
+        // Six characters are enough.
+        let s = Secrets::new(["abcdef".to_string()]);
+        assert_eq!(s.text("xabcdefx"), "x***x");
+        // A task input's own secret values keep their lower bound.
+        let input = json!({"password": "pw-9"});
+        let s = Secrets::default().with_input(input.as_object().unwrap());
+        assert_eq!(s.text("it was pw-9"), "it was ***");
     }
 }

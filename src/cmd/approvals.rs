@@ -3,11 +3,11 @@
 use serde_json::{Value, json};
 
 use super::{Ctx, Out};
+use crate::audit::Secrets;
 use crate::cli::ApprovalsArgs;
 use crate::config::Config;
 use crate::error::{Result, exit};
 use crate::store::{ApprovalRow, Store};
-use crate::text::{clean, first_line};
 
 /// `approvals --json` of these rows (also the `approvals` tool of `heartbeat mcp`).
 pub(super) fn json(rows: &[ApprovalRow]) -> Value {
@@ -62,7 +62,7 @@ pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
             r.tool,
             r.file,
             r.line,
-            clean(&first_line(&r.input.to_string(), 80)),
+            Secrets::taken().redact(&r.input.to_string()).first_line(80),
             r.created_at,
             super::approve::proposal_note(r)
         ));

@@ -15,12 +15,13 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::{Ctx, Out};
+use crate::audit::Secrets;
 use crate::cli::ApproveArgs;
 use crate::engine::decide::{Decider, LOCK_WAIT, RunNow};
 use crate::error::{Error, Result, exit};
 use crate::render::{show_local, show_path};
 use crate::store::ApprovalRow;
-use crate::text::{clean, first_line};
+use crate::text::clean;
 
 pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     let mut d = decider(ctx)?;
@@ -162,7 +163,10 @@ fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) ->
         for line in pretty.lines() {
             out.line(&format!("    {}", clean(line)));
         }
-        out.line(&format!("  task: {}", clean(&first_line(&row.text, 200))));
+        out.line(&format!(
+            "  task: {}",
+            Secrets::taken().redact(&row.text).first_line(200)
+        ));
         loop {
             out.flush();
             let Some(answer) =
@@ -220,7 +224,9 @@ pub(crate) fn describe(row: &ApprovalRow, ctx: &Ctx) -> String {
         row.tool,
         show_path(row.file.as_ref(), &ctx.cwd),
         row.line,
-        clean(&first_line(&row.input.to_string(), 100)),
+        Secrets::taken()
+            .redact(&row.input.to_string())
+            .first_line(100),
         proposal_note(row)
     )
 }

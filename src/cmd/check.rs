@@ -14,7 +14,6 @@ use crate::model::{Problem, Severity, Task};
 use crate::plan::{self, Decision, Plan, PlanInput};
 use crate::render::show_path;
 use crate::store::Snapshot;
-use crate::text::first_line;
 use crate::tools::Registry;
 
 /// What `check` finds: every task with its decision, and the problems.
@@ -62,6 +61,22 @@ pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Ch
                 message: error.clone(),
             });
         }
+    }
+    // Secrets too short to be looked for inside other text: said, since they are not hidden.
+    for name in crate::audit::redact::short_secrets(&cfg) {
+        problems.push(Problem {
+            file: cfg.source.clone().unwrap_or_default(),
+            line: 0,
+            column: 0,
+            severity: Severity::Warning,
+            message: format!(
+                "the value of ${name} is shorter than {} characters: it is kept out of tools' \
+                 environments, but it is not hidden inside other text (audit lines, messages, \
+                 output), where it would cut out every ordinary occurrence; a secret needs a \
+                 longer value",
+                crate::audit::redact::MIN_SECRET
+            ),
+        });
     }
     if snapshot.future_times > 0 {
         // Not a file's problem: it is named by the database that holds the times.
@@ -205,7 +220,9 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                     "  {:>4}  {}  {decision:<11} {}{due}{by}",
                     task.line,
                     task.id,
-                    first_line(&task.text, 80)
+                    crate::audit::Secrets::taken()
+                        .redact(&task.text)
+                        .first_line(80)
                 ));
             }
             if count == 0 {

@@ -43,6 +43,7 @@ use crate::lock;
 use crate::schedule::local_midnight;
 use crate::store::{Store, parse_ts};
 use crate::telegram::Telegram;
+use crate::text::Redacted;
 
 /// Running tools get this long after SIGTERM before they are stopped.
 const STOP_GRACE: Duration = Duration::from_secs(10);
@@ -109,10 +110,11 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                 Some(msg) => {
                     crate::error::say(&format!("heartbeat: {msg}; keeping the last good config"));
                     if last_error.as_ref() != Some(&msg) {
+                        let error = Secrets::taken().redact(&msg);
                         record(
                             &cfg,
                             clock(),
-                            &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&msg))),
+                            &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&error))),
                         )?;
                         last_error = Some(msg);
                     }
@@ -123,7 +125,7 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
             // config that does not load, and again when the error changes.
             if failed != last_tick_error {
                 if let Some(msg) = &failed {
-                    let why = format!("{msg}; the tick ran nothing");
+                    let why = Secrets::taken().redact(&format!("{msg}; the tick ran nothing"));
                     let line = AuditEvent::ConfigReloaded(Daemon::new(None, Some(&why)));
                     let told = record(&cfg, clock(), &line)
                         .and_then(|()| alert(&cfg, telegram.as_ref(), &why, clock()));
@@ -168,7 +170,10 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                     clock(),
                     &AuditEvent::ConfigReloaded(Daemon::new(
                         Some(signal_name(sig)),
-                        error.as_deref(),
+                        error
+                            .as_deref()
+                            .map(|e| Secrets::taken().redact(e))
+                            .as_ref(),
                     )),
                 )?;
                 // An error is reported once: the next ticks find the same one.
@@ -339,7 +344,12 @@ fn deliver_now(
 
 /// An urgent message to every chat, sent now (and kept in the outbox if Telegram is down):
 /// a daemon whose ticks run nothing says so where its person looks.
-fn alert(cfg: &Config, telegram: Option<&Telegram>, what: &str, now: DateTime<Utc>) -> Result<()> {
+fn alert(
+    cfg: &Config,
+    telegram: Option<&Telegram>,
+    what: &Redacted,
+    now: DateTime<Utc>,
+) -> Result<()> {
     let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
         return Ok(());
     };
@@ -348,10 +358,7 @@ fn alert(cfg: &Config, telegram: Option<&Telegram>, what: &str, now: DateTime<Ut
     let mut store = Store::open(&cfg.state_dir)?;
     let msg = crate::render::telegram::Rendered {
         kind: "alert",
-        html: format!(
-            "⚠️ <b>heartbeat</b>: {}",
-            crate::text::escape(&crate::text::first_line(what, 500))
-        ),
+        html: format!("⚠️ <b>heartbeat</b>: {}", what.first_line(500).escape()),
         urgent: true,
         approvals: Vec::new(),
         resets: Vec::new(),

@@ -5,10 +5,10 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Out};
 use crate::audit::Event;
+use crate::audit::Secrets;
 use crate::cli::JsonArg;
 use crate::error::{Error, Result, exit};
 use crate::store::Store;
-use crate::text::{clean, first_line};
 
 pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
@@ -45,7 +45,7 @@ pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             g.task_id,
             g.tool,
             g.file,
-            clean(&first_line(&g.input.to_string(), 80)),
+            Secrets::taken().redact(&g.input.to_string()).first_line(80),
             g.created_by,
             g.created_at
         ));

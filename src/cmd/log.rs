@@ -34,7 +34,16 @@ use crate::config::Config;
 use crate::error::{Error, Result, exit};
 use crate::render::show_path;
 use crate::store::parse_ts;
-use crate::text::{clean, first_line};
+use crate::text::clean;
+
+/// One line of `text`, cut to [`TEXT_MAX`] after redaction (the log is redacted when written;
+/// this also hides what a config read later registered).
+fn cut(text: &str) -> String {
+    crate::audit::Secrets::taken()
+        .redact(text)
+        .first_line(TEXT_MAX)
+        .into_string()
+}
 
 /// Every event heartbeat writes (SPEC §7, plus `task_reset` and `grant_revoked`).
 pub const EVENTS: &[&str] = &[
@@ -677,7 +686,7 @@ impl Fields<'_> {
     /// A string field (not empty), cleaned and cut to one line.
     fn text(&self, key: &str) -> Option<String> {
         match self.obj.get(key)? {
-            Value::String(s) if !s.trim().is_empty() => Some(first_line(s, TEXT_MAX)),
+            Value::String(s) if !s.trim().is_empty() => Some(cut(s)),
             _ => None,
         }
     }
@@ -701,7 +710,7 @@ impl Fields<'_> {
         let raw = self.obj.get(key)?.as_str()?;
         Some(match parse_ts(raw) {
             Some(t) => show_time(t, self.cfg),
-            None => first_line(raw, TEXT_MAX),
+            None => cut(raw),
         })
     }
 
@@ -752,7 +761,7 @@ impl Fields<'_> {
     /// A tool's input as compact JSON, cut.
     fn input(&self) -> Option<String> {
         let input = self.obj.get("input").filter(|v| !v.is_null())?;
-        Some(first_line(&input.to_string(), TEXT_MAX))
+        Some(cut(&input.to_string()))
     }
 
     fn describe(&self, event: &str) -> String {
@@ -961,7 +970,7 @@ impl Fields<'_> {
                 }
                 other => other.to_string(),
             };
-            parts.push(format!("{}={}", clean(k), first_line(&value, TEXT_MAX)));
+            parts.push(format!("{}={}", clean(k), cut(&value)));
         }
         parts.join(" ")
     }

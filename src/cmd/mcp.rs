@@ -20,7 +20,7 @@ use std::path::PathBuf;
 use serde_json::{Map, Value, json};
 
 use super::Ctx;
-use crate::audit::Event;
+use crate::audit::{Event, Secrets};
 use crate::cli::LogArgs;
 use crate::clock::Clock;
 use crate::config::Config;
@@ -31,11 +31,13 @@ use crate::markdown;
 use crate::mcp::server::{Handler, ToolDef, serve_stdio};
 use crate::model::{Section, Task};
 use crate::plan::Decision;
+use crate::text::{Redacted, RedactedJson};
 
 pub fn run(ctx: &Ctx) -> Result<u8> {
     // The config is read at every call (a person may edit it while an agent is connected);
-    // a broken one now is a usage error, as for any command.
-    ctx.load_config(&[])?;
+    // a broken one now is a usage error, as for any command. Its secrets are taken now,
+    // before the server's threads start: every answer hides them.
+    Secrets::from_config(&ctx.load_config(&[])?);
     let server = Agents {
         config: ctx.config.clone(),
         state_dir: ctx.state_dir.clone(),
@@ -189,19 +191,23 @@ impl Handler for Agents {
         client: &str,
         tool: &str,
         input: Map<String, Value>,
-    ) -> std::result::Result<Value, String> {
+    ) -> std::result::Result<RedactedJson, Redacted> {
         // `client` is already a plain name (the server makes it one).
         let by = format!("mcp:{client}");
-        self.dispatch(&by, tool, &input).map_err(|e| {
-            self.redact(&match e {
+        let answer = self.dispatch(&by, tool, &input);
+        // The config's secrets were taken by the call (`dispatch`), and every secret this
+        // process took before (a config edited since still hides the old ones).
+        let secrets = Secrets::taken();
+        answer.map(|v| secrets.redact_json(v)).map_err(|e| {
+            secrets.redact(&match e {
                 Error::Usage(m) => m,
                 other => other.to_string(),
             })
         })
     }
 
-    fn redact(&self, text: &str) -> String {
-        crate::audit::Secrets::taken().string(text)
+    fn redact(&self, text: &str) -> Redacted {
+        Secrets::taken().redact(text)
     }
 }
 
@@ -227,6 +233,8 @@ impl Agents {
         };
         let ctx = self.ctx(now);
         let cfg = ctx.load_config(&[])?;
+        // What the answer must not show (the config may have changed since the last call).
+        Secrets::from_config(&cfg);
         match tool {
             "status" => super::status::json(&ctx, &cfg),
             "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.json()),
@@ -354,13 +362,13 @@ const KEEP_FREE: u64 = 1 << 20;
 /// `propose_task`: check the task as `check` would, append it with its mark. A refusal
 /// writes nothing to the file and one `proposal_refused` line to the audit log.
 fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Result<Value> {
-    // The name the mark can hold: the provenance everything below records.
-    let by = markdown::proposal::provenance(by);
-    let mut d = Decider::open(cfg, by.clone(), ctx.clock)?;
-    match write_proposal(ctx, &mut d, &by, input) {
+    // `by` is `mcp:` and a name the protocol edge already made one a mark can hold.
+    debug_assert!(markdown::parse::is_mark_name(by.trim_start_matches("mcp:")));
+    let mut d = Decider::open(cfg, by.to_string(), ctx.clock)?;
+    match write_proposal(ctx, &mut d, by, input) {
         Ok(done) => Ok(done),
         Err(Refusal { reason, error }) => {
-            d.record(&Event::ProposalRefused { by: &by, reason })?;
+            d.record(&Event::ProposalRefused { by, reason })?;
             Err(error)
         }
     }
@@ -583,7 +591,7 @@ fn write_proposal(
         file: &path,
         line: task.line,
         section: section.as_str(),
-        text: &task.text,
+        text: &d.audit.secrets().redact(&task.text),
         by,
     })?;
     Ok(answer(ctx, &path, &task, by, false)?)

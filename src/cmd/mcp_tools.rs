@@ -10,7 +10,6 @@ use crate::audit::Secrets;
 use crate::cli::McpToolsArgs;
 use crate::engine::mcp::Servers;
 use crate::error::{Error, Result, exit};
-use crate::text::first_line;
 
 pub fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;
@@ -76,7 +75,10 @@ pub fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
                     for t in tools {
                         let read_only = if t.read_only { "  (read-only)" } else { "" };
                         out.line(&format!("  @{name}.{}{read_only}", t.name));
-                        if let Some(d) = t.description.as_deref().map(|d| first_line(d, 100))
+                        if let Some(d) = t
+                            .description
+                            .as_deref()
+                            .map(|d| Secrets::taken().redact(d).first_line(100))
                             && !d.is_empty()
                         {
                             out.line(&format!("      {d}"));

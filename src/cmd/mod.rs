@@ -180,7 +180,7 @@ pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<St
     if !(4..=12).contains(&id.len()) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::Usage(format!(
             "\"{}\" is not a task id (12 hex digits, or the first 4 or more of them, as {shown_by} show)",
-            crate::text::clean(&crate::text::first_line(raw, 40))
+            Secrets::taken().redact(raw).first_line(40)
         )));
     }
     let mut fits: Vec<&String> = known.iter().filter(|k| k.starts_with(&id)).collect();

@@ -20,6 +20,7 @@ use crate::model::Task;
 use crate::plan::{self, Decision, PlanInput};
 use crate::report::{Report, TaskReport};
 use crate::store::Store;
+use crate::text::Redacted;
 use crate::tools::Registry;
 
 pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
@@ -37,6 +38,9 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     super::print_file_warnings(&files, &ctx.cwd);
     let mut out = Out::new();
 
+    // Taken from the environment before anything runs, so that no tool can read it there,
+    // and so that a dry run's output hides them too.
+    let secrets = Secrets::from_config(&cfg);
     if args.dry_run {
         // What MCP servers offered when last listed: a dry run starts nothing.
         let store = crate::store::Store::open_existing(&cfg.state_dir)?;
@@ -49,8 +53,6 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         );
     }
 
-    // Taken from the environment before anything runs, so that no tool can read it there.
-    let secrets = Secrets::from_config(&cfg);
     let telegram = connect_telegram(&cfg, Duration::ZERO, &|m| ctx.diag(1, || m));
     let report = tick(&Tick {
         cfg: &cfg,
@@ -104,7 +106,7 @@ fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<St
                 .unwrap_or_default();
             let reason = pause
                 .and_then(|p| p.reason)
-                .map(|r| format!(" ({})", crate::text::first_line(&r, 80)))
+                .map(|r| format!(" ({})", Secrets::taken().redact(&r).first_line(80)))
                 .unwrap_or_default();
             Some(format!("skipped: paused{by} until {until}{reason}"))
         }
@@ -120,7 +122,7 @@ fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<St
             let waiting = report
                 .tasks
                 .iter()
-                .filter(|t| t.reason.as_deref() == Some("budget"))
+                .filter(|t| t.reason.as_ref().map(Redacted::as_str) == Some("budget"))
                 .count();
             if waiting == 0 {
                 return Ok(None);
@@ -178,7 +180,7 @@ fn dry_run(
             Decision::Skip(_) => "skipped",
             _ => continue,
         };
-        let mut r = TaskReport::new(task, tool, outcome);
+        let mut r = TaskReport::new(task, tool, outcome, &Secrets::taken());
         match &planned.decision {
             Decision::Skip(reason) => r.reason = Some(reason.as_str().into()),
             Decision::Invalid {
@@ -188,7 +190,7 @@ fn dry_run(
             } => {
                 r.line = *line;
                 r.column = Some(*column);
-                r.reason = Some(error.clone());
+                r.reason = Some(Secrets::taken().redact(error));
             }
             _ => {}
         }

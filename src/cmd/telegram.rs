@@ -41,6 +41,7 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
 
 pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     let (_, tc, tg, mut audit) = setup(ctx)?;
+    let secrets = audit.secrets().clone();
     if tc.chat_ids.is_empty() {
         return Err(Error::Usage(
             "telegram.chat_ids is empty: `heartbeat telegram-chats` lists the chats that wrote to the bot".into(),
@@ -48,17 +49,17 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     }
     let mut out = Out::new();
     let mut code = exit::OK;
-    let text = format!(
+    let text = secrets.redact(&format!(
         "<b>heartbeat</b>: test message from {} ✅",
         crate::text::escape(&session::hostname())
-    );
+    ));
     for &chat in &tc.chat_ids {
         // A test of the connection, now: sent directly, not through the outbox.
         let result = tg.send_message(chat, &text, &[], &[]);
         let notice = Notice {
             chat_id: chat,
             kind: "test".into(),
-            error: result.as_ref().err().map(|e| e.message().to_string()),
+            error: result.as_ref().err().map(|e| secrets.redact(e.message())),
             queued: false,
             withheld: None,
         };

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::render::telegram::Rendered;
 use crate::render::{show_path, show_time};
 use crate::store::{ApprovalRow, PauseRow};
-use crate::text::{escape, first_line};
+use crate::text::escape;
 
 /// The longest an agent's pause lasts.
 pub const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
@@ -77,7 +77,7 @@ pub fn pause(d: &mut Decider, asked: Option<Duration>, reason: Option<&str>) -> 
         by: &by,
     }))?;
     let why = reason
-        .map(|r| format!(" ({})", first_line(&d.audit.secrets().string(r), 120)))
+        .map(|r| format!(" ({})", d.audit.secrets().redact(r).first_line(120)))
         .unwrap_or_default();
     let line = format!(
         "{by} paused runs until {}{why}; heartbeat resume ends it",
@@ -130,7 +130,7 @@ pub fn decided(
     cwd: &Path,
 ) -> Result<()> {
     let why = reason
-        .map(|r| format!(": {}", first_line(&d.audit.secrets().string(r), 120)))
+        .map(|r| format!(": {}", d.audit.secrets().redact(r).first_line(120)))
         .unwrap_or_default();
     let line = format!(
         "{} {state} #{} @{} {}:{}{why}",

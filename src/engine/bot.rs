@@ -20,7 +20,6 @@ use crate::render::show_time;
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
-use crate::text::first_line;
 use chrono::{DateTime, Datelike, Utc};
 
 const OFFSET_KEY: &str = "telegram_offset";
@@ -210,14 +209,14 @@ fn edit_with(
     let Some((html, approvals)) = store.button_message(chat_id, message_id)? else {
         return Ok(());
     };
-    let html = format!("{html}\n{}", escape(line));
+    let html = crate::audit::Secrets::taken().redact(&format!("{html}\n{}", escape(line)));
     let rest: Vec<i64> = approvals
         .into_iter()
         .filter(|&a| a != approval_id)
         .collect();
     // An edit that does not go through is cosmetic: the decision stands either way.
     if tg.edit(chat_id, message_id, &html, &rest).is_ok() {
-        store.save_button_message(chat_id, message_id, &html, &rest, now)?;
+        store.save_button_message(chat_id, message_id, html.as_str(), &rest, now)?;
     }
     Ok(())
 }
@@ -239,11 +238,15 @@ pub fn show_outcomes(
             "succeeded" => format!("✅ #{id} approved by {by}: done"),
             "failed" => format!(
                 "❌ #{id} approved by {by}: failed ({})",
-                first_line(row.reason.as_deref().unwrap_or("?"), 120)
+                crate::audit::Secrets::taken()
+                    .redact(row.reason.as_deref().unwrap_or("?"))
+                    .first_line(120)
             ),
             "stale" => format!(
                 "🚫 #{id} stale: {}",
-                first_line(row.reason.as_deref().unwrap_or("?"), 120)
+                crate::audit::Secrets::taken()
+                    .redact(row.reason.as_deref().unwrap_or("?"))
+                    .first_line(120)
             ),
             "approved" => format!("☑️ #{id} approved by {by}; it runs at the next run"),
             state => format!("#{id} is {state}"),
@@ -273,7 +276,7 @@ pub fn show_denials(tg: &Telegram, store: &mut Store, now: DateTime<Utc>) -> Res
 }
 
 fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result<()> {
-    let html = d.audit.secrets().string(html);
+    let html = d.audit.secrets().redact(html);
     d.store.enqueue(
         &NewMessage {
             chat_id,
@@ -314,7 +317,10 @@ fn command_reply(
                     "\n⏳ #{} <b>@{}</b> {} — <code>heartbeat approve {}</code>",
                     r.id,
                     escape(&r.tool),
-                    escape(&first_line(&r.input.to_string(), 80)),
+                    crate::audit::Secrets::taken()
+                        .redact(&r.input.to_string())
+                        .first_line(80)
+                        .escape(),
                     r.id
                 ));
             }
@@ -379,7 +385,8 @@ pub fn pause(d: &mut Decider, until: Option<DateTime<Utc>>, reason: Option<&str>
     let row = PauseRow {
         since: audit::format_ts(d.now),
         until: until.map(audit::format_ts),
-        reason: reason.map(str::to_string),
+        // Stored as every row is: redacted.
+        reason: reason.map(|r| d.audit.secrets().string(r)),
         by: d.by.clone(),
     };
     d.store.set_pause(&row)?;

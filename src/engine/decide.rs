@@ -234,7 +234,7 @@ impl Decider {
         let decision = Decision {
             approve: false,
             by: self.by.clone(),
-            reason: reason.map(str::to_string),
+            reason: reason.map(|r| self.audit.secrets().redact(r)),
             always: false,
         };
         if !self.store.decide(row.id, &decision, self.clock.now())? {
@@ -310,6 +310,6 @@ fn decided_event<'a>(row: &'a ApprovalRow, d: &'a Decision) -> Decided<'a> {
         task_id: &row.task_id,
         by: &d.by,
         always: d.always,
-        reason: d.reason.as_deref(),
+        reason: d.reason.as_ref(),
     }
 }

@@ -19,13 +19,13 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
+use crate::audit::Secrets;
 use crate::audit::redact::take_env;
 use crate::config::{Config, McpServerConfig, McpTransport};
 use crate::mcp::{
-    CallOutcome, Catalog, Listing, McpError, Server, ServerSpec, ToolInfo, Transport,
+    CallOutcome, Catalog, Listing, McpError, PASSED_ENV, Server, ServerSpec, ToolInfo, Transport,
 };
-use crate::store::{CachedListing, Store};
-use crate::text::first_line;
+use crate::store::Store;
 use crate::tools::{Outcome, ToolKind, ToolSpec};
 
 /// How long a cached listing is trusted by `run`.
@@ -180,9 +180,11 @@ fn spec(name: &str, config: &McpServerConfig, workdir: &Path) -> Result<ServerSp
     Ok(ServerSpec {
         name: name.to_string(),
         transport,
+        // Those every server gets are passed as they are, not taken as secrets.
         env: config
             .env
             .iter()
+            .filter(|var| !PASSED_ENV.contains(&var.as_str()))
             .filter_map(|var| Some((var.clone(), take_env(var)?)))
             .collect(),
         cwd: config.cwd.clone().unwrap_or_else(|| workdir.to_path_buf()),
@@ -209,11 +211,11 @@ fn from_call(done: CallOutcome) -> Outcome {
         stdout.push_str(&format!("[{} binary item(s) not kept]", done.binary_items));
     }
     let error = done.is_error.then(|| {
-        let said = first_line(&stdout, 200);
-        if said.is_empty() {
-            "the tool reported an error (isError)".to_string()
-        } else {
-            format!("the tool reported an error: {said}")
+        // Its first line whole: the session redacts it before it is cut to a length, so
+        // that a secret that straddles a cut is not shown minus its tail.
+        match stdout.lines().map(str::trim).find(|l| !l.is_empty()) {
+            Some(said) => format!("the tool reported an error: {said}"),
+            None => "the tool reported an error (isError)".to_string(),
         }
     });
     Outcome {
@@ -304,14 +306,12 @@ pub fn refresh(
         return Ok(());
     };
     if let Ok(tools) = servers.list(name, workdir) {
-        store.save_mcp_listing(
-            name,
-            &CachedListing {
-                fingerprint: config.fingerprint(),
-                listed_at: now,
-                tools: tools.clone(),
-            },
-        )?;
+        // Stored redacted, and used as stored: a run that lists the server afresh sees what
+        // a run reading the cache sees.
+        let listed = serde_json::to_value(&tools).unwrap_or_default();
+        let listed = Secrets::taken().redact_strings(listed);
+        store.save_mcp_listing(name, &config.fingerprint(), now, &listed)?;
+        let tools = serde_json::from_value(listed.into_value()).unwrap_or(tools);
         catalog.insert(name.to_string(), Listing::Tools(tools));
     }
     Ok(())

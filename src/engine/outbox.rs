@@ -23,6 +23,7 @@ use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
 use crate::schedule::local_midnight;
 use crate::store::{self, NewMessage, OutboxRow, Store};
 use crate::telegram::{SendError, Transport};
+use crate::text::Redacted;
 
 /// Put a message in the outbox for every configured chat, `secrets` redacted (the row is
 /// what is sent).
@@ -34,7 +35,7 @@ pub fn enqueue_all(
     now: DateTime<Utc>,
     secrets: &Secrets,
 ) -> store::Result<()> {
-    let html = secrets.text(&msg.html);
+    let html = secrets.redact(&msg.html);
     for &chat in &cfg.chat_ids {
         store.enqueue(
             &NewMessage {
@@ -74,7 +75,7 @@ pub struct Notice {
     pub chat_id: i64,
     pub kind: String,
     /// None: sent.
-    pub error: Option<String>,
+    pub error: Option<Redacted>,
     /// Whether the message stays in the outbox for another try.
     pub queued: bool,
     /// Not sent by a noise rule, and why.
@@ -123,7 +124,7 @@ impl Notice {
             channel: "telegram",
             chat_id: self.chat_id,
             kind: &self.kind,
-            error: self.error.as_deref(),
+            error: self.error.as_ref(),
             queued: self.queued,
         };
         if self.error.is_none() {
@@ -218,7 +219,7 @@ pub fn deliver(
             if !cfg.chat_ids.contains(&chat) {
                 store.outbox_delete(row.id)?;
                 stats.dropped += 1;
-                let why = "the chat is no longer in telegram.chat_ids";
+                let why = "the chat is no longer in telegram.chat_ids".into();
                 audit.push(failed_line(chat, &row.kind, why, false));
             } else if too_old {
                 // Undelivered for 24 h: dropped, and said so (SPEC §7, reason `expired`).
@@ -332,11 +333,13 @@ pub fn deliver(
                     });
                 }
                 Err(e) => {
+                    // A transport's error may quote the request (the token is in its URL).
+                    let error = Secrets::taken().redact(e.message());
                     for r in &p.rows {
-                        store.outbox_failed(r.id, e.message())?;
+                        store.outbox_failed(r.id, &error)?;
                     }
                     stats.failed += 1;
-                    audit.push(failed_line(chat, &p.kind, e.message(), true));
+                    audit.push(failed_line(chat, &p.kind, error, true));
                     match &e {
                         SendError::Refused(_) => {}
                         SendError::Unavailable(_) => {
@@ -359,11 +362,11 @@ pub fn deliver(
     Ok((stats, audit))
 }
 
-fn failed_line(chat: i64, kind: &str, error: &str, queued: bool) -> Notice {
+fn failed_line(chat: i64, kind: &str, error: Redacted, queued: bool) -> Notice {
     Notice {
         chat_id: chat,
         kind: kind.to_string(),
-        error: Some(error.to_string()),
+        error: Some(error),
         queued,
         withheld: None,
     }
@@ -401,7 +404,8 @@ fn send_parts(
         } else {
             (&[], &[])
         };
-        match t.send(chat, part, buttons, resets) {
+        // Each part of a row stored redacted, redacted again as it leaves.
+        match t.send(chat, &Secrets::taken().redact(part), buttons, resets) {
             Ok(sent) => id = sent,
             Err(e) => return Ok(Err(e)),
         }
@@ -481,7 +485,7 @@ mod tests {
         fn send(
             &self,
             chat: i64,
-            html: &str,
+            html: &Redacted,
             approvals: &[i64],
             _resets: &[String],
         ) -> Result<i64, SendError> {

@@ -263,7 +263,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
     }
     // What agents did since the last run, for this run to print (once: taken here).
     let mut report = report;
-    report.agent_actions = store.take_notices()?;
+    report.agent_actions = store
+        .take_notices()?
+        .iter()
+        .map(|line| t.secrets.redact(line))
+        .collect();
     audit.sync().map_err(&audit_err)?;
     drop(lock);
     Ok(report)

@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::audit::event::{Ended, Mark, TaskRun};
-use crate::audit::{self, AuditLog, Event, Secrets, TEXT_LIMIT};
+use crate::audit::{AuditLog, Event, Secrets, TEXT_LIMIT};
 use crate::clock::Clock;
 use crate::config::{Approval, Config, TelegramConfig};
 use crate::error::{Error, Result};
@@ -36,7 +36,6 @@ use crate::model::{Section, Task};
 use crate::plan::{Decision, Planned, SkipReason};
 use crate::report::{Report, TaskReport, safe_text};
 use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
-use crate::text::first_line;
 use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
 /// The error of a task whose tool ran and whose outcome could not be kept (`what`).
@@ -244,6 +243,8 @@ impl<'a> Session<'a> {
     /// (`interrupted`) and a failed line in the report.
     fn interrupted(&mut self, lost: Lost, reason: String) -> Result<()> {
         let run_id = self.run_id.clone();
+        let text = self.secrets.redact(lost.text);
+        let reason = self.secrets.redact(&reason);
         self.record(&Event::TaskFailed(TaskRun {
             run_id: &run_id,
             task_id: lost.task_id,
@@ -255,7 +256,7 @@ impl<'a> Session<'a> {
             exit_code: None,
             duration_ms: None,
             output: None,
-            error: Some("interrupted"),
+            error: Some(&"interrupted".into()),
             cost_usd: None,
             approval_id: lost.approval_id,
             summary: None,
@@ -266,7 +267,7 @@ impl<'a> Session<'a> {
             file: Arc::from(Path::new(lost.file)),
             line: usize::try_from(lost.line).unwrap_or(0),
             column: None,
-            text: lost.text.to_string(),
+            text,
             tool: Some(lost.tool.to_string()),
             outcome: "failed",
             reason: Some(reason),
@@ -363,8 +364,8 @@ impl<'a> Session<'a> {
             task_id: &row.task_id,
             reason,
         }))?;
-        let mut r = row_report(row, "stale");
-        r.reason = Some(reason.to_string());
+        let mut r = row_report(row, "stale", &self.secrets);
+        r.reason = Some(self.secrets.redact(reason));
         self.report.tasks.push(r);
         Ok(())
     }
@@ -396,19 +397,19 @@ impl<'a> Session<'a> {
                     self.store.record_attempt(&task.id, self.now)?;
                 }
                 let run_id = self.run_id.clone();
+                let mut r = TaskReport::new(task, None, "reminded", &self.secrets);
                 self.record(&Event::TaskReminded {
                     run_id: &run_id,
                     task_id: &task.id,
                     file: &task.file,
                     line: task.line,
-                    text: &task.text,
+                    text: &r.text,
                 })?;
-                let mut r = TaskReport::new(task, None, "reminded");
                 // A reminder an agent proposed says so.
                 r.reason = task
                     .proposed_by
                     .as_ref()
-                    .map(|by| format!("{PROPOSED_BY}{by}"));
+                    .map(|by| self.secrets.redact(&format!("{PROPOSED_BY}{by}")));
                 self.report.tasks.push(r);
             }
             Decision::Invalid {
@@ -417,19 +418,20 @@ impl<'a> Session<'a> {
                 error,
             } => {
                 let run_id = self.run_id.clone();
+                let error = self.secrets.redact(error);
                 self.record(&Event::TaskInvalid {
                     run_id: &run_id,
                     file: &task.file,
                     line: *line,
                     column: *column,
-                    error,
+                    error: &error,
                     task_id: &task.id,
                     tool,
                 })?;
-                let mut r = TaskReport::new(task, tool, "invalid");
+                let mut r = TaskReport::new(task, tool, "invalid", &self.secrets);
                 r.line = *line;
                 r.column = Some(*column);
-                r.reason = Some(error.clone());
+                r.reason = Some(error);
                 self.report.tasks.push(r);
             }
             Decision::Skip(reason) => self.skip(task, tool, *reason)?,
@@ -578,7 +580,7 @@ impl<'a> Session<'a> {
             // Said at the trip and once a day since (SPEC §8): cron would mail it every run.
             return Ok(());
         }
-        let mut r = TaskReport::new(task, tool, "skipped");
+        let mut r = TaskReport::new(task, tool, "skipped", &self.secrets);
         r.reason = Some(reason.as_str().into());
         self.report.tasks.push(r);
         Ok(())
@@ -750,16 +752,21 @@ impl<'a> Session<'a> {
         // tail. Everything below (audit, report, stdout, Telegram) sees only these. The
         // input's own secrets too: a tool may print back a token it was given.
         let secrets = self.secrets.with_input(input);
-        let stdout = secrets.text(&outcome.stdout);
-        let stderr = secrets.text(&outcome.stderr);
-        let output = audit::truncate(&stdout, TEXT_LIMIT, outcome.stdout_dropped);
-        let bare_error = outcome.error.as_deref().map(|e| secrets.text(e));
-        let error = bare_error.as_deref().map(|e| {
-            let stderr = first_line(&stderr, 200);
+        let stdout = secrets.redact(&outcome.stdout);
+        let stderr = secrets.redact(&outcome.stderr);
+        let output = stdout.truncate(TEXT_LIMIT, outcome.stdout_dropped);
+        // An error may repeat a tool's whole first line (an MCP tool's `isError` text, an
+        // HTTP error page): cut, after redaction, like any text kept in a line.
+        let bare_error = outcome
+            .error
+            .as_deref()
+            .map(|e| secrets.redact(e).truncate(TEXT_LIMIT, 0));
+        let error = bare_error.as_ref().map(|e| {
+            let stderr = stderr.first_line(200);
             if stderr.is_empty() {
-                e.to_string()
+                e.clone()
             } else {
-                format!("{e}: {stderr}")
+                secrets.redact(&format!("{e}: {stderr}"))
             }
         });
         // One line (SPEC §4), cut after redaction: a tool's "summary" of a megabyte would
@@ -767,7 +774,7 @@ impl<'a> Session<'a> {
         let summary = outcome
             .summary
             .as_deref()
-            .map(|s| first_line(&secrets.text(s), SUMMARY_CHARS));
+            .map(|s| secrets.redact(s).first_line(SUMMARY_CHARS));
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
@@ -789,10 +796,10 @@ impl<'a> Session<'a> {
                 succeeded: outcome.success,
                 cost_usd: cost,
                 approval_id,
-                error: bare_error.as_deref(),
+                error: bare_error.as_ref(),
             })
             .map_err(|e| unrecorded(task, name, "its outcome could not be recorded", e.into()))?;
-        let stderr = audit::truncate(&stderr, TEXT_LIMIT, outcome.stderr_dropped);
+        let stderr = stderr.truncate(TEXT_LIMIT, outcome.stderr_dropped);
         let run = TaskRun {
             run_id: &self.run_id,
             task_id: &task.id,
@@ -804,10 +811,10 @@ impl<'a> Session<'a> {
             exit_code: outcome.exit_code,
             duration_ms: Some(duration_ms),
             output: Some(&output),
-            error: error.as_deref(),
+            error: error.as_ref(),
             cost_usd: outcome.cost_usd,
             approval_id,
-            summary: summary.as_deref(),
+            summary: summary.as_ref(),
             stderr: Some(&stderr),
         };
         let event = if outcome.success {
@@ -843,7 +850,7 @@ impl<'a> Session<'a> {
                     "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
                  stopped: <code>heartbeat reset {}</code>",
                     crate::text::escape(name),
-                    crate::text::escape(&first_line(rest.trim(), 80)),
+                    self.secrets.redact(rest.trim()).first_line(80).escape(),
                     task.id
                 ),
                 vec![task.id.clone()],
@@ -860,6 +867,7 @@ impl<'a> Session<'a> {
             } else {
                 "failed"
             },
+            &self.secrets,
         );
         r.exit_code = outcome.exit_code;
         r.tripped = trips.then_some(failures);
@@ -876,10 +884,8 @@ impl<'a> Session<'a> {
         let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
             return Ok(());
         };
-        // Stored redacted: what runs is always re-read from the file.
-        let shown = self.secrets.map(input);
         let file = task.file.to_string_lossy();
-        let mut text = self.secrets.string(&safe_text(task));
+        let mut text = safe_text(task);
         // Whoever decides sees that an agent wrote this task (SPEC §13): the terminal and
         // `approvals` show the approval's text, the Telegram summary the report's reason.
         // The mark in the file makes it asked for in every state dir; remembered here, a
@@ -902,8 +908,9 @@ impl<'a> Session<'a> {
                 line: task.line,
                 section: task.section.as_str(),
                 tool: name,
-                input: &shown,
-                text: &text,
+                // Stored redacted: what runs is always re-read from the file.
+                input: self.secrets.redact_json(Value::Object(input.clone())),
+                text: self.secrets.redact(&text),
             },
             self.now,
         )?;
@@ -920,9 +927,9 @@ impl<'a> Session<'a> {
             file: &task.file,
             line: task.line,
         })?;
-        let mut r = TaskReport::new(task, Some(name), "queued");
+        let mut r = TaskReport::new(task, Some(name), "queued", &self.secrets);
         r.approval_id = Some(id);
-        r.reason = proposed;
+        r.reason = proposed.map(|p| self.secrets.redact(&p));
         self.report.tasks.push(r);
         Ok(())
     }
@@ -977,9 +984,8 @@ impl<'a> Session<'a> {
                         reason: Some(&reason),
                     }))?;
                 }
-                self.report
-                    .errors
-                    .push(format!("cannot tick done tasks: {e}"));
+                let error = self.secrets.redact(&format!("cannot tick done tasks: {e}"));
+                self.report.errors.push(error);
             }
         }
         Ok(())
@@ -1062,13 +1068,13 @@ impl FileCache {
 }
 
 /// A report for an approval row (when its task could not be found in its file).
-fn row_report(row: &ApprovalRow, outcome: &'static str) -> TaskReport {
+fn row_report(row: &ApprovalRow, outcome: &'static str, secrets: &Secrets) -> TaskReport {
     TaskReport {
         task_id: row.task_id.clone(),
         file: Arc::from(Path::new(&row.file)),
         line: row.line.max(0) as usize,
         column: None,
-        text: row.text.clone(),
+        text: secrets.redact(&row.text),
         tool: Some(row.tool.clone()),
         outcome,
         reason: None,

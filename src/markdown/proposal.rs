@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::parse::{AGENT, MAX_NAME, is_mark_name, mark};
+use super::parse::{AGENT, mark};
 
 /// The longest proposal taken, in bytes of the reminder's text or of `@tool {input}`.
 pub const MAX_BYTES: usize = 2048;
@@ -31,28 +31,6 @@ impl Refusal {
             message: message.into(),
         }
     }
-}
-
-/// `mcp:NAME` for a client: its name with every character a mark cannot hold made `-`, cut
-/// to 64 characters (`agent` when nothing is left). `by` is `mcp:<client name>`.
-pub fn provenance(by: &str) -> String {
-    let client = by.strip_prefix(AGENT).unwrap_or(by);
-    let mut name: String = client
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(MAX_NAME)
-        .collect();
-    if name.is_empty() {
-        name = "agent".into();
-    }
-    debug_assert!(is_mark_name(&name));
-    format!("{AGENT}{name}")
 }
 
 /// What a character that may not be in a proposal is, to name it in the refusal.
@@ -247,16 +225,5 @@ mod tests {
         );
         let big = serde_json::json!({"cmd": "x".repeat(MAX_BYTES)});
         assert_eq!(tool(big).unwrap_err().reason, "too_long");
-    }
-
-    #[test]
-    fn a_client_name_becomes_a_mark_name() {
-        assert_eq!(provenance("mcp:claude-code"), "mcp:claude-code");
-        assert_eq!(provenance("mcp:Claude Code <x>"), "mcp:Claude-Code--x-");
-        assert_eq!(provenance("mcp:"), "mcp:agent");
-        assert_eq!(
-            provenance(&format!("mcp:{}", "é".repeat(100))).len(),
-            4 + 64
-        );
     }
 }

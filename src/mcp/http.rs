@@ -144,8 +144,12 @@ async fn failure(response: Response) -> Result<StreamableHttpPostResponse, Error
     if let Ok(message @ ServerJsonRpcMessage::Error(_)) = serde_json::from_slice(&bytes) {
         return Ok(StreamableHttpPostResponse::Json(message, session));
     }
+    // Redacted before it is cut: a page that echoes a credential must not show all of it but
+    // the part past the cut.
     let text = String::from_utf8_lossy(&bytes);
-    let preview: String = text.trim().chars().take(ERROR_PREVIEW).collect();
+    let preview = crate::audit::Secrets::taken()
+        .redact(text.trim())
+        .cut_chars(ERROR_PREVIEW);
     Err(StreamableHttpError::UnexpectedServerResponse(
         format!("HTTP {status}: {preview}").into(),
     ))

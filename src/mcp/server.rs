@@ -27,6 +27,7 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Map, Value};
 
 use super::stdio::{Guarded, MAX_MESSAGE};
+use crate::text::{Redacted, RedactedJson};
 
 /// One tool as heartbeat offers it.
 #[derive(Clone, Debug)]
@@ -45,15 +46,20 @@ pub trait Handler: Send + Sync + 'static {
 
     /// Carries out one call for the client named `client` (its `clientInfo.name` as
     /// [`client_name`] makes it). `Ok` is the result as JSON; `Err` a message for the agent.
-    fn call(&self, client: &str, tool: &str, input: Map<String, Value>) -> Result<Value, String>;
+    /// Both redacted: an answer leaves the process.
+    fn call(
+        &self,
+        client: &str,
+        tool: &str,
+        input: Map<String, Value>,
+    ) -> Result<RedactedJson, Redacted>;
 
-    /// A text for the agent that quotes what it sent, as the handler's own answers are
-    /// made safe (redacted).
-    fn redact(&self, text: &str) -> String;
+    /// A text the client sent, made safe to quote back to it.
+    fn redact(&self, text: &str) -> Redacted;
 }
 
 /// The longest client name kept.
-pub const MAX_CLIENT_NAME: usize = 64;
+pub const MAX_CLIENT_NAME: usize = crate::markdown::parse::MAX_NAME;
 
 /// The name a client is known by (`mcp:NAME` in records and in the file): every character
 /// of `clientInfo.name` outside `[A-Za-z0-9._-]` becomes `_`, and the result is cut to 64
@@ -130,8 +136,8 @@ impl<H: Handler> ServerHandler for Adapter<H> {
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
         let quoted = |s: &str| {
-            let shown = self.handler.redact(s);
-            format!("{:?}", crate::text::first_line(&shown, 80))
+            let shown = self.handler.redact(s).first_line(80);
+            format!("{:?}", shown.as_str())
         };
         let Some(def) = self.tools.iter().find(|t| t.name == name) else {
             return Err(ErrorData::invalid_params(
@@ -177,15 +183,15 @@ impl<H: Handler> ServerHandler for Adapter<H> {
             .map_err(|_| ErrorData::internal_error("the call ended without an answer", None))?;
         let answer = match result {
             Ok(value) => {
-                let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+                let text = value.to_pretty().into_string();
                 let mut ok = CallToolResult::success(vec![ContentBlock::text(text)]);
                 // Objects also as structured content, for clients that read it.
-                if value.is_object() {
-                    ok.structured_content = Some(value);
+                if value.as_value().is_object() {
+                    ok.structured_content = Some(value.into_value());
                 }
                 ok
             }
-            Err(message) => CallToolResult::error(vec![ContentBlock::text(message)]),
+            Err(message) => CallToolResult::error(vec![ContentBlock::text(message.into_string())]),
         };
         Ok(answer.into())
     }

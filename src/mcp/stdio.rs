@@ -218,7 +218,10 @@ fn oversized(size: usize, limit: usize) -> ErrorData {
 fn id_text(id: &RequestId) -> String {
     match id {
         RequestId::Number(n) => n.to_string(),
-        RequestId::String(s) => format!("{:?}", crate::text::first_line(s, 64)),
+        RequestId::String(s) => {
+            let shown = crate::audit::Secrets::taken().redact(s).first_line(64);
+            format!("{:?}", shown.as_str())
+        }
     }
 }
 

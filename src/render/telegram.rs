@@ -6,7 +6,7 @@
 
 use crate::config::SummaryMode;
 use crate::report::{Report, TaskReport};
-use crate::text::{escape, first_line};
+use crate::text::{Redacted, escape};
 
 /// Telegram's limit is 4096 characters of text; HTML markup only makes ours longer, so
 /// counting the markup too (in UTF-16 units, as Telegram does) stays on the safe side.
@@ -106,7 +106,9 @@ pub fn summary(report: &Report, mode: SummaryMode) -> Option<Rendered> {
         _ => report
             .tasks
             .iter()
-            .filter(|t| t.outcome != "skipped" || t.reason.as_deref() == Some("observe"))
+            .filter(|t| {
+                t.outcome != "skipped" || t.reason.as_ref().map(Redacted::as_str) == Some("observe")
+            })
             .collect(),
     };
 
@@ -141,7 +143,7 @@ pub fn summary(report: &Report, mode: SummaryMode) -> Option<Rendered> {
     }
     if mode != SummaryMode::Never {
         for e in &report.errors {
-            html.push_str(&format!("\n⚠️ {}", escape(&first_line(e, 300))));
+            html.push_str(&format!("\n⚠️ {}", e.first_line(300).escape()));
         }
     }
     approvals.truncate(MAX_BUTTON_ROWS);
@@ -174,30 +176,32 @@ fn task_line(t: &TaskReport) -> String {
             escape(&format!("{}:{}{column}", name.to_string_lossy(), t.line))
         }
         Some(tool) => {
-            let text = t.text.strip_prefix(&format!("@{tool}")).unwrap_or(&t.text);
-            let text = first_line(text.trim(), 80);
+            // Cut after redaction (the report's text is redacted): a secret that straddled
+            // the cut would otherwise show all but its tail.
+            let text = t.text.strip_prefix(&format!("@{tool}")).first_line(80);
             if text.is_empty() {
                 format!("<b>@{}</b>", escape(tool))
             } else {
-                format!("<b>@{}</b> {}", escape(tool), escape(&text))
+                format!("<b>@{}</b> {}", escape(tool), text.escape())
             }
         }
-        None => escape(&first_line(&t.text, 120)),
+        None => t.text.first_line(120).escape().into_string(),
     };
     let detail = match t.outcome {
         "succeeded" => t
             .summary
-            .clone()
-            .or_else(|| t.output.as_deref().map(|o| first_line(o, 160))),
+            .as_ref()
+            .or(t.output.as_ref())
+            .map(|o| o.first_line(160).into_string()),
         "queued" => t.approval_id.map(|id| match &t.reason {
             // Proposed by an agent: the person deciding is told.
-            Some(why) => format!("approval #{id}, {why}"),
+            Some(why) => format!("approval #{id}, {}", why.as_str()),
             None => format!("approval #{id}"),
         }),
         // A reminder an agent proposed says so.
-        "reminded" => t.reason.clone(),
+        "reminded" => t.reason.as_ref().map(|r| r.as_str().to_string()),
         "skipped" => Some("would run".into()),
-        _ => t.reason.as_deref().map(|r| first_line(r, 160)),
+        _ => t.reason.as_ref().map(|r| r.first_line(160).into_string()),
     };
     let mut line = format!("{icon} {what}");
     if let Some(d) = detail.filter(|d| !d.is_empty()) {
@@ -214,6 +218,7 @@ fn task_line(t: &TaskReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::Secrets;
     use std::path::Path;
     use std::sync::Arc;
 
@@ -228,13 +233,13 @@ mod tests {
                 file: Arc::from(Path::new("/x/HEARTBEAT.md")),
                 line: i + 1,
                 column: None,
-                text: match tool {
+                text: Secrets::default().redact(&match tool {
                     Some(t) => format!("@{t} {{\"text\": \"<b>&\"}}"),
                     None => "Stretch <now>".into(),
-                },
+                }),
                 tool: tool.map(str::to_string),
                 outcome,
-                reason: (*outcome == "failed").then(|| "exit status 1: <oops>".to_string()),
+                reason: (*outcome == "failed").then(|| "exit status 1: <oops>".into()),
                 approval_id: (*outcome == "queued").then_some(i as i64 + 1),
                 exit_code: None,
                 output: Some("line one\nline two".into()),

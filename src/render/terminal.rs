@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::plan::SkipReason;
 use crate::report::Report;
-use crate::text::{clean, first_line};
+use crate::text::{Redacted, clean};
 
 use super::show_path;
 
@@ -14,8 +14,12 @@ use super::show_path;
 pub fn agent_actions(r: &Report) -> Vec<String> {
     r.agent_actions
         .iter()
-        .map(|line| format!("{:<9} {}", "AGENT", clean(line)))
+        .map(|line| format!("{:<9} {}", "AGENT", line.clean().as_str()))
         .collect()
+}
+
+fn reason(t: &crate::report::TaskReport) -> Option<&str> {
+    t.reason.as_ref().map(Redacted::as_str)
 }
 
 /// The human summary: one line per task, then the counts. Prints nothing when nothing
@@ -28,7 +32,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
     let news = !r.errors.is_empty()
         || r.tasks
             .iter()
-            .any(|t| all_skips || t.outcome != "skipped" || t.reason.as_deref() == observe);
+            .any(|t| all_skips || t.outcome != "skipped" || reason(t) == observe);
     if !news {
         return out;
     }
@@ -46,25 +50,31 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             Some(tool) => format!("@{tool}"),
             None => "reminder".into(),
         };
-        let observed = t.outcome == "skipped" && t.reason.as_deref() == observe;
+        let observed = t.outcome == "skipped" && reason(t) == observe;
         let detail = match t.outcome {
             "succeeded" => t
                 .summary
                 .clone()
-                .or_else(|| t.output.as_deref().map(|o| first_line(o, 120)))
-                .unwrap_or_default(),
+                .or_else(|| t.output.as_ref().map(|o| o.first_line(120)))
+                .unwrap_or_default()
+                .into_string(),
             "queued" => match t.approval_id {
                 Some(id) => format!("approval {id}: heartbeat approve {id}"),
                 None => String::new(),
             },
-            "skipped" if observed => first_line(&t.text, 120),
+            "skipped" if observed => t.text.first_line(120).into_string(),
             // A reminder an agent proposed says so.
-            "reminded" => match &t.reason {
-                Some(why) => format!("{} ({why})", first_line(&t.text, 120)),
-                None => first_line(&t.text, 120),
+            "reminded" => match reason(t) {
+                Some(why) => format!("{} ({why})", t.text.first_line(120).as_str()),
+                None => t.text.first_line(120).into_string(),
             },
-            "failed" | "invalid" | "skipped" | "stale" => t.reason.clone().unwrap_or_default(),
-            _ => first_line(&t.text, 120),
+            "failed" | "invalid" | "skipped" | "stale" => t
+                .reason
+                .as_ref()
+                .map(Redacted::clean)
+                .unwrap_or_default()
+                .into_string(),
+            _ => t.text.first_line(120).into_string(),
         };
         let label = match t.outcome {
             "succeeded" => "ok",
@@ -109,7 +119,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
         }
     }
     for e in &r.errors {
-        out.push(format!("ERROR     {}", clean(e)));
+        out.push(format!("ERROR     {}", e.clean()));
     }
     if quiet {
         return out;

@@ -8,6 +8,7 @@
 //! - Claiming (`approved → running`) is that UPDATE in its own IMMEDIATE transaction, with
 //!   RETURNING: a claimed approval is `running` on disk before its tool can start.
 
+use crate::text::{Redacted, RedactedJson};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -38,7 +39,8 @@ pub struct Decision {
     pub approve: bool,
     /// `cli:<user>` or `telegram:<chat id>`.
     pub by: String,
-    pub reason: Option<String>,
+    /// A person's or an agent's words, redacted like every row.
+    pub reason: Option<Redacted>,
     pub always: bool,
 }
 
@@ -49,9 +51,10 @@ pub struct NewApproval<'a> {
     pub line: usize,
     pub section: &'a str,
     pub tool: &'a str,
-    /// Already redacted.
-    pub input: &'a serde_json::Value,
-    pub text: &'a str,
+    /// Shown to whoever decides, as every row is: redacted (what runs is re-read from the
+    /// file).
+    pub input: RedactedJson,
+    pub text: Redacted,
 }
 
 /// The columns [`approval_row`] reads, in its order.
@@ -92,8 +95,8 @@ impl Store {
                     a.line as i64,
                     a.section,
                     a.tool,
-                    a.input.to_string(),
-                    a.text,
+                    a.input.to_text().as_str(),
+                    a.text.as_str(),
                     format_ts(now)
                 ],
                 |r| r.get(0),
@@ -206,7 +209,15 @@ impl Store {
                 )?;
                 let person = d.approve && !d.by.starts_with(super::proposals::AGENT_PREFIX);
                 for &id in ids {
-                    if update.execute(params![id, state, ts, d.by, d.reason, d.always])? == 1 {
+                    if update.execute(params![
+                        id,
+                        state,
+                        ts,
+                        d.by,
+                        d.reason.as_ref().map(Redacted::as_str),
+                        d.always
+                    ])? == 1
+                    {
                         decided.push(id);
                         if person {
                             release.execute(params![id, d.by, ts])?;
@@ -304,8 +315,8 @@ pub(super) mod tests {
             line: 3,
             section: "recurring",
             tool: "shell",
-            input,
-            text: "@shell {}",
+            input: crate::audit::Secrets::default().redact_json(input.clone()),
+            text: "@shell {}".into(),
         }
     }
 

@@ -25,8 +25,8 @@ pub struct TaskRunRecord<'a> {
     pub succeeded: bool,
     pub cost_usd: Option<f64>,
     pub approval_id: Option<i64>,
-    /// Why it failed, kept as the approval's reason.
-    pub error: Option<&'a str>,
+    /// Why it failed, kept as the approval's reason (redacted: a row is a sink).
+    pub error: Option<&'a crate::text::Redacted>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -231,7 +231,13 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
     )?
     .execute(params![r.tool, started])?;
     if let Some(id) = r.approval_id {
-        super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
+        super::approvals::finish_approval(
+            tx,
+            id,
+            r.succeeded,
+            r.error.map(crate::text::Redacted::as_str),
+            r.finished_at,
+        )?;
     }
     if r.succeeded {
         tx.prepare_cached(

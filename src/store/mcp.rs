@@ -14,6 +14,7 @@ use rusqlite::params;
 use super::{Result, Store, parse_ts};
 use crate::audit::format_ts;
 use crate::mcp::ToolInfo;
+use crate::text::RedactedJson;
 
 /// One server's tools as last listed.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,21 +61,23 @@ impl Store {
         Ok(listings)
     }
 
-    /// Remember what a server listed.
-    pub fn save_mcp_listing(&mut self, server: &str, listing: &CachedListing) -> Result<()> {
-        let tools = serde_json::to_string(&listing.tools).unwrap_or_else(|_| "[]".into());
+    /// Remember what a server listed: `tools` is its list of [`ToolInfo`], redacted (a server
+    /// may put its environment in a description).
+    pub fn save_mcp_listing(
+        &mut self,
+        server: &str,
+        fingerprint: &str,
+        listed_at: DateTime<Utc>,
+        tools: &RedactedJson,
+    ) -> Result<()> {
+        let tools = tools.to_text();
         self.conn
             .execute(
                 "INSERT INTO mcp_listings (server, fingerprint, listed_at, tools)
                  VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT(server) DO UPDATE SET fingerprint = excluded.fingerprint,
                      listed_at = excluded.listed_at, tools = excluded.tools",
-                params![
-                    server,
-                    listing.fingerprint,
-                    format_ts(listing.listed_at),
-                    tools
-                ],
+                params![server, fingerprint, format_ts(listed_at), tools.as_str()],
             )
             .map(drop)
             .map_err(|e| self.err(e))
@@ -84,6 +87,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audit::Secrets;
     use crate::store::test_util::ts as at;
     use serde_json::json;
 
@@ -103,14 +107,20 @@ mod tests {
             listed_at: at("2026-11-23T10:00:00Z"),
             tools: vec![tool("echo")],
         };
-        store.save_mcp_listing("srv", &first).unwrap();
+        let save = |store: &mut Store, l: &CachedListing| {
+            let tools = Secrets::default().redact_json(serde_json::to_value(&l.tools).unwrap());
+            store
+                .save_mcp_listing("srv", &l.fingerprint, l.listed_at, &tools)
+                .unwrap();
+        };
+        save(&mut store, &first);
         assert_eq!(store.mcp_listings().unwrap()["srv"], first);
         let second = CachedListing {
             fingerprint: "b".into(),
             listed_at: at("2026-11-23T11:00:00Z"),
             tools: vec![tool("echo"), tool("fail")],
         };
-        store.save_mcp_listing("srv", &second).unwrap();
+        save(&mut store, &second);
         let all = store.mcp_listings().unwrap();
         assert_eq!(all.len(), 1);
         assert_eq!(all["srv"], second);

@@ -33,7 +33,8 @@ pub struct OutboxRow {
 pub struct NewMessage<'a> {
     pub chat_id: i64,
     pub kind: &'a str,
-    pub html: &'a str,
+    /// What is sent: redacted, as every row is.
+    pub html: &'a crate::text::Redacted,
     pub urgent: bool,
     /// Exempt from the dedupe and the daily cap (a reply to a command, a test message).
     pub direct: bool,
@@ -86,7 +87,7 @@ impl Store {
                 params![
                     m.chat_id,
                     m.kind,
-                    m.html,
+                    m.html.as_str(),
                     m.urgent,
                     m.direct,
                     serde_json::to_string(m.approvals).unwrap_or_else(|_| "[]".into()),
@@ -154,11 +155,11 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    pub fn outbox_failed(&mut self, id: i64, error: &str) -> Result<()> {
+    pub fn outbox_failed(&mut self, id: i64, error: &crate::text::Redacted) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
-                params![id, error],
+                params![id, error.as_str()],
             )
             .map(drop)
             .map_err(|e| self.err(e))

@@ -106,8 +106,8 @@ mod tests {
             line: 2,
             section: "recurring",
             tool: "log",
-            input,
-            text: "@log {}",
+            input: crate::audit::Secrets::default().redact_json(input.clone()),
+            text: "@log {}".into(),
         }
     }
 

@@ -91,8 +91,8 @@ mod tests {
             line: 1,
             section: "recurring",
             tool: "shell",
-            input: &input,
-            text: "x",
+            input: crate::audit::Secrets::default().redact_json(input.clone()),
+            text: "x".into(),
         };
         let decided = s
             .queue_approval(&approval("bbbbbbbbbbbb"), old)

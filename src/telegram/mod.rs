@@ -9,6 +9,7 @@
 //!   a token is present; nothing else in heartbeat needs them.
 //! - Every request has a timeout: a hung Telegram never blocks a run for long.
 
+use crate::text::Redacted;
 use std::fmt;
 use std::time::Duration;
 
@@ -54,11 +55,11 @@ impl SendError {
 pub trait Transport {
     /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
     /// row of Approve / Always / Deny buttons per approval id and a Reset button per task id
-    /// in `resets`. Returns the message id.
+    /// in `resets`. Returns the message id. The text is redacted: a message leaves the process.
     fn send(
         &self,
         chat_id: i64,
-        html: &str,
+        html: &Redacted,
         approvals: &[i64],
         resets: &[String],
     ) -> Result<i64, SendError>;
@@ -235,12 +236,12 @@ impl Telegram {
     pub fn send_message(
         &self,
         chat_id: i64,
-        html: &str,
+        html: &Redacted,
         approvals: &[i64],
         resets: &[String],
     ) -> Result<i64, SendError> {
         // The last guard: whatever built the text, the token is not in it.
-        let html = &self.scrub(html);
+        let html = &self.scrub(html.as_str());
         let send = |html_mode: bool| {
             let text = if html_mode {
                 html.to_string()
@@ -271,10 +272,10 @@ impl Telegram {
         &self,
         chat_id: i64,
         message_id: i64,
-        html: &str,
+        html: &Redacted,
         approvals: &[i64],
     ) -> Result<(), String> {
-        let html = &self.scrub(html);
+        let html = &self.scrub(html.as_str());
         let id = MessageId(i32::try_from(message_id).map_err(|_| "bad message id".to_string())?);
         let edit = |html_mode: bool| {
             let text = if html_mode {
@@ -337,7 +338,7 @@ impl Transport for Telegram {
     fn send(
         &self,
         chat_id: i64,
-        html: &str,
+        html: &Redacted,
         approvals: &[i64],
         resets: &[String],
     ) -> Result<i64, SendError> {
@@ -475,7 +476,7 @@ mod tests {
             "https://x/bot***/sendMessage"
         );
         // Port 9 on loopback refuses: the error names the URL, scrubbed.
-        let err = tg.send_message(1, "hi", &[], &[]).unwrap_err();
+        let err = tg.send_message(1, &"hi".into(), &[], &[]).unwrap_err();
         assert!(matches!(err, SendError::Unavailable(_)), "{err:?}");
         assert!(!err.message().contains("SECRET"), "{}", err.message());
         let none = |_: &str| None;

@@ -2,8 +2,9 @@
 //! a small MCP server double on 127.0.0.1: it answers `initialize` with a session id, lists
 //! four tools, answers `tools/call` as a stream of server-sent events (`echo`, `flood`: one
 //! event of 17 MiB), as JSON (`fail`, `isError`), after 3 s (`slow`) or not as MCP at all
-//! (`page`, `junk`), and refuses any request without the configured header or, after
-//! `initialize`, without the session.
+//! (`page`, `junk`), answers 403 with a page that quotes its credential (`refuse`), and
+//! refuses any request without the configured header or, after `initialize`, without the
+//! session.
 
 use std::sync::{Arc, Mutex};
 
@@ -102,7 +103,8 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                 {"name": "flood", "inputSchema": {"type": "object"}},
                 {"name": "slow", "inputSchema": {"type": "object"}},
                 {"name": "page", "inputSchema": {"type": "object"}},
-                {"name": "junk", "inputSchema": {"type": "object"}}
+                {"name": "junk", "inputSchema": {"type": "object"}},
+                {"name": "refuse", "inputSchema": {"type": "object"}}
             ]})),
         ),
         "tools/call" => {
@@ -138,6 +140,14 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                 // Not MCP at all: a web page, or JSON that is no JSON-RPC message.
                 Some("page") => Reply::raw(200, "text/html", "<html>maintenance</html>"),
                 Some("junk") => Reply::raw(200, "application/json", "{\"hello\": "),
+                // An error page that quotes the credential it was sent, bare, 180
+                // characters in.
+                Some("refuse") => {
+                    let sent = r.header("authorization").unwrap_or_default();
+                    let credential = sent.strip_prefix("Bearer ").unwrap_or(sent);
+                    let page = format!("{} you sent {credential}", "-".repeat(171));
+                    Reply::raw(403, "text/plain", page)
+                }
                 // Answers after the caller gave up.
                 Some("slow") => {
                     std::thread::sleep(std::time::Duration::from_secs(3));

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 /// A connected MCP client (`clientInfo.name` = "tester").
-struct Client {
+pub(crate) struct Client {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
@@ -20,7 +20,12 @@ struct Client {
 
 impl Client {
     fn connect(env: &Env) -> Client {
-        let mut child = env.cmd(["mcp"]).spawn_piped();
+        Client::connect_with(env.cmd(["mcp"]))
+    }
+
+    /// `heartbeat mcp` as `cmd` starts it (its environment, its flags).
+    pub(crate) fn connect_with(cmd: Cmd) -> Client {
+        let mut child = cmd.spawn_piped();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         let mut client = Client {
@@ -74,7 +79,7 @@ impl Client {
     }
 
     /// A tool call: Ok(JSON result) or Err(the tool error's text).
-    fn call(&mut self, name: &str, args: Value) -> Result<Value, String> {
+    pub(crate) fn call(&mut self, name: &str, args: Value) -> Result<Value, String> {
         let r = self.request("tools/call", json!({"name": name, "arguments": args}));
         if let Some(message) = r["error"]["message"].as_str() {
             return Err(message.to_string());

@@ -359,3 +359,287 @@ fn a_hidden_value_cut_off_by_a_table_column_keeps_the_rest_of_the_output() {
     assert!(stdout.contains("2 task(s), 0 error(s)"), "{stdout}");
     assert!(!stdout.contains("sk-live-0c4a7d1e"), "{stdout}");
 }
+
+/// `[mcp.srv]`: the test MCP server, with `env` passed through.
+fn srv_toml(env: &[&str]) -> String {
+    format!(
+        "[mcp.srv]\ncommand = [\"{}\"]\nenv = {env:?}\napproval = \"auto\"\n",
+        crate::mcp_tools::server_bin().display()
+    )
+}
+
+#[test]
+fn an_mcp_tools_error_text_is_redacted_before_it_is_cut() {
+    // The server's isError text holds its secret from character 185 on: cut at 200 first,
+    // the secret would lose only its tail and show the rest.
+    let secret = "mcp-secret-value-8c1f2e";
+    let md = format!(
+        "## Recurring\n- [ ] @srv.fail {{\"text\": \"{}\", \"var\": \"SRV_TOKEN\"}}\n",
+        "-".repeat(185)
+    );
+    let (tg, env) = setup(&md, &srv_toml(&["SRV_TOKEN"]));
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("SRV_TOKEN", secret)
+        .output();
+    out.code(1);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(error.ends_with("-***"), "{error}");
+    assert_nowhere("mcp-secret", &env, &tg, &[&out]);
+}
+
+#[test]
+fn an_http_error_page_is_redacted_before_it_is_cut() {
+    use crate::mcp_http::{AUTH, McpHttpDouble, web_toml};
+    // The page quotes the bare credential from character 181 on; the message keeps 200.
+    let double = McpHttpDouble::start(AUTH);
+    let (tg, env) = setup(
+        "## Recurring\n- [ ] @web.refuse {}\n",
+        &web_toml(&double.url()),
+    );
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("WEB_MCP_AUTH", AUTH)
+        .output();
+    out.code(1);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let error = failed[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("403") && error.contains("you sent ***"),
+        "{error}"
+    );
+    assert_nowhere("web-mcp-token", &env, &tg, &[&out]);
+}
+
+#[test]
+fn the_telegram_task_line_is_redacted_before_it_is_cut() {
+    // The task's text holds the token from character 68 of the line Telegram shows (80).
+    let md = format!(
+        "## Recurring\n- [ ] @shell {{\"cmd\": [\"echo\", \"{}{TG_TOKEN}\"]}}\n",
+        "-".repeat(50)
+    );
+    let (tg, env) = setup(&md, "[tools.shell]\napproval = \"auto\"\n");
+    let out = env.cmd(["run", "--once"]).token().output();
+    out.code(0);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let sent = bodies(&tg);
+    assert!(sent.contains("<b>@shell</b>"), "{sent}");
+    assert_nowhere(&TG_TOKEN[..10], &env, &tg, &[&out]);
+}
+
+#[test]
+fn a_credential_and_its_encodings_reach_no_sink() {
+    // The server's variable is a whole header value; a tool prints the credential alone,
+    // base64-encoded and hex-encoded.
+    let credential = "srv-cred-7a1b2c3d4e";
+    let header = format!("Bearer {credential}");
+    let md = r#"## Recurring
+- [ ] @shell {"cmd": ["sh", "-c", "printf '%s\n' \"$1\"; printf %s \"$1\" | base64; printf %s \"$1\" | od -An -tx1 | tr -d ' \n'", "sh", "srv-cred-7a1b2c3d4e"]}
+"#;
+    let tools = format!(
+        "{}[tools.shell]\napproval = \"auto\"\n",
+        srv_toml(&["SRV_AUTH"])
+    );
+    let (tg, env) = setup(md, &tools);
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("SRV_AUTH", &header)
+        .output();
+    out.code(0);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let output = env.events("task_succeeded")[0]["output"].to_string();
+    assert_eq!(output.matches("***").count(), 3, "{output}");
+    assert_nowhere(credential, &env, &tg, &[&out]);
+    assert_nowhere("c3J2LWNyZWQt", &env, &tg, &[&out]);
+    assert_nowhere("7372762d63726564", &env, &tg, &[&out]);
+}
+
+#[test]
+fn a_short_variable_is_not_replaced_inside_other_text_and_check_warns() {
+    // DEBUG=1 would otherwise turn every 1 of every line into ***: ts, line numbers, counts.
+    let md = "## Recurring\n- [ ] @log {\"text\": \"hello 1\"}\n";
+    let env = Env::new(md).config(&format!("timezone = \"UTC\"\n{}", srv_toml(&["DEBUG"])));
+    env.cmd(["run", "--once"])
+        .env("DEBUG", "1")
+        .output()
+        .code(0);
+    let lines = env.audit();
+    assert!(lines.len() >= 3, "{}", env.audit_text());
+    for line in &lines {
+        assert!(line["ts"].as_str().unwrap().starts_with("20"), "{line}");
+        assert!(!line["event"].as_str().unwrap().contains('*'), "{line}");
+    }
+    assert_eq!(env.events("task_succeeded")[0]["output"], "hello 1");
+    let json = env.cmd(["check", "--json"]).env("DEBUG", "1").output();
+    json.code(0);
+    let problems = json.json()["problems"].to_string();
+    assert!(
+        problems.contains("$DEBUG is shorter than 6 characters"),
+        "{problems}"
+    );
+    let text = env.cmd(["check"]).env("DEBUG", "1").output();
+    text.code(0);
+    assert!(
+        text.stdout
+            .contains("warning: the value of $DEBUG is shorter"),
+        "{}",
+        text.stdout
+    );
+    // It is still kept out of the tools' environment.
+    let md = "## Recurring\n- [ ] @shell {\"cmd\": \"echo debug=${DEBUG-unset}\"}\n";
+    let env = Env::new(md).config(&format!(
+        "timezone = \"UTC\"\n{}[tools.shell]\napproval = \"auto\"\n",
+        srv_toml(&["DEBUG"])
+    ));
+    env.cmd(["run", "--once"])
+        .env("DEBUG", "1")
+        .output()
+        .code(0);
+    assert_eq!(
+        env.events("task_succeeded")[0]["output"],
+        "debug=unset\n",
+        "{}",
+        env.audit_text()
+    );
+}
+
+#[test]
+fn heartbeat_mcp_answers_are_redacted() {
+    use crate::mcp_server::Client;
+    use serde_json::json;
+    // The token written into a task; the server's variable in its tool listing.
+    let described = "described-secret-4d5e6f";
+    let md = format!(
+        "## Recurring\n- [ ] @http {{\"url\": \"https://api.example/bot{TG_TOKEN}/getMe\"}}\n\
+         - [ ] @srv.echo {{\"text\": \"x\"}}\n"
+    );
+    let tools = srv_toml(&["MCP_TEST_DESCRIPTION"]);
+    let (tg, env) = setup(&md, &tools);
+    // A run lists the server and caches its tools.
+    let run = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("MCP_TEST_DESCRIPTION", described)
+        .output();
+    assert_nowhere(described, &env, &tg, &[&run]);
+    let mut client = Client::connect_with(
+        env.cmd(["mcp"])
+            .token()
+            .env("MCP_TEST_DESCRIPTION", described),
+    );
+    let mut answers = Vec::new();
+    for (tool, args) in [
+        ("check", json!({})),
+        ("status", json!({})),
+        ("approvals", json!({"state": "all"})),
+        ("log", json!({})),
+    ] {
+        let answer = client.call(tool, args).unwrap().to_string();
+        assert!(answer.len() > 2, "{tool}: {answer}");
+        answers.push(answer);
+    }
+    // An error that quotes what the agent sent.
+    let error = client.call("log", json!({"since": TG_TOKEN})).unwrap_err();
+    assert!(error.contains("***"), "{error}");
+    answers.push(error);
+    let check = &answers[0];
+    assert!(check.contains("/bot***/getMe"), "{check}");
+    for answer in &answers {
+        assert!(!answer.contains(&TG_TOKEN[..10]), "{answer}");
+        assert!(!answer.contains(described), "{answer}");
+    }
+}
+
+#[test]
+fn a_variable_every_server_gets_stays_with_the_tools_even_when_env_names_it() {
+    // HOME is passed to every MCP server anyway; naming it in `env` does not make it a
+    // secret: the tools keep it and its value is shown. A real secret beside it is still
+    // kept from the tools and hidden.
+    let secret = "mcp-secret-value-8c1f2e";
+    let md = "## Recurring\n\
+              - [ ] @shell {\"cmd\": \"echo home=$HOME srv=${SRV_TOKEN-unset}\"}\n\
+              - [ ] @srv.env {}\n";
+    let tools = format!(
+        "{}[tools.shell]\napproval = \"auto\"\n",
+        srv_toml(&["HOME", "SRV_TOKEN"])
+    );
+    let (tg, env) = setup(md, &tools);
+    let home = env.path("home").display().to_string();
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("SRV_TOKEN", secret)
+        .output();
+    out.code(0);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 2, "{}", env.audit_text());
+    assert_eq!(ok[0]["output"], format!("home={home} srv=unset\n"));
+    let listed = ok[1]["output"].as_str().unwrap();
+    assert!(listed.contains(&format!("HOME={home}\n")), "{listed}");
+    assert!(listed.contains("SRV_TOKEN=***"), "{listed}");
+    assert_nowhere(secret, &env, &tg, &[&out]);
+}
+
+#[test]
+fn a_denial_reason_is_stored_redacted() {
+    let md = "## Recurring\n- [ ] @echo {\"v\": \"x\"}\n";
+    let (tg, env) = setup(md, ECHO_TOOL);
+    let queued = env.cmd(["run", "--once"]).token().output();
+    queued.code(0);
+    let reason = format!("the bot is {TG_TOKEN}");
+    let denied = env
+        .cmd(["deny", "1", "--reason", &reason])
+        .token()
+        .user("tester")
+        .output();
+    denied.code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("denied"));
+    let listed = env
+        .cmd(["approvals", "--state", "all", "--json"])
+        .token()
+        .output();
+    assert!(
+        listed.stdout.contains("the bot is ***"),
+        "{}",
+        listed.stdout
+    );
+    assert_nowhere(TG_TOKEN, &env, &tg, &[&queued, &denied, &listed]);
+}
+
+#[test]
+fn an_argument_echoed_back_in_a_usage_error_is_redacted() {
+    let env = Env::new("");
+    let out = env.cmd(["deny", "password=hunter2-secret"]).output();
+    out.code(2);
+    assert!(out.stderr.contains("password=***"), "{}", out.stderr);
+    assert!(!out.stderr.contains("hunter2"), "{}", out.stderr);
+}
+
+#[test]
+fn a_pause_reason_is_stored_redacted() {
+    let (tg, env) = setup("## Recurring\n- [ ] @log {\"text\": \"x\"}\n", "");
+    let reason = format!("bot {TG_TOKEN} rotated");
+    let paused = env
+        .cmd(["pause", "--reason", &reason])
+        .token()
+        .user("tester")
+        .output();
+    paused.code(0);
+    let status = env.cmd(["status", "--json"]).token().output();
+    status.code(0);
+    assert!(
+        status.stdout.contains("bot *** rotated"),
+        "{}",
+        status.stdout
+    );
+    assert_nowhere(TG_TOKEN, &env, &tg, &[&paused, &status]);
+}
