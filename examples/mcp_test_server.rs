@@ -13,7 +13,7 @@
 //! stderr), `structured` (structuredContent with `cost_usd` and `summary`), `image` (one
 //! image item and one text item), `sampling`, `roots` and `elicit` (ask the client and report
 //! its answer), `env` (its environment, one `NAME=value` per line, sorted), `crash` (exits
-//! with status 3 mid-call).
+//! with status 3 mid-call), `hang` (writes its pid to `mark`, then never answers).
 
 // Sampling and roots are deprecated in the SDK, but servers in use still send them: the tests
 // need a server that does.
@@ -88,6 +88,15 @@ fn tools(extra: usize) -> Vec<Tool> {
         tool("elicit", "Asks the client to elicit input.", none.clone()),
         tool("env", "Returns its environment.", none.clone()),
         tool("crash", "Exits mid-call.", none.clone()),
+        tool(
+            "hang",
+            "Writes its pid to the file mark, then never answers, not even a cancellation.",
+            json!({
+                "type": "object",
+                "properties": {"mark": {"type": "string"}},
+                "required": ["mark"]
+            }),
+        ),
     ];
     for i in 0..extra {
         tools.push(tool(&format!("extra_{i}"), "A filler tool.", none.clone()));
@@ -194,6 +203,17 @@ impl TestServer {
             "crash" => {
                 eprintln!("crashing on purpose");
                 std::process::exit(3);
+            }
+            "hang" => {
+                let mark = arg("mark");
+                let mark = mark.as_str().unwrap_or("hang.pid");
+                // Whole or absent: the tests read it as soon as it exists.
+                let part = format!("{mark}.part");
+                std::fs::write(&part, std::process::id().to_string())
+                    .and_then(|()| std::fs::rename(&part, mark))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                std::future::pending::<()>().await;
+                unreachable!("pending never ends")
             }
             other if other.starts_with("extra_") => text(other.to_owned()),
             other => {

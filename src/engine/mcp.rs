@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -86,8 +87,16 @@ impl<'a> Servers<'a> {
         }
     }
 
-    /// One `tools/call` of an MCP tool task, as an [`Outcome`] like any tool's.
-    pub fn call(&mut self, spec: &ToolSpec, input: &Map<String, Value>, workdir: &Path) -> Outcome {
+    /// One `tools/call` of an MCP tool task, as an [`Outcome`] like any tool's. Once `stop`
+    /// is set (the daemon shutting down) the call is abandoned, its server stopped, and the
+    /// task fails with `stopped`, as a tool's process does.
+    pub fn call(
+        &mut self,
+        spec: &ToolSpec,
+        input: &Map<String, Value>,
+        workdir: &Path,
+        stop: Option<&AtomicBool>,
+    ) -> Outcome {
         let started = Instant::now();
         let ToolKind::Mcp { server, tool, .. } = &spec.kind else {
             return failed(format!("{} is not an MCP tool", spec.name), started);
@@ -98,7 +107,7 @@ impl<'a> Servers<'a> {
         crate::error::work_started();
         let call = self.server(server, workdir).map(|s| {
             let (stderr_before, refused_before) = (s.stderr().len(), s.refused().len());
-            let result = s.call(tool, input, spec.timeout);
+            let result = s.call_with_stop(tool, input, spec.timeout, stop);
             let stderr = s.stderr();
             let mut news = stderr.get(stderr_before..).unwrap_or(&stderr).to_string();
             for request in s.refused().iter().skip(refused_before) {
@@ -113,12 +122,12 @@ impl<'a> Servers<'a> {
             Ok(c) => c,
         };
         if !usable {
-            // Timed out or died: the next call gets a new one.
+            // Timed out, died or abandoned: stopped now, and the next call gets a new one.
             self.discard(server);
         }
         let mut outcome = match result {
             Ok(done) => from_call(done),
-            Err(e @ McpError::Timeout(_)) => Outcome {
+            Err(e @ (McpError::Timeout(_) | McpError::Stopped)) => Outcome {
                 error: Some(e.to_string()),
                 ..Outcome::default()
             },

@@ -678,7 +678,8 @@ impl<'a> Session<'a> {
             ToolKind::Notify => self.notify(input)?,
             ToolKind::Mcp { .. } => {
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
-                self.mcp.call(&spec, input, workdir)
+                self.mcp
+                    .call(&spec, input, workdir, self.stop.map(|s| &s.kill))
             }
             _ => self.execute(task, &spec, input),
         };

@@ -27,6 +27,7 @@ use std::io::{self, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -78,6 +79,9 @@ const DEATH_GRACE: Duration = Duration::from_millis(500);
 
 /// How often a dying group is looked at (there is no way to wait for non-children).
 const POLL: Duration = Duration::from_millis(20);
+
+/// How often a call looks at its stop flag, like a tool's process.
+const STOP_POLL: Duration = Duration::from_millis(50);
 
 /// A server that pages forever is a broken server, not a long list.
 const MAX_PAGES: usize = 1000;
@@ -164,6 +168,10 @@ pub enum McpError {
     /// The server broke the protocol or asked for something heartbeat does not do.
     #[error("broke the MCP protocol: {0}")]
     Protocol(String),
+    /// The call was abandoned because heartbeat is stopping (the daemon's SIGTERM): stop
+    /// the server.
+    #[error("stopped")]
+    Stopped,
 }
 
 /// A running MCP server and the connection to it. Not `Sync`: one caller at a time.
@@ -422,20 +430,55 @@ impl Server {
         input: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<CallOutcome, McpError> {
+        self.call_with_stop(tool, input, timeout, None)
+    }
+
+    /// [`Server::call`], abandoned as soon as `stop` is set (the daemon shutting down):
+    /// the result is [`McpError::Stopped`] and the server is no longer usable, so the caller
+    /// stops it. The flag is looked at every [`STOP_POLL`].
+    pub fn call_with_stop(
+        &mut self,
+        tool: &str,
+        input: &Map<String, Value>,
+        timeout: Duration,
+        stop: Option<&AtomicBool>,
+    ) -> Result<CallOutcome, McpError> {
         let peer = self.service()?.peer().clone();
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(input.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
+        if stopped() {
+            return Err(McpError::Stopped);
+        }
         // The SDK's own timeout sends the cancellation; the outer one only guards against a
         // cancellation that cannot be written.
         let answered = self.block_on(async move {
-            tokio::time::timeout(timeout.saturating_add(CANCEL_GRACE), async move {
-                let handle = peer
-                    .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
-                    .await?;
-                handle.await_response().await
-            })
-            .await
+            let call = std::pin::pin!(tokio::time::timeout(
+                timeout.saturating_add(CANCEL_GRACE),
+                async move {
+                    let handle = peer
+                        .send_request_with_option(
+                            request,
+                            PeerRequestOptions::with_timeout(timeout),
+                        )
+                        .await?;
+                    handle.await_response().await
+                }
+            ));
+            let watch = std::pin::pin!(async {
+                while !stopped() {
+                    tokio::time::sleep(STOP_POLL).await;
+                }
+            });
+            match futures::future::select(call, watch).await {
+                futures::future::Either::Left((answered, _)) => Some(answered),
+                futures::future::Either::Right(((), _)) => None,
+            }
         })?;
+        let Some(answered) = answered else {
+            self.usable = false;
+            return Err(McpError::Stopped);
+        };
         match answered {
             Err(_) | Ok(Err(ServiceError::Timeout { .. })) => {
                 self.usable = false;
