@@ -13,7 +13,8 @@
 //! stderr), `structured` (structuredContent with `cost_usd` and `summary`), `image` (one
 //! image item and one text item), `sampling`, `roots` and `elicit` (ask the client and report
 //! its answer), `env` (its environment, one `NAME=value` per line, sorted), `crash` (exits
-//! with status 3 mid-call), `hang` (writes its pid to `mark`, then never answers).
+//! with status 3 mid-call), `big` (a text of `bytes` bytes), `deep` (structured content
+//! nested `depth` arrays deep), `hang` (writes its pid to `mark`, then never answers).
 
 // Sampling and roots are deprecated in the SDK, but servers in use still send them: the tests
 // need a server that does.
@@ -88,6 +89,24 @@ fn tools(extra: usize) -> Vec<Tool> {
         tool("elicit", "Asks the client to elicit input.", none.clone()),
         tool("env", "Returns its environment.", none.clone()),
         tool("crash", "Exits mid-call.", none.clone()),
+        tool(
+            "big",
+            "Returns a text of bytes bytes.",
+            json!({
+                "type": "object",
+                "properties": {"bytes": {"type": "integer"}},
+                "required": ["bytes"]
+            }),
+        ),
+        tool(
+            "deep",
+            "Returns structured content nested depth arrays deep.",
+            json!({
+                "type": "object",
+                "properties": {"depth": {"type": "integer"}},
+                "required": ["depth"]
+            }),
+        ),
         tool(
             "hang",
             "Writes its pid to the file mark, then never answers, not even a cancellation.",
@@ -203,6 +222,14 @@ impl TestServer {
             "crash" => {
                 eprintln!("crashing on purpose");
                 std::process::exit(3);
+            }
+            "big" => text("x".repeat(arg("bytes").as_u64().unwrap_or(0) as usize)),
+            "deep" => {
+                let mut nested = json!("bottom");
+                for _ in 0..arg("depth").as_u64().unwrap_or(1) {
+                    nested = json!([nested]);
+                }
+                CallToolResult::structured(json!({ "nested": nested }))
             }
             "hang" => {
                 let mark = arg("mark");

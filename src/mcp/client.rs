@@ -86,6 +86,15 @@ const STOP_POLL: Duration = Duration::from_millis(50);
 /// A server that pages forever is a broken server, not a long list.
 const MAX_PAGES: usize = 1000;
 
+/// The longest MCP message read from a server's stdout, the newline included: the SDK's own
+/// limit, past which it would drop the message without a word (and the call would wait
+/// out its timeout).
+const MAX_MESSAGE: usize = 16 << 20;
+
+/// The deepest nesting of arrays and objects in a message that the JSON parser reads
+/// (serde_json stops at 128 levels); the SDK would drop a deeper message without a word.
+const MAX_DEPTH: usize = 127;
+
 /// How to reach a server.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Transport {
@@ -191,6 +200,8 @@ pub struct Server {
     stderr: Arc<Mutex<Capture>>,
     stderr_reader: Option<thread::JoinHandle<()>>,
     refused: Arc<Mutex<Vec<String>>>,
+    /// Why the server's stdout was cut off: a message heartbeat cannot read (see [`Framed`]).
+    fault: Arc<Mutex<Option<String>>>,
     usable: bool,
 }
 
@@ -245,8 +256,10 @@ impl Server {
         let pipes = {
             // Registering the pipes with the runtime's reactor needs its context.
             let _entered = rt.enter();
-            tokio::process::ChildStdout::from_std(stdout)
-                .and_then(|out| Ok((out, tokio::process::ChildStdin::from_std(stdin)?)))
+            tokio::process::ChildStdout::from_std(stdout).and_then(|out| {
+                let out = Framed::new(out, Arc::clone(&server.fault));
+                Ok((out, tokio::process::ChildStdin::from_std(stdin)?))
+            })
         };
         match pipes {
             Ok(pipes) => server.handshake(rt, pipes),
@@ -309,6 +322,7 @@ impl Server {
             stderr: Arc::new(Mutex::new(Capture::default())),
             stderr_reader: None,
             refused: Arc::new(Mutex::new(Vec::new())),
+            fault: Arc::new(Mutex::new(None)),
             usable: false,
         }
     }
@@ -555,10 +569,21 @@ impl Server {
             }
             Failure::Service(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 self.usable = false;
-                McpError::Died(self.death())
+                match self.fault() {
+                    Some(fault) => McpError::Protocol(fault),
+                    None => McpError::Died(self.death()),
+                }
             }
             Failure::Service(e) => McpError::Protocol(e.to_string()),
         }
+    }
+
+    /// The message that cut the connection off, if one did.
+    fn fault(&self) -> Option<String> {
+        self.fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// Why the connection closed, as far as the leader's exit status tells.
@@ -591,7 +616,10 @@ impl Server {
     fn failed_start(mut self, reason: String) -> McpError {
         let exited = self.exit_soon();
         self.shutdown();
-        let mut message = reason;
+        let mut message = match self.fault() {
+            Some(fault) => format!("{reason}: {fault}"),
+            None => reason,
+        };
         if let Some(status) = exited {
             message.push_str(&format!(" (it exited: {status})"));
         }
@@ -844,10 +872,168 @@ fn read_capped(mut pipe: impl Read, cap: &Mutex<Capture>) {
     }
 }
 
+/// A server's stdout as the SDK reads it, one message a line, cut off at the first message
+/// it could not read: longer than [`MAX_MESSAGE`] or nested deeper than [`MAX_DEPTH`]. The
+/// SDK would skip such a message without a word, leaving its call to wait out the timeout;
+/// cut off, the connection closes, the call fails at once, and [`Server::fault`] says why.
+/// The bytes of the message before the limit are handed on; the SDK drops them with the
+/// closed connection.
+struct Framed<R> {
+    inner: R,
+    scan: Scan,
+    fault: Arc<Mutex<Option<String>>>,
+    cut: bool,
+}
+
+impl<R> Framed<R> {
+    fn new(inner: R, fault: Arc<Mutex<Option<String>>>) -> Framed<R> {
+        Framed {
+            inner,
+            scan: Scan::default(),
+            fault,
+            cut: false,
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Framed<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = &mut *self;
+        let cut = || io::Error::new(io::ErrorKind::InvalidData, "a message over the limits");
+        if this.cut {
+            return std::task::Poll::Ready(Err(cut()));
+        }
+        let before = buf.filled().len();
+        std::task::ready!(std::pin::Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        if let Some((at, why)) = this.scan.bytes(&buf.filled()[before..]) {
+            buf.set_filled(before + at);
+            *this.fault.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
+            this.cut = true;
+            if at == 0 {
+                return std::task::Poll::Ready(Err(cut()));
+            }
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Where a reader is in a stream of newline-delimited JSON messages.
+#[derive(Default)]
+struct Scan {
+    /// Bytes of the current line so far.
+    line: usize,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Scan {
+    /// Reads on; the offset of the first byte that breaks a limit, and what it broke.
+    fn bytes(&mut self, bytes: &[u8]) -> Option<(usize, String)> {
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'\n' {
+                *self = Scan::default();
+                continue;
+            }
+            self.line += 1;
+            // This byte, and the newline still to come, would not fit.
+            if self.line >= MAX_MESSAGE {
+                return Some((
+                    i,
+                    format!(
+                        "it sent a message larger than {} MiB, the most heartbeat reads",
+                        MAX_MESSAGE >> 20
+                    ),
+                ));
+            }
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth > MAX_DEPTH {
+                        return Some((
+                            i,
+                            format!(
+                                "it sent a message nested deeper than {MAX_DEPTH} levels, the \
+                                 most the JSON parser reads"
+                            ),
+                        ));
+                    }
+                }
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
 /// Whether a live process (not a zombie: the unreaped leader stays one) is in the group.
 fn group_alive(pgid: i32) -> bool {
     if !sys::group_exists(pgid) {
         return false;
     }
     sys::live_member_in_group(pgid).unwrap_or_else(|| sys::exit_without_reaping(pgid).is_none())
+}
+
+#[cfg(test)]
+mod framing_tests {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn the_depth_limit_is_the_json_parsers() {
+        assert!(serde_json::from_str::<Value>(&nested(MAX_DEPTH)).is_ok());
+        assert!(serde_json::from_str::<Value>(&nested(MAX_DEPTH + 1)).is_err());
+        let mut scan = Scan::default();
+        assert_eq!(
+            scan.bytes(format!("{}\n", nested(MAX_DEPTH)).as_bytes()),
+            None
+        );
+        let (at, why) = scan.bytes(nested(MAX_DEPTH + 1).as_bytes()).unwrap();
+        assert_eq!(at, MAX_DEPTH);
+        assert!(why.contains("nested deeper than 127 levels"), "{why}");
+    }
+
+    #[test]
+    fn brackets_in_strings_do_not_nest_and_a_newline_starts_over() {
+        let mut scan = Scan::default();
+        let text = format!(r#"{{"a": "{}\"[{{", "b": ["#, "[".repeat(500));
+        assert_eq!(scan.bytes(text.as_bytes()), None);
+        assert_eq!(scan.depth, 2);
+        // Each line counts alone: an unclosed line does not nest the next one.
+        let mut scan = Scan::default();
+        let line = format!("{}\n", "[".repeat(MAX_DEPTH));
+        for _ in 0..3 {
+            assert_eq!(scan.bytes(line.as_bytes()), None);
+        }
+    }
+
+    #[test]
+    fn a_line_over_the_size_limit_is_cut_where_it_passes_it() {
+        let mut scan = Scan::default();
+        let fits = vec![b' '; MAX_MESSAGE - 1];
+        assert_eq!(scan.bytes(&fits), None);
+        assert_eq!(scan.bytes(b"\n"), None);
+        assert_eq!(scan.bytes(&fits), None);
+        let (at, why) = scan.bytes(b"  ").unwrap();
+        assert_eq!(at, 0);
+        assert!(why.contains("larger than 16 MiB"), "{why}");
+    }
 }

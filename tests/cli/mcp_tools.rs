@@ -174,6 +174,48 @@ fn is_error_fails_the_task_and_a_timeout_is_cancelled() {
     assert_eq!(marked_processes(&mark), Vec::<String>::new());
 }
 
+#[test]
+fn a_message_too_large_or_too_deep_fails_its_call_at_once_naming_the_limit() {
+    // The calls may take 10 minutes: failing them must not wait for that (the deadline).
+    let env = config(
+        Env::new(&format!(
+            "## Recurring\n- [ ] @srv.big {{\"bytes\": {}}}\n- [ ] @srv.deep {{\"depth\": 200}}\n\
+             - [ ] @srv.deep {{\"depth\": 100}}\n- [ ] @srv.echo {{\"text\": \"after\"}}\n",
+            17 << 20
+        )),
+        "[mcp.srv.tools.big]\ntimeout = \"10m\"\n[mcp.srv.tools.deep]\ntimeout = \"10m\"\n",
+    );
+    let out = wait_output(
+        env.cmd(["run", "--once"]).now(NOW).spawn(),
+        "run --once",
+        WAIT,
+    );
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let error = |i: usize| failed[i]["error"].as_str().unwrap().to_string();
+    assert_eq!(
+        error(0),
+        "MCP server \"srv\" broke the MCP protocol: it sent a message larger than 16 MiB, the \
+         most heartbeat reads"
+    );
+    assert_eq!(
+        error(1),
+        "MCP server \"srv\" broke the MCP protocol: it sent a message nested deeper than 127 \
+         levels, the most the JSON parser reads"
+    );
+    // Each cut-off server is replaced; a message within the limits is read as ever.
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 2, "{}", env.audit_text());
+    assert!(
+        ok[0]["output"].as_str().unwrap().contains("bottom"),
+        "{}",
+        ok[0]
+    );
+    assert_eq!(ok[1]["output"], "after");
+    assert_eq!(starts(&env), 3);
+}
+
 /// Processes whose environment holds `HB_TEST_MARK=<mark>`, as /proc shows them.
 fn marked_processes(mark: &str) -> Vec<String> {
     let needle = format!("HB_TEST_MARK={mark}");
