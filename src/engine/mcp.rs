@@ -72,6 +72,19 @@ impl<'a> Servers<'a> {
         Ok(self.running.get_mut(name).expect("inserted above"))
     }
 
+    /// Starts the server of `tool` when it is an MCP tool (`SERVER.TOOL`) and its server is
+    /// not running yet. `Err`: why it would not start, as the failure of a call to it reads.
+    pub fn start_for(&mut self, tool: &str, workdir: &Path) -> Result<(), String> {
+        let Some((_, server, _)) = self.cfg.mcp_tool(tool) else {
+            return Ok(());
+        };
+        let server = server.to_string();
+        match self.server(&server, workdir) {
+            Ok(_) => Ok(()),
+            Err(why) => Err(format!("MCP server \"{server}\" {why}")),
+        }
+    }
+
     /// The tools server `name` offers (following pagination).
     pub fn list(&mut self, name: &str, workdir: &Path) -> Result<Vec<ToolInfo>, String> {
         let server = self.server(name, workdir)?;

@@ -231,7 +231,7 @@ impl Server {
             )));
         }
         let mut child = spawn(program, &command[1..], spec)
-            .map_err(|e| McpError::Start(format!("cannot run {program:?}: {e}")))?;
+            .map_err(|e| McpError::Start(cannot_run(program, &e)))?;
         let pgid = child.id() as i32;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
@@ -705,6 +705,22 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 enum Failure {
     Service(ServiceError),
     Protocol(String),
+}
+
+/// Why `program` could not be spawned. A bare name that is not found is named with the PATH
+/// it was looked up in: cron and systemd give a much shorter one than a login shell.
+fn cannot_run(program: &str, e: &io::Error) -> String {
+    if e.kind() != io::ErrorKind::NotFound || program.contains('/') {
+        return format!("cannot run {program:?}: {e}");
+    }
+    let path = match std::env::var_os("PATH") {
+        Some(path) => format!("PATH {:?}", path.to_string_lossy()),
+        None => "PATH, which is not set,".to_string(),
+    };
+    format!(
+        "cannot run {program:?}: it is not in any directory of {path} (cron and systemd \
+         give a shorter PATH than your shell): write its absolute path in command"
+    )
 }
 
 fn spawn(program: &str, args: &[String], spec: &ServerSpec) -> io::Result<Child> {

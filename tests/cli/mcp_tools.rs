@@ -272,6 +272,85 @@ fn a_server_that_will_not_start(command: &str) {
 }
 
 #[test]
+fn a_server_not_on_crons_path_fails_its_tasks_instead_of_queuing_them() {
+    // As cron starts it: a short PATH, and a command that the user's shell finds elsewhere.
+    let env = Env::new(
+        "## Recurring\n- [ ] @gh.echo {\"text\": \"x\"}\n## One-time\n- [ ] @gh.echo {\"text\": \"y\"}\n",
+    )
+    .config("[mcp.gh]\ncommand = [\"mcp_test_server\"]\n");
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("PATH", "/usr/bin:/bin")
+        .output();
+    out.code(1);
+    assert!(
+        env.events("approval_requested").is_empty(),
+        "{}",
+        env.audit_text()
+    );
+    assert!(env.approval_rows().is_empty());
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    for f in &failed {
+        assert_eq!(f["tool"], "gh.echo");
+        let error = f["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("MCP server \"gh\" did not start: cannot run \"mcp_test_server\"")
+                && error.contains("PATH \"/usr/bin:/bin\"")
+                && error.contains("absolute path"),
+            "{error}"
+        );
+    }
+    assert!(out.stdout.contains("absolute path"), "{out:?}");
+}
+
+#[test]
+fn a_server_listed_from_the_shell_but_not_on_crons_path_fails_instead_of_queuing() {
+    // From the shell, whose PATH finds the server, a run lists its tools (cached for an hour).
+    let shell_path = format!("{}:/usr/bin:/bin", server_bin().parent().unwrap().display());
+    let env = Env::new("## Recurring\n- [ ] @gh.echo {\"text\": \"x\"}\n")
+        .config("[mcp.gh]\ncommand = [\"mcp_test_server\"]\napproval = \"auto\"\n");
+    env.cmd(["run", "--once"])
+        .now(NOW)
+        .env("PATH", &shell_path)
+        .output()
+        .code(0);
+    assert_eq!(
+        env.events("task_succeeded").len(),
+        1,
+        "{}",
+        env.audit_text()
+    );
+    // Then the person makes it ask first, and cron runs it ten minutes later.
+    env.write(
+        "heartbeat.toml",
+        "[mcp.gh]\ncommand = [\"mcp_test_server\"]\napproval = \"ask\"\n",
+    );
+    let out = env
+        .cmd(["run", "--once"])
+        .now("2026-05-01T10:10:00Z")
+        .env("PATH", "/usr/bin:/bin")
+        .output();
+    out.code(1);
+    assert!(
+        env.events("approval_requested").is_empty(),
+        "{}",
+        env.audit_text()
+    );
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot run \"mcp_test_server\""),
+        "{}",
+        failed[0]
+    );
+}
+
+#[test]
 fn sampling_requests_are_refused() {
     let env = config(Env::new("## Recurring\n- [ ] @srv.sampling {}\n"), "");
     env.run_once(NOW).code(0);
