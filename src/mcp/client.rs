@@ -580,10 +580,12 @@ impl Server {
 
     /// The message that cut the connection off, if one did.
     fn fault(&self) -> Option<String> {
-        self.fault
+        let own = self
+            .fault
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+            .clone();
+        own.or_else(|| self.http.as_ref().and_then(|h| h.fault()))
     }
 
     /// Why the connection closed, as far as the leader's exit status tells.
@@ -937,9 +939,21 @@ impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Framed<R> {
     }
 }
 
-/// Where a reader is in a stream of newline-delimited JSON messages.
+/// Why one whole message (an HTTP answer, an event's data) cannot be read: nested deeper
+/// than [`MAX_DEPTH`]. Its size is the transport's to limit.
+pub(super) fn nesting_fault(message: &[u8]) -> Option<String> {
+    let mut scan = Scan {
+        one_message: true,
+        ..Scan::default()
+    };
+    scan.bytes(message).map(|(_, why)| why)
+}
+
+/// Where a reader is in a stream of newline-delimited JSON messages (or in one message).
 #[derive(Default)]
 struct Scan {
+    /// One message, whose newlines are whitespace and whose size is not checked.
+    one_message: bool,
     /// Bytes of the current line so far.
     line: usize,
     depth: usize,
@@ -951,13 +965,13 @@ impl Scan {
     /// Reads on; the offset of the first byte that breaks a limit, and what it broke.
     fn bytes(&mut self, bytes: &[u8]) -> Option<(usize, String)> {
         for (i, &b) in bytes.iter().enumerate() {
-            if b == b'\n' {
+            if b == b'\n' && !self.one_message {
                 *self = Scan::default();
                 continue;
             }
             self.line += 1;
             // This byte, and the newline still to come, would not fit.
-            if self.line >= MAX_MESSAGE {
+            if self.line >= MAX_MESSAGE && !self.one_message {
                 return Some((
                     i,
                     format!(
@@ -1039,6 +1053,15 @@ mod framing_tests {
         for _ in 0..3 {
             assert_eq!(scan.bytes(line.as_bytes()), None);
         }
+    }
+
+    #[test]
+    fn one_message_may_span_lines_and_be_of_any_size() {
+        let pretty = format!("{}\n{}", "[\n".repeat(MAX_DEPTH), "]\n".repeat(MAX_DEPTH));
+        assert_eq!(nesting_fault(pretty.as_bytes()), None);
+        let deeper = format!("[\n{pretty}]");
+        assert!(nesting_fault(deeper.as_bytes()).is_some_and(|why| why.contains("127 levels")));
+        assert_eq!(nesting_fault(&vec![b' '; MAX_MESSAGE + 1]), None);
     }
 
     #[test]
