@@ -6,7 +6,8 @@
 //! - Each tool exercises one behaviour of the client (see `TOOLS`), and its input schema is
 //!   real, so schema validation can be tested against what it lists.
 //! - `--many N` adds N tools (`extra_0` …) and serves the list in pages of `PAGE` with
-//!   numeric cursors; `--exit-at-start` exits before reading anything.
+//!   numeric cursors; `--exit-at-start` exits before reading anything; `--hang-at-start
+//!   MARK` writes its pid to the file MARK and never answers.
 //!
 //! Tools: `echo` (read-only; returns `text`), `fail` (an `isError` result), `sleep` (waits
 //! `secs`, in a child `sleep` process when `child` is true), `stderr` (writes `text` to
@@ -290,6 +291,16 @@ impl ServerHandler for TestServer {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--hang-at-start") {
+        // Writes its pid to the file named next, then never answers `initialize`.
+        let mark = args.get(i + 1).map_or("hang.pid", String::as_str);
+        let part = format!("{mark}.part");
+        std::fs::write(&part, std::process::id().to_string()).expect("write the mark");
+        std::fs::rename(&part, mark).expect("write the mark");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
     if args.iter().any(|a| a == "--exit-at-start") {
         eprintln!("mcp_test_server: exiting at start on purpose");
         std::process::exit(1);

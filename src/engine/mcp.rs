@@ -34,6 +34,9 @@ pub const LISTING_TTL: Duration = Duration::from_secs(3600);
 
 pub struct Servers<'a> {
     cfg: &'a Config,
+    /// Set when heartbeat is stopping (the daemon's SIGTERM): a server starting or listing
+    /// its tools is abandoned and stopped.
+    stop: Option<&'a AtomicBool>,
     running: HashMap<String, Server>,
     /// Servers that would not start in this command, and why.
     failed: HashMap<String, String>,
@@ -43,9 +46,16 @@ impl<'a> Servers<'a> {
     pub fn new(cfg: &'a Config) -> Servers<'a> {
         Servers {
             cfg,
+            stop: None,
             running: HashMap::new(),
             failed: HashMap::new(),
         }
+    }
+
+    /// Abandon a server's start or listing once `stop` is set.
+    pub fn with_stop(mut self, stop: Option<&'a AtomicBool>) -> Servers<'a> {
+        self.stop = stop;
+        self
     }
 
     /// The running server `name`, started (in `workdir` unless its config names a `cwd`)
@@ -58,7 +68,9 @@ impl<'a> Servers<'a> {
             let Some(config) = self.cfg.mcp.get(name) else {
                 return Err("is not configured".into());
             };
-            match spec(name, config, workdir).and_then(|spec| Server::start(&spec)) {
+            let stop = self.stop;
+            match spec(name, config, workdir).and_then(|spec| Server::start_with_stop(&spec, stop))
+            {
                 Ok(server) => {
                     self.running.insert(name.to_string(), server);
                 }
@@ -87,8 +99,9 @@ impl<'a> Servers<'a> {
 
     /// The tools server `name` offers (following pagination).
     pub fn list(&mut self, name: &str, workdir: &Path) -> Result<Vec<ToolInfo>, String> {
+        let stop = self.stop;
         let server = self.server(name, workdir)?;
-        match server.list_tools() {
+        match server.list_tools_with_stop(stop) {
             Ok(tools) => Ok(tools),
             Err(e) => {
                 let stderr = server.stderr();

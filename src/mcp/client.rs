@@ -214,13 +214,26 @@ impl Server {
     /// A spawned server gets SIGTERM if heartbeat dies: the kernel sends it when the *thread*
     /// that spawned it ends, so call this from a thread that outlives the server (the run's).
     pub fn start(spec: &ServerSpec) -> Result<Server, McpError> {
+        Server::start_with_stop(spec, None)
+    }
+
+    /// [`Server::start`], abandoned as soon as `stop` is set: [`McpError::Stopped`], and
+    /// nothing of the server is left running.
+    pub fn start_with_stop(
+        spec: &ServerSpec,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Server, McpError> {
         match &spec.transport {
-            Transport::Stdio { command } => Server::spawn(spec, command),
-            Transport::Http { url, headers } => Server::reach(spec, url, headers),
+            Transport::Stdio { command } => Server::spawn(spec, command, stop),
+            Transport::Http { url, headers } => Server::reach(spec, url, headers, stop),
         }
     }
 
-    fn spawn(spec: &ServerSpec, command: &[String]) -> Result<Server, McpError> {
+    fn spawn(
+        spec: &ServerSpec,
+        command: &[String],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Server, McpError> {
         let Some(program) = command.first() else {
             return Err(McpError::Start("empty command".into()));
         };
@@ -262,7 +275,7 @@ impl Server {
             })
         };
         match pipes {
-            Ok(pipes) => server.handshake(rt, pipes),
+            Ok(pipes) => server.handshake(rt, pipes, stop),
             Err(e) => Err(server.failed_start(format!("cannot watch its pipes: {e}"))),
         }
     }
@@ -272,6 +285,7 @@ impl Server {
         spec: &ServerSpec,
         url: &str,
         headers: &[(String, String)],
+        stop: Option<&AtomicBool>,
     ) -> Result<Server, McpError> {
         use rmcp::transport::StreamableHttpClientTransport;
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -306,7 +320,7 @@ impl Server {
                 StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
             )
         };
-        server.handshake(rt, transport)
+        server.handshake(rt, transport, stop)
     }
 
     /// A server with nothing running yet.
@@ -327,11 +341,13 @@ impl Server {
         }
     }
 
-    /// The `initialize` handshake over `transport`, within `startup_timeout`.
+    /// The `initialize` handshake over `transport`, within `startup_timeout`, unless `stop`
+    /// is set first.
     fn handshake<T, E, A>(
         mut self,
         rt: tokio::runtime::Runtime,
         transport: T,
+        stop: Option<&AtomicBool>,
     ) -> Result<Server, McpError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
@@ -341,7 +357,8 @@ impl Server {
             refused: Arc::clone(&self.refused),
         };
         let limit = self.startup_timeout;
-        let started = rt.block_on(async {
+        // Timers must be created inside the runtime, hence the `async` blocks.
+        let started = rt.block_on(abandonable(stop, async {
             tokio::time::timeout(
                 limit,
                 // The `initialize` handshake, which every server in use speaks; probing for the
@@ -349,8 +366,12 @@ impl Server {
                 handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
             )
             .await
-        });
+        }));
         self.rt = Some(rt);
+        let Some(started) = started else {
+            // Dropping `self` stops the server.
+            return Err(McpError::Stopped);
+        };
         match started {
             Ok(Ok(service)) => {
                 self.service = Some(service);
@@ -395,10 +416,19 @@ impl Server {
     /// Every tool the server offers, following `nextCursor` to the last page, within the
     /// spec's `startup_timeout`.
     pub fn list_tools(&mut self) -> Result<Vec<ToolInfo>, McpError> {
+        self.list_tools_with_stop(None)
+    }
+
+    /// [`Server::list_tools`], abandoned as soon as `stop` is set: [`McpError::Stopped`],
+    /// and the server is no longer usable.
+    pub fn list_tools_with_stop(
+        &mut self,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Vec<ToolInfo>, McpError> {
         let peer = self.service()?.peer().clone();
         let limit = self.startup_timeout;
         // Timers must be created inside the runtime, hence the outer `async`.
-        let listed = self.block_on(async move {
+        let listed = self.block_on(abandonable(stop, async move {
             tokio::time::timeout(limit, async move {
                 let mut tools: Vec<Tool> = Vec::new();
                 let mut cursor: Option<String> = None;
@@ -424,7 +454,11 @@ impl Server {
                 )))
             })
             .await
-        })?;
+        }))?;
+        let Some(listed) = listed else {
+            self.usable = false;
+            return Err(McpError::Stopped);
+        };
         match listed {
             Ok(Ok(tools)) => Ok(tools.into_iter().map(tool_info).collect()),
             Ok(Err(failure)) => Err(self.failure(failure)),
@@ -449,7 +483,7 @@ impl Server {
 
     /// [`Server::call`], abandoned as soon as `stop` is set (the daemon shutting down):
     /// the result is [`McpError::Stopped`] and the server is no longer usable, so the caller
-    /// stops it. The flag is looked at every [`STOP_POLL`].
+    /// stops it.
     pub fn call_with_stop(
         &mut self,
         tool: &str,
@@ -460,35 +494,21 @@ impl Server {
         let peer = self.service()?.peer().clone();
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(input.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let stopped = || stop.is_some_and(|s| s.load(Ordering::SeqCst));
-        if stopped() {
+        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
             return Err(McpError::Stopped);
         }
         // The SDK's own timeout sends the cancellation; the outer one only guards against a
         // cancellation that cannot be written.
-        let answered = self.block_on(async move {
-            let call = std::pin::pin!(tokio::time::timeout(
-                timeout.saturating_add(CANCEL_GRACE),
-                async move {
-                    let handle = peer
-                        .send_request_with_option(
-                            request,
-                            PeerRequestOptions::with_timeout(timeout),
-                        )
-                        .await?;
-                    handle.await_response().await
-                }
-            ));
-            let watch = std::pin::pin!(async {
-                while !stopped() {
-                    tokio::time::sleep(STOP_POLL).await;
-                }
-            });
-            match futures::future::select(call, watch).await {
-                futures::future::Either::Left((answered, _)) => Some(answered),
-                futures::future::Either::Right(((), _)) => None,
-            }
-        })?;
+        // Timers must be created inside the runtime, hence the outer `async`.
+        let answered = self.block_on(abandonable(stop, async move {
+            tokio::time::timeout(timeout.saturating_add(CANCEL_GRACE), async move {
+                let handle = peer
+                    .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+                    .await?;
+                handle.await_response().await
+            })
+            .await
+        }))?;
         let Some(answered) = answered else {
             self.usable = false;
             return Err(McpError::Stopped);
@@ -692,6 +712,20 @@ impl std::fmt::Debug for Server {
             .field("pgid", &self.pgid)
             .field("usable", &self.usable)
             .finish_non_exhaustive()
+    }
+}
+
+/// `work`'s output, or None when `stop` is set first (looked at every [`STOP_POLL`]).
+async fn abandonable<F: Future>(stop: Option<&AtomicBool>, work: F) -> Option<F::Output> {
+    let work = std::pin::pin!(work);
+    let watch = std::pin::pin!(async {
+        while !stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            tokio::time::sleep(STOP_POLL).await;
+        }
+    });
+    match futures::future::select(work, watch).await {
+        futures::future::Either::Left((output, _)) => Some(output),
+        futures::future::Either::Right(((), _)) => None,
     }
 }
 

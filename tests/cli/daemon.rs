@@ -290,6 +290,38 @@ fn daemon_sigterm_abandons_a_hanging_mcp_call_and_stops_its_server() {
     );
 }
 
+#[test]
+fn daemon_sigterm_abandons_an_mcp_server_that_hangs_at_start() {
+    let mark = "hang.pid";
+    let env = Env::new("## Recurring\n- [ ] @srv.echo {\"text\": \"x\"}\n").config(&format!(
+        "timezone = \"UTC\"\n[mcp.srv]\ncommand = [\"{}\", \"--hang-at-start\", \"{mark}\"]\n\
+         startup_timeout = \"10m\"\napproval = \"auto\"\n",
+        crate::mcp_tools::server_bin().display()
+    ));
+    let d = daemon(&env, "1h");
+    wait_for(&env.path(mark), WAIT);
+    let server: i32 = env.read(mark).trim().parse().expect("the server's pid");
+    d.signal(libc::SIGTERM);
+    // Not the 10 minutes it may take to start: the stop deadline, then the server's stop.
+    d.finish(WAIT).code(0);
+    assert!(
+        env.events("task_succeeded").is_empty(),
+        "{:#?}",
+        env.audit()
+    );
+    let names = env.event_names();
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("daemon_stopped"),
+        "{names:?}"
+    );
+    assert_ne!(
+        unsafe { libc::kill(server, 0) },
+        0,
+        "the MCP server (pid {server}) outlived the daemon"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // (18) SIGHUP
 
