@@ -193,7 +193,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         }
         None => {
             let tasks = all_tasks(t.files);
-            let mut servers = super::mcp::Servers::new(cfg);
+            let mut servers = super::mcp::Servers::new(cfg).with_stop(t.stop.map(|s| &s.kill));
             let catalog = mcp_catalog(t, &tasks, &mut store, &mut servers, now)?;
             let registry = Registry::from_config(cfg).with_catalog(&catalog);
             let paths: Vec<&Path> = t.files.iter().map(|f| f.source.path.as_path()).collect();

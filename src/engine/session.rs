@@ -389,7 +389,28 @@ impl<'a> Session<'a> {
                     self.run_tool(task, name, input, None)?;
                 }
             }
-            Decision::Approve => self.queue(task, planned)?,
+            Decision::Approve => {
+                // An MCP server that will not start (a command cron's PATH does not find) fails
+                // its tasks now: asking a person to approve a call that cannot be made would
+                // only hide the failure until then.
+                let workdir = task.file.parent().unwrap_or(Path::new("/"));
+                let unstartable = match &planned.tool {
+                    Some(name) => self.mcp.start_for(name, workdir).err(),
+                    None => None,
+                };
+                match (unstartable, &planned.tool, &planned.input) {
+                    (Some(why), Some(name), Some(input)) => {
+                        if self.may_start(task, name)? {
+                            let outcome = Outcome {
+                                error: Some(why),
+                                ..Outcome::default()
+                            };
+                            self.record_outcome(task, name, input, None, outcome)?;
+                        }
+                    }
+                    _ => self.queue(task, planned)?,
+                }
+            }
             Decision::Remind => {
                 if task.section == Section::OneTime {
                     self.store.record_reminded(&task.id, self.now)?;
@@ -684,7 +705,8 @@ impl<'a> Session<'a> {
             ToolKind::Notify => self.notify(input)?,
             ToolKind::Mcp { .. } => {
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
-                self.mcp.call(&spec, input, workdir)
+                self.mcp
+                    .call(&spec, input, workdir, self.stop.map(|s| &s.kill))
             }
             _ => self.execute(task, &spec, input),
         };
