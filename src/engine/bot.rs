@@ -17,6 +17,7 @@ use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
 use crate::error::Result;
 use crate::render::show_time;
+use crate::render::telegram::{ApprovalView, Entry, with_approvals};
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
@@ -289,21 +290,29 @@ fn command_reply(
             if rows.is_empty() {
                 return reply(d, chat_id, "No pending approvals.", &[]);
             }
-            let mut html = format!("<b>{} pending approval(s)</b>", rows.len());
+            // Each with its whole input: a button approves only what the reply shows.
+            let mut entries = vec![Entry {
+                html: format!("<b>{} pending approval(s)</b>", rows.len()),
+                approval: None,
+            }];
             for r in &rows {
-                html.push_str(&format!(
-                    "\n⏳ #{} <b>@{}</b> {} — <code>heartbeat approve {}</code>",
-                    r.id,
-                    escape(&r.tool),
-                    escape(&first_line(&r.input.to_string(), 80)),
-                    r.id
-                ));
+                entries.push(Entry {
+                    html: format!(
+                        "⏳ #{} <b>@{}</b> {}:{} — <code>heartbeat approve {}</code>",
+                        r.id,
+                        escape(&r.tool),
+                        escape(&r.file),
+                        r.line,
+                        r.id
+                    ),
+                    approval: Some(ApprovalView {
+                        id: r.id,
+                        place: format!("{}:{}", r.file, r.line),
+                        input: &r.input,
+                    }),
+                });
             }
-            let ids: Vec<i64> = rows
-                .iter()
-                .map(|r| r.id)
-                .take(crate::render::telegram::MAX_BUTTON_ROWS)
-                .collect();
+            let (html, ids) = with_approvals(entries, Vec::new(), d.audit.secrets());
             reply(d, chat_id, &html, &ids)
         }
         "pause" => {

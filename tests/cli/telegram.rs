@@ -146,7 +146,11 @@ fn telegram_summary_goes_to_every_chat_as_escaped_html_with_buttons() {
         assert_eq!(call.body["parse_mode"], "HTML", "{}", call.body);
         let html = text(call);
         let lines: Vec<&str> = html.lines().collect();
-        assert_eq!(lines.len(), 4, "counts, then one line per task:\n{html}");
+        assert_eq!(
+            lines.len(),
+            7,
+            "counts, one line per task, the queued task's input:\n{html}"
+        );
         assert_eq!(
             lines[0],
             "<b>heartbeat</b>: 1 succeeded, 1 failed, 1 queued"
@@ -168,6 +172,17 @@ fn telegram_summary_goes_to_every_chat_as_escaped_html_with_buttons() {
         assert!(
             queued.contains("<code>heartbeat approve 1</code>"),
             "{queued}"
+        );
+        // Under it, the whole input that the buttons approve, pretty-printed.
+        let at = lines.iter().position(|l| l.starts_with("⏳")).unwrap();
+        assert_eq!(
+            lines[at + 1..at + 4],
+            [
+                "<code>{</code>",
+                "<code>  &quot;cmd&quot;: &quot;touch ran&quot;</code>",
+                "<code>}</code>"
+            ],
+            "{html}"
         );
         let failed = lines
             .iter()
@@ -930,6 +945,106 @@ fn telegram_chat_commands_reply_and_act() {
     assert!(env.events("notification_failed").is_empty());
     assert_eq!(outbox_rows(&env), 0);
     assert!(env.events("telegram_rejected").is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// (12) a button approves only what its message showed
+
+/// The message that announced approval #1 in `CHAT`.
+fn approval_message(tg: &TgDouble) -> Call {
+    sends_to(tg, CHAT)
+        .into_iter()
+        .find(|c| shown(c).contains("approval #1"))
+        .expect("a message announces approval #1")
+}
+
+#[test]
+fn telegram_approval_message_shows_the_whole_command_its_button_runs() {
+    // Past the 80 characters a task line shows, the command goes on.
+    let tail = format!("{}; rm -rf ~/important", "x".repeat(120));
+    let md = format!("## One-time\n- [ ] @shell {{\"cmd\": \"echo hi {tail}\"}}\n");
+    let (tg, env) = setup(&md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let msg = approval_message(&tg);
+    let seen = shown(&msg);
+    assert!(
+        seen.contains(&format!("\"cmd\": \"echo hi {tail}\"")),
+        "the whole input, pretty-printed: {seen}"
+    );
+    assert_eq!(keyboard_data(&msg), vec![buttons_for(1)]);
+}
+
+#[test]
+fn telegram_approval_with_a_hidden_value_has_no_buttons_and_names_the_way_to_approve() {
+    let md = "## One-time\n- [ ] @shell {\"cmd\": \"echo checked >> ran\", \
+              \"env\": {\"API_TOKEN\": \"tok-abcdef-123\"}}\n";
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let msg = approval_message(&tg);
+    let seen = shown(&msg);
+    assert!(keyboard_data(&msg).is_empty(), "no buttons: {}", msg.body);
+    let file = env.path("HEARTBEAT.md");
+    assert!(
+        seen.contains(&format!(
+            "1 value(s) hidden — read {}:2 and run heartbeat approve 1",
+            file.display()
+        )),
+        "{seen}"
+    );
+    assert!(!seen.contains("tok-abcdef-123"), "{seen}");
+    assert!(
+        seen.contains("echo checked"),
+        "what can be shown is: {seen}"
+    );
+    // The way it names works.
+    env.cmd(["approve", "1"]).output().code(0);
+    assert_eq!(env.read("ran"), "checked\n");
+}
+
+#[test]
+fn telegram_approval_too_long_for_one_message_has_no_buttons() {
+    let md = format!(
+        "## One-time\n- [ ] @shell {{\"cmd\": \"echo {}\"}}\n",
+        "long ".repeat(1000)
+    );
+    let (tg, env) = setup(&md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let sent = sends_to(&tg, CHAT);
+    assert!(
+        sent.iter().all(|c| keyboard_data(c).is_empty()),
+        "no message carries buttons: {sent:#?}"
+    );
+    let all: String = sent.iter().map(shown).collect();
+    let file = env.path("HEARTBEAT.md");
+    assert!(
+        all.contains(&format!(
+            "does not fit this message — read {}:2 and run heartbeat approve 1",
+            file.display()
+        )),
+        "{all}"
+    );
+    assert_eq!(sent.len(), 1, "one message, not a cut input: {sent:#?}");
+}
+
+#[test]
+fn telegram_pending_shows_each_input_whole_and_buttons_only_for_what_it_shows() {
+    let md = "## One-time\n\
+              - [ ] @shell {\"cmd\": \"echo one >> ran\"}\n\
+              - [ ] @shell {\"cmd\": \"echo two\", \"env\": {\"PASSWORD\": \"hunter2hunter2\"}}\n";
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let before = sends_to(&tg, CHAT).len();
+    command(&tg, "/pending");
+    run(&env, &minutes_after_now(1)).code(0);
+    let r = new_replies(&tg, before);
+    assert_eq!(r.len(), 1, "{r:#?}");
+    let seen = shown(&r[0]);
+    assert!(seen.contains("\"cmd\": \"echo one >> ran\""), "{seen}");
+    assert!(seen.contains("\"cmd\": \"echo two\""), "{seen}");
+    assert!(!seen.contains("hunter2"), "{seen}");
+    assert!(seen.contains("1 value(s) hidden"), "{seen}");
+    assert!(seen.contains("run heartbeat approve 2"), "{seen}");
+    assert_eq!(keyboard_data(&r[0]), vec![buttons_for(1)]);
 }
 
 // ---------------------------------------------------------------------------------------
