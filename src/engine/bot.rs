@@ -55,7 +55,7 @@ pub fn handle_updates(
     match tg.updates(stored_offset(&d.store)?, wait) {
         Ok(updates) => process(tg, d, cfg, &updates),
         Err(e) => Ok(Effects {
-            error: Some(e),
+            error: Some(e.to_string()),
             ..Effects::default()
         }),
     }

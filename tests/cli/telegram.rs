@@ -1308,6 +1308,36 @@ fn telegram_chats_lists_who_wrote_and_leaves_updates_for_the_next_run() {
     assert_eq!(env.events("telegram_rejected").len(), 2);
 }
 
+#[test]
+fn telegram_chats_with_a_wrong_token_says_so_and_exits_2() {
+    let (tg, env) = setup(ASK_MD, &[CHAT], "", "");
+    tg.push_update(tg.text_update(777, 777, "hi bot"));
+    let wrong = "7000000001:AAHbWrongTokenWrongToken-999999";
+    for json in [false, true] {
+        let mut args = vec!["telegram-chats"];
+        if json {
+            args.push("--json");
+        }
+        let out = env
+            .cmd(args)
+            .env("HEARTBEAT_TELEGRAM_TOKEN", wrong)
+            .output();
+        out.code(2);
+        assert!(
+            out.stderr
+                .contains("rejected the bot token in $HEARTBEAT_TELEGRAM_TOKEN"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("no chats yet"), "{}", out.stdout);
+        assert!(!out.stderr.contains(wrong) && !out.stdout.contains(wrong));
+    }
+    // The right token still lists the chat.
+    let out = env.cmd(["telegram-chats"]).token().output();
+    out.code(0);
+    assert!(out.stdout.contains("777"), "{}", out.stdout);
+}
+
 // ---------------------------------------------------------------------------------------
 // (15) pause / resume at the terminal
 
