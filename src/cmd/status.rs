@@ -29,6 +29,56 @@ struct Facts {
     telegram_wait: Option<String>,
 }
 
+/// A held task (tripped, or interrupted) as a person finds it: its tool and place in the
+/// files as they are now, when it is still there.
+struct Held {
+    task_id: String,
+    tool: Option<String>,
+    file: Option<std::path::PathBuf>,
+    line: Option<usize>,
+}
+
+/// Look the held task ids up in the files (a file that cannot be read just leaves them
+/// unplaced: `status` works whatever state the files are in).
+fn place(cfg: &Config, ids: &[String]) -> Vec<Held> {
+    let files = crate::engine::files::read_files(cfg, true).unwrap_or_default();
+    let tasks = crate::engine::files::all_tasks(&files);
+    ids.iter()
+        .map(|id| {
+            let task = tasks.iter().find(|t| &t.id == id);
+            Held {
+                task_id: id.clone(),
+                tool: task
+                    .and_then(|t| crate::plan::tool_call(t, cfg.plain_tasks).map(|(name, _)| name)),
+                file: task.map(|t| t.file.to_path_buf()),
+                line: task.map(|t| t.line),
+            }
+        })
+        .collect()
+}
+
+impl Held {
+    fn json(&self) -> Value {
+        json!({"task_id": self.task_id, "tool": self.tool, "file": self.file, "line": self.line})
+    }
+
+    /// `@shell HEARTBEAT.md:3 (task 0123abcd4567)`, or what of it is known.
+    fn show(&self, cwd: &std::path::Path) -> String {
+        let tool = self
+            .tool
+            .as_deref()
+            .map_or(String::new(), |t| format!("@{t} "));
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => format!(
+                "{tool}{}:{line} (task {})",
+                crate::render::show_path(file, cwd),
+                self.task_id
+            ),
+            _ => format!("{tool}task {} (not in the files any more)", self.task_id),
+        }
+    }
+}
+
 fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
     let store = Store::open_existing(&cfg.state_dir)?;
     let interrupted = match &store {
@@ -92,7 +142,9 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
         "pending_approvals": f.pending,
         "budget": {"spent_usd": f.spent, "daily_usd": cfg.daily_usd},
         "tripped": f.tripped,
+        "tripped_tasks": place(cfg, &f.tripped).iter().map(Held::json).collect::<Vec<_>>(),
         "interrupted": f.interrupted,
+        "interrupted_tasks": place(cfg, &f.interrupted).iter().map(Held::json).collect::<Vec<_>>(),
         "outbox": f.outbox,
         "lock": {
             "held": f.holder.is_some(),
@@ -163,17 +215,19 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     } else {
         format!("spent today: ${spent:.2} (no budget set)")
     });
-    if !tripped.is_empty() {
+    for held in place(&cfg, &tripped) {
         out.line(&format!(
-            "tripped:     {} (heartbeat reset TASK_ID)",
-            tripped.join(", ")
+            "tripped:     {}: failed too often in a row; fix it, then `heartbeat reset {}`",
+            held.show(&ctx.cwd),
+            held.task_id
         ));
     }
-    if !interrupted.is_empty() {
+    for held in place(&cfg, &interrupted) {
         out.line(&format!(
-            "interrupted: {} (one-time tasks whose run stopped before their outcome was \
-             recorded; check what they did, then heartbeat reset TASK_ID)",
-            interrupted.join(", ")
+            "interrupted: {}: its run stopped before its outcome was recorded; check what it \
+             did, then `heartbeat reset {}` (or approve its approval)",
+            held.show(&ctx.cwd),
+            held.task_id
         ));
     }
     out.line(&format!(
