@@ -435,6 +435,7 @@ impl<'a> Session<'a> {
             }
             Decision::Pending(_)
             | Decision::NotDue
+            | Decision::Reminded
             | Decision::Denied
             | Decision::Ignored
             | Decision::Done
