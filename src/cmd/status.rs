@@ -38,10 +38,15 @@ struct Held {
     line: Option<usize>,
 }
 
-/// Look the held task ids up in the files (a file that cannot be read just leaves them
-/// unplaced: `status` works whatever state the files are in).
+/// The files as they are now; one that cannot be read is left out (`status` works whatever
+/// state the files are in).
+fn files_now(cfg: &Config) -> Vec<crate::engine::files::Loaded> {
+    crate::engine::files::read_files(cfg, true).unwrap_or_default()
+}
+
+/// Look the held task ids up in the files.
 fn place(cfg: &Config, ids: &[String]) -> Vec<Held> {
-    let files = crate::engine::files::read_files(cfg, true).unwrap_or_default();
+    let files = files_now(cfg);
     let tasks = crate::engine::files::all_tasks(&files);
     ids.iter()
         .map(|id| {
@@ -145,6 +150,10 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
         "tripped_tasks": place(cfg, &f.tripped).iter().map(Held::json).collect::<Vec<_>>(),
         "interrupted": f.interrupted,
         "interrupted_tasks": place(cfg, &f.interrupted).iter().map(Held::json).collect::<Vec<_>>(),
+        "orphaned_grants": super::grants::orphaned(cfg, &files_now(cfg))?
+            .iter()
+            .map(|g| g.task_id.clone())
+            .collect::<Vec<_>>(),
         "outbox": f.outbox,
         "lock": {
             "held": f.holder.is_some(),
@@ -228,6 +237,12 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
              did, then `heartbeat reset {}` (or approve its approval)",
             held.show(&ctx.cwd),
             held.task_id
+        ));
+    }
+    for g in super::grants::orphaned(&cfg, &files_now(&cfg))? {
+        out.line(&format!(
+            "warning:     {}",
+            super::grants::orphan_message(&g)
         ));
     }
     out.line(&format!(

@@ -327,6 +327,69 @@ fn secrets_are_redacted_in_approvals_but_the_approved_tool_gets_the_real_input()
 // --always, grants, revoke.
 
 #[test]
+fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo x >> ran.txt")
+    ));
+    env.run_once(NOW).code(0);
+    let task_id = task_of(&env, 1);
+    approve(&env, NOW, &["1", "--always"]).code(0);
+    let grants = env.cmd(["grants", "--json"]).output().json();
+    assert_eq!(grants[0]["orphaned"], false, "{grants}");
+    assert_eq!(grants[0]["line"], 2, "{grants}");
+    assert_eq!(grants[0]["granted_by"], BY, "{grants}");
+    assert!(grants[0]["granted_at"].is_string(), "{grants}");
+    let check = env.cmd(["check", "--json"]).now(NOW).output();
+    check.code(0);
+    let problems = check.json()["problems"].to_string();
+    assert!(!problems.contains("grant"), "{problems}");
+
+    // The person edits the task: its grant no longer applies, and everyone says so.
+    env.write(
+        "HEARTBEAT.md",
+        format!("## Recurring\n{}", shell_task("echo y >> ran.txt")),
+    );
+    let said = format!("the grant for @shell (task {task_id}) no longer matches a task");
+    let later = "2026-05-01T11:00:00Z";
+    let check = env.cmd(["check", "--json"]).now(later).output();
+    check.code(0);
+    let problems = check.json()["problems"].clone();
+    let p = problems
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["message"].as_str().unwrap_or("").contains(&said))
+        .unwrap_or_else(|| panic!("{problems:#}"))
+        .clone();
+    assert_eq!(p["severity"], "warning");
+    assert_eq!(p["line"], 2);
+    let text = env.cmd(["check"]).now(later).output();
+    text.code(0);
+    assert!(
+        text.stdout.contains(&said) || text.stderr.contains(&said),
+        "{text:?}"
+    );
+
+    let status = env.cmd(["status"]).now(later).output();
+    status.code(0);
+    assert!(status.stdout.contains(&said), "{}", status.stdout);
+    let st = env.cmd(["status", "--json"]).now(later).output().json();
+    assert_eq!(st["orphaned_grants"], json!([task_id]), "{st}");
+
+    let run = env.cmd(["run", "--once", "-q"]).now(later).output();
+    run.code(0);
+    assert!(run.stderr.contains(&said), "{}", run.stderr);
+
+    let grants = env.cmd(["grants", "--json"]).output().json();
+    assert_eq!(grants[0]["task_id"], task_id.as_str());
+    assert_eq!(grants[0]["orphaned"], true, "{grants}");
+    let human = env.cmd(["grants"]).output();
+    human.code(0);
+    assert!(human.stdout.contains("ORPHANED"), "{}", human.stdout);
+}
+
+#[test]
 fn approve_always_grants_the_exact_task_until_revoked() {
     let env = Env::new(&format!(
         "## Recurring\n{}",
