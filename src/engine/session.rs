@@ -886,6 +886,8 @@ impl<'a> Session<'a> {
         if let Some(note) = &proposed {
             text.push_str(&format!(" ({note})"));
         }
+        // `approve` from another directory must run it under this same config.
+        let config = crate::store::config_key(self.cfg.source.as_deref());
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
@@ -895,6 +897,7 @@ impl<'a> Session<'a> {
                 tool: name,
                 input: &shown,
                 text: &text,
+                config: config.as_deref(),
             },
             self.now,
         )?;

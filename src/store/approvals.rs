@@ -31,6 +31,16 @@ pub struct ApprovalRow {
     pub decided_at: Option<String>,
     pub decided_by: Option<String>,
     pub reason: Option<String>,
+    /// The config file it was queued under (absolute, symlinks resolved), if any.
+    pub config: Option<String>,
+}
+
+/// How an approval records the config file it was queued under: absolute, symlinks
+/// resolved, so that the same file named from another directory compares equal.
+pub fn config_key(source: Option<&std::path::Path>) -> Option<String> {
+    source
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// A person's decision on a pending approval.
@@ -52,11 +62,13 @@ pub struct NewApproval<'a> {
     /// Already redacted.
     pub input: &'a serde_json::Value,
     pub text: &'a str,
+    /// The config file of the run that queues it (absolute, symlinks resolved).
+    pub config: Option<&'a str>,
 }
 
 /// The columns [`approval_row`] reads, in its order.
 const COLUMNS: &str = "id, task_id, state, tool, input, file, line, section, text, created_at, \
-                       decided_at, decided_by, reason";
+                       decided_at, decided_by, reason, config";
 
 fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
     let input: String = r.get(4)?;
@@ -74,6 +86,7 @@ fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
         decided_at: r.get(10)?,
         decided_by: r.get(11)?,
         reason: r.get(12)?,
+        config: r.get(13)?,
     })
 }
 
@@ -83,8 +96,8 @@ impl Store {
         self.durable(|conn| {
             conn.query_row(
                 "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text,
-                    created_at)
-                 VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                    created_at, config)
+                 VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT DO NOTHING RETURNING id",
                 params![
                     a.task_id,
@@ -94,7 +107,8 @@ impl Store {
                     a.tool,
                     a.input.to_string(),
                     a.text,
-                    format_ts(now)
+                    format_ts(now),
+                    a.config
                 ],
                 |r| r.get(0),
             )
@@ -306,6 +320,7 @@ pub(super) mod tests {
             tool: "shell",
             input,
             text: "@shell {}",
+            config: None,
         }
     }
 

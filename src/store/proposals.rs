@@ -95,6 +95,7 @@ mod tests {
             tool: "log",
             input,
             text: "@log {}",
+            config: None,
         }
     }
 

@@ -93,6 +93,7 @@ mod tests {
             tool: "shell",
             input: &input,
             text: "x",
+            config: None,
         };
         let decided = s
             .queue_approval(&approval("bbbbbbbbbbbb"), old)

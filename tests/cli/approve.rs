@@ -327,6 +327,59 @@ fn secrets_are_redacted_in_approvals_but_the_approved_tool_gets_the_real_input()
 // --always, grants, revoke.
 
 #[test]
+fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_under() {
+    let env = Env::new("## Recurring\n- [ ] @stamp {}\n").config(
+        "[tools.stamp]\ncommand = [\"sh\", \"-c\", \"echo ok >> stamped\"]\napproval = \"ask\"\n",
+    );
+    env.run_once(NOW).code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    let queued_under = std::fs::canonicalize(env.path("heartbeat.toml")).unwrap();
+    env.write("elsewhere/other.toml", "");
+
+    // Another config, named: refused, naming the one to pass; the approval is not used up.
+    let out = env
+        .cmd(["approve", "1"])
+        .without_config_flag()
+        .env("HEARTBEAT_CONFIG", env.path("elsewhere/other.toml"))
+        .in_dir(env.path("elsewhere"))
+        .output();
+    out.code(2);
+    assert!(
+        out.stderr.contains(&format!(
+            "`heartbeat --config {} approve 1`",
+            queued_under.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("nothing was approved"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    assert!(!env.exists("stamped"));
+
+    // From another directory with no config named: the recorded one is used.
+    let out = env
+        .cmd(["approve", "1"])
+        .without_config_flag()
+        .in_dir(env.path("elsewhere"))
+        .output();
+    out.code(0);
+    assert!(
+        out.stderr.contains(&format!(
+            "queued under the config {}",
+            queued_under.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
+    assert_eq!(env.read("stamped"), "ok\n");
+}
+
+#[test]
 fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
     let env = Env::new(&format!(
         "## Recurring\n{}",
