@@ -147,6 +147,25 @@ fn press(
         let _ = tg.answer(callback_id, &format!("There is no approval #{id}."));
         return Ok(());
     };
+    // No message shows all of such an input, so no button may approve it (one that an old
+    // message or a forged press carries): the terminal, where it can be read, decides.
+    let hidden = crate::render::telegram::hidden_values(&row.input, d.audit.secrets());
+    if hidden > 0
+        && matches!(action, 'y' | 'a')
+        && matches!(row.state.as_str(), "pending" | "approved")
+    {
+        // A callback answer holds 200 characters: the file by its name.
+        let name = std::path::Path::new(&row.file)
+            .file_name()
+            .map_or(row.file.clone(), |n| n.to_string_lossy().into_owned());
+        let answer = format!(
+            "#{id}: {hidden} value(s) hidden — read {}:{} and run heartbeat approve {id}",
+            first_line(&name, 60),
+            row.line
+        );
+        let _ = tg.answer(callback_id, &answer);
+        return Ok(());
+    }
     let answer = match (row.state.as_str(), action) {
         ("pending", 'y' | 'a') => {
             if d.approve(&row, action == 'a')? {

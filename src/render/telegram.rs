@@ -140,6 +140,12 @@ fn block(input: &Value, secrets: &Secrets) -> Block {
     Block { lines, hidden }
 }
 
+/// How many values of an approval's input its message cannot show (redaction hides them):
+/// such an approval is never decided by a button.
+pub fn hidden_values(input: &Value, secrets: &Secrets) -> usize {
+    block(input, secrets).hidden
+}
+
 fn hidden_note(n: usize, a: &ApprovalView) -> String {
     format!(
         "🔒 {n} value(s) hidden — read {} and run <code>heartbeat approve {}</code>",

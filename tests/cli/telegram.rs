@@ -1002,6 +1002,33 @@ fn telegram_approval_with_a_hidden_value_has_no_buttons_and_names_the_way_to_app
 }
 
 #[test]
+fn telegram_a_press_never_approves_an_approval_with_a_hidden_value() {
+    let md = "## One-time\n- [ ] @shell {\"cmd\": \"echo checked >> ran\", \
+              \"env\": {\"API_TOKEN\": \"tok-abcdef-123\"}}\n";
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let msg = approval_message(&tg);
+    assert!(keyboard_data(&msg).is_empty());
+    // The double numbers the messages it sends from 1001.
+    let mid = 1001;
+    let sent = tg.message(CHAT, mid).expect("the approval's message");
+    assert!(
+        sent["text"].as_str().unwrap().contains("approval #1"),
+        "{sent}"
+    );
+    // A press carrying its id anyway (an old message, a forged callback): refused, answered.
+    let q = press(&tg, CHAT, mid, "hb:y:1");
+    run(&env, &minutes_after_now(5)).code(0);
+    assert_eq!(answered(&tg), vec![q]);
+    let answer = tg.calls_to("answerCallbackQuery")[0].body["text"].to_string();
+    assert!(answer.contains("hidden"), "{answer}");
+    assert!(answer.contains("heartbeat approve 1"), "{answer}");
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    assert!(env.events("approval_approved").is_empty());
+    assert!(!env.exists("ran"));
+}
+
+#[test]
 fn telegram_approval_too_long_for_one_message_has_no_buttons() {
     let md = format!(
         "## One-time\n- [ ] @shell {{\"cmd\": \"echo {}\"}}\n",
