@@ -312,6 +312,15 @@ impl<'a> Session<'a> {
     }
 
     fn run_one_approved(&mut self, row: &ApprovalRow) -> Result<()> {
+        // Queued under another config that still exists (a second config on this state
+        // dir): its tools and files are not these, so it would go stale here. It stays
+        // approved for a run under its own config.
+        if let Some(recorded) = row.config.as_deref()
+            && Some(recorded) != crate::store::config_key(self.cfg.source.as_deref()).as_deref()
+            && Path::new(recorded).is_file()
+        {
+            return Ok(());
+        }
         let task = match self.file_cache.find(Path::new(&row.file), &row.task_id) {
             Err(reason) => return self.stale(row, &reason),
             Ok(None) => return self.stale(row, "the task changed or was removed"),

@@ -380,6 +380,36 @@ fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_
 }
 
 #[test]
+fn a_run_under_another_config_leaves_an_approval_queued_under_its_own_config_alone() {
+    let env = Env::new("## Recurring\n- [ ] @stamp {}\n").config(
+        "[tools.stamp]\ncommand = [\"sh\", \"-c\", \"echo ok >> stamped\"]\napproval = \"ask\"\n",
+    );
+    env.run_once(NOW).code(0);
+    approve(&env, NOW, &["1", "--later"]).code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("approved"));
+    // Another project's cron line on the same state dir: not its approval to use up.
+    env.write("elsewhere/heartbeat.toml", "files = [\"HEARTBEAT.md\"]\n");
+    env.write("elsewhere/HEARTBEAT.md", "## Recurring\n");
+    env.cmd(["run", "--once"])
+        .without_config_flag()
+        .in_dir(env.path("elsewhere"))
+        .now("2026-05-01T10:30:00Z")
+        .output()
+        .code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("approved"));
+    assert!(
+        env.events("approval_stale").is_empty(),
+        "{:#?}",
+        env.audit()
+    );
+    assert!(!env.exists("stamped"));
+    // Its own config's next run runs it.
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
+    assert_eq!(env.read("stamped"), "ok\n");
+}
+
+#[test]
 fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
     let env = Env::new(&format!(
         "## Recurring\n{}",
