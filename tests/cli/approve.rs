@@ -334,6 +334,12 @@ fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_
     env.run_once(NOW).code(0);
     assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
     let queued_under = std::fs::canonicalize(env.path("heartbeat.toml")).unwrap();
+    let listed = env.cmd(["approvals", "--json"]).output().json();
+    assert_eq!(
+        listed[0]["config"],
+        queued_under.to_str().unwrap(),
+        "{listed}"
+    );
     env.write("elsewhere/other.toml", "");
 
     // Another config, named: refused, naming the one to pass; the approval is not used up.
