@@ -36,6 +36,8 @@ struct Held {
     tool: Option<String>,
     file: Option<std::path::PathBuf>,
     line: Option<usize>,
+    /// The task's text, for a reminder.
+    text: Option<String>,
 }
 
 /// The files as they are now; one that cannot be read is left out (`status` works whatever
@@ -57,9 +59,35 @@ fn place(cfg: &Config, ids: &[String]) -> Vec<Held> {
                     .and_then(|t| crate::plan::tool_call(t, cfg.plain_tasks).map(|(name, _)| name)),
                 file: task.map(|t| t.file.to_path_buf()),
                 line: task.map(|t| t.line),
+                text: None,
             }
         })
         .collect()
+}
+
+/// One-time reminders already given and not ticked yet: they wait for the person.
+fn reminded(cfg: &Config, now: chrono::DateTime<chrono::Utc>) -> Result<Vec<Held>> {
+    let snapshot = crate::engine::files::read_snapshot(cfg, now)?;
+    if snapshot.reminded.is_empty() {
+        return Ok(Vec::new());
+    }
+    let files = files_now(cfg);
+    Ok(crate::engine::files::all_tasks(&files)
+        .into_iter()
+        .filter(|t| {
+            t.section == crate::model::Section::OneTime
+                && !t.done
+                && snapshot.reminded.contains(&t.id)
+                && crate::plan::tool_call(t, cfg.plain_tasks).is_none()
+        })
+        .map(|t| Held {
+            task_id: t.id.clone(),
+            tool: None,
+            file: Some(t.file.to_path_buf()),
+            line: Some(t.line),
+            text: Some(crate::report::safe_text(t)),
+        })
+        .collect())
 }
 
 impl Held {
@@ -150,6 +178,10 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
         "tripped_tasks": place(cfg, &f.tripped).iter().map(Held::json).collect::<Vec<_>>(),
         "interrupted": f.interrupted,
         "interrupted_tasks": place(cfg, &f.interrupted).iter().map(Held::json).collect::<Vec<_>>(),
+        "reminded": reminded(cfg, ctx.now)?
+            .iter()
+            .map(|r| json!({"task_id": r.task_id, "file": r.file, "line": r.line, "text": r.text}))
+            .collect::<Vec<_>>(),
         "orphaned_grants": super::grants::orphaned(cfg, &files_now(cfg))?
             .iter()
             .map(|g| g.task_id.clone())
@@ -237,6 +269,16 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
              did, then `heartbeat reset {}` (or approve its approval)",
             held.show(&ctx.cwd),
             held.task_id
+        ));
+    }
+    for r in reminded(&cfg, ctx.now)? {
+        out.line(&format!(
+            "reminded:    {}:{} {} (given; tick it when done)",
+            r.file
+                .as_deref()
+                .map_or(String::new(), |f| crate::render::show_path(f, &ctx.cwd)),
+            r.line.unwrap_or(0),
+            crate::text::first_line(r.text.as_deref().unwrap_or(""), 80)
         ));
     }
     for g in super::grants::orphaned(&cfg, &files_now(&cfg))? {

@@ -200,6 +200,30 @@ fn a_one_time_reminder_already_given_is_shown_reminded_not_not_due() {
         .unwrap_or_else(|| panic!("{}", out.stdout));
     assert!(line.contains("reminded"), "{line}");
     assert!(!line.contains("not_due"), "{line}");
+    // status says it waits for the person, until it is ticked.
+    let out = env.cmd(["status"]).now("2026-05-01T11:00:00Z").output();
+    out.code(0);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("reminded:") && l.contains("HEARTBEAT.md:2 Renew the passport")),
+        "{}",
+        out.stdout
+    );
+    let st = env
+        .cmd(["status", "--json"])
+        .now("2026-05-01T11:00:00Z")
+        .output();
+    st.code(0);
+    let st = st.json();
+    assert_eq!(st["reminded"][0]["text"], "Renew the passport", "{st}");
+    assert_eq!(st["reminded"][0]["line"], 2, "{st}");
+    env.write("HEARTBEAT.md", "## One-time\n- [x] Renew the passport\n");
+    let st = env
+        .cmd(["status", "--json"])
+        .now("2026-05-01T12:00:00Z")
+        .output();
+    assert_eq!(st.json()["reminded"], json!([]));
 }
 
 #[test]
