@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::{Ctx, Out};
 use crate::cli::JsonArg;
 use crate::config::Config;
+use crate::engine::files::Loaded;
 use crate::error::{Error, Result, exit};
 use crate::lock;
 use crate::render::show_local;
@@ -42,14 +43,13 @@ struct Held {
 
 /// The files as they are now; one that cannot be read is left out (`status` works whatever
 /// state the files are in).
-fn files_now(cfg: &Config) -> Vec<crate::engine::files::Loaded> {
+fn files_now(cfg: &Config) -> Vec<Loaded> {
     crate::engine::files::read_files(cfg, true).unwrap_or_default()
 }
 
 /// Look the held task ids up in the files.
-fn place(cfg: &Config, ids: &[String]) -> Vec<Held> {
-    let files = files_now(cfg);
-    let tasks = crate::engine::files::all_tasks(&files);
+fn place(cfg: &Config, files: &[Loaded], ids: &[String]) -> Vec<Held> {
+    let tasks = crate::engine::files::all_tasks(files);
     ids.iter()
         .map(|id| {
             let task = tasks.iter().find(|t| &t.id == id);
@@ -66,13 +66,16 @@ fn place(cfg: &Config, ids: &[String]) -> Vec<Held> {
 }
 
 /// One-time reminders already given and not ticked yet: they wait for the person.
-fn reminded(cfg: &Config, now: chrono::DateTime<chrono::Utc>) -> Result<Vec<Held>> {
+fn reminded(
+    cfg: &Config,
+    files: &[Loaded],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<Held>> {
     let snapshot = crate::engine::files::read_snapshot(cfg, now)?;
     if snapshot.reminded.is_empty() {
         return Ok(Vec::new());
     }
-    let files = files_now(cfg);
-    Ok(crate::engine::files::all_tasks(&files)
+    Ok(crate::engine::files::all_tasks(files)
         .into_iter()
         .filter(|t| {
             t.section == crate::model::Section::OneTime
@@ -162,6 +165,7 @@ fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
 /// `status --json` (also the `status` tool of `heartbeat mcp`).
 pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
     let f = gather(ctx, cfg)?;
+    let files = files_now(cfg);
     Ok(json!({
         "paused": f.pause.is_some(),
         "paused_until": f.pause.as_ref().and_then(|p| p.until.clone()),
@@ -175,14 +179,14 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
         "pending_approvals": f.pending,
         "budget": {"spent_usd": f.spent, "daily_usd": cfg.daily_usd},
         "tripped": f.tripped,
-        "tripped_tasks": place(cfg, &f.tripped).iter().map(Held::json).collect::<Vec<_>>(),
+        "tripped_tasks": place(cfg, &files, &f.tripped).iter().map(Held::json).collect::<Vec<_>>(),
         "interrupted": f.interrupted,
-        "interrupted_tasks": place(cfg, &f.interrupted).iter().map(Held::json).collect::<Vec<_>>(),
-        "reminded": reminded(cfg, ctx.now)?
+        "interrupted_tasks": place(cfg, &files, &f.interrupted).iter().map(Held::json).collect::<Vec<_>>(),
+        "reminded": reminded(cfg, &files, ctx.now)?
             .iter()
             .map(|r| json!({"task_id": r.task_id, "file": r.file, "line": r.line, "text": r.text}))
             .collect::<Vec<_>>(),
-        "orphaned_grants": super::grants::orphaned(cfg, &files_now(cfg))?
+        "orphaned_grants": super::grants::orphaned(cfg, &files)?
             .iter()
             .map(|g| g.task_id.clone())
             .collect::<Vec<_>>(),
@@ -221,6 +225,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         daemon,
         telegram_wait,
     } = gather(ctx, &cfg)?;
+    let files = files_now(&cfg);
     out.line(&format!("state dir:   {}", cfg.state_dir.display()));
     out.line(&match &last_run {
         Some(r) => format!(
@@ -256,14 +261,14 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     } else {
         format!("spent today: ${spent:.2} (no budget set)")
     });
-    for held in place(&cfg, &tripped) {
+    for held in place(&cfg, &files, &tripped) {
         out.line(&format!(
             "tripped:     {}: failed too often in a row; fix it, then `heartbeat reset {}`",
             held.show(&ctx.cwd),
             held.task_id
         ));
     }
-    for held in place(&cfg, &interrupted) {
+    for held in place(&cfg, &files, &interrupted) {
         out.line(&format!(
             "interrupted: {}: its run stopped before its outcome was recorded; check what it \
              did, then `heartbeat reset {}` (or approve its approval)",
@@ -271,7 +276,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             held.task_id
         ));
     }
-    for r in reminded(&cfg, ctx.now)? {
+    for r in reminded(&cfg, &files, ctx.now)? {
         out.line(&format!(
             "reminded:    {}:{} {} (given; tick it when done)",
             r.file
@@ -281,7 +286,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             crate::text::first_line(r.text.as_deref().unwrap_or(""), 80)
         ));
     }
-    for g in super::grants::orphaned(&cfg, &files_now(&cfg))? {
+    for g in super::grants::orphaned(&cfg, &files)? {
         out.line(&format!(
             "warning:     {}",
             super::grants::orphan_message(&g)
