@@ -479,6 +479,40 @@ fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
 }
 
 #[test]
+fn the_daemon_says_a_grant_was_left_behind_once() {
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo x >> ran.txt")
+    ));
+    env.run_once(NOW).code(0);
+    let task_id = task_of(&env, 1);
+    approve(&env, NOW, &["1", "--always"]).code(0);
+    env.write(
+        "HEARTBEAT.md",
+        format!("## Recurring\n{}", shell_task("echo y >> ran.txt")),
+    );
+    let ticks = |n: usize| {
+        wait_until("the daemon's ticks", WAIT, || {
+            count_matches(&env.audit_text(), "\"event\":\"run_finished\"") >= n
+        })
+    };
+    let before = count_matches(&env.audit_text(), "\"event\":\"run_finished\"");
+    // Its last run is two hours old: it ticks at once, then again when asked.
+    let d = env
+        .cmd(["daemon", "--every", "1h"])
+        .now("2026-05-01T12:00:00Z")
+        .spawn_guarded();
+    ticks(before + 1);
+    d.signal(libc::SIGUSR1);
+    ticks(before + 2);
+    d.signal(libc::SIGTERM);
+    let out = d.finish(WAIT);
+    out.code(0);
+    let said = format!("the grant for @shell (task {task_id}) no longer matches a task");
+    assert_eq!(count_matches(&out.stderr, &said), 1, "{out:?}");
+}
+
+#[test]
 fn approve_always_grants_the_exact_task_until_revoked() {
     let env = Env::new(&format!(
         "## Recurring\n{}",
