@@ -141,11 +141,14 @@ enum Under {
 fn under(ctx: &Ctx, loaded: &Config, rows: &[ApprovalRow]) -> Under {
     let current = config_key(loaded.source.as_deref());
     let mut wanted: Option<(&str, Vec<i64>)> = None;
+    // One queued under the config loaded now: then none may be switched to another.
+    let mut here: Option<i64> = None;
     for row in rows {
         let Some(recorded) = row.config.as_deref() else {
             continue;
         };
         if Some(recorded) == current.as_deref() {
+            here.get_or_insert(row.id);
             continue;
         }
         match &mut wanted {
@@ -164,6 +167,14 @@ fn under(ctx: &Ctx, loaded: &Config, rows: &[ApprovalRow]) -> Under {
     let Some((recorded, ids)) = wanted else {
         return Under::Same;
     };
+    if let Some(id) = here {
+        return Under::Refuse(format!(
+            "approvals #{id} and #{} were queued under different configs ({} and {recorded}): \
+             approve them one config at a time, with `heartbeat --config FILE approve ID`",
+            ids[0],
+            current.as_deref().unwrap_or("none")
+        ));
+    }
     let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
     let named =
         ctx.config.is_some() || std::env::var_os("HEARTBEAT_CONFIG").is_some_and(|v| !v.is_empty());

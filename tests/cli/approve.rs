@@ -383,6 +383,40 @@ fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_
     );
     assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
     assert_eq!(env.read("stamped"), "ok\n");
+
+    // Approvals of two configs at once: refused, neither used up.
+    env.write(
+        "elsewhere/heartbeat.toml",
+        "[tools.stamp]\ncommand = [\"true\"]\n",
+    );
+    env.write(
+        "elsewhere/HEARTBEAT.md",
+        "## Recurring\n- [ ] @stamp {\"x\": 1}\n",
+    );
+    env.cmd(["run", "--once"])
+        .without_config_flag()
+        .in_dir(env.path("elsewhere"))
+        .now("2026-05-01T11:00:00Z")
+        .output()
+        .code(0);
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    let pending: Vec<i64> = env
+        .cmd(["approvals", "--json"])
+        .output()
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["state"] == "pending")
+        .map(|a| a["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(pending.len(), 2, "one per config: {pending:?}");
+    let out = approve(&env, "2026-05-01T11:05:00Z", &["--all", "--yes"]);
+    out.code(2);
+    assert!(out.stderr.contains("different configs"), "{}", out.stderr);
+    for id in pending {
+        assert_eq!(env.approval_state(id).as_deref(), Some("pending"));
+    }
 }
 
 #[test]
