@@ -17,7 +17,7 @@ use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
 use crate::error::Result;
 use crate::render::show_time;
-use crate::render::telegram::{ApprovalView, Entry, with_approvals};
+use crate::render::telegram::{ApprovalView, Entry, approval_alone, with_approvals};
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
@@ -326,13 +326,21 @@ fn command_reply(
                     ),
                     approval: Some(ApprovalView {
                         id: r.id,
+                        tool: &r.tool,
                         place: format!("{}:{}", r.file, r.line),
                         input: &r.input,
                     }),
                 });
             }
-            let (html, ids) = with_approvals(entries, Vec::new(), d.audit.secrets());
-            reply(d, chat_id, &html, &ids)
+            let secrets = d.audit.secrets().clone();
+            let composed = with_approvals(entries, Vec::new(), &secrets);
+            reply(d, chat_id, &composed.html, &composed.buttons)?;
+            // Those it had no room for, each in a reply of its own with its buttons.
+            for view in composed.spilled {
+                let (html, ids) = approval_alone(view, &secrets);
+                reply(d, chat_id, &html, &ids)?;
+            }
+            Ok(())
         }
         "pause" => {
             let until = if arg.is_empty() {

@@ -241,9 +241,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
     if let Some(tc) = &cfg.telegram {
         if ran {
             let inputs = outbox::approval_inputs(&store, &report)?;
-            if let Some(msg) =
-                crate::render::telegram::summary(&report, tc.summary, &inputs, t.secrets)
-            {
+            for msg in crate::render::telegram::summary(&report, tc.summary, &inputs, t.secrets) {
                 outbox::enqueue_all(&mut store, tc, &msg, false, now, t.secrets)?;
             }
         }

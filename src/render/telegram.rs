@@ -102,6 +102,7 @@ pub fn split(html: &str, limit: usize) -> Vec<String> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ApprovalView<'a> {
     pub id: i64,
+    pub tool: &'a str,
     /// `FILE:LINE` of its task, where a person reads what the message cannot show.
     pub place: String,
     /// Its input as stored (redacted when it was queued).
@@ -163,6 +164,10 @@ fn unfit_note(a: &ApprovalView) -> String {
     )
 }
 
+fn spill_note() -> String {
+    "⬇️ its whole input and buttons follow in a message of its own".to_string()
+}
+
 /// Length of lines joined by newlines, in UTF-16 units.
 fn joined_units<'s>(lines: impl IntoIterator<Item = &'s String>) -> usize {
     let mut n = 0;
@@ -174,15 +179,58 @@ fn joined_units<'s>(lines: impl IntoIterator<Item = &'s String>) -> usize {
     n + count.saturating_sub(1)
 }
 
+/// A message composed by [`with_approvals`].
+#[derive(Debug)]
+pub struct Composed<'a> {
+    pub html: String,
+    /// The approvals whose buttons it carries.
+    pub buttons: Vec<i64>,
+    /// Approvals it had no room for, that a message of their own ([`approval_alone`]) shows
+    /// whole with their buttons: the message says they follow.
+    pub spilled: Vec<ApprovalView<'a>>,
+}
+
+/// A message of one approval: where it is, its tool, its whole input and, when nothing in it
+/// is hidden and it fits, its buttons.
+pub fn approval_alone(view: ApprovalView, secrets: &Secrets) -> (String, Vec<i64>) {
+    let head = format!(
+        "⏳ <b>heartbeat</b>: approval #{} <b>@{}</b> {}: <code>heartbeat approve {}</code>",
+        view.id,
+        escape(view.tool),
+        escape(&view.place),
+        view.id
+    );
+    let composed = compose(
+        vec![Entry {
+            html: head,
+            approval: Some(view),
+        }],
+        Vec::new(),
+        secrets,
+        false,
+    );
+    (composed.html, composed.buttons)
+}
+
 /// A message of `entries` then `tail` lines, every line redacted, with each approval's input
-/// shown in full where it fits. Returns the HTML and the approvals that get buttons: those
-/// whose whole input it shows, with nothing hidden, in a message that fits one part, at most
-/// [`MAX_BUTTON_ROWS`] of them. Every other approval says where to read it and what to run.
-pub fn with_approvals(
-    entries: Vec<Entry>,
+/// shown in full where it fits. Its buttons are those of the approvals whose whole input it
+/// shows, with nothing hidden, in a message that fits one part, at most [`MAX_BUTTON_ROWS`]
+/// of them. An approval it has no room for is spilled to a message of its own when that
+/// would show it whole; every other one says where to read it and what to run.
+pub fn with_approvals<'a>(
+    entries: Vec<Entry<'a>>,
     tail: Vec<String>,
     secrets: &Secrets,
-) -> (String, Vec<i64>) {
+) -> Composed<'a> {
+    compose(entries, tail, secrets, true)
+}
+
+fn compose<'a>(
+    entries: Vec<Entry<'a>>,
+    tail: Vec<String>,
+    secrets: &Secrets,
+    spill: bool,
+) -> Composed<'a> {
     enum Shows {
         Note(String),
         Block(Vec<String>),
@@ -241,6 +289,18 @@ pub fn with_approvals(
             }
         }
     }
+    let mut spilled = Vec::new();
+    if spill {
+        for (show, b) in shows.iter_mut().zip(&blocks) {
+            if let (Some(Shows::Note(_)), Some((b, a))) = (&*show, b)
+                && b.hidden == 0
+                && !approval_alone((*a).clone(), secrets).1.is_empty()
+            {
+                spilled.push((*a).clone());
+                *show = Some(Shows::Note(spill_note()));
+            }
+        }
+    }
     let mut lines: Vec<String> = Vec::new();
     for (i, line) in base.into_iter().enumerate() {
         lines.push(line);
@@ -259,18 +319,23 @@ pub fn with_approvals(
         // More than one part: no part would show everything its buttons approve.
         buttons.clear();
     }
-    (html, buttons)
+    Composed {
+        html,
+        buttons,
+        spilled,
+    }
 }
 
-/// The summary of a run, or None when nothing is to be said (SPEC §10). `inputs` holds the
-/// stored input of each approval the run queued; an approval missing from it gets no
-/// buttons. Every text is redacted with `secrets`.
+/// The messages after a run (SPEC §10): its summary (none when nothing is to be said), then
+/// a message of its own for each approval the summary had no room to show whole. `inputs`
+/// holds the stored input of each approval the run queued; an approval missing from it gets
+/// no buttons. Every text is redacted with `secrets`.
 pub fn summary(
     report: &Report,
     mode: SummaryMode,
     inputs: &HashMap<i64, Value>,
     secrets: &Secrets,
-) -> Option<Rendered> {
+) -> Vec<Rendered> {
     let c = report.counts();
     let reminded = report.count("reminded");
     let did_something =
@@ -278,13 +343,13 @@ pub fn summary(
             || !report.errors.is_empty();
     let urgent = c.failed > 0 || !report.errors.is_empty();
     let tasks: Vec<&TaskReport> = match mode {
-        SummaryMode::Never if !urgent => return None,
+        SummaryMode::Never if !urgent => return Vec::new(),
         SummaryMode::Never => report
             .tasks
             .iter()
             .filter(|t| t.outcome == "failed")
             .collect(),
-        SummaryMode::OnChange if !did_something => return None,
+        SummaryMode::OnChange if !did_something => return Vec::new(),
         _ => report
             .tasks
             .iter()
@@ -318,6 +383,7 @@ pub fn summary(
         let approval = match (t.outcome, t.approval_id) {
             ("queued", Some(id)) => inputs.get(&id).map(|input| ApprovalView {
                 id,
+                tool: t.tool.as_deref().unwrap_or("?"),
                 place: format!("{}:{}", t.file.display(), t.line),
                 input,
             }),
@@ -334,14 +400,25 @@ pub fn summary(
             tail.push(format!("⚠️ {}", escape(&first_line(e, 300))));
         }
     }
-    let (html, approvals) = with_approvals(entries, tail, secrets);
-    Some(Rendered {
+    let composed = with_approvals(entries, tail, secrets);
+    let mut messages = vec![Rendered {
         kind: if urgent { "failure" } else { "summary" },
-        html,
+        html: composed.html,
         urgent,
-        approvals,
+        approvals: composed.buttons,
         resets: Vec::new(),
-    })
+    }];
+    for view in composed.spilled {
+        let (html, approvals) = approval_alone(view, secrets);
+        messages.push(Rendered {
+            kind: "approval",
+            html,
+            urgent: false,
+            approvals,
+            resets: Vec::new(),
+        });
+    }
+    messages
 }
 
 /// One line per task: ✅ / ❌ / ⏳ / 🔔 …, the tool and text, the summary or first output line.
@@ -451,6 +528,12 @@ mod tests {
 
     /// A message with one approval of `input` after `before` other lines.
     fn one(input: &Value, secrets: &Secrets, before: usize) -> (String, Vec<i64>) {
+        let c = one_composed(input, secrets, before);
+        assert!(c.spilled.is_empty() || before > 0);
+        (c.html, c.buttons)
+    }
+
+    fn one_composed<'a>(input: &'a Value, secrets: &Secrets, before: usize) -> Composed<'a> {
         let mut entries: Vec<Entry> = (0..before)
             .map(|i| Entry {
                 html: format!("line {i}"),
@@ -461,6 +544,7 @@ mod tests {
             html: "⏳ <b>@shell</b> — approval #7".into(),
             approval: Some(ApprovalView {
                 id: 7,
+                tool: "shell",
                 place: "/x/HEARTBEAT.md:12".into(),
                 input,
             }),
@@ -528,35 +612,53 @@ mod tests {
         // Fits alone, but not with the rest of the message (3,900 characters before it).
         let input = serde_json::json!({"cmd": "z".repeat(300)});
         assert_eq!(one(&input, &none(), 0).1, vec![7]);
-        let (html, buttons) = one(&input, &none(), 450);
-        assert!(buttons.is_empty(), "{html}");
-        assert!(html.contains("heartbeat approve 7"));
+        let c = one_composed(&input, &none(), 450);
+        assert!(c.buttons.is_empty(), "{}", c.html);
+        assert!(!c.html.contains("zzzz"), "{}", c.html);
+        // … so it follows in a message of its own, whole, with its buttons.
+        assert!(
+            c.html.ends_with("follow in a message of its own"),
+            "{}",
+            c.html
+        );
+        assert_eq!(c.spilled.len(), 1);
+        let (html, buttons) = approval_alone(c.spilled[0].clone(), &none());
+        assert_eq!(buttons, vec![7]);
+        assert!(html.contains(&"z".repeat(300)), "{html}");
     }
 
     #[test]
-    fn at_most_eight_approvals_get_buttons_and_the_rest_say_what_to_run() {
+    fn at_most_eight_approvals_get_buttons_on_one_message_and_the_rest_follow_alone() {
         let input = serde_json::json!({"cmd": "true"});
         let entries: Vec<Entry> = (1..=10)
             .map(|id| Entry {
                 html: format!("⏳ #{id}"),
                 approval: Some(ApprovalView {
                     id,
+                    tool: "shell",
                     place: format!("/x/HEARTBEAT.md:{id}"),
                     input: &input,
                 }),
             })
             .collect();
-        let (html, buttons) = with_approvals(entries, vec![], &none());
-        assert_eq!(buttons, (1..=8).collect::<Vec<i64>>());
+        let c = with_approvals(entries, vec![], &none());
+        assert_eq!(c.buttons, (1..=8).collect::<Vec<i64>>());
+        // The rest follow in messages of their own, each with its input and buttons.
+        assert_eq!(
+            c.html.matches("follow in a message of its own").count(),
+            2,
+            "{}",
+            c.html
+        );
+        let ids: Vec<i64> = c.spilled.iter().map(|v| v.id).collect();
+        assert_eq!(ids, vec![9, 10]);
+        let (html, buttons) = approval_alone(c.spilled[0].clone(), &none());
+        assert_eq!(buttons, vec![9]);
         assert!(
-            html.contains("run <code>heartbeat approve 9</code>"),
+            html.starts_with("⏳ <b>heartbeat</b>: approval #9 <b>@shell</b> /x/HEARTBEAT.md:9"),
             "{html}"
         );
-        assert!(
-            html.contains("run <code>heartbeat approve 10</code>"),
-            "{html}"
-        );
-        assert!(!html.contains("heartbeat approve 8"), "{html}");
+        assert!(html.contains("&quot;cmd&quot;: &quot;true&quot;"), "{html}");
     }
 
     #[test]
@@ -569,7 +671,7 @@ mod tests {
             ("skipped", Some("x")),
         ]);
         let input = serde_json::json!({"text": "<b>&"});
-        let m = summary(&r, SummaryMode::OnChange, &inputs(&[(3, &input)]), &none()).unwrap();
+        let m = summary(&r, SummaryMode::OnChange, &inputs(&[(3, &input)]), &none()).remove(0);
         assert!(m.urgent);
         assert_eq!(m.kind, "failure");
         assert_eq!(m.approvals, vec![3]);
@@ -612,7 +714,7 @@ mod tests {
     fn an_approval_of_a_task_an_agent_proposed_says_so() {
         let mut r = report(&[("queued", Some("log"))]);
         r.tasks[0].reason = Some("proposed by an agent, mcp:<bot>".into());
-        let m = summary(&r, SummaryMode::OnChange, &HashMap::new(), &none()).unwrap();
+        let m = summary(&r, SummaryMode::OnChange, &HashMap::new(), &none()).remove(0);
         assert!(
             m.html
                 .contains("— approval #1, proposed by an agent, mcp:&lt;bot&gt;: <code>"),
@@ -626,18 +728,18 @@ mod tests {
         let quiet = report(&[("skipped", Some("x"))]);
         assert_eq!(
             summary(&quiet, SummaryMode::OnChange, &HashMap::new(), &none()),
-            None
+            vec![]
         );
-        let always = summary(&quiet, SummaryMode::Always, &HashMap::new(), &none()).unwrap();
+        let always = summary(&quiet, SummaryMode::Always, &HashMap::new(), &none()).remove(0);
         assert_eq!(always.html, "<b>heartbeat</b>: nothing to do");
         assert!(!always.urgent);
         let ok = report(&[("succeeded", Some("log"))]);
         assert_eq!(
             summary(&ok, SummaryMode::Never, &HashMap::new(), &none()),
-            None
+            vec![]
         );
         let bad = report(&[("succeeded", Some("log")), ("failed", Some("shell"))]);
-        let never = summary(&bad, SummaryMode::Never, &HashMap::new(), &none()).unwrap();
+        let never = summary(&bad, SummaryMode::Never, &HashMap::new(), &none()).remove(0);
         assert!(never.urgent);
         assert_eq!(never.html.lines().count(), 2);
         assert!(never.html.starts_with("<b>heartbeat</b>: 1 failed\n❌"));

@@ -1054,6 +1054,32 @@ fn telegram_approval_too_long_for_one_message_has_no_buttons() {
 }
 
 #[test]
+fn telegram_an_approval_with_no_room_in_a_long_summary_follows_in_its_own_message() {
+    let mut md = sixty_logs();
+    md.push_str("\n## One-time\n- [ ] @shell {\"cmd\": \"echo done >> ran\"}\n");
+    let (tg, env) = setup(&md, &[CHAT], "max_tasks_per_run = 0", "");
+    run(&env, NOW).code(0);
+    let sent = sends_to(&tg, CHAT);
+    let (with_buttons, without): (Vec<&Call>, Vec<&Call>) =
+        sent.iter().partition(|c| !keyboard_data(c).is_empty());
+    // The summary, in parts: no part carries a button.
+    assert!(without.len() >= 2, "{sent:#?}");
+    let summary: String = without.iter().map(|c| shown(c)).collect();
+    assert!(summary.contains("follow in a message of its own"), "{summary}");
+    // The approval's own message: its place, its whole input, its buttons.
+    assert_eq!(with_buttons.len(), 1, "{sent:#?}");
+    let own = shown(with_buttons[0]);
+    assert!(own.contains("approval #1 @shell"), "{own}");
+    assert!(own.contains("\"cmd\": \"echo done >> ran\""), "{own}");
+    assert_eq!(keyboard_data(with_buttons[0]), vec![buttons_for(1)]);
+    // Its button works like any other.
+    let mid = button_message_id(&env, CHAT);
+    press(&tg, CHAT, mid, "hb:y:1");
+    run(&env, &minutes_after_now(5)).code(0);
+    assert_eq!(env.read("ran"), "done\n");
+}
+
+#[test]
 fn telegram_pending_shows_each_input_whole_and_buttons_only_for_what_it_shows() {
     let md = "## One-time\n\
               - [ ] @shell {\"cmd\": \"echo one >> ran\"}\n\
