@@ -85,9 +85,11 @@ pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
 /// warnings only when they differ from these (so at its first tick, and after an edit).
 static PRINTED_WARNINGS: Mutex<Option<Vec<Problem>>> = Mutex::new(None);
 
-/// [`print_file_warnings`] for a long-lived process: only when they changed since last time.
-pub fn print_changed_file_warnings(files: &[Loaded], cwd: &Path) {
-    let warnings = file_warnings(files);
+/// [`print_file_warnings`] for a long-lived process, with the warnings about stored state
+/// in `more` (a grant left behind): only when they changed since last time.
+pub fn print_changed_file_warnings(files: &[Loaded], more: Vec<Problem>, cwd: &Path) {
+    let mut warnings = file_warnings(files);
+    warnings.extend(more);
     let Ok(mut printed) = PRINTED_WARNINGS.lock() else {
         return;
     };
