@@ -26,7 +26,7 @@ end
 
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_needs_command" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_needs_command" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_needs_command" -s V -l version -d 'Print version'
@@ -56,7 +56,7 @@ cautious\t''
 full\t''"
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l once -d 'Run once and exit (the daemon is `heartbeat daemon`)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l allow-missing -d 'A missing HEARTBEAT.md counts as empty instead of an error'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand run" -l force -d 'Run even outside active hours or while paused'
@@ -70,7 +70,7 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l every -d 
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -l allow-missing -d 'A missing HEARTBEAT.md counts as empty instead of an error'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -s h -l help -d 'Print help'
@@ -78,7 +78,7 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand daemon" -s V -l vers
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l file -d 'HEARTBEAT.md to use instead of the config\'s `files` (repeatable)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l allow-missing -d 'A missing HEARTBEAT.md counts as empty instead of an error'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -l json -d 'Print one JSON document'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
@@ -86,14 +86,14 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -s h -l help 
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand check" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -l json -d 'Print one JSON document'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand status" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l all -d 'Approve every pending approval (on a terminal: shown first, asked once)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l yes -d 'With --all: do not ask'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -l always -d 'Also grant these exact tasks from now on: later runs do not ask again'
@@ -104,7 +104,7 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand approve" -s V -l ver
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l reason -d 'Why (recorded and shown)' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -l all -d 'Deny every pending approval'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand deny" -s h -l help -d 'Print help'
@@ -120,27 +120,27 @@ expired\t''
 stale\t''"
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l json -d 'Print one JSON document'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -l json -d 'Print one JSON document'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand grants" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand revoke" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand reset" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand reset" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand reset" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand reset" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand reset" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand reset" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand reset" -s V -l version -d 'Print version'
@@ -148,49 +148,49 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l for -d 'En
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l reason -d 'Why (recorded and shown)' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand pause" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand resume" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand notify-test" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -l json -d 'Print one JSON document'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand telegram-chats" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -l json -d 'Print one JSON document'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp-tools" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand mcp" -s V -l version -d 'Print version'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l since -d 'Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l since -d 'Only lines at or after this: a duration back from now (`2h`, `1d`), `today`, `yesterday`, an RFC 3339 time, or a local `2026-12-07T02:00` or `2026-12-07`' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l event -d 'Only this event (repeatable), e.g. task_failed' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l task -d 'Only lines about this task id (or its first 4 or more hex digits)' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l run -d 'Only lines of this run id' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l json -d 'Print the matching lines as they are (JSON Lines)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s f -l follow -d 'Keep printing lines as they are appended'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
@@ -198,13 +198,13 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s h -l help -d
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand init" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand init" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand init" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand init" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand init" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand init" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand init" -s V -l version -d 'Print version'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l now -d 'Act as if it were this time (RFC 3339), for decisions and records' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand completions" -s V -l version -d 'Print version'

@@ -6,14 +6,16 @@
 //! - Each tool exercises one behaviour of the client (see `TOOLS`), and its input schema is
 //!   real, so schema validation can be tested against what it lists.
 //! - `--many N` adds N tools (`extra_0` …) and serves the list in pages of `PAGE` with
-//!   numeric cursors; `--exit-at-start` exits before reading anything.
+//!   numeric cursors; `--exit-at-start` exits before reading anything; `--hang-at-start
+//!   MARK` writes its pid to the file MARK and never answers.
 //!
 //! Tools: `echo` (read-only; returns `text`), `fail` (an `isError` result), `sleep` (waits
 //! `secs`, in a child `sleep` process when `child` is true), `stderr` (writes `text` to
 //! stderr), `structured` (structuredContent with `cost_usd` and `summary`), `image` (one
 //! image item and one text item), `sampling`, `roots` and `elicit` (ask the client and report
 //! its answer), `env` (its environment, one `NAME=value` per line, sorted), `crash` (exits
-//! with status 3 mid-call).
+//! with status 3 mid-call), `big` (a text of `bytes` bytes), `deep` (structured content
+//! nested `depth` arrays deep), `hang` (writes its pid to `mark`, then never answers).
 
 // Sampling and roots are deprecated in the SDK, but servers in use still send them: the tests
 // need a server that does.
@@ -103,6 +105,33 @@ fn tools(extra: usize) -> Vec<Tool> {
             none.clone(),
         ),
         tool("crash", "Exits mid-call.", none.clone()),
+        tool(
+            "big",
+            "Returns a text of bytes bytes.",
+            json!({
+                "type": "object",
+                "properties": {"bytes": {"type": "integer"}},
+                "required": ["bytes"]
+            }),
+        ),
+        tool(
+            "deep",
+            "Returns structured content nested depth arrays deep.",
+            json!({
+                "type": "object",
+                "properties": {"depth": {"type": "integer"}},
+                "required": ["depth"]
+            }),
+        ),
+        tool(
+            "hang",
+            "Writes its pid to the file mark, then never answers, not even a cancellation.",
+            json!({
+                "type": "object",
+                "properties": {"mark": {"type": "string"}},
+                "required": ["mark"]
+            }),
+        ),
     ];
     for i in 0..extra {
         tools.push(tool(&format!("extra_{i}"), "A filler tool.", none.clone()));
@@ -219,6 +248,25 @@ impl TestServer {
                 eprintln!("crashing on purpose");
                 std::process::exit(3);
             }
+            "big" => text("x".repeat(arg("bytes").as_u64().unwrap_or(0) as usize)),
+            "deep" => {
+                let mut nested = json!("bottom");
+                for _ in 0..arg("depth").as_u64().unwrap_or(1) {
+                    nested = json!([nested]);
+                }
+                CallToolResult::structured(json!({ "nested": nested }))
+            }
+            "hang" => {
+                let mark = arg("mark");
+                let mark = mark.as_str().unwrap_or("hang.pid");
+                // Whole or absent: the tests read it as soon as it exists.
+                let part = format!("{mark}.part");
+                std::fs::write(&part, std::process::id().to_string())
+                    .and_then(|()| std::fs::rename(&part, mark))
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                std::future::pending::<()>().await;
+                unreachable!("pending never ends")
+            }
             other if other.starts_with("extra_") => text(other.to_owned()),
             other => {
                 return Err(ErrorData::invalid_params(
@@ -267,6 +315,16 @@ impl ServerHandler for TestServer {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = args.iter().position(|a| a == "--hang-at-start") {
+        // Writes its pid to the file named next, then never answers `initialize`.
+        let mark = args.get(i + 1).map_or("hang.pid", String::as_str);
+        let part = format!("{mark}.part");
+        std::fs::write(&part, std::process::id().to_string()).expect("write the mark");
+        std::fs::rename(&part, mark).expect("write the mark");
+        loop {
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+    }
     if args.iter().any(|a| a == "--exit-at-start") {
         eprintln!("mcp_test_server: exiting at start on purpose");
         std::process::exit(1);

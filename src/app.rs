@@ -72,8 +72,18 @@ fn print_clap_error(e: &clap::Error) {
 fn dispatch(cli: Cli) -> Result<u8, Error> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Usage(format!("cannot read the working directory: {e}")))?;
-    // The one place the real clock is read; from here on, time runs on from it.
-    let clock = Clock::starting_at(cli.global.now.unwrap_or_else(chrono::Utc::now));
+    // The one place the real clock is read; from here on, time runs on from it. A local
+    // `--now` is read in the configured zone.
+    let now = match cli.global.now {
+        Some(when) if when.is_local() => when.instant(crate::cmd::configured_zone(
+            cli.global.config.as_deref(),
+            cli.global.state_dir.as_deref(),
+            &cwd,
+        )),
+        Some(when) => when.instant(chrono_tz::Tz::UTC),
+        None => chrono::Utc::now(),
+    };
+    let clock = Clock::starting_at(now);
     let ctx = Ctx {
         now: clock.start(),
         clock,

@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 
-use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
+
+use crate::clock::{TIME_FORMS, When};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -33,9 +34,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "PATH")]
     pub state_dir: Option<PathBuf>,
 
-    /// Act as if it were this time (RFC 3339), for decisions and records
+    /// Act as if it were this time, for decisions and records: RFC 3339, or a local
+    /// 2026-12-07T02:00 or 2026-12-07 in the configured zone
     #[arg(long, global = true, env = "HEARTBEAT_NOW", value_name = "RFC3339", value_parser = parse_now)]
-    pub now: Option<DateTime<Utc>>,
+    pub now: Option<When>,
 
     /// Diagnostics on stderr (-vv for more)
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -149,7 +151,8 @@ pub struct DaemonArgs {
 
 #[derive(Debug, Args)]
 pub struct LogArgs {
-    /// Only lines at or after this: a duration back from now (`2h`, `1d`) or an RFC 3339 time
+    /// Only lines at or after this: a duration back from now (`2h`, `1d`), `today`,
+    /// `yesterday`, an RFC 3339 time, or a local `2026-12-07T02:00` or `2026-12-07`
     #[arg(long, value_name = "DURATION|TIME")]
     pub since: Option<String>,
 
@@ -326,17 +329,14 @@ fn parse_approval_id(s: &str) -> Result<i64, String> {
     }
 }
 
-fn parse_now(s: &str) -> Result<DateTime<Utc>, String> {
-    DateTime::parse_from_rfc3339(s.trim())
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|e| {
-            format!("\"{s}\" is not an RFC 3339 time (like 2026-03-29T02:30:00+02:00): {e}")
-        })
+fn parse_now(s: &str) -> Result<When, String> {
+    When::parse(s).ok_or_else(|| format!("\"{s}\" is not a time: expected {TIME_FORMS}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::{DateTime, Utc};
     use clap::CommandFactory;
 
     #[test]
@@ -345,9 +345,17 @@ mod tests {
     }
 
     #[test]
-    fn now_accepts_offsets() {
+    fn now_accepts_offsets_and_local_times() {
         let t = parse_now("2026-03-29T02:30:00+02:00").unwrap();
-        assert_eq!(t.to_rfc3339(), "2026-03-29T00:30:00+00:00");
-        assert!(parse_now("yesterday").is_err());
+        assert_eq!(
+            t,
+            When::At("2026-03-29T00:30:00Z".parse::<DateTime<Utc>>().unwrap())
+        );
+        assert!(parse_now("2026-12-07T02:00").is_ok_and(|w| w.is_local()));
+        let err = parse_now("yesterday").unwrap_err();
+        assert!(
+            err.contains("RFC 3339") && err.contains("2026-12-07T02:00"),
+            "{err}"
+        );
     }
 }

@@ -47,6 +47,8 @@ pub enum Decision {
     Skip(SkipReason),
     /// A plain reminder that is due.
     Remind,
+    /// A one-time reminder already given, waiting for a person to tick it.
+    Reminded,
     /// Not in Recurring or One-time.
     Ignored,
     /// A one-time task whose run died before its outcome was recorded: held until
@@ -76,6 +78,7 @@ impl Decision {
             Decision::Denied | Decision::Skip(SkipReason::DeniedByPolicy) => "denied",
             Decision::Skip(SkipReason::Observe) => "observe",
             Decision::Remind => "remind",
+            Decision::Reminded => "reminded",
             Decision::Ignored => "ignored",
             Decision::Invalid { .. } => "invalid",
             Decision::Done => "done",
@@ -282,7 +285,7 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     }
     let reminder = spec.is_none();
     if reminder && task.section == Section::OneTime && state.reminded.contains(&task.id) {
-        return planned(Decision::NotDue, tool, tool_in, None);
+        return planned(Decision::Reminded, tool, tool_in, None);
     }
 
     let tz = cfg.tz();
@@ -739,7 +742,7 @@ mod tests {
         s.succeeded.insert(ids[1].clone());
         assert_eq!(
             decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
-            vec![NotDue, Done]
+            vec![Reminded, Done]
         );
     }
 

@@ -476,7 +476,115 @@ pub fn corrected(text: &str) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join(" ")
         })
+        .chain(spoken(&lower))
         .find(|meant| *meant != original && parse_schedule(meant).is_some())
+}
+
+/// A schedule as people say it, in the heading grammar: `Every Sunday at 4am` → `Sundays at
+/// 04:00`, `Daily 9am` → `Daily at 09:00`, `every weekday at 9` → `Weekdays at 09:00`,
+/// `Hourly` → `Every 1h`. `words` are the heading's words, lower-cased. A bare hour (`9`) is
+/// a time only after `at`; without `at` the time needs a colon or `am`/`pm`.
+fn spoken(words: &[String]) -> Option<String> {
+    if let [only] = words {
+        let every = match only.as_str() {
+            "hourly" => "Every 1h",
+            "daily" | "nightly" | "everyday" => "Every 1d",
+            "weekly" => "Every 1w",
+            _ => return None,
+        };
+        return Some(every.to_string());
+    }
+    // Commas are words of their own in a list of days (`Mondays, Fridays`).
+    let spaced = words.join(" ").replace(',', " , ");
+    let words: Vec<&str> = spaced.split_whitespace().collect();
+    let mut rest = words.as_slice();
+    if let [first, tail @ ..] = rest
+        && matches!(*first, "every" | "each" | "on")
+    {
+        rest = tail;
+    }
+    let mut days: Vec<&str> = Vec::new();
+    while let [word, tail @ ..] = rest {
+        let Some(group) = spoken_days(word) else {
+            break;
+        };
+        if !days.contains(&group) {
+            days.push(group);
+        }
+        rest = tail;
+        if let [joint, tail @ ..] = rest
+            && matches!(*joint, "and" | "," | "&")
+        {
+            rest = tail;
+            if let ["and", tail @ ..] = rest {
+                rest = tail;
+            }
+        }
+    }
+    let at = rest.first() == Some(&"at");
+    if at {
+        rest = &rest[1..];
+    }
+    if days.is_empty() && !at {
+        return None;
+    }
+    let time = spoken_time(rest, at)?;
+    let days = if days.is_empty() || days.contains(&"Daily") {
+        "Daily".to_string()
+    } else {
+        match days.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, init)) => format!("{} and {last}", init.join(", ")),
+            None => return None,
+        }
+    };
+    Some(format!("{days} at {time}"))
+}
+
+/// The group of days a spoken word names, as the grammar writes it: `day` → `Daily`,
+/// `weekday` → `Weekdays`, `sunday` or `sun` → `Sundays`.
+fn spoken_days(word: &str) -> Option<&'static str> {
+    Some(match word {
+        "day" | "days" | "daily" | "everyday" => "Daily",
+        "weekday" | "weekdays" => "Weekdays",
+        "weekend" | "weekends" => "Weekends",
+        _ => match day_or_days(word)? {
+            Weekday::Mon => "Mondays",
+            Weekday::Tue => "Tuesdays",
+            Weekday::Wed => "Wednesdays",
+            Weekday::Thu => "Thursdays",
+            Weekday::Fri => "Fridays",
+            Weekday::Sat => "Saturdays",
+            Weekday::Sun => "Sundays",
+        },
+    })
+}
+
+/// `9`, `9:30`, `9am`, `9 pm`, `12:15a.m.` as `HH:MM`; the words must be all of it. A bare
+/// hour counts only when `at` came before it.
+fn spoken_time(words: &[&str], at: bool) -> Option<String> {
+    let joined = words.concat();
+    let (clock, meridiem) = ["am", "a.m.", "a.m", "pm", "p.m.", "p.m"]
+        .iter()
+        .find_map(|m| Some((joined.strip_suffix(m)?, Some(m.starts_with('p')))))
+        .unwrap_or((joined.as_str(), None));
+    let (hour, minute) = match clock.split_once(':') {
+        Some((h, m)) if m.len() == 2 => (h, m),
+        Some(_) => return None,
+        None if at || meridiem.is_some() => (clock, "00"),
+        None => return None,
+    };
+    let digits = |s: &str| !s.is_empty() && s.len() <= 2 && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(hour) || !digits(minute) {
+        return None;
+    }
+    let (mut hour, minute): (u32, u32) = (hour.parse().ok()?, minute.parse().ok()?);
+    match meridiem {
+        Some(_) if !(1..=12).contains(&hour) => return None,
+        Some(pm) => hour = hour % 12 + if pm { 12 } else { 0 },
+        None => {}
+    }
+    (hour < 24 && minute < 60).then(|| format!("{hour:02}:{minute:02}"))
 }
 
 /// Whether `text` holds a date (`2026-12-24`, also `2026-1-2`), a time of day (`9:30`,
@@ -1256,6 +1364,50 @@ mod tests {
             ),
             (Section::OneTime, "On 2026-12-24", "At 2026-12-24"),
             (Section::OneTime, "2026-12-24 18:00", "At 2026-12-24 18:00"),
+            // Schedules as people say them.
+            (
+                Section::Recurring,
+                "Every Sunday at 4am",
+                "Sundays at 04:00",
+            ),
+            (Section::Recurring, "Daily 9am", "Daily at 09:00"),
+            (
+                Section::Recurring,
+                "every weekday at 9",
+                "Weekdays at 09:00",
+            ),
+            (
+                Section::Recurring,
+                "Every Monday at 09:00",
+                "Mondays at 09:00",
+            ),
+            (Section::Recurring, "Daily at 9", "Daily at 09:00"),
+            (Section::Recurring, "Every day at 9am", "Daily at 09:00"),
+            (Section::Recurring, "Weekdays 9:00", "Weekdays at 09:00"),
+            (Section::Recurring, "Sundays at 4 PM", "Sundays at 16:00"),
+            (
+                Section::Recurring,
+                "Every weekend at 10:00",
+                "Weekends at 10:00",
+            ),
+            (Section::Recurring, "Daily at 12am", "Daily at 00:00"),
+            (
+                Section::Recurring,
+                "Every weekday at 9:30am",
+                "Weekdays at 09:30",
+            ),
+            (
+                Section::Recurring,
+                "Every Monday and Thursday at 7pm",
+                "Mondays and Thursdays at 19:00",
+            ),
+            (
+                Section::Recurring,
+                "Mon, Wed and Fri at 8",
+                "Mondays, Wednesdays and Fridays at 08:00",
+            ),
+            (Section::Recurring, "Hourly", "Every 1h"),
+            (Section::Recurring, "Weekly", "Every 1w"),
         ] {
             assert_eq!(corrected(written).as_deref(), Some(meant), "{written:?}");
             let HeadingKind::Invalid(msg) = parse_heading(section, written) else {
@@ -1274,6 +1426,11 @@ mod tests {
             "Every 6h, Mondays",
             "Daily at 09:00 Europe/Paris",
             "Early",
+            // A bare number is an hour only after "at"; no time is guessed.
+            "Daily 9",
+            "Every weekday",
+            "Sundays at 13pm",
+            "Daily at 9:5",
         ] {
             assert_eq!(corrected(written), None, "{written:?}");
         }

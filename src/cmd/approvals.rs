@@ -28,6 +28,7 @@ pub(super) fn json(rows: &[ApprovalRow]) -> Value {
                 "decided_at": r.decided_at,
                 "decided_by": r.decided_by,
                 "reason": r.reason,
+                "config": r.config,
             })
         })
         .collect();

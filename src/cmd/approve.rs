@@ -10,6 +10,7 @@
 //!   `session`), so an approved task runs at most once whoever else is trying.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -17,10 +18,11 @@ use chrono::{DateTime, Utc};
 use super::{Ctx, Out};
 use crate::audit::Secrets;
 use crate::cli::ApproveArgs;
+use crate::config::Config;
 use crate::engine::decide::{Decider, LOCK_WAIT, RunNow};
 use crate::error::{Error, Result, exit};
 use crate::render::{show_local, show_path};
-use crate::store::ApprovalRow;
+use crate::store::{ApprovalRow, config_key};
 use crate::text::clean;
 
 pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
@@ -66,6 +68,22 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
         )));
     };
 
+    // Under the config they were queued under, or not at all: another config re-reads
+    // their tasks with other files and tools, and they would go stale, used up.
+    match under(ctx, &d.cfg, &targets) {
+        Under::Same => {}
+        Under::Switch(path) => {
+            let ids: Vec<String> = targets.iter().map(|r| format!("#{}", r.id)).collect();
+            eprintln!(
+                "heartbeat: {} queued under the config {}; approving under it",
+                ids.join(", "),
+                path.display()
+            );
+            d = switch_config(ctx, d, &path)?;
+        }
+        Under::Refuse(why) => return Err(Error::Usage(format!("{why} (nothing was approved)"))),
+    }
+
     // Every decision in one durable transaction: `approve --all` of a thousand costs one
     // sync, not a thousand.
     let pending: Vec<&ApprovalRow> = targets.iter().filter(|r| r.state == "pending").collect();
@@ -105,6 +123,107 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
         return Ok(exit::OK);
     }
     execute(&mut d, ctx, &approved, &mut out)
+}
+
+/// Whether approvals can be decided under the config loaded now.
+enum Under {
+    /// Queued under this config (or before approvals recorded one, or with none).
+    Same,
+    /// Queued under this other config file, which still exists: approve under it.
+    Switch(PathBuf),
+    /// Not here: why, and what to run instead.
+    Refuse(String),
+}
+
+/// Compare the config each approval was queued under with the one loaded now. Without a
+/// config named by `--config` or `$HEARTBEAT_CONFIG` (found from the working directory, or
+/// none), the recorded one is used; a config the person named is used only when the recorded
+/// one is gone (they moved it), else refused with the command that works.
+fn under(ctx: &Ctx, loaded: &Config, rows: &[ApprovalRow]) -> Under {
+    let current = config_key(loaded.source.as_deref());
+    let mut wanted: Option<(&str, Vec<i64>)> = None;
+    // One queued under the config loaded now: then none may be switched to another.
+    let mut here: Option<i64> = None;
+    for row in rows {
+        let Some(recorded) = row.config.as_deref() else {
+            continue;
+        };
+        if Some(recorded) == current.as_deref() {
+            here.get_or_insert(row.id);
+            continue;
+        }
+        match &mut wanted {
+            None => wanted = Some((recorded, vec![row.id])),
+            Some((path, ids)) if *path == recorded => ids.push(row.id),
+            Some((path, ids)) => {
+                return Under::Refuse(format!(
+                    "approvals #{} and #{} were queued under different configs ({path} and \
+                     {recorded}): approve them one config at a time, with `heartbeat --config \
+                     FILE approve ID`",
+                    ids[0], row.id
+                ));
+            }
+        }
+    }
+    let Some((recorded, ids)) = wanted else {
+        return Under::Same;
+    };
+    if let Some(id) = here {
+        return Under::Refuse(format!(
+            "approvals #{id} and #{} were queued under different configs ({} and {recorded}): \
+             approve them one config at a time, with `heartbeat --config FILE approve ID`",
+            ids[0],
+            current.as_deref().unwrap_or("none")
+        ));
+    }
+    let ids: Vec<String> = ids.iter().map(i64::to_string).collect();
+    let named =
+        ctx.config.is_some() || std::env::var_os("HEARTBEAT_CONFIG").is_some_and(|v| !v.is_empty());
+    let exists = Path::new(recorded).is_file();
+    match (named, exists) {
+        (false, true) => Under::Switch(PathBuf::from(recorded)),
+        (true, true) => Under::Refuse(format!(
+            "approval #{} was queued under the config {recorded}, not {}: run `heartbeat \
+             --config {recorded} approve {}`",
+            ids[0],
+            current.as_deref().unwrap_or("the defaults"),
+            ids.join(" ")
+        )),
+        (true, false) => Under::Same,
+        (false, false) => Under::Refuse(format!(
+            "approval #{} was queued under the config {recorded}, which is gone: name the \
+             config it belongs to now, `heartbeat --config FILE approve {}`",
+            ids[0],
+            ids.join(" ")
+        )),
+    }
+}
+
+/// The decider again, under the config file `path` (the same state dir, or an error).
+fn switch_config(ctx: &Ctx, d: Decider, path: &Path) -> Result<Decider> {
+    let named = Ctx {
+        now: ctx.now,
+        clock: ctx.clock,
+        cwd: ctx.cwd.clone(),
+        config: Some(path.to_path_buf()),
+        state_dir: ctx.state_dir.clone(),
+        verbose: ctx.verbose,
+    };
+    let cfg = named.load_config(&[])?;
+    let same = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if same(&cfg.state_dir) != same(&d.cfg.state_dir) {
+        return Err(Error::Usage(format!(
+            "the config {} keeps its state in {}, not {}: run `heartbeat --config {} approve …` \
+             (nothing was approved)",
+            path.display(),
+            cfg.state_dir.display(),
+            d.cfg.state_dir.display(),
+            path.display()
+        )));
+    }
+    let by = d.by.clone();
+    drop(d);
+    Decider::open(cfg, by, ctx.clock)
 }
 
 /// The state for deciding, as the person at this terminal (`by: cli:<user>`).
@@ -157,6 +276,23 @@ fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) ->
         }
         out.line("");
         out.line(&format!("[{}/{total}] {}", n + 1, describe(&row, ctx)));
+        match under(ctx, &d.cfg, std::slice::from_ref(&row)) {
+            Under::Same => {}
+            Under::Switch(path) => {
+                out.line(&format!(
+                    "  queued under the config {}: approve it with `heartbeat --config {} \
+                     approve {}`",
+                    path.display(),
+                    path.display(),
+                    row.id
+                ));
+                continue;
+            }
+            Under::Refuse(why) => {
+                out.line(&format!("  {why}"));
+                continue;
+            }
+        }
         out.line(&format!("  queued {} ago", age(&row.created_at, d.now)));
         out.line("  input:");
         let pretty = serde_json::to_string_pretty(&row.input).unwrap_or_default();

@@ -46,6 +46,7 @@ pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Ch
     );
 
     let mut problems: Vec<Problem> = super::file_warnings(&files);
+    problems.extend(super::grants::orphan_problems(&cfg, &files)?);
     for (task, planned) in tasks.iter().zip(&plan.items) {
         if let Decision::Invalid {
             line,

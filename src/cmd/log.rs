@@ -30,6 +30,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::{Ctx, show_time};
 use crate::cli::LogArgs;
+use crate::clock::{SINCE_FORMS, Since, TIME_FORMS};
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
 use crate::render::show_path;
@@ -273,7 +274,7 @@ impl Filter {
         let since = args
             .since
             .as_deref()
-            .map(|s| parse_since(s, ctx.now))
+            .map(|s| parse_since(s, ctx))
             .transpose()?
             .flatten();
         let since_ts = since.map(|t| {
@@ -368,22 +369,21 @@ impl Filter {
     }
 }
 
-/// `--since`: a duration back from now (`2h`) or an RFC 3339 time. None: no lower bound
-/// (a duration reaching before the start of time).
-fn parse_since(raw: &str, now: DateTime<Utc>) -> Result<Option<DateTime<Utc>>> {
-    let s = raw.trim();
-    if let Ok(d) = humantime::parse_duration(s) {
-        return Ok(chrono::Duration::from_std(d)
-            .ok()
-            .and_then(|d| now.checked_sub_signed(d)));
-    }
-    if let Some(t) = parse_ts(s) {
-        return Ok(Some(t));
-    }
-    Err(Error::Usage(format!(
-        "--since: {:?} is not a duration (like 2h) or an RFC 3339 time",
-        clean(raw)
-    )))
+/// `--since` (see [`Since`]); a local time is read in the configured zone. None: no lower
+/// bound (a duration reaching before the start of time).
+fn parse_since(raw: &str, ctx: &Ctx) -> Result<Option<DateTime<Utc>>> {
+    let Some(since) = Since::parse(raw) else {
+        return Err(Error::Usage(format!(
+            "--since: {:?} is not a time: expected {SINCE_FORMS}, or {TIME_FORMS}",
+            clean(raw)
+        )));
+    };
+    let tz = if since.is_local() {
+        ctx.zone()
+    } else {
+        chrono_tz::Tz::UTC
+    };
+    Ok(since.start(ctx.now, tz))
 }
 
 /// `2026-05-01T10:00:00.000Z`: the form heartbeat writes, which sorts as a string.

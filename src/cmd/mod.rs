@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 
 use crate::audit::Secrets;
 use crate::clock::Clock;
@@ -84,9 +85,11 @@ pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
 /// warnings only when they differ from these (so at its first tick, and after an edit).
 static PRINTED_WARNINGS: Mutex<Option<Vec<Problem>>> = Mutex::new(None);
 
-/// [`print_file_warnings`] for a long-lived process: only when they changed since last time.
-pub fn print_changed_file_warnings(files: &[Loaded], cwd: &Path) {
-    let warnings = file_warnings(files);
+/// [`print_file_warnings`] for a long-lived process, with the warnings about stored state
+/// in `more` (a grant left behind): only when they changed since last time.
+pub fn print_changed_file_warnings(files: &[Loaded], more: Vec<Problem>, cwd: &Path) {
+    let mut warnings = file_warnings(files);
+    warnings.extend(more);
     let Ok(mut printed) = PRINTED_WARNINGS.lock() else {
         return;
     };
@@ -97,6 +100,24 @@ pub fn print_changed_file_warnings(files: &[Loaded], cwd: &Path) {
         eprintln!("heartbeat: {}", show_problem(w, cwd));
     }
     *printed = Some(warnings);
+}
+
+/// The configured zone (the system's when the config sets none, or does not load), for a
+/// local time typed on the command line. Quiet: the command itself reports the config's
+/// problems.
+pub fn configured_zone(config: Option<&Path>, state_dir: Option<&Path>, cwd: &Path) -> Tz {
+    let env = |name: &str| std::env::var(name).ok();
+    let opts = LoadOptions {
+        config: config.map(Path::to_path_buf),
+        files: Vec::new(),
+        state_dir: state_dir.map(Path::to_path_buf),
+        cwd: cwd.to_path_buf(),
+        env: &env,
+    };
+    match config::load(&opts) {
+        Ok(cfg) => cfg.tz(),
+        Err(broken) => config::fallback(&opts, &broken).map_or(Tz::UTC, |cfg| cfg.tz()),
+    }
 }
 
 /// What every command gets from the global flags.
@@ -113,6 +134,11 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// The configured zone: see [`configured_zone`].
+    pub fn zone(&self) -> Tz {
+        configured_zone(self.config.as_deref(), self.state_dir.as_deref(), &self.cwd)
+    }
+
     /// A diagnostic on stderr at `-v` (level 1) or `-vv` (level 2).
     pub fn diag(&self, level: u8, msg: impl FnOnce() -> String) {
         if self.verbose >= level {

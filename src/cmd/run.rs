@@ -36,6 +36,10 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let autonomy = args.autonomy.map(autonomy_of).unwrap_or(cfg.autonomy);
     let files = read_files(&cfg, args.files.allow_missing)?;
     super::print_file_warnings(&files, &ctx.cwd);
+    // A grant left behind by an edit (also with -q: the task now asks again).
+    for p in super::grants::orphan_problems(&cfg, &files)? {
+        eprintln!("heartbeat: {}", super::show_problem(&p, &ctx.cwd));
+    }
     let mut out = Out::new();
 
     // Taken from the environment before anything runs, so that no tool can read it there,

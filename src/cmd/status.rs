@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::{Ctx, Out};
 use crate::cli::JsonArg;
 use crate::config::Config;
+use crate::engine::files::Loaded;
 use crate::error::{Error, Result, exit};
 use crate::lock;
 use crate::render::show_local;
@@ -27,6 +28,91 @@ struct Facts {
     daemon: Option<lock::Holder>,
     /// Until when Telegram asked not to be sent anything (HTTP 429), if that is still ahead.
     telegram_wait: Option<String>,
+}
+
+/// A held task (tripped, or interrupted) as a person finds it: its tool and place in the
+/// files as they are now, when it is still there.
+struct Held {
+    task_id: String,
+    tool: Option<String>,
+    file: Option<std::path::PathBuf>,
+    line: Option<usize>,
+    /// The task's text, for a reminder.
+    text: Option<String>,
+}
+
+/// The files as they are now; one that cannot be read is left out (`status` works whatever
+/// state the files are in).
+fn files_now(cfg: &Config) -> Vec<Loaded> {
+    crate::engine::files::read_files(cfg, true).unwrap_or_default()
+}
+
+/// Look the held task ids up in the files.
+fn place(cfg: &Config, files: &[Loaded], ids: &[String]) -> Vec<Held> {
+    let tasks = crate::engine::files::all_tasks(files);
+    ids.iter()
+        .map(|id| {
+            let task = tasks.iter().find(|t| &t.id == id);
+            Held {
+                task_id: id.clone(),
+                tool: task
+                    .and_then(|t| crate::plan::tool_call(t, cfg.plain_tasks).map(|(name, _)| name)),
+                file: task.map(|t| t.file.to_path_buf()),
+                line: task.map(|t| t.line),
+                text: None,
+            }
+        })
+        .collect()
+}
+
+/// One-time reminders already given and not ticked yet: they wait for the person.
+fn reminded(
+    cfg: &Config,
+    files: &[Loaded],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<Held>> {
+    let snapshot = crate::engine::files::read_snapshot(cfg, now)?;
+    if snapshot.reminded.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(crate::engine::files::all_tasks(files)
+        .into_iter()
+        .filter(|t| {
+            t.section == crate::model::Section::OneTime
+                && !t.done
+                && snapshot.reminded.contains(&t.id)
+                && crate::plan::tool_call(t, cfg.plain_tasks).is_none()
+        })
+        .map(|t| Held {
+            task_id: t.id.clone(),
+            tool: None,
+            file: Some(t.file.to_path_buf()),
+            line: Some(t.line),
+            text: Some(crate::report::safe_text(t)),
+        })
+        .collect())
+}
+
+impl Held {
+    fn json(&self) -> Value {
+        json!({"task_id": self.task_id, "tool": self.tool, "file": self.file, "line": self.line})
+    }
+
+    /// `@shell HEARTBEAT.md:3 (task 0123abcd4567)`, or what of it is known.
+    fn show(&self, cwd: &std::path::Path) -> String {
+        let tool = self
+            .tool
+            .as_deref()
+            .map_or(String::new(), |t| format!("@{t} "));
+        match (&self.file, self.line) {
+            (Some(file), Some(line)) => format!(
+                "{tool}{}:{line} (task {})",
+                crate::render::show_path(file, cwd),
+                self.task_id
+            ),
+            _ => format!("{tool}task {} (not in the files any more)", self.task_id),
+        }
+    }
 }
 
 fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
@@ -79,6 +165,7 @@ fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
 /// `status --json` (also the `status` tool of `heartbeat mcp`).
 pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
     let f = gather(ctx, cfg)?;
+    let files = files_now(cfg);
     Ok(json!({
         "paused": f.pause.is_some(),
         "paused_until": f.pause.as_ref().and_then(|p| p.until.clone()),
@@ -93,7 +180,17 @@ pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
         "pending_approvals": f.pending,
         "budget": {"spent_usd": f.spent, "daily_usd": cfg.daily_usd},
         "tripped": f.tripped,
+        "tripped_tasks": place(cfg, &files, &f.tripped).iter().map(Held::json).collect::<Vec<_>>(),
         "interrupted": f.interrupted,
+        "interrupted_tasks": place(cfg, &files, &f.interrupted).iter().map(Held::json).collect::<Vec<_>>(),
+        "reminded": reminded(cfg, &files, ctx.now)?
+            .iter()
+            .map(|r| json!({"task_id": r.task_id, "file": r.file, "line": r.line, "text": r.text}))
+            .collect::<Vec<_>>(),
+        "orphaned_grants": super::grants::orphaned(cfg, &files)?
+            .iter()
+            .map(|g| g.task_id.clone())
+            .collect::<Vec<_>>(),
         "outbox": f.outbox,
         "lock": {
             "held": f.holder.is_some(),
@@ -129,6 +226,7 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         daemon,
         telegram_wait,
     } = gather(ctx, &cfg)?;
+    let files = files_now(&cfg);
     out.line(&format!("state dir:   {}", cfg.state_dir.display()));
     out.line(&match &last_run {
         Some(r) => format!(
@@ -164,17 +262,37 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     } else {
         format!("spent today: ${spent:.2} (no budget set)")
     });
-    if !tripped.is_empty() {
+    for held in place(&cfg, &files, &tripped) {
         out.line(&format!(
-            "tripped:     {} (heartbeat reset TASK_ID)",
-            tripped.join(", ")
+            "tripped:     {}: failed too often in a row; fix it, then `heartbeat reset {}`",
+            held.show(&ctx.cwd),
+            held.task_id
         ));
     }
-    if !interrupted.is_empty() {
+    for held in place(&cfg, &files, &interrupted) {
         out.line(&format!(
-            "interrupted: {} (one-time tasks whose run stopped before their outcome was \
-             recorded; check what they did, then heartbeat reset TASK_ID)",
-            interrupted.join(", ")
+            "interrupted: {}: its run stopped before its outcome was recorded; check what it \
+             did, then `heartbeat reset {}` (or approve its approval)",
+            held.show(&ctx.cwd),
+            held.task_id
+        ));
+    }
+    for r in reminded(&cfg, &files, ctx.now)? {
+        out.line(&format!(
+            "reminded:    {}:{} {} (given; tick it when done)",
+            r.file
+                .as_deref()
+                .map_or(String::new(), |f| crate::render::show_path(f, &ctx.cwd)),
+            r.line.unwrap_or(0),
+            crate::audit::Secrets::taken()
+                .redact(r.text.as_deref().unwrap_or(""))
+                .first_line(80)
+        ));
+    }
+    for g in super::grants::orphaned(&cfg, &files)? {
+        out.line(&format!(
+            "warning:     {}",
+            super::grants::orphan_message(&g)
         ));
     }
     out.line(&format!(

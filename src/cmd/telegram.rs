@@ -12,7 +12,7 @@ use crate::engine::outbox::Notice;
 use crate::engine::session;
 use crate::error::{Error, Result, exit};
 use crate::store::Store;
-use crate::telegram::Telegram;
+use crate::telegram::{PollError, Telegram};
 use crate::text::clean;
 
 /// Config, Telegram client and audit log, or a usage error saying what is missing.
@@ -95,7 +95,16 @@ pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
                 }
             }
         }
-        Err(e) => note = Some(e),
+        // A wrong token is not "no chats yet": nothing works until it is fixed.
+        Err(PollError::TokenRejected(why)) => {
+            return Err(Error::Usage(format!(
+                "telegram: Telegram rejected the bot token in ${} ({}); put the token \
+                 @BotFather gave you in it",
+                tc.bot_token_env,
+                clean(&why)
+            )));
+        }
+        Err(e) => note = Some(e.to_string()),
     }
     let chats = store.chats()?;
     let mut out = Out::new();

@@ -17,6 +17,7 @@ use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
 use crate::error::Result;
 use crate::render::show_time;
+use crate::render::telegram::{ApprovalView, Entry, approval_alone, with_approvals};
 use crate::store::{NewMessage, PauseRow, Store};
 use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
@@ -53,7 +54,7 @@ pub fn handle_updates(
     match tg.updates(stored_offset(&d.store)?, wait) {
         Ok(updates) => process(tg, d, cfg, &updates),
         Err(e) => Ok(Effects {
-            error: Some(e),
+            error: Some(e.to_string()),
             ..Effects::default()
         }),
     }
@@ -145,6 +146,25 @@ fn press(
         let _ = tg.answer(callback_id, &format!("There is no approval #{id}."));
         return Ok(());
     };
+    // No message shows all of such an input, so no button may approve it (one that an old
+    // message or a forged press carries): the terminal, where it can be read, decides.
+    let hidden = crate::render::telegram::hidden_values(&row.input, d.audit.secrets());
+    if hidden > 0
+        && matches!(action, 'y' | 'a')
+        && matches!(row.state.as_str(), "pending" | "approved")
+    {
+        // A callback answer holds 200 characters: the file by its name.
+        let name = std::path::Path::new(&row.file)
+            .file_name()
+            .map_or(row.file.clone(), |n| n.to_string_lossy().into_owned());
+        let answer = format!(
+            "#{id}: {hidden} value(s) hidden — read {}:{} and run heartbeat approve {id}",
+            d.audit.secrets().redact(&name).first_line(60),
+            row.line
+        );
+        let _ = tg.answer(callback_id, &answer);
+        return Ok(());
+    }
     let answer = match (row.state.as_str(), action) {
         ("pending", 'y' | 'a') => {
             if d.approve(&row, action == 'a')? {
@@ -311,25 +331,38 @@ fn command_reply(
             if rows.is_empty() {
                 return reply(d, chat_id, "No pending approvals.", &[]);
             }
-            let mut html = format!("<b>{} pending approval(s)</b>", rows.len());
+            // Each with its whole input: a button approves only what the reply shows.
+            let mut entries = vec![Entry {
+                html: format!("<b>{} pending approval(s)</b>", rows.len()),
+                approval: None,
+            }];
             for r in &rows {
-                html.push_str(&format!(
-                    "\n⏳ #{} <b>@{}</b> {} — <code>heartbeat approve {}</code>",
-                    r.id,
-                    escape(&r.tool),
-                    crate::audit::Secrets::taken()
-                        .redact(&r.input.to_string())
-                        .first_line(80)
-                        .escape(),
-                    r.id
-                ));
+                entries.push(Entry {
+                    html: format!(
+                        "⏳ #{} <b>@{}</b> {}:{} — <code>heartbeat approve {}</code>",
+                        r.id,
+                        escape(&r.tool),
+                        escape(&r.file),
+                        r.line,
+                        r.id
+                    ),
+                    approval: Some(ApprovalView {
+                        id: r.id,
+                        tool: &r.tool,
+                        place: format!("{}:{}", r.file, r.line),
+                        input: &r.input,
+                    }),
+                });
             }
-            let ids: Vec<i64> = rows
-                .iter()
-                .map(|r| r.id)
-                .take(crate::render::telegram::MAX_BUTTON_ROWS)
-                .collect();
-            reply(d, chat_id, &html, &ids)
+            let secrets = d.audit.secrets().clone();
+            let composed = with_approvals(entries, Vec::new(), &secrets);
+            reply(d, chat_id, &composed.html, &composed.buttons)?;
+            // Those it had no room for, each in a reply of its own with its buttons.
+            for view in composed.spilled {
+                let (html, ids) = approval_alone(view, &secrets);
+                reply(d, chat_id, &html, &ids)?;
+            }
+            Ok(())
         }
         "pause" => {
             let until = if arg.is_empty() {

@@ -177,6 +177,7 @@ impl Decider {
             created_at: audit::format_ts(self.clock.now()),
             created_by: self.by.clone(),
             approval_id: Some(row.id),
+            line: Some(row.line),
         }
     }
 

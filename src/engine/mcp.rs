@@ -14,6 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -33,6 +34,9 @@ pub const LISTING_TTL: Duration = Duration::from_secs(3600);
 
 pub struct Servers<'a> {
     cfg: &'a Config,
+    /// Set when heartbeat is stopping (the daemon's SIGTERM): a server starting or listing
+    /// its tools is abandoned and stopped.
+    stop: Option<&'a AtomicBool>,
     running: HashMap<String, Server>,
     /// Servers that would not start in this command, and why.
     failed: HashMap<String, String>,
@@ -42,9 +46,16 @@ impl<'a> Servers<'a> {
     pub fn new(cfg: &'a Config) -> Servers<'a> {
         Servers {
             cfg,
+            stop: None,
             running: HashMap::new(),
             failed: HashMap::new(),
         }
+    }
+
+    /// Abandon a server's start or listing once `stop` is set.
+    pub fn with_stop(mut self, stop: Option<&'a AtomicBool>) -> Servers<'a> {
+        self.stop = stop;
+        self
     }
 
     /// The running server `name`, started (in `workdir` unless its config names a `cwd`)
@@ -57,7 +68,9 @@ impl<'a> Servers<'a> {
             let Some(config) = self.cfg.mcp.get(name) else {
                 return Err("is not configured".into());
             };
-            match spec(name, config, workdir).and_then(|spec| Server::start(&spec)) {
+            let stop = self.stop;
+            match spec(name, config, workdir).and_then(|spec| Server::start_with_stop(&spec, stop))
+            {
                 Ok(server) => {
                     self.running.insert(name.to_string(), server);
                 }
@@ -71,10 +84,24 @@ impl<'a> Servers<'a> {
         Ok(self.running.get_mut(name).expect("inserted above"))
     }
 
+    /// Starts the server of `tool` when it is an MCP tool (`SERVER.TOOL`) and its server is
+    /// not running yet. `Err`: why it would not start, as the failure of a call to it reads.
+    pub fn start_for(&mut self, tool: &str, workdir: &Path) -> Result<(), String> {
+        let Some((_, server, _)) = self.cfg.mcp_tool(tool) else {
+            return Ok(());
+        };
+        let server = server.to_string();
+        match self.server(&server, workdir) {
+            Ok(_) => Ok(()),
+            Err(why) => Err(format!("MCP server \"{server}\" {why}")),
+        }
+    }
+
     /// The tools server `name` offers (following pagination).
     pub fn list(&mut self, name: &str, workdir: &Path) -> Result<Vec<ToolInfo>, String> {
+        let stop = self.stop;
         let server = self.server(name, workdir)?;
-        match server.list_tools() {
+        match server.list_tools_with_stop(stop) {
             Ok(tools) => Ok(tools),
             Err(e) => {
                 let stderr = server.stderr();
@@ -86,8 +113,16 @@ impl<'a> Servers<'a> {
         }
     }
 
-    /// One `tools/call` of an MCP tool task, as an [`Outcome`] like any tool's.
-    pub fn call(&mut self, spec: &ToolSpec, input: &Map<String, Value>, workdir: &Path) -> Outcome {
+    /// One `tools/call` of an MCP tool task, as an [`Outcome`] like any tool's. Once `stop`
+    /// is set (the daemon shutting down) the call is abandoned, its server stopped, and the
+    /// task fails with `stopped`, as a tool's process does.
+    pub fn call(
+        &mut self,
+        spec: &ToolSpec,
+        input: &Map<String, Value>,
+        workdir: &Path,
+        stop: Option<&AtomicBool>,
+    ) -> Outcome {
         let started = Instant::now();
         let ToolKind::Mcp { server, tool, .. } = &spec.kind else {
             return failed(format!("{} is not an MCP tool", spec.name), started);
@@ -98,7 +133,7 @@ impl<'a> Servers<'a> {
         crate::error::work_started();
         let call = self.server(server, workdir).map(|s| {
             let (stderr_before, refused_before) = (s.stderr().len(), s.refused().len());
-            let result = s.call(tool, input, spec.timeout);
+            let result = s.call_with_stop(tool, input, spec.timeout, stop);
             let stderr = s.stderr();
             let mut news = stderr.get(stderr_before..).unwrap_or(&stderr).to_string();
             for request in s.refused().iter().skip(refused_before) {
@@ -113,12 +148,12 @@ impl<'a> Servers<'a> {
             Ok(c) => c,
         };
         if !usable {
-            // Timed out or died: the next call gets a new one.
+            // Timed out, died or abandoned: stopped now, and the next call gets a new one.
             self.discard(server);
         }
         let mut outcome = match result {
             Ok(done) => from_call(done),
-            Err(e @ McpError::Timeout(_)) => Outcome {
+            Err(e @ (McpError::Timeout(_) | McpError::Stopped)) => Outcome {
                 error: Some(e.to_string()),
                 ..Outcome::default()
             },

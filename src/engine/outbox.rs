@@ -9,7 +9,7 @@
 //! - The same text is not sent to the same chat twice within 6 h; in quiet hours only urgent
 //!   messages go out; past `max_messages_per_day` non-urgent messages fold into one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -51,6 +51,23 @@ pub fn enqueue_all(
         )?;
     }
     Ok(())
+}
+
+/// The stored input of each approval a run queued, for its approval message to show.
+pub fn approval_inputs(
+    store: &Store,
+    report: &crate::report::Report,
+) -> store::Result<HashMap<i64, serde_json::Value>> {
+    let mut inputs = HashMap::new();
+    for t in &report.tasks {
+        if t.outcome == "queued"
+            && let Some(id) = t.approval_id
+            && let Some(row) = store.approval(id)?
+        {
+            inputs.insert(id, row.input);
+        }
+    }
+    Ok(inputs)
 }
 
 /// Identical text to the same chat within this time is not sent again.
@@ -319,9 +336,9 @@ pub fn deliver(
                         store.record_sent(chat, &hash(&r.html), false, now)?;
                     }
                     store.record_sent(chat, &hash(&p.html), p.counted, now)?;
-                    if !p.approvals.is_empty() {
-                        let last = split(&p.html, MAX_MESSAGE).pop().unwrap_or_default();
-                        store.save_button_message(chat, message_id, &last, &p.approvals, now)?;
+                    let parts = split(&p.html, MAX_MESSAGE);
+                    if !p.approvals.is_empty() && parts.len() == 1 {
+                        store.save_button_message(chat, message_id, &p.html, &p.approvals, now)?;
                     }
                     stats.sent += 1;
                     audit.push(Notice {
@@ -391,6 +408,9 @@ fn send_parts(
 ) -> store::Result<Result<i64, SendError>> {
     let parts = split(&p.html, MAX_MESSAGE);
     let last = parts.len() - 1;
+    // Approval buttons only under a message that shows all it approves: one part. (The
+    // renderer keeps such messages to one part; this holds whatever built the text.)
+    let approvals: &[i64] = if last == 0 { &p.approvals } else { &[] };
     let whole = hash(&p.html);
     let since = now - chrono::Duration::from_std(MAX_AGE).unwrap_or_default();
     let mut id = 0;
@@ -400,7 +420,7 @@ fn send_parts(
             continue;
         }
         let (buttons, resets): (&[i64], &[String]) = if i == last {
-            (&p.approvals, &p.resets)
+            (approvals, &p.resets)
         } else {
             (&[], &[])
         };
@@ -426,15 +446,10 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
     html.push_str(&format!(
         "<b>heartbeat</b>: {n} message(s) folded into one (telegram.max_messages_per_day)"
     ));
-    let mut approvals = head
-        .as_ref()
-        .map(|h| h.approvals.clone())
-        .unwrap_or_default();
     let mut resets = head.as_ref().map(|h| h.resets.clone()).unwrap_or_default();
     for r in &rows {
         html.push_str("\n\n");
         html.push_str(&r.html);
-        approvals.extend(&r.approvals);
         resets.extend(r.resets.iter().cloned());
     }
     let mut parts = split(&html, MAX_MESSAGE - 40);
@@ -442,6 +457,16 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
     let mut html = parts.swap_remove(0);
     if cut {
         html.push_str("\n… (cut to fit one message)");
+    }
+    // A message cut to fit keeps the buttons of the approvals it still shows whole only.
+    let whole = |text: &str| html.contains(text);
+    let mut approvals: Vec<i64> = head
+        .as_ref()
+        .filter(|h| whole(&h.html))
+        .map(|h| h.approvals.clone())
+        .unwrap_or_default();
+    for r in rows.iter().filter(|r| whole(&r.html)) {
+        approvals.extend(&r.approvals);
     }
     approvals.truncate(MAX_BUTTON_ROWS);
     resets.truncate(MAX_BUTTON_ROWS);
@@ -803,12 +828,13 @@ mod tests {
     }
 
     #[test]
-    fn buttons_ride_on_the_last_part_and_are_remembered() {
+    fn approval_buttons_go_only_on_a_message_of_one_part_and_are_remembered() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
         let cfg = tg(&[1]);
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
+        // In two parts, no part shows all that the buttons would approve: none.
         let long = vec!["y".repeat(1000); 6].join("\n");
         let m = Rendered {
             kind: "summary",
@@ -820,9 +846,48 @@ mod tests {
         enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
         deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
         assert_eq!(t.sent().len(), 2);
-        assert!(t.sent()[0].2.is_empty());
-        assert_eq!(t.sent()[1].2, vec![7]);
-        let (_, approvals) = s.button_message(1, 2).unwrap().unwrap();
+        assert!(t.sent().iter().all(|(_, _, buttons)| buttons.is_empty()));
+        assert_eq!(s.button_message(1, 2).unwrap(), None);
+        // In one part: the buttons, remembered for the edit after a press.
+        let m = Rendered {
+            html: "short".into(),
+            ..m
+        };
+        enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(t.sent()[2].2, vec![7]);
+        let (_, approvals) = s.button_message(1, 3).unwrap().unwrap();
         assert_eq!(approvals, vec![7]);
+    }
+
+    #[test]
+    fn a_folded_message_keeps_the_buttons_of_approvals_it_shows_whole_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let cfg = TelegramConfig {
+            max_messages_per_day: 1,
+            ..tg(&[1])
+        };
+        let t = Fake::default();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        let with = |html: String, id: i64| Rendered {
+            kind: "summary",
+            html,
+            urgent: false,
+            approvals: vec![id],
+            resets: vec![],
+        };
+        // The first fits whole in the folded message, the second is cut off.
+        for m in [
+            with("approve #1".into(), 1),
+            with(vec!["z".repeat(1000); 5].join("\n"), 2),
+        ] {
+            enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
+        }
+        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        let sent = t.sent();
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert!(sent[0].1.contains("cut to fit"), "{}", sent[0].1);
+        assert_eq!(sent[0].2, vec![1]);
     }
 }

@@ -193,7 +193,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         }
         None => {
             let tasks = all_tasks(t.files);
-            let mut servers = super::mcp::Servers::new(cfg);
+            let mut servers = super::mcp::Servers::new(cfg).with_stop(t.stop.map(|s| &s.kill));
             let catalog = mcp_catalog(t, &tasks, &mut store, &mut servers, now)?;
             let registry = Registry::from_config(cfg).with_catalog(&catalog);
             let paths: Vec<&Path> = t.files.iter().map(|f| f.source.path.as_path()).collect();
@@ -242,8 +242,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     // Messages: stored first, then delivered; delivery never fails the run.
     if let Some(tc) = &cfg.telegram {
-        if ran && let Some(msg) = crate::render::telegram::summary(&report, tc.summary) {
-            outbox::enqueue_all(&mut store, tc, &msg, false, now, t.secrets)?;
+        if ran {
+            let inputs = outbox::approval_inputs(&store, &report)?;
+            for msg in crate::render::telegram::summary(&report, tc.summary, &inputs, t.secrets) {
+                outbox::enqueue_all(&mut store, tc, &msg, false, now, t.secrets)?;
+            }
         }
         if let Some(tg) = t.telegram {
             bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;

@@ -313,6 +313,15 @@ impl<'a> Session<'a> {
     }
 
     fn run_one_approved(&mut self, row: &ApprovalRow) -> Result<()> {
+        // Queued under another config that still exists (a second config on this state
+        // dir): its tools and files are not these, so it would go stale here. It stays
+        // approved for a run under its own config.
+        if let Some(recorded) = row.config.as_deref()
+            && Some(recorded) != crate::store::config_key(self.cfg.source.as_deref()).as_deref()
+            && Path::new(recorded).is_file()
+        {
+            return Ok(());
+        }
         let task = match self.file_cache.find(Path::new(&row.file), &row.task_id) {
             Err(reason) => return self.stale(row, &reason),
             Ok(None) => return self.stale(row, "the task changed or was removed"),
@@ -389,7 +398,28 @@ impl<'a> Session<'a> {
                     self.run_tool(task, name, input, None)?;
                 }
             }
-            Decision::Approve => self.queue(task, planned)?,
+            Decision::Approve => {
+                // An MCP server that will not start (a command cron's PATH does not find) fails
+                // its tasks now: asking a person to approve a call that cannot be made would
+                // only hide the failure until then.
+                let workdir = task.file.parent().unwrap_or(Path::new("/"));
+                let unstartable = match &planned.tool {
+                    Some(name) => self.mcp.start_for(name, workdir).err(),
+                    None => None,
+                };
+                match (unstartable, &planned.tool, &planned.input) {
+                    (Some(why), Some(name), Some(input)) => {
+                        if self.may_start(task, name)? {
+                            let outcome = Outcome {
+                                error: Some(why),
+                                ..Outcome::default()
+                            };
+                            self.record_outcome(task, name, input, None, outcome)?;
+                        }
+                    }
+                    _ => self.queue(task, planned)?,
+                }
+            }
             Decision::Remind => {
                 if task.section == Section::OneTime {
                     self.store.record_reminded(&task.id, self.now)?;
@@ -441,6 +471,7 @@ impl<'a> Session<'a> {
             }
             Decision::Pending(_)
             | Decision::NotDue
+            | Decision::Reminded
             | Decision::Denied
             | Decision::Ignored
             | Decision::Done
@@ -684,7 +715,8 @@ impl<'a> Session<'a> {
             ToolKind::Notify => self.notify(input)?,
             ToolKind::Mcp { .. } => {
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
-                self.mcp.call(&spec, input, workdir)
+                self.mcp
+                    .call(&spec, input, workdir, self.stop.map(|s| &s.kill))
             }
             _ => self.execute(task, &spec, input),
         };
@@ -901,6 +933,8 @@ impl<'a> Session<'a> {
         if let Some(note) = &proposed {
             text.push_str(&format!(" ({note})"));
         }
+        // `approve` from another directory must run it under this same config.
+        let config = crate::store::config_key(self.cfg.source.as_deref());
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
@@ -911,6 +945,7 @@ impl<'a> Session<'a> {
                 // Stored redacted: what runs is always re-read from the file.
                 input: self.secrets.redact_json(Value::Object(input.clone())),
                 text: self.secrets.redact(&text),
+                config: config.as_deref(),
             },
             self.now,
         )?;

@@ -486,19 +486,34 @@ const SECTION_NAMES: [(&str, &str); 5] = [
 
 /// The section a heading probably meant, when its text starts with a section name (as a
 /// whole word) but it is not exactly a section heading: `## Recurring tasks`,
-/// `## Recurring:`, `# Recurring`, `### Once`.
+/// `## Recurring:`, `# Recurring`, `### Once`; or, for a level-2 heading, when it or its
+/// first words are a slip or two away from one (`## Recuring`, `## Reccuring tasks`).
 fn near_miss_section(level: HeadingLevel, text: &str) -> Option<&'static str> {
     if level == HeadingLevel::H2 && section_kind(text) != Section::Other {
         return None;
     }
-    let lower = text.trim().to_ascii_lowercase();
-    SECTION_NAMES.iter().find_map(|(name, shown)| {
+    let lower = text.trim().to_lowercase();
+    let prefix = SECTION_NAMES.iter().find_map(|(name, shown)| {
         let rest = lower.strip_prefix(name)?;
         let whole_word = !rest
             .chars()
             .next()
             .is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_');
         whole_word.then_some(*shown)
+    });
+    if prefix.is_some() || level != HeadingLevel::H2 {
+        return prefix;
+    }
+    // Two slips for the long names; one for `Once`, so that `## Done` stays a title.
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .filter(|w| !w.is_empty())
+        .collect();
+    SECTION_NAMES.iter().find_map(|(name, shown)| {
+        let count = name.split(' ').count();
+        let start = words.get(..count)?.join(" ");
+        let slips = if name.len() > 4 { 2 } else { 1 };
+        (strsim::osa_distance(&start, name) <= slips).then_some(*shown)
     })
 }
 

@@ -27,6 +27,7 @@ use std::io::{self, Read};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -79,8 +80,20 @@ const DEATH_GRACE: Duration = Duration::from_millis(500);
 /// How often a dying group is looked at (there is no way to wait for non-children).
 const POLL: Duration = Duration::from_millis(20);
 
+/// How often a call looks at its stop flag, like a tool's process.
+const STOP_POLL: Duration = Duration::from_millis(50);
+
 /// A server that pages forever is a broken server, not a long list.
 const MAX_PAGES: usize = 1000;
+
+/// The longest MCP message read from a server's stdout, the newline included: the SDK's own
+/// limit, past which it would drop the message without a word (and the call would wait
+/// out its timeout).
+const MAX_MESSAGE: usize = 16 << 20;
+
+/// The deepest nesting of arrays and objects in a message that the JSON parser reads
+/// (serde_json stops at 128 levels); the SDK would drop a deeper message without a word.
+const MAX_DEPTH: usize = 127;
 
 /// How to reach a server.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -164,6 +177,10 @@ pub enum McpError {
     /// The server broke the protocol or asked for something heartbeat does not do.
     #[error("broke the MCP protocol: {0}")]
     Protocol(String),
+    /// The call was abandoned because heartbeat is stopping (the daemon's SIGTERM): stop
+    /// the server.
+    #[error("stopped")]
+    Stopped,
 }
 
 /// A running MCP server and the connection to it. Not `Sync`: one caller at a time.
@@ -183,6 +200,8 @@ pub struct Server {
     stderr: Arc<Mutex<Capture>>,
     stderr_reader: Option<thread::JoinHandle<()>>,
     refused: Arc<Mutex<Vec<String>>>,
+    /// Why the server's stdout was cut off: a message heartbeat cannot read (see [`Framed`]).
+    fault: Arc<Mutex<Option<String>>>,
     usable: bool,
 }
 
@@ -195,13 +214,26 @@ impl Server {
     /// A spawned server gets SIGTERM if heartbeat dies: the kernel sends it when the *thread*
     /// that spawned it ends, so call this from a thread that outlives the server (the run's).
     pub fn start(spec: &ServerSpec) -> Result<Server, McpError> {
+        Server::start_with_stop(spec, None)
+    }
+
+    /// [`Server::start`], abandoned as soon as `stop` is set: [`McpError::Stopped`], and
+    /// nothing of the server is left running.
+    pub fn start_with_stop(
+        spec: &ServerSpec,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Server, McpError> {
         match &spec.transport {
-            Transport::Stdio { command } => Server::spawn(spec, command),
-            Transport::Http { url, headers } => Server::reach(spec, url, headers),
+            Transport::Stdio { command } => Server::spawn(spec, command, stop),
+            Transport::Http { url, headers } => Server::reach(spec, url, headers, stop),
         }
     }
 
-    fn spawn(spec: &ServerSpec, command: &[String]) -> Result<Server, McpError> {
+    fn spawn(
+        spec: &ServerSpec,
+        command: &[String],
+        stop: Option<&AtomicBool>,
+    ) -> Result<Server, McpError> {
         let Some(program) = command.first() else {
             return Err(McpError::Start("empty command".into()));
         };
@@ -212,7 +244,7 @@ impl Server {
             )));
         }
         let mut child = spawn(program, &command[1..], spec)
-            .map_err(|e| McpError::Start(format!("cannot run {program:?}: {e}")))?;
+            .map_err(|e| McpError::Start(cannot_run(program, &e)))?;
         let pgid = child.id() as i32;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
@@ -237,11 +269,13 @@ impl Server {
         let pipes = {
             // Registering the pipes with the runtime's reactor needs its context.
             let _entered = rt.enter();
-            tokio::process::ChildStdout::from_std(stdout)
-                .and_then(|out| Ok((out, tokio::process::ChildStdin::from_std(stdin)?)))
+            tokio::process::ChildStdout::from_std(stdout).and_then(|out| {
+                let out = Framed::new(out, Arc::clone(&server.fault));
+                Ok((out, tokio::process::ChildStdin::from_std(stdin)?))
+            })
         };
         match pipes {
-            Ok(pipes) => server.handshake(rt, pipes),
+            Ok(pipes) => server.handshake(rt, pipes, stop),
             Err(e) => Err(server.failed_start(format!("cannot watch its pipes: {e}"))),
         }
     }
@@ -251,6 +285,7 @@ impl Server {
         spec: &ServerSpec,
         url: &str,
         headers: &[(String, String)],
+        stop: Option<&AtomicBool>,
     ) -> Result<Server, McpError> {
         use rmcp::transport::StreamableHttpClientTransport;
         use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -285,7 +320,7 @@ impl Server {
                 StreamableHttpClientTransportConfig::with_uri(url).custom_headers(custom),
             )
         };
-        server.handshake(rt, transport)
+        server.handshake(rt, transport, stop)
     }
 
     /// A server with nothing running yet.
@@ -301,15 +336,18 @@ impl Server {
             stderr: Arc::new(Mutex::new(Capture::default())),
             stderr_reader: None,
             refused: Arc::new(Mutex::new(Vec::new())),
+            fault: Arc::new(Mutex::new(None)),
             usable: false,
         }
     }
 
-    /// The `initialize` handshake over `transport`, within `startup_timeout`.
+    /// The `initialize` handshake over `transport`, within `startup_timeout`, unless `stop`
+    /// is set first.
     fn handshake<T, E, A>(
         mut self,
         rt: tokio::runtime::Runtime,
         transport: T,
+        stop: Option<&AtomicBool>,
     ) -> Result<Server, McpError>
     where
         T: rmcp::transport::IntoTransport<RoleClient, E, A>,
@@ -319,7 +357,8 @@ impl Server {
             refused: Arc::clone(&self.refused),
         };
         let limit = self.startup_timeout;
-        let started = rt.block_on(async {
+        // Timers must be created inside the runtime, hence the `async` blocks.
+        let started = rt.block_on(abandonable(stop, async {
             tokio::time::timeout(
                 limit,
                 // The `initialize` handshake, which every server in use speaks; probing for the
@@ -327,8 +366,12 @@ impl Server {
                 handler.serve_with_lifecycle(transport, ClientLifecycleMode::Initialize),
             )
             .await
-        });
+        }));
         self.rt = Some(rt);
+        let Some(started) = started else {
+            // Dropping `self` stops the server.
+            return Err(McpError::Stopped);
+        };
         match started {
             Ok(Ok(service)) => {
                 self.service = Some(service);
@@ -373,10 +416,19 @@ impl Server {
     /// Every tool the server offers, following `nextCursor` to the last page, within the
     /// spec's `startup_timeout`.
     pub fn list_tools(&mut self) -> Result<Vec<ToolInfo>, McpError> {
+        self.list_tools_with_stop(None)
+    }
+
+    /// [`Server::list_tools`], abandoned as soon as `stop` is set: [`McpError::Stopped`],
+    /// and the server is no longer usable.
+    pub fn list_tools_with_stop(
+        &mut self,
+        stop: Option<&AtomicBool>,
+    ) -> Result<Vec<ToolInfo>, McpError> {
         let peer = self.service()?.peer().clone();
         let limit = self.startup_timeout;
         // Timers must be created inside the runtime, hence the outer `async`.
-        let listed = self.block_on(async move {
+        let listed = self.block_on(abandonable(stop, async move {
             tokio::time::timeout(limit, async move {
                 let mut tools: Vec<Tool> = Vec::new();
                 let mut cursor: Option<String> = None;
@@ -402,7 +454,11 @@ impl Server {
                 )))
             })
             .await
-        })?;
+        }))?;
+        let Some(listed) = listed else {
+            self.usable = false;
+            return Err(McpError::Stopped);
+        };
         match listed {
             Ok(Ok(tools)) => Ok(tools.into_iter().map(tool_info).collect()),
             Ok(Err(failure)) => Err(self.failure(failure)),
@@ -422,12 +478,29 @@ impl Server {
         input: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<CallOutcome, McpError> {
+        self.call_with_stop(tool, input, timeout, None)
+    }
+
+    /// [`Server::call`], abandoned as soon as `stop` is set (the daemon shutting down):
+    /// the result is [`McpError::Stopped`] and the server is no longer usable, so the caller
+    /// stops it.
+    pub fn call_with_stop(
+        &mut self,
+        tool: &str,
+        input: &Map<String, Value>,
+        timeout: Duration,
+        stop: Option<&AtomicBool>,
+    ) -> Result<CallOutcome, McpError> {
         let peer = self.service()?.peer().clone();
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(input.clone());
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        if stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            return Err(McpError::Stopped);
+        }
         // The SDK's own timeout sends the cancellation; the outer one only guards against a
         // cancellation that cannot be written.
-        let answered = self.block_on(async move {
+        // Timers must be created inside the runtime, hence the outer `async`.
+        let answered = self.block_on(abandonable(stop, async move {
             tokio::time::timeout(timeout.saturating_add(CANCEL_GRACE), async move {
                 let handle = peer
                     .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
@@ -435,7 +508,11 @@ impl Server {
                 handle.await_response().await
             })
             .await
-        })?;
+        }))?;
+        let Some(answered) = answered else {
+            self.usable = false;
+            return Err(McpError::Stopped);
+        };
         match answered {
             Err(_) | Ok(Err(ServiceError::Timeout { .. })) => {
                 self.usable = false;
@@ -512,10 +589,23 @@ impl Server {
             }
             Failure::Service(ServiceError::TransportClosed | ServiceError::TransportSend(_)) => {
                 self.usable = false;
-                McpError::Died(self.death())
+                match self.fault() {
+                    Some(fault) => McpError::Protocol(fault),
+                    None => McpError::Died(self.death()),
+                }
             }
             Failure::Service(e) => McpError::Protocol(e.to_string()),
         }
+    }
+
+    /// The message that cut the connection off, if one did.
+    fn fault(&self) -> Option<String> {
+        let own = self
+            .fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        own.or_else(|| self.http.as_ref().and_then(|h| h.fault()))
     }
 
     /// Why the connection closed, as far as the leader's exit status tells.
@@ -548,7 +638,10 @@ impl Server {
     fn failed_start(mut self, reason: String) -> McpError {
         let exited = self.exit_soon();
         self.shutdown();
-        let mut message = reason;
+        let mut message = match self.fault() {
+            Some(fault) => format!("{reason}: {fault}"),
+            None => reason,
+        };
         if let Some(status) = exited {
             message.push_str(&format!(" (it exited: {status})"));
         }
@@ -622,6 +715,20 @@ impl std::fmt::Debug for Server {
     }
 }
 
+/// `work`'s output, or None when `stop` is set first (looked at every [`STOP_POLL`]).
+async fn abandonable<F: Future>(stop: Option<&AtomicBool>, work: F) -> Option<F::Output> {
+    let work = std::pin::pin!(work);
+    let watch = std::pin::pin!(async {
+        while !stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+            tokio::time::sleep(STOP_POLL).await;
+        }
+    });
+    match futures::future::select(work, watch).await {
+        futures::future::Either::Left((output, _)) => Some(output),
+        futures::future::Either::Right(((), _)) => None,
+    }
+}
+
 /// The private runtime of one server's connection.
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
@@ -634,6 +741,22 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 enum Failure {
     Service(ServiceError),
     Protocol(String),
+}
+
+/// Why `program` could not be spawned. A bare name that is not found is named with the PATH
+/// it was looked up in: cron and systemd give a much shorter one than a login shell.
+fn cannot_run(program: &str, e: &io::Error) -> String {
+    if e.kind() != io::ErrorKind::NotFound || program.contains('/') {
+        return format!("cannot run {program:?}: {e}");
+    }
+    let path = match std::env::var_os("PATH") {
+        Some(path) => format!("PATH {:?}", path.to_string_lossy()),
+        None => "PATH, which is not set,".to_string(),
+    };
+    format!(
+        "cannot run {program:?}: it is not in any directory of {path} (cron and systemd \
+         give a shorter PATH than your shell): write its absolute path in command"
+    )
 }
 
 fn spawn(program: &str, args: &[String], spec: &ServerSpec) -> io::Result<Child> {
@@ -801,10 +924,189 @@ fn read_capped(mut pipe: impl Read, cap: &Mutex<Capture>) {
     }
 }
 
+/// A server's stdout as the SDK reads it, one message a line, cut off at the first message
+/// it could not read: longer than [`MAX_MESSAGE`] or nested deeper than [`MAX_DEPTH`]. The
+/// SDK would skip such a message without a word, leaving its call to wait out the timeout;
+/// cut off, the connection closes, the call fails at once, and [`Server::fault`] says why.
+/// The bytes of the message before the limit are handed on; the SDK drops them with the
+/// closed connection.
+struct Framed<R> {
+    inner: R,
+    scan: Scan,
+    fault: Arc<Mutex<Option<String>>>,
+    cut: bool,
+}
+
+impl<R> Framed<R> {
+    fn new(inner: R, fault: Arc<Mutex<Option<String>>>) -> Framed<R> {
+        Framed {
+            inner,
+            scan: Scan::default(),
+            fault,
+            cut: false,
+        }
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Framed<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let this = &mut *self;
+        let cut = || io::Error::new(io::ErrorKind::InvalidData, "a message over the limits");
+        if this.cut {
+            return std::task::Poll::Ready(Err(cut()));
+        }
+        let before = buf.filled().len();
+        std::task::ready!(std::pin::Pin::new(&mut this.inner).poll_read(cx, buf))?;
+        if let Some((at, why)) = this.scan.bytes(&buf.filled()[before..]) {
+            buf.set_filled(before + at);
+            *this.fault.lock().unwrap_or_else(PoisonError::into_inner) = Some(why);
+            this.cut = true;
+            if at == 0 {
+                return std::task::Poll::Ready(Err(cut()));
+            }
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// Why one whole message (an HTTP answer, an event's data) cannot be read: nested deeper
+/// than [`MAX_DEPTH`]. Its size is the transport's to limit.
+pub(super) fn nesting_fault(message: &[u8]) -> Option<String> {
+    let mut scan = Scan {
+        one_message: true,
+        ..Scan::default()
+    };
+    scan.bytes(message).map(|(_, why)| why)
+}
+
+/// Where a reader is in a stream of newline-delimited JSON messages (or in one message).
+#[derive(Default)]
+struct Scan {
+    /// One message, whose newlines are whitespace and whose size is not checked.
+    one_message: bool,
+    /// Bytes of the current line so far.
+    line: usize,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+}
+
+impl Scan {
+    /// Reads on; the offset of the first byte that breaks a limit, and what it broke.
+    fn bytes(&mut self, bytes: &[u8]) -> Option<(usize, String)> {
+        for (i, &b) in bytes.iter().enumerate() {
+            if b == b'\n' && !self.one_message {
+                *self = Scan::default();
+                continue;
+            }
+            self.line += 1;
+            // This byte, and the newline still to come, would not fit.
+            if self.line >= MAX_MESSAGE && !self.one_message {
+                return Some((
+                    i,
+                    format!(
+                        "it sent a message larger than {} MiB, the most heartbeat reads",
+                        MAX_MESSAGE >> 20
+                    ),
+                ));
+            }
+            if self.in_string {
+                match b {
+                    _ if self.escaped => self.escaped = false,
+                    b'\\' => self.escaped = true,
+                    b'"' => self.in_string = false,
+                    _ => {}
+                }
+                continue;
+            }
+            match b {
+                b'"' => self.in_string = true,
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth > MAX_DEPTH {
+                        return Some((
+                            i,
+                            format!(
+                                "it sent a message nested deeper than {MAX_DEPTH} levels, the \
+                                 most the JSON parser reads"
+                            ),
+                        ));
+                    }
+                }
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        None
+    }
+}
+
 /// Whether a live process (not a zombie: the unreaped leader stays one) is in the group.
 fn group_alive(pgid: i32) -> bool {
     if !sys::group_exists(pgid) {
         return false;
     }
     sys::live_member_in_group(pgid).unwrap_or_else(|| sys::exit_without_reaping(pgid).is_none())
+}
+
+#[cfg(test)]
+mod framing_tests {
+    use super::*;
+
+    fn nested(depth: usize) -> String {
+        format!("{}{}", "[".repeat(depth), "]".repeat(depth))
+    }
+
+    #[test]
+    fn the_depth_limit_is_the_json_parsers() {
+        assert!(serde_json::from_str::<Value>(&nested(MAX_DEPTH)).is_ok());
+        assert!(serde_json::from_str::<Value>(&nested(MAX_DEPTH + 1)).is_err());
+        let mut scan = Scan::default();
+        assert_eq!(
+            scan.bytes(format!("{}\n", nested(MAX_DEPTH)).as_bytes()),
+            None
+        );
+        let (at, why) = scan.bytes(nested(MAX_DEPTH + 1).as_bytes()).unwrap();
+        assert_eq!(at, MAX_DEPTH);
+        assert!(why.contains("nested deeper than 127 levels"), "{why}");
+    }
+
+    #[test]
+    fn brackets_in_strings_do_not_nest_and_a_newline_starts_over() {
+        let mut scan = Scan::default();
+        let text = format!(r#"{{"a": "{}\"[{{", "b": ["#, "[".repeat(500));
+        assert_eq!(scan.bytes(text.as_bytes()), None);
+        assert_eq!(scan.depth, 2);
+        // Each line counts alone: an unclosed line does not nest the next one.
+        let mut scan = Scan::default();
+        let line = format!("{}\n", "[".repeat(MAX_DEPTH));
+        for _ in 0..3 {
+            assert_eq!(scan.bytes(line.as_bytes()), None);
+        }
+    }
+
+    #[test]
+    fn one_message_may_span_lines_and_be_of_any_size() {
+        let pretty = format!("{}\n{}", "[\n".repeat(MAX_DEPTH), "]\n".repeat(MAX_DEPTH));
+        assert_eq!(nesting_fault(pretty.as_bytes()), None);
+        let deeper = format!("[\n{pretty}]");
+        assert!(nesting_fault(deeper.as_bytes()).is_some_and(|why| why.contains("127 levels")));
+        assert_eq!(nesting_fault(&vec![b' '; MAX_MESSAGE + 1]), None);
+    }
+
+    #[test]
+    fn a_line_over_the_size_limit_is_cut_where_it_passes_it() {
+        let mut scan = Scan::default();
+        let fits = vec![b' '; MAX_MESSAGE - 1];
+        assert_eq!(scan.bytes(&fits), None);
+        assert_eq!(scan.bytes(b"\n"), None);
+        assert_eq!(scan.bytes(&fits), None);
+        let (at, why) = scan.bytes(b"  ").unwrap();
+        assert_eq!(at, 0);
+        assert!(why.contains("larger than 16 MiB"), "{why}");
+    }
 }

@@ -48,6 +48,9 @@ pub struct HttpClient {
     /// Why the last request or stream failed: the SDK only says that the connection
     /// closed.
     last_error: Arc<Mutex<Option<String>>>,
+    /// A message that could not be read (see [`super::client::nesting_fault`]): the SDK
+    /// would skip it, or fail with the parser's words.
+    fault: Arc<Mutex<Option<String>>>,
 }
 
 impl HttpClient {
@@ -63,7 +66,27 @@ impl HttpClient {
         Ok(HttpClient {
             client,
             last_error: Arc::default(),
+            fault: Arc::default(),
         })
+    }
+
+    /// The message that could not be read, if one could not.
+    pub fn fault(&self) -> Option<String> {
+        self.fault
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `message` as it came, or why it cannot be read (remembered).
+    fn readable(&self, message: &[u8]) -> Result<(), String> {
+        match super::client::nesting_fault(message) {
+            None => Ok(()),
+            Some(why) => {
+                remember(&self.fault, why.clone());
+                Err(why)
+            }
+        }
     }
 
     /// Why the last request or event stream failed, if one did.
@@ -87,8 +110,19 @@ impl HttpClient {
         result
     }
 
+    /// The events of `response`; one whose data cannot be read ends the stream with an
+    /// error.
     fn events(&self, response: Response) -> BoxStream<'static, Result<Sse, SseError>> {
+        let this = self.clone();
         events(response, Arc::clone(&self.last_error))
+            .map(move |event| match event {
+                Ok(sse) => match sse.data.as_deref().map(|d| this.readable(d.as_bytes())) {
+                    Some(Err(why)) => Err(SseError::Body(why.into())),
+                    _ => Ok(sse),
+                },
+                other => other,
+            })
+            .boxed()
     }
 }
 
@@ -246,10 +280,14 @@ impl HttpClient {
                 self.events(response),
                 session,
             )),
-            Some(JSON) => match serde_json::from_slice(&body(response).await?) {
-                Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
-                Err(e) => Err(not_mcp(format!("its JSON is no JSON-RPC message ({e})"))),
-            },
+            Some(JSON) => {
+                let body = body(response).await?;
+                self.readable(&body).map_err(not_mcp)?;
+                match serde_json::from_slice(&body) {
+                    Ok(message) => Ok(StreamableHttpPostResponse::Json(message, session)),
+                    Err(e) => Err(not_mcp(format!("its JSON is no JSON-RPC message ({e})"))),
+                }
+            }
             other => Err(not_mcp(content_type(other))),
         }
     }

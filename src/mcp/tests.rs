@@ -67,7 +67,7 @@ fn lists_every_page_and_calls_each_tool() {
     assert!(server.is_usable());
 
     let tools = server.list_tools().expect("lists");
-    assert_eq!(tools.len(), 11 + 25, "all pages (of 10) are followed");
+    assert_eq!(tools.len(), 14 + 25, "all pages (of 10) are followed");
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert!(names.contains(&"extra_0") && names.contains(&"extra_24"));
     let mut unique = names.clone();

@@ -3,7 +3,18 @@
 //!
 //! Invariants: every dynamic text is HTML-escaped; no tag spans a line, so a message can be
 //! cut at any line; a part never exceeds [`MAX_MESSAGE`] UTF-16 units.
+//!
+//! A button approves only what its message showed: a message gets an approval's buttons only
+//! when it shows that approval's whole input, redacted and pretty-printed, nothing in it was
+//! hidden by redaction, and the whole message fits in one part. Any other approval in it
+//! gets a line naming its file:line and `heartbeat approve ID` instead of buttons.
 
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::audit::Secrets;
+use crate::audit::redact::STARS;
 use crate::config::SummaryMode;
 use crate::report::{Report, TaskReport};
 use crate::text::{Redacted, escape};
@@ -87,8 +98,244 @@ pub fn split(html: &str, limit: usize) -> Vec<String> {
     parts
 }
 
-/// The summary of a run, or None when nothing is to be said (SPEC §10).
-pub fn summary(report: &Report, mode: SummaryMode) -> Option<Rendered> {
+/// One approval as a message shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApprovalView<'a> {
+    pub id: i64,
+    pub tool: &'a str,
+    /// `FILE:LINE` of its task, where a person reads what the message cannot show.
+    pub place: String,
+    /// Its input as stored (redacted when it was queued).
+    pub input: &'a Value,
+}
+
+/// A line of a message, followed by the input of the approval it announces, if any.
+pub struct Entry<'a> {
+    pub html: String,
+    pub approval: Option<ApprovalView<'a>>,
+}
+
+/// How an approval's input is shown: its lines, and how many values redaction hid in it.
+struct Block {
+    lines: Vec<String>,
+    hidden: usize,
+}
+
+/// The input pretty-printed and redacted, one `<code>` line per line of JSON (no tag spans
+/// a line). Every `***` counts as a hidden value: a literal `***` in an input cannot be told
+/// from a redacted one, so it costs the buttons too.
+fn block(input: &Value, secrets: &Secrets) -> Block {
+    let mut shown = input.clone();
+    secrets.value(&mut shown);
+    let pretty = serde_json::to_string_pretty(&shown).unwrap_or_else(|_| shown.to_string());
+    let pretty = secrets.string(&pretty);
+    let lines: Vec<String> = pretty
+        .lines()
+        .map(|l| format!("<code>{}</code>", escape(l)))
+        .collect();
+    // What the outbox's own redaction pass would still change is hidden too.
+    let mut hidden = pretty.matches(STARS).count();
+    if hidden == 0 && lines.iter().any(|l| secrets.text(l) != l.as_str()) {
+        hidden = 1;
+    }
+    Block { lines, hidden }
+}
+
+/// How many values of an approval's input its message cannot show (redaction hides them):
+/// such an approval is never decided by a button.
+pub fn hidden_values(input: &Value, secrets: &Secrets) -> usize {
+    block(input, secrets).hidden
+}
+
+fn hidden_note(n: usize, a: &ApprovalView) -> String {
+    format!(
+        "🔒 {n} value(s) hidden — read {} and run <code>heartbeat approve {}</code>",
+        escape(&a.place),
+        a.id
+    )
+}
+
+fn unfit_note(a: &ApprovalView) -> String {
+    format!(
+        "📄 input not shown: it does not fit this message — read {} and run <code>heartbeat \
+         approve {}</code>",
+        escape(&a.place),
+        a.id
+    )
+}
+
+fn spill_note() -> String {
+    "⬇️ its whole input and buttons follow in a message of its own".to_string()
+}
+
+/// Length of lines joined by newlines, in UTF-16 units.
+fn joined_units<'s>(lines: impl IntoIterator<Item = &'s String>) -> usize {
+    let mut n = 0;
+    let mut count = 0usize;
+    for l in lines {
+        n += units(l);
+        count += 1;
+    }
+    n + count.saturating_sub(1)
+}
+
+/// A message composed by [`with_approvals`].
+#[derive(Debug)]
+pub struct Composed<'a> {
+    pub html: String,
+    /// The approvals whose buttons it carries.
+    pub buttons: Vec<i64>,
+    /// Approvals it had no room for, that a message of their own ([`approval_alone`]) shows
+    /// whole with their buttons: the message says they follow.
+    pub spilled: Vec<ApprovalView<'a>>,
+}
+
+/// A message of one approval: where it is, its tool, its whole input and, when nothing in it
+/// is hidden and it fits, its buttons.
+pub fn approval_alone(view: ApprovalView, secrets: &Secrets) -> (String, Vec<i64>) {
+    let head = format!(
+        "⏳ <b>heartbeat</b>: approval #{} <b>@{}</b> {}: <code>heartbeat approve {}</code>",
+        view.id,
+        escape(view.tool),
+        escape(&view.place),
+        view.id
+    );
+    let composed = compose(
+        vec![Entry {
+            html: head,
+            approval: Some(view),
+        }],
+        Vec::new(),
+        secrets,
+        false,
+    );
+    (composed.html, composed.buttons)
+}
+
+/// A message of `entries` then `tail` lines, every line redacted, with each approval's input
+/// shown in full where it fits. Its buttons are those of the approvals whose whole input it
+/// shows, with nothing hidden, in a message that fits one part, at most [`MAX_BUTTON_ROWS`]
+/// of them. An approval it has no room for is spilled to a message of its own when that
+/// would show it whole; every other one says where to read it and what to run.
+pub fn with_approvals<'a>(
+    entries: Vec<Entry<'a>>,
+    tail: Vec<String>,
+    secrets: &Secrets,
+) -> Composed<'a> {
+    compose(entries, tail, secrets, true)
+}
+
+fn compose<'a>(
+    entries: Vec<Entry<'a>>,
+    tail: Vec<String>,
+    secrets: &Secrets,
+    spill: bool,
+) -> Composed<'a> {
+    enum Shows {
+        Note(String),
+        Block(Vec<String>),
+        Both(Vec<String>, String),
+    }
+    let base: Vec<String> = entries
+        .iter()
+        .map(|e| secrets.string(&e.html))
+        .chain(tail.iter().map(|t| secrets.string(t)))
+        .collect();
+    let blocks: Vec<Option<(Block, &ApprovalView)>> = entries
+        .iter()
+        .map(|e| e.approval.as_ref().map(|a| (block(a.input, secrets), a)))
+        .collect();
+    // Start with a note for every approval, then show inputs while the message still fits.
+    let mut shows: Vec<Option<Shows>> = blocks
+        .iter()
+        .map(|b| {
+            b.as_ref().map(|(b, a)| {
+                Shows::Note(if b.hidden > 0 {
+                    hidden_note(b.hidden, a)
+                } else {
+                    unfit_note(a)
+                })
+            })
+        })
+        .collect();
+    let mut total = joined_units(&base)
+        + shows
+            .iter()
+            .flatten()
+            .map(|s| match s {
+                Shows::Note(n) => 1 + units(n),
+                _ => 0,
+            })
+            .sum::<usize>();
+    let mut buttons = Vec::new();
+    // First the approvals that can have buttons, then the rest of what fits (inputs with
+    // hidden values are still worth reading, beside their note).
+    for with_buttons in [true, false] {
+        for (show, b) in shows.iter_mut().zip(&blocks) {
+            let (Some(Shows::Note(note)), Some((b, a))) = (&*show, b) else {
+                continue;
+            };
+            let cost = 1 + joined_units(&b.lines);
+            if with_buttons && b.hidden == 0 && buttons.len() < MAX_BUTTON_ROWS {
+                let freed = 1 + units(note);
+                if total + cost - freed <= MAX_MESSAGE {
+                    total = total + cost - freed;
+                    buttons.push(a.id);
+                    *show = Some(Shows::Block(b.lines.clone()));
+                }
+            } else if !with_buttons && b.hidden > 0 && total + cost <= MAX_MESSAGE {
+                total += cost;
+                *show = Some(Shows::Both(b.lines.clone(), note.clone()));
+            }
+        }
+    }
+    let mut spilled = Vec::new();
+    if spill {
+        for (show, b) in shows.iter_mut().zip(&blocks) {
+            if let (Some(Shows::Note(_)), Some((b, a))) = (&*show, b)
+                && b.hidden == 0
+                && !approval_alone((*a).clone(), secrets).1.is_empty()
+            {
+                spilled.push((*a).clone());
+                *show = Some(Shows::Note(spill_note()));
+            }
+        }
+    }
+    let mut lines: Vec<String> = Vec::new();
+    for (i, line) in base.into_iter().enumerate() {
+        lines.push(line);
+        match shows.get_mut(i).and_then(Option::take) {
+            Some(Shows::Note(n)) => lines.push(n),
+            Some(Shows::Block(b)) => lines.extend(b),
+            Some(Shows::Both(b, n)) => {
+                lines.extend(b);
+                lines.push(n);
+            }
+            None => {}
+        }
+    }
+    let html = lines.join("\n");
+    if units(&html) > MAX_MESSAGE {
+        // More than one part: no part would show everything its buttons approve.
+        buttons.clear();
+    }
+    Composed {
+        html,
+        buttons,
+        spilled,
+    }
+}
+
+/// The messages after a run (SPEC §10): its summary (none when nothing is to be said), then
+/// a message of its own for each approval the summary had no room to show whole. `inputs`
+/// holds the stored input of each approval the run queued; an approval missing from it gets
+/// no buttons. Every text is redacted with `secrets`.
+pub fn summary(
+    report: &Report,
+    mode: SummaryMode,
+    inputs: &HashMap<i64, Value>,
+    secrets: &Secrets,
+) -> Vec<Rendered> {
     let c = report.counts();
     let reminded = report.count("reminded");
     let did_something =
@@ -96,13 +343,13 @@ pub fn summary(report: &Report, mode: SummaryMode) -> Option<Rendered> {
             || !report.errors.is_empty();
     let urgent = c.failed > 0 || !report.errors.is_empty();
     let tasks: Vec<&TaskReport> = match mode {
-        SummaryMode::Never if !urgent => return None,
+        SummaryMode::Never if !urgent => return Vec::new(),
         SummaryMode::Never => report
             .tasks
             .iter()
             .filter(|t| t.outcome == "failed")
             .collect(),
-        SummaryMode::OnChange if !did_something => return None,
+        SummaryMode::OnChange if !did_something => return Vec::new(),
         _ => report
             .tasks
             .iter()
@@ -130,30 +377,50 @@ pub fn summary(report: &Report, mode: SummaryMode) -> Option<Rendered> {
     } else {
         counts.join(", ")
     };
-    let mut html = format!("<b>heartbeat</b>: {}", escape(&headline));
-    let mut approvals = Vec::new();
+    let mut entries = vec![Entry {
+        html: format!("<b>heartbeat</b>: {}", escape(&headline)),
+        approval: None,
+    }];
     for t in tasks {
-        html.push('\n');
-        html.push_str(&task_line(t));
-        if t.outcome == "queued"
-            && let Some(id) = t.approval_id
-        {
-            approvals.push(id);
-        }
+        let approval = match (t.outcome, t.approval_id) {
+            ("queued", Some(id)) => inputs.get(&id).map(|input| ApprovalView {
+                id,
+                tool: t.tool.as_deref().unwrap_or("?"),
+                place: format!("{}:{}", t.file.display(), t.line),
+                input,
+            }),
+            _ => None,
+        };
+        entries.push(Entry {
+            html: task_line(t),
+            approval,
+        });
     }
+    let mut tail = Vec::new();
     if mode != SummaryMode::Never {
         for e in &report.errors {
-            html.push_str(&format!("\n⚠️ {}", e.first_line(300).escape()));
+            tail.push(format!("⚠️ {}", e.first_line(300).escape()));
         }
     }
-    approvals.truncate(MAX_BUTTON_ROWS);
-    Some(Rendered {
+    let composed = with_approvals(entries, tail, secrets);
+    let mut messages = vec![Rendered {
         kind: if urgent { "failure" } else { "summary" },
-        html,
+        html: composed.html,
         urgent,
-        approvals,
+        approvals: composed.buttons,
         resets: Vec::new(),
-    })
+    }];
+    for view in composed.spilled {
+        let (html, approvals) = approval_alone(view, secrets);
+        messages.push(Rendered {
+            kind: "approval",
+            html,
+            urgent: false,
+            approvals,
+            resets: Vec::new(),
+        });
+    }
+    messages
 }
 
 /// One line per task: ✅ / ❌ / ⏳ / 🔔 …, the tool and text, the summary or first output line.
@@ -251,6 +518,155 @@ mod tests {
         r
     }
 
+    fn none() -> Secrets {
+        Secrets::default()
+    }
+
+    fn inputs(list: &[(i64, &Value)]) -> HashMap<i64, Value> {
+        list.iter().map(|(id, v)| (*id, (*v).clone())).collect()
+    }
+
+    /// Every tag closed on its own line: what Telegram's parser and our splitter need.
+    fn parse_ok(html: &str) -> bool {
+        html.lines()
+            .all(|l| l.matches("<code>").count() == l.matches("</code>").count())
+    }
+
+    /// A message with one approval of `input` after `before` other lines.
+    fn one(input: &Value, secrets: &Secrets, before: usize) -> (String, Vec<i64>) {
+        let c = one_composed(input, secrets, before);
+        assert!(c.spilled.is_empty() || before > 0);
+        (c.html, c.buttons)
+    }
+
+    fn one_composed<'a>(input: &'a Value, secrets: &Secrets, before: usize) -> Composed<'a> {
+        let mut entries: Vec<Entry> = (0..before)
+            .map(|i| Entry {
+                html: format!("line {i}"),
+                approval: None,
+            })
+            .collect();
+        entries.push(Entry {
+            html: "⏳ <b>@shell</b> — approval #7".into(),
+            approval: Some(ApprovalView {
+                id: 7,
+                tool: "shell",
+                place: "/x/HEARTBEAT.md:12".into(),
+                input,
+            }),
+        });
+        with_approvals(entries, vec![], secrets)
+    }
+
+    #[test]
+    fn an_approval_shows_its_whole_input_however_long_its_command_is() {
+        let tail = "y".repeat(500);
+        let cmd = format!("echo hello; {tail}; rm -rf $HOME/x");
+        let input = serde_json::json!({"cmd": cmd, "timeout": "5m"});
+        let (html, buttons) = one(&input, &none(), 0);
+        assert_eq!(buttons, vec![7]);
+        assert!(html.contains(&escape(&cmd)), "{html}");
+        assert!(
+            html.contains("<code>  &quot;timeout&quot;: &quot;5m&quot;</code>"),
+            "{html}"
+        );
+        assert!(
+            !html.contains("heartbeat approve 7"),
+            "no note when it is all shown"
+        );
+        assert!(parse_ok(&html));
+    }
+
+    #[test]
+    fn an_approval_with_a_hidden_value_gets_no_buttons_and_says_where_to_read_it() {
+        // Hidden by its key, by a registered secret, and as stored (already `***`).
+        let secrets = Secrets::new(["s3cr3t-value".to_string()]);
+        for input in [
+            serde_json::json!({"cmd": "curl x", "env": {"API_TOKEN": "abcdef"}}),
+            serde_json::json!({"cmd": "curl -u me:s3cr3t-value x"}),
+            serde_json::json!({"cmd": "curl x", "env": {"API_TOKEN": "***"}}),
+        ] {
+            let (html, buttons) = one(&input, &secrets, 0);
+            assert!(buttons.is_empty(), "{html}");
+            assert!(
+                html.ends_with(
+                    "🔒 1 value(s) hidden — read /x/HEARTBEAT.md:12 and run <code>heartbeat \
+                     approve 7</code>"
+                ),
+                "{html}"
+            );
+            assert!(
+                !html.contains("s3cr3t-value") && !html.contains("abcdef"),
+                "{html}"
+            );
+            // What can be shown still is.
+            assert!(html.contains("curl"), "{html}");
+        }
+    }
+
+    #[test]
+    fn an_approval_that_does_not_fit_one_message_gets_no_buttons() {
+        let input = serde_json::json!({"cmd": "z".repeat(5000)});
+        let (html, buttons) = one(&input, &none(), 0);
+        assert!(buttons.is_empty());
+        assert!(units(&html) <= MAX_MESSAGE, "{} units", units(&html));
+        assert!(!html.contains("zzzz"), "not a cut input");
+        assert!(
+            html.ends_with("read /x/HEARTBEAT.md:12 and run <code>heartbeat approve 7</code>"),
+            "{html}"
+        );
+        // Fits alone, but not with the rest of the message (3,900 characters before it).
+        let input = serde_json::json!({"cmd": "z".repeat(300)});
+        assert_eq!(one(&input, &none(), 0).1, vec![7]);
+        let c = one_composed(&input, &none(), 450);
+        assert!(c.buttons.is_empty(), "{}", c.html);
+        assert!(!c.html.contains("zzzz"), "{}", c.html);
+        // … so it follows in a message of its own, whole, with its buttons.
+        assert!(
+            c.html.ends_with("follow in a message of its own"),
+            "{}",
+            c.html
+        );
+        assert_eq!(c.spilled.len(), 1);
+        let (html, buttons) = approval_alone(c.spilled[0].clone(), &none());
+        assert_eq!(buttons, vec![7]);
+        assert!(html.contains(&"z".repeat(300)), "{html}");
+    }
+
+    #[test]
+    fn at_most_eight_approvals_get_buttons_on_one_message_and_the_rest_follow_alone() {
+        let input = serde_json::json!({"cmd": "true"});
+        let entries: Vec<Entry> = (1..=10)
+            .map(|id| Entry {
+                html: format!("⏳ #{id}"),
+                approval: Some(ApprovalView {
+                    id,
+                    tool: "shell",
+                    place: format!("/x/HEARTBEAT.md:{id}"),
+                    input: &input,
+                }),
+            })
+            .collect();
+        let c = with_approvals(entries, vec![], &none());
+        assert_eq!(c.buttons, (1..=8).collect::<Vec<i64>>());
+        // The rest follow in messages of their own, each with its input and buttons.
+        assert_eq!(
+            c.html.matches("follow in a message of its own").count(),
+            2,
+            "{}",
+            c.html
+        );
+        let ids: Vec<i64> = c.spilled.iter().map(|v| v.id).collect();
+        assert_eq!(ids, vec![9, 10]);
+        let (html, buttons) = approval_alone(c.spilled[0].clone(), &none());
+        assert_eq!(buttons, vec![9]);
+        assert!(
+            html.starts_with("⏳ <b>heartbeat</b>: approval #9 <b>@shell</b> /x/HEARTBEAT.md:9"),
+            "{html}"
+        );
+        assert!(html.contains("&quot;cmd&quot;: &quot;true&quot;"), "{html}");
+    }
+
     #[test]
     fn summary_lists_tasks_escaped_with_approval_hints() {
         let r = report(&[
@@ -260,7 +676,8 @@ mod tests {
             ("reminded", None),
             ("skipped", Some("x")),
         ]);
-        let m = summary(&r, SummaryMode::OnChange).unwrap();
+        let input = serde_json::json!({"text": "<b>&"});
+        let m = summary(&r, SummaryMode::OnChange, &inputs(&[(3, &input)]), &none()).remove(0);
         assert!(m.urgent);
         assert_eq!(m.kind, "failure");
         assert_eq!(m.approvals, vec![3]);
@@ -284,16 +701,26 @@ mod tests {
             "{}",
             lines[3]
         );
-        assert_eq!(lines[4], "🔔 Stretch &lt;now&gt;");
+        // The whole input it approves, pretty-printed, below the approval's line.
+        assert_eq!(
+            lines[4..7],
+            [
+                "<code>{</code>",
+                "<code>  &quot;text&quot;: &quot;&lt;b&gt;&amp;&quot;</code>",
+                "<code>}</code>"
+            ]
+        );
+        assert_eq!(lines[7], "🔔 Stretch &lt;now&gt;");
         // Skipped by policy is not news.
-        assert_eq!(lines.len(), 5);
+        assert_eq!(lines.len(), 8);
+        assert!(parse_ok(&m.html));
     }
 
     #[test]
     fn an_approval_of_a_task_an_agent_proposed_says_so() {
         let mut r = report(&[("queued", Some("log"))]);
         r.tasks[0].reason = Some("proposed by an agent, mcp:<bot>".into());
-        let m = summary(&r, SummaryMode::OnChange).unwrap();
+        let m = summary(&r, SummaryMode::OnChange, &HashMap::new(), &none()).remove(0);
         assert!(
             m.html
                 .contains("— approval #1, proposed by an agent, mcp:&lt;bot&gt;: <code>"),
@@ -305,14 +732,20 @@ mod tests {
     #[test]
     fn summary_modes() {
         let quiet = report(&[("skipped", Some("x"))]);
-        assert_eq!(summary(&quiet, SummaryMode::OnChange), None);
-        let always = summary(&quiet, SummaryMode::Always).unwrap();
+        assert_eq!(
+            summary(&quiet, SummaryMode::OnChange, &HashMap::new(), &none()),
+            vec![]
+        );
+        let always = summary(&quiet, SummaryMode::Always, &HashMap::new(), &none()).remove(0);
         assert_eq!(always.html, "<b>heartbeat</b>: nothing to do");
         assert!(!always.urgent);
         let ok = report(&[("succeeded", Some("log"))]);
-        assert_eq!(summary(&ok, SummaryMode::Never), None);
+        assert_eq!(
+            summary(&ok, SummaryMode::Never, &HashMap::new(), &none()),
+            vec![]
+        );
         let bad = report(&[("succeeded", Some("log")), ("failed", Some("shell"))]);
-        let never = summary(&bad, SummaryMode::Never).unwrap();
+        let never = summary(&bad, SummaryMode::Never, &HashMap::new(), &none()).remove(0);
         assert!(never.urgent);
         assert_eq!(never.html.lines().count(), 2);
         assert!(never.html.starts_with("<b>heartbeat</b>: 1 failed\n❌"));

@@ -32,6 +32,16 @@ pub struct ApprovalRow {
     pub decided_at: Option<String>,
     pub decided_by: Option<String>,
     pub reason: Option<String>,
+    /// The config file it was queued under (absolute, symlinks resolved), if any.
+    pub config: Option<String>,
+}
+
+/// How an approval records the config file it was queued under: absolute, symlinks
+/// resolved, so that the same file named from another directory compares equal.
+pub fn config_key(source: Option<&std::path::Path>) -> Option<String> {
+    source
+        .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
+        .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// A person's decision on a pending approval.
@@ -55,11 +65,13 @@ pub struct NewApproval<'a> {
     /// file).
     pub input: RedactedJson,
     pub text: Redacted,
+    /// The config file of the run that queues it (absolute, symlinks resolved).
+    pub config: Option<&'a str>,
 }
 
 /// The columns [`approval_row`] reads, in its order.
 const COLUMNS: &str = "id, task_id, state, tool, input, file, line, section, text, created_at, \
-                       decided_at, decided_by, reason";
+                       decided_at, decided_by, reason, config";
 
 fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
     let input: String = r.get(4)?;
@@ -77,6 +89,7 @@ fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
         decided_at: r.get(10)?,
         decided_by: r.get(11)?,
         reason: r.get(12)?,
+        config: r.get(13)?,
     })
 }
 
@@ -86,8 +99,8 @@ impl Store {
         self.durable(|conn| {
             conn.query_row(
                 "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text,
-                    created_at)
-                 VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                    created_at, config)
+                 VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT DO NOTHING RETURNING id",
                 params![
                     a.task_id,
@@ -97,7 +110,8 @@ impl Store {
                     a.tool,
                     a.input.to_text().as_str(),
                     a.text.as_str(),
-                    format_ts(now)
+                    format_ts(now),
+                    a.config
                 ],
                 |r| r.get(0),
             )
@@ -317,6 +331,7 @@ pub(super) mod tests {
             tool: "shell",
             input: crate::audit::Secrets::default().redact_json(input.clone()),
             text: "@shell {}".into(),
+            config: None,
         }
     }
 

@@ -19,6 +19,9 @@ pub struct GrantRow {
     pub created_at: String,
     pub created_by: String,
     pub approval_id: Option<i64>,
+    /// The task's line when it was granted, from its approval (None once that is pruned);
+    /// not a column of its own.
+    pub line: Option<i64>,
 }
 
 impl Store {
@@ -65,8 +68,10 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT task_id, tool, input, file, text, created_at, created_by, approval_id
-                 FROM grants ORDER BY created_at, task_id",
+                "SELECT g.task_id, g.tool, g.input, g.file, g.text, g.created_at, g.created_by,
+                    g.approval_id, a.line
+                 FROM grants g LEFT JOIN approvals a ON a.id = g.approval_id
+                 ORDER BY g.created_at, g.task_id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -81,6 +86,7 @@ impl Store {
                     created_at: r.get(5)?,
                     created_by: r.get(6)?,
                     approval_id: r.get(7)?,
+                    line: r.get(8)?,
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -115,6 +121,7 @@ mod tests {
             created_at: "2026-01-01T10:00:00.000Z".into(),
             created_by: by.into(),
             approval_id: Some(1),
+            line: None,
         };
         s.add_grant(&grant("b", "cli:ann")).unwrap();
         s.add_grants(&[]).unwrap();
@@ -140,6 +147,7 @@ mod tests {
             created_at: "2026-01-01T10:00:00.000Z".into(),
             created_by: "cli:ann".into(),
             approval_id: Some(1),
+            line: None,
         };
         s.add_grant(&g).unwrap();
         s.add_grant(&g).unwrap();

@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 14] = [
+pub(super) const MIGRATIONS: [&str; 15] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -324,6 +324,11 @@ CREATE TABLE agent_notices (
     created_at TEXT NOT NULL
 );
 "#,
+    // 15: the config file an approval was queued under (NULL: none, or queued before this
+    // column): `approve` from another directory runs it under that config, or refuses.
+    r#"
+ALTER TABLE approvals ADD COLUMN config TEXT;
+"#,
 ];
 
 /// The schema an older heartbeat left: the first `version` migrations, and that
@@ -497,7 +502,12 @@ mod tests {
         drop(db);
 
         let mut s = Store::open(dir.path()).unwrap();
-        assert_eq!(approval_rows(conn(&s)), before);
+        // The same rows; columns added since (the config it was queued under) are NULL.
+        let after = approval_rows(conn(&s));
+        let width = before[0].len();
+        let kept: Vec<Vec<String>> = after.iter().map(|r| r[..width].to_vec()).collect();
+        assert_eq!(kept, before);
+        assert!(after.iter().all(|r| r[width..].iter().all(|v| v == "Null")));
         assert_eq!(
             indexes(conn(&s), "approvals"),
             ["approvals_one_open", "approvals_state"]

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
-pub use approvals::{ApprovalRow, Decision, NewApproval};
+pub use approvals::{ApprovalRow, Decision, NewApproval, config_key};
 pub use grants::GrantRow;
 pub use history::{RunSummary, TaskRunRecord};
 pub use mcp::CachedListing;

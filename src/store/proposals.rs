@@ -108,6 +108,7 @@ mod tests {
             tool: "log",
             input: crate::audit::Secrets::default().redact_json(input.clone()),
             text: "@log {}".into(),
+            config: None,
         }
     }
 

@@ -93,6 +93,7 @@ mod tests {
             tool: "shell",
             input: crate::audit::Secrets::default().redact_json(input.clone()),
             text: "x".into(),
+            config: None,
         };
         let decided = s
             .queue_approval(&approval("bbbbbbbbbbbb"), old)

@@ -51,6 +51,24 @@ impl SendError {
     }
 }
 
+/// Why reading updates failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PollError {
+    /// Telegram does not know the bot token (401 `Unauthorized`, or 404 `Not Found` for a
+    /// token that is not even shaped like one): nothing will work until it is fixed.
+    TokenRejected(String),
+    /// Anything else: Telegram unreachable, down or refusing this once.
+    Failed(String),
+}
+
+impl fmt::Display for PollError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PollError::TokenRejected(m) | PollError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
 /// Where messages go. Implemented by the Telegram client; tests use a fake.
 pub trait Transport {
     /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
@@ -312,7 +330,11 @@ impl Telegram {
 
     /// Updates after `offset` (exclusive of those already confirmed). `timeout` 0 returns at
     /// once (for `run --once`); the daemon long-polls.
-    pub fn updates(&self, offset: Option<i32>, timeout: Duration) -> Result<Vec<Received>, String> {
+    pub fn updates(
+        &self,
+        offset: Option<i32>,
+        timeout: Duration,
+    ) -> Result<Vec<Received>, PollError> {
         let mut req = self
             .bot
             .get_updates()
@@ -323,7 +345,12 @@ impl Telegram {
         }
         let updates = self
             .block(timeout + REQUEST_LIMIT, req)
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| match e {
+                RequestError::Api(ApiError::InvalidToken) => {
+                    PollError::TokenRejected(self.error(&e))
+                }
+                _ => PollError::Failed(self.error(&e)),
+            })?;
         Ok(updates
             .iter()
             .map(|u| Received {

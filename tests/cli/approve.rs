@@ -327,6 +327,226 @@ fn secrets_are_redacted_in_approvals_but_the_approved_tool_gets_the_real_input()
 // --always, grants, revoke.
 
 #[test]
+fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_under() {
+    let env = Env::new("## Recurring\n- [ ] @stamp {}\n").config(
+        "[tools.stamp]\ncommand = [\"sh\", \"-c\", \"echo ok >> stamped\"]\napproval = \"ask\"\n",
+    );
+    env.run_once(NOW).code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    let queued_under = std::fs::canonicalize(env.path("heartbeat.toml")).unwrap();
+    let listed = env.cmd(["approvals", "--json"]).output().json();
+    assert_eq!(
+        listed[0]["config"],
+        queued_under.to_str().unwrap(),
+        "{listed}"
+    );
+    env.write("elsewhere/other.toml", "");
+
+    // Another config, named: refused, naming the one to pass; the approval is not used up.
+    let out = env
+        .cmd(["approve", "1"])
+        .without_config_flag()
+        .env("HEARTBEAT_CONFIG", env.path("elsewhere/other.toml"))
+        .in_dir(env.path("elsewhere"))
+        .output();
+    out.code(2);
+    assert!(
+        out.stderr.contains(&format!(
+            "`heartbeat --config {} approve 1`",
+            queued_under.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("nothing was approved"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    assert!(!env.exists("stamped"));
+
+    // From another directory with no config named: the recorded one is used.
+    let out = env
+        .cmd(["approve", "1"])
+        .without_config_flag()
+        .in_dir(env.path("elsewhere"))
+        .output();
+    out.code(0);
+    assert!(
+        out.stderr.contains(&format!(
+            "queued under the config {}",
+            queued_under.display()
+        )),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
+    assert_eq!(env.read("stamped"), "ok\n");
+
+    // Approvals of two configs at once: refused, neither used up.
+    env.write(
+        "elsewhere/heartbeat.toml",
+        "[tools.stamp]\ncommand = [\"true\"]\n",
+    );
+    env.write(
+        "elsewhere/HEARTBEAT.md",
+        "## Recurring\n- [ ] @stamp {\"x\": 1}\n",
+    );
+    env.cmd(["run", "--once"])
+        .without_config_flag()
+        .in_dir(env.path("elsewhere"))
+        .now("2026-05-01T11:00:00Z")
+        .output()
+        .code(0);
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    let pending: Vec<i64> = env
+        .cmd(["approvals", "--json"])
+        .output()
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["state"] == "pending")
+        .map(|a| a["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(pending.len(), 2, "one per config: {pending:?}");
+    let out = approve(&env, "2026-05-01T11:05:00Z", &["--all", "--yes"]);
+    out.code(2);
+    assert!(out.stderr.contains("different configs"), "{}", out.stderr);
+    for id in pending {
+        assert_eq!(env.approval_state(id).as_deref(), Some("pending"));
+    }
+}
+
+#[test]
+fn a_run_under_another_config_leaves_an_approval_queued_under_its_own_config_alone() {
+    let env = Env::new("## Recurring\n- [ ] @stamp {}\n").config(
+        "[tools.stamp]\ncommand = [\"sh\", \"-c\", \"echo ok >> stamped\"]\napproval = \"ask\"\n",
+    );
+    env.run_once(NOW).code(0);
+    approve(&env, NOW, &["1", "--later"]).code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("approved"));
+    // Another project's cron line on the same state dir: not its approval to use up.
+    env.write("elsewhere/heartbeat.toml", "files = [\"HEARTBEAT.md\"]\n");
+    env.write("elsewhere/HEARTBEAT.md", "## Recurring\n");
+    env.cmd(["run", "--once"])
+        .without_config_flag()
+        .in_dir(env.path("elsewhere"))
+        .now("2026-05-01T10:30:00Z")
+        .output()
+        .code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("approved"));
+    assert!(
+        env.events("approval_stale").is_empty(),
+        "{:#?}",
+        env.audit()
+    );
+    assert!(!env.exists("stamped"));
+    // Its own config's next run runs it.
+    env.run_once("2026-05-01T11:00:00Z").code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
+    assert_eq!(env.read("stamped"), "ok\n");
+}
+
+#[test]
+fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo x >> ran.txt")
+    ));
+    env.run_once(NOW).code(0);
+    let task_id = task_of(&env, 1);
+    approve(&env, NOW, &["1", "--always"]).code(0);
+    let grants = env.cmd(["grants", "--json"]).output().json();
+    assert_eq!(grants[0]["orphaned"], false, "{grants}");
+    assert_eq!(grants[0]["line"], 2, "{grants}");
+    assert_eq!(grants[0]["granted_by"], BY, "{grants}");
+    assert!(grants[0]["granted_at"].is_string(), "{grants}");
+    let check = env.cmd(["check", "--json"]).now(NOW).output();
+    check.code(0);
+    let problems = check.json()["problems"].to_string();
+    assert!(!problems.contains("grant"), "{problems}");
+
+    // The person edits the task: its grant no longer applies, and everyone says so.
+    env.write(
+        "HEARTBEAT.md",
+        format!("## Recurring\n{}", shell_task("echo y >> ran.txt")),
+    );
+    let said = format!("the grant for @shell (task {task_id}) no longer matches a task");
+    let later = "2026-05-01T11:00:00Z";
+    let check = env.cmd(["check", "--json"]).now(later).output();
+    check.code(0);
+    let problems = check.json()["problems"].clone();
+    let p = problems
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["message"].as_str().unwrap_or("").contains(&said))
+        .unwrap_or_else(|| panic!("{problems:#}"))
+        .clone();
+    assert_eq!(p["severity"], "warning");
+    assert_eq!(p["line"], 2);
+    let text = env.cmd(["check"]).now(later).output();
+    text.code(0);
+    assert!(
+        text.stdout.contains(&said) || text.stderr.contains(&said),
+        "{text:?}"
+    );
+
+    let status = env.cmd(["status"]).now(later).output();
+    status.code(0);
+    assert!(status.stdout.contains(&said), "{}", status.stdout);
+    let st = env.cmd(["status", "--json"]).now(later).output().json();
+    assert_eq!(st["orphaned_grants"], json!([task_id]), "{st}");
+
+    let run = env.cmd(["run", "--once", "-q"]).now(later).output();
+    run.code(0);
+    assert!(run.stderr.contains(&said), "{}", run.stderr);
+
+    let grants = env.cmd(["grants", "--json"]).output().json();
+    assert_eq!(grants[0]["task_id"], task_id.as_str());
+    assert_eq!(grants[0]["orphaned"], true, "{grants}");
+    let human = env.cmd(["grants"]).output();
+    human.code(0);
+    assert!(human.stdout.contains("ORPHANED"), "{}", human.stdout);
+}
+
+#[test]
+fn the_daemon_says_a_grant_was_left_behind_once() {
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo x >> ran.txt")
+    ));
+    env.run_once(NOW).code(0);
+    let task_id = task_of(&env, 1);
+    approve(&env, NOW, &["1", "--always"]).code(0);
+    env.write(
+        "HEARTBEAT.md",
+        format!("## Recurring\n{}", shell_task("echo y >> ran.txt")),
+    );
+    let ticks = |n: usize| {
+        wait_until("the daemon's ticks", WAIT, || {
+            count_matches(&env.audit_text(), "\"event\":\"run_finished\"") >= n
+        })
+    };
+    let before = count_matches(&env.audit_text(), "\"event\":\"run_finished\"");
+    // Its last run is two hours old: it ticks at once, then again when asked.
+    let d = env
+        .cmd(["daemon", "--every", "1h"])
+        .now("2026-05-01T12:00:00Z")
+        .spawn_guarded();
+    ticks(before + 1);
+    d.signal(libc::SIGUSR1);
+    ticks(before + 2);
+    d.signal(libc::SIGTERM);
+    let out = d.finish(WAIT);
+    out.code(0);
+    let said = format!("the grant for @shell (task {task_id}) no longer matches a task");
+    assert_eq!(count_matches(&out.stderr, &said), 1, "{out:?}");
+}
+
+#[test]
 fn approve_always_grants_the_exact_task_until_revoked() {
     let env = Env::new(&format!(
         "## Recurring\n{}",

@@ -238,6 +238,12 @@ impl Cmd {
         self
     }
 
+    /// Run in `dir` instead of the sandbox's root (a person in another directory).
+    pub fn in_dir(mut self, dir: impl AsRef<Path>) -> Cmd {
+        self.cmd.current_dir(dir);
+        self
+    }
+
     /// Do not pass `--config` even though the sandbox has one.
     pub fn without_config_flag(mut self) -> Cmd {
         self.config = None;

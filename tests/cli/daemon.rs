@@ -247,6 +247,81 @@ fn daemon_sigterm_lets_the_running_tool_finish_and_starts_nothing_new() {
     assert_eq!(stopped[0]["signal"], "SIGTERM", "{}", stopped[0]);
 }
 
+#[test]
+fn daemon_sigterm_abandons_a_hanging_mcp_call_and_stops_its_server() {
+    let mark = "hang.pid";
+    let env = Env::new(&format!(
+        "## Recurring\n- [ ] @srv.hang {{\"mark\": \"{mark}\"}}\n- [ ] @log {{\"text\": \"after\"}}\n"
+    ))
+    .config(&format!(
+        "timezone = \"UTC\"\n[mcp.srv]\ncommand = [\"{}\"]\ntimeout = \"10m\"\n\
+         approval = \"auto\"\n",
+        crate::mcp_tools::server_bin().display()
+    ));
+    let d = daemon(&env, "1h");
+    wait_for(&env.path(mark), WAIT);
+    let server: i32 = env.read(mark).trim().parse().expect("the server's pid");
+    d.signal(libc::SIGTERM);
+    // Not the call's 10 minutes: the tools' 10 s, then the server's stop (stdin closed,
+    // SIGTERM 2 s later, SIGKILL 5 s after that) all fit in the deadline.
+    let out = d.finish(WAIT);
+    out.code(0);
+
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{:#?}", env.audit());
+    assert_eq!(failed[0]["tool"], "srv.hang");
+    assert_eq!(failed[0]["error"], "stopped", "{}", failed[0]);
+    assert!(
+        env.events("task_succeeded").is_empty(),
+        "nothing new started: {:#?}",
+        env.audit()
+    );
+    let names = env.event_names();
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("daemon_stopped"),
+        "{names:?}"
+    );
+    // The server was stopped and reaped with the daemon.
+    assert_ne!(
+        unsafe { libc::kill(server, 0) },
+        0,
+        "the MCP server (pid {server}) outlived the daemon"
+    );
+}
+
+#[test]
+fn daemon_sigterm_abandons_an_mcp_server_that_hangs_at_start() {
+    let mark = "hang.pid";
+    let env = Env::new("## Recurring\n- [ ] @srv.echo {\"text\": \"x\"}\n").config(&format!(
+        "timezone = \"UTC\"\n[mcp.srv]\ncommand = [\"{}\", \"--hang-at-start\", \"{mark}\"]\n\
+         startup_timeout = \"10m\"\napproval = \"auto\"\n",
+        crate::mcp_tools::server_bin().display()
+    ));
+    let d = daemon(&env, "1h");
+    wait_for(&env.path(mark), WAIT);
+    let server: i32 = env.read(mark).trim().parse().expect("the server's pid");
+    d.signal(libc::SIGTERM);
+    // Not the 10 minutes it may take to start: the stop deadline, then the server's stop.
+    d.finish(WAIT).code(0);
+    assert!(
+        env.events("task_succeeded").is_empty(),
+        "{:#?}",
+        env.audit()
+    );
+    let names = env.event_names();
+    assert_eq!(
+        names.last().map(String::as_str),
+        Some("daemon_stopped"),
+        "{names:?}"
+    );
+    assert_ne!(
+        unsafe { libc::kill(server, 0) },
+        0,
+        "the MCP server (pid {server}) outlived the daemon"
+    );
+}
+
 // ---------------------------------------------------------------------------------------
 // (18) SIGHUP
 

@@ -614,6 +614,34 @@ fn three_failures_in_a_row_trip_a_task_until_reset() {
 }
 
 #[test]
+fn status_names_a_tripped_task_by_tool_and_place_with_the_command_that_resets_it() {
+    let env = flaky_env(&format!("max_consecutive_failures = 2\n{FLAKY}"));
+    let id = task_ids(&env)[0].clone();
+    env.run_once(&slot(0)).code(1);
+    env.run_once(&slot(1)).code(1);
+    let out = env.cmd(["status"]).now(&slot(2)).output();
+    out.code(0);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("tripped:"))
+        .unwrap_or_else(|| panic!("no tripped line:\n{}", out.stdout));
+    assert!(line.contains("@flaky HEARTBEAT.md:2"), "{line}");
+    assert!(line.contains(&format!("`heartbeat reset {id}`")), "{line}");
+    assert!(!line.contains("TASK_ID"), "{line}");
+    let st = status(&env, &slot(2));
+    assert_eq!(st["tripped"], json!([id]));
+    let t = &st["tripped_tasks"][0];
+    assert_eq!(t["task_id"], id.as_str(), "{st}");
+    assert_eq!(t["tool"], "flaky", "{st}");
+    assert_eq!(t["line"], 2, "{st}");
+    assert!(
+        t["file"].as_str().unwrap().ends_with("HEARTBEAT.md"),
+        "{st}"
+    );
+}
+
+#[test]
 fn a_success_in_between_resets_the_failure_count() {
     let env = flaky_env(&format!("max_consecutive_failures = 3\n{FLAKY}"));
     let id = task_ids(&env)[0].clone();

@@ -259,9 +259,11 @@ fn a_bad_since_exits_2() {
     let out = env.cmd(["log", "--since", "yesterday-ish"]).output();
     out.code(2);
     assert_eq!(out.stdout, "");
-    assert_eq!(
-        out.stderr.trim_end(),
-        "heartbeat: --since: \"yesterday-ish\" is not a duration (like 2h) or an RFC 3339 time"
+    assert!(
+        out.stderr.starts_with(
+            "heartbeat: --since: \"yesterday-ish\" is not a time: expected a duration"
+        ),
+        "{out:?}"
     );
 }
 

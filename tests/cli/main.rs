@@ -34,5 +34,6 @@ mod telegram;
 mod test_server;
 mod tg_double;
 mod tick;
+mod times;
 mod tools;
 mod typos;

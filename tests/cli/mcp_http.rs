@@ -104,7 +104,8 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                 {"name": "slow", "inputSchema": {"type": "object"}},
                 {"name": "page", "inputSchema": {"type": "object"}},
                 {"name": "junk", "inputSchema": {"type": "object"}},
-                {"name": "refuse", "inputSchema": {"type": "object"}}
+                {"name": "refuse", "inputSchema": {"type": "object"}},
+                {"name": "deep", "inputSchema": {"type": "object"}}
             ]})),
         ),
         "tools/call" => {
@@ -136,6 +137,24 @@ fn answer(r: &Request, authorization: &str) -> Reply {
                         "text/event-stream",
                         format!("event: message\ndata: {huge}\n\n"),
                     )
+                }
+                // An answer nested deeper than the JSON parser reads, as an event (or JSON).
+                Some("deep") => {
+                    let depth = 200;
+                    let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+                    let done = format!(
+                        "{{\"jsonrpc\": \"2.0\", \"id\": {id}, \"result\": {{\"content\": [], \
+                         \"structuredContent\": {{\"nested\": {nested}}}}}}}"
+                    );
+                    if args["json"] == true {
+                        Reply::raw(200, "application/json", done)
+                    } else {
+                        Reply::raw(
+                            200,
+                            "text/event-stream",
+                            format!("event: message\ndata: {done}\n\n"),
+                        )
+                    }
                 }
                 // Not MCP at all: a web page, or JSON that is no JSON-RPC message.
                 Some("page") => Reply::raw(200, "text/html", "<html>maintenance</html>"),
@@ -325,6 +344,29 @@ fn an_endless_answer_fails_its_task_at_the_cap() {
     let error = failed[0]["error"].as_str().unwrap();
     assert!(error.contains("passed 16 MiB"), "{error}");
     // The server is used again (or anew) for the next task.
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    assert_eq!(ok[0]["output"], "after (sent with ***)");
+}
+
+#[test]
+fn an_answer_nested_too_deep_fails_its_task_at_once_naming_the_depth() {
+    let (_double, env, out) = web_run(
+        "## Recurring\n- [ ] @web.deep {}\n- [ ] @web.deep {\"json\": true}\n\
+         - [ ] @web.echo {\"text\": \"after\"}\n",
+        "",
+        AUTH,
+    );
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    for f in &failed {
+        assert_eq!(
+            f["error"],
+            "MCP server \"web\" broke the MCP protocol: it sent a message nested deeper than \
+             127 levels, the most the JSON parser reads"
+        );
+    }
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1, "{}", env.audit_text());
     assert_eq!(ok[0]["output"], "after (sent with ***)");

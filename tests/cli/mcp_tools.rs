@@ -174,6 +174,48 @@ fn is_error_fails_the_task_and_a_timeout_is_cancelled() {
     assert_eq!(marked_processes(&mark), Vec::<String>::new());
 }
 
+#[test]
+fn a_message_too_large_or_too_deep_fails_its_call_at_once_naming_the_limit() {
+    // The calls may take 10 minutes: failing them must not wait for that (the deadline).
+    let env = config(
+        Env::new(&format!(
+            "## Recurring\n- [ ] @srv.big {{\"bytes\": {}}}\n- [ ] @srv.deep {{\"depth\": 200}}\n\
+             - [ ] @srv.deep {{\"depth\": 100}}\n- [ ] @srv.echo {{\"text\": \"after\"}}\n",
+            17 << 20
+        )),
+        "[mcp.srv.tools.big]\ntimeout = \"10m\"\n[mcp.srv.tools.deep]\ntimeout = \"10m\"\n",
+    );
+    let out = wait_output(
+        env.cmd(["run", "--once"]).now(NOW).spawn(),
+        "run --once",
+        WAIT,
+    );
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let error = |i: usize| failed[i]["error"].as_str().unwrap().to_string();
+    assert_eq!(
+        error(0),
+        "MCP server \"srv\" broke the MCP protocol: it sent a message larger than 16 MiB, the \
+         most heartbeat reads"
+    );
+    assert_eq!(
+        error(1),
+        "MCP server \"srv\" broke the MCP protocol: it sent a message nested deeper than 127 \
+         levels, the most the JSON parser reads"
+    );
+    // Each cut-off server is replaced; a message within the limits is read as ever.
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok.len(), 2, "{}", env.audit_text());
+    assert!(
+        ok[0]["output"].as_str().unwrap().contains("bottom"),
+        "{}",
+        ok[0]
+    );
+    assert_eq!(ok[1]["output"], "after");
+    assert_eq!(starts(&env), 3);
+}
+
 /// Processes whose environment holds `HB_TEST_MARK=<mark>`, as /proc shows them.
 fn marked_processes(mark: &str) -> Vec<String> {
     let needle = format!("HB_TEST_MARK={mark}");
@@ -227,6 +269,85 @@ fn a_server_that_will_not_start(command: &str) {
     let check = env.cmd(["check"]).output();
     check.code(1);
     assert!(check.stdout.contains("did not start"), "{}", check.stdout);
+}
+
+#[test]
+fn a_server_not_on_crons_path_fails_its_tasks_instead_of_queuing_them() {
+    // As cron starts it: a short PATH, and a command that the user's shell finds elsewhere.
+    let env = Env::new(
+        "## Recurring\n- [ ] @gh.echo {\"text\": \"x\"}\n## One-time\n- [ ] @gh.echo {\"text\": \"y\"}\n",
+    )
+    .config("[mcp.gh]\ncommand = [\"mcp_test_server\"]\n");
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("PATH", "/usr/bin:/bin")
+        .output();
+    out.code(1);
+    assert!(
+        env.events("approval_requested").is_empty(),
+        "{}",
+        env.audit_text()
+    );
+    assert!(env.approval_rows().is_empty());
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    for f in &failed {
+        assert_eq!(f["tool"], "gh.echo");
+        let error = f["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("MCP server \"gh\" did not start: cannot run \"mcp_test_server\"")
+                && error.contains("PATH \"/usr/bin:/bin\"")
+                && error.contains("absolute path"),
+            "{error}"
+        );
+    }
+    assert!(out.stdout.contains("absolute path"), "{out:?}");
+}
+
+#[test]
+fn a_server_listed_from_the_shell_but_not_on_crons_path_fails_instead_of_queuing() {
+    // From the shell, whose PATH finds the server, a run lists its tools (cached for an hour).
+    let shell_path = format!("{}:/usr/bin:/bin", server_bin().parent().unwrap().display());
+    let env = Env::new("## Recurring\n- [ ] @gh.echo {\"text\": \"x\"}\n")
+        .config("[mcp.gh]\ncommand = [\"mcp_test_server\"]\napproval = \"auto\"\n");
+    env.cmd(["run", "--once"])
+        .now(NOW)
+        .env("PATH", &shell_path)
+        .output()
+        .code(0);
+    assert_eq!(
+        env.events("task_succeeded").len(),
+        1,
+        "{}",
+        env.audit_text()
+    );
+    // Then the person makes it ask first, and cron runs it ten minutes later.
+    env.write(
+        "heartbeat.toml",
+        "[mcp.gh]\ncommand = [\"mcp_test_server\"]\napproval = \"ask\"\n",
+    );
+    let out = env
+        .cmd(["run", "--once"])
+        .now("2026-05-01T10:10:00Z")
+        .env("PATH", "/usr/bin:/bin")
+        .output();
+    out.code(1);
+    assert!(
+        env.events("approval_requested").is_empty(),
+        "{}",
+        env.audit_text()
+    );
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot run \"mcp_test_server\""),
+        "{}",
+        failed[0]
+    );
 }
 
 #[test]

@@ -179,6 +179,54 @@ fn recurring_reminder_every_run_one_time_reminder_once_and_never_ticked() {
 }
 
 #[test]
+fn a_one_time_reminder_already_given_is_shown_reminded_not_not_due() {
+    let env = Env::new("## One-time\n- [ ] Renew the passport\n");
+    let check = |now: &str| {
+        let out = env.cmd(["check", "--json"]).now(now).output();
+        out.code(0);
+        out.json()["tasks"][0].clone()
+    };
+    assert_eq!(check("2026-05-01T09:00:00Z")["decision"], "remind");
+    env.run_once("2026-05-01T10:00:00Z").code(0);
+    let t = check("2026-05-01T11:00:00Z");
+    assert_eq!(t["decision"], "reminded", "{t:#}");
+    assert_eq!(t["next_due"], Value::Null, "{t:#}");
+    let out = env.cmd(["check"]).now("2026-05-01T11:00:00Z").output();
+    out.code(0);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("Renew the passport"))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    assert!(line.contains("reminded"), "{line}");
+    assert!(!line.contains("not_due"), "{line}");
+    // status says it waits for the person, until it is ticked.
+    let out = env.cmd(["status"]).now("2026-05-01T11:00:00Z").output();
+    out.code(0);
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.starts_with("reminded:") && l.contains("HEARTBEAT.md:2 Renew the passport")),
+        "{}",
+        out.stdout
+    );
+    let st = env
+        .cmd(["status", "--json"])
+        .now("2026-05-01T11:00:00Z")
+        .output();
+    st.code(0);
+    let st = st.json();
+    assert_eq!(st["reminded"][0]["text"], "Renew the passport", "{st}");
+    assert_eq!(st["reminded"][0]["line"], 2, "{st}");
+    env.write("HEARTBEAT.md", "## One-time\n- [x] Renew the passport\n");
+    let st = env
+        .cmd(["status", "--json"])
+        .now("2026-05-01T12:00:00Z")
+        .output();
+    assert_eq!(st.json()["reminded"], json!([]));
+}
+
+#[test]
 fn plain_tasks_agent_sends_the_prompt_to_the_agent_tool_on_stdin() {
     let env = Env::new("## Recurring\n- [ ] Summarise   the unread mail\n").config(
         r#"plain_tasks = "agent"

@@ -146,7 +146,11 @@ fn telegram_summary_goes_to_every_chat_as_escaped_html_with_buttons() {
         assert_eq!(call.body["parse_mode"], "HTML", "{}", call.body);
         let html = text(call);
         let lines: Vec<&str> = html.lines().collect();
-        assert_eq!(lines.len(), 4, "counts, then one line per task:\n{html}");
+        assert_eq!(
+            lines.len(),
+            7,
+            "counts, one line per task, the queued task's input:\n{html}"
+        );
         assert_eq!(
             lines[0],
             "<b>heartbeat</b>: 1 succeeded, 1 failed, 1 queued"
@@ -168,6 +172,17 @@ fn telegram_summary_goes_to_every_chat_as_escaped_html_with_buttons() {
         assert!(
             queued.contains("<code>heartbeat approve 1</code>"),
             "{queued}"
+        );
+        // Under it, the whole input that the buttons approve, pretty-printed.
+        let at = lines.iter().position(|l| l.starts_with("⏳")).unwrap();
+        assert_eq!(
+            lines[at + 1..at + 4],
+            [
+                "<code>{</code>",
+                "<code>  &quot;cmd&quot;: &quot;touch ran&quot;</code>",
+                "<code>}</code>"
+            ],
+            "{html}"
         );
         let failed = lines
             .iter()
@@ -933,6 +948,162 @@ fn telegram_chat_commands_reply_and_act() {
 }
 
 // ---------------------------------------------------------------------------------------
+// (12) a button approves only what its message showed
+
+/// The message that announced approval #1 in `CHAT`.
+fn approval_message(tg: &TgDouble) -> Call {
+    sends_to(tg, CHAT)
+        .into_iter()
+        .find(|c| shown(c).contains("approval #1"))
+        .expect("a message announces approval #1")
+}
+
+#[test]
+fn telegram_approval_message_shows_the_whole_command_its_button_runs() {
+    // Past the 80 characters a task line shows, the command goes on.
+    let tail = format!("{}; rm -rf ~/important", "x".repeat(120));
+    let md = format!("## One-time\n- [ ] @shell {{\"cmd\": \"echo hi {tail}\"}}\n");
+    let (tg, env) = setup(&md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let msg = approval_message(&tg);
+    let seen = shown(&msg);
+    assert!(
+        seen.contains(&format!("\"cmd\": \"echo hi {tail}\"")),
+        "the whole input, pretty-printed: {seen}"
+    );
+    assert_eq!(keyboard_data(&msg), vec![buttons_for(1)]);
+}
+
+#[test]
+fn telegram_approval_with_a_hidden_value_has_no_buttons_and_names_the_way_to_approve() {
+    let md = "## One-time\n- [ ] @shell {\"cmd\": \"echo checked >> ran\", \
+              \"env\": {\"API_TOKEN\": \"tok-abcdef-123\"}}\n";
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let msg = approval_message(&tg);
+    let seen = shown(&msg);
+    assert!(keyboard_data(&msg).is_empty(), "no buttons: {}", msg.body);
+    let file = env.path("HEARTBEAT.md");
+    assert!(
+        seen.contains(&format!(
+            "1 value(s) hidden — read {}:2 and run heartbeat approve 1",
+            file.display()
+        )),
+        "{seen}"
+    );
+    assert!(!seen.contains("tok-abcdef-123"), "{seen}");
+    assert!(
+        seen.contains("echo checked"),
+        "what can be shown is: {seen}"
+    );
+    // The way it names works.
+    env.cmd(["approve", "1"]).output().code(0);
+    assert_eq!(env.read("ran"), "checked\n");
+}
+
+#[test]
+fn telegram_a_press_never_approves_an_approval_with_a_hidden_value() {
+    let md = "## One-time\n- [ ] @shell {\"cmd\": \"echo checked >> ran\", \
+              \"env\": {\"API_TOKEN\": \"tok-abcdef-123\"}}\n";
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let msg = approval_message(&tg);
+    assert!(keyboard_data(&msg).is_empty());
+    // The double numbers the messages it sends from 1001.
+    let mid = 1001;
+    let sent = tg.message(CHAT, mid).expect("the approval's message");
+    assert!(
+        sent["text"].as_str().unwrap().contains("approval #1"),
+        "{sent}"
+    );
+    // A press carrying its id anyway (an old message, a forged callback): refused, answered.
+    let q = press(&tg, CHAT, mid, "hb:y:1");
+    run(&env, &minutes_after_now(5)).code(0);
+    assert_eq!(answered(&tg), vec![q]);
+    let answer = tg.calls_to("answerCallbackQuery")[0].body["text"].to_string();
+    assert!(answer.contains("hidden"), "{answer}");
+    assert!(answer.contains("heartbeat approve 1"), "{answer}");
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    assert!(env.events("approval_approved").is_empty());
+    assert!(!env.exists("ran"));
+}
+
+#[test]
+fn telegram_approval_too_long_for_one_message_has_no_buttons() {
+    let md = format!(
+        "## One-time\n- [ ] @shell {{\"cmd\": \"echo {}\"}}\n",
+        "long ".repeat(1000)
+    );
+    let (tg, env) = setup(&md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let sent = sends_to(&tg, CHAT);
+    assert!(
+        sent.iter().all(|c| keyboard_data(c).is_empty()),
+        "no message carries buttons: {sent:#?}"
+    );
+    let all: String = sent.iter().map(shown).collect();
+    let file = env.path("HEARTBEAT.md");
+    assert!(
+        all.contains(&format!(
+            "does not fit this message — read {}:2 and run heartbeat approve 1",
+            file.display()
+        )),
+        "{all}"
+    );
+    assert_eq!(sent.len(), 1, "one message, not a cut input: {sent:#?}");
+}
+
+#[test]
+fn telegram_an_approval_with_no_room_in_a_long_summary_follows_in_its_own_message() {
+    let mut md = sixty_logs();
+    md.push_str("\n## One-time\n- [ ] @shell {\"cmd\": \"echo done >> ran\"}\n");
+    let (tg, env) = setup(&md, &[CHAT], "max_tasks_per_run = 0", "");
+    run(&env, NOW).code(0);
+    let sent = sends_to(&tg, CHAT);
+    let (with_buttons, without): (Vec<&Call>, Vec<&Call>) =
+        sent.iter().partition(|c| !keyboard_data(c).is_empty());
+    // The summary, in parts: no part carries a button.
+    assert!(without.len() >= 2, "{sent:#?}");
+    let summary: String = without.iter().map(|c| shown(c)).collect();
+    assert!(
+        summary.contains("follow in a message of its own"),
+        "{summary}"
+    );
+    // The approval's own message: its place, its whole input, its buttons.
+    assert_eq!(with_buttons.len(), 1, "{sent:#?}");
+    let own = shown(with_buttons[0]);
+    assert!(own.contains("approval #1 @shell"), "{own}");
+    assert!(own.contains("\"cmd\": \"echo done >> ran\""), "{own}");
+    assert_eq!(keyboard_data(with_buttons[0]), vec![buttons_for(1)]);
+    // Its button works like any other.
+    let mid = button_message_id(&env, CHAT);
+    press(&tg, CHAT, mid, "hb:y:1");
+    run(&env, &minutes_after_now(5)).code(0);
+    assert_eq!(env.read("ran"), "done\n");
+}
+
+#[test]
+fn telegram_pending_shows_each_input_whole_and_buttons_only_for_what_it_shows() {
+    let md = "## One-time\n\
+              - [ ] @shell {\"cmd\": \"echo one >> ran\"}\n\
+              - [ ] @shell {\"cmd\": \"echo two\", \"env\": {\"PASSWORD\": \"hunter2hunter2\"}}\n";
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    run(&env, NOW).code(0);
+    let before = sends_to(&tg, CHAT).len();
+    command(&tg, "/pending");
+    run(&env, &minutes_after_now(1)).code(0);
+    let r = new_replies(&tg, before);
+    assert_eq!(r.len(), 1, "{r:#?}");
+    let seen = shown(&r[0]);
+    assert!(seen.contains("\"cmd\": \"echo one >> ran\""), "{seen}");
+    assert!(seen.contains("\"cmd\": \"echo two\""), "{seen}");
+    assert!(!seen.contains("hunter2"), "{seen}");
+    assert!(seen.contains("1 value(s) hidden"), "{seen}");
+    assert!(seen.contains("run heartbeat approve 2"), "{seen}");
+    assert_eq!(keyboard_data(&r[0]), vec![buttons_for(1)]);
+}
+
+// ---------------------------------------------------------------------------------------
 // (13) the token stays secret
 
 /// Every byte under the state dir (database, WAL, audit log, lock).
@@ -1191,6 +1362,36 @@ fn telegram_chats_lists_who_wrote_and_leaves_updates_for_the_next_run() {
     assert_eq!(env.read("ran"), "done\n");
     // The two strangers who wrote were rejected by the run.
     assert_eq!(env.events("telegram_rejected").len(), 2);
+}
+
+#[test]
+fn telegram_chats_with_a_wrong_token_says_so_and_exits_2() {
+    let (tg, env) = setup(ASK_MD, &[CHAT], "", "");
+    tg.push_update(tg.text_update(777, 777, "hi bot"));
+    let wrong = "7000000001:AAHbWrongTokenWrongToken-999999";
+    for json in [false, true] {
+        let mut args = vec!["telegram-chats"];
+        if json {
+            args.push("--json");
+        }
+        let out = env
+            .cmd(args)
+            .env("HEARTBEAT_TELEGRAM_TOKEN", wrong)
+            .output();
+        out.code(2);
+        assert!(
+            out.stderr
+                .contains("rejected the bot token in $HEARTBEAT_TELEGRAM_TOKEN"),
+            "{}",
+            out.stderr
+        );
+        assert!(!out.stdout.contains("no chats yet"), "{}", out.stdout);
+        assert!(!out.stderr.contains(wrong) && !out.stdout.contains(wrong));
+    }
+    // The right token still lists the chat.
+    let out = env.cmd(["telegram-chats"]).token().output();
+    out.code(0);
+    assert!(out.stdout.contains("777"), "{}", out.stdout);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -384,3 +384,83 @@ fn a_tool_call_in_code_or_bold_is_a_reminder_with_a_warning_and_an_empty_notify_
         "key \"text\" for notify must not be empty"
     );
 }
+
+#[test]
+fn a_section_heading_a_slip_or_two_away_is_a_warning_with_what_it_meant() {
+    let md = "## Recuring\n- [ ] @log {\"text\": \"a\"}\n\
+              ## Reccuring tasks\n- [ ] @log {\"text\": \"b\"}\n\
+              ## One tme\n- [ ] @log {\"text\": \"c\"}\n\
+              ## Onc\n- [ ] @log {\"text\": \"d\"}\n\
+              ## Done\n- [x] e\n\
+              ## Notes\n- [ ] f\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    let doc = check(&env);
+    let got: Vec<(u64, String)> = problems(&doc, "warning")
+        .into_iter()
+        .map(|w| (w.0, w.2))
+        .collect();
+    let want = |line: u64, text: &str, meant: &str| {
+        (
+            line,
+            format!("heading {text:?} is not a section name; did you mean \"## {meant}\"?"),
+        )
+    };
+    assert_eq!(
+        got,
+        vec![
+            want(1, "Recuring", "Recurring"),
+            want(3, "Reccuring tasks", "Recurring"),
+            want(5, "One tme", "One time"),
+            want(7, "Onc", "Once"),
+        ],
+        "{doc:#}"
+    );
+    // The tasks stay outside any section (nothing runs), and `run` says so on stderr.
+    assert!(
+        decisions(&doc)
+            .iter()
+            .all(|(_, d)| d == "ignored" || d == "done"),
+        "{doc:#}"
+    );
+    let out = env.run_with(NOV, &["-q"]);
+    out.code(0);
+    assert!(
+        out.stderr
+            .contains("HEARTBEAT.md:1:1: warning: heading \"Recuring\" is not a section name"),
+        "{out:?}"
+    );
+    assert!(env.events("task_succeeded").is_empty(), "{:?}", env.audit());
+}
+
+#[test]
+fn schedules_as_people_say_them_get_a_did_you_mean() {
+    let md = "## Recurring\n\
+              ### Every Sunday at 4am\n- [ ] @log {\"text\": \"a\"}\n\
+              ### Daily 9am\n- [ ] @log {\"text\": \"b\"}\n\
+              ### every weekday at 9\n- [ ] @log {\"text\": \"c\"}\n\
+              ### Every Monday and Thursday at 7:30pm\n- [ ] @log {\"text\": \"d\"}\n\
+              ### Hourly\n- [ ] @log {\"text\": \"e\"}\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    let doc = check(&env);
+    let errors = problems(&doc, "error");
+    let meant: Vec<(u64, &str)> = vec![
+        (2, "Sundays at 04:00"),
+        (4, "Daily at 09:00"),
+        (6, "Weekdays at 09:00"),
+        (8, "Mondays and Thursdays at 19:30"),
+        (10, "Every 1h"),
+    ];
+    assert_eq!(errors.len(), meant.len(), "{errors:#?}");
+    for ((line, _, msg), (want_line, want)) in errors.iter().zip(&meant) {
+        assert_eq!(line, want_line, "{msg}");
+        assert!(
+            msg.contains(&format!("(did you mean {want:?}?)")) && msg.contains(RECURRING_EXPECTED),
+            "{msg}"
+        );
+    }
+    // Still invalid: a suggestion never makes a task run.
+    assert!(
+        decisions(&doc).iter().all(|(_, d)| d == "invalid"),
+        "{doc:#}"
+    );
+}
