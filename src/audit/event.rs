@@ -15,6 +15,28 @@ use std::path::Path;
 use serde::{Serialize, Serializer};
 use serde_json::{Map, Value};
 
+/// Declares [`Event`] and, from the same list of variants, [`Event::NAMES`]: a new event is
+/// known to `log --event` the moment it exists.
+macro_rules! events {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident<$lt:lifetime> {
+            $( $(#[$vmeta:meta])* $variant:ident $fields:tt ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $name<$lt> {
+            $( $(#[$vmeta])* $variant $fields ),*
+        }
+
+        impl $name<'_> {
+            /// Every variant's name as written in Rust (`RunStarted`); see [`Event::names`].
+            const VARIANTS: &'static [&'static str] = &[$(stringify!($variant)),*];
+        }
+    };
+}
+
+events! {
 /// One audit event. See SPEC §7 for what each means.
 #[derive(Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -152,6 +174,26 @@ pub enum Event<'a> {
         interrupted: bool,
         by: &'a str,
     },
+}
+}
+
+impl Event<'_> {
+    /// Every `event` word heartbeat writes, in the order of the enum.
+    pub fn names() -> impl Iterator<Item = String> {
+        Self::VARIANTS.iter().map(|v| snake_case(v))
+    }
+}
+
+/// `RunStarted` → `run_started`: serde's `rename_all = "snake_case"` for a variant name.
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.char_indices() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// `task_succeeded` / `task_failed`.
@@ -299,4 +341,83 @@ fn path<S: Serializer>(p: &&Path, s: S) -> Result<S::Ok, S::Error> {
 
 fn paths<S: Serializer>(ps: &&[&Path], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(ps.iter().map(|p| p.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The events of the audit log's table in the SPEC that this build writes, and those
+    /// heartbeat writes beyond it; `names()` must be exactly these.
+    const WRITTEN: &[&str] = &[
+        "run_started",
+        "run_skipped",
+        "run_finished",
+        "task_invalid",
+        "task_succeeded",
+        "task_failed",
+        "task_reminded",
+        "task_proposed",
+        "task_skipped",
+        "task_tripped",
+        "task_marked_done",
+        "task_mark_skipped",
+        "approval_requested",
+        "approval_approved",
+        "approval_denied",
+        "approval_expired",
+        "approval_stale",
+        "notification_sent",
+        "notification_failed",
+        "notification_held",
+        "notification_folded",
+        "notification_dropped",
+        "state_pruned",
+        "audit_rotated",
+        "budget_exhausted",
+        "paused",
+        "resumed",
+        "daemon_started",
+        "daemon_stopped",
+        "config_reloaded",
+        "telegram_rejected",
+        "grant_revoked",
+        "task_reset",
+    ];
+
+    #[test]
+    fn names_are_the_words_serde_writes() {
+        let withheld = |_| Withheld {
+            run_id: None,
+            channel: "telegram",
+            chat_id: 1,
+            kind: "summary",
+            reason: "quiet_hours",
+        };
+        let events = [
+            Event::StatePruned { rows: 0 },
+            Event::AuditRotated {
+                file: Path::new("a"),
+                bytes: 1,
+            },
+            Event::NotificationHeld(withheld(())),
+            Event::NotificationFolded(withheld(())),
+            Event::NotificationDropped(withheld(())),
+            Event::TelegramRejected {
+                chat_id: 1,
+                kind: "button",
+            },
+        ];
+        let names: Vec<String> = Event::names().collect();
+        for event in &events {
+            let v = serde_json::to_value(event).unwrap();
+            let word = v["event"].as_str().unwrap().to_string();
+            assert!(names.contains(&word), "{word} missing from {names:?}");
+        }
+        let mut sorted = names.clone();
+        sorted.sort();
+        let mut want: Vec<String> = WRITTEN.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        assert_eq!(sorted, want);
+    }
 }
