@@ -76,18 +76,8 @@ impl AuditLog {
             .create(true)
             .mode(0o600)
             .open(path)?;
-        // A crash can leave half a line at the end: start ours on a line of its own, so that
-        // only the torn line is lost, never the next one.
+        end_torn_line(&mut file)?;
         use std::os::unix::fs::MetadataExt;
-        let len = file.metadata()?.len();
-        if len > 0 {
-            use std::os::unix::fs::FileExt;
-            let mut last = [0u8; 1];
-            file.read_exact_at(&mut last, len - 1)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n")?;
-            }
-        }
         let meta = file.metadata()?;
         Ok(AuditLog {
             id: (meta.dev(), meta.ino()),
@@ -110,8 +100,12 @@ impl AuditLog {
     pub fn record(&mut self, ts: DateTime<Utc>, event: &Event) -> io::Result<()> {
         self.follow_rotation()?;
         let line = self.render(ts, event);
+        // Shared: appends go on side by side; only the torn-line repair waits for them.
+        self.file.lock_shared()?;
         torn_point(&mut self.file, &line);
-        self.file.write_all(&line)
+        let written = self.file.write_all(&line);
+        self.file.unlock()?;
+        written
     }
 
     /// When another process rotated the log since it was opened, continue in the new file.
@@ -204,6 +198,37 @@ impl AuditLog {
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
+}
+
+/// A crash can leave half a line at the end: end it, so that our first line starts on a line
+/// of its own and only the torn line is lost, never the next one.
+///
+/// The last byte of a file others append to is only known to be a torn line's when nobody is
+/// writing: a line being written shows part by part, and a newline put after it would make
+/// an empty line. Every writer holds a shared `flock` on the file while it writes a line, so
+/// the repair is made under the exclusive one, and skipped when that is not free at once (a
+/// line is being written: the file's end is that writer's, and its line ends it). A line
+/// that still follows a torn one is found by readers (`heartbeat log`).
+fn end_torn_line(file: &mut File) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    let result = (|| {
+        let len = file.metadata()?.len();
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.read_exact_at(&mut last, len - 1)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
+        Ok(())
+    })();
+    file.unlock()?;
+    result
 }
 
 /// A line over [`LINE_LIMIT`], made to fit: long strings are cut (after redaction), and if
@@ -538,6 +563,29 @@ mod tests {
         // A file that ends properly gets nothing extra.
         drop(AuditLog::open(&path, Secrets::default()).unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+
+    /// A half line at the end of the file while its writer still writes it (holding the
+    /// writers' shared lock) is not a torn line: opening the log then adds no newline, so
+    /// the writer's line ends whole and no empty line appears.
+    #[test]
+    fn a_line_being_written_is_not_ended_by_another_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let whole = "{\"ts\":\"x\",\"event\":\"a\"}\n";
+        std::fs::write(&path, &whole[..10]).unwrap();
+        let writer = OpenOptions::new().append(true).open(&path).unwrap();
+        writer.lock_shared().unwrap();
+        let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
+        (&writer).write_all(&whole.as_bytes()[10..]).unwrap();
+        writer.unlock().unwrap();
+        log.record(Utc::now(), &Event::StatePruned { rows: 1 })
+            .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text:?}");
+        assert_eq!(format!("{}\n", lines[0]), whole);
+        assert!(serde_json::from_str::<Value>(lines[1]).is_ok(), "{text}");
     }
 
     #[test]
