@@ -308,14 +308,17 @@ fn housekeeping(
     audit
         .rotate(r.audit_max_size, r.audit_keep, clock.now())
         .map_err(|e| Error::io(audit.path(), e))?;
-    // A denial holds for approval_ttl: its record stays at least that long.
-    let keep = chrono::Duration::from_std(r.history.max(cfg.approval_ttl))
-        .unwrap_or(chrono::Duration::MAX);
-    let Some(cutoff) = now.checked_sub_signed(keep) else {
-        return Ok(());
+    let back = |d: std::time::Duration| {
+        chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC)
     };
+    // A denial holds its task for approval_ttl: only those still holding one are kept.
+    let (cutoff, holding_since) = (back(r.history), back(cfg.approval_ttl));
     let day = now.with_timezone(&cfg.tz()).date_naive().to_string();
-    if let Some(rows) = store.prune_once_a_day(&day, cutoff)?.filter(|n| *n > 0) {
+    // Written also when nothing was old enough, so that a reader sees retention ran.
+    if let Some(rows) = store.prune_once_a_day(&day, cutoff, holding_since)? {
         audit
             .record(clock.now(), &Event::StatePruned { rows })
             .map_err(|e| Error::io(audit.path(), e))?;

@@ -1,12 +1,14 @@
-//! Retention (SPEC §11): what is old enough to go, pruned at most once a day.
+//! Retention: what is old enough to go, pruned at most once a day.
 //!
 //! Invariants:
-//! - Never pruned: pending, approved or running approvals, grants, the pause, task state
-//!   (last attempt, last success, failure counts, trips: what schedules and the breaker
-//!   read), held starts, cached MCP listings and proposals.
-//! - Pruned in one transaction: history rows and runs older than the cutoff, decided
-//!   approvals decided before it, and the record of sent messages and Telegram messages
-//!   with buttons older than it.
+//! - Never pruned: pending, approved or running approvals, a denial that still holds its
+//!   task (decided within `approval_ttl`), grants, the pause, task state (last attempt, last
+//!   success, failure counts, trips: what schedules and the breaker read), held starts,
+//!   cached MCP listings and proposals.
+//! - Pruned in one transaction: history rows and runs older than `retention.history`,
+//!   approvals decided before it (but for the denials above), and the record of sent
+//!   messages and Telegram messages with buttons older than it. `approval_ttl` holds back
+//!   nothing else.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{TransactionBehavior, params};
@@ -18,26 +20,37 @@ use crate::audit::format_ts;
 const PRUNED_DAY: &str = "pruned_day";
 
 impl Store {
-    /// Prune what is older than `cutoff`, unless already done on `day` (a local date).
-    /// Returns the rows removed, or None when it had already run that day.
-    pub fn prune_once_a_day(&mut self, day: &str, cutoff: DateTime<Utc>) -> Result<Option<u64>> {
+    /// Prune what is older than `cutoff`, unless already done on `day` (a local date); a
+    /// denial decided at or after `holding_since` still holds its task and stays. Returns the
+    /// rows removed, or None when it had already run that day.
+    pub fn prune_once_a_day(
+        &mut self,
+        day: &str,
+        cutoff: DateTime<Utc>,
+        holding_since: DateTime<Utc>,
+    ) -> Result<Option<u64>> {
         if self.meta(PRUNED_DAY)?.as_deref() == Some(day) {
             return Ok(None);
         }
         let before = format_ts(cutoff);
+        let holding = format_ts(holding_since);
         let rows = self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut rows = 0;
             for sql in [
                 "DELETE FROM task_runs WHERE started_at < ?1",
                 "DELETE FROM runs WHERE started_at < ?1 AND finished_at IS NOT NULL",
-                "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running')
-                    AND COALESCE(decided_at, created_at) < ?1",
                 "DELETE FROM sent WHERE sent_at < ?1",
                 "DELETE FROM tg_messages WHERE sent_at < ?1",
             ] {
                 rows += tx.execute(sql, params![before])? as u64;
             }
+            rows += tx.execute(
+                "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running')
+                    AND COALESCE(decided_at, created_at) < ?1
+                    AND NOT (state = 'denied' AND decided_at >= ?2)",
+                params![before, holding],
+            )? as u64;
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2)
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -116,8 +129,14 @@ mod tests {
 
         let cutoff = ts("2026-02-01T00:00:00Z");
         // One run old, one new; the old decided approval.
-        assert_eq!(s.prune_once_a_day("2026-05-01", cutoff).unwrap(), Some(3));
-        assert_eq!(s.prune_once_a_day("2026-05-01", cutoff).unwrap(), None);
+        assert_eq!(
+            s.prune_once_a_day("2026-05-01", cutoff, cutoff).unwrap(),
+            Some(3)
+        );
+        assert_eq!(
+            s.prune_once_a_day("2026-05-01", cutoff, cutoff).unwrap(),
+            None
+        );
         assert_eq!(count(&s, "task_runs"), 1);
         assert_eq!(count(&s, "runs"), 1);
         assert!(s.approval(decided).unwrap().is_none());
