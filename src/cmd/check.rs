@@ -47,6 +47,19 @@ pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Ch
     );
 
     let mut problems: Vec<Problem> = super::file_warnings(&files);
+    // The config's own warnings (a file named twice, a glob that matches nothing), by the
+    // config file (or `--file`) they come from.
+    for warning in &cfg.warnings {
+        let file = cfg.source.clone().unwrap_or_else(|| "--file".into());
+        let prefix = format!("{}: ", file.display());
+        problems.push(Problem {
+            message: warning.strip_prefix(&prefix).unwrap_or(warning).to_string(),
+            file,
+            line: 0,
+            column: 0,
+            severity: Severity::Warning,
+        });
+    }
     for (task, planned) in tasks.iter().zip(&plan.items) {
         if let Decision::Invalid {
             line,
