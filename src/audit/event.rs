@@ -139,6 +139,7 @@ pub enum Event<'a> {
     NotificationFolded(Withheld<'a>),
     NotificationDropped(Withheld<'a>),
     StatePruned {
+        run_id: &'a str,
         rows: u64,
     },
     AuditRotated {
@@ -395,7 +396,10 @@ mod tests {
             reason: "quiet_hours",
         };
         let events = [
-            Event::StatePruned { rows: 0 },
+            Event::StatePruned {
+                run_id: "r1",
+                rows: 0,
+            },
             Event::AuditRotated {
                 file: Path::new("a"),
                 bytes: 1,

@@ -300,7 +300,10 @@ mod tests {
     fn rotation_keeps_whole_lines_and_every_writer_follows_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let event = Event::StatePruned { rows: 7 };
+        let event = Event::StatePruned {
+            run_id: "r1",
+            rows: 7,
+        };
         let mut a = AuditLog::open(&path, Secrets::default()).unwrap();
         let mut b = AuditLog::open(&path, Secrets::default()).unwrap();
         for _ in 0..20 {
@@ -554,7 +557,10 @@ mod tests {
         let path = dir.path().join("a.jsonl");
         std::fs::write(&path, "{\"ts\":\"x\",\"event\":\"a\"}\n{\"ts\":\"x\",\"ev").unwrap();
         let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
-        let event = Event::StatePruned { rows: 1 };
+        let event = Event::StatePruned {
+            run_id: "r1",
+            rows: 1,
+        };
         log.record(Utc::now(), &event).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
@@ -579,8 +585,14 @@ mod tests {
         let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
         (&writer).write_all(&whole.as_bytes()[10..]).unwrap();
         writer.unlock().unwrap();
-        log.record(Utc::now(), &Event::StatePruned { rows: 1 })
-            .unwrap();
+        log.record(
+            Utc::now(),
+            &Event::StatePruned {
+                run_id: "r1",
+                rows: 1,
+            },
+        )
+        .unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 2, "{text:?}");

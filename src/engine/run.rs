@@ -158,7 +158,12 @@ pub fn tick(t: &Tick) -> Result<Report> {
         Ok(p) => p,
     };
     let (mut store, mut audit) = d.into_parts();
-    housekeeping(cfg, &mut store, &mut audit, t.clock, now)?;
+    let pruned = housekeeping(cfg, &mut store, &mut audit, t.clock, now)?;
+    // Said once the run has said it started (or was skipped): a line of this run.
+    let pruned = pruned.map(|rows| Event::StatePruned {
+        run_id: &run_id,
+        rows,
+    });
 
     let active = t.force || cfg.active.is_active(now);
     let skip = if paused.is_some() && !t.force {
@@ -186,6 +191,9 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 holder_since: None,
             };
             audit.record(t.clock.now(), &event).map_err(&audit_err)?;
+            if let Some(pruned) = &pruned {
+                audit.record(t.clock.now(), pruned).map_err(&audit_err)?;
+            }
             (t.diag)(format!("run skipped: {reason}"));
             (skipped(reason), store, audit)
         }
@@ -208,6 +216,9 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 &paths,
                 t.autonomy.as_str(),
             )?;
+            if let Some(pruned) = &pruned {
+                session.record(pruned)?;
+            }
             session.stop = t.stop;
             session.mcp = servers;
             session.known = t
@@ -296,14 +307,15 @@ fn mcp_catalog(
 }
 
 /// Retention (SPEC §11), under the run lock: rotate the audit log when it passed
-/// `retention.audit_max_size`, and prune old state once a local day.
+/// `retention.audit_max_size`, and prune old state once a local day. Returns the rows
+/// pruned when it pruned (also 0), for the run's `state_pruned` line.
 fn housekeeping(
     cfg: &Config,
     store: &mut crate::store::Store,
     audit: &mut crate::audit::AuditLog,
     clock: crate::clock::Clock,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     let r = &cfg.retention;
     audit
         .rotate(r.audit_max_size, r.audit_keep, clock.now())
@@ -317,13 +329,8 @@ fn housekeeping(
     // A denial holds its task for approval_ttl: only those still holding one are kept.
     let (cutoff, holding_since) = (back(r.history), back(cfg.approval_ttl));
     let day = now.with_timezone(&cfg.tz()).date_naive().to_string();
-    // Written also when nothing was old enough, so that a reader sees retention ran.
-    if let Some(rows) = store.prune_once_a_day(&day, cutoff, holding_since)? {
-        audit
-            .record(clock.now(), &Event::StatePruned { rows })
-            .map_err(|e| Error::io(audit.path(), e))?;
-    }
-    Ok(())
+    // Said also when nothing was old enough, so that a reader sees retention ran.
+    Ok(store.prune_once_a_day(&day, cutoff, holding_since)?)
 }
 
 /// The plan of this tick from the stored state as it is now.
