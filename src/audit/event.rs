@@ -348,7 +348,7 @@ fn paths<S: Serializer>(ps: &&[&Path], s: S) -> Result<S::Ok, S::Error> {
 mod tests {
     use super::*;
 
-    /// Every event of the audit log's table in the SPEC: `log --event` knows no other.
+    /// Every event the audit log documents: `log --event` knows no other.
     const TABLE: &[&str] = &[
         "run_started",
         "run_skipped",

@@ -81,7 +81,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     // `-f` alone starts at the end, as `tail -f` does.
     let from_end = args.follow && args.since.is_none() && args.lines.is_none();
     if !from_end {
-        // The rotated files first, oldest first (SPEC §7).
+        // The rotated files first, oldest first.
         for old in rotated_files(&path, filter.since) {
             let mut tail = Tail::open(&old).map_err(|e| Error::io(&old, e))?;
             while tail.next_line().map_err(|e| Error::io(&old, e))? {
