@@ -609,9 +609,19 @@ impl Tail {
                 between.push(file);
             }
         }
-        if found {
-            self.next.extend(between.into_iter().rev());
+        if !found {
+            // Rotated so often that it was deleted (past `audit_keep`): every rotated file
+            // last written after it came after it. Removed some other way, or replaced: none.
+            let newest = match (self.next.back(), self.reader.as_ref()) {
+                (Some(file), _) => file.metadata()?,
+                (None, Some(reader)) => reader.get_ref().metadata()?,
+                (None, None) => return Ok(()),
+            };
+            let written = |m: &std::fs::Metadata| m.modified().ok();
+            let after = |f: &File| f.metadata().is_ok_and(|m| written(&m) >= written(&newest));
+            between.retain(|f| newest.nlink() == 0 && after(f));
         }
+        self.next.extend(between.into_iter().rev());
         self.next.push_back(current);
         Ok(())
     }

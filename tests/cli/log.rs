@@ -870,11 +870,19 @@ fn follow_alone_starts_at_the_end() {
 /// every file is shown, in order, none twice.
 #[test]
 fn follow_reads_every_file_when_the_log_rotates_twice_between_two_looks() {
+    // Keeping 3 rotated files, and keeping 1 (the file it read is deleted by then).
+    for keep in [3, 1] {
+        follow_two_rotations(keep);
+    }
+}
+
+fn follow_two_rotations(keep: usize) {
     let env = env();
     let path = env.audit_path();
     let rotated = |n: usize| env.path(&format!("state/audit.jsonl.{n}"));
     let rotate = |first: &str| {
-        for n in (1..3).rev() {
+        let _ = fs::remove_file(rotated(keep));
+        for n in (1..keep).rev() {
             if rotated(n).exists() {
                 fs::rename(rotated(n), rotated(n + 1)).unwrap();
             }
@@ -913,5 +921,5 @@ fn follow_reads_every_file_when_the_log_rotates_twice_between_two_looks() {
     let out = f.finish(WAIT);
     let shown: Vec<&str> = out.stdout.lines().collect();
     let want: Vec<&str> = want.iter().map(|l| l.trim_end()).collect();
-    assert_eq!(shown, want);
+    assert_eq!(shown, want, "audit_keep = {keep}");
 }
