@@ -101,10 +101,12 @@ impl AuditLog {
         self.follow_rotation()?;
         let line = self.render(ts, event);
         // Shared: appends go on side by side; only the torn-line repair waits for them.
-        self.file.lock_shared()?;
+        let locked = lock_shared_briefly(&self.file)?;
         torn_point(&mut self.file, &line);
         let written = self.file.write_all(&line);
-        self.file.unlock()?;
+        if locked {
+            self.file.unlock()?;
+        }
         written
     }
 
@@ -229,6 +231,23 @@ fn end_torn_line(file: &mut File) -> io::Result<()> {
     })();
     file.unlock()?;
     result
+}
+
+/// The writers' shared lock, waited for at most a second: heartbeat's repair holds the
+/// exclusive one for a moment only, and a process that holds it longer (not heartbeat) must
+/// not stop the log. False: written without it.
+fn lock_shared_briefly(file: &File) -> io::Result<bool> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
 }
 
 /// A line over [`LINE_LIMIT`], made to fit: long strings are cut (after redaction), and if
@@ -598,6 +617,27 @@ mod tests {
         assert_eq!(lines.len(), 2, "{text:?}");
         assert_eq!(format!("{}\n", lines[0]), whole);
         assert!(serde_json::from_str::<Value>(lines[1]).is_ok(), "{text}");
+    }
+
+    /// Another process holding an exclusive lock on the log for long does not stop it.
+    #[test]
+    fn a_foreign_exclusive_lock_does_not_stop_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
+        let other = File::open(&path).unwrap();
+        other.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let event = Event::StatePruned {
+                run_id: "r1",
+                rows: 1,
+            };
+            let _ = tx.send(log.record(Utc::now(), &event).is_ok());
+        });
+        let written = rx.recv_timeout(std::time::Duration::from_secs(30));
+        assert_eq!(written, Ok(true), "the log waited for the lock");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
     }
 
     #[test]
