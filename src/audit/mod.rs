@@ -6,6 +6,9 @@
 //! - A line is redacted ([`Secrets::value`]) before anything in it is cut, then serialised
 //!   completely and written with one `write` call on a file opened with O_APPEND, so lines
 //!   of concurrent processes never interleave. No line is longer than [`LINE_LIMIT`].
+//! - Each line is written under a shared `flock` on the file (waited for at most a second);
+//!   the repair of a torn last line at open takes the exclusive one, only when it is free at
+//!   once, so it never ends a line that another writer is still writing ([`end_torn_line`]).
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
 //! - Rotation ([`AuditLog::rotate`], SPEC §11) moves the whole file aside (`audit.jsonl.1`,
 //!   older ones shifted up, the oldest beyond `audit_keep` deleted) and puts in its place a
