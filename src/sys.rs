@@ -294,16 +294,16 @@ pub fn watch_group(pgid: i32, grace: Duration) -> io::Result<GroupWatch> {
     }
     // SAFETY: both descriptors were just made and belong to nothing else.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    let grace = libc::timespec {
-        tv_sec: grace.as_secs().min(i32::MAX as u64) as libc::time_t,
-        tv_nsec: grace.subsec_nanos() as libc::c_long,
-    };
+    // The grace period in steps of 50 ms (the watch looks whether the group is gone at each).
+    let steps = u64::try_from(grace.as_millis() / 50)
+        .unwrap_or(u64::MAX)
+        .max(1);
     let read_fd = read.as_raw_fd();
     // SAFETY: the child runs only async-signal-safe calls (watch_then_exit) and never returns
     // into Rust code: it ends with _exit, so nothing of the parent's state (locks held by
     // other threads, buffers, destructors) is touched in it.
     match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
-        nix::unistd::ForkResult::Child => unsafe { watch_then_exit(read_fd, pgid, grace) },
+        nix::unistd::ForkResult::Child => unsafe { watch_then_exit(read_fd, pgid, steps) },
         nix::unistd::ForkResult::Parent { child } => {
             drop(read);
             Ok(GroupWatch {
@@ -318,7 +318,7 @@ pub fn watch_group(pgid: i32, grace: Duration) -> io::Result<GroupWatch> {
 ///
 /// # Safety
 /// Call only in a child just forked from heartbeat; it never returns.
-unsafe fn watch_then_exit(read_fd: i32, pgid: i32, grace: nix::libc::timespec) -> ! {
+unsafe fn watch_then_exit(read_fd: i32, pgid: i32, steps: u64) -> ! {
     use nix::libc;
     // SAFETY (the whole body): plain system calls on values owned by this process.
     unsafe {
@@ -360,12 +360,21 @@ unsafe fn watch_then_exit(read_fd: i32, pgid: i32, grace: nix::libc::timespec) -
             }
             break n;
         };
-        if n == 0 {
-            // The pipe closed without a word: heartbeat is gone.
-            libc::kill(-pgid, libc::SIGTERM);
-            let mut left = grace;
-            while libc::nanosleep(&left, &mut left) != 0 && *libc::__errno_location() == libc::EINTR
-            {
+        if n == 0 && libc::kill(-pgid, libc::SIGTERM) == 0 {
+            // The pipe closed without a word: heartbeat is gone. The group had members; it
+            // gets the grace period, looked at every 50 ms, then SIGKILL.
+            let step = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            };
+            for _ in 0..steps {
+                let mut left = step;
+                while libc::nanosleep(&left, &mut left) != 0
+                    && *libc::__errno_location() == libc::EINTR
+                {}
+                if libc::kill(-pgid, 0) != 0 {
+                    libc::_exit(0);
+                }
             }
             libc::kill(-pgid, libc::SIGKILL);
         }
