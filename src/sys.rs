@@ -381,3 +381,50 @@ unsafe fn watch_then_exit(read_fd: i32, pgid: i32, steps: u64) -> ! {
         libc::_exit(0)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+    use std::time::Instant;
+
+    /// `sleep 30` in a process group of its own.
+    fn sleeper() -> std::process::Child {
+        Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start sleep")
+    }
+
+    /// Whether `child` ends (and is reaped) within `wait`.
+    fn ends_within(child: &mut std::process::Child, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if child.try_wait().expect("try_wait").is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn a_watch_stood_down_signals_nothing_and_one_left_alone_stops_the_group() {
+        // Stood down (heartbeat handled the group itself): the group is left alone.
+        let mut child = sleeper();
+        let watch = watch_group(child.id() as i32, Duration::from_millis(200)).unwrap();
+        drop(watch);
+        assert!(!ends_within(&mut child, Duration::from_millis(500)));
+        let _ = child.kill();
+        let _ = child.wait();
+
+        // The pipe closes without a word, as when heartbeat dies: the group is stopped.
+        let mut child = sleeper();
+        let mut watch = watch_group(child.id() as i32, Duration::from_millis(200)).unwrap();
+        drop(watch.stand_down.take());
+        assert!(ends_within(&mut child, Duration::from_secs(30)));
+        drop(watch);
+    }
+}
