@@ -1,20 +1,27 @@
-//! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [--json] [-f]`: the
-//! audit log (SPEC §7), filtered.
+//! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [-n N] [--all] [--json]
+//! [-f]`: the audit log (SPEC §7), filtered.
 //!
 //! Invariants:
 //! - The log is read as a stream, one line at a time; a line longer than [`MAX_LINE`] is
-//!   skipped without being kept, so memory stays bounded whatever the file holds.
+//!   skipped without being kept, so memory stays bounded whatever the file holds (`-n N`
+//!   keeps N lines; lines held behind an unfinished run are capped at [`HELD_MAX`]).
 //! - Only `\n`-terminated lines that parse as JSON objects are shown. A torn last line (a crash
 //!   in the middle of a write) is skipped; with `-f` an unfinished line is held until its
 //!   newline arrives. When a later write was appended right after a torn line, the whole
 //!   line that follows the torn part is still found and shown.
-//! - `--json` prints the matching lines byte for byte as they are stored.
-//! - Human output is one line per event, every text from the log passed through [`clean`].
-//! - `-f` polls every [`POLL`], and reopens the file when it was replaced (another inode) or
-//!   truncated (smaller than what was read); it ends when stdout is gone, and on SIGINT or
-//!   SIGTERM, which it catches itself (a shell may have started it with SIGINT ignored): what
-//!   was shown is flushed, no half line is ever printed, and it then ends by that signal's
-//!   default action, as if it had not caught it.
+//! - `--json` prints the matching lines byte for byte as they are stored, in their order.
+//! - Human output is one line per event, every text from the log passed through [`clean`];
+//!   without `--all` (or `--run`) it leaves out runs that did nothing ([`QuietRuns`]), and
+//!   keeps the stored order of what it shows.
+//! - `--event` names are checked against [`Event::names`], made from the event type itself.
+//! - `-f` alone starts at the end of the log; with `--since` or `-n` it first shows what they
+//!   select. It polls every [`POLL`], and when the file was replaced it reads every file that
+//!   came after the one it read (rotated ones first, oldest first, then the new one); a
+//!   truncated file (smaller than what was read) is read again from its start. It ends when
+//!   stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
+//!   started it with SIGINT ignored): what was shown is flushed, no half line is ever
+//!   printed, and it then ends by that signal's default action, as if it had not caught it.
+//! - A failed write to stdout ends the command with that error; a closed pipe ends it quietly.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -96,7 +103,6 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     if from_end {
         tail.skip_to_end().map_err(io_err)?;
     }
-    let mut caught_up = false;
     loop {
         while tail.next_line().map_err(io_err)? {
             show.line(&tail.buf);
@@ -110,11 +116,8 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
             show.finish();
             return show.out.end();
         }
-        if !caught_up {
-            // What `-n` kept is shown; from here on lines are shown as they come.
-            caught_up = true;
-            show.last_lines();
-        }
+        // What `-n` kept is shown (once); from here on lines are shown as they come.
+        show.last_lines();
         show.waited();
         show.out.flush();
         if show.out.gone() {
