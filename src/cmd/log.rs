@@ -1,5 +1,5 @@
 //! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [-n N] [--all] [--json]
-//! [-f]`: the audit log (SPEC §7), filtered.
+//! [-f]`: the audit log, filtered.
 //!
 //! Invariants:
 //! - The log is read as a stream, one line at a time; a line longer than [`MAX_LINE`] is
