@@ -744,7 +744,8 @@ impl QuietRuns {
                 self.quiet.insert(run.to_string());
                 false
             }
-            "run_finished" if self.quiet.remove(run) && nothing_counted(body) => {
+            "run_finished" if self.quiet.contains(run) && nothing_counted(body) => {
+                self.quiet.remove(run);
                 self.queue.retain(|(held, _)| held.as_deref() != Some(run));
                 true
             }
@@ -1317,6 +1318,24 @@ mod tests {
         assert_eq!(&line[start..start + 7], br#"{"ts":""#);
         assert!(parse_line(b"garbage").is_none());
         assert!(parse_line(b"[1,2]").is_none());
+    }
+
+    #[test]
+    fn a_run_is_quiet_only_while_nothing_of_it_counted() {
+        let started = br#"{"ts":"t","event":"run_started","run_id":"r1"}"#;
+        let mut q = QuietRuns::default();
+        assert!(!q.observe(started));
+        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
+        // Ended with something counted: shown, its start freed at once.
+        let counted = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":1}"#;
+        assert!(!q.observe(counted));
+        assert_eq!(q.ready(), vec![b"started".to_vec()]);
+        // Ended with nothing counted and nothing between: both left out.
+        assert!(!q.observe(started));
+        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
+        let nothing = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":0}"#;
+        assert!(q.observe(nothing));
+        assert!(q.queue.is_empty());
     }
 
     #[test]
