@@ -7,8 +7,8 @@
 //!   cached MCP listings and proposals.
 //! - Pruned in one transaction: history rows and runs older than `retention.history`,
 //!   approvals decided before it (but for the denials above), and the record of sent
-//!   messages and Telegram messages with buttons older than it. `approval_ttl` holds back
-//!   nothing else.
+//!   messages older than it; Telegram messages with buttons once older than `approval_ttl`
+//!   too (a press edits them). `approval_ttl` holds back nothing else.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{TransactionBehavior, params};
@@ -20,9 +20,10 @@ use crate::audit::format_ts;
 const PRUNED_DAY: &str = "pruned_day";
 
 impl Store {
-    /// Prune what is older than `cutoff`, unless already done on `day` (a local date); a
-    /// denial decided at or after `holding_since` still holds its task and stays. Returns the
-    /// rows removed, or None when it had already run that day.
+    /// Prune what is older than `cutoff`, unless already done on `day` (a local date).
+    /// `holding_since` is `approval_ttl` back from now: a denial decided since still holds its
+    /// task and stays, and so does a message with buttons sent since. Returns the rows
+    /// removed, or None when it had already run that day.
     pub fn prune_once_a_day(
         &mut self,
         day: &str,
@@ -41,10 +42,15 @@ impl Store {
                 "DELETE FROM task_runs WHERE started_at < ?1",
                 "DELETE FROM runs WHERE started_at < ?1 AND finished_at IS NOT NULL",
                 "DELETE FROM sent WHERE sent_at < ?1",
-                "DELETE FROM tg_messages WHERE sent_at < ?1",
             ] {
                 rows += tx.execute(sql, params![before])? as u64;
             }
+            // A message with buttons is edited when one is pressed, for as long as its
+            // approval can be decided.
+            rows += tx.execute(
+                "DELETE FROM tg_messages WHERE sent_at < ?1 AND sent_at < ?2",
+                params![before, holding],
+            )? as u64;
             rows += tx.execute(
                 "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running')
                     AND COALESCE(decided_at, created_at) < ?1
