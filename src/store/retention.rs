@@ -154,4 +154,20 @@ mod tests {
         assert!(snap.succeeded.contains("aaaaaaaaaaaa"));
         assert!(snap.last_attempt.contains_key("aaaaaaaaaaaa"));
     }
+
+    #[test]
+    fn a_message_with_buttons_stays_while_its_approval_can_be_decided() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let sent = ts("2026-05-01T10:00:00Z");
+        s.save_button_message(1, 7, "<b>x</b>", &[1], sent).unwrap();
+        // Past `history` (1 day), within `approval_ttl` (30 days).
+        let (cutoff, holding) = (ts("2026-05-09T10:00:00Z"), ts("2026-04-10T10:00:00Z"));
+        s.prune_once_a_day("2026-05-10", cutoff, holding).unwrap();
+        assert_eq!(count(&s, "tg_messages"), 1);
+        // Past both.
+        let (cutoff, holding) = (ts("2026-06-09T10:00:00Z"), ts("2026-05-10T10:00:00Z"));
+        s.prune_once_a_day("2026-06-10", cutoff, holding).unwrap();
+        assert_eq!(count(&s, "tg_messages"), 0);
+    }
 }
