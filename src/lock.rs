@@ -88,8 +88,8 @@ fn regular(file: &File) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::other(
-            "not a regular file (a FIFO, device or directory cannot record who holds the run \
-             lock); remove it",
+            "not a regular file (a FIFO, device or directory cannot record who holds a lock); \
+             remove it",
         ))
     }
 }
@@ -204,7 +204,10 @@ pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<Da
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .open(state_dir.join(DAEMON_FILE))?;
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(state_dir.join(DAEMON_FILE))
+        .map_err(not_a_link)?;
+    regular(&file)?;
     match file.try_lock() {
         Ok(()) => {
             file.set_len(0)?;
@@ -218,11 +221,16 @@ pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<Da
 
 /// The daemon running on this state dir, if any (for `status`). Never creates anything.
 pub fn probe_daemon(state_dir: &Path) -> io::Result<Option<Holder>> {
-    let file = match File::open(state_dir.join(DAEMON_FILE)) {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(state_dir.join(DAEMON_FILE))
+    {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
+    regular(&file)?;
     match file.try_lock_shared() {
         Ok(()) => Ok(None),
         Err(TryLockError::WouldBlock) => Ok(Some(holder_in(&file))),

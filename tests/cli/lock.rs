@@ -173,4 +173,23 @@ fn a_fifo_as_the_lock_file_is_refused_not_waited_on() {
         "{}",
         env.audit_text()
     );
+
+    // The daemon's file likewise: `status` and `daemon` refuse it, neither waits on it.
+    std::fs::remove_file(&fifo).unwrap();
+    let fifo = env.state().join("heartbeat.daemon");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    for args in [vec!["status"], vec!["daemon", "--every", "1h"]] {
+        let child = env.cmd(args.clone()).now(NOW).spawn();
+        let out = wait_output(child, "a command with a FIFO daemon file", WAIT);
+        out.code(2);
+        assert!(
+            out.stderr.contains("heartbeat.daemon") && out.stderr.contains("not a regular file"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
 }
