@@ -691,7 +691,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__log)
-            opts="-f -v -h -V --since --event --task --run --json --follow --config --state-dir --now --verbose --help --version"
+            opts="-f -n -v -h -V --since --event --task --run --json --follow --lines --all --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -710,6 +710,14 @@ _heartbeat() {
                     return 0
                     ;;
                 --run)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lines)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                -n)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

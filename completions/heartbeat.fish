@@ -188,11 +188,13 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l since -d 'On
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l event -d 'Only this event (repeatable), e.g. task_failed' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l task -d 'Only lines about this task id (or its first 4 or more hex digits)' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l run -d 'Only lines of this run id' -r
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s n -l lines -d 'Only the last N matching lines' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l config -d 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l state-dir -d 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock' -r -F
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l now -d 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone' -r
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l json -d 'Print the matching lines as they are (JSON Lines)'
-complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s f -l follow -d 'Keep printing lines as they are appended'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s f -l follow -d 'Keep printing lines as they are appended (from the end, unless --since or -n is given)'
+complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -l all -d 'Also show runs that did nothing (hidden by default)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s v -l verbose -d 'Diagnostics on stderr (-vv for more)'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s h -l help -d 'Print help'
 complete -c heartbeat -n "__fish_heartbeat_using_subcommand log" -s V -l version -d 'Print version'

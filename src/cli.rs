@@ -172,9 +172,17 @@ pub struct LogArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Keep printing lines as they are appended
+    /// Keep printing lines as they are appended (from the end, unless --since or -n is given)
     #[arg(short = 'f', long)]
     pub follow: bool,
+
+    /// Only the last N matching lines
+    #[arg(short = 'n', long = "lines", value_name = "N")]
+    pub lines: Option<usize>,
+
+    /// Also show runs that did nothing (hidden by default)
+    #[arg(long)]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]

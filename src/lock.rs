@@ -60,19 +60,47 @@ pub fn try_acquire(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Attempt> 
             write_holder(state_dir, now)?;
             Ok(Attempt::Acquired(RunLock { _dir: dir }))
         }
-        Err(TryLockError::WouldBlock) => Ok(Attempt::Held(read_holder(state_dir))),
+        Err(TryLockError::WouldBlock) => Ok(Attempt::Held(read_holder(state_dir)?)),
         Err(TryLockError::Error(e)) => Err(e),
     }
 }
 
 fn write_holder(state_dir: &Path, now: DateTime<Utc>) -> io::Result<()> {
+    // Opened without waiting and without following a link, then checked, before anything is
+    // cut: a FIFO would block the open for ever, and a link could point at any file.
+    // (Read and write: a FIFO then opens at once even with no one at its other end.)
     let mut file = OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
-        .truncate(true)
         .mode(0o600)
-        .open(state_dir.join(LOCK_FILE))?;
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(state_dir.join(LOCK_FILE))
+        .map_err(not_a_link)?;
+    regular(&file)?;
+    file.set_len(0)?;
     file.write_all(holder_text(now).as_bytes())
+}
+
+/// Refuses anything but a regular file as the lock's record of its holder.
+fn regular(file: &File) -> io::Result<()> {
+    if file.metadata()?.is_file() {
+        Ok(())
+    } else {
+        Err(io::Error::other(
+            "not a regular file (a FIFO, device or directory cannot record who holds a lock); \
+             remove it",
+        ))
+    }
+}
+
+/// ELOOP from `O_NOFOLLOW`, said in words.
+fn not_a_link(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(nix::libc::ELOOP) {
+        io::Error::other("a symbolic link, not a regular file; remove it")
+    } else {
+        e
+    }
 }
 
 /// What a lock's file says of its holder: this process, since `now`.
@@ -108,15 +136,24 @@ pub fn probe(state_dir: &Path) -> io::Result<Option<Holder>> {
     // A shared lock is enough to learn whether an exclusive one is held.
     match dir.try_lock_shared() {
         Ok(()) => Ok(None),
-        Err(TryLockError::WouldBlock) => Ok(Some(read_holder(state_dir))),
+        Err(TryLockError::WouldBlock) => Ok(Some(read_holder(state_dir)?)),
         Err(TryLockError::Error(e)) => Err(e),
     }
 }
 
-fn read_holder(state_dir: &Path) -> Holder {
-    File::open(state_dir.join(LOCK_FILE))
-        .map(|file| holder_in(&file))
-        .unwrap_or_default()
+/// Who the lock's file names. A missing or unreadable file: nobody known. A file that is not
+/// a regular one (a FIFO would block a plain open for ever) is an error.
+fn read_holder(state_dir: &Path) -> io::Result<Holder> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(state_dir.join(LOCK_FILE))
+    {
+        Ok(file) => file,
+        Err(_) => return Ok(Holder::default()),
+    };
+    regular(&file)?;
+    Ok(holder_in(&file))
 }
 
 /// The holder a lock's file names (see [`holder_text`]); unknown parts stay `None`.
@@ -167,7 +204,10 @@ pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<Da
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .open(state_dir.join(DAEMON_FILE))?;
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_NOFOLLOW)
+        .open(state_dir.join(DAEMON_FILE))
+        .map_err(not_a_link)?;
+    regular(&file)?;
     match file.try_lock() {
         Ok(()) => {
             file.set_len(0)?;
@@ -181,11 +221,16 @@ pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<Da
 
 /// The daemon running on this state dir, if any (for `status`). Never creates anything.
 pub fn probe_daemon(state_dir: &Path) -> io::Result<Option<Holder>> {
-    let file = match File::open(state_dir.join(DAEMON_FILE)) {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(state_dir.join(DAEMON_FILE))
+    {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
+    regular(&file)?;
     match file.try_lock_shared() {
         Ok(()) => Ok(None),
         Err(TryLockError::WouldBlock) => Ok(Some(holder_in(&file))),

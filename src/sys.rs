@@ -9,7 +9,8 @@
 //! - No signal is ever sent to a process-group id `<= 1`: `kill(-1, …)` reaches every
 //!   process the user may signal, and `kill(0, …)` heartbeat's own group.
 //! - This is the only module with `unsafe` outside tests: one `pre_exec` closure, which runs
-//!   between fork and exec and so may only make async-signal-safe calls, and one
+//!   between fork and exec and so may only make async-signal-safe calls, one `fork` whose
+//!   child makes only such calls and ends with `_exit` ([`watch_group`]), and one
 //!   `remove_var` (see [`forget_env`]).
 //! - Nothing here blocks or ignores a signal for the whole process, and a tool starts with an
 //!   empty signal mask whatever its spawning thread blocked: a tool never inherits a blocked
@@ -243,5 +244,187 @@ pub fn exit_without_reaping(pid: i32) -> Option<String> {
         Ok(WaitStatus::Signaled(_, sig, _)) => Some(format!("killed by signal {}", sig as i32)),
         Ok(WaitStatus::StillAlive) | Err(_) => None,
         Ok(_) => Some("ended".into()),
+    }
+}
+
+/// A watch over a tool's process group for the case heartbeat dies while the tool runs
+/// (kill -9, OOM): the kernel's parent-death signal reaches only the group's leader, so a
+/// shell's children would run on. The watch is a small process forked from heartbeat that
+/// waits on a pipe only heartbeat writes to: when heartbeat ends without standing it down,
+/// the pipe reads as closed and the watch sends SIGTERM to the group, then SIGKILL `grace`
+/// later. Standing down (dropping this) ends it without a signal, and reaps it.
+#[derive(Debug)]
+pub struct GroupWatch {
+    stand_down: Option<std::os::fd::OwnedFd>,
+    pid: Pid,
+}
+
+impl Drop for GroupWatch {
+    fn drop(&mut self) {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        if let Some(fd) = self.stand_down.take() {
+            // One byte says "stand down"; closing the pipe alone would say "heartbeat died".
+            let _ = nix::unistd::write(&fd, &[1]);
+        }
+        // The watch ends at once; reap it here, or else on a thread of its own.
+        for _ in 0..100 {
+            match waitpid(self.pid, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => std::thread::sleep(Duration::from_millis(1)),
+                _ => return,
+            }
+        }
+        let pid = self.pid;
+        let _ = std::thread::Builder::new()
+            .name("watch-reap".into())
+            .spawn(move || waitpid(pid, None));
+    }
+}
+
+/// Start a [`GroupWatch`] over the process group `pgid` (which must be more than 1).
+pub fn watch_group(pgid: i32, grace: Duration) -> io::Result<GroupWatch> {
+    use nix::libc;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    if pgid <= 1 {
+        return Err(io::Error::other("no process group to watch"));
+    }
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array it is given.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just made and belong to nothing else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // The grace period in steps of 50 ms (the watch looks whether the group is gone at each).
+    let steps = u64::try_from(grace.as_millis() / 50)
+        .unwrap_or(u64::MAX)
+        .max(1);
+    let read_fd = read.as_raw_fd();
+    // SAFETY: the child runs only async-signal-safe calls (watch_then_exit) and never returns
+    // into Rust code: it ends with _exit, so nothing of the parent's state (locks held by
+    // other threads, buffers, destructors) is touched in it.
+    match unsafe { nix::unistd::fork() }.map_err(io::Error::from)? {
+        nix::unistd::ForkResult::Child => unsafe { watch_then_exit(read_fd, pgid, steps) },
+        nix::unistd::ForkResult::Parent { child } => {
+            drop(read);
+            Ok(GroupWatch {
+                stand_down: Some(write),
+                pid: child,
+            })
+        }
+    }
+}
+
+/// The watch's whole life, in the forked child: only async-signal-safe calls, no allocation.
+///
+/// # Safety
+/// Call only in a child just forked from heartbeat; it never returns.
+unsafe fn watch_then_exit(read_fd: i32, pgid: i32, steps: u64) -> ! {
+    use nix::libc;
+    // SAFETY (the whole body): plain system calls on values owned by this process.
+    unsafe {
+        // Its own group: a Ctrl-C or a signal meant for heartbeat's group is not for it.
+        libc::setpgid(0, 0);
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
+        for sig in [
+            libc::SIGTERM,
+            libc::SIGINT,
+            libc::SIGHUP,
+            libc::SIGQUIT,
+            libc::SIGUSR1,
+            libc::SIGUSR2,
+            libc::SIGPIPE,
+        ] {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+        // Nothing of heartbeat's stays open here but the pipe (as standard input): not its
+        // lock, its database, its log or its standard output (a reader waits for that).
+        libc::dup2(read_fd, 0);
+        if libc::syscall(libc::SYS_close_range, 1u32, u32::MAX, 0u32) != 0 {
+            let mut limit: libc::rlimit = std::mem::zeroed();
+            let max = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+                limit.rlim_cur.min(1 << 20) as i32
+            } else {
+                1024
+            };
+            for fd in 1..max {
+                libc::close(fd);
+            }
+        }
+        let mut byte = 0u8;
+        let n = loop {
+            let n = libc::read(0, (&raw mut byte).cast(), 1);
+            if n < 0 && *libc::__errno_location() == libc::EINTR {
+                continue;
+            }
+            break n;
+        };
+        if n == 0 && libc::kill(-pgid, libc::SIGTERM) == 0 {
+            // The pipe closed without a word: heartbeat is gone. The group had members; it
+            // gets the grace period, looked at every 50 ms, then SIGKILL.
+            let step = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            };
+            for _ in 0..steps {
+                let mut left = step;
+                while libc::nanosleep(&left, &mut left) != 0
+                    && *libc::__errno_location() == libc::EINTR
+                {}
+                if libc::kill(-pgid, 0) != 0 {
+                    libc::_exit(0);
+                }
+            }
+            libc::kill(-pgid, libc::SIGKILL);
+        }
+        libc::_exit(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Stdio;
+    use std::time::Instant;
+
+    /// `sleep 30` in a process group of its own.
+    fn sleeper() -> std::process::Child {
+        Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("start sleep")
+    }
+
+    /// Whether `child` ends (and is reaped) within `wait`.
+    fn ends_within(child: &mut std::process::Child, wait: Duration) -> bool {
+        let deadline = Instant::now() + wait;
+        while Instant::now() < deadline {
+            if child.try_wait().expect("try_wait").is_some() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        false
+    }
+
+    #[test]
+    fn a_watch_stood_down_signals_nothing_and_one_left_alone_stops_the_group() {
+        // Stood down (heartbeat handled the group itself): the group is left alone.
+        let mut child = sleeper();
+        let watch = watch_group(child.id() as i32, Duration::from_millis(200)).unwrap();
+        drop(watch);
+        assert!(!ends_within(&mut child, Duration::from_millis(500)));
+        let _ = child.kill();
+        let _ = child.wait();
+
+        // The pipe closes without a word, as when heartbeat dies: the group is stopped.
+        let mut child = sleeper();
+        let mut watch = watch_group(child.id() as i32, Duration::from_millis(200)).unwrap();
+        drop(watch.stand_down.take());
+        assert!(ends_within(&mut child, Duration::from_secs(30)));
+        drop(watch);
     }
 }

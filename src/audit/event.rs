@@ -19,6 +19,28 @@ use serde_json::{Map, Value};
 
 use crate::text::Redacted;
 
+/// Declares [`Event`] and, from the same list of variants, [`Event::NAMES`]: a new event is
+/// known to `log --event` the moment it exists.
+macro_rules! events {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident<$lt:lifetime> {
+            $( $(#[$vmeta:meta])* $variant:ident $fields:tt ),* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        pub enum $name<$lt> {
+            $( $(#[$vmeta])* $variant $fields ),*
+        }
+
+        impl $name<'_> {
+            /// Every variant's name as written in Rust (`RunStarted`); see [`Event::names`].
+            const VARIANTS: &'static [&'static str] = &[$(stringify!($variant)),*];
+        }
+    };
+}
+
+events! {
 /// One audit event. See SPEC §7 for what each means.
 #[derive(Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -130,6 +152,7 @@ pub enum Event<'a> {
     NotificationFolded(Withheld<'a>),
     NotificationDropped(Withheld<'a>),
     StatePruned {
+        run_id: &'a str,
         rows: u64,
     },
     AuditRotated {
@@ -165,6 +188,26 @@ pub enum Event<'a> {
         interrupted: bool,
         by: &'a str,
     },
+}
+}
+
+impl Event<'_> {
+    /// Every `event` word heartbeat writes, in the order of the enum.
+    pub fn names() -> impl Iterator<Item = String> {
+        Self::VARIANTS.iter().map(|v| snake_case(v))
+    }
+}
+
+/// `RunStarted` → `run_started`: serde's `rename_all = "snake_case"` for a variant name.
+fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (i, c) in name.char_indices() {
+        if c.is_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// `task_succeeded` / `task_failed`.
@@ -312,4 +355,96 @@ fn path<S: Serializer>(p: &&Path, s: S) -> Result<S::Ok, S::Error> {
 
 fn paths<S: Serializer>(ps: &&[&Path], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(ps.iter().map(|p| p.to_string_lossy()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every event the audit log documents: `log --event` knows no other.
+    const TABLE: &[&str] = &[
+        "run_started",
+        "run_skipped",
+        "run_finished",
+        "task_invalid",
+        "task_succeeded",
+        "task_failed",
+        "task_reminded",
+        "task_skipped",
+        "task_missed",
+        "task_retry_scheduled",
+        "task_proposed",
+        "task_snoozed",
+        "task_unsnoozed",
+        "proposal_refused",
+        "task_reset",
+        "grant_revoked",
+        "node_forgotten",
+        "task_tripped",
+        "task_marked_done",
+        "task_mark_skipped",
+        "approval_requested",
+        "approval_approved",
+        "approval_denied",
+        "approval_expired",
+        "approval_stale",
+        "notification_sent",
+        "notification_failed",
+        "notification_held",
+        "notification_folded",
+        "notification_dropped",
+        "state_pruned",
+        "audit_rotated",
+        "budget_exhausted",
+        "paused",
+        "resumed",
+        "daemon_started",
+        "daemon_stopped",
+        "config_reloaded",
+        "tick_failed",
+        "telegram_rejected",
+        "channel_rejected",
+        "monitor_ping_failed",
+    ];
+
+    #[test]
+    fn names_are_the_words_serde_writes() {
+        let withheld = |_| Withheld {
+            run_id: None,
+            channel: "telegram",
+            chat_id: 1,
+            kind: "summary",
+            reason: "quiet_hours",
+        };
+        let events = [
+            Event::StatePruned {
+                run_id: "r1",
+                rows: 0,
+            },
+            Event::AuditRotated {
+                file: Path::new("a"),
+                bytes: 1,
+            },
+            Event::NotificationHeld(withheld(())),
+            Event::NotificationFolded(withheld(())),
+            Event::NotificationDropped(withheld(())),
+            Event::TelegramRejected {
+                chat_id: 1,
+                kind: "button",
+            },
+        ];
+        let names: Vec<String> = Event::names().collect();
+        for event in &events {
+            let v = serde_json::to_value(event).unwrap();
+            let word = v["event"].as_str().unwrap().to_string();
+            assert!(names.contains(&word), "{word} missing from {names:?}");
+        }
+        for name in &names {
+            assert!(TABLE.contains(&name.as_str()), "{name} is not in the table");
+        }
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), names.len(), "{names:?}");
+    }
 }

@@ -6,6 +6,9 @@
 //! - A line is redacted ([`Secrets::value`]) before anything in it is cut, then serialised
 //!   completely and written with one `write` call on a file opened with O_APPEND, so lines
 //!   of concurrent processes never interleave. No line is longer than [`LINE_LIMIT`].
+//! - Each line is written under a shared `flock` on the file (waited for at most a second);
+//!   the repair of a torn last line at open takes the exclusive one, only when it is free at
+//!   once, so it never ends a line that another writer is still writing ([`end_torn_line`]).
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
 //! - Rotation ([`AuditLog::rotate`], SPEC §11) moves the whole file aside (`audit.jsonl.1`,
 //!   older ones shifted up, the oldest beyond `audit_keep` deleted) and puts in its place a
@@ -78,18 +81,8 @@ impl AuditLog {
             .create(true)
             .mode(0o600)
             .open(path)?;
-        // A crash can leave half a line at the end: start ours on a line of its own, so that
-        // only the torn line is lost, never the next one.
+        end_torn_line(&mut file)?;
         use std::os::unix::fs::MetadataExt;
-        let len = file.metadata()?.len();
-        if len > 0 {
-            use std::os::unix::fs::FileExt;
-            let mut last = [0u8; 1];
-            file.read_exact_at(&mut last, len - 1)?;
-            if last[0] != b'\n' {
-                file.write_all(b"\n")?;
-            }
-        }
         let meta = file.metadata()?;
         Ok(AuditLog {
             id: (meta.dev(), meta.ino()),
@@ -112,8 +105,14 @@ impl AuditLog {
     pub fn record(&mut self, ts: DateTime<Utc>, event: &Event) -> io::Result<()> {
         self.follow_rotation()?;
         let line = self.render(ts, event);
+        // Shared: appends go on side by side; only the torn-line repair waits for them.
+        let locked = lock_shared_briefly(&self.file)?;
         torn_point(&mut self.file, &line);
-        self.file.write_all(&line)
+        let written = self.file.write_all(&line);
+        if locked {
+            self.file.unlock()?;
+        }
+        written
     }
 
     /// When another process rotated the log since it was opened, continue in the new file.
@@ -208,6 +207,54 @@ impl AuditLog {
     }
 }
 
+/// A crash can leave half a line at the end: end it, so that our first line starts on a line
+/// of its own and only the torn line is lost, never the next one.
+///
+/// The last byte of a file others append to is only known to be a torn line's when nobody is
+/// writing: a line being written shows part by part, and a newline put after it would make
+/// an empty line. Every writer holds a shared `flock` on the file while it writes a line, so
+/// the repair is made under the exclusive one, and skipped when that is not free at once (a
+/// line is being written: the file's end is that writer's, and its line ends it). A line
+/// that still follows a torn one is found by readers (`heartbeat log`).
+fn end_torn_line(file: &mut File) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Ok(()),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    let result = (|| {
+        let len = file.metadata()?.len();
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.read_exact_at(&mut last, len - 1)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
+        Ok(())
+    })();
+    file.unlock()?;
+    result
+}
+
+/// The writers' shared lock, waited for at most a second: heartbeat's repair holds the
+/// exclusive one for a moment only, and a process that holds it longer (not heartbeat) must
+/// not stop the log. False: written without it.
+fn lock_shared_briefly(file: &File) -> io::Result<bool> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match file.try_lock_shared() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+    }
+}
+
 /// A line over [`LINE_LIMIT`], made to fit: long strings are cut (after redaction), and if
 /// that is not enough, only the scalar fields of the line are kept.
 fn cap(mut value: RedactedJson) -> Vec<u8> {
@@ -257,7 +304,10 @@ mod tests {
     fn rotation_keeps_whole_lines_and_every_writer_follows_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let event = Event::StatePruned { rows: 7 };
+        let event = Event::StatePruned {
+            run_id: "r1",
+            rows: 7,
+        };
         let mut a = AuditLog::open(&path, Secrets::default()).unwrap();
         let mut b = AuditLog::open(&path, Secrets::default()).unwrap();
         for _ in 0..20 {
@@ -513,7 +563,10 @@ mod tests {
         let path = dir.path().join("a.jsonl");
         std::fs::write(&path, "{\"ts\":\"x\",\"event\":\"a\"}\n{\"ts\":\"x\",\"ev").unwrap();
         let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
-        let event = Event::StatePruned { rows: 1 };
+        let event = Event::StatePruned {
+            run_id: "r1",
+            rows: 1,
+        };
         log.record(Utc::now(), &event).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().collect();
@@ -522,5 +575,55 @@ mod tests {
         // A file that ends properly gets nothing extra.
         drop(AuditLog::open(&path, Secrets::default()).unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+    }
+
+    /// A half line at the end of the file while its writer still writes it (holding the
+    /// writers' shared lock) is not a torn line: opening the log then adds no newline, so
+    /// the writer's line ends whole and no empty line appears.
+    #[test]
+    fn a_line_being_written_is_not_ended_by_another_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let whole = "{\"ts\":\"x\",\"event\":\"a\"}\n";
+        std::fs::write(&path, &whole[..10]).unwrap();
+        let writer = OpenOptions::new().append(true).open(&path).unwrap();
+        writer.lock_shared().unwrap();
+        let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
+        (&writer).write_all(&whole.as_bytes()[10..]).unwrap();
+        writer.unlock().unwrap();
+        log.record(
+            Utc::now(),
+            &Event::StatePruned {
+                run_id: "r1",
+                rows: 1,
+            },
+        )
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text:?}");
+        assert_eq!(format!("{}\n", lines[0]), whole);
+        assert!(serde_json::from_str::<Value>(lines[1]).is_ok(), "{text}");
+    }
+
+    /// Another process holding an exclusive lock on the log for long does not stop it.
+    #[test]
+    fn a_foreign_exclusive_lock_does_not_stop_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.jsonl");
+        let mut log = AuditLog::open(&path, Secrets::default()).unwrap();
+        let other = File::open(&path).unwrap();
+        other.lock().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let event = Event::StatePruned {
+                run_id: "r1",
+                rows: 1,
+            };
+            let _ = tx.send(log.record(Utc::now(), &event).is_ok());
+        });
+        let written = rx.recv_timeout(std::time::Duration::from_secs(30));
+        assert_eq!(written, Ok(true), "the log waited for the lock");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
     }
 }

@@ -47,6 +47,25 @@ pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Ch
 
     let mut problems: Vec<Problem> = super::file_warnings(&files);
     problems.extend(super::grants::orphan_problems(&cfg, &files)?);
+    // The config's own warnings (a file named twice, a glob that matches nothing), by the
+    // config file (or `--file`) they come from.
+    for warning in &cfg.warnings {
+        let config = cfg.source.as_ref().map(|p| format!("{}: ", p.display()));
+        let (file, message) = match warning.strip_prefix("--file: ") {
+            Some(rest) => ("--file".into(), rest),
+            None => match config.as_deref().and_then(|c| warning.strip_prefix(c)) {
+                Some(rest) => (cfg.source.clone().unwrap_or_default(), rest),
+                None => (cfg.source.clone().unwrap_or_default(), warning.as_str()),
+            },
+        };
+        problems.push(Problem {
+            message: message.to_string(),
+            file,
+            line: 0,
+            column: 0,
+            severity: Severity::Warning,
+        });
+    }
     for (task, planned) in tasks.iter().zip(&plan.items) {
         if let Decision::Invalid {
             line,

@@ -1,21 +1,29 @@
-//! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [--json] [-f]`: the
-//! audit log (SPEC §7), filtered.
+//! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [-n N] [--all] [--json]
+//! [-f]`: the audit log, filtered.
 //!
 //! Invariants:
 //! - The log is read as a stream, one line at a time; a line longer than [`MAX_LINE`] is
-//!   skipped without being kept, so memory stays bounded whatever the file holds.
+//!   skipped without being kept, so memory stays bounded whatever the file holds (`-n N`
+//!   keeps N lines; lines held behind an unfinished run are capped at [`HELD_MAX`]).
 //! - Only `\n`-terminated lines that parse as JSON objects are shown. A torn last line (a crash
 //!   in the middle of a write) is skipped; with `-f` an unfinished line is held until its
 //!   newline arrives. When a later write was appended right after a torn line, the whole
 //!   line that follows the torn part is still found and shown.
-//! - `--json` prints the matching lines byte for byte as they are stored.
-//! - Human output is one line per event, every text from the log passed through [`clean`].
-//! - `-f` polls every [`POLL`], and reopens the file when it was replaced (another inode) or
-//!   truncated (smaller than what was read); it ends when stdout is gone, and on SIGINT or
-//!   SIGTERM, which it catches itself (a shell may have started it with SIGINT ignored): what
-//!   was shown is flushed, no half line is ever printed, and it then ends by that signal's
-//!   default action, as if it had not caught it.
+//! - `--json` prints the matching lines byte for byte as they are stored, in their order.
+//! - Human output is one line per event, every text from the log passed through [`clean`];
+//!   without `--all` (or `--run`) it leaves out runs that did nothing ([`QuietRuns`]), and
+//!   keeps the stored order of what it shows.
+//! - `--event` names are checked against [`Event::names`], made from the event type itself.
+//! - `-f` alone starts at the end of the log; with `--since` or `-n` it first shows what they
+//!   select. It polls every [`POLL`], and when the file was replaced it reads every file that
+//!   came after the one it read (rotated ones first, oldest first, then the new one); a
+//!   truncated file (smaller than what was read) is read again from its start. It ends when
+//!   stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
+//!   started it with SIGINT ignored): what was shown is flushed, no half line is ever
+//!   printed, and it then ends by that signal's default action, as if it had not caught it.
+//! - A failed write to stdout ends the command with that error; a closed pipe ends it quietly.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, StdoutLock, Write};
 use std::os::unix::fs::MetadataExt;
@@ -29,6 +37,7 @@ use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::{Ctx, show_time};
+use crate::audit::Event;
 use crate::cli::LogArgs;
 use crate::clock::{SINCE_FORMS, Since, TIME_FORMS};
 use crate::config::Config;
@@ -46,39 +55,6 @@ fn cut(text: &str) -> String {
         .into_string()
 }
 
-/// Every event heartbeat writes (SPEC §7, plus `task_reset` and `grant_revoked`).
-pub const EVENTS: &[&str] = &[
-    "run_started",
-    "run_skipped",
-    "run_finished",
-    "task_invalid",
-    "task_succeeded",
-    "task_failed",
-    "task_reminded",
-    "task_proposed",
-    "proposal_refused",
-    "task_skipped",
-    "task_tripped",
-    "task_marked_done",
-    "task_mark_skipped",
-    "task_reset",
-    "approval_requested",
-    "approval_approved",
-    "approval_denied",
-    "approval_expired",
-    "approval_stale",
-    "grant_revoked",
-    "notification_sent",
-    "notification_failed",
-    "budget_exhausted",
-    "paused",
-    "resumed",
-    "daemon_started",
-    "daemon_stopped",
-    "config_reloaded",
-    "telegram_rejected",
-];
-
 /// How often `-f` looks for new lines.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -94,9 +70,10 @@ const TEXT_MAX: usize = 120;
 
 pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     let filter = Filter::new(ctx, args)?;
+    let events: Vec<String> = Event::names().collect();
     for name in &args.events {
-        if !EVENTS.contains(&name.as_str()) {
-            eprintln!("heartbeat: warning: {}", unknown_event_hint(name));
+        if !events.contains(name) {
+            eprintln!("heartbeat: warning: {}", unknown_event_hint(name, &events));
         }
     }
     let cfg = ctx.load_config_to_read()?;
@@ -113,41 +90,53 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         cfg: &cfg,
         cwd: &ctx.cwd,
         filter: &filter,
+        // Asking for one run, or for the stored lines, shows every run.
+        quiet: (!args.all && !args.json && args.run.is_none()).then(QuietRuns::default),
+        last: args.lines.map(|n| (n, VecDeque::new())),
         out: Sink::new(),
     };
-    // The rotated files first, oldest first (SPEC §7).
-    for old in rotated_files(&path, filter.since) {
-        let mut tail = Tail::open(&old).map_err(|e| Error::io(&old, e))?;
-        while tail.next_line().map_err(|e| Error::io(&old, e))? {
-            show.line(&tail.buf);
-            if show.out.broken {
-                return Ok(exit::OK);
+    // `-f` alone starts at the end, as `tail -f` does.
+    let from_end = args.follow && args.since.is_none() && args.lines.is_none();
+    if !from_end {
+        // The rotated files first, oldest first.
+        for old in rotated_files(&path, filter.since) {
+            let mut tail = Tail::open(&old).map_err(|e| Error::io(&old, e))?;
+            while tail.next_line().map_err(|e| Error::io(&old, e))? {
+                show.line(&tail.buf);
+                if show.out.broken {
+                    return show.out.end();
+                }
             }
         }
     }
     let mut tail = Tail::open(&path).map_err(io_err)?;
-    if tail.reader.is_none() && !args.follow {
-        // No log yet: nothing has happened.
-        show.out.flush();
-        return Ok(exit::OK);
+    if from_end {
+        tail.skip_to_end().map_err(io_err)?;
     }
     loop {
         while tail.next_line().map_err(io_err)? {
             show.line(&tail.buf);
             if show.out.broken {
-                return Ok(exit::OK);
+                return show.out.end();
             }
             interrupt.end_if_caught(&mut show.out);
         }
         // At the end of what is there; an unfinished line stays in `tail.buf`.
+        if !args.follow {
+            show.finish();
+            return show.out.end();
+        }
+        // What `-n` kept is shown (once); from here on lines are shown as they come.
+        show.last_lines();
+        show.waited();
         show.out.flush();
-        if !args.follow || show.out.gone() {
-            return Ok(exit::OK);
+        if show.out.gone() {
+            return show.out.end();
         }
         std::thread::sleep(POLL);
         interrupt.end_if_caught(&mut show.out);
         if show.out.gone() {
-            return Ok(exit::OK);
+            return show.out.end();
         }
         tail.check_replaced().map_err(io_err)?;
     }
@@ -237,10 +226,10 @@ impl Interrupt {
 
 /// The warning for an `--event` heartbeat never writes (it is not an error: it matches
 /// nothing), with the closest real name when there is one.
-fn unknown_event_hint(name: &str) -> String {
-    let closest = EVENTS
+fn unknown_event_hint(name: &str, events: &[String]) -> String {
+    let closest = events
         .iter()
-        .map(|e| (strsim::levenshtein(name, e), *e))
+        .map(|e| (strsim::levenshtein(name, e), e))
         .min()
         .filter(|(d, _)| *d <= 3);
     let name = clean(name);
@@ -250,7 +239,7 @@ fn unknown_event_hint(name: &str) -> String {
         }
         None => format!(
             "--event {name:?} is not an event heartbeat writes; they are: {}",
-            EVENTS.join(", ")
+            events.join(", ")
         ),
     }
 }
@@ -461,10 +450,12 @@ struct Tail {
     /// part read so far.
     buf: Vec<u8>,
     complete: bool,
-    /// Inside a line longer than [`MAX_LINE`]: dropping bytes until its newline.
+    /// Inside a line longer than [`MAX_LINE`] (or one begun before `-f` started): dropping
+    /// bytes until its newline.
     overlong: bool,
-    /// A new file at `path`, switched to once the old one is read to its end.
-    replacement: Option<File>,
+    /// Files that took the open one's place (rotations, a replacement), oldest first: each
+    /// is read from its start once the one before it is read to its end.
+    next: VecDeque<File>,
 }
 
 impl Tail {
@@ -477,7 +468,7 @@ impl Tail {
             buf: Vec::new(),
             complete: false,
             overlong: false,
-            replacement: None,
+            next: VecDeque::new(),
         };
         match File::open(path) {
             Ok(file) => tail.switch_to(file)?,
@@ -492,6 +483,23 @@ impl Tail {
         self.id = (meta.dev(), meta.ino());
         self.reader = Some(BufReader::with_capacity(64 * 1024, file));
         self.restart();
+        Ok(())
+    }
+
+    /// Start at the end of the file (`-f`): only lines written from now on are read; a line
+    /// being written at this moment is skipped whole.
+    fn skip_to_end(&mut self) -> io::Result<()> {
+        let Some(reader) = self.reader.as_mut() else {
+            return Ok(());
+        };
+        let len = reader.seek(SeekFrom::End(0))?;
+        self.pos = len;
+        if len > 0 {
+            use std::os::unix::fs::FileExt;
+            let mut last = [0u8; 1];
+            reader.get_ref().read_exact_at(&mut last, len - 1)?;
+            self.overlong = last[0] != b'\n';
+        }
         Ok(())
     }
 
@@ -543,8 +551,8 @@ impl Tail {
             };
             self.pos += n as u64;
             if n == 0 {
-                // The end of this file; go on with its replacement, if there is one.
-                match self.replacement.take() {
+                // The end of this file; go on with the next one, if there is one.
+                match self.next.pop_front() {
                     Some(file) => self.switch_to(file)?,
                     None => return Ok(false),
                 }
@@ -553,9 +561,10 @@ impl Tail {
     }
 
     /// `-f`, at the end of the file: has the file at `path` been replaced (rotated) or
-    /// truncated? A replacement is read from its start once the old file is read out; a
-    /// truncated file from its start at once. A removed file is read on until a new one
-    /// appears.
+    /// truncated? A truncated file is read from its start at once. Files that replaced it are
+    /// read in order once it is read out: every file rotated out since (`audit.jsonl.1` …,
+    /// when the log rotated more than once between two looks), then the one now at `path`.
+    /// A removed file is read on until a new one appears.
     fn check_replaced(&mut self) -> io::Result<()> {
         let meta = match std::fs::metadata(&self.path) {
             Ok(meta) => meta,
@@ -563,35 +572,86 @@ impl Tail {
             Err(e) => return Err(e),
         };
         let id = (meta.dev(), meta.ino());
-        if self.reader.is_none() || id != self.id {
-            if self
-                .replacement
-                .as_ref()
-                .and_then(|f| f.metadata().ok())
-                .is_some_and(|m| (m.dev(), m.ino()) == id)
-            {
+        let newest = match self.next.back() {
+            Some(file) => file_id(file)?,
+            None if self.reader.is_some() => self.id,
+            None => {
+                match File::open(&self.path) {
+                    Ok(file) => self.switch_to(file)?,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
+                }
                 return Ok(());
             }
-            match File::open(&self.path) {
-                Ok(file) if self.reader.is_none() => self.switch_to(file)?,
-                Ok(file) => self.replacement = Some(file),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
+        };
+        if id == newest {
+            if self.next.is_empty()
+                && meta.len() < self.pos
+                && let Some(reader) = self.reader.as_mut()
+            {
+                reader.seek(SeekFrom::Start(0))?;
+                self.restart();
             }
-        } else if meta.len() < self.pos
-            && let Some(reader) = self.reader.as_mut()
-        {
-            reader.seek(SeekFrom::Start(0))?;
-            self.restart();
+            return Ok(());
         }
+        let current = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let current_id = file_id(&current)?;
+        // The rotated files, newest first, down to the newest one already taken: those
+        // above it came after it. (It was replaced some other way when it is not among them:
+        // then only the file at `path` follows.)
+        let mut between = Vec::new();
+        let mut found = false;
+        for n in 1..=1000 {
+            let file = match File::open(crate::audit::rotated_path(&self.path, n)) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                Err(e) => return Err(e),
+            };
+            let fid = file_id(&file)?;
+            if fid == newest {
+                found = true;
+                break;
+            }
+            // Rotated again since `path` was opened just now: it is read as that file.
+            if fid != current_id {
+                between.push(file);
+            }
+        }
+        if !found {
+            // Rotated so often that it was deleted (past `audit_keep`): every rotated file
+            // last written after it came after it. Removed some other way, or replaced: none.
+            let newest = match (self.next.back(), self.reader.as_ref()) {
+                (Some(file), _) => file.metadata()?,
+                (None, Some(reader)) => reader.get_ref().metadata()?,
+                (None, None) => return Ok(()),
+            };
+            let written = |m: &std::fs::Metadata| m.modified().ok();
+            let after = |f: &File| f.metadata().is_ok_and(|m| written(&m) >= written(&newest));
+            between.retain(|f| newest.nlink() == 0 && after(f));
+        }
+        self.next.extend(between.into_iter().rev());
+        self.next.push_back(current);
         Ok(())
     }
 }
 
-/// Stdout, buffered; stops quietly when the reader went away.
+/// (dev, inode) of an open file.
+fn file_id(file: &File) -> io::Result<(u64, u64)> {
+    let meta = file.metadata()?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// Stdout, buffered. It stops at the first failed write: quietly when the reader went away
+/// (a closed pipe: `heartbeat log | head`), and with that error otherwise (a full disk).
 struct Sink {
     out: BufWriter<StdoutLock<'static>>,
     broken: bool,
+    /// The failed write, unless it was a closed pipe.
+    error: Option<io::Error>,
 }
 
 impl Sink {
@@ -599,18 +659,40 @@ impl Sink {
         Sink {
             out: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
             broken: false,
+            error: None,
         }
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        if !self.broken && self.out.write_all(bytes).is_err() {
-            self.broken = true;
+        if !self.broken
+            && let Err(e) = self.out.write_all(bytes)
+        {
+            self.failed(e);
         }
     }
 
     fn flush(&mut self) {
-        if !self.broken && self.out.flush().is_err() {
-            self.broken = true;
+        if !self.broken
+            && let Err(e) = self.out.flush()
+        {
+            self.failed(e);
+        }
+    }
+
+    fn failed(&mut self, e: io::Error) {
+        self.broken = true;
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            self.error = Some(e);
+        }
+    }
+
+    /// How the command ends: what was shown is flushed; a failed write other than a closed
+    /// pipe is an error.
+    fn end(&mut self) -> Result<u8> {
+        self.flush();
+        match self.error.take() {
+            Some(e) => Err(Error::io("standard output", e)),
+            None => Ok(exit::OK),
         }
     }
 
@@ -632,13 +714,98 @@ struct Show<'a> {
     cfg: &'a Config,
     cwd: &'a Path,
     filter: &'a Filter,
+    /// Human output without `--all`: runs that did nothing are left out.
+    quiet: Option<QuietRuns>,
+    /// `-n N`: the last N lines to show, kept until the log has been read to its end.
+    last: Option<(usize, VecDeque<Vec<u8>>)>,
     out: Sink,
+}
+
+/// Runs that did nothing (a `run_started`, then its `run_finished` with nothing counted and
+/// no other line of that run between), found as the log is read. A run's `run_started` is
+/// held back, with every line shown after it (so the order stays as stored), until the
+/// run's next line says whether it did something.
+#[derive(Default)]
+struct QuietRuns {
+    /// Runs whose `run_started` was read and nothing else of theirs yet.
+    quiet: std::collections::HashSet<String>,
+    /// Lines waiting behind a held `run_started`, in order; `Some(run)` marks one.
+    queue: VecDeque<(Option<String>, Vec<u8>)>,
+    /// While following: the queue already waited one poll; it is shown at the next.
+    waited: bool,
+}
+
+/// The most lines held back behind an unfinished run (then they are all shown).
+const HELD_MAX: usize = 10_000;
+
+impl QuietRuns {
+    /// Looks at a line before any filter (a run's other lines say it did something even when
+    /// they are not shown). True: the line is the end of a run that did nothing, not shown.
+    fn observe(&mut self, body: &[u8]) -> bool {
+        let Some(p) = peek(body) else {
+            return false;
+        };
+        let Some(run) = p.run_id else {
+            return false;
+        };
+        match p.event {
+            "run_started" => {
+                self.quiet.insert(run.to_string());
+                false
+            }
+            "run_finished" if self.quiet.contains(run) && nothing_counted(body) => {
+                self.quiet.remove(run);
+                self.queue.retain(|(held, _)| held.as_deref() != Some(run));
+                true
+            }
+            _ => {
+                if self.quiet.remove(run)
+                    && let Some(entry) = self
+                        .queue
+                        .iter_mut()
+                        .find(|(held, _)| held.as_deref() == Some(run))
+                {
+                    entry.0 = None;
+                }
+                false
+            }
+        }
+    }
+
+    /// The lines at the front that no longer wait for anything.
+    fn ready(&mut self) -> Vec<Vec<u8>> {
+        let mut ready = Vec::new();
+        while self.queue.front().is_some_and(|(held, _)| held.is_none()) {
+            ready.extend(self.queue.pop_front().map(|(_, text)| text));
+        }
+        ready
+    }
+
+    /// Everything held, in order (the log was read to its end, or too much waited).
+    fn release(&mut self) -> Vec<Vec<u8>> {
+        self.waited = false;
+        self.queue.drain(..).map(|(_, text)| text).collect()
+    }
+}
+
+/// A `run_finished` line that counts nothing.
+fn nothing_counted(body: &[u8]) -> bool {
+    serde_json::from_slice::<Map<String, Value>>(body).is_ok_and(|obj| {
+        ["succeeded", "failed", "queued", "skipped", "invalid"]
+            .iter()
+            .all(|k| obj.get(*k).and_then(Value::as_u64).unwrap_or(0) == 0)
+    })
 }
 
 impl Show<'_> {
     /// One complete line (newline included) from the log: shown when it matches.
     fn line(&mut self, line: &[u8]) {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
+        if self.quiet.as_mut().is_some_and(|q| q.observe(body)) {
+            return;
+        }
+        // What this line said of its run may free lines held before it.
+        self.show_ready();
         if self.filter.rejects_early(body) {
             return;
         }
@@ -648,13 +815,99 @@ impl Show<'_> {
         if !self.filter.matches(&obj) {
             return;
         }
-        if self.json {
-            self.out.write(&line[start..]);
+        let text = if self.json {
+            line[start..].to_vec()
         } else {
             let mut text = human(&obj, self.cfg, self.cwd);
             text.push('\n');
-            self.out.write(text.as_bytes());
+            text.into_bytes()
+        };
+        let Some(q) = self.quiet.as_mut() else {
+            self.shown(text);
+            return;
+        };
+        let held = match (obj.get("event"), obj.get("run_id")) {
+            (Some(Value::String(e)), Some(Value::String(run)))
+                if e == "run_started" && q.quiet.contains(run) =>
+            {
+                Some(run.clone())
+            }
+            _ => None,
+        };
+        if held.is_none() && q.queue.is_empty() {
+            self.shown(text);
+            return;
         }
+        q.queue.push_back((held, text));
+        if q.queue.len() > HELD_MAX {
+            for text in q.release() {
+                self.shown(text);
+            }
+        }
+    }
+
+    /// Lines no longer held back, shown.
+    fn show_ready(&mut self) {
+        let ready = self
+            .quiet
+            .as_mut()
+            .map(QuietRuns::ready)
+            .unwrap_or_default();
+        for text in ready {
+            self.shown(text);
+        }
+    }
+
+    /// A line to show: kept among the last N (`-n`) until the log was read, else written.
+    fn shown(&mut self, text: Vec<u8>) {
+        match &mut self.last {
+            Some((n, kept)) => {
+                if *n > 0 {
+                    if kept.len() == *n {
+                        kept.pop_front();
+                    }
+                    kept.push_back(text);
+                }
+            }
+            None => self.out.write(&text),
+        }
+    }
+
+    /// The log was read to its end (following, the first time): the last N lines are shown.
+    fn last_lines(&mut self) {
+        if let Some((_, kept)) = self.last.take() {
+            for text in kept {
+                self.out.write(&text);
+            }
+        }
+    }
+
+    /// Following, at the end of the log: what was held back since the last poll is shown
+    /// (a run still busy after a poll did something, or is taking long).
+    fn waited(&mut self) {
+        let Some(q) = self.quiet.as_mut() else {
+            return;
+        };
+        if q.queue.is_empty() || !q.waited {
+            q.waited = !q.queue.is_empty();
+            return;
+        }
+        for text in q.release() {
+            self.shown(text);
+        }
+    }
+
+    /// Not following, at the end of the log: runs not finished yet are shown as they are.
+    fn finish(&mut self) {
+        let held = self
+            .quiet
+            .as_mut()
+            .map(QuietRuns::release)
+            .unwrap_or_default();
+        for text in held {
+            self.shown(text);
+        }
+        self.last_lines();
     }
 }
 
@@ -1017,6 +1270,8 @@ mod tests {
             run: Some("bbbb".into()),
             json: false,
             follow: false,
+            lines: None,
+            all: false,
         };
         let clock = crate::clock::Clock::starting_at(Utc::now());
         let ctx = Ctx {
@@ -1075,8 +1330,29 @@ mod tests {
     }
 
     #[test]
+    fn a_run_is_quiet_only_while_nothing_of_it_counted() {
+        let started = br#"{"ts":"t","event":"run_started","run_id":"r1"}"#;
+        let mut q = QuietRuns::default();
+        assert!(!q.observe(started));
+        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
+        // Ended with something counted: shown, its start freed at once.
+        let counted = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":1}"#;
+        assert!(!q.observe(counted));
+        assert_eq!(q.ready(), vec![b"started".to_vec()]);
+        // Ended with nothing counted and nothing between: both left out.
+        assert!(!q.observe(started));
+        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
+        let nothing = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":0}"#;
+        assert!(q.observe(nothing));
+        assert!(q.queue.is_empty());
+    }
+
+    #[test]
     fn hints_name_the_closest_event() {
-        assert!(unknown_event_hint("task_succeded").contains("did you mean task_succeeded?"));
-        assert!(unknown_event_hint("zzzzzzzzzzzzzzzzz").contains("run_started"));
+        let events: Vec<String> = Event::names().collect();
+        let hint = |name| unknown_event_hint(name, &events);
+        assert!(hint("task_succeded").contains("did you mean task_succeeded?"));
+        assert!(hint("state_prund").contains("did you mean state_pruned?"));
+        assert!(hint("zzzzzzzzzzzzzzzzz").contains("run_started"));
     }
 }

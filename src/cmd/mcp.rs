@@ -258,6 +258,8 @@ impl Agents {
                     run: None,
                     json: true,
                     follow: false,
+                    lines: None,
+                    all: true,
                 };
                 let limit = input.get("limit").and_then(Value::as_u64).unwrap_or(100);
                 let lines =

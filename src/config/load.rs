@@ -1258,10 +1258,18 @@ fn expand_files(
             out.push(p);
         }
     };
+    let mut named: Vec<PathBuf> = Vec::new();
     for entry in raw {
         let (prefix, rest) = split_home(entry, base, env).map_err(|e| format!("{entry:?}: {e}"))?;
         let literal = normalize(&prefix.join(rest));
         if !has_glob_meta(rest) || literal.exists() {
+            if named.contains(&literal) {
+                warnings.push(format!(
+                    "{label}: {} is named twice; it is read once",
+                    literal.display()
+                ));
+            }
+            named.push(literal.clone());
             push(literal, &mut out);
             continue;
         }

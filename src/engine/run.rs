@@ -159,7 +159,12 @@ pub fn tick(t: &Tick) -> Result<Report> {
         Ok(p) => p,
     };
     let (mut store, mut audit) = d.into_parts();
-    housekeeping(cfg, &mut store, &mut audit, t.clock, now)?;
+    let pruned = housekeeping(cfg, &mut store, &mut audit, t.clock, now)?;
+    // Said once the run has said it started (or was skipped): a line of this run.
+    let pruned = pruned.map(|rows| Event::StatePruned {
+        run_id: &run_id,
+        rows,
+    });
 
     let active = t.force || cfg.active.is_active(now);
     let skip = if let Some(p) = paused.as_ref().filter(|_| !t.force) {
@@ -188,6 +193,9 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 holder_since: None,
             };
             audit.record(t.clock.now(), &event).map_err(&audit_err)?;
+            if let Some(pruned) = &pruned {
+                audit.record(t.clock.now(), pruned).map_err(&audit_err)?;
+            }
             (t.diag)(format!("run skipped: {reason}"));
             (skipped(reason), store, audit)
         }
@@ -210,6 +218,9 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 &paths,
                 t.autonomy.as_str(),
             )?;
+            if let Some(pruned) = &pruned {
+                session.record(pruned)?;
+            }
             session.stop = t.stop;
             session.mcp = servers;
             session.known = t
@@ -310,31 +321,30 @@ fn mcp_catalog(
 }
 
 /// Retention (SPEC §11), under the run lock: rotate the audit log when it passed
-/// `retention.audit_max_size`, and prune old state once a local day.
+/// `retention.audit_max_size`, and prune old state once a local day. Returns the rows
+/// pruned when it pruned (also 0), for the run's `state_pruned` line.
 fn housekeeping(
     cfg: &Config,
     store: &mut crate::store::Store,
     audit: &mut crate::audit::AuditLog,
     clock: crate::clock::Clock,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<()> {
+) -> Result<Option<u64>> {
     let r = &cfg.retention;
     audit
         .rotate(r.audit_max_size, r.audit_keep, clock.now())
         .map_err(|e| Error::io(audit.path(), e))?;
-    // A denial holds for approval_ttl: its record stays at least that long.
-    let keep = chrono::Duration::from_std(r.history.max(cfg.approval_ttl))
-        .unwrap_or(chrono::Duration::MAX);
-    let Some(cutoff) = now.checked_sub_signed(keep) else {
-        return Ok(());
+    let back = |d: std::time::Duration| {
+        chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| now.checked_sub_signed(d))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC)
     };
+    // A denial holds its task for approval_ttl: only those still holding one are kept.
+    let (cutoff, holding_since) = (back(r.history), back(cfg.approval_ttl));
     let day = now.with_timezone(&cfg.tz()).date_naive().to_string();
-    if let Some(rows) = store.prune_once_a_day(&day, cutoff)?.filter(|n| *n > 0) {
-        audit
-            .record(clock.now(), &Event::StatePruned { rows })
-            .map_err(|e| Error::io(audit.path(), e))?;
-    }
-    Ok(())
+    // Said also when nothing was old enough, so that a reader sees retention ran.
+    Ok(store.prune_once_a_day(&day, cutoff, holding_since)?)
 }
 
 /// The plan of this tick from the stored state as it is now.

@@ -1,12 +1,14 @@
-//! Retention (SPEC §11): what is old enough to go, pruned at most once a day.
+//! Retention: what is old enough to go, pruned at most once a day.
 //!
 //! Invariants:
-//! - Never pruned: pending, approved or running approvals, grants, the pause, task state
-//!   (last attempt, last success, failure counts, trips: what schedules and the breaker
-//!   read), held starts, cached MCP listings and proposals.
-//! - Pruned in one transaction: history rows and runs older than the cutoff, decided
-//!   approvals decided before it, and the record of sent messages and Telegram messages
-//!   with buttons older than it.
+//! - Never pruned: pending, approved or running approvals, a denial that still holds its
+//!   task (decided within `approval_ttl`), grants, the pause, task state (last attempt, last
+//!   success, failure counts, trips: what schedules and the breaker read), held starts,
+//!   cached MCP listings and proposals.
+//! - Pruned in one transaction: history rows and runs older than `retention.history`,
+//!   approvals decided before it (but for the denials above), and the record of sent
+//!   messages older than it; Telegram messages with buttons once older than `approval_ttl`
+//!   too (a press edits them). `approval_ttl` holds back nothing else.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{TransactionBehavior, params};
@@ -19,25 +21,42 @@ const PRUNED_DAY: &str = "pruned_day";
 
 impl Store {
     /// Prune what is older than `cutoff`, unless already done on `day` (a local date).
-    /// Returns the rows removed, or None when it had already run that day.
-    pub fn prune_once_a_day(&mut self, day: &str, cutoff: DateTime<Utc>) -> Result<Option<u64>> {
+    /// `holding_since` is `approval_ttl` back from now: a denial decided since still holds its
+    /// task and stays, and so does a message with buttons sent since. Returns the rows
+    /// removed, or None when it had already run that day.
+    pub fn prune_once_a_day(
+        &mut self,
+        day: &str,
+        cutoff: DateTime<Utc>,
+        holding_since: DateTime<Utc>,
+    ) -> Result<Option<u64>> {
         if self.meta(PRUNED_DAY)?.as_deref() == Some(day) {
             return Ok(None);
         }
         let before = format_ts(cutoff);
+        let holding = format_ts(holding_since);
         let rows = self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut rows = 0;
             for sql in [
                 "DELETE FROM task_runs WHERE started_at < ?1",
                 "DELETE FROM runs WHERE started_at < ?1 AND finished_at IS NOT NULL",
-                "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running')
-                    AND COALESCE(decided_at, created_at) < ?1",
                 "DELETE FROM sent WHERE sent_at < ?1",
-                "DELETE FROM tg_messages WHERE sent_at < ?1",
             ] {
                 rows += tx.execute(sql, params![before])? as u64;
             }
+            // A message with buttons is edited when one is pressed, for as long as its
+            // approval can be decided.
+            rows += tx.execute(
+                "DELETE FROM tg_messages WHERE sent_at < ?1 AND sent_at < ?2",
+                params![before, holding],
+            )? as u64;
+            rows += tx.execute(
+                "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running')
+                    AND COALESCE(decided_at, created_at) < ?1
+                    AND NOT (state = 'denied' AND decided_at >= ?2)",
+                params![before, holding],
+            )? as u64;
             tx.execute(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2)
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -117,8 +136,14 @@ mod tests {
 
         let cutoff = ts("2026-02-01T00:00:00Z");
         // One run old, one new; the old decided approval.
-        assert_eq!(s.prune_once_a_day("2026-05-01", cutoff).unwrap(), Some(3));
-        assert_eq!(s.prune_once_a_day("2026-05-01", cutoff).unwrap(), None);
+        assert_eq!(
+            s.prune_once_a_day("2026-05-01", cutoff, cutoff).unwrap(),
+            Some(3)
+        );
+        assert_eq!(
+            s.prune_once_a_day("2026-05-01", cutoff, cutoff).unwrap(),
+            None
+        );
         assert_eq!(count(&s, "task_runs"), 1);
         assert_eq!(count(&s, "runs"), 1);
         assert!(s.approval(decided).unwrap().is_none());
@@ -129,5 +154,21 @@ mod tests {
             .unwrap();
         assert!(snap.succeeded.contains("aaaaaaaaaaaa"));
         assert!(snap.last_attempt.contains_key("aaaaaaaaaaaa"));
+    }
+
+    #[test]
+    fn a_message_with_buttons_stays_while_its_approval_can_be_decided() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let sent = ts("2026-05-01T10:00:00Z");
+        s.save_button_message(1, 7, "<b>x</b>", &[1], sent).unwrap();
+        // Past `history` (1 day), within `approval_ttl` (30 days).
+        let (cutoff, holding) = (ts("2026-05-09T10:00:00Z"), ts("2026-04-10T10:00:00Z"));
+        s.prune_once_a_day("2026-05-10", cutoff, holding).unwrap();
+        assert_eq!(count(&s, "tg_messages"), 1);
+        // Past both.
+        let (cutoff, holding) = (ts("2026-06-09T10:00:00Z"), ts("2026-05-10T10:00:00Z"));
+        s.prune_once_a_day("2026-06-10", cutoff, holding).unwrap();
+        assert_eq!(count(&s, "tg_messages"), 0);
     }
 }

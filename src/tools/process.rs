@@ -1,5 +1,6 @@
 //! Child processes: own process group, concurrent capped capture, timeout with SIGTERM then
-//! SIGKILL to the group, always reaped; the leader gets SIGTERM if heartbeat dies.
+//! SIGKILL to the group, always reaped; if heartbeat dies, the leader gets SIGTERM at once and
+//! the whole group SIGTERM, then SIGKILL after the grace period (a [`sys::GroupWatch`]).
 //!
 //! Invariants of [`run`]:
 //!
@@ -174,6 +175,10 @@ fn run_inner(req: &Request) -> Outcome {
     };
     // The group id: the leader's pid (`process_group(0)`).
     let pid = child.id() as i32;
+    // Should heartbeat die while the tool runs, the parent-death signal reaches the leader
+    // only: this watch stops the rest of the group. Stood down once the group is handled
+    // here (or at any return). Best effort: a fork that fails leaves the leader's signal.
+    let watch = sys::watch_group(pid, req.kill_grace).ok();
 
     // From here on the child exists: every path must reap it.
     let stdin = child.stdin.take();
@@ -283,6 +288,7 @@ fn run_inner(req: &Request) -> Outcome {
             sys::signal_group(pid, Signal::SIGKILL);
         }
     }
+    drop(watch);
 
     // Readers finish when the last holder of the pipes is gone; one that outlived its group
     // (setsid) is abandoned after READER_GRACE.

@@ -353,3 +353,53 @@ fn the_readmes_reference_config_is_accepted() {
     out.code(0);
     assert!(!out.stderr.contains("error"), "{}", out.stderr);
 }
+
+/// A file named twice in `files` (or twice through a link) is read once, and `check` says
+/// so: in its text and among the `--json` problems as a warning, not only on stderr.
+#[test]
+fn check_shows_a_file_named_twice_in_files() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n")
+        .config("files = [\"HEARTBEAT.md\", \"./HEARTBEAT.md\"]\n");
+    let out = env.cmd(["check"]).output();
+    out.code(0);
+    assert!(
+        out.stdout.contains("warning: files: ") && out.stdout.contains("named twice"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("1 warning(s)"), "{}", out.stdout);
+    let json = env.cmd(["check", "--json"]).output().json();
+    let problems = json["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{json}");
+    assert_eq!(problems[0]["severity"], "warning");
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("named twice"),
+        "{json}"
+    );
+    assert!(
+        problems[0]["file"]
+            .as_str()
+            .unwrap()
+            .ends_with("heartbeat.toml"),
+        "{json}"
+    );
+    // Through a symbolic link: the same.
+    std::os::unix::fs::symlink("HEARTBEAT.md", env.path("other.md")).unwrap();
+    env.write(
+        "heartbeat.toml",
+        "files = [\"HEARTBEAT.md\", \"other.md\"]\n",
+    );
+    let json = env.cmd(["check", "--json"]).output().json();
+    let problems = json["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{json}");
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("are the same file"),
+        "{json}"
+    );
+}

@@ -1077,11 +1077,12 @@ fn eight_parallel_tasks_finish_together_and_are_ticked_in_one_rewrite() {
         1,
         "HEARTBEAT.md was rewritten more than once"
     );
-    // Every audit line is whole: `audit()` parses each one; the run is bracketed.
+    // Every audit line is whole: `audit()` parses each one; the run is bracketed. (The
+    // day's first run also says retention ran: `state_pruned`.)
     let names = env.event_names();
     assert_eq!(names.first().map(String::as_str), Some("run_started"));
     assert_eq!(names.last().map(String::as_str), Some("run_finished"));
-    assert_eq!(names.len(), 1 + 8 + 8 + 1, "{names:?}");
+    assert_eq!(names.len(), 1 + 1 + 8 + 8 + 1, "{names:?}");
     assert!(env.audit_text().lines().all(|l| l.starts_with("{\"ts\":")));
 }
 

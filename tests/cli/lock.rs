@@ -133,3 +133,63 @@ fn deleting_the_lock_file_lets_no_second_run_in() {
     assert_eq!(skipped[0]["reason"], "locked");
     assert!(env.read("HEARTBEAT.md").contains("- [x] @shell"));
 }
+
+/// A `heartbeat.lock` that is a FIFO would block whoever opens it: a run refuses it, naming
+/// it, whether or not another process holds the lock (and `status` too), and never hangs.
+#[test]
+fn a_fifo_as_the_lock_file_is_refused_not_waited_on() {
+    let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n");
+    std::fs::create_dir_all(env.state()).unwrap();
+    let fifo = env.state().join("heartbeat.lock");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let refused = |out: &Output, what: &str| {
+        out.code(2);
+        assert!(
+            out.stderr.contains("heartbeat.lock") && out.stderr.contains("not a regular file"),
+            "{what}: {}",
+            out.stderr
+        );
+    };
+    for held in [true, false] {
+        let holder = held.then(|| env.hold_lock());
+        let child = env.cmd(["run", "--once"]).now(NOW).spawn();
+        let out = wait_output(child, "run --once with a FIFO lock file", WAIT);
+        refused(&out, &format!("run, lock held: {held}"));
+        let child = env.cmd(["status"]).spawn();
+        let out = wait_output(child, "status with a FIFO lock file", WAIT);
+        if held {
+            refused(&out, "status, lock held");
+        } else {
+            out.code(0);
+        }
+        drop(holder);
+    }
+    assert!(
+        env.events("task_succeeded").is_empty(),
+        "{}",
+        env.audit_text()
+    );
+
+    // The daemon's file likewise: `status` and `daemon` refuse it, neither waits on it.
+    std::fs::remove_file(&fifo).unwrap();
+    let fifo = env.state().join("heartbeat.daemon");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    for args in [vec!["status"], vec!["daemon", "--every", "1h"]] {
+        let child = env.cmd(args.clone()).now(NOW).spawn();
+        let out = wait_output(child, "a command with a FIFO daemon file", WAIT);
+        out.code(2);
+        assert!(
+            out.stderr.contains("heartbeat.daemon") && out.stderr.contains("not a regular file"),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+}

@@ -497,7 +497,8 @@ fn follow_prints_appended_lines_and_completes_half_written_ones() {
         )
         .as_bytes(),
     );
-    let mut f = follow(&env, &[]);
+    // What is there already is shown with -n; a run is shown (--all) before it did anything.
+    let mut f = follow(&env, &["-n", "10", "--all"]);
     f.expect("run_started  run first0000000\n", WAIT);
 
     // A whole line appended later.
@@ -567,7 +568,7 @@ fn follow_reopens_a_truncated_or_replaced_log() {
         )
         .as_bytes(),
     );
-    let mut f = follow(&env, &[]);
+    let mut f = follow(&env, &["-n", "1"]);
     f.expect("  one  pad=", WAIT);
     // Truncated in place (same inode, now shorter than what was read).
     fs::write(
@@ -597,7 +598,7 @@ fn follow_reopens_a_truncated_or_replaced_log() {
 fn follow_ends_when_stdout_is_closed() {
     let env = env();
     append(&env, line("2026-05-01T10:00:00.000Z", "one", "").as_bytes());
-    let mut child = env.cmd(["log", "-f"]).spawn();
+    let mut child = env.cmd(["log", "-f", "-n", "1"]).spawn();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
@@ -638,7 +639,17 @@ fn a_50_mb_log_is_read_as_a_stream() {
 
     // Memory: follow it, and once everything is read, the peak resident size of the
     // process must be far below the size of the file.
-    let mut f = follow(&env, &["--event", "the_end", "--event", "nothing_at_all"]);
+    let mut f = follow(
+        &env,
+        &[
+            "--since",
+            "2026-01-01T00:00:00Z",
+            "--event",
+            "the_end",
+            "--event",
+            "nothing_at_all",
+        ],
+    );
     f.expect("the_end", Duration::from_secs(15));
     if let Ok(status) = fs::read_to_string(format!("/proc/{}/status", f.pid())) {
         let peak_kb: u64 = status
@@ -651,4 +662,266 @@ fn a_50_mb_log_is_read_as_a_stream() {
             "peak RSS {peak_kb} kB while reading a {size}-byte log"
         );
     }
+}
+
+/// `--event` knows every event heartbeat writes, those of retention and of held-back
+/// messages too: no warning for them, and a hint for a typo.
+#[test]
+fn every_event_heartbeat_writes_is_known_to_event() {
+    let env = env();
+    for event in [
+        "state_pruned",
+        "audit_rotated",
+        "notification_held",
+        "notification_folded",
+        "notification_dropped",
+        "task_reset",
+        "grant_revoked",
+    ] {
+        let out = log(&env, &["--event", event]);
+        assert_eq!(out.stderr, "", "--event {event}");
+    }
+    let out = log(&env, &["--event", "state_prunned"]);
+    assert!(
+        out.stderr.contains("did you mean state_pruned?"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A failed write to standard output is an error (exit 2: nothing ran), named as such; a
+/// reader that goes away early (`log | head`) is not: exit 0, nothing on stderr.
+#[test]
+fn a_full_stdout_is_an_error_and_a_closed_pipe_is_not() {
+    let env = env();
+    run_at(&env, NOW);
+    for args in [vec!["log"], vec!["log", "--json"]] {
+        let out = env.cmd(args.clone()).output_to_full_disk();
+        out.code(2);
+        assert!(
+            out.stderr.contains("heartbeat: standard output: "),
+            "{args:?}: {}",
+            out.stderr
+        );
+    }
+    // A log far bigger than a pipe holds, read one line of.
+    let block = env.audit_text();
+    let mut big = String::new();
+    while big.len() < 2_000_000 {
+        big.push_str(&block);
+    }
+    fs::write(env.audit_path(), &big).unwrap();
+    let mut child = env.cmd(["log", "--json"]).spawn();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert!(first.starts_with("{\"ts\":"), "{first}");
+    drop(stdout);
+    let out = wait_output(child, "heartbeat log | head -1", WAIT);
+    out.code(0);
+    assert_eq!(out.stderr, "");
+}
+
+/// `-n N`: the last N lines that match, from every file, oldest first.
+#[test]
+fn n_shows_the_last_matching_lines() {
+    let env = env();
+    let mut all = String::new();
+    for i in 0..5 {
+        all.push_str(&line(
+            &format!("2026-05-01T10:00:0{i}.000Z"),
+            "paused",
+            &format!(",\"reason\":\"r{i}\",\"by\":\"cli:ann\""),
+        ));
+        all.push_str(&line(
+            &format!("2026-05-01T10:00:0{i}.500Z"),
+            "resumed",
+            ",\"by\":\"cli:ann\"",
+        ));
+    }
+    fs::create_dir_all(env.state()).unwrap();
+    let lines: Vec<&str> = all.lines().collect();
+    // The first four lines in a rotated file.
+    fs::write(
+        env.path("state/audit.jsonl.1"),
+        format!("{}\n", lines[..4].join("\n")),
+    )
+    .unwrap();
+    append(&env, format!("{}\n", lines[4..].join("\n")).as_bytes());
+    let last3 = log(&env, &["--json", "-n", "3"]).stdout;
+    assert_eq!(last3, format!("{}\n", lines[7..].join("\n")));
+    let paused = log(&env, &["--json", "-n", "3", "--event", "paused"]).stdout;
+    let want: Vec<&str> = lines
+        .iter()
+        .copied()
+        .filter(|l| l.contains("paused"))
+        .collect();
+    assert_eq!(paused, format!("{}\n", want[2..].join("\n")));
+    let human = log(&env, &["-n", "1", "--event", "paused"]).stdout;
+    assert_eq!(human.lines().count(), 1, "{human}");
+    assert!(human.contains("cli:ann: r4"), "{human}");
+    assert_eq!(log(&env, &["-n", "0"]).stdout, "");
+    // More than there are: all of them.
+    assert_eq!(log(&env, &["--json", "-n", "100"]).stdout, all);
+}
+
+/// Runs that did nothing (started, finished, nothing counted, no line of theirs between)
+/// are left out of the readable log unless `--all`; `--json` and `--run` show them.
+#[test]
+fn runs_that_did_nothing_are_hidden_unless_all() {
+    let env = env();
+    let started = |ts: &str, run: &str| line(ts, "run_started", &format!(",\"run_id\":\"{run}\""));
+    let finished = |ts: &str, run: &str, ok: u32| {
+        line(
+            ts,
+            "run_finished",
+            &format!(
+                ",\"run_id\":\"{run}\",\"succeeded\":{ok},\"failed\":0,\"queued\":0,\"skipped\":0,\"invalid\":0,\"duration_ms\":3"
+            ),
+        )
+    };
+    let text = [
+        started("2026-05-01T10:00:00.000Z", "empty0000001"),
+        finished("2026-05-01T10:00:00.010Z", "empty0000001", 0),
+        started("2026-05-01T10:30:00.000Z", "busy00000001"),
+        // Another process's line in the middle keeps its place.
+        line(
+            "2026-05-01T10:30:00.001Z",
+            "paused",
+            ",\"until\":null,\"by\":\"cli:ann\"",
+        ),
+        line(
+            "2026-05-01T10:30:00.005Z",
+            "task_succeeded",
+            ",\"run_id\":\"busy00000001\",\"tool\":\"log\",\"output\":\"hi\"",
+        ),
+        finished("2026-05-01T10:30:00.010Z", "busy00000001", 1),
+        started("2026-05-01T11:00:00.000Z", "empty0000002"),
+        finished("2026-05-01T11:00:00.010Z", "empty0000002", 0),
+        // Not finished (still running, or it died): shown.
+        started("2026-05-01T11:30:00.000Z", "open00000001"),
+    ]
+    .concat();
+    append(&env, text.as_bytes());
+    let human = log(&env, &[]).stdout;
+    let events: Vec<&str> = human
+        .lines()
+        .map(|l| l.split("  ").nth(1).unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        [
+            "run_started",
+            "paused",
+            "task_succeeded",
+            "run_finished",
+            "run_started"
+        ],
+        "{human}"
+    );
+    assert!(!human.contains("empty000000"), "{human}");
+    assert!(human.contains("busy00000001") && human.contains("open00000001"));
+    // Filtered to run_finished: the empty runs' ends stay hidden.
+    let ends = log(&env, &["--event", "run_finished"]).stdout;
+    assert_eq!(ends.lines().count(), 1, "{ends}");
+    // --all, --json and --run show everything asked for.
+    assert_eq!(log(&env, &["--all"]).stdout.lines().count(), 9);
+    assert_eq!(log(&env, &["--json"]).stdout, text);
+    assert_eq!(
+        log(&env, &["--run", "empty0000001"]).stdout.lines().count(),
+        2
+    );
+    // -n counts the lines shown.
+    let last = log(&env, &["-n", "2"]).stdout;
+    assert_eq!(last.lines().count(), 2, "{last}");
+    assert!(
+        last.contains("open00000001") && last.contains("run_finished"),
+        "{last}"
+    );
+}
+
+/// `-f` alone starts at the end (like `tail -f`): only lines written from then on.
+#[test]
+fn follow_alone_starts_at_the_end() {
+    let env = env();
+    append(
+        &env,
+        line("2026-05-01T10:00:00.000Z", "old_line", "").as_bytes(),
+    );
+    // A line being written when it starts is skipped whole.
+    append(
+        &env,
+        b"{\"ts\":\"2026-05-01T10:00:00.500Z\",\"event\":\"half_",
+    );
+    let mut f = follow(&env, &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    append(&env, b"line\"}\n");
+    append(
+        &env,
+        line("2026-05-01T10:00:01.000Z", "new_line", "").as_bytes(),
+    );
+    f.expect("  new_line\n", WAIT);
+    send_signal(f.pid(), libc::SIGTERM);
+    let out = f.finish(WAIT);
+    assert!(!out.stdout.contains("old_line"), "{}", out.stdout);
+    assert!(!out.stdout.contains("half_line"), "{}", out.stdout);
+}
+
+/// The log rotates twice between two looks of `log -f` (as heartbeat rotates: the file is
+/// linked to `.1` after older ones shift up, and a new file takes the name): every line of
+/// every file is shown, in order, none twice.
+#[test]
+fn follow_reads_every_file_when_the_log_rotates_twice_between_two_looks() {
+    // Keeping 3 rotated files, and keeping 1 (the file it read is deleted by then).
+    for keep in [3, 1] {
+        follow_two_rotations(keep);
+    }
+}
+
+fn follow_two_rotations(keep: usize) {
+    let env = env();
+    let path = env.audit_path();
+    let rotated = |n: usize| env.path(&format!("state/audit.jsonl.{n}"));
+    let rotate = |first: &str| {
+        let _ = fs::remove_file(rotated(keep));
+        for n in (1..keep).rev() {
+            if rotated(n).exists() {
+                fs::rename(rotated(n), rotated(n + 1)).unwrap();
+            }
+        }
+        fs::hard_link(&path, rotated(1)).unwrap();
+        let fresh = env.path("state/audit.jsonl.new");
+        fs::write(&fresh, first).unwrap();
+        fs::rename(&fresh, &path).unwrap();
+    };
+    let at = |i: usize| format!("2026-05-01T10:00:{i:02}.000Z");
+    append(&env, line(&at(0), "line_00", "").as_bytes());
+    let mut f = follow(&env, &["--json", "-n", "1"]);
+    f.expect("line_00", WAIT);
+    // Between two looks of the follower (it looks every 200 ms): lines, a rotation, lines,
+    // another rotation, lines.
+    let mut want = vec![line(&at(0), "line_00", "")];
+    let mut i = 1;
+    let mut next = |env: &Env| {
+        let l = line(&at(i), &format!("line_{i:02}"), "");
+        i += 1;
+        append(env, l.as_bytes());
+        l
+    };
+    want.push(next(&env));
+    let first = line(&at(50), "audit_rotated", "");
+    rotate(&first);
+    want.push(first);
+    want.push(next(&env));
+    let second = line(&at(51), "audit_rotated", "");
+    rotate(&second);
+    want.push(second);
+    want.push(next(&env));
+    let last = want.last().unwrap().clone();
+    f.expect(&last, WAIT);
+    send_signal(f.pid(), libc::SIGTERM);
+    let out = f.finish(WAIT);
+    let shown: Vec<&str> = out.stdout.lines().collect();
+    let want: Vec<&str> = want.iter().map(|l| l.trim_end()).collect();
+    assert_eq!(shown, want, "audit_keep = {keep}");
 }

@@ -68,21 +68,68 @@ fn old_state_is_pruned_once_a_day_and_what_schedules_need_stays() {
     let env = Env::new(MD).config("autonomy = \"full\"\n[retention]\nhistory = \"30d\"\n");
     env.run_once("2026-01-01T10:00:00Z").code(0);
     env.run_once("2026-01-01T11:00:00Z").code(0);
-    assert!(env.events("state_pruned").is_empty(), "nothing is old yet");
-    env.run_once("2026-05-01T10:00:00Z").code(0);
+    // Retention ran, and says so, although nothing was old yet; once that day.
     let pruned = env.events("state_pruned");
     assert_eq!(pruned.len(), 1, "{}", env.audit_text());
+    assert_eq!(pruned[0]["rows"], 0);
+    env.run_once("2026-05-01T10:00:00Z").code(0);
+    let pruned = env.events("state_pruned");
+    assert_eq!(pruned.len(), 2, "{}", env.audit_text());
     // Two old runs and their two task runs.
-    assert_eq!(pruned[0]["rows"], 4);
+    assert_eq!(pruned[1]["rows"], 4);
     // Once a day.
     env.run_once("2026-05-01T11:00:00Z").code(0);
-    assert_eq!(env.events("state_pruned").len(), 1);
+    assert_eq!(env.events("state_pruned").len(), 2);
     let runs: i64 = env
         .db()
         .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
         .unwrap();
     assert_eq!(runs, 2);
     env.cmd(["status"]).output().code(0);
+}
+
+/// `approval_ttl` holds back only the denials that still hold their task: history older than
+/// `retention.history` goes even when `approval_ttl` is longer.
+#[test]
+fn a_long_approval_ttl_keeps_only_the_denials_that_still_hold_a_task() {
+    let env =
+        Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n- [ ] @shell {\"cmd\": \"true\"}\n")
+            .config("approval_ttl = \"30d\"\n[retention]\nhistory = \"1d\"\n");
+    env.run_once("2026-05-01T10:00:00Z").code(0);
+    let denied = env.approval_rows();
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    env.cmd(["deny", "1"])
+        .now("2026-05-01T10:05:00Z")
+        .output()
+        .code(0);
+    // Nine days on: the first day's history is past `history`, the denial within the ttl.
+    env.run_once("2026-05-10T10:00:00Z").code(0);
+    let pruned = env.events("state_pruned");
+    assert_eq!(pruned.len(), 2, "{}", env.audit_text());
+    assert!(
+        pruned[1]["rows"].as_u64().unwrap() >= 2,
+        "the first day's run and its @log: {}",
+        pruned[1]
+    );
+    let old_runs: i64 = env
+        .db()
+        .query_row(
+            "SELECT COUNT(*) FROM task_runs WHERE started_at < '2026-05-02'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(
+        old_runs, 0,
+        "history older than retention.history is pruned"
+    );
+    assert_eq!(env.approval_state(1).as_deref(), Some("denied"));
+    // The denial still holds the task: it is not asked for again.
+    assert!(
+        env.events("approval_requested").len() == 1,
+        "{}",
+        env.audit_text()
+    );
 }
 
 #[test]

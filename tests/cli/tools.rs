@@ -336,3 +336,46 @@ fn http_tool_posts_to_a_server_and_records_its_answer() {
         json!({"a": 1})
     );
 }
+
+/// heartbeat killed with SIGKILL while a tool runs: the tool's whole process group is
+/// stopped, not only its first process (the only one the kernel's parent-death signal
+/// reaches): a shell's children do not run on unwatched.
+#[test]
+fn a_tools_whole_group_is_stopped_when_heartbeat_is_killed() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @shell {\"cmd\": \"sleep 60 & echo $! > grandchild.pid; echo $$ > leader.pid; wait\"}\n",
+    );
+    let mut run = env
+        .cmd(["run", "--once", "--autonomy", "full"])
+        .now(NOW)
+        .spawn();
+    let pid_in = |name: &str| -> i32 {
+        let path = env.path(name);
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(pid) = std::fs::read_to_string(&path)
+                .unwrap_or_default()
+                .trim()
+                .parse()
+            {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "{name} was never written");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let leader = pid_in("leader.pid");
+    let grandchild = pid_in("grandchild.pid");
+    run.kill().expect("kill -9 heartbeat");
+    run.wait().expect("reap heartbeat");
+    let deadline = Instant::now() + WAIT;
+    for (pid, what) in [(leader, "the tool's shell"), (grandchild, "its sleep 60")] {
+        while !is_dead(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "{what} ({pid}) outlived heartbeat"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
