@@ -31,13 +31,18 @@ pub struct RedactedJson(Value);
 impl Secrets {
     /// `text` through the one redaction step.
     pub fn redact(&self, text: &str) -> Redacted {
-        Redacted(self.string(text))
+        Redacted(self.text(text).into_owned())
     }
 
     /// `value` through the one redaction step.
     pub fn redact_json(&self, mut value: Value) -> RedactedJson {
         self.value(&mut value);
         RedactedJson(value)
+    }
+
+    /// A task's input through the one redaction step.
+    pub fn redact_map(&self, input: &serde_json::Map<String, Value>) -> RedactedJson {
+        self.redact_json(Value::Object(input.clone()))
     }
 
     /// Every string of `value` through the one redaction step, its keys' values kept: for a
@@ -111,6 +116,56 @@ impl Redacted {
         }
         let left_out = (text.len() - end) as u64 + dropped;
         Redacted(format!("{}… [{left_out} more bytes]", &text[..end]))
+    }
+
+    /// Cut into parts of at most `limit` units (`units` measures a character), at line
+    /// boundaries; a line longer than the limit is cut at a character boundary. Always at
+    /// least one part.
+    pub fn split_lines(&self, limit: usize, units: fn(char) -> usize) -> Vec<Redacted> {
+        let measure = |s: &str| s.chars().map(units).sum::<usize>();
+        let mut parts = Vec::new();
+        let mut current = String::new();
+        for line in self.0.split('\n') {
+            let mut line = line;
+            while measure(line) > limit {
+                let mut n = 0;
+                let mut end = 0;
+                for (i, c) in line.char_indices() {
+                    if n + units(c) > limit {
+                        break;
+                    }
+                    n += units(c);
+                    end = i + c.len_utf8();
+                }
+                if end == 0 {
+                    // A character wider than the limit goes alone, rather than never.
+                    end = line.chars().next().map_or(line.len(), char::len_utf8);
+                }
+                if !current.is_empty() {
+                    parts.push(Redacted(std::mem::take(&mut current)));
+                }
+                parts.push(Redacted(line[..end].to_string()));
+                line = &line[end..];
+            }
+            let extra = if current.is_empty() { 0 } else { 1 };
+            if measure(&current) + extra + measure(line) > limit {
+                parts.push(Redacted(std::mem::take(&mut current)));
+            }
+            if !current.is_empty() {
+                current.push('\n');
+            }
+            current.push_str(line);
+        }
+        if !current.is_empty() || parts.is_empty() {
+            parts.push(Redacted(current));
+        }
+        parts
+    }
+
+    /// Followed by heartbeat's own words.
+    pub fn append(mut self, words: &'static str) -> Redacted {
+        self.0.push_str(words);
+        self
     }
 
     /// Without `prefix`, when it starts with it.

@@ -242,7 +242,7 @@ pub struct Mark<'a> {
     #[serde(serialize_with = "path")]
     pub file: &'a Path,
     pub line: Option<usize>,
-    pub reason: Option<&'a str>,
+    pub reason: Option<&'a Redacted>,
 }
 
 /// `approval_approved` / `approval_denied`: written by whoever decided, outside any run.
@@ -262,7 +262,7 @@ pub struct Ended<'a> {
     pub run_id: Option<&'a str>,
     pub approval_id: i64,
     pub task_id: &'a str,
-    pub reason: &'a str,
+    pub reason: &'a Redacted,
 }
 
 /// `notification_sent` / `notification_failed`.
@@ -292,7 +292,7 @@ pub struct Withheld<'a> {
 #[derive(Debug, Serialize)]
 pub struct Pause<'a> {
     pub until: Option<&'a str>,
-    pub reason: Option<&'a str>,
+    pub reason: Option<&'a Redacted>,
     pub by: &'a str,
 }
 

@@ -390,6 +390,7 @@ mod tests {
             line: Some(3),
             reason: None,
         };
+        let (gone, ttl) = (Redacted::from("gone"), Redacted::from("ttl"));
         let cases: Vec<(Event, &[&str])> = vec![
             (
                 Event::TaskFailed(run("r1")),
@@ -440,7 +441,7 @@ mod tests {
                     run_id: Some("r1"),
                     approval_id: 1,
                     task_id: "abc",
-                    reason: "gone",
+                    reason: &gone,
                 }),
                 &["ts", "event", "run_id", "approval_id", "task_id", "reason"],
             ),
@@ -449,7 +450,7 @@ mod tests {
                     run_id: None,
                     approval_id: 1,
                     task_id: "abc",
-                    reason: "ttl",
+                    reason: &ttl,
                 }),
                 &["ts", "event", "approval_id", "task_id", "reason"],
             ),
