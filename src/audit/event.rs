@@ -9,15 +9,15 @@
 //! - Keys the SPEC does not list (`holder_pid`, a task's `summary` and `stderr`, …) come after
 //!   the SPEC's keys, as typed fields too.
 //! - Values are borrowed: an event is built where it happens and written at once.
-//! - Free text (a tool's output and errors, a task's text, an error message) is
-//!   [`Redacted`]: it went through the redaction step before anything cut it.
+//! - Free text (a tool's output and errors, a task's text, an error message, a reason) is
+//!   [`Redacted`], and a task's input [`RedactedJson`]: it went through the redaction step
+//!   before anything cut it. Other `&str` fields hold heartbeat's own words (fixed reasons,
+//!   modes, sections), ids, names and times.
 
 use std::path::Path;
 
+use crate::text::{Redacted, RedactedJson};
 use serde::{Serialize, Serializer};
-use serde_json::{Map, Value};
-
-use crate::text::Redacted;
 
 /// Declares [`Event`] and, from the same list of variants, [`Event::NAMES`]: a new event is
 /// known to `log --event` the moment it exists.
@@ -137,7 +137,7 @@ pub enum Event<'a> {
         approval_id: i64,
         task_id: &'a str,
         tool: &'a str,
-        input: Input<'a>,
+        input: &'a RedactedJson,
         #[serde(serialize_with = "path")]
         file: &'a Path,
         line: usize,
@@ -220,7 +220,7 @@ pub struct TaskRun<'a> {
     pub line: i64,
     pub section: &'a str,
     pub tool: &'a str,
-    pub input: Input<'a>,
+    pub input: &'a RedactedJson,
     pub exit_code: Option<i32>,
     pub duration_ms: Option<u64>,
     pub output: Option<&'a Redacted>,
@@ -325,26 +325,6 @@ impl<'a> Daemon<'a> {
             version: Some(env!("CARGO_PKG_VERSION")),
             ..Daemon::new(None, None)
         }
-    }
-}
-
-/// A task's input: a parsed map, or a value as stored with an approval.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-pub enum Input<'a> {
-    Map(&'a Map<String, Value>),
-    Value(&'a Value),
-}
-
-impl<'a> From<&'a Map<String, Value>> for Input<'a> {
-    fn from(m: &'a Map<String, Value>) -> Self {
-        Input::Map(m)
-    }
-}
-
-impl<'a> From<&'a Value> for Input<'a> {
-    fn from(v: &'a Value) -> Self {
-        Input::Value(v)
     }
 }
 

@@ -246,6 +246,7 @@ impl<'a> Session<'a> {
         let run_id = self.run_id.clone();
         let text = self.secrets.redact(lost.text);
         let reason = self.secrets.redact(&reason);
+        let input = self.secrets.redact_json(lost.input.clone());
         self.record(&Event::TaskFailed(TaskRun {
             run_id: &run_id,
             task_id: lost.task_id,
@@ -253,7 +254,7 @@ impl<'a> Session<'a> {
             line: lost.line,
             section: lost.section,
             tool: lost.tool,
-            input: lost.input.into(),
+            input: &input,
             exit_code: None,
             duration_ms: None,
             output: None,
@@ -835,6 +836,7 @@ impl<'a> Session<'a> {
             })
             .map_err(|e| unrecorded(task, name, "its outcome could not be recorded", e.into()))?;
         let stderr = stderr.truncate(TEXT_LIMIT, outcome.stderr_dropped);
+        let shown_input = self.secrets.redact_map(input);
         let run = TaskRun {
             run_id: &self.run_id,
             task_id: &task.id,
@@ -842,7 +844,7 @@ impl<'a> Session<'a> {
             line: task.line as i64,
             section: task.section.as_str(),
             tool: name,
-            input: input.into(),
+            input: &shown_input,
             exit_code: outcome.exit_code,
             duration_ms: Some(duration_ms),
             output: Some(&output),
@@ -938,6 +940,8 @@ impl<'a> Session<'a> {
         }
         // `approve` from another directory must run it under this same config.
         let config = crate::store::config_key(self.cfg.source.as_deref());
+        // Stored redacted: what runs is always re-read from the file.
+        let shown_input = self.secrets.redact_map(input);
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
@@ -945,8 +949,7 @@ impl<'a> Session<'a> {
                 line: task.line,
                 section: task.section.as_str(),
                 tool: name,
-                // Stored redacted: what runs is always re-read from the file.
-                input: self.secrets.redact_json(Value::Object(input.clone())),
+                input: shown_input.clone(),
                 text: self.secrets.redact(&text),
                 config: config.as_deref(),
             },
@@ -961,7 +964,7 @@ impl<'a> Session<'a> {
             approval_id: id,
             task_id: &task.id,
             tool: name,
-            input: input.into(),
+            input: &shown_input,
             file: &task.file,
             line: task.line,
         })?;
