@@ -99,7 +99,7 @@ fn handle(
     if !cfg.chat_ids.contains(&chat_id) {
         d.record(&Event::TelegramRejected { chat_id, kind })?;
         if let Incoming::Press { callback_id, .. } = &incoming {
-            let _ = tg.answer(callback_id, "This chat may not decide here.");
+            let _ = tg.answer(callback_id, &"This chat may not decide here.".into());
         }
         return Ok(());
     }
@@ -134,16 +134,21 @@ fn press(
                 Some(_) => format!("Task {task_id} reset; it runs again when due."),
                 None => format!("heartbeat has no record of task {task_id}."),
             };
-            let _ = tg.answer(callback_id, &answer);
+            let _ = tg.answer(callback_id, &d.audit.secrets().redact(&answer));
             return Ok(());
         }
         None => {
-            let _ = tg.answer(callback_id, "This button is not heartbeat's.");
+            let _ = tg.answer(callback_id, &"This button is not heartbeat's.".into());
             return Ok(());
         }
     };
     let Some(row) = d.store.approval(id)? else {
-        let _ = tg.answer(callback_id, &format!("There is no approval #{id}."));
+        let _ = tg.answer(
+            callback_id,
+            &d.audit
+                .secrets()
+                .redact(&format!("There is no approval #{id}.")),
+        );
         return Ok(());
     };
     // No message shows all of such an input, so no button may approve it (one that an old
@@ -162,7 +167,7 @@ fn press(
             d.audit.secrets().redact(&name).first_line(60),
             row.line
         );
-        let _ = tg.answer(callback_id, &answer);
+        let _ = tg.answer(callback_id, &d.audit.secrets().redact(&answer));
         return Ok(());
     }
     let answer = match (row.state.as_str(), action) {
@@ -212,7 +217,7 @@ fn press(
             format!("#{id} is already {state}.")
         }
     };
-    let _ = tg.answer(callback_id, &answer);
+    let _ = tg.answer(callback_id, &d.audit.secrets().redact(&answer));
     Ok(())
 }
 
