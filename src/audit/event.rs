@@ -11,8 +11,8 @@
 //! - Values are borrowed: an event is built where it happens and written at once.
 //! - Free text (a tool's output and errors, a task's text, an error message, a reason) is
 //!   [`Redacted`], and a task's input [`RedactedJson`]: it went through the redaction step
-//!   before anything cut it. Other `&str` fields hold heartbeat's own words (fixed reasons,
-//!   modes, sections), ids, names and times.
+//!   before anything cut it. A reason that is one of heartbeat's fixed words is
+//!   `&'static str`; other `&str` fields hold ids, names, modes, sections and times.
 
 use std::path::Path;
 
@@ -57,7 +57,7 @@ pub enum Event<'a> {
     },
     RunSkipped {
         run_id: &'a str,
-        reason: &'a str,
+        reason: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
         next_active: Option<Option<String>>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,12 +113,12 @@ pub enum Event<'a> {
     /// too_long, file_full, rate_limit, duplicate, invalid, error).
     ProposalRefused {
         by: &'a str,
-        reason: &'a str,
+        reason: &'static str,
     },
     TaskSkipped {
         run_id: &'a str,
         task_id: &'a str,
-        reason: &'a str,
+        reason: &'static str,
         tool: Option<&'a str>,
     },
     TaskTripped {
@@ -285,7 +285,7 @@ pub struct Withheld<'a> {
     pub channel: &'static str,
     pub chat_id: i64,
     pub kind: &'a str,
-    pub reason: &'a str,
+    pub reason: &'static str,
 }
 
 /// `paused` / `resumed`.
