@@ -4,11 +4,14 @@
 //! Invariants:
 //! - [`Redacted`] text is made only by the one redaction step ([`Secrets::redact`], or
 //!   [`Secrets::redact_json`] for a JSON value): its field is private to this module, and
-//!   the only other way in is heartbeat's own words (`&'static str`). Every sink (the audit
-//!   log's free text, outcome rows, stdout renderings of outcomes, channel messages,
-//!   `heartbeat mcp` answers, the MCP tool cache) takes it.
+//!   the only other way in is heartbeat's own words (`&'static str`). Every sink takes it:
+//!   the audit log's free text and task inputs, every SQLite row of free text (approvals,
+//!   grants, the pause, starts, agents' notices, the outbox and sent messages, outcomes, the
+//!   MCP tool cache, chats' titles), stdout and stderr (`cmd::Out`, `error::say`, which
+//!   redact what they are given and write only the result), Telegram messages, edits and
+//!   button answers, and `heartbeat mcp` answers.
 //! - Cutting a text to a length exists only on [`Redacted`] ([`Redacted::first_line`],
-//!   [`Redacted::truncate`]): a text is redacted before it is cut, so that a secret that
+//!   [`Redacted::truncate`], [`Redacted::split_lines`]): a text is redacted before it is cut, so that a secret that
 //!   straddles the cut is never shown minus its tail.
 //! - `clean` output holds no control characters; `first_line` output holds at most its limit
 //!   of characters plus an ellipsis; `escape` output is safe inside Telegram HTML.
@@ -318,6 +321,21 @@ mod tests {
         assert_eq!(
             s.redact(text).truncate(20, 0).as_str(),
             "the tool said: *** a… [7 more bytes]"
+        );
+    }
+
+    #[test]
+    fn a_secret_is_redacted_before_a_text_is_split() {
+        let s = Secrets::new(["tok-0123456789abcdef".to_string()]);
+        let text = format!("{}tok-0123456789abcdef\nnext", "x".repeat(10));
+        let parts = s.redact(&text).split_lines(12, |_| 1);
+        let shown: Vec<&str> = parts.iter().map(Redacted::as_str).collect();
+        assert_eq!(shown, ["xxxxxxxxxx**", "*\nnext"]);
+        // A character wider than the limit goes alone instead of looping forever.
+        let wide = plain("ab").split_lines(1, |_| 2);
+        assert_eq!(
+            wide.iter().map(Redacted::as_str).collect::<Vec<_>>(),
+            ["a", "b"]
         );
     }
 

@@ -154,7 +154,7 @@ impl Store {
     }
 
     /// Remember that the message was audited as held under `rule`.
-    pub fn outbox_held(&mut self, id: i64, rule: &str) -> Result<()> {
+    pub fn outbox_held(&mut self, id: i64, rule: &'static str) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE outbox SET held = ?2 WHERE id = ?1",
