@@ -1,10 +1,11 @@
 //! Child processes: own process group, concurrent capped capture, timeout with SIGTERM then
 //! SIGKILL to the group, always reaped; if heartbeat dies, the leader gets SIGTERM at once and
-//! the whole group SIGTERM, then SIGKILL after the grace period (a [`sys::GroupWatch`]).
+//! the whole group SIGTERM, then SIGKILL after the grace period. Starting the child and
+//! stopping its group are the [`supervisor`]'s, shared with the MCP servers.
 //!
 //! Invariants of [`run`]:
 //!
-//! - The child leads its own process group (`process_group(0)`), so every process it starts
+//! - The child leads its own process group ([`supervisor::spawn`]), so every process it starts
 //!   belongs to that group unless it leaves it on purpose (`setsid`, `setpgid`).
 //! - Standard output and error are read concurrently, each on its own thread; at most
 //!   [`OUTPUT_CAP`] bytes of each are kept and the rest is read and counted, so the child never
@@ -27,9 +28,9 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ExitStatus};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -39,6 +40,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Outcome;
+use crate::sys::supervisor::{self, Environment, Launch};
 use crate::sys::{self, Signal};
 
 /// Bytes of standard output (and, separately, of standard error) kept per process.
@@ -55,8 +57,7 @@ pub const READER_GRACE: Duration = Duration::from_secs(2);
 /// also when the output passed [`OUTPUT_CAP`].
 const TAIL_KEEP: usize = 64 * 1024;
 
-/// How often a stop flag is looked at while a process runs, and how often a dying group is
-/// checked during the grace period (there is no way to wait for non-children).
+/// How often a stop flag is looked at while a process runs.
 const POLL: Duration = Duration::from_millis(50);
 /// How often a reader waiting on a quiet pipe looks whether it was given up on.
 const ABANDON_POLL: Duration = Duration::from_millis(100);
@@ -127,34 +128,6 @@ fn run_inner(req: &Request) -> Outcome {
         ));
     }
 
-    // A relative program path with a `/` is relative to the tool's working directory, not to
-    // heartbeat's (std leaves this platform-specific).
-    let mut cmd = if program.contains('/') {
-        Command::new(req.cwd.join(program))
-    } else {
-        Command::new(program)
-    };
-    cmd.args(&req.argv[1..])
-        .current_dir(&req.cwd)
-        .stdin(if req.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // If heartbeat itself dies (kill -9, OOM), the tool's leader gets SIGTERM instead of
-    // running on unwatched. The signal fires when the *thread* that spawned the child exits,
-    // so tools are spawned from threads that outlive them (the caller's, which waits here).
-    sys::stop_with_parent(&mut cmd);
-    for name in &req.env_remove {
-        cmd.env_remove(name);
-    }
-    for (k, v) in &req.env {
-        cmd.env(k, v);
-    }
-
     // The waiter exists before the child does, so that no child is ever left without one.
     let (child_tx, child_rx) = mpsc::channel::<Child>();
     let (exit_tx, exit_rx) = mpsc::channel::<io::Result<ExitStatus>>();
@@ -169,16 +142,24 @@ fn run_inner(req: &Request) -> Outcome {
         return failed(format!("cannot start the waiter thread: {e}"));
     }
 
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+    // Should heartbeat die while the tool runs, its leader gets SIGTERM and its group is
+    // stopped by the group's watch, stood down once the group is handled here (or at any
+    // return). The parent-death signal fires when the *thread* that spawned the child exits,
+    // so tools are spawned from threads that outlive them (the caller's, which waits here).
+    let launch = Launch {
+        argv: &req.argv,
+        cwd: &req.cwd,
+        env: Environment::Inherited {
+            remove: &req.env_remove,
+        },
+        set: &req.env,
+        stdin_piped: req.stdin.is_some(),
+        kill_grace: req.kill_grace,
+    };
+    let (mut child, group) = match supervisor::spawn(&launch) {
+        Ok(spawned) => spawned,
         Err(e) => return failed(format!("cannot start {program:?}: {e}")),
     };
-    // The group id: the leader's pid (`process_group(0)`).
-    let pid = child.id() as i32;
-    // Should heartbeat die while the tool runs, the parent-death signal reaches the leader
-    // only: this watch stops the rest of the group. Stood down once the group is handled
-    // here (or at any return). Best effort: a fork that fails leaves the leader's signal.
-    let watch = sys::watch_group(pid, req.kill_grace).ok();
 
     // From here on the child exists: every path must reap it.
     let stdin = child.stdin.take();
@@ -231,7 +212,7 @@ fn run_inner(req: &Request) -> Outcome {
     }
 
     if let Some(msg) = setup_error {
-        sys::signal_group(pid, Signal::SIGKILL);
+        group.signal(Signal::SIGKILL);
         let _ = child.wait();
         return failed(msg);
     }
@@ -251,13 +232,12 @@ fn run_inner(req: &Request) -> Outcome {
             end = End::TimedOut;
         }
         if end != End::Exited {
-            sys::signal_group(pid, Signal::SIGTERM);
-            let sent = Instant::now();
-            term_sent = Some(sent);
+            group.signal(Signal::SIGTERM);
+            term_sent = Some(Instant::now());
             match exit_rx.recv_timeout(req.kill_grace) {
                 Ok(s) => break s,
                 Err(RecvTimeoutError::Timeout) => {
-                    sys::signal_group(pid, Signal::SIGKILL);
+                    group.signal(Signal::SIGKILL);
                     break recv_exit(&exit_rx);
                 }
                 Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
@@ -274,21 +254,10 @@ fn run_inner(req: &Request) -> Outcome {
         }
     };
 
-    // The leader is reaped. Leftover members of its group are stopped too.
-    if group_alive(pid) {
-        let sent = *term_sent.get_or_insert_with(|| {
-            sys::signal_group(pid, Signal::SIGTERM);
-            Instant::now()
-        });
-        let kill_at = sent.checked_add(req.kill_grace);
-        while group_alive(pid) && kill_at.is_none_or(|k| Instant::now() < k) {
-            thread::sleep(POLL);
-        }
-        if group_alive(pid) {
-            sys::signal_group(pid, Signal::SIGKILL);
-        }
-    }
-    drop(watch);
+    // The leader is reaped. Leftover members of its group are stopped too (the grace period
+    // counted from the SIGTERM of a timeout, if one was sent); then the watch stands down.
+    group.terminate(term_sent, req.kill_grace);
+    drop(group);
 
     // Readers finish when the last holder of the pipes is gone; one that outlived its group
     // (setsid) is abandoned after READER_GRACE.
@@ -352,16 +321,6 @@ fn waiter_gone() -> io::Error {
 
 fn recv_exit(rx: &mpsc::Receiver<io::Result<ExitStatus>>) -> io::Result<ExitStatus> {
     rx.recv().unwrap_or_else(|_| Err(waiter_gone()))
-}
-
-/// Whether a live process (not a zombie) is still in the group. Zombies are left out because
-/// they hold no pipes and cannot be stopped, and an orphaned one lasts until init reaps it
-/// (slowly under some inits, never under a container's missing one).
-fn group_alive(pgid: i32) -> bool {
-    if !sys::group_exists(pgid) {
-        return false;
-    }
-    sys::live_member_in_group(pgid).unwrap_or(true)
 }
 
 /// A child's output pipe: read, and polled so that an abandoned reader notices in time.
