@@ -1,7 +1,9 @@
 //! The one process-group supervisor, for tools and MCP servers alike: how a child is started
 //! (its own process group, the environment asked for, the parent-death signal and a
-//! [`GroupWatch`]), and how its group is stopped (SIGTERM, then SIGKILL after a grace period)
-//! and when its leader may be reaped.
+//! [`GroupWatch`]), how its group is stopped (SIGTERM, then SIGKILL after a grace period),
+//! and how its leader is reaped: by a [`Reaper`] thread when the caller waits for the exit
+//! with a deadline (a tool), or by [`Group::stop_and_reap`] once the group is stopped (an MCP
+//! server, whose unreaped leader tells why its connection closed).
 //!
 //! Invariants:
 //!
@@ -23,6 +25,7 @@ use std::io;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -117,6 +120,58 @@ pub fn spawn(launch: &Launch) -> io::Result<(Child, Group)> {
     ))
 }
 
+/// A thread that reaps one leader and reports how it ended, so that a caller waits for the
+/// exit with a deadline instead of polling. Start it before the child, so that no child is
+/// ever left without one; dropped before it was handed a child, the thread ends.
+#[derive(Debug)]
+pub struct Reaper {
+    child: mpsc::Sender<Child>,
+    exit: mpsc::Receiver<io::Result<ExitStatus>>,
+}
+
+impl Reaper {
+    /// Starts the thread, named `name`.
+    pub fn start(name: &str) -> io::Result<Reaper> {
+        let (child_tx, child_rx) = mpsc::channel::<Child>();
+        let (exit_tx, exit_rx) = mpsc::channel();
+        thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                if let Ok(mut child) = child_rx.recv() {
+                    let _ = exit_tx.send(child.wait());
+                }
+            })?;
+        Ok(Reaper {
+            child: child_tx,
+            exit: exit_rx,
+        })
+    }
+
+    /// Hands the leader over: from now on it is reaped whatever happens.
+    pub fn reap(&self, child: Child) {
+        // The thread only ends after it received a child, so the send cannot fail.
+        let _ = self.child.send(child);
+    }
+
+    /// The leader's exit status, if it comes within `wait`.
+    pub fn wait_for(&self, wait: Duration) -> Option<io::Result<ExitStatus>> {
+        match self.exit.recv_timeout(wait) {
+            Ok(status) => Some(status),
+            Err(mpsc::RecvTimeoutError::Timeout) => None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => Some(Err(reaper_gone())),
+        }
+    }
+
+    /// The leader's exit status, however long it takes.
+    pub fn wait(&self) -> io::Result<ExitStatus> {
+        self.exit.recv().unwrap_or_else(|_| Err(reaper_gone()))
+    }
+}
+
+fn reaper_gone() -> io::Error {
+    io::Error::other("the waiter thread ended without a status")
+}
+
 /// The process group of a child started by [`spawn`], watched until this is dropped.
 #[derive(Debug)]
 pub struct Group {
@@ -173,6 +228,23 @@ impl Group {
         if !self.wait_gone(sent.checked_add(kill_grace)) {
             self.signal(Signal::SIGKILL);
         }
+    }
+
+    /// Stops a leader handed to `reaper` and its group: SIGTERM to the group, SIGKILL
+    /// `kill_grace` later if the leader has not exited by then. Returns its exit status and
+    /// when the SIGTERM was sent (for [`terminate`](Group::terminate)).
+    pub fn stop_leader(
+        &self,
+        reaper: &Reaper,
+        kill_grace: Duration,
+    ) -> (io::Result<ExitStatus>, Instant) {
+        self.signal(Signal::SIGTERM);
+        let sent = Instant::now();
+        let status = reaper.wait_for(kill_grace).unwrap_or_else(|| {
+            self.signal(Signal::SIGKILL);
+            reaper.wait()
+        });
+        (status, sent)
     }
 
     /// The graceful stop of a child whose input was just closed: the group is given until
@@ -351,6 +423,27 @@ mod tests {
         assert!(gone(sleep));
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(child.wait().unwrap().signal(), Some(Signal::SIGKILL as i32));
+    }
+
+    #[test]
+    fn a_reaper_reports_the_exit_and_a_stopped_leader_gets_sigkill_if_it_must() {
+        use std::os::unix::process::ExitStatusExt;
+        let dir = tempfile::tempdir().unwrap();
+        let words = argv(&["sh", "-c", "exit 7"]);
+        let reaper = Reaper::start("test-reap").unwrap();
+        let (child, _group) = spawn(&launch(&words, dir.path())).unwrap();
+        reaper.reap(child);
+        assert_eq!(reaper.wait().unwrap().code(), Some(7));
+
+        // A leader that ignores SIGTERM: SIGKILL after the grace period.
+        let reaper = Reaper::start("test-reap").unwrap();
+        let (child, group, _sleep) = shell_with_sleep(dir.path(), true);
+        reaper.reap(child);
+        assert!(reaper.wait_for(Duration::from_millis(50)).is_none());
+        let (status, _sent) = group.stop_leader(&reaper, Duration::from_millis(100));
+        assert_eq!(status.unwrap().signal(), Some(Signal::SIGKILL as i32));
+        // Dropped without a child, a reaper's thread ends.
+        drop(Reaper::start("test-reap").unwrap());
     }
 
     #[test]

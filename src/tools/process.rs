@@ -11,8 +11,8 @@
 //!   [`OUTPUT_CAP`] bytes of each are kept and the rest is read and counted, so the child never
 //!   blocks on a full pipe. Standard input, when given, is written on a third thread (a child
 //!   that does not read it cannot deadlock heartbeat); otherwise it is `/dev/null`.
-//! - The child is always reaped, on every path, by a waiter thread (started before the child)
-//!   blocked in `Child::wait`; the caller waits on a channel with a deadline, so nothing
+//! - The child is always reaped, on every path, by a waiter thread ([`Reaper`], started before
+//!   the child) blocked in `Child::wait`; the caller waits for it with a deadline, so nothing
 //!   busy-polls while a tool runs.
 //! - At the timeout (or an external stop request) the whole group gets SIGTERM, and SIGKILL
 //!   [`Request::kill_grace`] later if the leader still lives.
@@ -30,9 +30,9 @@ use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Outcome;
-use crate::sys::supervisor::{self, Environment, Launch};
+use crate::sys::supervisor::{self, Environment, Launch, Reaper};
 use crate::sys::{self, Signal};
 
 /// Bytes of standard output (and, separately, of standard error) kept per process.
@@ -129,18 +129,10 @@ fn run_inner(req: &Request) -> Outcome {
     }
 
     // The waiter exists before the child does, so that no child is ever left without one.
-    let (child_tx, child_rx) = mpsc::channel::<Child>();
-    let (exit_tx, exit_rx) = mpsc::channel::<io::Result<ExitStatus>>();
-    let waiter = thread::Builder::new()
-        .name("tool-wait".to_string())
-        .spawn(move || {
-            if let Ok(mut child) = child_rx.recv() {
-                let _ = exit_tx.send(child.wait());
-            }
-        });
-    if let Err(e) = waiter {
-        return failed(format!("cannot start the waiter thread: {e}"));
-    }
+    let reaper = match Reaper::start("tool-wait") {
+        Ok(reaper) => reaper,
+        Err(e) => return failed(format!("cannot start the waiter thread: {e}")),
+    };
 
     // Should heartbeat die while the tool runs, its leader gets SIGTERM and its group is
     // stopped by the group's watch, stood down once the group is handled here (or at any
@@ -216,8 +208,7 @@ fn run_inner(req: &Request) -> Outcome {
         let _ = child.wait();
         return failed(msg);
     }
-    // The waiter only ends after it received a child, so the send cannot fail.
-    let _ = child_tx.send(child);
+    reaper.reap(child);
 
     // Wait for the leader: deadline, stop flag, or exit.
     // None: a timeout too large to represent, i.e. none.
@@ -232,25 +223,16 @@ fn run_inner(req: &Request) -> Outcome {
             end = End::TimedOut;
         }
         if end != End::Exited {
-            group.signal(Signal::SIGTERM);
-            term_sent = Some(Instant::now());
-            match exit_rx.recv_timeout(req.kill_grace) {
-                Ok(s) => break s,
-                Err(RecvTimeoutError::Timeout) => {
-                    group.signal(Signal::SIGKILL);
-                    break recv_exit(&exit_rx);
-                }
-                Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
-            }
+            let (status, sent) = group.stop_leader(&reaper, req.kill_grace);
+            term_sent = Some(sent);
+            break status;
         }
         let mut wait = deadline.map_or(Duration::MAX, |d| d - now);
         if req.stop.is_some() {
             wait = wait.min(POLL);
         }
-        match exit_rx.recv_timeout(wait) {
-            Ok(s) => break s,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
+        if let Some(status) = reaper.wait_for(wait) {
+            break status;
         }
     };
 
@@ -313,14 +295,6 @@ fn failed(error: String) -> Outcome {
         error: Some(error),
         ..Outcome::default()
     }
-}
-
-fn waiter_gone() -> io::Error {
-    io::Error::other("the waiter thread ended without a status")
-}
-
-fn recv_exit(rx: &mpsc::Receiver<io::Result<ExitStatus>>) -> io::Result<ExitStatus> {
-    rx.recv().unwrap_or_else(|_| Err(waiter_gone()))
 }
 
 /// A child's output pipe: read, and polled so that an abandoned reader notices in time.
