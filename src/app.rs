@@ -1,7 +1,5 @@
 //! From the command line to a command: build the context, dispatch, report errors.
 
-use std::io::Write;
-
 use clap::{CommandFactory, Parser};
 
 use crate::cli::{Cli, Command};
@@ -26,14 +24,13 @@ pub fn main() -> u8 {
     let code = match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            let shown = crate::audit::Secrets::taken().string(&e.to_string());
-            let _ = writeln!(std::io::stderr(), "heartbeat: {shown}");
+            crate::error::say(&format!("heartbeat: {e}"));
             e.exit_code()
         }
     };
     match cmd::output_error() {
         Some(e) => {
-            let _ = writeln!(std::io::stderr(), "heartbeat: standard output: {e}");
+            crate::error::say(&format!("heartbeat: standard output: {e}"));
             code.max(crate::error::failure_code())
         }
         None => code,
@@ -63,9 +60,8 @@ fn print_clap_error(e: &clap::Error) {
     };
     // An argument echoed back may hold a secret (`--reason 'token=…'`): redacted, then cut.
     let secrets = crate::audit::Secrets::taken();
-    let mut err = std::io::stderr().lock();
     for line in text.lines() {
-        let _ = writeln!(err, "{}", secrets.redact(line).cut_chars(MAX_LINE));
+        crate::error::say_redacted(&secrets.redact(line).cut_chars(MAX_LINE));
     }
 }
 

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::config::ConfigError;
 use crate::markdown::FileError;
 use crate::store::StoreError;
+use crate::text::Redacted;
 
 /// Exit codes (SPEC §8).
 pub mod exit {
@@ -78,8 +79,16 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// A line on stderr, through the one redaction step (SPEC §7): errors and warnings can carry
-/// a server's answer, a URL or a tool's output.
+/// A line on stderr: a redaction step. The line goes through the one redaction step
+/// ([`crate::audit::Secrets::redact`], with every secret this process took), and only the
+/// [`Redacted`] text it makes is written ([`say_redacted`]): errors and warnings can carry a
+/// server's answer, a URL or a tool's output.
 pub fn say(line: &str) {
-    eprintln!("{}", crate::audit::Secrets::taken().string(line));
+    say_redacted(&crate::audit::Secrets::taken().redact(line));
+}
+
+/// A line on stderr, already redacted: standard error is a sink, and takes only that.
+pub fn say_redacted(line: &Redacted) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

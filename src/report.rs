@@ -152,7 +152,7 @@ pub fn safe_text(task: &Task) -> String {
     if let Body::Tool { name, input } = &task.body
         && audit::has_secret_keys(input)
     {
-        let shown = audit::Secrets::default().map(input);
+        let shown = audit::Secrets::default().redact_map(input).to_text();
         return format!("@{name} {shown}");
     }
     task.text.clone()

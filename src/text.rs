@@ -4,11 +4,14 @@
 //! Invariants:
 //! - [`Redacted`] text is made only by the one redaction step ([`Secrets::redact`], or
 //!   [`Secrets::redact_json`] for a JSON value): its field is private to this module, and
-//!   the only other way in is heartbeat's own words (`&'static str`). Every sink (the audit
-//!   log's free text, outcome rows, stdout renderings of outcomes, channel messages,
-//!   `heartbeat mcp` answers, the MCP tool cache) takes it.
+//!   the only other way in is heartbeat's own words (`&'static str`). Every sink takes it:
+//!   the audit log's free text and task inputs, every SQLite row of free text (approvals,
+//!   grants, the pause, starts, agents' notices, the outbox and sent messages, outcomes, the
+//!   MCP tool cache, chats' titles), stdout and stderr (`cmd::Out`, `error::say`, which
+//!   redact what they are given and write only the result), Telegram messages, edits and
+//!   button answers, and `heartbeat mcp` answers.
 //! - Cutting a text to a length exists only on [`Redacted`] ([`Redacted::first_line`],
-//!   [`Redacted::truncate`]): a text is redacted before it is cut, so that a secret that
+//!   [`Redacted::truncate`], [`Redacted::split_lines`]): a text is redacted before it is cut, so that a secret that
 //!   straddles the cut is never shown minus its tail.
 //! - `clean` output holds no control characters; `first_line` output holds at most its limit
 //!   of characters plus an ellipsis; `escape` output is safe inside Telegram HTML.
@@ -31,13 +34,18 @@ pub struct RedactedJson(Value);
 impl Secrets {
     /// `text` through the one redaction step.
     pub fn redact(&self, text: &str) -> Redacted {
-        Redacted(self.string(text))
+        Redacted(self.text(text).into_owned())
     }
 
     /// `value` through the one redaction step.
     pub fn redact_json(&self, mut value: Value) -> RedactedJson {
         self.value(&mut value);
         RedactedJson(value)
+    }
+
+    /// A task's input through the one redaction step.
+    pub fn redact_map(&self, input: &serde_json::Map<String, Value>) -> RedactedJson {
+        self.redact_json(Value::Object(input.clone()))
     }
 
     /// Every string of `value` through the one redaction step, its keys' values kept: for a
@@ -111,6 +119,56 @@ impl Redacted {
         }
         let left_out = (text.len() - end) as u64 + dropped;
         Redacted(format!("{}… [{left_out} more bytes]", &text[..end]))
+    }
+
+    /// Cut into parts of at most `limit` units (`units` measures a character), at line
+    /// boundaries; a line longer than the limit is cut at a character boundary. Always at
+    /// least one part.
+    pub fn split_lines(&self, limit: usize, units: fn(char) -> usize) -> Vec<Redacted> {
+        let measure = |s: &str| s.chars().map(units).sum::<usize>();
+        let mut parts = Vec::new();
+        let mut current = String::new();
+        for line in self.0.split('\n') {
+            let mut line = line;
+            while measure(line) > limit {
+                let mut n = 0;
+                let mut end = 0;
+                for (i, c) in line.char_indices() {
+                    if n + units(c) > limit {
+                        break;
+                    }
+                    n += units(c);
+                    end = i + c.len_utf8();
+                }
+                if end == 0 {
+                    // A character wider than the limit goes alone, rather than never.
+                    end = line.chars().next().map_or(line.len(), char::len_utf8);
+                }
+                if !current.is_empty() {
+                    parts.push(Redacted(std::mem::take(&mut current)));
+                }
+                parts.push(Redacted(line[..end].to_string()));
+                line = &line[end..];
+            }
+            let extra = if current.is_empty() { 0 } else { 1 };
+            if measure(&current) + extra + measure(line) > limit {
+                parts.push(Redacted(std::mem::take(&mut current)));
+            }
+            if !current.is_empty() {
+                current.push('\n');
+            }
+            current.push_str(line);
+        }
+        if !current.is_empty() || parts.is_empty() {
+            parts.push(Redacted(current));
+        }
+        parts
+    }
+
+    /// Followed by heartbeat's own words.
+    pub fn append(mut self, words: &'static str) -> Redacted {
+        self.0.push_str(words);
+        self
     }
 
     /// Without `prefix`, when it starts with it.
@@ -263,6 +321,21 @@ mod tests {
         assert_eq!(
             s.redact(text).truncate(20, 0).as_str(),
             "the tool said: *** a… [7 more bytes]"
+        );
+    }
+
+    #[test]
+    fn a_secret_is_redacted_before_a_text_is_split() {
+        let s = Secrets::new(["tok-0123456789abcdef".to_string()]);
+        let text = format!("{}tok-0123456789abcdef\nnext", "x".repeat(10));
+        let parts = s.redact(&text).split_lines(12, |_| 1);
+        let shown: Vec<&str> = parts.iter().map(Redacted::as_str).collect();
+        assert_eq!(shown, ["xxxxxxxxxx**", "*\nnext"]);
+        // A character wider than the limit goes alone instead of looping forever.
+        let wide = plain("ab").split_lines(1, |_| 2);
+        assert_eq!(
+            wide.iter().map(Redacted::as_str).collect::<Vec<_>>(),
+            ["a", "b"]
         );
     }
 

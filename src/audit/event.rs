@@ -9,15 +9,15 @@
 //! - Keys the SPEC does not list (`holder_pid`, a task's `summary` and `stderr`, …) come after
 //!   the SPEC's keys, as typed fields too.
 //! - Values are borrowed: an event is built where it happens and written at once.
-//! - Free text (a tool's output and errors, a task's text, an error message) is
-//!   [`Redacted`]: it went through the redaction step before anything cut it.
+//! - Free text (a tool's output and errors, a task's text, an error message, a reason) is
+//!   [`Redacted`], and a task's input [`RedactedJson`]: it went through the redaction step
+//!   before anything cut it. A reason that is one of heartbeat's fixed words is
+//!   `&'static str`; other `&str` fields hold ids, names, modes, sections and times.
 
 use std::path::Path;
 
+use crate::text::{Redacted, RedactedJson};
 use serde::{Serialize, Serializer};
-use serde_json::{Map, Value};
-
-use crate::text::Redacted;
 
 /// Declares [`Event`] and, from the same list of variants, [`Event::NAMES`]: a new event is
 /// known to `log --event` the moment it exists.
@@ -57,7 +57,7 @@ pub enum Event<'a> {
     },
     RunSkipped {
         run_id: &'a str,
-        reason: &'a str,
+        reason: &'static str,
         #[serde(skip_serializing_if = "Option::is_none")]
         next_active: Option<Option<String>>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,12 +113,12 @@ pub enum Event<'a> {
     /// too_long, file_full, rate_limit, duplicate, invalid, error).
     ProposalRefused {
         by: &'a str,
-        reason: &'a str,
+        reason: &'static str,
     },
     TaskSkipped {
         run_id: &'a str,
         task_id: &'a str,
-        reason: &'a str,
+        reason: &'static str,
         tool: Option<&'a str>,
     },
     TaskTripped {
@@ -137,7 +137,7 @@ pub enum Event<'a> {
         approval_id: i64,
         task_id: &'a str,
         tool: &'a str,
-        input: Input<'a>,
+        input: &'a RedactedJson,
         #[serde(serialize_with = "path")]
         file: &'a Path,
         line: usize,
@@ -220,7 +220,7 @@ pub struct TaskRun<'a> {
     pub line: i64,
     pub section: &'a str,
     pub tool: &'a str,
-    pub input: Input<'a>,
+    pub input: &'a RedactedJson,
     pub exit_code: Option<i32>,
     pub duration_ms: Option<u64>,
     pub output: Option<&'a Redacted>,
@@ -242,7 +242,7 @@ pub struct Mark<'a> {
     #[serde(serialize_with = "path")]
     pub file: &'a Path,
     pub line: Option<usize>,
-    pub reason: Option<&'a str>,
+    pub reason: Option<&'a Redacted>,
 }
 
 /// `approval_approved` / `approval_denied`: written by whoever decided, outside any run.
@@ -262,7 +262,7 @@ pub struct Ended<'a> {
     pub run_id: Option<&'a str>,
     pub approval_id: i64,
     pub task_id: &'a str,
-    pub reason: &'a str,
+    pub reason: &'a Redacted,
 }
 
 /// `notification_sent` / `notification_failed`.
@@ -285,14 +285,14 @@ pub struct Withheld<'a> {
     pub channel: &'static str,
     pub chat_id: i64,
     pub kind: &'a str,
-    pub reason: &'a str,
+    pub reason: &'static str,
 }
 
 /// `paused` / `resumed`.
 #[derive(Debug, Serialize)]
 pub struct Pause<'a> {
     pub until: Option<&'a str>,
-    pub reason: Option<&'a str>,
+    pub reason: Option<&'a Redacted>,
     pub by: &'a str,
 }
 
@@ -325,26 +325,6 @@ impl<'a> Daemon<'a> {
             version: Some(env!("CARGO_PKG_VERSION")),
             ..Daemon::new(None, None)
         }
-    }
-}
-
-/// A task's input: a parsed map, or a value as stored with an approval.
-#[derive(Debug, Serialize)]
-#[serde(untagged)]
-pub enum Input<'a> {
-    Map(&'a Map<String, Value>),
-    Value(&'a Value),
-}
-
-impl<'a> From<&'a Map<String, Value>> for Input<'a> {
-    fn from(m: &'a Map<String, Value>) -> Self {
-        Input::Map(m)
-    }
-}
-
-impl<'a> From<&'a Value> for Input<'a> {
-    fn from(v: &'a Value) -> Self {
-        Input::Value(v)
     }
 }
 

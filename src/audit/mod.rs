@@ -364,7 +364,7 @@ mod tests {
             String::from_utf8(line).unwrap(),
             "{\"ts\":\"2026-03-29T01:00:00.000Z\",\"event\":\"run_started\",\"run_id\":\"r1\",\"mode\":\"once\",\"files\":[\"/x/HEARTBEAT.md\"],\"autonomy\":\"cautious\",\"host\":\"h\",\"pid\":7,\"version\":\"0.1.0\"}\n"
         );
-        let input = Map::new();
+        let input = Secrets::default().redact_json(Value::Object(Map::new()));
         let (o, empty) = (Redacted::from("o"), Redacted::from(""));
         let run = |run_id| TaskRun {
             run_id,
@@ -373,7 +373,7 @@ mod tests {
             line: 3,
             section: "recurring",
             tool: "log",
-            input: (&input).into(),
+            input: &input,
             exit_code: None,
             duration_ms: Some(5),
             output: Some(&o),
@@ -390,6 +390,7 @@ mod tests {
             line: Some(3),
             reason: None,
         };
+        let (gone, ttl) = (Redacted::from("gone"), Redacted::from("ttl"));
         let cases: Vec<(Event, &[&str])> = vec![
             (
                 Event::TaskFailed(run("r1")),
@@ -440,7 +441,7 @@ mod tests {
                     run_id: Some("r1"),
                     approval_id: 1,
                     task_id: "abc",
-                    reason: "gone",
+                    reason: &gone,
                 }),
                 &["ts", "event", "run_id", "approval_id", "task_id", "reason"],
             ),
@@ -449,7 +450,7 @@ mod tests {
                     run_id: None,
                     approval_id: 1,
                     task_id: "abc",
-                    reason: "ttl",
+                    reason: &ttl,
                 }),
                 &["ts", "event", "approval_id", "task_id", "reason"],
             ),
@@ -482,9 +483,10 @@ mod tests {
             Secrets::new(["123:ABC".to_string()]),
         )
         .unwrap();
-        let input = json!({
+        // Its keys redacted as an event's input is; its registered secret by the log's pass.
+        let input = Secrets::default().redact_json(json!({
             "api_key": "k", "nested": {"ok": "123:ABC"}, "list": [{"passwd": 1}], "url": "https://x"
-        });
+        }));
         let line = log.render(
             ts(),
             &Event::ApprovalRequested {
@@ -492,7 +494,7 @@ mod tests {
                 approval_id: 1,
                 task_id: "abc",
                 tool: "t",
-                input: (&input).into(),
+                input: &input,
                 file: Path::new("/x 123:ABC"),
                 line: 1,
             },
@@ -513,12 +515,13 @@ mod tests {
         for i in 0..200 {
             input.insert(format!("k{i}"), json!("x".repeat(10_000)));
         }
+        let input = Secrets::default().redact_json(Value::Object(input));
         let event = Event::ApprovalRequested {
             run_id: "r1",
             approval_id: 1,
             task_id: "abc",
             tool: "t",
-            input: (&input).into(),
+            input: &input,
             file: Path::new("/x"),
             line: 1,
         };

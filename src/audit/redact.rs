@@ -183,8 +183,9 @@ impl Secrets {
     }
 
     /// `s` with registered secrets, the secrets of URLs and the values of secret keys in
-    /// free text replaced by `***`.
-    pub fn text<'s>(&self, s: &'s str) -> Cow<'s, str> {
+    /// free text replaced by `***`. For [`Secrets::redact`], which makes the text a sink
+    /// takes: nothing else turns redaction into plain text.
+    pub(crate) fn text<'s>(&self, s: &'s str) -> Cow<'s, str> {
         let cut = self.cut(s);
         let urls = match redact_urls(&cut) {
             Cow::Borrowed(_) => cut,
@@ -196,13 +197,9 @@ impl Secrets {
         }
     }
 
-    /// [`Secrets::text`], owned.
-    pub fn string(&self, s: &str) -> String {
-        self.text(s).into_owned()
-    }
-
-    /// Redact a JSON value in place: secret keys at any depth, and every string.
-    pub fn value(&self, value: &mut Value) {
+    /// Redact a JSON value in place: secret keys at any depth, and every string. For
+    /// [`Secrets::redact_json`], which makes the text a sink takes.
+    pub(crate) fn value(&self, value: &mut Value) {
         match value {
             Value::Object(map) => {
                 for (k, v) in map.iter_mut() {
@@ -221,13 +218,6 @@ impl Secrets {
             }
             _ => {}
         }
-    }
-
-    /// A task input as it may be shown or stored.
-    pub fn map(&self, input: &Map<String, Value>) -> Value {
-        let mut v = Value::Object(input.clone());
-        self.value(&mut v);
-        v
     }
 
     /// Registered secrets in `s` replaced by `***`.

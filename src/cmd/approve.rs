@@ -74,11 +74,11 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
         Under::Same => {}
         Under::Switch(path) => {
             let ids: Vec<String> = targets.iter().map(|r| format!("#{}", r.id)).collect();
-            eprintln!(
+            crate::error::say(&format!(
                 "heartbeat: {} queued under the config {}; approving under it",
                 ids.join(", "),
                 path.display()
-            );
+            ));
             d = switch_config(ctx, d, &path)?;
         }
         Under::Refuse(why) => return Err(Error::Usage(format!("{why} (nothing was approved)"))),
@@ -236,12 +236,12 @@ pub fn decider(ctx: &Ctx) -> Result<Decider> {
 fn execute(d: &mut Decider, ctx: &Ctx, rows: &[&ApprovalRow], out: &mut Out) -> Result<u8> {
     match d.run_now(rows)? {
         RunNow::Locked(holder) => {
-            eprintln!(
+            crate::error::say(&format!(
                 "heartbeat: approved, but another run still holds the run lock after {}s (pid {}, since {}); the approval stands and runs at the next run",
                 LOCK_WAIT.as_secs(),
                 holder.pid.map_or("?".into(), |p| p.to_string()),
                 holder.since.map_or("?".into(), show_local),
-            );
+            ));
             Ok(exit::TASK_FAILED)
         }
         RunNow::Ran(report) => {
@@ -379,8 +379,10 @@ fn age(created_at: &str, now: DateTime<Utc>) -> String {
     humantime::format_duration(Duration::from_secs(secs / 60 * 60)).to_string()
 }
 
-/// Print a prompt and read one line; None at end of input.
+/// Print a prompt and read one line; None at end of input. The prompt is written as
+/// [`super::Out`] writes: through the one redaction step.
 fn ask(prompt: &str) -> Result<Option<String>> {
+    let prompt = crate::audit::Secrets::taken().redact(prompt);
     let mut stdout = std::io::stdout();
     let _ = write!(stdout, "{prompt}");
     let _ = stdout.flush();

@@ -28,8 +28,9 @@ use crate::audit::Secrets;
 use crate::clock::Clock;
 use crate::config::{self, Config, LoadOptions};
 use crate::engine::files::Loaded;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, say};
 use crate::model::{Problem, Severity};
+use crate::text::Redacted;
 
 /// Local time for people, in the configured zone.
 pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
@@ -77,7 +78,7 @@ pub fn show_problem(p: &Problem, cwd: &Path) -> String {
 /// the exit code).
 pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
     for w in file_warnings(files) {
-        eprintln!("heartbeat: {}", show_problem(&w, cwd));
+        say(&format!("heartbeat: {}", show_problem(&w, cwd)));
     }
 }
 
@@ -97,7 +98,7 @@ pub fn print_changed_file_warnings(files: &[Loaded], more: Vec<Problem>, cwd: &P
         return;
     }
     for w in &warnings {
-        eprintln!("heartbeat: {}", show_problem(w, cwd));
+        say(&format!("heartbeat: {}", show_problem(w, cwd)));
     }
     *printed = Some(warnings);
 }
@@ -164,10 +165,10 @@ impl Ctx {
                 let Some(cfg) = config::fallback(&opts, &broken) else {
                     return Err(Error::Config(broken));
                 };
-                eprintln!(
+                say(&format!(
                     "heartbeat: warning: {broken}; reading the state dir {} anyway",
                     cfg.state_dir.display()
-                );
+                ));
                 Ok(cfg)
             }
             Err(other) => Err(other),
@@ -191,7 +192,7 @@ impl Ctx {
         self.diag(1, || format!("state dir: {}", cfg.state_dir.display()));
         self.diag(1, || format!("sqlite: {}", crate::store::sqlite_version()));
         for w in &cfg.warnings {
-            eprintln!("heartbeat: warning: {w}");
+            say(&format!("heartbeat: warning: {w}"));
         }
         Ok(cfg)
     }
@@ -225,10 +226,11 @@ pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<St
     }
 }
 
-/// Stdout, buffered (20,000 lines are a few writes, not 20,000), redacted (the secrets this
-/// process took, secret URL parameters), that stops quietly when the reader went away
-/// (`heartbeat check | head`). Flushed when dropped; call
-/// [`Out::flush`] before asking a person anything.
+/// Stdout, buffered (20,000 lines are a few writes, not 20,000): a redaction step. What is
+/// buffered goes through the one redaction step ([`Secrets::redact`], with every secret this
+/// process took) when it is flushed, whole lines at a time, and only the [`Redacted`] text
+/// it makes is written. Stops quietly when the reader went away (`heartbeat check | head`).
+/// Flushed when dropped; call [`Out::flush`] before asking a person anything.
 pub struct Out {
     buf: String,
     broken: bool,
@@ -278,11 +280,12 @@ impl Out {
             self.buf.clear();
             return;
         }
-        // Redacted here, whole lines at a time: every command's output passes this point.
-        let text = Secrets::taken().string(&self.buf);
+        // Redacted here, whole lines at a time: every command's output passes this point,
+        // and only the Redacted text is written.
+        let text: Redacted = Secrets::taken().redact(&self.buf);
         let mut stdout = io::stdout().lock();
         let result = stdout
-            .write_all(text.as_bytes())
+            .write_all(text.as_str().as_bytes())
             .and_then(|()| stdout.flush());
         self.buf.clear();
         if let Err(e) = result {

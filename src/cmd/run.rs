@@ -38,7 +38,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     super::print_file_warnings(&files, &ctx.cwd);
     // A grant left behind by an edit (also with -q: the task now asks again).
     for p in super::grants::orphan_problems(&cfg, &files)? {
-        eprintln!("heartbeat: {}", super::show_problem(&p, &ctx.cwd));
+        crate::error::say(&format!("heartbeat: {}", super::show_problem(&p, &ctx.cwd)));
     }
     let mut out = Out::new();
 

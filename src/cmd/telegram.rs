@@ -91,7 +91,8 @@ pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         Ok(updates) => {
             for u in &updates {
                 if let Some((_, seen)) = &u.read {
-                    store.saw_chat(seen.chat_id, &seen.kind, &seen.title, ctx.now)?;
+                    let title = crate::audit::Secrets::taken().redact(&seen.title);
+                    store.saw_chat(seen.chat_id, &seen.kind, &title, ctx.now)?;
                 }
             }
         }

@@ -24,8 +24,7 @@ use crate::audit::{self, Event, event::Pause};
 use crate::error::{Error, Result};
 use crate::render::telegram::Rendered;
 use crate::render::{show_path, show_time};
-use crate::store::{ApprovalRow, PauseRow};
-use crate::text::escape;
+use crate::store::{ApprovalRow, NewPause};
 
 /// The longest an agent's pause lasts.
 pub const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
@@ -58,11 +57,14 @@ pub fn pause(d: &mut Decider, asked: Option<Duration>, reason: Option<&str>) -> 
     let length = asked.unwrap_or(MAX_PAUSE).min(MAX_PAUSE);
     let until = bot::pause_end(d.now, length)
         .ok_or_else(|| Error::Usage("a pause cannot end after the year 9999".into()))?;
-    let row = PauseRow {
+    // Stored, audited and told as every text is: redacted.
+    let reason = reason.map(|r| d.audit.secrets().redact(r));
+    let by = d.by.clone();
+    let row = NewPause {
         since: audit::format_ts(d.now),
         until: Some(audit::format_ts(until)),
-        reason: reason.map(str::to_string),
-        by: d.by.clone(),
+        reason: reason.as_ref(),
+        by: &by,
     };
     if !d.store.set_agent_pause(&row, d.now)? {
         return Err(persons_pause(
@@ -70,14 +72,14 @@ pub fn pause(d: &mut Decider, asked: Option<Duration>, reason: Option<&str>) -> 
             "a person's pause is theirs to change or end",
         )?);
     }
-    let by = d.by.clone();
+    let until_ts = row.until.clone();
     d.record(&Event::Paused(Pause {
-        until: row.until.as_deref(),
-        reason,
+        until: until_ts.as_deref(),
+        reason: reason.as_ref(),
         by: &by,
     }))?;
     let why = reason
-        .map(|r| format!(" ({})", d.audit.secrets().redact(r).first_line(120)))
+        .map(|r| format!(" ({})", r.first_line(120)))
         .unwrap_or_default();
     let line = format!(
         "{by} paused runs until {}{why}; heartbeat resume ends it",
@@ -104,7 +106,7 @@ pub fn resume(d: &mut Decider) -> Result<bool> {
         // It had ended by itself: recorded as a run would record it.
         d.record(&Event::Resumed(Pause {
             until: ended.until.as_deref(),
-            reason: Some("the pause ended"),
+            reason: Some(&"the pause ended".into()),
             by: &ended.by,
         }))?;
         return Ok(false);
@@ -112,7 +114,7 @@ pub fn resume(d: &mut Decider) -> Result<bool> {
     let by = d.by.clone();
     d.record(&Event::Resumed(Pause {
         until: ended.until.as_deref(),
-        reason: Some("resumed"),
+        reason: Some(&"resumed".into()),
         by: &by,
     }))?;
     let line = format!("{by} resumed runs (paused by {})", ended.by);
@@ -145,12 +147,12 @@ pub fn decided(
 
 /// The line for the next run to print, and an urgent message of kind `agent` to every chat.
 fn tell(d: &mut Decider, line: &str) -> Result<()> {
-    let line = d.audit.secrets().string(line);
+    let line = d.audit.secrets().redact(line);
     d.store.add_notice(&line, d.now)?;
     if let Some(tc) = &d.cfg.telegram {
         let msg = Rendered {
             kind: "agent",
-            html: format!("🤖 {}", escape(&line)),
+            html: format!("🤖 {}", line.escape()),
             urgent: true,
             approvals: Vec::new(),
             resets: Vec::new(),

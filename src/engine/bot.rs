@@ -18,7 +18,7 @@ use crate::engine::decide::Decider;
 use crate::error::Result;
 use crate::render::show_time;
 use crate::render::telegram::{ApprovalView, Entry, approval_alone, with_approvals};
-use crate::store::{NewMessage, PauseRow, Store};
+use crate::store::{NewMessage, NewPause, Store};
 use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
 use chrono::{DateTime, Datelike, Utc};
@@ -75,8 +75,8 @@ pub fn process(
     let mut fx = Effects::default();
     for u in updates {
         if let Some((incoming, seen)) = u.read.clone() {
-            d.store
-                .saw_chat(seen.chat_id, &seen.kind, &seen.title, d.now)?;
+            let title = d.audit.secrets().redact(&seen.title);
+            d.store.saw_chat(seen.chat_id, &seen.kind, &title, d.now)?;
             handle(tg, d, cfg, incoming, &mut fx)?;
         }
         d.store.set_meta(OFFSET_KEY, &u.next_offset.to_string())?;
@@ -99,7 +99,7 @@ fn handle(
     if !cfg.chat_ids.contains(&chat_id) {
         d.record(&Event::TelegramRejected { chat_id, kind })?;
         if let Incoming::Press { callback_id, .. } = &incoming {
-            let _ = tg.answer(callback_id, "This chat may not decide here.");
+            let _ = tg.answer(callback_id, &"This chat may not decide here.".into());
         }
         return Ok(());
     }
@@ -134,16 +134,21 @@ fn press(
                 Some(_) => format!("Task {task_id} reset; it runs again when due."),
                 None => format!("heartbeat has no record of task {task_id}."),
             };
-            let _ = tg.answer(callback_id, &answer);
+            let _ = tg.answer(callback_id, &d.audit.secrets().redact(&answer));
             return Ok(());
         }
         None => {
-            let _ = tg.answer(callback_id, "This button is not heartbeat's.");
+            let _ = tg.answer(callback_id, &"This button is not heartbeat's.".into());
             return Ok(());
         }
     };
     let Some(row) = d.store.approval(id)? else {
-        let _ = tg.answer(callback_id, &format!("There is no approval #{id}."));
+        let _ = tg.answer(
+            callback_id,
+            &d.audit
+                .secrets()
+                .redact(&format!("There is no approval #{id}.")),
+        );
         return Ok(());
     };
     // No message shows all of such an input, so no button may approve it (one that an old
@@ -162,7 +167,7 @@ fn press(
             d.audit.secrets().redact(&name).first_line(60),
             row.line
         );
-        let _ = tg.answer(callback_id, &answer);
+        let _ = tg.answer(callback_id, &d.audit.secrets().redact(&answer));
         return Ok(());
     }
     let answer = match (row.state.as_str(), action) {
@@ -212,7 +217,7 @@ fn press(
             format!("#{id} is already {state}.")
         }
     };
-    let _ = tg.answer(callback_id, &answer);
+    let _ = tg.answer(callback_id, &d.audit.secrets().redact(&answer));
     Ok(())
 }
 
@@ -236,7 +241,7 @@ fn edit_with(
         .collect();
     // An edit that does not go through is cosmetic: the decision stands either way.
     if tg.edit(chat_id, message_id, &html, &rest).is_ok() {
-        store.save_button_message(chat_id, message_id, html.as_str(), &rest, now)?;
+        store.save_button_message(chat_id, message_id, &html, &rest, now)?;
     }
     Ok(())
 }
@@ -415,31 +420,32 @@ pub fn pause_end(now: DateTime<Utc>, dur: Duration) -> Option<DateTime<Utc>> {
 
 /// Pause runs (until a time, or until resumed); audited `paused`.
 pub fn pause(d: &mut Decider, until: Option<DateTime<Utc>>, reason: Option<&str>) -> Result<()> {
-    let row = PauseRow {
+    let reason = reason.map(|r| d.audit.secrets().redact(r));
+    let by = d.by.clone();
+    let row = NewPause {
         since: audit::format_ts(d.now),
         until: until.map(audit::format_ts),
-        // Stored as every row is: redacted.
-        reason: reason.map(|r| d.audit.secrets().string(r)),
-        by: d.by.clone(),
+        reason: reason.as_ref(),
+        by: &by,
     };
     d.store.set_pause(&row)?;
-    let by = d.by.clone();
+    let until = row.until.clone();
     d.record(&Event::Paused(Pause {
-        until: row.until.as_deref(),
-        reason,
+        until: until.as_deref(),
+        reason: reason.as_ref(),
         by: &by,
     }))
 }
 
 /// End a pause; false when there was none. Audited `resumed`.
-pub fn resume(d: &mut Decider, reason: &str) -> Result<bool> {
+pub fn resume(d: &mut Decider, reason: &'static str) -> Result<bool> {
     let Some(row) = d.store.clear_pause()? else {
         return Ok(false);
     };
     let by = d.by.clone();
     d.record(&Event::Resumed(Pause {
         until: row.until.as_deref(),
-        reason: Some(reason),
+        reason: Some(&reason.into()),
         by: &by,
     }))?;
     Ok(true)

@@ -19,7 +19,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
 use crate::report::Report;
-use crate::store::{ApprovalRow, Decision, GrantRow, Store};
+use crate::store::{ApprovalRow, Decision, NewGrant, Store};
 use crate::tools::Registry;
 use chrono::{DateTime, Utc};
 
@@ -77,7 +77,7 @@ impl Decider {
                 run_id: None,
                 approval_id: row.id,
                 task_id: &row.task_id,
-                reason: "ttl",
+                reason: &"ttl".into(),
             }))?;
         }
         Ok(())
@@ -167,17 +167,19 @@ impl Decider {
         Ok(())
     }
 
-    fn grant_row(&self, row: &ApprovalRow) -> GrantRow {
-        GrantRow {
+    /// The grant of an approval's task: its input and text as the approval stored them,
+    /// through the one redaction step again (a grant row is a sink too).
+    fn grant_row(&self, row: &ApprovalRow) -> NewGrant {
+        let secrets = self.audit.secrets();
+        NewGrant {
             task_id: row.task_id.clone(),
             tool: row.tool.clone(),
-            input: row.input.clone(),
+            input: secrets.redact_json(row.input.clone()),
             file: row.file.clone(),
-            text: row.text.clone(),
+            text: secrets.redact(&row.text),
             created_at: audit::format_ts(self.clock.now()),
             created_by: self.by.clone(),
             approval_id: Some(row.id),
-            line: Some(row.line),
         }
     }
 

@@ -152,10 +152,11 @@ impl Notice {
     }
 }
 
-/// One message to send, made of one or more outbox rows.
+/// One message to send, made of one or more outbox rows: its text redacted again as a whole
+/// (rows are stored redacted) before anything cuts it into parts.
 struct Planned {
     rows: Vec<OutboxRow>,
-    html: String,
+    html: Redacted,
     approvals: Vec<i64>,
     resets: Vec<String>,
     counted: bool,
@@ -167,7 +168,7 @@ impl Planned {
     /// toward the daily cap.
     fn one(r: OutboxRow) -> Planned {
         Planned {
-            html: r.html.clone(),
+            html: Secrets::taken().redact(&r.html),
             approvals: r.approvals.clone(),
             resets: r.resets.clone(),
             counted: !r.direct,
@@ -335,7 +336,7 @@ pub fn deliver(
                         store.outbox_delete(r.id)?;
                         store.record_sent(chat, &hash(&r.html), false, now)?;
                     }
-                    store.record_sent(chat, &hash(&p.html), p.counted, now)?;
+                    store.record_sent(chat, &hash(p.html.as_str()), p.counted, now)?;
                     let parts = split(&p.html, MAX_MESSAGE);
                     if !p.approvals.is_empty() && parts.len() == 1 {
                         store.save_button_message(chat, message_id, &p.html, &p.approvals, now)?;
@@ -411,7 +412,7 @@ fn send_parts(
     // Approval buttons only under a message that shows all it approves: one part. (The
     // renderer keeps such messages to one part; this holds whatever built the text.)
     let approvals: &[i64] = if last == 0 { &p.approvals } else { &[] };
-    let whole = hash(&p.html);
+    let whole = hash(p.html.as_str());
     let since = now - chrono::Duration::from_std(MAX_AGE).unwrap_or_default();
     let mut id = 0;
     for (i, part) in parts.iter().enumerate() {
@@ -424,8 +425,8 @@ fn send_parts(
         } else {
             (&[], &[])
         };
-        // Each part of a row stored redacted, redacted again as it leaves.
-        match t.send(chat, &Secrets::taken().redact(part), buttons, resets) {
+        // Each part cut from the whole message redacted (see [`Planned`]).
+        match t.send(chat, part, buttons, resets) {
             Ok(sent) => id = sent,
             Err(e) => return Ok(Err(e)),
         }
@@ -452,17 +453,20 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
         html.push_str(&r.html);
         resets.extend(r.resets.iter().cloned());
     }
-    let mut parts = split(&html, MAX_MESSAGE - 40);
+    // Redacted as a whole before it is cut.
+    let mut parts = split(&Secrets::taken().redact(&html), MAX_MESSAGE - 40);
     let cut = parts.len() > 1;
-    let mut html = parts.swap_remove(0);
-    if cut {
-        html.push_str("\n… (cut to fit one message)");
-    }
+    let html = parts.swap_remove(0);
+    let html = if cut {
+        html.append("\n… (cut to fit one message)")
+    } else {
+        html
+    };
     // A message cut to fit keeps the buttons of the approvals it still shows whole only.
-    let whole = |text: &str| html.contains(text);
+    let whole = |text: &str| html.as_str().contains(text);
     let mut approvals: Vec<i64> = head
         .as_ref()
-        .filter(|h| whole(&h.html))
+        .filter(|h| whole(h.html.as_str()))
         .map(|h| h.approvals.clone())
         .unwrap_or_default();
     for r in rows.iter().filter(|r| whole(&r.html)) {

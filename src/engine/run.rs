@@ -151,7 +151,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         Err(ended) => {
             d.record(&Event::Resumed(Pause {
                 until: ended.until.as_deref(),
-                reason: Some("the pause ended"),
+                reason: Some(&"the pause ended".into()),
                 by: &ended.by,
             }))?;
             None

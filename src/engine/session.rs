@@ -36,6 +36,7 @@ use crate::model::{Section, Task};
 use crate::plan::{Decision, Planned, SkipReason};
 use crate::report::{Report, TaskReport, safe_text};
 use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
+use crate::text::Redacted;
 use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
 
 /// The error of a task whose tool ran and whose outcome could not be kept (`what`).
@@ -245,6 +246,7 @@ impl<'a> Session<'a> {
         let run_id = self.run_id.clone();
         let text = self.secrets.redact(lost.text);
         let reason = self.secrets.redact(&reason);
+        let input = self.secrets.redact_json(lost.input.clone());
         self.record(&Event::TaskFailed(TaskRun {
             run_id: &run_id,
             task_id: lost.task_id,
@@ -252,7 +254,7 @@ impl<'a> Session<'a> {
             line: lost.line,
             section: lost.section,
             tool: lost.tool,
-            input: lost.input.into(),
+            input: &input,
             exit_code: None,
             duration_ms: None,
             output: None,
@@ -287,15 +289,15 @@ impl<'a> Session<'a> {
         if task.section != Section::OneTime || name == "log" {
             return Ok(());
         }
-        let row = crate::store::StartRow {
-            task_id: task.id.clone(),
-            run_id: self.run_id.clone(),
-            started_at: String::new(),
-            tool: name.to_string(),
-            input: self.secrets.map(input),
-            file: task.file.to_string_lossy().into_owned(),
+        let file = task.file.to_string_lossy();
+        let row = crate::store::NewStart {
+            task_id: &task.id,
+            run_id: &self.run_id,
+            tool: name,
+            input: self.secrets.redact_map(input),
+            file: &file,
             line: task.line as i64,
-            section: task.section.as_str().to_string(),
+            section: task.section.as_str(),
         };
         Ok(self.store.record_start(&row, self.clock.now())?)
     }
@@ -363,7 +365,9 @@ impl<'a> Session<'a> {
     }
 
     fn stale(&mut self, row: &ApprovalRow, reason: &str) -> Result<()> {
-        if !self.store.mark_stale(row.id, reason, self.now)? {
+        // Why may quote the input (an invalid value): redacted before it is stored.
+        let reason = self.secrets.redact(reason);
+        if !self.store.mark_stale(row.id, &reason, self.now)? {
             return Ok(());
         }
         let run_id = self.run_id.clone();
@@ -371,10 +375,10 @@ impl<'a> Session<'a> {
             run_id: Some(&run_id),
             approval_id: row.id,
             task_id: &row.task_id,
-            reason,
+            reason: &reason,
         }))?;
         let mut r = row_report(row, "stale", &self.secrets);
-        r.reason = Some(self.secrets.redact(reason));
+        r.reason = Some(reason);
         self.report.tasks.push(r);
         Ok(())
     }
@@ -832,6 +836,7 @@ impl<'a> Session<'a> {
             })
             .map_err(|e| unrecorded(task, name, "its outcome could not be recorded", e.into()))?;
         let stderr = stderr.truncate(TEXT_LIMIT, outcome.stderr_dropped);
+        let shown_input = self.secrets.redact_map(input);
         let run = TaskRun {
             run_id: &self.run_id,
             task_id: &task.id,
@@ -839,7 +844,7 @@ impl<'a> Session<'a> {
             line: task.line as i64,
             section: task.section.as_str(),
             tool: name,
-            input: input.into(),
+            input: &shown_input,
             exit_code: outcome.exit_code,
             duration_ms: Some(duration_ms),
             output: Some(&output),
@@ -935,6 +940,8 @@ impl<'a> Session<'a> {
         }
         // `approve` from another directory must run it under this same config.
         let config = crate::store::config_key(self.cfg.source.as_deref());
+        // Stored redacted: what runs is always re-read from the file.
+        let shown_input = self.secrets.redact_map(input);
         let id = self.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
@@ -942,8 +949,7 @@ impl<'a> Session<'a> {
                 line: task.line,
                 section: task.section.as_str(),
                 tool: name,
-                // Stored redacted: what runs is always re-read from the file.
-                input: self.secrets.redact_json(Value::Object(input.clone())),
+                input: shown_input.clone(),
                 text: self.secrets.redact(&text),
                 config: config.as_deref(),
             },
@@ -958,7 +964,7 @@ impl<'a> Session<'a> {
             approval_id: id,
             task_id: &task.id,
             tool: name,
-            input: input.into(),
+            input: &shown_input,
             file: &task.file,
             line: task.line,
         })?;
@@ -987,10 +993,10 @@ impl<'a> Session<'a> {
         match results {
             Ok(results) => {
                 for r in results {
-                    let (marked, reason) = match r.outcome {
+                    let (marked, reason): (bool, Option<Redacted>) = match r.outcome {
                         TickOutcome::Marked => (true, None),
-                        TickOutcome::AlreadyDone => (false, Some("already_done")),
-                        TickOutcome::Gone => (false, Some("gone")),
+                        TickOutcome::AlreadyDone => (false, Some("already_done".into())),
+                        TickOutcome::Gone => (false, Some("gone".into())),
                     };
                     let run_id = self.run_id.clone();
                     let mark = Mark {
@@ -998,7 +1004,7 @@ impl<'a> Session<'a> {
                         task_id: &r.task_id,
                         file,
                         line: Some(r.line),
-                        reason,
+                        reason: reason.as_ref(),
                     };
                     self.record(&if marked {
                         Event::TaskMarkedDone(mark)
@@ -1009,7 +1015,7 @@ impl<'a> Session<'a> {
             }
             Err(e) => {
                 let run_id = self.run_id.clone();
-                let reason = format!("error: {e}");
+                let reason = self.secrets.redact(&format!("error: {e}"));
                 for id in ids {
                     self.record(&Event::TaskMarkSkipped(Mark {
                         run_id: &run_id,

@@ -7,14 +7,16 @@
 //! - heartbeat spawns, signals and reaps the server itself; rmcp only speaks JSON-RPC over the
 //!   child's pipes. (rmcp's own child-process transport kills on drop by spawning a task on
 //!   the runtime, which is lost when the runtime shuts down, and uses other grace periods.)
-//! - The server leads its own process group and starts with a cleared environment holding
+//! - The server is started by the process supervisor ([`supervisor::spawn`], as tools are):
+//!   it leads its own process group, and should heartbeat die, it gets SIGTERM and its whole
+//!   group SIGTERM, then SIGKILL 5 s later. It starts with a cleared environment holding
 //!   only [`PASSED_ENV`] (those set in heartbeat's) and the spec's `env` pairs.
 //! - Its stderr is read on a thread into a buffer that keeps [`STDERR_CAP`] bytes and counts
 //!   the rest, so the server never blocks on a full stderr pipe.
 //! - Every path out of a [`Server`] (`stop`, `Drop`, a failed `start`) closes the server's
 //!   stdin, gives it 2 s to exit, then SIGTERMs its group, SIGKILLs the group 5 s later if a
-//!   member still lives, and reaps the leader. A group id is only signalled while its leader
-//!   is not yet reaped, so it cannot have been reused.
+//!   member still lives, and reaps the leader ([`Group::stop_and_reap`]). A group id is only
+//!   signalled while its leader is not yet reaped, so it cannot have been reused.
 //! - The current-thread runtime runs only inside `start`, `list_tools`, `call` and `stop`;
 //!   between calls nothing reads the server's stdout, which is harmless because heartbeat
 //!   never waits for a server outside a call.
@@ -24,9 +26,8 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::io::{self, Read};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -48,7 +49,8 @@ use rmcp::service::{
 };
 use serde_json::{Map, Value};
 
-use crate::sys::{self, Signal};
+use crate::sys;
+use crate::sys::supervisor::{self, Environment, Group, Launch};
 
 /// Variables passed from heartbeat's environment to every server (when set); everything else
 /// is cleared (SPEC §12).
@@ -192,8 +194,9 @@ pub struct Server {
     rt: Option<tokio::runtime::Runtime>,
     /// The group leader of a spawned server, until reaped.
     child: Option<Child>,
-    /// A spawned server's process group; none for a server reached over HTTP.
-    pgid: Option<i32>,
+    /// A spawned server's process group, watched until it is stopped; none for a server
+    /// reached over HTTP.
+    group: Option<Group>,
     /// A server reached over HTTP: its client, which knows why a connection failed.
     http: Option<super::http::HttpClient>,
     startup_timeout: Duration,
@@ -243,9 +246,18 @@ impl Server {
                 spec.cwd
             )));
         }
-        let mut child = spawn(program, &command[1..], spec)
-            .map_err(|e| McpError::Start(cannot_run(program, &e)))?;
-        let pgid = child.id() as i32;
+        // Like a tool: its own group, watched should heartbeat die; but a cleared
+        // environment.
+        let launch = Launch {
+            argv: command,
+            cwd: &spec.cwd,
+            env: Environment::Cleared { pass: &PASSED_ENV },
+            set: &spec.env,
+            stdin_piped: true,
+            kill_grace: KILL_GRACE,
+        };
+        let (mut child, group) =
+            supervisor::spawn(&launch).map_err(|e| McpError::Start(cannot_run(program, &e)))?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
         let stderr = Arc::new(Mutex::new(Capture::default()));
@@ -256,7 +268,7 @@ impl Server {
         // From here on, dropping `server` stops the child on every error path.
         let mut server = Server::unstarted(spec);
         server.child = Some(child);
-        server.pgid = Some(pgid);
+        server.group = Some(group);
         server.stderr = stderr;
         server.stderr_reader = stderr_reader;
         let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
@@ -330,7 +342,7 @@ impl Server {
             service: None,
             rt: None,
             child: None,
-            pgid: None,
+            group: None,
             http: None,
             startup_timeout: spec.startup_timeout,
             stderr: Arc::new(Mutex::new(Capture::default())),
@@ -402,7 +414,7 @@ impl Server {
 
     /// A spawned server's process id, which is also its process group id.
     pub fn pid(&self) -> Option<u32> {
-        self.pgid.map(|id| id as u32)
+        self.group.as_ref().map(|g| g.id() as u32)
     }
 
     /// False once a call timed out or the connection closed: the caller should [`stop`] this
@@ -622,7 +634,7 @@ impl Server {
     /// The leader's exit status, waiting [`DEATH_GRACE`] for it: a closed stdout usually
     /// comes just before the exit.
     fn exit_soon(&self) -> Option<String> {
-        let pgid = self.pgid?;
+        let pgid = self.group.as_ref()?.id();
         let deadline = Instant::now() + DEATH_GRACE;
         loop {
             let status = sys::exit_without_reaping(pgid);
@@ -667,25 +679,10 @@ impl Server {
         drop(self.service.take());
         drop(self.rt.take());
 
-        let (Some(mut child), Some(pgid)) = (self.child.take(), self.pgid) else {
+        let (Some(child), Some(group)) = (self.child.take(), self.group.take()) else {
             return;
         };
-        let term_at = began + CLOSE_GRACE;
-        while group_alive(pgid) && Instant::now() < term_at {
-            thread::sleep(POLL);
-        }
-        if group_alive(pgid) {
-            sys::signal_group(pgid, Signal::SIGTERM);
-            let kill_at = Instant::now() + KILL_GRACE;
-            while group_alive(pgid) && Instant::now() < kill_at {
-                thread::sleep(POLL);
-            }
-            if group_alive(pgid) {
-                sys::signal_group(pgid, Signal::SIGKILL);
-            }
-        }
-        // Only now may the group id become free for reuse.
-        let _ = child.wait();
+        let _ = group.stop_and_reap(child, began + CLOSE_GRACE, KILL_GRACE);
 
         if let Some(reader) = self.stderr_reader.take() {
             let deadline = Instant::now() + READER_GRACE;
@@ -709,7 +706,7 @@ impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")
             .field("name", &self.name)
-            .field("pgid", &self.pgid)
+            .field("pgid", &self.group.as_ref().map(Group::id))
             .field("usable", &self.usable)
             .finish_non_exhaustive()
     }
@@ -757,32 +754,6 @@ fn cannot_run(program: &str, e: &io::Error) -> String {
         "cannot run {program:?}: it is not in any directory of {path} (cron and systemd \
          give a shorter PATH than your shell): write its absolute path in command"
     )
-}
-
-fn spawn(program: &str, args: &[String], spec: &ServerSpec) -> io::Result<Child> {
-    let mut cmd = if program.contains('/') {
-        Command::new(spec.cwd.join(program))
-    } else {
-        Command::new(program)
-    };
-    cmd.args(args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    for name in PASSED_ENV {
-        if let Some(value) = std::env::var_os(name) {
-            cmd.env(name, value);
-        }
-    }
-    for (name, value) in &spec.env {
-        cmd.env(name, value);
-    }
-    // No signal blocked, SIGTERM when heartbeat dies, never started after it died.
-    sys::stop_with_parent(&mut cmd);
-    cmd.spawn()
 }
 
 /// The client side of the session: no capabilities, and every server-initiated request that
@@ -1043,14 +1014,6 @@ impl Scan {
         }
         None
     }
-}
-
-/// Whether a live process (not a zombie: the unreaped leader stays one) is in the group.
-fn group_alive(pgid: i32) -> bool {
-    if !sys::group_exists(pgid) {
-        return false;
-    }
-    sys::live_member_in_group(pgid).unwrap_or_else(|| sys::exit_without_reaping(pgid).is_none())
 }
 
 #[cfg(test)]

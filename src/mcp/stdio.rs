@@ -25,6 +25,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 
+use crate::audit::Secrets;
+use crate::text::Redacted;
+
 /// The largest request, in bytes (without its newline): the SDK's own limit for one MCP
 /// message, so that heartbeat takes from an agent what it takes from an MCP server.
 pub const MAX_MESSAGE: usize = DEFAULT_MAX_LINE_LENGTH;
@@ -65,8 +68,10 @@ where
         }
     }
 
-    /// Answer a request ourselves (written before the next line is read).
-    fn answer(&mut self, error: ErrorData, id: Option<RequestId>) {
+    /// Answer a request ourselves with an invalid-request error saying `message` (written
+    /// before the next line is read). An answer is a sink: it takes only redacted text.
+    fn answer(&mut self, message: Redacted, id: Option<RequestId>) {
+        let error = ErrorData::invalid_request(message.into_string(), None);
         let msg: TxJsonRpcMessage<RoleServer> = JsonRpcMessage::error(error, id);
         self.sending = Some(Box::pin(self.out.send(msg)));
     }
@@ -161,14 +166,11 @@ where
             match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
                 Ok(JsonRpcMessage::Request(request)) => {
                     if !self.ids.insert(digest(&request.id)) {
-                        let error = ErrorData::invalid_request(
-                            format!(
-                                "request id {} was already used in this session: a request \
-                                 id is used once; this request was not carried out",
-                                id_text(&request.id)
-                            ),
-                            None,
-                        );
+                        let error = Secrets::taken().redact(&format!(
+                            "request id {} was already used in this session: a request id is \
+                             used once; this request was not carried out",
+                            id_text(&request.id)
+                        ));
                         self.answer(error, Some(request.id));
                         continue;
                     }
@@ -186,8 +188,8 @@ where
                         continue;
                     };
                     if msg.contains_key("method") {
-                        let error =
-                            ErrorData::invalid_request(format!("invalid request: {e}"), None);
+                        // The parser's message may quote the request.
+                        let error = Secrets::taken().redact(&format!("invalid request: {e}"));
                         self.answer(error, Some(id));
                     }
                 }
@@ -203,15 +205,12 @@ where
     }
 }
 
-fn oversized(size: usize, limit: usize) -> ErrorData {
-    ErrorData::invalid_request(
-        format!(
-            "this request is {size} bytes, over heartbeat mcp's limit of {limit} bytes \
-             ({} MiB) for one message; it was not read or carried out",
-            limit / (1024 * 1024)
-        ),
-        None,
-    )
+fn oversized(size: usize, limit: usize) -> Redacted {
+    Secrets::taken().redact(&format!(
+        "this request is {size} bytes, over heartbeat mcp's limit of {limit} bytes ({} MiB) \
+         for one message; it was not read or carried out",
+        limit / (1024 * 1024)
+    ))
 }
 
 /// An id as a person reads it in a message: a number as itself, a string quoted and cut.
@@ -219,7 +218,7 @@ fn id_text(id: &RequestId) -> String {
     match id {
         RequestId::Number(n) => n.to_string(),
         RequestId::String(s) => {
-            let shown = crate::audit::Secrets::taken().redact(s).first_line(64);
+            let shown = Secrets::taken().redact(s).first_line(64);
             format!("{:?}", shown.as_str())
         }
     }

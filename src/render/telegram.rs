@@ -61,41 +61,10 @@ fn units(s: &str) -> usize {
 }
 
 /// Cut a message into parts of at most `limit` UTF-16 units, at line boundaries (a line
-/// longer than the limit is cut at a character boundary).
-pub fn split(html: &str, limit: usize) -> Vec<String> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    for line in html.split('\n') {
-        let mut line = line.to_string();
-        while units(&line) > limit {
-            let mut cut = String::new();
-            let mut n = 0;
-            for c in line.chars() {
-                if n + c.len_utf16() > limit {
-                    break;
-                }
-                n += c.len_utf16();
-                cut.push(c);
-            }
-            if !current.is_empty() {
-                parts.push(std::mem::take(&mut current));
-            }
-            line = line[cut.len()..].to_string();
-            parts.push(cut);
-        }
-        let extra = if current.is_empty() { 0 } else { 1 };
-        if units(&current) + extra + units(&line) > limit {
-            parts.push(std::mem::take(&mut current));
-        }
-        if !current.is_empty() {
-            current.push('\n');
-        }
-        current.push_str(&line);
-    }
-    if !current.is_empty() || parts.is_empty() {
-        parts.push(current);
-    }
-    parts
+/// longer than the limit is cut at a character boundary). Redacted first: a part never
+/// shows a secret minus its tail.
+pub fn split(html: &Redacted, limit: usize) -> Vec<Redacted> {
+    html.split_lines(limit, char::len_utf16)
 }
 
 /// One approval as a message shows it.
@@ -125,17 +94,16 @@ struct Block {
 /// a line). Every `***` counts as a hidden value: a literal `***` in an input cannot be told
 /// from a redacted one, so it costs the buttons too.
 fn block(input: &Value, secrets: &Secrets) -> Block {
-    let mut shown = input.clone();
-    secrets.value(&mut shown);
-    let pretty = serde_json::to_string_pretty(&shown).unwrap_or_else(|_| shown.to_string());
-    let pretty = secrets.string(&pretty);
+    let pretty = secrets.redact_json(input.clone()).to_pretty();
+    let pretty = secrets.redact(pretty.as_str());
     let lines: Vec<String> = pretty
+        .as_str()
         .lines()
         .map(|l| format!("<code>{}</code>", escape(l)))
         .collect();
     // What the outbox's own redaction pass would still change is hidden too.
-    let mut hidden = pretty.matches(STARS).count();
-    if hidden == 0 && lines.iter().any(|l| secrets.text(l) != l.as_str()) {
+    let mut hidden = pretty.as_str().matches(STARS).count();
+    if hidden == 0 && lines.iter().any(|l| secrets.redact(l).as_str() != l) {
         hidden = 1;
     }
     Block { lines, hidden }
@@ -238,8 +206,8 @@ fn compose<'a>(
     }
     let base: Vec<String> = entries
         .iter()
-        .map(|e| secrets.string(&e.html))
-        .chain(tail.iter().map(|t| secrets.string(t)))
+        .map(|e| secrets.redact(&e.html).into_string())
+        .chain(tail.iter().map(|t| secrets.redact(t).into_string()))
         .collect();
     let blocks: Vec<Option<(Block, &ApprovalView)>> = entries
         .iter()
@@ -753,9 +721,13 @@ mod tests {
 
     #[test]
     fn split_respects_the_limit_at_line_boundaries() {
+        let plain = |s: &str| Secrets::default().redact(s);
+        let strings = |parts: Vec<Redacted>| -> Vec<String> {
+            parts.into_iter().map(Redacted::into_string).collect()
+        };
         let line = "x".repeat(100);
         let text = vec![line.as_str(); 100].join("\n");
-        let parts = split(&text, 4096);
+        let parts = strings(split(&plain(&text), 4096));
         assert!(parts.len() >= 3);
         for p in &parts {
             assert!(units(p) <= 4096);
@@ -764,10 +736,10 @@ mod tests {
         assert_eq!(parts.join("\n"), text);
         // A line longer than the limit is cut, never dropped; emoji count as two units.
         let long = "😀".repeat(3000);
-        let parts = split(&long, 4096);
+        let parts = strings(split(&plain(&long), 4096));
         assert!(parts.iter().all(|p| units(p) <= 4096));
         assert_eq!(parts.concat(), long);
-        assert_eq!(split("", 10), vec![String::new()]);
+        assert_eq!(strings(split(&plain(""), 10)), vec![String::new()]);
     }
 
     #[test]

@@ -264,12 +264,12 @@ impl Store {
     }
 
     /// `approved → stale`: the task changed or vanished before it could run.
-    pub fn mark_stale(&mut self, id: i64, reason: &str, now: DateTime<Utc>) -> Result<bool> {
+    pub fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
             conn.execute(
                 "UPDATE approvals SET state = 'stale', finished_at = ?2, reason = ?3
                  WHERE id = ?1 AND state = 'approved'",
-                params![id, format_ts(now), reason],
+                params![id, format_ts(now), reason.as_str()],
             )
         })
         .map(|n| n == 1)
@@ -301,7 +301,7 @@ pub(super) fn finish_approval(
     conn: &Connection,
     id: i64,
     succeeded: bool,
-    reason: Option<&str>,
+    reason: Option<&Redacted>,
     now: DateTime<Utc>,
 ) -> rusqlite::Result<()> {
     let state = if succeeded { "succeeded" } else { "failed" };
@@ -309,7 +309,12 @@ pub(super) fn finish_approval(
         "UPDATE approvals SET state = ?2, finished_at = ?3, reason = COALESCE(?4, reason)
          WHERE id = ?1 AND state = 'running'",
     )?
-    .execute(params![id, state, format_ts(now), reason])
+    .execute(params![
+        id,
+        state,
+        format_ts(now),
+        reason.map(Redacted::as_str)
+    ])
     .map(drop)
 }
 
@@ -437,7 +442,7 @@ pub(super) mod tests {
         assert_eq!(stored(&b, id)[0].as_deref(), Some("running"));
         assert!(!b.claim(id, "r2").unwrap());
         assert!(!a.claim(id, "r1").unwrap());
-        assert!(!b.mark_stale(id, "gone", now).unwrap());
+        assert!(!b.mark_stale(id, &"gone".into(), now).unwrap());
         finish_approval(conn(&a), id, true, None, now).unwrap();
         let row = b.approval(id).unwrap().unwrap();
         assert_eq!(row.state, "succeeded");
@@ -462,9 +467,9 @@ pub(super) mod tests {
         assert!(s.claim(ids[0], "r0").unwrap());
         finish_approval(conn(&s), ids[0], true, None, now).unwrap();
         assert!(s.claim(ids[1], "r1").unwrap());
-        finish_approval(conn(&s), ids[1], false, Some("exit 1"), now).unwrap();
+        finish_approval(conn(&s), ids[1], false, Some(&"exit 1".into()), now).unwrap();
         // Finished twice: the first finish counts, as the state moved on.
-        finish_approval(conn(&s), ids[1], true, Some("again"), now).unwrap();
+        finish_approval(conn(&s), ids[1], true, Some(&"again".into()), now).unwrap();
         assert!(s.claim(ids[2], "r1").unwrap());
         let ran = |state: &str, run: &str, reason: &str| {
             let some = |v: &str| Some(v.to_string());

@@ -7,6 +7,7 @@
 use rusqlite::{TransactionBehavior, params};
 
 use super::{Result, Store};
+use crate::text::{Redacted, RedactedJson};
 
 /// An *always* grant: this exact task (tool + input) runs without asking.
 #[derive(Clone, Debug, PartialEq)]
@@ -24,14 +25,27 @@ pub struct GrantRow {
     pub line: Option<i64>,
 }
 
+/// An *always* grant to record: its input and text redacted, as every row is.
+#[derive(Clone, Debug)]
+pub struct NewGrant {
+    pub task_id: String,
+    pub tool: String,
+    pub input: RedactedJson,
+    pub file: String,
+    pub text: Redacted,
+    pub created_at: String,
+    pub created_by: String,
+    pub approval_id: Option<i64>,
+}
+
 impl Store {
     /// Record an *always* grant for a task id (replacing an older one).
-    pub fn add_grant(&mut self, g: &GrantRow) -> Result<()> {
+    pub fn add_grant(&mut self, g: &NewGrant) -> Result<()> {
         self.add_grants(std::slice::from_ref(g))
     }
 
     /// Record several grants in one durable transaction (`approve --all --always`).
-    pub fn add_grants(&mut self, grants: &[GrantRow]) -> Result<()> {
+    pub fn add_grants(&mut self, grants: &[NewGrant]) -> Result<()> {
         if grants.is_empty() {
             return Ok(());
         }
@@ -51,9 +65,9 @@ impl Store {
                     st.execute(params![
                         g.task_id,
                         g.tool,
-                        g.input.to_string(),
+                        g.input.to_text().as_str(),
                         g.file,
-                        g.text,
+                        g.text.as_str(),
                         g.created_at,
                         g.created_by,
                         g.approval_id
@@ -105,23 +119,38 @@ impl Store {
 mod tests {
     use super::super::test_util::ts;
     use super::*;
+    use crate::audit::Secrets;
     use serde_json::json;
     use std::time::Duration;
+
+    /// The row a grant becomes (no approval row to give it a line).
+    fn row(g: &NewGrant) -> GrantRow {
+        GrantRow {
+            task_id: g.task_id.clone(),
+            tool: g.tool.clone(),
+            input: g.input.as_value().clone(),
+            file: g.file.clone(),
+            text: g.text.as_str().to_string(),
+            created_at: g.created_at.clone(),
+            created_by: g.created_by.clone(),
+            approval_id: g.approval_id,
+            line: None,
+        }
+    }
 
     #[test]
     fn many_grants_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
-        let grant = |task: &str, by: &str| GrantRow {
+        let grant = |task: &str, by: &str| NewGrant {
             task_id: task.into(),
             tool: "log".into(),
-            input: json!({"text": task}),
+            input: Secrets::default().redact_json(json!({"text": task})),
             file: "/x".into(),
             text: "@log {}".into(),
             created_at: "2026-01-01T10:00:00.000Z".into(),
             created_by: by.into(),
             approval_id: Some(1),
-            line: None,
         };
         s.add_grant(&grant("b", "cli:ann")).unwrap();
         s.add_grants(&[]).unwrap();
@@ -131,27 +160,26 @@ mod tests {
             grant("c", "cli:bob"),
         ];
         s.add_grants(&all).unwrap();
-        assert_eq!(s.grants().unwrap(), all);
+        assert_eq!(s.grants().unwrap(), all.iter().map(row).collect::<Vec<_>>());
     }
 
     #[test]
     fn grants_are_kept_per_task_id() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
-        let g = GrantRow {
+        let g = NewGrant {
             task_id: "t".into(),
             tool: "shell".into(),
-            input: json!({"cmd": "true"}),
+            input: Secrets::default().redact_json(json!({"cmd": "true"})),
             file: "/x".into(),
             text: "@shell {}".into(),
             created_at: "2026-01-01T10:00:00.000Z".into(),
             created_by: "cli:ann".into(),
             approval_id: Some(1),
-            line: None,
         };
         s.add_grant(&g).unwrap();
         s.add_grant(&g).unwrap();
-        assert_eq!(s.grants().unwrap(), vec![g]);
+        assert_eq!(s.grants().unwrap(), vec![row(&g)]);
         let snap = s
             .snapshot(
                 ts("2026-01-01T10:00:00Z"),

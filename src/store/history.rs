@@ -231,13 +231,7 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
     )?
     .execute(params![r.tool, started])?;
     if let Some(id) = r.approval_id {
-        super::approvals::finish_approval(
-            tx,
-            id,
-            r.succeeded,
-            r.error.map(crate::text::Redacted::as_str),
-            r.finished_at,
-        )?;
+        super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
     }
     if r.succeeded {
         tx.prepare_cached(

@@ -33,13 +33,13 @@ use chrono::{DateTime, Utc};
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 pub use approvals::{ApprovalRow, Decision, NewApproval, config_key};
-pub use grants::GrantRow;
+pub use grants::{GrantRow, NewGrant};
 pub use history::{RunSummary, TaskRunRecord};
 pub use mcp::CachedListing;
 pub use migrations::schema_at_version;
-pub use outbox::{AGENT_BY, NewMessage, OutboxRow, PauseRow};
+pub use outbox::{AGENT_BY, NewMessage, NewPause, OutboxRow, PauseRow};
 pub use snapshot::Snapshot;
-pub use starts::StartRow;
+pub use starts::{NewStart, StartRow};
 
 use migrations::SCHEMA_VERSION;
 

@@ -9,13 +9,14 @@ use chrono::{DateTime, Utc};
 use rusqlite::params;
 
 use super::{Result, Store, format_ts};
+use crate::text::Redacted;
 
 impl Store {
-    pub fn add_notice(&mut self, line: &str, now: DateTime<Utc>) -> Result<()> {
+    pub fn add_notice(&mut self, line: &Redacted, now: DateTime<Utc>) -> Result<()> {
         self.durable(|conn| {
             conn.execute(
                 "INSERT INTO agent_notices (line, created_at) VALUES (?1, ?2)",
-                params![line, format_ts(now)],
+                params![line.as_str(), format_ts(now)],
             )
         })
         .map(drop)
@@ -49,10 +50,10 @@ mod tests {
         let mut store = Store::open(dir.path()).unwrap();
         assert!(store.take_notices().unwrap().is_empty());
         store
-            .add_notice("first", ts("2026-05-01T10:00:00Z"))
+            .add_notice(&"first".into(), ts("2026-05-01T10:00:00Z"))
             .unwrap();
         store
-            .add_notice("second", ts("2026-05-01T10:00:00Z"))
+            .add_notice(&"second".into(), ts("2026-05-01T10:00:00Z"))
             .unwrap();
         assert_eq!(store.take_notices().unwrap(), ["first", "second"]);
         assert!(store.take_notices().unwrap().is_empty());

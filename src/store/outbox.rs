@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, Store, format_ts, parse_ts};
+use crate::text::Redacted;
 
 /// A message waiting in the outbox.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,7 +35,7 @@ pub struct NewMessage<'a> {
     pub chat_id: i64,
     pub kind: &'a str,
     /// What is sent: redacted, as every row is.
-    pub html: &'a crate::text::Redacted,
+    pub html: &'a Redacted,
     pub urgent: bool,
     /// Exempt from the dedupe and the daily cap (a reply to a command, a test message).
     pub direct: bool,
@@ -49,6 +50,14 @@ pub struct PauseRow {
     pub until: Option<String>,
     pub reason: Option<String>,
     pub by: String,
+}
+
+/// A pause to set: its reason redacted, as every row is.
+pub struct NewPause<'a> {
+    pub since: String,
+    pub until: Option<String>,
+    pub reason: Option<&'a Redacted>,
+    pub by: &'a str,
 }
 
 /// What every agent's `by` starts with (`mcp:<client>`), on pauses and decisions alike.
@@ -145,7 +154,7 @@ impl Store {
     }
 
     /// Remember that the message was audited as held under `rule`.
-    pub fn outbox_held(&mut self, id: i64, rule: &str) -> Result<()> {
+    pub fn outbox_held(&mut self, id: i64, rule: &'static str) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE outbox SET held = ?2 WHERE id = ?1",
@@ -155,7 +164,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    pub fn outbox_failed(&mut self, id: i64, error: &crate::text::Redacted) -> Result<()> {
+    pub fn outbox_failed(&mut self, id: i64, error: &Redacted) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
@@ -217,7 +226,7 @@ impl Store {
         &mut self,
         chat_id: i64,
         message_id: i64,
-        html: &str,
+        html: &Redacted,
         approvals: &[i64],
         now: DateTime<Utc>,
     ) -> Result<()> {
@@ -228,7 +237,7 @@ impl Store {
                 params![
                     chat_id,
                     message_id,
-                    html,
+                    html.as_str(),
                     serde_json::to_string(approvals).unwrap_or_else(|_| "[]".into()),
                     format_ts(now)
                 ],
@@ -305,7 +314,7 @@ impl Store {
         &mut self,
         chat_id: i64,
         kind: &str,
-        title: &str,
+        title: &Redacted,
         now: DateTime<Utc>,
     ) -> Result<()> {
         self.conn
@@ -313,7 +322,7 @@ impl Store {
                 "INSERT INTO tg_chats (chat_id, kind, title, last_seen) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT(chat_id) DO UPDATE SET kind = excluded.kind, title = excluded.title,
                     last_seen = excluded.last_seen",
-                params![chat_id, kind, title, format_ts(now)],
+                params![chat_id, kind, title.as_str(), format_ts(now)],
             )
             .map(drop)
             .map_err(|e| self.err(e))
@@ -359,12 +368,12 @@ impl Store {
         }
     }
 
-    pub fn set_pause(&mut self, p: &PauseRow) -> Result<()> {
+    pub fn set_pause(&mut self, p: &NewPause) -> Result<()> {
         self.durable(|conn| {
             conn.execute(
                 "INSERT OR REPLACE INTO pause (id, since, until, reason, by)
                  VALUES (1, ?1, ?2, ?3, ?4)",
-                params![p.since, p.until, p.reason, p.by],
+                params![p.since, p.until, p.reason.map(Redacted::as_str), p.by],
             )
         })
         .map(drop)
@@ -380,14 +389,21 @@ impl Store {
     /// Set an agent's pause, unless a person's pause is in force at `now`: checked and set
     /// in one statement, so a person's pause made meanwhile is never replaced. False when a
     /// person's pause stands.
-    pub fn set_agent_pause(&mut self, p: &PauseRow, now: DateTime<Utc>) -> Result<bool> {
+    pub fn set_agent_pause(&mut self, p: &NewPause, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
             conn.execute(
                 "INSERT OR REPLACE INTO pause (id, since, until, reason, by)
                  SELECT 1, ?1, ?2, ?3, ?4 WHERE NOT EXISTS (
                     SELECT 1 FROM pause WHERE substr(by, 1, length(?5)) != ?5
                         AND (until IS NULL OR until > ?6))",
-                params![p.since, p.until, p.reason, p.by, AGENT_BY, format_ts(now)],
+                params![
+                    p.since,
+                    p.until,
+                    p.reason.map(Redacted::as_str),
+                    p.by,
+                    AGENT_BY,
+                    format_ts(now)
+                ],
             )
         })
         .map(|n| n > 0)
@@ -413,12 +429,22 @@ mod tests {
     use super::super::test_util::ts;
     use super::*;
 
-    fn pause(by: &str, until: Option<&str>) -> PauseRow {
-        PauseRow {
+    fn pause<'a>(by: &'a str, until: Option<&str>) -> NewPause<'a> {
+        NewPause {
             since: "2026-05-01T10:00:00.000Z".into(),
             until: until.map(str::to_string),
             reason: None,
-            by: by.into(),
+            by,
+        }
+    }
+
+    /// The row a pause becomes.
+    fn row(p: &NewPause) -> PauseRow {
+        PauseRow {
+            since: p.since.clone(),
+            until: p.until.clone(),
+            reason: p.reason.map(|r| r.as_str().to_string()),
+            by: p.by.to_string(),
         }
     }
 
@@ -431,13 +457,13 @@ mod tests {
         // No pause, or an agent's: the agent's is set.
         assert!(store.set_agent_pause(&agent, now).unwrap());
         assert!(store.set_agent_pause(&agent, now).unwrap());
-        assert_eq!(store.clear_agent_pause().unwrap(), Some(agent.clone()));
+        assert_eq!(store.clear_agent_pause().unwrap(), Some(row(&agent)));
         // A person's pause in force stays, whatever the agent does.
         let person = pause("cli:me", None);
         store.set_pause(&person).unwrap();
         assert!(!store.set_agent_pause(&agent, now).unwrap());
         assert_eq!(store.clear_agent_pause().unwrap(), None);
-        assert_eq!(store.pause_row().unwrap(), Some(person));
+        assert_eq!(store.pause_row().unwrap(), Some(row(&person)));
         // A person's pause that has ended no longer holds anything.
         let ended = pause("telegram:1", Some("2026-05-01T09:00:00.000Z"));
         store.set_pause(&ended).unwrap();

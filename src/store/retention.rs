@@ -161,7 +161,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Store::open(dir.path()).unwrap();
         let sent = ts("2026-05-01T10:00:00Z");
-        s.save_button_message(1, 7, "<b>x</b>", &[1], sent).unwrap();
+        s.save_button_message(1, 7, &"<b>x</b>".into(), &[1], sent)
+            .unwrap();
         // Past `history` (1 day), within `approval_ttl` (30 days).
         let (cutoff, holding) = (ts("2026-05-09T10:00:00Z"), ts("2026-04-10T10:00:00Z"));
         s.prune_once_a_day("2026-05-10", cutoff, holding).unwrap();

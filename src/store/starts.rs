@@ -12,6 +12,7 @@ use rusqlite::params;
 
 use super::{Result, Store};
 use crate::audit::format_ts;
+use crate::text::RedactedJson;
 
 /// A started one-time task, as recorded before its tool ran.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,9 +28,21 @@ pub struct StartRow {
     pub section: String,
 }
 
+/// A start to record: its input redacted, as every row is.
+#[derive(Clone, Debug)]
+pub struct NewStart<'a> {
+    pub task_id: &'a str,
+    pub run_id: &'a str,
+    pub tool: &'a str,
+    pub input: RedactedJson,
+    pub file: &'a str,
+    pub line: i64,
+    pub section: &'a str,
+}
+
 impl Store {
     /// Record that this run starts the task now (replacing a released older start).
-    pub fn record_start(&mut self, row: &StartRow, now: DateTime<Utc>) -> Result<()> {
+    pub fn record_start(&mut self, row: &NewStart, now: DateTime<Utc>) -> Result<()> {
         let ts = format_ts(now);
         crate::fault::point("record_start");
         self.durable(|conn| {
@@ -41,7 +54,7 @@ impl Store {
                     row.run_id,
                     ts,
                     row.tool,
-                    row.input.to_string(),
+                    row.input.to_text().as_str(),
                     row.file,
                     row.line,
                     row.section
@@ -113,16 +126,15 @@ mod tests {
     use crate::store::TaskRunRecord;
     use crate::store::test_util::ts;
 
-    fn start(task_id: &str, run_id: &str) -> StartRow {
-        StartRow {
-            task_id: task_id.into(),
-            run_id: run_id.into(),
-            started_at: String::new(),
-            tool: "shell".into(),
-            input: serde_json::json!({"cmd": "x"}),
-            file: "/h.md".into(),
+    fn start<'a>(task_id: &'a str, run_id: &'a str) -> NewStart<'a> {
+        NewStart {
+            task_id,
+            run_id,
+            tool: "shell",
+            input: crate::audit::Secrets::default().redact_json(serde_json::json!({"cmd": "x"})),
+            file: "/h.md",
             line: 3,
-            section: "one_time".into(),
+            section: "one_time",
         }
     }
 

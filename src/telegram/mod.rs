@@ -318,11 +318,11 @@ impl Telegram {
     }
 
     /// Answer a button press (Telegram shows `text` briefly).
-    pub fn answer(&self, callback_id: &str, text: &str) -> Result<(), String> {
+    pub fn answer(&self, callback_id: &str, text: &Redacted) -> Result<(), String> {
         let req = self
             .bot
             .answer_callback_query(teloxide::types::CallbackQueryId(callback_id.to_string()))
-            .text(text.to_string());
+            .text(self.scrub(text.as_str()));
         self.block(REQUEST_LIMIT, req)
             .map(drop)
             .map_err(|e| self.error(&e))

@@ -1,17 +1,18 @@
 //! Child processes: own process group, concurrent capped capture, timeout with SIGTERM then
 //! SIGKILL to the group, always reaped; if heartbeat dies, the leader gets SIGTERM at once and
-//! the whole group SIGTERM, then SIGKILL after the grace period (a [`sys::GroupWatch`]).
+//! the whole group SIGTERM, then SIGKILL after the grace period. Starting the child and
+//! stopping its group are the [`supervisor`]'s, shared with the MCP servers.
 //!
 //! Invariants of [`run`]:
 //!
-//! - The child leads its own process group (`process_group(0)`), so every process it starts
+//! - The child leads its own process group ([`supervisor::spawn`]), so every process it starts
 //!   belongs to that group unless it leaves it on purpose (`setsid`, `setpgid`).
 //! - Standard output and error are read concurrently, each on its own thread; at most
 //!   [`OUTPUT_CAP`] bytes of each are kept and the rest is read and counted, so the child never
 //!   blocks on a full pipe. Standard input, when given, is written on a third thread (a child
 //!   that does not read it cannot deadlock heartbeat); otherwise it is `/dev/null`.
-//! - The child is always reaped, on every path, by a waiter thread (started before the child)
-//!   blocked in `Child::wait`; the caller waits on a channel with a deadline, so nothing
+//! - The child is always reaped, on every path, by a waiter thread ([`Reaper`], started before
+//!   the child) blocked in `Child::wait`; the caller waits for it with a deadline, so nothing
 //!   busy-polls while a tool runs.
 //! - At the timeout (or an external stop request) the whole group gets SIGTERM, and SIGKILL
 //!   [`Request::kill_grace`] later if the leader still lives.
@@ -27,11 +28,11 @@
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -39,6 +40,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::Outcome;
+use crate::sys::supervisor::{self, Environment, Launch, Reaper};
 use crate::sys::{self, Signal};
 
 /// Bytes of standard output (and, separately, of standard error) kept per process.
@@ -55,8 +57,7 @@ pub const READER_GRACE: Duration = Duration::from_secs(2);
 /// also when the output passed [`OUTPUT_CAP`].
 const TAIL_KEEP: usize = 64 * 1024;
 
-/// How often a stop flag is looked at while a process runs, and how often a dying group is
-/// checked during the grace period (there is no way to wait for non-children).
+/// How often a stop flag is looked at while a process runs.
 const POLL: Duration = Duration::from_millis(50);
 /// How often a reader waiting on a quiet pipe looks whether it was given up on.
 const ABANDON_POLL: Duration = Duration::from_millis(100);
@@ -127,58 +128,30 @@ fn run_inner(req: &Request) -> Outcome {
         ));
     }
 
-    // A relative program path with a `/` is relative to the tool's working directory, not to
-    // heartbeat's (std leaves this platform-specific).
-    let mut cmd = if program.contains('/') {
-        Command::new(req.cwd.join(program))
-    } else {
-        Command::new(program)
-    };
-    cmd.args(&req.argv[1..])
-        .current_dir(&req.cwd)
-        .stdin(if req.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // If heartbeat itself dies (kill -9, OOM), the tool's leader gets SIGTERM instead of
-    // running on unwatched. The signal fires when the *thread* that spawned the child exits,
-    // so tools are spawned from threads that outlive them (the caller's, which waits here).
-    sys::stop_with_parent(&mut cmd);
-    for name in &req.env_remove {
-        cmd.env_remove(name);
-    }
-    for (k, v) in &req.env {
-        cmd.env(k, v);
-    }
-
     // The waiter exists before the child does, so that no child is ever left without one.
-    let (child_tx, child_rx) = mpsc::channel::<Child>();
-    let (exit_tx, exit_rx) = mpsc::channel::<io::Result<ExitStatus>>();
-    let waiter = thread::Builder::new()
-        .name("tool-wait".to_string())
-        .spawn(move || {
-            if let Ok(mut child) = child_rx.recv() {
-                let _ = exit_tx.send(child.wait());
-            }
-        });
-    if let Err(e) = waiter {
-        return failed(format!("cannot start the waiter thread: {e}"));
-    }
+    let reaper = match Reaper::start("tool-wait") {
+        Ok(reaper) => reaper,
+        Err(e) => return failed(format!("cannot start the waiter thread: {e}")),
+    };
 
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+    // Should heartbeat die while the tool runs, its leader gets SIGTERM and its group is
+    // stopped by the group's watch, stood down once the group is handled here (or at any
+    // return). The parent-death signal fires when the *thread* that spawned the child exits,
+    // so tools are spawned from threads that outlive them (the caller's, which waits here).
+    let launch = Launch {
+        argv: &req.argv,
+        cwd: &req.cwd,
+        env: Environment::Inherited {
+            remove: &req.env_remove,
+        },
+        set: &req.env,
+        stdin_piped: req.stdin.is_some(),
+        kill_grace: req.kill_grace,
+    };
+    let (mut child, group) = match supervisor::spawn(&launch) {
+        Ok(spawned) => spawned,
         Err(e) => return failed(format!("cannot start {program:?}: {e}")),
     };
-    // The group id: the leader's pid (`process_group(0)`).
-    let pid = child.id() as i32;
-    // Should heartbeat die while the tool runs, the parent-death signal reaches the leader
-    // only: this watch stops the rest of the group. Stood down once the group is handled
-    // here (or at any return). Best effort: a fork that fails leaves the leader's signal.
-    let watch = sys::watch_group(pid, req.kill_grace).ok();
 
     // From here on the child exists: every path must reap it.
     let stdin = child.stdin.take();
@@ -231,12 +204,11 @@ fn run_inner(req: &Request) -> Outcome {
     }
 
     if let Some(msg) = setup_error {
-        sys::signal_group(pid, Signal::SIGKILL);
+        group.signal(Signal::SIGKILL);
         let _ = child.wait();
         return failed(msg);
     }
-    // The waiter only ends after it received a child, so the send cannot fail.
-    let _ = child_tx.send(child);
+    reaper.reap(child);
 
     // Wait for the leader: deadline, stop flag, or exit.
     // None: a timeout too large to represent, i.e. none.
@@ -251,44 +223,23 @@ fn run_inner(req: &Request) -> Outcome {
             end = End::TimedOut;
         }
         if end != End::Exited {
-            sys::signal_group(pid, Signal::SIGTERM);
-            let sent = Instant::now();
+            let (status, sent) = group.stop_leader(&reaper, req.kill_grace);
             term_sent = Some(sent);
-            match exit_rx.recv_timeout(req.kill_grace) {
-                Ok(s) => break s,
-                Err(RecvTimeoutError::Timeout) => {
-                    sys::signal_group(pid, Signal::SIGKILL);
-                    break recv_exit(&exit_rx);
-                }
-                Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
-            }
+            break status;
         }
         let mut wait = deadline.map_or(Duration::MAX, |d| d - now);
         if req.stop.is_some() {
             wait = wait.min(POLL);
         }
-        match exit_rx.recv_timeout(wait) {
-            Ok(s) => break s,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break Err(waiter_gone()),
+        if let Some(status) = reaper.wait_for(wait) {
+            break status;
         }
     };
 
-    // The leader is reaped. Leftover members of its group are stopped too.
-    if group_alive(pid) {
-        let sent = *term_sent.get_or_insert_with(|| {
-            sys::signal_group(pid, Signal::SIGTERM);
-            Instant::now()
-        });
-        let kill_at = sent.checked_add(req.kill_grace);
-        while group_alive(pid) && kill_at.is_none_or(|k| Instant::now() < k) {
-            thread::sleep(POLL);
-        }
-        if group_alive(pid) {
-            sys::signal_group(pid, Signal::SIGKILL);
-        }
-    }
-    drop(watch);
+    // The leader is reaped. Leftover members of its group are stopped too (the grace period
+    // counted from the SIGTERM of a timeout, if one was sent); then the watch stands down.
+    group.terminate(term_sent, req.kill_grace);
+    drop(group);
 
     // Readers finish when the last holder of the pipes is gone; one that outlived its group
     // (setsid) is abandoned after READER_GRACE.
@@ -344,24 +295,6 @@ fn failed(error: String) -> Outcome {
         error: Some(error),
         ..Outcome::default()
     }
-}
-
-fn waiter_gone() -> io::Error {
-    io::Error::other("the waiter thread ended without a status")
-}
-
-fn recv_exit(rx: &mpsc::Receiver<io::Result<ExitStatus>>) -> io::Result<ExitStatus> {
-    rx.recv().unwrap_or_else(|_| Err(waiter_gone()))
-}
-
-/// Whether a live process (not a zombie) is still in the group. Zombies are left out because
-/// they hold no pipes and cannot be stopped, and an orphaned one lasts until init reaps it
-/// (slowly under some inits, never under a container's missing one).
-fn group_alive(pgid: i32) -> bool {
-    if !sys::group_exists(pgid) {
-        return false;
-    }
-    sys::live_member_in_group(pgid).unwrap_or(true)
 }
 
 /// A child's output pipe: read, and polled so that an abandoned reader notices in time.

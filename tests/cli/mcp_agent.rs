@@ -363,6 +363,33 @@ fn an_agents_pause_lasts_at_most_a_day() {
 }
 
 #[test]
+fn an_agents_pause_reason_is_stored_redacted() {
+    let env = Env::new("## Recurring\n");
+    let mut agent = Agent::connect(&env, "tester");
+    let reason = "rotating keys, password=hunter2secret";
+    agent
+        .call("pause", json!({"for": "1h", "reason": reason}))
+        .unwrap();
+    // The pause row, the agent's notice for the next run, and the audit line.
+    let db = env.db();
+    let stored: String = db
+        .query_row("SELECT reason FROM pause", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(stored, "rotating keys, password=***");
+    let notice: String = db
+        .query_row("SELECT line FROM agent_notices", [], |r| r.get(0))
+        .unwrap();
+    assert!(notice.contains("password=***"), "{notice}");
+    assert!(!notice.contains("hunter2"), "{notice}");
+    assert_eq!(
+        env.events("paused")[0]["reason"],
+        "rotating keys, password=***"
+    );
+    let shown = env.cmd(["status", "--json"]).output().json();
+    assert!(!shown.to_string().contains("hunter2"), "{shown}");
+}
+
+#[test]
 fn an_agent_cannot_lift_or_replace_a_persons_pause() {
     let env = Env::new("## Recurring\n");
     env.cmd(["pause", "--reason", "maintenance"])

@@ -2,10 +2,12 @@
 //! `examples/mcp_test_server.rs` (built by `cargo test`) under the same policy as every tool.
 
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::common::*;
+use crate::tools::is_dead;
 
 /// `<target>/debug/examples/mcp_test_server`, beside the heartbeat binary's directory.
 pub fn server_bin() -> PathBuf {
@@ -569,4 +571,65 @@ fn interop_with_the_reference_filesystem_server() {
             .contains("hello from a file")
     );
     assert_eq!(env.events("task_invalid").len(), 1);
+}
+
+/// heartbeat killed with SIGKILL while an MCP server runs: the server's whole process group
+/// is stopped, not only the server (the only process the kernel's parent-death signal
+/// reaches): a process the server started does not run on unwatched.
+#[test]
+fn a_servers_whole_group_is_stopped_when_heartbeat_is_killed() {
+    let env = Env::empty();
+    let (grandchild, hang) = (env.path("grandchild.pid"), env.path("hang.pid"));
+    env.write(
+        "HEARTBEAT.md",
+        format!(
+            "## Recurring\n- [ ] @srv.hang {{\"mark\": \"{}\"}}\n",
+            hang.display()
+        ),
+    );
+    let env = env.config(&format!(
+        r#"autonomy = "full"
+
+[mcp.srv]
+command = ["sh", "-c", "sleep 60 & echo $! > '{}'; exec '{}'"]
+timeout = "10m"
+approval = "auto"
+"#,
+        grandchild.display(),
+        server_bin().display()
+    ));
+    let mut run = env.cmd(["run", "--once"]).now(NOW).spawn();
+    let pid_in = |path: &std::path::Path| -> i32 {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Ok(pid) = std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .trim()
+                .parse()
+            {
+                return pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} was never written",
+                path.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // The server answers `initialize` before the call writes hang.pid: it is in use.
+    let server = pid_in(&hang);
+    let sleep = pid_in(&grandchild);
+    run.kill().expect("kill -9 heartbeat");
+    run.wait().expect("reap heartbeat");
+    let deadline = Instant::now() + WAIT;
+    for (pid, what) in [(server, "the server"), (sleep, "its sleep 60")] {
+        while !is_dead(pid) {
+            assert!(
+                Instant::now() < deadline,
+                "{what} ({pid}) outlived heartbeat"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }

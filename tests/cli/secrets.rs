@@ -643,3 +643,18 @@ fn a_pause_reason_is_stored_redacted() {
     );
     assert_nowhere(TG_TOKEN, &env, &tg, &[&paused, &status]);
 }
+
+#[test]
+fn a_files_warning_on_stderr_is_redacted() {
+    // A warning quotes the heading it is about, secret and all.
+    let env = Env::new(
+        "## Recuring password=hunter2secret\n- [ ] @log {\"text\": \"x\"}\n\n## Recurring\n",
+    );
+    for args in [&["run", "--once"][..], &["check"][..]] {
+        let out = env.cmd(args.iter().copied()).output();
+        // `run` says it on stderr, `check` in its report.
+        let said = format!("{}{}", out.stdout, out.stderr);
+        assert!(said.contains("Recuring password=***"), "{args:?}: {said}");
+        assert!(!said.contains("hunter2"), "{args:?}: {said}");
+    }
+}

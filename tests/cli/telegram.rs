@@ -1546,3 +1546,19 @@ fn telegram_a_trip_is_said_at_once_naming_the_tool_once() {
     // Released: it ran again in that run (and tripped again, failing once more).
     assert_eq!(env.events("task_tripped").len(), 2);
 }
+
+#[test]
+fn a_chats_title_is_stored_redacted() {
+    let (tg, env) = setup(ASK_MD, &[CHAT], "", "");
+    tg.push_update(tg.group_text_update(-100_555, "Ops password=hunter2secret", 424242, "hi"));
+    env.cmd(["telegram-chats"]).token().output().code(0);
+    let title: String = env
+        .db()
+        .query_row(
+            "SELECT title FROM tg_chats WHERE chat_id = -100555",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(title, "Ops password=***");
+}

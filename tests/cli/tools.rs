@@ -100,7 +100,7 @@ fn shell_argv_form_runs_without_a_shell() {
 }
 
 /// Whether `pid` is gone (or a zombie nobody reaped yet: dead all the same).
-fn is_dead(pid: i32) -> bool {
+pub(crate) fn is_dead(pid: i32) -> bool {
     // SAFETY: kill with signal 0 only checks for existence.
     let alive = unsafe { libc::kill(pid, 0) } == 0;
     if !alive {

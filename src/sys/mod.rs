@@ -1,6 +1,7 @@
 //! The operating-system calls std does not offer: signals to process groups, pid checks, the
 //! parent-death signal, the host and user names, a hung-up stdout, a thread's SIGPIPE, and
-//! forgetting a secret environment variable (the original block, non-dumpable).
+//! forgetting a secret environment variable (the original block, non-dumpable); and, in
+//! [`supervisor`], the one way a child process is started in its own group and stopped.
 //!
 //! Invariants:
 //! - heartbeat runs on Linux only: it reads `/proc` to find a tool's leftover processes and
@@ -22,6 +23,8 @@ compile_error!(
     "heartbeat runs on Linux only: it needs /proc (to find a tool's leftover processes) and \
      prctl(PR_SET_PDEATHSIG) (so that tools stop when heartbeat dies)"
 );
+
+pub mod supervisor;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
