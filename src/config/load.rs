@@ -17,13 +17,14 @@ use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::file::{File, Human, McpFile, RetentionFile, TelegramFile, ToolFile};
+use super::file::{File, McpFile, RetentionFile, TelegramFile, ToolFile};
+use super::types::Human;
 use super::{
     Approval, BUILTIN_TOOLS, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig,
     McpTransport, PlainTasks, Retention, TelegramConfig, ToolConfig,
 };
 use crate::model::DaySet;
-use crate::schedule::{ActiveHours, Window, parse_day};
+use crate::schedule::{ActiveHours, Window};
 
 /// Find, read and validate the config (SPEC §3), detecting the host's directories and zone.
 pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
@@ -184,16 +185,8 @@ impl Source {
         {
             return Err(self.bad("files", files.span(), "lists no files"));
         }
-        let window = match &raw.active_hours {
-            Some(s) => {
-                Window::parse(s.get_ref()).map_err(|e| self.bad("active_hours", s.span(), &e))?
-            }
-            None => Window::ALWAYS,
-        };
-        let days = match &raw.active_days {
-            Some(list) => self.days(list)?,
-            None => DaySet::ALL,
-        };
+        let window = raw.active_hours.map_or(Window::ALWAYS, |h| h.0);
+        let days = raw.active_days.map_or(DaySet::ALL, |d| d.0);
         let state_dir = match &raw.state_dir {
             Some(s) if s.get_ref().is_empty() => {
                 return Err(self.bad("state_dir", s.span(), "is empty"));
@@ -228,14 +221,20 @@ impl Source {
         };
         let mut tools = BTreeMap::new();
         for (name, tool) in &raw.tools {
-            tools.insert(name.get_ref().clone(), self.tool(name, tool)?);
+            tools.insert(
+                name.get_ref().0.clone(),
+                self.tool(&name.get_ref().0, tool)?,
+            );
         }
         let mut mcp = BTreeMap::new();
         for (name, server) in &raw.mcp {
-            mcp.insert(name.get_ref().clone(), self.mcp(name, server, base)?);
+            mcp.insert(
+                name.get_ref().0.clone(),
+                self.mcp(&name.get_ref().0, server, base)?,
+            );
         }
         for name in raw.tools.keys() {
-            if let Some((server, _)) = name.get_ref().split_once('.')
+            if let Some((server, _)) = name.get_ref().0.split_once('.')
                 && mcp.contains_key(server)
             {
                 return Err(self.err(
@@ -244,7 +243,7 @@ impl Source {
                     &format!(
                         "{:?}: @{server}.… names a tool of the MCP server [mcp.{server}]; \
                          give your tool a name that does not start with \"{server}.\"",
-                        name.get_ref()
+                        name.get_ref().0
                     ),
                 ));
             }
@@ -253,14 +252,8 @@ impl Source {
             Some(t) => Some(self.telegram(t)?),
             None => None,
         };
-        let daemon = match raw.daemon.as_ref().and_then(|d| d.every.as_ref()) {
-            Some(every) => {
-                let every_value = every.get_ref().0;
-                if let Err(why) = crate::schedule::check_tick_interval(every_value) {
-                    return Err(self.bad("daemon.every", every.span(), &why));
-                }
-                DaemonConfig { every: every_value }
-            }
+        let daemon = match raw.daemon.as_ref().and_then(|d| d.every) {
+            Some(every) => DaemonConfig { every: every.0 },
             None => DaemonConfig::default(),
         };
         let retention = match &raw.retention {
@@ -288,14 +281,8 @@ impl Source {
             ));
         }
 
-        let tz = match &raw.timezone {
-            Some(name) => name.get_ref().parse::<Tz>().map_err(|_| {
-                self.bad(
-                    "timezone",
-                    name.span(),
-                    "not a known IANA time zone name (such as \"Europe/Berlin\")",
-                )
-            })?,
+        let tz = match raw.timezone {
+            Some(zone) => zone.0,
             None => default_tz(opts.env, host)?,
         };
 
@@ -396,46 +383,9 @@ impl Source {
         })
     }
 
-    fn days(&self, list: &Spanned<Vec<Spanned<String>>>) -> Result<DaySet, ConfigError> {
-        if list.get_ref().is_empty() {
-            return Err(self.bad(
-                "active_days",
-                list.span(),
-                "lists no days; leave the key out for every day",
-            ));
-        }
-        let mut days = DaySet::EMPTY;
-        for name in list.get_ref() {
-            let day = parse_day(name.get_ref()).ok_or_else(|| {
-                self.bad(
-                    "active_days",
-                    name.span(),
-                    "not a day (expected mon … sun or monday … sunday)",
-                )
-            })?;
-            days = days.with(day);
-        }
-        Ok(days)
-    }
-
-    fn tool(
-        &self,
-        name: &Spanned<String>,
-        tool: &Spanned<ToolFile>,
-    ) -> Result<ToolConfig, ConfigError> {
-        let name_str = name.get_ref();
-        if !valid_tool_name(name_str) {
-            return Err(self.err(
-                "tools",
-                Some(name.span()),
-                &format!(
-                    "{name_str:?} is not a valid tool name (a letter or _, then letters, digits, \
-                     _, . or -)"
-                ),
-            ));
-        }
+    fn tool(&self, name_str: &str, tool: &Spanned<ToolFile>) -> Result<ToolConfig, ConfigError> {
         let prefix = format!("tools.{name_str}");
-        let builtin = BUILTIN_TOOLS.contains(&name_str.as_str());
+        let builtin = BUILTIN_TOOLS.contains(&name_str);
         let raw = tool.get_ref();
         let command = match &raw.command {
             Some(c) if builtin => {
@@ -489,49 +439,12 @@ impl Source {
 
     fn mcp(
         &self,
-        name: &Spanned<String>,
+        name_str: &str,
         server: &Spanned<McpFile>,
         base: &Path,
     ) -> Result<McpServerConfig, ConfigError> {
-        let name_str = name.get_ref();
-        let valid = name_str
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name_str
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !valid {
-            return Err(self.err(
-                "mcp",
-                Some(name.span()),
-                &format!(
-                    "{name_str:?} is not a valid server name (a letter or _, then letters, \
-                     digits, _ or -)"
-                ),
-            ));
-        }
-        if BUILTIN_TOOLS.contains(&name_str.as_str()) {
-            return Err(self.err(
-                "mcp",
-                Some(name.span()),
-                &format!("{name_str:?} is a built-in tool's name; give the server another name"),
-            ));
-        }
         let prefix = format!("mcp.{name_str}");
         let raw = server.get_ref();
-        let variable = |key: &str, v: &Spanned<String>| -> Result<String, ConfigError> {
-            if env_name(v.get_ref()) {
-                Ok(v.get_ref().clone())
-            } else {
-                Err(self.bad(
-                    key,
-                    v.span(),
-                    "not an environment variable name (secrets stay in the environment: name \
-                     the variable that holds them)",
-                ))
-            }
-        };
         let transport = match (&raw.command, &raw.url) {
             (Some(c), None) => {
                 if c.get_ref().first().is_none_or(|p| p.is_empty()) {
@@ -561,10 +474,7 @@ impl Source {
                 }
                 let mut headers_env = Vec::new();
                 for (header, var) in raw.headers_env.iter().flatten() {
-                    headers_env.push((
-                        header.clone(),
-                        variable(&format!("{prefix}.headers_env"), var)?,
-                    ));
+                    headers_env.push((header.clone(), var.get_ref().0.clone()));
                 }
                 McpTransport::Http {
                     url: url.clone(),
@@ -587,10 +497,12 @@ impl Source {
                 ));
             }
         };
-        let mut env = Vec::new();
-        for v in raw.env.iter().flatten() {
-            env.push(variable(&format!("{prefix}.env"), v)?);
-        }
+        let env = raw
+            .env
+            .iter()
+            .flatten()
+            .map(|v| v.get_ref().0.clone())
+            .collect();
         let cwd = match &raw.cwd {
             Some(c) if c.get_ref().is_empty() => {
                 return Err(self.bad(&format!("{prefix}.cwd"), c.span(), "is empty"));
@@ -641,26 +553,11 @@ impl Source {
 
     fn retention(&self, raw: &RetentionFile) -> Result<Retention, ConfigError> {
         let mut r = Retention::default();
-        if let Some(h) = &raw.history {
-            // Less than a day would prune what today's budget and daily cap count.
-            if h.get_ref().0 < Duration::from_secs(86400) {
-                return Err(self.bad(
-                    "retention.history",
-                    h.span(),
-                    "must be at least 1d (the budget and the daily message cap count a day)",
-                ));
-            }
-            r.history = h.get_ref().0;
+        if let Some(h) = raw.history {
+            r.history = h.0;
         }
-        if let Some(size) = &raw.audit_max_size {
-            r.audit_max_size = parse_size(size.get_ref()).ok_or_else(|| {
-                self.bad(
-                    "retention.audit_max_size",
-                    size.span(),
-                    "not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of \
-                     bytes)",
-                )
-            })?;
+        if let Some(size) = raw.audit_max_size {
+            r.audit_max_size = size.0;
         }
         if let Some(keep) = &raw.audit_keep {
             r.audit_keep = match usize::try_from(*keep.get_ref()) {
@@ -680,15 +577,7 @@ impl Source {
     fn telegram(&self, raw: &TelegramFile) -> Result<TelegramConfig, ConfigError> {
         let mut t = TelegramConfig::default();
         if let Some(name) = &raw.bot_token_env {
-            if !env_name(name.get_ref()) {
-                return Err(self.bad(
-                    "telegram.bot_token_env",
-                    name.span(),
-                    "not an environment variable name (the token itself never goes in the \
-                     config: put it in that variable)",
-                ));
-            }
-            t.bot_token_env = name.get_ref().clone();
+            t.bot_token_env = name.0.clone();
         }
         if let Some(ids) = &raw.chat_ids {
             t.chat_ids = Vec::with_capacity(ids.len());
@@ -723,11 +612,7 @@ impl Source {
         if let Some(summary) = raw.summary {
             t.summary = summary;
         }
-        if let Some(hours) = &raw.quiet_hours {
-            let w = Window::parse(hours.get_ref())
-                .map_err(|e| self.bad("telegram.quiet_hours", hours.span(), &e))?;
-            t.quiet_hours = Some(w);
-        }
+        t.quiet_hours = raw.quiet_hours.map(|h| h.0);
         if let Some(n) = &raw.max_messages_per_day {
             t.max_messages_per_day =
                 self.count("telegram.max_messages_per_day", n, " (no limit)")?;
@@ -846,9 +731,23 @@ impl Source {
                 format!("expected a string, found {}", shown(v)),
             );
         }
-        error(dotted(path), message.to_string())
+        // A value's own rule (a type of `types`) said no: an error about a key names the table
+        // it is in, and one about an item of a list or table of names names that key.
+        let key = match (value, path.split_last()) {
+            (None, Some((_, table))) => table,
+            (Some(_), Some((_, list))) if matches!(list.last(), Some(Seg::Key(k)) if NAMED_BY_LIST.contains(&k.as_str())) => {
+                list
+            }
+            _ => path,
+        };
+        error(dotted(key), message.to_string())
     }
 }
+
+/// Lists and tables whose items an error names by the list's key, not the item's place:
+/// `active_days: "funday": …`, `mcp.gh.env: "1BAD": …` (where `telegram.chat_ids[1]` names
+/// the place).
+const NAMED_BY_LIST: &[&str] = &["active_days", "env", "headers_env"];
 
 /// One step of a dotted key: `tools`, `backup`, `[1]`.
 #[derive(Clone)]
@@ -962,43 +861,6 @@ fn one_of(names: &[&str]) -> String {
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => String::new(),
     }
-}
-
-/// A size in bytes: an integer, or a string like `64MiB`, `500 KB`, `1GiB`; at least 1 KiB.
-fn parse_size(value: &toml::Value) -> Option<u64> {
-    let bytes = match value {
-        toml::Value::Integer(n) => u64::try_from(*n).ok()?,
-        toml::Value::String(s) => {
-            let s = s.trim();
-            let split = s
-                .find(|c: char| !c.is_ascii_digit() && c != '.')
-                .unwrap_or(s.len());
-            let (number, unit) = s.split_at(split);
-            let number: f64 = number.parse().ok()?;
-            let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-                "" | "b" => 1,
-                "kb" => 1000,
-                "kib" | "k" => 1024,
-                "mb" => 1000 * 1000,
-                "mib" | "m" => 1024 * 1024,
-                "gb" => 1000 * 1000 * 1000,
-                "gib" | "g" => 1024 * 1024 * 1024,
-                _ => return None,
-            };
-            let bytes = number * factor as f64;
-            (bytes.is_finite() && bytes < u64::MAX as f64).then_some(bytes as u64)?
-        }
-        _ => return None,
-    };
-    (bytes >= 1024).then_some(bytes)
-}
-
-/// An environment variable's name: a letter or `_`, then letters, digits or `_`.
-fn env_name(name: &str) -> bool {
-    name.chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The tables whose keys have one place ("" is the top level), for an unknown key written
@@ -1352,31 +1214,4 @@ fn through_dir_symlink(prefix: &Path, path: &Path) -> bool {
         dir = d.parent();
     }
     false
-}
-
-fn valid_tool_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-}
-
-#[cfg(test)]
-mod size_tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_read_as_people_write_them() {
-        let s = |v: &str| parse_size(&toml::Value::String(v.into()));
-        assert_eq!(s("64MiB"), Some(64 * 1024 * 1024));
-        assert_eq!(s("500 KB"), Some(500_000));
-        assert_eq!(s("1.5GiB"), Some(1_610_612_736));
-        assert_eq!(s("2048"), Some(2048));
-        assert_eq!(parse_size(&toml::Value::Integer(4096)), Some(4096));
-        for bad in ["", "MiB", "12 parsecs", "-5MiB", "100"] {
-            assert_eq!(s(bad), None, "{bad}");
-        }
-        assert_eq!(parse_size(&toml::Value::Integer(-1)), None);
-    }
 }
