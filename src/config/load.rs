@@ -674,7 +674,7 @@ impl Source {
                 _ => path,
             };
             let mut text = format!("unknown key {field:?}");
-            if let Some(near) = closest(field, &known) {
+            if let Some(near) = crate::text::did_you_mean(field, &known) {
                 text.push_str(&format!(" (did you mean {near:?}?)"));
             } else if let Some(home) = home_of(field) {
                 text.push_str(&match home {
@@ -907,16 +907,6 @@ fn home_of(key: &str) -> Option<&'static str> {
         .iter()
         .find(|(_, keys)| keys.contains(&key))
         .map(|(home, _)| *home)
-}
-
-/// The known key nearest to a misspelt one, if it is near enough to be a typo.
-fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|k| (strsim::levenshtein(key, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
-        .min()
-        .map(|(_, k)| k)
 }
 
 /// Facts about the machine that `load` would otherwise read from the system: the platform
