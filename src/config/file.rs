@@ -34,13 +34,13 @@ pub struct File {
     pub max_tasks_per_run: Option<Spanned<i64>>,
     pub stuck_after: Option<Human>,
     #[serde(default)]
-    pub tools: BTreeMap<Spanned<ToolName>, Spanned<ToolFile>>,
+    pub tools: BTreeMap<ToolName, Spanned<ToolFile>>,
     pub telegram: Option<TelegramFile>,
     pub daemon: Option<DaemonFile>,
     pub budget: Option<BudgetFile>,
     pub max_consecutive_failures: Option<Spanned<i64>>,
     #[serde(default)]
-    pub mcp: BTreeMap<Spanned<ServerName>, Spanned<McpFile>>,
+    pub mcp: BTreeMap<ServerName, Spanned<McpFile>>,
     pub mcp_server: Option<McpServerFile>,
     pub retention: Option<RetentionFile>,
 }

@@ -1,11 +1,13 @@
-//! Finding the config file (SPEC §3), reading it, and turning it into a validated [`Config`].
+//! Finding the config file, reading it, and turning it into a validated [`Config`].
 //!
 //! Invariants:
-//! - The file is parsed once into a spanned document; serde reads [`File`] from it, and the
-//!   same document turns a serde error's byte span back into the dotted key, the value as
-//!   written and its line and column.
-//! - Every check that serde cannot express (ranges, zones, windows, days, paths, tool names)
-//!   is here, with the key in its message; no value is used before it is checked.
+//! - The file is parsed once into a spanned document that serde reads [`File`] from. Values
+//!   with a rule of their own are checked as they are read (`types`); a serde error is named
+//!   by the dotted key `serde_path_to_error` saw, and its span finds the value as written and
+//!   its line and column in the same document.
+//! - The rules that join two keys (a tool's name and the MCP servers, `plain_tasks` and
+//!   `[tools.agent]`, a built-in tool and `command`) and the paths are here, with the key in
+//!   each message; no value is used before it is checked.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -13,7 +15,6 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use chrono_tz::Tz;
-use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
@@ -133,8 +134,20 @@ impl Source {
             key: None,
             message: e.to_string().trim_end().to_string(),
         })?;
-        File::deserialize(toml::de::Deserializer::from(doc.clone()))
-            .map_err(|e| self.translate(&e, doc.get_ref()))
+        serde_path_to_error::deserialize(toml::de::Deserializer::from(doc.clone()))
+            .map_err(|e| self.translate(e.inner(), &key_path(e.path()), doc.get_ref()))
+    }
+
+    /// Where `[table.key]` names its key, for an error about a name that serde read well.
+    fn key_span(&self, table: &str, key: &str) -> Option<Range<usize>> {
+        let doc = DeTable::parse(&self.text).ok()?;
+        let (_, value) = doc.get_ref().iter().find(|(k, _)| k.get_ref() == table)?;
+        let DeValue::Table(keys) = value.get_ref() else {
+            return None;
+        };
+        keys.iter()
+            .find(|(k, _)| k.get_ref() == key)
+            .map(|(k, _)| k.span())
     }
 
     fn err(&self, key: &str, span: Option<Range<usize>>, message: &str) -> ConfigError {
@@ -221,29 +234,23 @@ impl Source {
         };
         let mut tools = BTreeMap::new();
         for (name, tool) in &raw.tools {
-            tools.insert(
-                name.get_ref().0.clone(),
-                self.tool(&name.get_ref().0, tool)?,
-            );
+            tools.insert(name.0.clone(), self.tool(&name.0, tool)?);
         }
         let mut mcp = BTreeMap::new();
         for (name, server) in &raw.mcp {
-            mcp.insert(
-                name.get_ref().0.clone(),
-                self.mcp(&name.get_ref().0, server, base)?,
-            );
+            mcp.insert(name.0.clone(), self.mcp(&name.0, server, base)?);
         }
         for name in raw.tools.keys() {
-            if let Some((server, _)) = name.get_ref().0.split_once('.')
+            if let Some((server, _)) = name.0.split_once('.')
                 && mcp.contains_key(server)
             {
                 return Err(self.err(
                     "tools",
-                    Some(name.span()),
+                    self.key_span("tools", &name.0),
                     &format!(
                         "{:?}: @{server}.… names a tool of the MCP server [mcp.{server}]; \
                          give your tool a name that does not start with \"{server}.\"",
-                        name.get_ref().0
+                        name.0
                     ),
                 ));
             }
@@ -644,12 +651,12 @@ impl Source {
 
     /// A serde error in our words: the dotted key, the value as written, what was expected,
     /// and for an unknown key the nearest known one.
-    fn translate(&self, e: &toml::de::Error, doc: &DeTable) -> ConfigError {
+    fn translate(&self, e: &toml::de::Error, path: &[Seg], doc: &DeTable) -> ConfigError {
         let span = e.span();
-        let hit = span.as_ref().and_then(|s| locate(doc, s));
-        let (path, value) = match &hit {
-            Some(h) => (h.path.as_slice(), h.value),
-            None => (&[][..], None),
+        let pointed = span.as_ref().and_then(|s| locate(doc, s));
+        let value = match pointed {
+            Some(At::Value(v)) => Some(v),
+            _ => None,
         };
         let message = e.message();
         let at = span.as_ref().map(|s| self.line_column(s.start));
@@ -687,10 +694,10 @@ impl Source {
             return error(dotted(table), text);
         }
         if let Some(rest) = message.strip_prefix("unknown variant `") {
-            // serde reads an enum from a table as `{ variant = … }` and points at its key.
+            // serde reads an enum from a table as `{ variant = … }` and points at its key;
+            // the path ends at the enum's own key.
             let Some(v) = value else {
-                let table = &path[..path.len().saturating_sub(1)];
-                return error(dotted(table), "expected a string, found a table".into());
+                return error(dotted(path), "expected a string, found a table".into());
             };
             let names: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
             return error(
@@ -733,9 +740,9 @@ impl Source {
         }
         // A value's own rule (a type of `types`) said no: an error about a key names the table
         // it is in, and one about an item of a list or table of names names that key.
-        let key = match (value, path.split_last()) {
-            (None, Some((_, table))) => table,
-            (Some(_), Some((_, list))) if matches!(list.last(), Some(Seg::Key(k)) if NAMED_BY_LIST.contains(&k.as_str())) => {
+        let key = match (&pointed, path.split_last()) {
+            (Some(At::Key), Some((_, table))) => table,
+            (Some(At::Value(_)), Some((_, list))) if matches!(list.last(), Some(Seg::Key(k)) if NAMED_BY_LIST.contains(&k.as_str())) => {
                 list
             }
             _ => path,
@@ -750,7 +757,6 @@ impl Source {
 const NAMED_BY_LIST: &[&str] = &["active_days", "env", "headers_env"];
 
 /// One step of a dotted key: `tools`, `backup`, `[1]`.
-#[derive(Clone)]
 enum Seg {
     Key(String),
     Index(usize),
@@ -771,48 +777,50 @@ fn dotted(path: &[Seg]) -> String {
     s
 }
 
-/// What a serde error's span points at: the innermost key or value that holds it.
-struct Hit<'d> {
-    path: Vec<Seg>,
-    value: Option<&'d Spanned<DeValue<'d>>>,
+/// The dotted key serde was reading, as `serde_path_to_error` saw it: `tools.backup.timeout`,
+/// `files[1]`. The fields through which `Spanned` reads a value are not keys of the file.
+fn key_path(path: &serde_path_to_error::Path) -> Vec<Seg> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .filter_map(|segment| match segment {
+            Segment::Seq { index } => Some(Seg::Index(*index)),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                (!key.starts_with("$__serde_spanned_private")).then(|| Seg::Key(key.clone()))
+            }
+            Segment::Unknown => None,
+        })
+        .collect()
 }
 
-type Best<'d> = Option<(usize, Hit<'d>)>;
+/// What a serde error's span points at: a key, or a value.
+enum At<'d> {
+    Key,
+    Value(&'d Spanned<DeValue<'d>>),
+}
 
-fn locate<'d>(doc: &'d DeTable<'d>, span: &Range<usize>) -> Option<Hit<'d>> {
+type Best<'d> = Option<(usize, At<'d>)>;
+
+/// The innermost key or value that holds `span`.
+fn locate<'d>(doc: &'d DeTable<'d>, span: &Range<usize>) -> Option<At<'d>> {
     let mut best = None;
-    walk_table(doc, &mut Vec::new(), span, &mut best);
-    best.map(|(_, hit)| hit)
+    walk_table(doc, span, &mut best);
+    best.map(|(_, at)| at)
 }
 
-fn walk_table<'d>(
-    table: &'d DeTable<'d>,
-    path: &mut Vec<Seg>,
-    span: &Range<usize>,
-    best: &mut Best<'d>,
-) {
+fn walk_table<'d>(table: &'d DeTable<'d>, span: &Range<usize>, best: &mut Best<'d>) {
     for (k, v) in table {
-        path.push(Seg::Key(k.get_ref().to_string()));
-        consider(k.span(), span, path, None, best);
-        walk_value(v, path, span, best);
-        path.pop();
+        consider(k.span(), span, At::Key, best);
+        walk_value(v, span, best);
     }
 }
 
-fn walk_value<'d>(
-    value: &'d Spanned<DeValue<'d>>,
-    path: &mut Vec<Seg>,
-    span: &Range<usize>,
-    best: &mut Best<'d>,
-) {
-    consider(value.span(), span, path, Some(value), best);
+fn walk_value<'d>(value: &'d Spanned<DeValue<'d>>, span: &Range<usize>, best: &mut Best<'d>) {
+    consider(value.span(), span, At::Value(value), best);
     match value.get_ref() {
-        DeValue::Table(table) => walk_table(table, path, span, best),
+        DeValue::Table(table) => walk_table(table, span, best),
         DeValue::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                path.push(Seg::Index(i));
-                walk_value(item, path, span, best);
-                path.pop();
+            for item in items {
+                walk_value(item, span, best);
             }
         }
         _ => {}
@@ -820,20 +828,10 @@ fn walk_value<'d>(
 }
 
 /// Keep the narrowest range that holds the error's span.
-fn consider<'d>(
-    range: Range<usize>,
-    span: &Range<usize>,
-    path: &[Seg],
-    value: Option<&'d Spanned<DeValue<'d>>>,
-    best: &mut Best<'d>,
-) {
+fn consider<'d>(range: Range<usize>, span: &Range<usize>, at: At<'d>, best: &mut Best<'d>) {
     let holds = range.start <= span.start && span.end <= range.end;
     if holds && best.as_ref().is_none_or(|(width, _)| range.len() < *width) {
-        let hit = Hit {
-            path: path.to_vec(),
-            value,
-        };
-        *best = Some((range.len(), hit));
+        *best = Some((range.len(), at));
     }
 }
 
