@@ -13,7 +13,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::types::{
-    Days, History, Hours, Human, Interval, SecretVar, ServerName, Size, TokenVar, ToolName, Zone,
+    Concurrency, Days, Failures, History, Hours, Human, Interval, Keep, MessageCap, SecretVar,
+    ServerName, Size, TaskCap, TokenVar, ToolName, Usd, Zone,
 };
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
@@ -30,15 +31,15 @@ pub struct File {
     pub state_dir: Option<Spanned<String>>,
     pub audit_log: Option<Spanned<String>>,
     pub approval_ttl: Option<Human>,
-    pub concurrency: Option<Spanned<i64>>,
-    pub max_tasks_per_run: Option<Spanned<i64>>,
+    pub concurrency: Option<Concurrency>,
+    pub max_tasks_per_run: Option<TaskCap>,
     pub stuck_after: Option<Human>,
     #[serde(default)]
     pub tools: BTreeMap<ToolName, Spanned<ToolFile>>,
     pub telegram: Option<TelegramFile>,
     pub daemon: Option<DaemonFile>,
     pub budget: Option<BudgetFile>,
-    pub max_consecutive_failures: Option<Spanned<i64>>,
+    pub max_consecutive_failures: Option<Failures>,
     #[serde(default)]
     pub mcp: BTreeMap<ServerName, Spanned<McpFile>>,
     pub mcp_server: Option<McpServerFile>,
@@ -51,7 +52,7 @@ pub struct File {
 pub struct RetentionFile {
     pub history: Option<History>,
     pub audit_max_size: Option<Size>,
-    pub audit_keep: Option<Spanned<i64>>,
+    pub audit_keep: Option<Keep>,
 }
 
 /// `[mcp_server]`: what `heartbeat mcp` lets agents do (SPEC §13).
@@ -74,7 +75,7 @@ pub struct McpFile {
     pub startup_timeout: Option<Human>,
     pub approval: Option<Approval>,
     pub trust_annotations: Option<bool>,
-    pub cost_usd: Option<Spanned<f64>>,
+    pub cost_usd: Option<Usd>,
     #[serde(default)]
     pub tools: BTreeMap<String, Spanned<McpToolFile>>,
 }
@@ -84,10 +85,10 @@ pub struct McpFile {
 #[serde(deny_unknown_fields)]
 pub struct McpToolFile {
     pub approval: Option<Approval>,
-    pub cost_usd: Option<Spanned<f64>>,
+    pub cost_usd: Option<Usd>,
     pub cooldown: Option<Human>,
     pub timeout: Option<Human>,
-    pub max_consecutive_failures: Option<Spanned<i64>>,
+    pub max_consecutive_failures: Option<Failures>,
 }
 
 /// `[tools.NAME]`.
@@ -99,8 +100,8 @@ pub struct ToolFile {
     pub approval: Option<Approval>,
     pub description: Option<String>,
     pub cooldown: Option<Human>,
-    pub cost_usd: Option<Spanned<f64>>,
-    pub max_consecutive_failures: Option<Spanned<i64>>,
+    pub cost_usd: Option<Usd>,
+    pub max_consecutive_failures: Option<Failures>,
 }
 
 /// `[telegram]`.
@@ -113,7 +114,7 @@ pub struct TelegramFile {
     pub api_url: Option<Spanned<String>>,
     pub summary: Option<SummaryMode>,
     pub quiet_hours: Option<Hours>,
-    pub max_messages_per_day: Option<Spanned<i64>>,
+    pub max_messages_per_day: Option<MessageCap>,
 }
 
 /// `[daemon]`.
@@ -127,5 +128,5 @@ pub struct DaemonFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetFile {
-    pub daily_usd: Option<Spanned<f64>>,
+    pub daily_usd: Option<Usd>,
 }

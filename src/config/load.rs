@@ -215,23 +215,9 @@ impl Source {
         {
             return Err(self.bad("audit_log", s.span(), "is empty"));
         }
-        let concurrency = match &raw.concurrency {
-            Some(n) if !(1..=64).contains(n.get_ref()) => {
-                return Err(self.bad("concurrency", n.span(), "must be between 1 and 64"));
-            }
-            Some(n) => *n.get_ref() as usize,
-            None => 1,
-        };
-        let max_tasks_per_run = match &raw.max_tasks_per_run {
-            Some(n) => usize::try_from(*n.get_ref()).map_err(|_| {
-                self.bad("max_tasks_per_run", n.span(), "must be 0 (no cap) or more")
-            })?,
-            None => 50,
-        };
-        let max_consecutive_failures = match &raw.max_consecutive_failures {
-            Some(n) => self.count("max_consecutive_failures", n, "")?,
-            None => 3,
-        };
+        let concurrency = raw.concurrency.map_or(1, |n| n.0);
+        let max_tasks_per_run = raw.max_tasks_per_run.map_or(50, |n| n.0);
+        let max_consecutive_failures = raw.max_consecutive_failures.map_or(3, |n| n.0);
         let mut tools = BTreeMap::new();
         for (name, tool) in &raw.tools {
             tools.insert(name.0.clone(), self.tool(&name.0, tool)?);
@@ -267,10 +253,11 @@ impl Source {
             Some(r) => self.retention(r)?,
             None => Retention::default(),
         };
-        let daily_usd = match raw.budget.as_ref().and_then(|b| b.daily_usd.as_ref()) {
-            Some(usd) => self.money("budget.daily_usd", usd)?,
-            None => 0.0,
-        };
+        let daily_usd = raw
+            .budget
+            .as_ref()
+            .and_then(|b| b.daily_usd)
+            .map_or(0.0, |usd| usd.0);
         let plain_tasks = raw
             .plain_tasks
             .as_ref()
@@ -431,16 +418,8 @@ impl Source {
             approval: raw.approval,
             description: raw.description.clone(),
             cooldown: raw.cooldown.map(|h| h.0),
-            cost_usd: match &raw.cost_usd {
-                Some(usd) => Some(self.money(&format!("{prefix}.cost_usd"), usd)?),
-                None => None,
-            },
-            max_consecutive_failures: match &raw.max_consecutive_failures {
-                Some(n) => {
-                    Some(self.count(&format!("{prefix}.max_consecutive_failures"), n, "")?)
-                }
-                None => None,
-            },
+            cost_usd: raw.cost_usd.map(|usd| usd.0),
+            max_consecutive_failures: raw.max_consecutive_failures.map(|n| n.0),
         })
     }
 
@@ -519,7 +498,6 @@ impl Source {
         };
         let mut tools = BTreeMap::new();
         for (tool, t) in &raw.tools {
-            let key = format!("{prefix}.tools.{tool}");
             let t = t.get_ref();
             tools.insert(
                 tool.clone(),
@@ -529,16 +507,8 @@ impl Source {
                     timeout: t.timeout.map(|h| h.0),
                     approval: t.approval,
                     cooldown: t.cooldown.map(|h| h.0),
-                    cost_usd: match &t.cost_usd {
-                        Some(usd) => Some(self.money(&format!("{key}.cost_usd"), usd)?),
-                        None => None,
-                    },
-                    max_consecutive_failures: match &t.max_consecutive_failures {
-                        Some(n) => {
-                            Some(self.count(&format!("{key}.max_consecutive_failures"), n, "")?)
-                        }
-                        None => None,
-                    },
+                    cost_usd: t.cost_usd.map(|usd| usd.0),
+                    max_consecutive_failures: t.max_consecutive_failures.map(|n| n.0),
                 },
             );
         }
@@ -550,10 +520,7 @@ impl Source {
             startup_timeout: raw.startup_timeout.map_or(Duration::from_secs(30), |h| h.0),
             approval: raw.approval.unwrap_or(Approval::Ask),
             trust_annotations: raw.trust_annotations.unwrap_or(false),
-            cost_usd: match &raw.cost_usd {
-                Some(usd) => Some(self.money(&format!("{prefix}.cost_usd"), usd)?),
-                None => None,
-            },
+            cost_usd: raw.cost_usd.map(|usd| usd.0),
             tools,
         })
     }
@@ -566,17 +533,8 @@ impl Source {
         if let Some(size) = raw.audit_max_size {
             r.audit_max_size = size.0;
         }
-        if let Some(keep) = &raw.audit_keep {
-            r.audit_keep = match usize::try_from(*keep.get_ref()) {
-                Ok(k) if (1..=1000).contains(&k) => k,
-                _ => {
-                    return Err(self.bad(
-                        "retention.audit_keep",
-                        keep.span(),
-                        "must be between 1 and 1000",
-                    ));
-                }
-            };
+        if let Some(keep) = raw.audit_keep {
+            r.audit_keep = keep.0;
         }
         Ok(r)
     }
@@ -620,33 +578,10 @@ impl Source {
             t.summary = summary;
         }
         t.quiet_hours = raw.quiet_hours.map(|h| h.0);
-        if let Some(n) = &raw.max_messages_per_day {
-            t.max_messages_per_day =
-                self.count("telegram.max_messages_per_day", n, " (no limit)")?;
+        if let Some(n) = raw.max_messages_per_day {
+            t.max_messages_per_day = n.0;
         }
         Ok(t)
-    }
-
-    /// A non-negative amount of money (an integer or a float in the file).
-    fn money(&self, key: &str, usd: &Spanned<f64>) -> Result<f64, ConfigError> {
-        let n = *usd.get_ref();
-        if !n.is_finite() || n < 0.0 {
-            return Err(self.bad(key, usd.span(), "must be 0 or more"));
-        }
-        Ok(n)
-    }
-
-    /// A count from 0 to `u32::MAX`; `zero` says what 0 means, if anything.
-    fn count(&self, key: &str, n: &Spanned<i64>, zero: &str) -> Result<u32, ConfigError> {
-        let value = *n.get_ref();
-        u32::try_from(value).map_err(|_| {
-            let why = if value < 0 {
-                format!("must be 0{zero} or more")
-            } else {
-                format!("must be at most {}", u32::MAX)
-            };
-            self.bad(key, n.span(), &why)
-        })
     }
 
     /// A serde error in our words: the dotted key, the value as written, what was expected,

@@ -244,6 +244,128 @@ fn parse_size(value: &toml::Value) -> Option<u64> {
     (bytes >= 1024).then_some(bytes)
 }
 
+/// `concurrency`: tasks run at once, 1 to 64.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Concurrency(pub usize);
+
+impl TryFrom<i64> for Concurrency {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<Concurrency, String> {
+        match usize::try_from(n) {
+            Ok(k) if (1..=64).contains(&k) => Ok(Concurrency(k)),
+            _ => Err(format!("{n}: must be between 1 and 64")),
+        }
+    }
+}
+
+/// `max_tasks_per_run`: 0 (no cap) or more.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct TaskCap(pub usize);
+
+impl TryFrom<i64> for TaskCap {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<TaskCap, String> {
+        usize::try_from(n)
+            .map(TaskCap)
+            .map_err(|_| format!("{n}: must be 0 (no cap) or more"))
+    }
+}
+
+/// `[retention] audit_keep`: rotated audit files kept, 1 to 1000.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Keep(pub usize);
+
+impl TryFrom<i64> for Keep {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<Keep, String> {
+        match usize::try_from(n) {
+            Ok(k) if (1..=1000).contains(&k) => Ok(Keep(k)),
+            _ => Err(format!("{n}: must be between 1 and 1000")),
+        }
+    }
+}
+
+/// A count from 0 to `u32::MAX`; `ZERO` says what 0 means, if anything.
+fn count(n: i64, zero: &str) -> Result<u32, String> {
+    u32::try_from(n).map_err(|_| {
+        if n < 0 {
+            format!("{n}: must be 0{zero} or more")
+        } else {
+            format!("{n}: must be at most {}", u32::MAX)
+        }
+    })
+}
+
+/// `max_consecutive_failures`: failures in a row before a task is tripped; 0 = never.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Failures(pub u32);
+
+impl TryFrom<i64> for Failures {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<Failures, String> {
+        count(n, "").map(Failures)
+    }
+}
+
+/// `[telegram] max_messages_per_day`: 0 (no limit) or more.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct MessageCap(pub u32);
+
+impl TryFrom<i64> for MessageCap {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<MessageCap, String> {
+        count(n, " (no limit)").map(MessageCap)
+    }
+}
+
+/// An amount of US dollars, 0 or more: an integer or a float in the file, shown as written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Usd(pub f64);
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Usd;
+
+            // serde's own word for a float, which the loader turns into "a number".
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("f64")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Usd, E> {
+                usd(n as f64, &n.to_string()).map_err(E::custom)
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Usd, E> {
+                usd(n as f64, &n.to_string()).map_err(E::custom)
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Usd, E> {
+                usd(n, &toml::Value::Float(n).to_string()).map_err(E::custom)
+            }
+        }
+        d.deserialize_f64(V)
+    }
+}
+
+fn usd(n: f64, shown: &str) -> Result<Usd, String> {
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("{shown}: must be 0 or more"));
+    }
+    Ok(Usd(n))
+}
+
 /// `[tools.NAME]`: a letter or `_`, then letters, digits, `_`, `.` or `-`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ToolName(pub String);
