@@ -13,8 +13,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::types::{
-    Concurrency, Days, Failures, History, Hours, Human, Interval, Keep, MessageCap, SecretVar,
-    ServerName, Size, TaskCap, TokenVar, ToolName, Usd, Zone,
+    ApiUrl, Concurrency, Days, Failures, Files, History, Hours, Human, Interval, Keep, McpUrl,
+    MessageCap, PathText, SecretVar, ServerName, Size, TaskCap, TokenVar, ToolName, Usd, Zone,
 };
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
@@ -22,14 +22,14 @@ use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct File {
-    pub files: Option<Spanned<Vec<String>>>,
+    pub files: Option<Spanned<Files>>,
     pub timezone: Option<Zone>,
     pub active_hours: Option<Hours>,
     pub active_days: Option<Days>,
     pub autonomy: Option<Autonomy>,
     pub plain_tasks: Option<Spanned<PlainTasks>>,
-    pub state_dir: Option<Spanned<String>>,
-    pub audit_log: Option<Spanned<String>>,
+    pub state_dir: Option<Spanned<PathText>>,
+    pub audit_log: Option<Spanned<PathText>>,
     pub approval_ttl: Option<Human>,
     pub concurrency: Option<Concurrency>,
     pub max_tasks_per_run: Option<TaskCap>,
@@ -67,10 +67,10 @@ pub struct McpServerFile {
 #[serde(deny_unknown_fields)]
 pub struct McpFile {
     pub command: Option<Spanned<Vec<String>>>,
-    pub url: Option<Spanned<String>>,
+    pub url: Option<McpUrl>,
     pub env: Option<Vec<Spanned<SecretVar>>>,
     pub headers_env: Option<BTreeMap<String, Spanned<SecretVar>>>,
-    pub cwd: Option<Spanned<String>>,
+    pub cwd: Option<PathText>,
     pub timeout: Option<Human>,
     pub startup_timeout: Option<Human>,
     pub approval: Option<Approval>,
@@ -111,7 +111,7 @@ pub struct TelegramFile {
     pub bot_token_env: Option<TokenVar>,
     /// Any value, so that `["me"]` is reported as "not a chat id" with the value.
     pub chat_ids: Option<Vec<Spanned<toml::Value>>>,
-    pub api_url: Option<Spanned<String>>,
+    pub api_url: Option<ApiUrl>,
     pub summary: Option<SummaryMode>,
     pub quiet_hours: Option<Hours>,
     pub max_messages_per_day: Option<MessageCap>,

@@ -193,28 +193,15 @@ impl Source {
         opts: &LoadOptions,
         host: &Host,
     ) -> Result<Config, ConfigError> {
-        if let Some(files) = &raw.files
-            && files.get_ref().is_empty()
-        {
-            return Err(self.bad("files", files.span(), "lists no files"));
-        }
         let window = raw.active_hours.map_or(Window::ALWAYS, |h| h.0);
         let days = raw.active_days.map_or(DaySet::ALL, |d| d.0);
         let state_dir = match &raw.state_dir {
-            Some(s) if s.get_ref().is_empty() => {
-                return Err(self.bad("state_dir", s.span(), "is empty"));
-            }
             Some(s) => Some(
-                expand_path(s.get_ref(), base, opts.env)
+                expand_path(&s.get_ref().0, base, opts.env)
                     .map_err(|e| self.bad("state_dir", s.span(), &e))?,
             ),
             None => None,
         };
-        if let Some(s) = &raw.audit_log
-            && s.get_ref().is_empty()
-        {
-            return Err(self.bad("audit_log", s.span(), "is empty"));
-        }
         let concurrency = raw.concurrency.map_or(1, |n| n.0);
         let max_tasks_per_run = raw.max_tasks_per_run.map_or(50, |n| n.0);
         let max_consecutive_failures = raw.max_consecutive_failures.map_or(3, |n| n.0);
@@ -287,7 +274,7 @@ impl Source {
                 None => "files".to_string(),
             };
             let (list, span) = match &raw.files {
-                Some(f) => (f.get_ref().clone(), Some(f.span())),
+                Some(f) => (f.get_ref().0.clone(), Some(f.span())),
                 None => (vec!["HEARTBEAT.md".to_string()], None),
             };
             expand_files(&list, base, opts.env, &label, &mut warnings)
@@ -323,7 +310,7 @@ impl Source {
             (None, None) => default_state_dir(opts.env, host)?,
         };
         let (audit_log, audit_span) = match &raw.audit_log {
-            Some(s) => (s.get_ref().as_str(), Some(s.span())),
+            Some(s) => (s.get_ref().0.as_str(), Some(s.span())),
             None => ("audit.jsonl", None),
         };
         let audit_log = expand_path(audit_log, &state_dir, opts.env).map_err(|e| {
@@ -449,21 +436,13 @@ impl Source {
                 }
                 McpTransport::Stdio(c.get_ref().clone())
             }
-            (None, Some(u)) => {
-                let url = u.get_ref();
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
-                    return Err(self.bad(
-                        &format!("{prefix}.url"),
-                        u.span(),
-                        "must be an http:// or https:// URL",
-                    ));
-                }
+            (None, Some(url)) => {
                 let mut headers_env = Vec::new();
                 for (header, var) in raw.headers_env.iter().flatten() {
                     headers_env.push((header.clone(), var.get_ref().0.clone()));
                 }
                 McpTransport::Http {
-                    url: url.clone(),
+                    url: url.0.clone(),
                     headers_env,
                 }
             }
@@ -489,13 +468,7 @@ impl Source {
             .flatten()
             .map(|v| v.get_ref().0.clone())
             .collect();
-        let cwd = match &raw.cwd {
-            Some(c) if c.get_ref().is_empty() => {
-                return Err(self.bad(&format!("{prefix}.cwd"), c.span(), "is empty"));
-            }
-            Some(c) => Some(normalize(&base.join(c.get_ref()))),
-            None => None,
-        };
+        let cwd = raw.cwd.as_ref().map(|c| normalize(&base.join(&c.0)));
         let mut tools = BTreeMap::new();
         for (tool, t) in &raw.tools {
             let t = t.get_ref();
@@ -561,18 +534,7 @@ impl Source {
             }
         }
         if let Some(url) = &raw.api_url {
-            let trimmed = url.get_ref().trim_end_matches('/');
-            let rest = trimmed
-                .strip_prefix("https://")
-                .or_else(|| trimmed.strip_prefix("http://"));
-            if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
-                return Err(self.bad(
-                    "telegram.api_url",
-                    url.span(),
-                    "not an http:// or https:// URL",
-                ));
-            }
-            t.api_url = trimmed.to_string();
+            t.api_url = url.0.clone();
         }
         if let Some(summary) = raw.summary {
             t.summary = summary;

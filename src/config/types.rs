@@ -43,7 +43,8 @@ macro_rules! read_from_str {
 }
 
 read_from_str!(
-    Human, Interval, History, Hours, Zone, Day, ToolName, ServerName, TokenVar, SecretVar
+    Human, Interval, History, Hours, Zone, Day, ToolName, ServerName, TokenVar, SecretVar,
+    PathText, ApiUrl, McpUrl
 );
 
 /// A value read from a string by its `TryFrom<String>`. The error is raised while the
@@ -242,6 +243,73 @@ fn parse_size(value: &toml::Value) -> Option<u64> {
         _ => return None,
     };
     (bytes >= 1024).then_some(bytes)
+}
+
+/// A path as written (`state_dir`, `audit_log`, `[mcp.NAME] cwd`): not empty. The loader
+/// expands it (`~`, relative to the config's directory).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathText(pub String);
+
+impl TryFrom<String> for PathText {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<PathText, String> {
+        if s.is_empty() {
+            return Err(format!("{}: is empty", shown(&s)));
+        }
+        Ok(PathText(s))
+    }
+}
+
+/// `files`: at least one entry (path or glob), as written.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct Files(pub Vec<String>);
+
+impl TryFrom<Vec<String>> for Files {
+    type Error = &'static str;
+
+    fn try_from(list: Vec<String>) -> Result<Files, &'static str> {
+        if list.is_empty() {
+            return Err("[]: lists no files");
+        }
+        Ok(Files(list))
+    }
+}
+
+/// `[telegram] api_url`: an http:// or https:// URL with a host, kept without a trailing
+/// slash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiUrl(pub String);
+
+impl TryFrom<String> for ApiUrl {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<ApiUrl, String> {
+        let trimmed = s.trim_end_matches('/');
+        let rest = trimmed
+            .strip_prefix("https://")
+            .or_else(|| trimmed.strip_prefix("http://"));
+        if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
+            return Err(format!("{}: not an http:// or https:// URL", shown(&s)));
+        }
+        Ok(ApiUrl(trimmed.to_string()))
+    }
+}
+
+/// `[mcp.NAME] url`: an http:// or https:// URL.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpUrl(pub String);
+
+impl TryFrom<String> for McpUrl {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<McpUrl, String> {
+        if !(s.starts_with("https://") || s.starts_with("http://")) {
+            return Err(format!("{}: must be an http:// or https:// URL", shown(&s)));
+        }
+        Ok(McpUrl(s))
+    }
 }
 
 /// `concurrency`: tasks run at once, 1 to 64.
