@@ -1339,6 +1339,26 @@ const PINNED: &[(&str, &str)] = &[
         ":2:13: telegram.chat_ids[0]: 0: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
     ),
     (
+        "[telegram]\nchat_ids = [1, true]",
+        ":2:16: telegram.chat_ids[1]: true: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [1.5]",
+        ":2:13: telegram.chat_ids[0]: 1.5: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [{ id = 1 }]",
+        ":2:13: telegram.chat_ids[0]: {…}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [[1, 'x']]",
+        ":2:13: telegram.chat_ids[0]: [1, \"x\"]: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [1979-05-27]",
+        ":2:13: telegram.chat_ids[0]: 1979-05-27: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
         "[telegram]\napi_url = \"api.telegram.org\"",
         ":2:11: telegram.api_url: \"api.telegram.org\": not an http:// or https:// URL",
     ),
