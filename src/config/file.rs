@@ -13,8 +13,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::types::{
-    ApiUrl, Concurrency, Days, Failures, Files, History, Hours, Human, Interval, Keep, McpUrl,
-    MessageCap, PathText, SecretVar, ServerName, Size, TaskCap, TokenVar, ToolName, Usd, Zone,
+    ApiUrl, ChatId, Concurrency, Days, Failures, Files, History, Hours, Human, Interval, Keep,
+    McpUrl, MessageCap, PathText, SecretVar, ServerName, Size, TaskCap, TokenVar, ToolName, Usd,
+    Zone,
 };
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
@@ -109,8 +110,7 @@ pub struct ToolFile {
 #[serde(deny_unknown_fields)]
 pub struct TelegramFile {
     pub bot_token_env: Option<TokenVar>,
-    /// Any value, so that `["me"]` is reported as "not a chat id" with the value.
-    pub chat_ids: Option<Vec<Spanned<toml::Value>>>,
+    pub chat_ids: Option<Vec<ChatId>>,
     pub api_url: Option<ApiUrl>,
     pub summary: Option<SummaryMode>,
     pub quiet_hours: Option<Hours>,

@@ -518,20 +518,7 @@ impl Source {
             t.bot_token_env = name.0.clone();
         }
         if let Some(ids) = &raw.chat_ids {
-            t.chat_ids = Vec::with_capacity(ids.len());
-            for (i, item) in ids.iter().enumerate() {
-                match item.get_ref().as_integer() {
-                    Some(id) if id != 0 => t.chat_ids.push(id),
-                    _ => {
-                        return Err(self.bad(
-                            &format!("telegram.chat_ids[{i}]"),
-                            item.span(),
-                            "not a chat id (a non-zero integer; `heartbeat telegram-chats` lists \
-                             them)",
-                        ));
-                    }
-                }
-            }
+            t.chat_ids = ids.iter().map(|id| id.0).collect();
         }
         if let Some(url) = &raw.api_url {
             t.api_url = url.0.clone();
@@ -637,11 +624,13 @@ impl Source {
         }
         // A value's own rule (a type of `types`) said no: an error about a key names the table
         // it is in, and one about an item of a list or table of names names that key.
+        let named_by_list = |list: &[Seg]| match list.last() {
+            Some(Seg::Key(k)) => NAMED_BY_LIST.contains(&k.as_str()),
+            _ => false,
+        };
         let key = match (&pointed, path.split_last()) {
             (Some(At::Key), Some((_, table))) => table,
-            (Some(At::Value(_)), Some((_, list))) if matches!(list.last(), Some(Seg::Key(k)) if NAMED_BY_LIST.contains(&k.as_str())) => {
-                list
-            }
+            (Some(At::Value(_)), Some((_, list))) if named_by_list(list) => list,
             _ => path,
         };
         error(dotted(key), message.to_string())

@@ -312,6 +312,64 @@ impl TryFrom<String> for McpUrl {
     }
 }
 
+/// `[telegram] chat_ids`: a non-zero integer. Any other value is read too, so that `["me"]`
+/// is reported as "not a chat id" with the value as written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChatId(pub i64);
+
+impl<'de> Deserialize<'de> for ChatId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ChatId, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+
+        fn not<E: serde::de::Error>(shown: &str) -> E {
+            E::custom(format!(
+                "{shown}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists \
+                 them)"
+            ))
+        }
+
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ChatId;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a chat id")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ChatId, E> {
+                match n {
+                    0 => Err(not(&n.to_string())),
+                    n => Ok(ChatId(n)),
+                }
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<ChatId, E> {
+                Err(not(&toml::Value::Float(n).to_string()))
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<ChatId, E> {
+                Err(not(&b.to_string()))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ChatId, E> {
+                Err(not(&shown(s)))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<ChatId, A::Error> {
+                let value = toml::Value::deserialize(SeqAccessDeserializer::new(seq))?;
+                Err(not(&shown_value(&value)))
+            }
+
+            // A table, or a date and time (which TOML's reader hands over as a table).
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ChatId, A::Error> {
+                let value = toml::Value::deserialize(MapAccessDeserializer::new(map))?;
+                Err(not(&shown_value(&value)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// `concurrency`: tasks run at once, 1 to 64.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "i64")]
