@@ -1,10 +1,14 @@
-//! The config's values as types: each is read from the file with `try_from` and checked on
-//! the way in, so a value that exists is a valid one.
+//! The config's values as types, each checked as it is read, so that a value that exists is
+//! a valid one.
 //!
 //! Invariants:
 //! - Each error reads `<value as TOML writes it>: <why>` (a name reads `"<name>" is …`);
 //!   the loader puts the file, line, column and dotted key in front of it.
 //! - Only rules about one value live here; rules that join two keys live in `load`.
+//! - Each type has a `TryFrom` from what the file holds. Strings are read through
+//!   [`read_str`] rather than `#[serde(try_from)]`, so that an error about an item of an
+//!   array keeps the item's position; an amount and a chat id read any number (or any value)
+//!   themselves, to show it as written.
 
 use std::time::Duration;
 
