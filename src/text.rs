@@ -271,6 +271,20 @@ pub fn clean(text: &str) -> String {
     out
 }
 
+/// The name in `known` nearest to a misspelt `name`, when it is near enough to be a typo:
+/// at most two edits, or a quarter of the known name's length for a long one, ignoring case.
+/// Of two equally near, the first in sort order. The one helper for every "did you mean".
+pub fn did_you_mean<'k>(name: &str, known: &'k [impl AsRef<str>]) -> Option<&'k str> {
+    let name = name.to_lowercase();
+    known
+        .iter()
+        .map(|k| k.as_ref())
+        .map(|k| (strsim::levenshtein(&name, &k.to_lowercase()), k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| k)
+}
+
 /// Escape text for Telegram's HTML parse mode.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -356,5 +370,22 @@ mod tests {
             escape(r#"<a href="x">&</a>"#),
             "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
         );
+    }
+
+    #[test]
+    fn did_you_mean_suggests_close_names_only() {
+        let names = ["list_issues", "create_issue", "get_me"];
+        assert_eq!(did_you_mean("list_isues", &names), Some("list_issues"));
+        assert_eq!(did_you_mean("Create_Issue", &names), Some("create_issue"));
+        assert_eq!(did_you_mean("weather", &names), None);
+        assert_eq!(did_you_mean("x", &[] as &[String]), None);
+        // A long name takes more slips than a short one.
+        let events = ["task_succeeded", "state_pruned", "run_started"];
+        assert_eq!(
+            did_you_mean("tsk_succeded", &events),
+            Some("task_succeeded")
+        );
+        assert_eq!(did_you_mean("stat_prund", &events), Some("state_pruned"));
+        assert_eq!(did_you_mean("rn_strtd", &events), None);
     }
 }

@@ -227,14 +227,10 @@ impl Interrupt {
 /// The warning for an `--event` heartbeat never writes (it is not an error: it matches
 /// nothing), with the closest real name when there is one.
 fn unknown_event_hint(name: &str, events: &[String]) -> String {
-    let closest = events
-        .iter()
-        .map(|e| (strsim::levenshtein(name, e), e))
-        .min()
-        .filter(|(d, _)| *d <= 3);
+    let closest = crate::text::did_you_mean(name, events);
     let name = clean(name);
     match closest {
-        Some((_, e)) => {
+        Some(e) => {
             format!("--event {name:?} is not an event heartbeat writes; did you mean {e}?")
         }
         None => format!(
