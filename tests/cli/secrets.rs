@@ -558,6 +558,22 @@ fn heartbeat_mcp_answers_are_redacted() {
     }
 }
 
+/// Errors the protocol layer makes itself (an unknown method is quoted back as the error's
+/// message) leave redacted like a tool's.
+#[test]
+fn a_protocol_error_quoting_the_request_is_redacted() {
+    use crate::mcp_server::Client;
+    use serde_json::json;
+    let (tg, env) = setup("## Recurring\n", "");
+    let mut client = Client::connect_with(env.cmd(["mcp"]).token());
+    let answer = client.request(TG_TOKEN, json!({}));
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert!(!message.contains(&TG_TOKEN[..10]), "{answer}");
+    assert!(message.contains("***"), "{answer}");
+    drop(tg);
+}
+
 #[test]
 fn a_variable_every_server_gets_stays_with_the_tools_even_when_env_names_it() {
     // HOME is passed to every MCP server anyway; naming it in `env` does not make it a
