@@ -11,6 +11,8 @@
 //! - A proposed task is appended, never inserted: its line ends with the agent's mark and is
 //!   written with one `O_APPEND` write, so that a proposed task can never be in the file
 //!   without the mark that makes it ask a person first, wherever the file is read.
+//! - An agent has at most one of each of its tasks in a file (same section and content):
+//!   proposing it again returns the one there.
 //! - Without `[mcp_server] allow_approve = true` there is no approve tool; with it, the tool
 //!   approves without running (`approve --later`), never grants *always*, and refuses any
 //!   task an agent proposed.
@@ -517,12 +519,13 @@ fn write_proposal(
         &line,
     )
     .map_err(|why| Error::Usage(format!("{}: {why}", path.display())))?;
-    // An agent's retry: the same task by the same agent is still open.
+    // The same task by the same agent is already in the file (an agent's retry), open or
+    // ticked, under whatever schedule: it is returned, never copied. A copy would be
+    // numbered after it, and take over its id (a person's approval of it) once a person
+    // deleted the first line, however the person answered the copy.
     let same = |t: &&Task| {
-        !t.done
-            && t.section == task.section
+        t.section == task.section
             && t.proposed_by == task.proposed_by
-            && t.heading == task.heading
             && markdown::parse::same_content(t, &task)
     };
     let parsed = markdown::parse(&source.path, &source.canonical, &source.text);

@@ -739,14 +739,43 @@ fn proposing_an_open_task_again_returns_it_and_writes_nothing() {
     assert_eq!(env.read_bytes("HEARTBEAT.md"), after_first);
     assert_eq!(env.events("task_proposed").len(), 1);
     assert_eq!(env.events("proposal_refused")[0]["reason"], "duplicate");
-    // Under another schedule it is another request.
-    let scheduled = client
-        .call(
-            "propose_task",
-            json!({"section": "recurring", "schedule": "Every 6h", "tool": "log", "input": {"text": "same"}}),
-        )
-        .unwrap();
-    assert_ne!(scheduled["task_id"], first["task_id"]);
+}
+
+/// Two identical tasks of one agent are numbered by occurrence: once a person deletes the
+/// first (approved once, so under ordinary policy), the second, which the person denied,
+/// would take over its id and run. So an agent has at most one of each task in the file:
+/// asked again, under another schedule or after it was ticked, the one there is returned.
+#[test]
+fn an_agent_cannot_add_a_second_copy_of_its_own_task() {
+    let env = Env::new("## Recurring\n")
+        .config("autonomy = \"full\"\ntimezone = \"UTC\"\n[tools.shell]\napproval = \"auto\"\n");
+    let mut client = Client::connect(&env);
+    let task = json!({"section": "recurring", "tool": "shell", "input": {"cmd": ["sh", "-c", "echo ran >> RAN"]}});
+    let first = client.call("propose_task", task.clone()).unwrap();
+    env.run_once(NOW).code(0);
+    env.cmd(["approve", "1"]).output().code(0);
+    assert_eq!(env.read("RAN"), "ran\n");
+    let before = env.read_bytes("HEARTBEAT.md");
+    let mut scheduled = task.clone();
+    scheduled["schedule"] = json!("Every 6h");
+    let again = client.call("propose_task", scheduled).unwrap();
+    assert_eq!(
+        (&again["task_id"], &again["existing"]),
+        (&first["task_id"], &json!(true)),
+        "{again}"
+    );
+    assert_eq!(env.read_bytes("HEARTBEAT.md"), before);
+    // Ticked by the person (never to run): asking again adds nothing either.
+    env.write(
+        "HEARTBEAT.md",
+        env.read("HEARTBEAT.md")
+            .replace("- [ ] @shell", "- [x] @shell"),
+    );
+    let ticked = env.read_bytes("HEARTBEAT.md");
+    let again = client.call("propose_task", task).unwrap();
+    assert_eq!(again["task_id"], first["task_id"], "{again}");
+    assert_eq!(env.read_bytes("HEARTBEAT.md"), ticked);
+    assert_eq!(env.events("task_proposed").len(), 1);
 }
 
 #[test]
