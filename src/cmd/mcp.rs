@@ -239,7 +239,7 @@ impl Agents {
         Secrets::from_config(&cfg);
         match tool {
             "status" => super::status::json(&ctx, &cfg),
-            "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.json()),
+            "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.agent_json()),
             "approvals" => {
                 let state = match text(input, "state")?.unwrap_or("pending") {
                     "all" => None,

@@ -558,6 +558,32 @@ fn heartbeat_mcp_answers_are_redacted() {
     }
 }
 
+/// A task whose input does not parse may hold a secret that redaction cannot find (a
+/// single-quoted password): `heartbeat mcp` shows it by place and error only.
+#[test]
+fn an_invalid_tasks_source_is_not_shown_to_an_agent() {
+    use crate::mcp_server::Client;
+    use serde_json::json;
+    let secret = "hunter2-unparsed-9f8e";
+    let md = format!(
+        "## Recurring\n- [ ] @shell {{'password': '{secret}'}}\n- [x] @shell {{'password': '{secret}'}}\n\n## Notes\n- [ ] @shell {{'password': '{secret}'}}\n"
+    );
+    let env = Env::new(&md);
+    let mut client = Client::connect_with(env.cmd(["mcp"]));
+    let check = client.call("check", json!({})).unwrap();
+    let tasks = check["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3, "{check}");
+    assert_eq!(tasks[0]["decision"], "invalid");
+    assert_eq!(tasks[0]["line"], 2);
+    assert!(
+        check["problems"]
+            .to_string()
+            .contains("key must be a string"),
+        "{check}"
+    );
+    assert!(!check.to_string().contains(secret), "{check:#}");
+}
+
 /// Errors the protocol layer makes itself (an unknown method is quoted back as the error's
 /// message) leave redacted like a tool's.
 #[test]
