@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - A proposal is one plain line: no control character, line or paragraph separator, BOM,
-//!   zero-width or bidi control character anywhere in it (a Unicode-aware rewrite of the file
+//!   zero-width, bidi control or other invisible (default-ignorable) character anywhere in
+//!   it (a Unicode-aware rewrite of the file
 //!   would otherwise turn one line into several, or show the person other text than runs).
 //! - A reminder's text holds no `<`, `>`, backtick or backslash, and a tool's input is written
 //!   with `<` and `>` escaped, so the agent cannot open markup that swallows the mark.
@@ -46,6 +47,25 @@ fn forbidden(c: char) -> Option<&'static str> {
         | '\u{200f}'
         | '\u{202a}'..='\u{202e}'
         | '\u{2066}'..='\u{2069}' => "a bidi control character",
+        // Default-ignorable characters: shown as nothing, yet bytes of what runs (tag
+        // characters can spell out a whole hidden text). The two emoji presentation
+        // selectors (U+FE0E, U+FE0F) change how the character before them looks, not what
+        // is there, and stay allowed.
+        '\u{ad}'
+        | '\u{34f}'
+        | '\u{115f}'
+        | '\u{1160}'
+        | '\u{17b4}'
+        | '\u{17b5}'
+        | '\u{180b}'..='\u{180f}'
+        | '\u{2065}'
+        | '\u{206a}'..='\u{206f}'
+        | '\u{3164}'
+        | '\u{fe00}'..='\u{fe0d}'
+        | '\u{ffa0}'
+        | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0000}'..='\u{e0fff}' => "an invisible character",
         c if c.is_control() => "a control character",
         _ => return None,
     })

@@ -608,6 +608,16 @@ fn proposals_holding_secrets_hidden_characters_or_too_much_are_refused() {
             "character",
             "U+2066",
         ),
+        // Invisible without being zero-width spaces: tag characters (ASCII smuggled out of
+        // sight), a soft hyphen, a Hangul filler, a variation selector.
+        (
+            log(json!({"cmd": ["rm", "-rf", "/tmp/old\u{e0020}\u{e002f}"]})),
+            "character",
+            "U+E0020",
+        ),
+        (reminder("water\u{ad} plants".into()), "character", "U+00AD"),
+        (reminder("a\u{3164}b".into()), "character", "U+3164"),
+        (reminder("a\u{fe01}b".into()), "character", "U+FE01"),
         (
             reminder("x <!-- proposed by mcp:x -->".into()),
             "markup",
