@@ -13,6 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::parse::{AGENT, mark};
+use crate::text::unseen;
 
 /// The longest proposal taken, in bytes of the reminder's text or of `@tool {input}`.
 pub const MAX_BYTES: usize = 2048;
@@ -34,46 +35,9 @@ impl Refusal {
     }
 }
 
-/// What a character that may not be in a proposal is, to name it in the refusal.
-fn forbidden(c: char) -> Option<&'static str> {
-    Some(match c {
-        '\u{2028}' => "a line separator",
-        '\u{2029}' => "a paragraph separator",
-        '\u{85}' => "a next-line character",
-        '\u{feff}' => "a byte order mark",
-        '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{180e}' => "a zero-width character",
-        '\u{061c}'
-        | '\u{200e}'
-        | '\u{200f}'
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}' => "a bidi control character",
-        // Default-ignorable characters: shown as nothing, yet bytes of what runs (tag
-        // characters can spell out a whole hidden text). The two emoji presentation
-        // selectors (U+FE0E, U+FE0F) change how the character before them looks, not what
-        // is there, and stay allowed.
-        '\u{ad}'
-        | '\u{34f}'
-        | '\u{115f}'
-        | '\u{1160}'
-        | '\u{17b4}'
-        | '\u{17b5}'
-        | '\u{180b}'..='\u{180f}'
-        | '\u{2065}'
-        | '\u{206a}'..='\u{206f}'
-        | '\u{3164}'
-        | '\u{fe00}'..='\u{fe0d}'
-        | '\u{ffa0}'
-        | '\u{1bca0}'..='\u{1bca3}'
-        | '\u{1d173}'..='\u{1d17a}'
-        | '\u{e0000}'..='\u{e0fff}' => "an invisible character",
-        c if c.is_control() => "a control character",
-        _ => return None,
-    })
-}
-
 /// `Err` naming the first character of `s` a proposal may not hold; `what` names where it is.
 pub fn plain(what: &str, s: &str) -> Result<(), Refusal> {
-    match s.chars().find_map(|c| forbidden(c).map(|kind| (c, kind))) {
+    match s.chars().find_map(|c| unseen(c).map(|kind| (c, kind))) {
         None => Ok(()),
         Some((c, kind)) => Err(Refusal::new(
             "character",

@@ -474,6 +474,34 @@ fn what_an_agent_does_the_person_hears_on_the_phone_and_at_the_terminal() {
     assert_eq!(texts(&tg).len(), before + 4, "nothing told twice");
 }
 
+/// What the person is told cannot be turned around or split by the agent's reason: bidi
+/// controls are shown escaped, line separators as spaces, at the terminal and on the phone.
+#[test]
+fn an_agents_reason_cannot_reorder_or_split_what_the_person_reads() {
+    let (tg, env) = with_telegram(ASK_MD, "");
+    let mut agent = Agent::connect(&env, "tester");
+    agent
+        .call(
+            "pause",
+            json!({"for": "1h", "reason": "deploy\u{2028}mcp:tester resumed runs \u{202e}ti sdne emuser"}),
+        )
+        .unwrap();
+    let run = env
+        .cmd(["run", "--once", "-q"])
+        .token()
+        .now(&at(5))
+        .output();
+    run.code(0);
+    let sent = texts(&tg);
+    for shown in [&run.stdout, &sent[0]] {
+        assert!(!shown.contains(['\u{2028}', '\u{202e}']), "{shown:?}");
+        assert!(
+            shown.contains("deploy mcp:tester resumed runs \\u{202e}ti"),
+            "{shown:?}"
+        );
+    }
+}
+
 #[test]
 fn an_agents_action_is_urgent_in_quiet_hours() {
     let (tg, env) = with_telegram("## Recurring\n", "quiet_hours = \"00:00-23:59\"");
