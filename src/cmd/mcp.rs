@@ -477,7 +477,7 @@ fn write_proposal(
             ));
         }
     };
-    let line = line(&proposed, by)?;
+    let line = line(&proposed, heading, by)?;
     let path = match text(input, "file")? {
         None => d
             .cfg

@@ -85,8 +85,9 @@ pub enum Proposed<'a> {
 
 /// The `- [ ] …` line for a proposal by `by` (`mcp:NAME`, from [`provenance`]), mark
 /// included, without a line break. Refused when it holds what a proposal may not, or is
-/// longer than [`MAX_BYTES`].
-pub fn line(proposed: &Proposed, by: &str) -> Result<String, Refusal> {
+/// longer than [`MAX_BYTES`] with its `schedule` heading (written with it when the file
+/// does not end below that heading yet).
+pub fn line(proposed: &Proposed, schedule: Option<&str>, by: &str) -> Result<String, Refusal> {
     let body = match proposed {
         Proposed::Reminder(text) => {
             plain("\"text\"", text)?;
@@ -110,13 +111,11 @@ pub fn line(proposed: &Proposed, by: &str) -> Result<String, Refusal> {
             format!("@{name} {json}")
         }
     };
-    if body.len() > MAX_BYTES {
+    let size = body.len() + schedule.map_or(0, str::len);
+    if size > MAX_BYTES {
         return Err(Refusal::new(
             "too_long",
-            format!(
-                "the proposal is {} bytes, longer than the {MAX_BYTES}-byte limit",
-                body.len()
-            ),
+            format!("the proposal is {size} bytes, longer than the {MAX_BYTES}-byte limit"),
         ));
     }
     let name = by.strip_prefix(AGENT).unwrap_or(by);
@@ -130,7 +129,7 @@ mod tests {
     use std::path::Path;
 
     fn reminder(text: &str) -> Result<String, Refusal> {
-        line(&Proposed::Reminder(text), "mcp:a")
+        line(&Proposed::Reminder(text), None, "mcp:a")
     }
 
     fn tool(input: Value) -> Result<String, Refusal> {
@@ -142,6 +141,7 @@ mod tests {
                 name: "shell",
                 input: &input,
             },
+            None,
             "mcp:a",
         )
     }
@@ -209,5 +209,8 @@ mod tests {
         );
         let big = serde_json::json!({"cmd": "x".repeat(MAX_BYTES)});
         assert_eq!(tool(big).unwrap_err().reason, "too_long");
+        let schedule = format!("Every{}6h", " ".repeat(MAX_BYTES));
+        let long = line(&Proposed::Reminder("a"), Some(&schedule), "mcp:a");
+        assert_eq!(long.unwrap_err().reason, "too_long");
     }
 }

@@ -626,6 +626,12 @@ fn proposals_holding_secrets_hidden_characters_or_too_much_are_refused() {
         (reminder("a `b".into()), "markup", "may not hold"),
         (reminder("a \\ b".into()), "markup", "may not hold"),
         (reminder("a".repeat(3000)), "too_long", "2048"),
+        // The schedule heading is written too: it counts.
+        (
+            json!({"section": "recurring", "schedule": format!("Every{}6h", " ".repeat(3000)), "text": "a"}),
+            "too_long",
+            "2048",
+        ),
         (
             log(json!({"cmd": ["echo", "a".repeat(3000)]})),
             "too_long",
