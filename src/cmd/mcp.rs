@@ -221,6 +221,20 @@ fn text<'a>(input: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>>
     }
 }
 
+/// An agent's `reason` (for a pause or a denial): stored, shown in `status` and told to the
+/// person, so bounded like a proposal.
+fn reason(input: &Map<String, Value>) -> Result<Option<&str>> {
+    let reason = text(input, "reason")?;
+    let max = markdown::proposal::MAX_BYTES;
+    match reason {
+        Some(r) if r.len() > max => Err(Error::Usage(format!(
+            "\"reason\" is {} bytes, longer than the {max}-byte limit; nothing was done",
+            r.len()
+        ))),
+        _ => Ok(reason),
+    }
+}
+
 impl Agents {
     fn dispatch(&self, by: &str, tool: &str, input: &Map<String, Value>) -> Result<Value> {
         let now = match text(input, "now")? {
@@ -276,7 +290,7 @@ impl Agents {
                             .map_err(|e| Error::Usage(format!("\"for\": {raw:?}: {e}")))?,
                     ),
                 };
-                let paused = agent::pause(&mut d, asked, text(input, "reason")?)?;
+                let paused = agent::pause(&mut d, asked, reason(input)?)?;
                 let mut answer = json!({
                     "paused": true,
                     "until": crate::audit::format_ts(paused.until),
@@ -335,11 +349,7 @@ fn decide(
             "#{id} is a task an agent proposed ({proposer}): only a person approves it"
         )));
     }
-    let reason = if approve {
-        None
-    } else {
-        text(input, "reason")?
-    };
+    let reason = if approve { None } else { reason(input)? };
     let decided = if approve {
         d.approve(row, false)?
     } else {

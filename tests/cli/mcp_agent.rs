@@ -502,6 +502,26 @@ fn an_agents_reason_cannot_reorder_or_split_what_the_person_reads() {
     }
 }
 
+/// A reason is stored and shown in `status`: an agent's is bounded like a proposal.
+#[test]
+fn an_agents_reason_is_bounded() {
+    let env = Env::new(ASK_MD);
+    env.run_once(NOW).code(0);
+    let mut agent = Agent::connect(&env, "tester");
+    let long = "r".repeat(5000);
+    for (tool, args) in [
+        ("pause", json!({"for": "1h", "reason": long})),
+        ("deny", json!({"id": 1, "reason": long})),
+    ] {
+        let refused = agent.call(tool, args).unwrap_err();
+        assert!(refused.contains("2048-byte limit"), "{tool}: {refused}");
+    }
+    let status = env.cmd(["status", "--json"]).output().json();
+    assert_eq!(status["paused"], false, "{status}");
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    assert!(env.events("paused").is_empty());
+}
+
 #[test]
 fn an_agents_action_is_urgent_in_quiet_hours() {
     let (tg, env) = with_telegram("## Recurring\n", "quiet_hours = \"00:00-23:59\"");
