@@ -185,7 +185,10 @@ impl Secrets {
     /// `s` with registered secrets, the secrets of URLs and the values of secret keys in
     /// free text replaced by `***`.
     pub fn text<'s>(&self, s: &'s str) -> Cow<'s, str> {
-        let cut = self.cut(s);
+        let cut = match self.cut(s) {
+            Cow::Borrowed(b) => redact_bot_tokens(b),
+            Cow::Owned(o) => Cow::Owned(redact_bot_tokens(&o).into_owned()),
+        };
         let urls = match redact_urls(&cut) {
             Cow::Borrowed(_) => cut,
             Cow::Owned(o) => Cow::Owned(o),
@@ -660,6 +663,52 @@ fn secret_value(s: &str, start: usize, end: usize) -> Option<(usize, usize)> {
     None
 }
 
+/// Whether `b` may stand in a Telegram bot token's secret part.
+fn is_bot_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')
+}
+
+/// `s` with every text shaped like a Telegram bot token (`123456789:` and 30 to 50 of
+/// `A-Z a-z 0-9 _ -`, standing alone or after `bot` in a URL) replaced by `***`: a process
+/// started without the token's variable (`heartbeat mcp` as an agent's client starts it)
+/// cannot know its value, and a token written into a file would otherwise show.
+fn redact_bot_tokens(s: &str) -> Cow<'_, str> {
+    let b = s.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0;
+    for colon in memchr::memchr_iter(b':', b) {
+        if colon < copied {
+            continue;
+        }
+        let digits = b[..colon]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        let start = colon - digits;
+        if !(5..=15).contains(&digits)
+            || (start > 0 && is_bot_token_byte(b[start - 1]) && !b[..start].ends_with(b"bot"))
+        {
+            continue;
+        }
+        let secret = b[colon + 1..]
+            .iter()
+            .take_while(|c| is_bot_token_byte(**c))
+            .count();
+        if !(30..=50).contains(&secret) {
+            continue;
+        }
+        out.push_str(&s[copied..start]);
+        out.push_str(STARS);
+        copied = colon + 1 + secret;
+    }
+    if copied == 0 {
+        return Cow::Borrowed(s);
+    }
+    out.push_str(&s[copied..]);
+    Cow::Owned(out)
+}
+
 /// `s` with the values of secret-looking keys in free text (tool output, errors, commands)
 /// replaced by `***`: see [`secret_value`] for the forms.
 fn redact_pairs(s: &str) -> Cow<'_, str> {
@@ -992,6 +1041,35 @@ mod tests {
             s.text(&format!("u={}", url_encode("pa55-word-9", HEX_UPPER))),
             "u=***"
         );
+    }
+
+    #[test]
+    fn a_bot_token_is_hidden_by_its_shape_alone() {
+        let token = "7000000001:AAHbTestSecretTokenXYZ-0123456789abcd";
+        let none = Secrets::default();
+        for (text, shown) in [
+            (
+                format!("GET /bot{token}/getMe"),
+                "GET /bot***/getMe".to_string(),
+            ),
+            (
+                format!("bot is {token}, now"),
+                "bot is ***, now".to_string(),
+            ),
+            (token.to_string(), "***".to_string()),
+        ] {
+            assert_eq!(none.text(&text), shown);
+        }
+        // Times, ports, ids and short or long runs after a colon are left alone.
+        for text in [
+            "2026-05-01T10:00:00Z",
+            "127.0.0.1:8080/abc",
+            "run 123456:abc",
+            "x7000000001:AAHbTestSecretTokenXYZ-0123456789abcd",
+            "7000000001:AAHbTestSecretTokenXYZ-0123456789abcdAAHbTestSecretTokenXYZ",
+        ] {
+            assert_eq!(none.text(text), text);
+        }
     }
 
     #[test]

@@ -584,6 +584,28 @@ fn an_invalid_tasks_source_is_not_shown_to_an_agent() {
     assert!(!check.to_string().contains(secret), "{check:#}");
 }
 
+/// `heartbeat mcp` started without the token's variable (the agent's client does not pass
+/// it) cannot know the token's value: a Telegram bot token written into the file is still
+/// hidden by its shape.
+#[test]
+fn a_bot_token_in_the_file_is_hidden_even_when_its_variable_is_not_set() {
+    use crate::mcp_server::Client;
+    use serde_json::json;
+    let md = format!(
+        "## Recurring\n- [ ] @http {{\"url\": \"https://api.telegram.org/bot{TG_TOKEN}/getMe\"}}\n\
+         - [ ] check bot {TG_TOKEN}\n"
+    );
+    let env = Env::new(&md);
+    let mut client = Client::connect_with(env.cmd(["mcp"]));
+    let check = client.call("check", json!({})).unwrap().to_string();
+    assert!(check.contains("/bot***/getMe"), "{check}");
+    assert!(check.contains("check bot ***"), "{check}");
+    assert!(!check.contains(&TG_TOKEN[11..]), "{check}");
+    // Other `digits:text` stays as it is.
+    let plain = env.cmd(["check", "--json"]).output().json().to_string();
+    assert!(plain.contains("2026-05-01T10:00:00"), "{plain}");
+}
+
 /// Errors the protocol layer makes itself (an unknown method is quoted back as the error's
 /// message) leave redacted like a tool's.
 #[test]
