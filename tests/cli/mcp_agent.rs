@@ -522,6 +522,41 @@ fn an_agents_reason_is_bounded() {
     assert!(env.events("paused").is_empty());
 }
 
+/// Where an agent may approve, its approval is heard like its denial.
+#[test]
+fn an_agents_approval_is_heard_too() {
+    let (tg, env) = with_telegram(ASK_MD, "");
+    env.write(
+        "heartbeat.toml",
+        format!(
+            "{}\n[mcp_server]\nallow_approve = true\n",
+            env.read("heartbeat.toml")
+        ),
+    );
+    env.cmd(["run", "--once"]).token().output().code(0);
+    let mut agent = Agent::connect(&env, "tester");
+    agent.call("approve", json!({"id": 1})).unwrap();
+    let run = env
+        .cmd(["run", "--once", "-q"])
+        .token()
+        .now(&at(5))
+        .output();
+    run.code(0);
+    assert!(
+        run.stdout
+            .contains("AGENT     mcp:tester approved #1 @shell HEARTBEAT.md:2"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        texts(&tg)
+            .iter()
+            .any(|t| t.contains("mcp:tester approved #1 @shell")),
+        "{:#?}",
+        texts(&tg)
+    );
+}
+
 #[test]
 fn an_agents_action_is_urgent_in_quiet_hours() {
     let (tg, env) = with_telegram("## Recurring\n", "quiet_hours = \"00:00-23:59\"");
