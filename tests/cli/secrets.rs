@@ -462,6 +462,37 @@ fn a_credential_and_its_encodings_reach_no_sink() {
     assert_nowhere("7372762d63726564", &env, &tg, &[&out]);
 }
 
+/// `base64` and `fold` print a long value over several lines: the secret is found in the
+/// block the lines make.
+#[test]
+fn a_secret_printed_over_several_lines_reaches_no_sink() {
+    let secret = "srv-secret-value-99xyz-abcdef";
+    let md = format!(
+        "## Recurring\n- [ ] @shell {{\"cmd\": [\"sh\", \"-c\", \"printf %s user:$0 | base64 -w 16; echo; printf %s $0 | fold -w 10\", \"{secret}\"]}}\n"
+    );
+    let tools = format!(
+        "{}[tools.shell]\napproval = \"auto\"\n",
+        srv_toml(&["SRV_TOKEN"])
+    );
+    let (tg, env) = setup(&md, &tools);
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("SRV_TOKEN", secret)
+        .output();
+    out.code(0);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    assert_eq!(env.events("task_succeeded")[0]["output"], "***\n\n***");
+    for piece in [
+        "dXNlcjpzcnYtc2Vj",
+        "cmV0LXZhbHVlLTk5",
+        "srv-secret",
+        "-value-99x",
+    ] {
+        assert_nowhere(piece, &env, &tg, &[&out]);
+    }
+}
+
 #[test]
 fn a_short_variable_is_not_replaced_inside_other_text_and_check_warns() {
     // DEBUG=1 would otherwise turn every 1 of every line into ***: ts, line numbers, counts.
