@@ -289,6 +289,13 @@ pub fn format_ts(ts: DateTime<Utc>) -> String {
     ts.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
+/// A time as the log (or any RFC 3339 text) has it; None when it is not one.
+pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
 #[cfg(test)]
 mod tests {
     use super::event::{Mark, TaskRun};
