@@ -2,32 +2,24 @@
 //! [-f]`: the audit log, filtered.
 //!
 //! Invariants:
-//! - The log is read as a stream, one line at a time; a line longer than [`MAX_LINE`] is
-//!   skipped without being kept, so memory stays bounded whatever the file holds (`-n N`
-//!   keeps N lines; lines held behind an unfinished run are capped at [`HELD_MAX`]).
-//! - Only `\n`-terminated lines that parse as JSON objects are shown. A torn last line (a crash
-//!   in the middle of a write) is skipped; with `-f` an unfinished line is held until its
-//!   newline arrives. When a later write was appended right after a torn line, the whole
-//!   line that follows the torn part is still found and shown.
+//! - The log is read by [`AuditReader`] (a stream, one whole line at a time, memory bounded);
+//!   `-n N` keeps N lines; lines held behind an unfinished run are capped at [`HELD_MAX`].
+//! - Only lines that parse as JSON objects are shown; a torn line followed by a whole one
+//!   shows the whole one ([`parse_line`]).
 //! - `--json` prints the matching lines byte for byte as they are stored, in their order.
 //! - Human output is one line per event, every text from the log passed through [`clean`];
 //!   without `--all` (or `--run`) it leaves out runs that did nothing ([`QuietRuns`]), and
 //!   keeps the stored order of what it shows.
 //! - `--event` names are checked against [`Event::names`], made from the event type itself.
 //! - `-f` alone starts at the end of the log; with `--since` or `-n` it first shows what they
-//!   select. It polls every [`POLL`], and when the file was replaced it reads every file that
-//!   came after the one it read (rotated ones first, oldest first, then the new one); a
-//!   truncated file (smaller than what was read) is read again from its start. It ends when
-//!   stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
+//!   select. It polls every [`POLL`] and reads on across rotations ([`AuditReader`]). It ends
+//!   when stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
 //!   started it with SIGINT ignored): what was shown is flushed, no half line is ever
 //!   printed, and it then ends by that signal's default action, as if it had not caught it.
 //! - A failed write to stdout ends the command with that error; a closed pipe ends it quietly.
 
 use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, StdoutLock, Write};
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::io::{self, BufWriter, StdoutLock, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -38,6 +30,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::Ctx;
 use crate::audit::Event;
+use crate::audit::reader::{AuditReader, LINE_START, ReadError, parse_line};
 use crate::cli::LogArgs;
 use crate::clock::{SINCE_FORMS, Since, TIME_FORMS};
 use crate::config::Config;
@@ -49,13 +42,6 @@ use crate::text::clean;
 /// How often `-f` looks for new lines.
 const POLL: Duration = Duration::from_millis(200);
 
-/// Lines longer than this are skipped (heartbeat's own lines are far shorter: texts are cut
-/// to 4 KiB; only a tool's input is not cut).
-const MAX_LINE: usize = 16 << 20;
-
-/// How every line heartbeat writes begins.
-const LINE_START: &str = r#"{"ts":""#;
-
 pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     let filter = Filter::new(ctx, args)?;
     let events: Vec<String> = Event::names().collect();
@@ -65,8 +51,6 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         }
     }
     let cfg = ctx.load_config_to_read()?;
-    let path = cfg.audit_log.clone();
-    let io_err = |e| Error::io(&path, e);
 
     let interrupt = if args.follow {
         Interrupt::catch().map_err(|e| Error::io("<signals>", e))?
@@ -88,31 +72,20 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     };
     // `-f` alone starts at the end, as `tail -f` does.
     let from_end = args.follow && args.since.is_none() && args.lines.is_none();
-    if !from_end {
-        // The rotated files first, oldest first.
-        for old in rotated_files(&path, filter.since) {
-            let mut tail = Tail::open(&old).map_err(|e| Error::io(&old, e))?;
-            while tail.next_line().map_err(|e| Error::io(&old, e))? {
-                show.line(&tail.buf);
-                if show.out.broken {
-                    return show.out.end();
-                }
-            }
-        }
-    }
-    let mut tail = Tail::open(&path).map_err(io_err)?;
-    if from_end {
-        tail.skip_to_end().map_err(io_err)?;
-    }
+    let mut reader = if from_end {
+        AuditReader::from_end(&cfg.audit_log).map_err(read_error)?
+    } else {
+        AuditReader::from_start(&cfg.audit_log, filter.since)
+    };
     loop {
-        while tail.next_line().map_err(io_err)? {
-            show.line(&tail.buf);
+        while let Some(line) = reader.next_line().map_err(read_error)? {
+            show.line(line);
             if show.out.broken {
                 return show.out.end();
             }
             interrupt.end_if_caught(&mut show.out);
         }
-        // At the end of what is there; an unfinished line stays in `tail.buf`.
+        // At the end of what is there; an unfinished line is kept by the reader.
         if !args.follow {
             show.finish();
             return show.out.end();
@@ -129,8 +102,13 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         if show.out.gone() {
             return show.out.end();
         }
-        tail.check_replaced().map_err(io_err)?;
+        reader.check_replaced().map_err(read_error)?;
     }
+}
+
+/// A failed read of one of the log's files, as the command's error.
+fn read_error(e: ReadError) -> Error {
+    Error::io(e.path, e.source)
 }
 
 /// The log's lines that `args` selects (as `log --json` would print them, parsed), the last
@@ -142,47 +120,23 @@ pub(super) fn matching(
     limit: usize,
 ) -> Result<Vec<Map<String, Value>>> {
     let filter = Filter::new(ctx, args)?;
-    let mut found = std::collections::VecDeque::new();
-    let mut files = rotated_files(&cfg.audit_log, filter.since);
-    files.push(cfg.audit_log.clone());
-    for path in &files {
-        let mut tail = Tail::open(path).map_err(|e| Error::io(path, e))?;
-        while tail.next_line().map_err(|e| Error::io(path, e))? {
-            let body = tail.buf.strip_suffix(b"\n").unwrap_or(&tail.buf);
-            if filter.rejects_early(body) {
-                continue;
+    let mut found = VecDeque::new();
+    let mut reader = AuditReader::from_start(&cfg.audit_log, filter.since);
+    while let Some(line) = reader.next_line().map_err(read_error)? {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        if filter.rejects_early(body) {
+            continue;
+        }
+        if let Some((_, obj)) = parse_line(body)
+            && filter.matches(&obj)
+        {
+            if found.len() == limit {
+                found.pop_front();
             }
-            if let Some((_, obj)) = parse_line(body)
-                && filter.matches(&obj)
-            {
-                if found.len() == limit {
-                    found.pop_front();
-                }
-                found.push_back(obj);
-            }
+            found.push_back(obj);
         }
     }
     Ok(found.into())
-}
-
-/// The rotated audit files (`audit.jsonl.N` … `.1`), oldest first, without those last
-/// written before `since` (every line in them is older).
-fn rotated_files(path: &Path, since: Option<DateTime<Utc>>) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for n in 1..=1000 {
-        let old = crate::audit::rotated_path(path, n);
-        let Ok(meta) = std::fs::metadata(&old) else {
-            break;
-        };
-        let written: Option<DateTime<Utc>> = meta.modified().ok().map(DateTime::from);
-        if since.is_some_and(|s| written.is_some_and(|w| w < s)) {
-            // This one and every older one hold nothing that recent.
-            break;
-        }
-        files.push(old);
-    }
-    files.reverse();
-    files
 }
 
 /// SIGINT and SIGTERM, caught while following: each sets its own flag, looked at between
@@ -407,233 +361,6 @@ fn until_quote(b: &[u8]) -> Option<(&str, &[u8])> {
         return None;
     }
     Some((std::str::from_utf8(&b[..end]).ok()?, &b[end + 1..]))
-}
-
-/// A line as a JSON object, and where it starts: 0, or, when a torn line was continued
-/// by a later write, where the whole line that follows the torn part begins.
-fn parse_line(line: &[u8]) -> Option<(usize, Map<String, Value>)> {
-    if let Ok(obj) = serde_json::from_slice::<Map<String, Value>>(line) {
-        return Some((0, obj));
-    }
-    let start = LINE_START.as_bytes();
-    (1..line.len().saturating_sub(start.len()))
-        .filter(|&i| line[i..].starts_with(start))
-        .take(8)
-        .find_map(|i| {
-            serde_json::from_slice::<Map<String, Value>>(&line[i..])
-                .ok()
-                .map(|obj| (i, obj))
-        })
-}
-
-// ---------------------------------------------------------------------------------------
-// Reading, and following
-
-/// The log file, read line by line, reopened when replaced or truncated.
-struct Tail {
-    path: PathBuf,
-    reader: Option<BufReader<File>>,
-    /// (dev, inode) of the open file.
-    id: (u64, u64),
-    /// Bytes consumed from the open file.
-    pos: u64,
-    /// The current line: complete (newline included) when `next_line` said so, else the
-    /// part read so far.
-    buf: Vec<u8>,
-    complete: bool,
-    /// Inside a line longer than [`MAX_LINE`] (or one begun before `-f` started): dropping
-    /// bytes until its newline.
-    overlong: bool,
-    /// Files that took the open one's place (rotations, a replacement), oldest first: each
-    /// is read from its start once the one before it is read to its end.
-    next: VecDeque<File>,
-}
-
-impl Tail {
-    fn open(path: &Path) -> io::Result<Tail> {
-        let mut tail = Tail {
-            path: path.to_path_buf(),
-            reader: None,
-            id: (0, 0),
-            pos: 0,
-            buf: Vec::new(),
-            complete: false,
-            overlong: false,
-            next: VecDeque::new(),
-        };
-        match File::open(path) {
-            Ok(file) => tail.switch_to(file)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        Ok(tail)
-    }
-
-    fn switch_to(&mut self, file: File) -> io::Result<()> {
-        let meta = file.metadata()?;
-        self.id = (meta.dev(), meta.ino());
-        self.reader = Some(BufReader::with_capacity(64 * 1024, file));
-        self.restart();
-        Ok(())
-    }
-
-    /// Start at the end of the file (`-f`): only lines written from now on are read; a line
-    /// being written at this moment is skipped whole.
-    fn skip_to_end(&mut self) -> io::Result<()> {
-        let Some(reader) = self.reader.as_mut() else {
-            return Ok(());
-        };
-        let len = reader.seek(SeekFrom::End(0))?;
-        self.pos = len;
-        if len > 0 {
-            use std::os::unix::fs::FileExt;
-            let mut last = [0u8; 1];
-            reader.get_ref().read_exact_at(&mut last, len - 1)?;
-            self.overlong = last[0] != b'\n';
-        }
-        Ok(())
-    }
-
-    /// Forget the unfinished line: the file starts over.
-    fn restart(&mut self) {
-        self.pos = 0;
-        self.buf.clear();
-        self.complete = false;
-        self.overlong = false;
-    }
-
-    /// Read the next complete line into `buf`. False at the end of the file, with an
-    /// unfinished line (if any) kept in `buf` for the next call.
-    fn next_line(&mut self) -> io::Result<bool> {
-        if self.complete {
-            self.buf.clear();
-            self.complete = false;
-        }
-        loop {
-            let Some(reader) = self.reader.as_mut() else {
-                return Ok(false);
-            };
-            let n = if self.overlong {
-                let mut drop = Vec::new();
-                let n = reader
-                    .by_ref()
-                    .take(64 * 1024)
-                    .read_until(b'\n', &mut drop)?;
-                if drop.last() == Some(&b'\n') {
-                    self.overlong = false;
-                }
-                n
-            } else {
-                let room = (MAX_LINE + 1 - self.buf.len()) as u64;
-                let n = reader
-                    .by_ref()
-                    .take(room)
-                    .read_until(b'\n', &mut self.buf)?;
-                if self.buf.last() == Some(&b'\n') {
-                    self.pos += n as u64;
-                    self.complete = true;
-                    return Ok(true);
-                }
-                if self.buf.len() > MAX_LINE {
-                    self.buf = Vec::new();
-                    self.overlong = true;
-                }
-                n
-            };
-            self.pos += n as u64;
-            if n == 0 {
-                // The end of this file; go on with the next one, if there is one.
-                match self.next.pop_front() {
-                    Some(file) => self.switch_to(file)?,
-                    None => return Ok(false),
-                }
-            }
-        }
-    }
-
-    /// `-f`, at the end of the file: has the file at `path` been replaced (rotated) or
-    /// truncated? A truncated file is read from its start at once. Files that replaced it are
-    /// read in order once it is read out: every file rotated out since (`audit.jsonl.1` …,
-    /// when the log rotated more than once between two looks), then the one now at `path`.
-    /// A removed file is read on until a new one appears.
-    fn check_replaced(&mut self) -> io::Result<()> {
-        let meta = match std::fs::metadata(&self.path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let id = (meta.dev(), meta.ino());
-        let newest = match self.next.back() {
-            Some(file) => file_id(file)?,
-            None if self.reader.is_some() => self.id,
-            None => {
-                match File::open(&self.path) {
-                    Ok(file) => self.switch_to(file)?,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-                return Ok(());
-            }
-        };
-        if id == newest {
-            if self.next.is_empty()
-                && meta.len() < self.pos
-                && let Some(reader) = self.reader.as_mut()
-            {
-                reader.seek(SeekFrom::Start(0))?;
-                self.restart();
-            }
-            return Ok(());
-        }
-        let current = match File::open(&self.path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let current_id = file_id(&current)?;
-        // The rotated files, newest first, down to the newest one already taken: those
-        // above it came after it. (It was replaced some other way when it is not among them:
-        // then only the file at `path` follows.)
-        let mut between = Vec::new();
-        let mut found = false;
-        for n in 1..=1000 {
-            let file = match File::open(crate::audit::rotated_path(&self.path, n)) {
-                Ok(file) => file,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
-                Err(e) => return Err(e),
-            };
-            let fid = file_id(&file)?;
-            if fid == newest {
-                found = true;
-                break;
-            }
-            // Rotated again since `path` was opened just now: it is read as that file.
-            if fid != current_id {
-                between.push(file);
-            }
-        }
-        if !found {
-            // Rotated so often that it was deleted (past `audit_keep`): every rotated file
-            // last written after it came after it. Removed some other way, or replaced: none.
-            let newest = match (self.next.back(), self.reader.as_ref()) {
-                (Some(file), _) => file.metadata()?,
-                (None, Some(reader)) => reader.get_ref().metadata()?,
-                (None, None) => return Ok(()),
-            };
-            let written = |m: &std::fs::Metadata| m.modified().ok();
-            let after = |f: &File| f.metadata().is_ok_and(|m| written(&m) >= written(&newest));
-            between.retain(|f| newest.nlink() == 0 && after(f));
-        }
-        self.next.extend(between.into_iter().rev());
-        self.next.push_back(current);
-        Ok(())
-    }
-}
-
-/// (dev, inode) of an open file.
-fn file_id(file: &File) -> io::Result<(u64, u64)> {
-    let meta = file.metadata()?;
-    Ok((meta.dev(), meta.ino()))
 }
 
 /// Stdout, buffered. It stops at the first failed write: quietly when the reader went away
@@ -928,7 +655,7 @@ mod tests {
         let ctx = Ctx {
             now: clock.start(),
             clock,
-            cwd: PathBuf::from("/"),
+            cwd: std::path::PathBuf::from("/"),
             config: None,
             state_dir: None,
             verbose: 0,
@@ -968,16 +695,6 @@ mod tests {
         assert_eq!(p.run_id, None);
         assert!(peek(br#"{"event":"a","ts":"b"}"#).is_none());
         assert!(peek(br#"{"ts":"a\"b","event":"c"}"#).is_none());
-    }
-
-    #[test]
-    fn a_torn_line_continued_by_a_whole_one_yields_the_whole_one() {
-        let line = br#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_suc{"ts":"2026-05-01T10:00:01.000Z","event":"run_started"}"#;
-        let (start, obj) = parse_line(line).unwrap();
-        assert_eq!(obj["event"], "run_started");
-        assert_eq!(&line[start..start + 7], br#"{"ts":""#);
-        assert!(parse_line(b"garbage").is_none());
-        assert!(parse_line(b"[1,2]").is_none());
     }
 
     #[test]
