@@ -17,6 +17,7 @@
 //!   every [`AuditLog`] notices the new file at its next line and writes there.
 
 pub mod event;
+pub mod filter;
 pub mod reader;
 pub mod redact;
 
