@@ -18,7 +18,7 @@
 //!   printed, and it then ends by that signal's default action, as if it had not caught it.
 //! - A failed write to stdout ends the command with that error; a closed pipe ends it quietly.
 
-use std::io::{self, BufWriter, StdoutLock, Write};
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -27,7 +27,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use super::Ctx;
+use super::{Ctx, Out};
 use crate::audit::Event;
 use crate::audit::filter::{Filter, Selection};
 use crate::audit::reader::{AuditReader, ReadError};
@@ -79,30 +79,34 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     // Asking for one run, or for the stored lines, shows every run.
     let hide_quiet_runs = !args.all && !args.json && args.run.is_none();
     let mut selection = Selection::new(filter, hide_quiet_runs, args.lines);
-    let mut out = Sink::new();
+    let mut out = if args.json {
+        Out::verbatim()
+    } else {
+        Out::new()
+    };
     loop {
         while let Some(line) = reader.next_line().map_err(read_error)? {
             selection.line(line, show, &mut |text| out.line(&text));
-            if out.broken {
-                return out.end();
+            if out.broken() {
+                return Ok(exit::OK);
             }
             interrupt.end_if_caught(&mut out);
         }
         // At the end of what is there; an unfinished line is kept by the reader.
         if !args.follow {
             selection.end(&mut |text| out.line(&text));
-            return out.end();
+            return Ok(exit::OK);
         }
         // From here on lines are shown as they come.
         selection.caught_up(&mut |text| out.line(&text));
         out.flush();
         if out.gone() {
-            return out.end();
+            return Ok(exit::OK);
         }
         std::thread::sleep(POLL);
         interrupt.end_if_caught(&mut out);
         if out.gone() {
-            return out.end();
+            return Ok(exit::OK);
         }
         reader.check_replaced().map_err(read_error)?;
     }
@@ -167,7 +171,7 @@ impl Interrupt {
 
     /// When a signal came: flush what was shown and end by the signal's default action, so
     /// that whoever sent it sees the process killed by it (a shell then stops a loop).
-    fn end_if_caught(&self, out: &mut Sink) {
+    fn end_if_caught(&self, out: &mut Out) {
         if let Some((sig, _)) = self.caught.iter().find(|(_, f)| f.load(Ordering::Relaxed)) {
             out.flush();
             let _ = signal_hook::low_level::emulate_default_handler(*sig);
@@ -212,73 +216,6 @@ fn parse_since(raw: &str, ctx: &Ctx) -> Result<Option<DateTime<Utc>>> {
         chrono_tz::Tz::UTC
     };
     Ok(since.start(ctx.now, tz))
-}
-
-/// Stdout, buffered. It stops at the first failed write: quietly when the reader went away
-/// (a closed pipe: `heartbeat log | head`), and with that error otherwise (a full disk).
-struct Sink {
-    out: BufWriter<StdoutLock<'static>>,
-    broken: bool,
-    /// The failed write, unless it was a closed pipe.
-    error: Option<io::Error>,
-}
-
-impl Sink {
-    fn new() -> Sink {
-        Sink {
-            out: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
-            broken: false,
-            error: None,
-        }
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        if !self.broken
-            && let Err(e) = self.out.write_all(bytes)
-        {
-            self.failed(e);
-        }
-    }
-
-    /// One line of text, its newline added.
-    fn line(&mut self, text: &str) {
-        self.write(text.as_bytes());
-        self.write(b"\n");
-    }
-
-    fn flush(&mut self) {
-        if !self.broken
-            && let Err(e) = self.out.flush()
-        {
-            self.failed(e);
-        }
-    }
-
-    fn failed(&mut self, e: io::Error) {
-        self.broken = true;
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            self.error = Some(e);
-        }
-    }
-
-    /// How the command ends: what was shown is flushed; a failed write other than a closed
-    /// pipe is an error.
-    fn end(&mut self) -> Result<u8> {
-        self.flush();
-        match self.error.take() {
-            Some(e) => Err(Error::io("standard output", e)),
-            None => Ok(exit::OK),
-        }
-    }
-
-    /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): checked while
-    /// following, when there may be nothing to write for a long time.
-    fn gone(&mut self) -> bool {
-        if !self.broken && crate::sys::stdout_hung_up() {
-            self.broken = true;
-        }
-        self.broken
-    }
 }
 
 #[cfg(test)]

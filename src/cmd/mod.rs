@@ -232,6 +232,9 @@ pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<St
 pub struct Out {
     buf: String,
     broken: bool,
+    /// False only for lines redacted when they were stored and shown as stored
+    /// ([`Out::verbatim`]).
+    redact: bool,
 }
 
 /// The first error writing to standard output other than a closed pipe (a full disk, an I/O
@@ -248,7 +251,32 @@ impl Out {
         Out {
             buf: String::new(),
             broken: false,
+            redact: true,
         }
+    }
+
+    /// Output of lines that were redacted when they were stored and are shown byte for byte
+    /// as stored (`log --json`); only these skip the redaction at this point.
+    pub fn verbatim() -> Out {
+        Out {
+            buf: String::new(),
+            broken: false,
+            redact: false,
+        }
+    }
+
+    /// A write failed (or the reader went away): nothing more will be shown.
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): asked by a command
+    /// that may have nothing to write for a long time (`log -f`).
+    pub fn gone(&mut self) -> bool {
+        if !self.broken && crate::sys::stdout_hung_up() {
+            self.broken = true;
+        }
+        self.broken
     }
 
     pub fn line(&mut self, text: &str) {
@@ -279,7 +307,13 @@ impl Out {
             return;
         }
         // Redacted here, whole lines at a time: every command's output passes this point.
-        let text = Secrets::taken().string(&self.buf);
+        let redacted;
+        let text = if self.redact {
+            redacted = Secrets::taken().string(&self.buf);
+            &redacted
+        } else {
+            &self.buf
+        };
         let mut stdout = io::stdout().lock();
         let result = stdout
             .write_all(text.as_bytes())
