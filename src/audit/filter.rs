@@ -13,19 +13,16 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::parse_ts;
-use super::reader::{LINE_START, parse_line};
+use super::reader::parse_line;
 use crate::text::clean;
 
 /// What a line must be to be shown.
 pub struct Filter {
     since: Option<DateTime<Utc>>,
-    /// `since` in the log's own `ts` format (rounded up to the millisecond), so that
-    /// timestamps in that format compare as strings without being parsed.
-    since_ts: Option<String>,
     events: Vec<String>,
     /// Lowercase; a prefix when shorter than 12.
     task: Option<String>,
@@ -42,15 +39,6 @@ impl Filter {
         task: Option<&str>,
         run: Option<&str>,
     ) -> Result<Filter, String> {
-        let since_ts = since.map(|t| {
-            let sub_ms = t.timestamp_subsec_nanos() % 1_000_000;
-            let up = if sub_ms == 0 {
-                t
-            } else {
-                t + chrono::Duration::nanoseconds(i64::from(1_000_000 - sub_ms))
-            };
-            up.to_rfc3339_opts(SecondsFormat::Millis, true)
-        });
         let task = match task {
             None => None,
             Some(raw) => {
@@ -66,7 +54,6 @@ impl Filter {
         };
         Ok(Filter {
             since,
-            since_ts: since_ts.filter(|s| is_canonical_ts(s)),
             events,
             task,
             run: run.map(|r| r.trim().to_string()),
@@ -76,19 +63,6 @@ impl Filter {
     /// The earliest time a line may have.
     pub fn since(&self) -> Option<DateTime<Utc>> {
         self.since
-    }
-
-    /// A line whose `ts` and `event` come first, as heartbeat writes them, can often be
-    /// turned down without parsing it. False means "maybe": parse and ask [`Filter::matches`].
-    fn rejects_early(&self, line: &[u8]) -> bool {
-        let Some(p) = peek(line) else {
-            return false;
-        };
-        let reject = (!self.events.is_empty() && !self.events.iter().any(|e| e == p.event))
-            || p.run_id.is_some_and(|id| !self.run_matches(id))
-            || (self.since.is_some() && !self.at_or_after(p.ts));
-        // What was peeked may be a torn line's, with a whole line after it.
-        reject && std::str::from_utf8(&line[1..]).is_ok_and(|rest| !rest.contains(LINE_START))
     }
 
     fn run_matches(&self, id: &str) -> bool {
@@ -129,57 +103,9 @@ impl Filter {
     }
 
     fn at_or_after(&self, ts: &str) -> bool {
-        let Some(since) = self.since else {
-            return true;
-        };
-        match &self.since_ts {
-            Some(s) if is_canonical_ts(ts) => ts >= s.as_str(),
-            _ => parse_ts(ts).is_some_and(|t| t >= since),
-        }
+        self.since
+            .is_none_or(|since| parse_ts(ts).is_some_and(|t| t >= since))
     }
-}
-
-/// `2026-05-01T10:00:00.000Z`: the form heartbeat writes, which sorts as a string.
-fn is_canonical_ts(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 24
-        && b.iter().enumerate().all(|(i, &c)| match i {
-            4 | 7 => c == b'-',
-            10 => c == b'T',
-            13 | 16 => c == b':',
-            19 => c == b'.',
-            23 => c == b'Z',
-            _ => c.is_ascii_digit(),
-        })
-}
-
-/// What a line that starts `{"ts":"…","event":"…"` says (no escapes in either), and its
-/// `run_id` when that is the third key.
-struct Peek<'a> {
-    ts: &'a str,
-    event: &'a str,
-    run_id: Option<&'a str>,
-}
-
-fn peek(line: &[u8]) -> Option<Peek<'_>> {
-    let rest = line.strip_prefix(br#"{"ts":""#)?;
-    let (ts, rest) = until_quote(rest)?;
-    let rest = rest.strip_prefix(br#","event":""#)?;
-    let (event, rest) = until_quote(rest)?;
-    let run_id = rest
-        .strip_prefix(br#","run_id":""#)
-        .and_then(until_quote)
-        .map(|(id, _)| id);
-    Some(Peek { ts, event, run_id })
-}
-
-/// The text up to the next `"`, and what follows the quote; None when there is an escape.
-fn until_quote(b: &[u8]) -> Option<(&str, &[u8])> {
-    let end = b.iter().position(|&c| c == b'"' || c == b'\\')?;
-    if b[end] != b'"' {
-        return None;
-    }
-    Some((std::str::from_utf8(&b[..end]).ok()?, &b[end + 1..]))
 }
 
 /// The lines to show, chosen as the log is read: one [`Selection::line`] per line of the
@@ -213,17 +139,14 @@ impl<T> Selection<T> {
         out: &mut impl FnMut(T),
     ) {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
-        if self.quiet.as_mut().is_some_and(|q| q.observe(body)) {
+        let Some((start, obj)) = parse_line(body) else {
+            return;
+        };
+        if self.quiet.as_mut().is_some_and(|q| q.observe(&obj)) {
             return;
         }
         // What this line said of its run may free lines held before it.
         self.show_ready(out);
-        if self.filter.rejects_early(body) {
-            return;
-        }
-        let Some((start, obj)) = parse_line(body) else {
-            return;
-        };
         if !self.filter.matches(&obj) {
             return;
         }
@@ -345,19 +268,17 @@ impl<T> QuietRuns<T> {
 
     /// Looks at a line before any filter (a run's other lines say it did something even when
     /// they are not shown). True: the line is the end of a run that did nothing, not shown.
-    fn observe(&mut self, body: &[u8]) -> bool {
-        let Some(p) = peek(body) else {
+    fn observe(&mut self, obj: &Map<String, Value>) -> bool {
+        let text = |key: &str| obj.get(key).and_then(Value::as_str);
+        let (Some(event), Some(run)) = (text("event"), text("run_id")) else {
             return false;
         };
-        let Some(run) = p.run_id else {
-            return false;
-        };
-        match p.event {
+        match event {
             "run_started" => {
                 self.quiet.insert(run.to_string());
                 false
             }
-            "run_finished" if self.quiet.contains(run) && nothing_counted(body) => {
+            "run_finished" if self.quiet.contains(run) && nothing_counted(obj) => {
                 self.quiet.remove(run);
                 self.queue.retain(|(held, _)| held.as_deref() != Some(run));
                 true
@@ -393,12 +314,10 @@ impl<T> QuietRuns<T> {
 }
 
 /// A `run_finished` line that counts nothing.
-fn nothing_counted(body: &[u8]) -> bool {
-    serde_json::from_slice::<Map<String, Value>>(body).is_ok_and(|obj| {
-        ["succeeded", "failed", "queued", "skipped", "invalid"]
-            .iter()
-            .all(|k| obj.get(*k).and_then(Value::as_u64).unwrap_or(0) == 0)
-    })
+fn nothing_counted(obj: &Map<String, Value>) -> bool {
+    ["succeeded", "failed", "queued", "skipped", "invalid"]
+        .iter()
+        .all(|k| obj.get(*k).and_then(Value::as_u64).unwrap_or(0) == 0)
 }
 
 #[cfg(test)]
@@ -406,24 +325,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn canonical_ts_compares_as_text() {
-        assert!(is_canonical_ts("2026-05-01T10:00:00.000Z"));
-        assert!(!is_canonical_ts("2026-05-01T10:00:00Z"));
-        assert!(!is_canonical_ts("2026-05-01T10:00:00.000+00:00"));
-    }
-
-    #[test]
     fn a_torn_line_is_never_turned_down_by_what_its_torn_part_says() {
-        let filter = Filter::new(None, vec!["run_started".into()], None, Some("bbbb")).unwrap();
         let whole =
             r#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"bbbb00000000"}"#;
-        assert!(!filter.rejects_early(whole.as_bytes()));
-        assert!(filter.rejects_early(
-            br#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed","run_id":"bbbb00000000"}"#
-        ));
-        assert!(filter.rejects_early(
-            br#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"aaaa00000000"}"#
-        ));
         for torn in [
             r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed""#,
             r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_"#,
@@ -431,41 +335,30 @@ mod tests {
             r#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"aaaa00000000","#,
         ] {
             let line = format!("{torn}{whole}");
-            assert!(!filter.rejects_early(line.as_bytes()), "{line}");
-            let (start, _) = parse_line(line.as_bytes()).unwrap();
-            assert_eq!(&line[start..], whole);
+            let sel = Selection::new(filter(&["run_started"], None, Some("bbbb")), false, None);
+            assert_eq!(
+                chosen(sel, &[&line]),
+                [format!("run_started {}", whole.len())]
+            );
         }
     }
 
     #[test]
-    fn peek_reads_ts_and_event_of_heartbeats_lines_only() {
-        let line = br#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"x"}"#;
-        let p = peek(line).unwrap();
-        assert_eq!(
-            (p.ts, p.event, p.run_id),
-            ("2026-05-01T10:00:00.000Z", "run_started", Some("x"))
-        );
-        let p = peek(br#"{"ts":"t","event":"e","task_id":"x"}"#).unwrap();
-        assert_eq!(p.run_id, None);
-        assert!(peek(br#"{"event":"a","ts":"b"}"#).is_none());
-        assert!(peek(br#"{"ts":"a\"b","event":"c"}"#).is_none());
-    }
-
-    #[test]
     fn a_run_is_quiet_only_while_nothing_of_it_counted() {
-        let started = br#"{"ts":"t","event":"run_started","run_id":"r1"}"#;
+        let obj = |text: &str| serde_json::from_str::<Map<String, Value>>(text).unwrap();
+        let started = obj(r#"{"ts":"t","event":"run_started","run_id":"r1"}"#);
         let mut q = QuietRuns::new();
-        assert!(!q.observe(started));
-        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
+        assert!(!q.observe(&started));
+        q.queue.push_back((Some("r1".into()), "started"));
         // Ended with something counted: shown, its start freed at once.
-        let counted = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":1}"#;
-        assert!(!q.observe(counted));
-        assert_eq!(q.ready(), vec![b"started".to_vec()]);
+        let counted = obj(r#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":1}"#);
+        assert!(!q.observe(&counted));
+        assert_eq!(q.ready(), ["started"]);
         // Ended with nothing counted and nothing between: both left out.
-        assert!(!q.observe(started));
-        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
-        let nothing = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":0}"#;
-        assert!(q.observe(nothing));
+        assert!(!q.observe(&started));
+        q.queue.push_back((Some("r1".into()), "started"));
+        let nothing = obj(r#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":0}"#);
+        assert!(q.observe(&nothing));
         assert!(q.queue.is_empty());
     }
 

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 const MAX_LINE: usize = 16 << 20;
 
 /// How every line heartbeat writes begins.
-pub const LINE_START: &str = r#"{"ts":""#;
+const LINE_START: &str = r#"{"ts":""#;
 
 /// A failed read, and of which file.
 #[derive(Debug)]

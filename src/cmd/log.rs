@@ -16,7 +16,8 @@
 //!   when stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
 //!   started it with SIGINT ignored): what was shown is flushed, no half line is ever
 //!   printed, and it then ends by that signal's default action, as if it had not caught it.
-//! - A failed write to stdout ends the command with that error; a closed pipe ends it quietly.
+//! - Written through the shared [`Out`]: a failed write to stdout ends the command with that
+//!   error, as for every command; a closed pipe ends it quietly.
 
 use std::io;
 use std::sync::Arc;
