@@ -14,10 +14,11 @@
 use std::collections::{HashSet, VecDeque};
 
 use chrono::{DateTime, Utc};
+use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::parse_ts;
-use super::reader::parse_line;
+use super::reader::{object, parse_line};
 use crate::text::clean;
 
 /// What a line must be to be shown.
@@ -71,19 +72,18 @@ impl Filter {
             .is_none_or(|run| id == run || (run.len() >= 4 && id.starts_with(run)))
     }
 
-    pub fn matches(&self, obj: &Map<String, Value>) -> bool {
-        let text = |key: &str| obj.get(key).and_then(Value::as_str);
+    fn matches(&self, head: &Head) -> bool {
         if !self.events.is_empty() {
-            match text("event") {
+            match text(&head.event) {
                 Some(event) if self.events.iter().any(|e| e == event) => {}
                 _ => return false,
             }
         }
-        if self.since.is_some() && !text("ts").is_some_and(|ts| self.at_or_after(ts)) {
+        if self.since.is_some() && !text(&head.ts).is_some_and(|ts| self.at_or_after(ts)) {
             return false;
         }
         if let Some(task) = &self.task {
-            let Some(id) = text("task_id") else {
+            let Some(id) = text(&head.task_id) else {
                 return false;
             };
             let id = id.to_ascii_lowercase();
@@ -92,7 +92,7 @@ impl Filter {
             }
         }
         if self.run.is_some() {
-            let Some(id) = text("run_id") else {
+            let Some(id) = text(&head.run_id) else {
                 return false;
             };
             if !self.run_matches(id) {
@@ -139,28 +139,28 @@ impl<T> Selection<T> {
         out: &mut impl FnMut(T),
     ) {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
-        let Some((start, obj)) = parse_line(body) else {
+        let Some((start, head)) = parse_line(body, Head::parse) else {
             return;
         };
-        if self.quiet.as_mut().is_some_and(|q| q.observe(&obj)) {
+        if self.quiet.as_mut().is_some_and(|q| q.observe(&head)) {
             return;
         }
         // What this line said of its run may free lines held before it.
         self.show_ready(out);
-        if !self.filter.matches(&obj) {
+        if !self.filter.matches(&head) {
             return;
         }
+        // The whole object, only for a line that is shown.
+        let Some(obj) = object(&body[start..]) else {
+            return;
+        };
         let item = show(&body[start..], &obj);
         let Some(q) = self.quiet.as_mut() else {
             self.shown(item, out);
             return;
         };
-        let held = match (obj.get("event"), obj.get("run_id")) {
-            (Some(Value::String(e)), Some(Value::String(run)))
-                if e == "run_started" && q.quiet.contains(run) =>
-            {
-                Some(run.clone())
-            }
+        let held = match (text(&head.event), text(&head.run_id)) {
+            (Some("run_started"), Some(run)) if q.quiet.contains(run) => Some(run.to_string()),
             _ => None,
         };
         if held.is_none() && q.queue.is_empty() {
@@ -268,9 +268,8 @@ impl<T> QuietRuns<T> {
 
     /// Looks at a line before any filter (a run's other lines say it did something even when
     /// they are not shown). True: the line is the end of a run that did nothing, not shown.
-    fn observe(&mut self, obj: &Map<String, Value>) -> bool {
-        let text = |key: &str| obj.get(key).and_then(Value::as_str);
-        let (Some(event), Some(run)) = (text("event"), text("run_id")) else {
+    fn observe(&mut self, head: &Head) -> bool {
+        let (Some(event), Some(run)) = (text(&head.event), text(&head.run_id)) else {
             return false;
         };
         match event {
@@ -278,7 +277,7 @@ impl<T> QuietRuns<T> {
                 self.quiet.insert(run.to_string());
                 false
             }
-            "run_finished" if self.quiet.contains(run) && nothing_counted(obj) => {
+            "run_finished" if self.quiet.contains(run) && head.counts_nothing() => {
                 self.quiet.remove(run);
                 self.queue.retain(|(held, _)| held.as_deref() != Some(run));
                 true
@@ -313,11 +312,67 @@ impl<T> QuietRuns<T> {
     }
 }
 
-/// A `run_finished` line that counts nothing.
-fn nothing_counted(obj: &Map<String, Value>) -> bool {
-    ["succeeded", "failed", "queued", "skipped", "invalid"]
+/// The fields of a line that the filter and the runs-that-did-nothing rule read: serde
+/// skips every other one without building it, and the whole object is built only for a line
+/// that is shown. (Each may hold any JSON value, as in the object.)
+#[derive(Deserialize)]
+struct Head {
+    ts: Option<Value>,
+    event: Option<Value>,
+    run_id: Option<Value>,
+    task_id: Option<Value>,
+    succeeded: Option<Value>,
+    failed: Option<Value>,
+    queued: Option<Value>,
+    skipped: Option<Value>,
+    invalid: Option<Value>,
+}
+
+impl Head {
+    /// The head of a JSON object; None when `line` is not one.
+    fn parse(line: &[u8]) -> Option<Head> {
+        if !line.trim_ascii_start().starts_with(b"{") {
+            return None;
+        }
+        match serde_json::from_slice(line) {
+            Ok(head) => Some(head),
+            // A key written twice, which only the object takes (its last value counts).
+            Err(_) => object(line).map(Head::of),
+        }
+    }
+
+    fn of(mut obj: Map<String, Value>) -> Head {
+        let mut take = |key: &str| obj.remove(key);
+        Head {
+            ts: take("ts"),
+            event: take("event"),
+            run_id: take("run_id"),
+            task_id: take("task_id"),
+            succeeded: take("succeeded"),
+            failed: take("failed"),
+            queued: take("queued"),
+            skipped: take("skipped"),
+            invalid: take("invalid"),
+        }
+    }
+
+    /// A `run_finished` line that counts nothing.
+    fn counts_nothing(&self) -> bool {
+        [
+            &self.succeeded,
+            &self.failed,
+            &self.queued,
+            &self.skipped,
+            &self.invalid,
+        ]
         .iter()
-        .all(|k| obj.get(*k).and_then(Value::as_u64).unwrap_or(0) == 0)
+        .all(|n| n.as_ref().and_then(Value::as_u64).unwrap_or(0) == 0)
+    }
+}
+
+/// A field's text, when it is a string.
+fn text(field: &Option<Value>) -> Option<&str> {
+    field.as_ref().and_then(Value::as_str)
 }
 
 #[cfg(test)]
@@ -345,7 +400,7 @@ mod tests {
 
     #[test]
     fn a_run_is_quiet_only_while_nothing_of_it_counted() {
-        let obj = |text: &str| serde_json::from_str::<Map<String, Value>>(text).unwrap();
+        let obj = |text: &str| Head::parse(text.as_bytes()).unwrap();
         let started = obj(r#"{"ts":"t","event":"run_started","run_id":"r1"}"#);
         let mut q = QuietRuns::new();
         assert!(!q.observe(&started));
@@ -444,6 +499,31 @@ mod tests {
             ["b", "c"]
         );
         assert!(events(Selection::new(filter(&[], None, None), false, Some(0))).is_empty());
+    }
+
+    #[test]
+    fn the_head_is_what_the_object_says() {
+        let head =
+            Head::parse(br#"{"ts":"t","event":"e","run_id":"r","x":[1,{"y":2}],"failed":1}"#)
+                .unwrap();
+        assert_eq!((text(&head.ts), text(&head.event)), (Some("t"), Some("e")));
+        assert_eq!(text(&head.run_id), Some("r"));
+        assert!(!head.counts_nothing());
+        // A key twice: its last value, as the object has it.
+        let head = Head::parse(br#"{"event":"a","event":"b"}"#).unwrap();
+        assert_eq!(text(&head.event), Some("b"));
+        assert!(head.counts_nothing());
+        // Not strings: no text.
+        let head = Head::parse(br#"{"event":3,"run_id":null}"#).unwrap();
+        assert_eq!((text(&head.event), text(&head.run_id)), (None, None));
+        for not_an_object in [
+            &b"[1,2,3,4,5,6,7,8,9]"[..],
+            b"1",
+            b"garbage",
+            b"{\"a\":1} x",
+        ] {
+            assert!(Head::parse(not_an_object).is_none());
+        }
     }
 
     #[test]

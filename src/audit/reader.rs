@@ -140,21 +140,23 @@ fn rotated_files(path: &Path, since: Option<DateTime<Utc>>) -> Vec<PathBuf> {
     files
 }
 
-/// A line as a JSON object, and where it starts: 0, or, when a torn line was continued
-/// by a later write, where the whole line that follows the torn part begins.
-pub fn parse_line(line: &[u8]) -> Option<(usize, Map<String, Value>)> {
-    if let Ok(obj) = serde_json::from_slice::<Map<String, Value>>(line) {
+/// A line as a JSON object, read by `parse` (None: not one), and where it starts: 0, or,
+/// when a torn line was continued by a later write, where the whole line that follows the
+/// torn part begins.
+pub fn parse_line<T>(line: &[u8], parse: impl Fn(&[u8]) -> Option<T>) -> Option<(usize, T)> {
+    if let Some(obj) = parse(line) {
         return Some((0, obj));
     }
     let start = LINE_START.as_bytes();
     (1..line.len().saturating_sub(start.len()))
         .filter(|&i| line[i..].starts_with(start))
         .take(8)
-        .find_map(|i| {
-            serde_json::from_slice::<Map<String, Value>>(&line[i..])
-                .ok()
-                .map(|obj| (i, obj))
-        })
+        .find_map(|i| parse(&line[i..]).map(|obj| (i, obj)))
+}
+
+/// A line as a JSON object.
+pub fn object(line: &[u8]) -> Option<Map<String, Value>> {
+    serde_json::from_slice(line).ok()
 }
 
 /// The log file, read line by line, reopened when replaced or truncated.
@@ -390,11 +392,11 @@ mod tests {
     #[test]
     fn a_torn_line_continued_by_a_whole_one_yields_the_whole_one() {
         let line = br#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_suc{"ts":"2026-05-01T10:00:01.000Z","event":"run_started"}"#;
-        let (start, obj) = parse_line(line).unwrap();
+        let (start, obj) = parse_line(line, object).unwrap();
         assert_eq!(obj["event"], "run_started");
         assert_eq!(&line[start..start + 7], br#"{"ts":""#);
-        assert!(parse_line(b"garbage").is_none());
-        assert!(parse_line(b"[1,2]").is_none());
+        assert!(parse_line(b"garbage", object).is_none());
+        assert!(parse_line(b"[1,2]", object).is_none());
     }
 
     #[test]
