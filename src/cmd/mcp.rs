@@ -278,8 +278,8 @@ impl Agents {
                     all: true,
                 };
                 let limit = input.get("limit").and_then(Value::as_u64).unwrap_or(100);
-                let lines =
-                    super::log::matching(&ctx, &cfg, &args, limit.clamp(1, 10_000) as usize)?;
+                let filter = super::log::filter(&ctx, &args)?;
+                let lines = super::log::matching(&cfg, filter, limit.clamp(1, 10_000) as usize)?;
                 Ok(Value::Array(lines.into_iter().map(Value::Object).collect()))
             }
             "propose_task" => propose(&ctx, cfg, by, input),
