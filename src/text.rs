@@ -258,17 +258,75 @@ impl Serialize for RedactedJson {
     }
 }
 
-/// Untrusted text made safe for a terminal: control characters are escaped, lines joined.
+/// Untrusted text made safe for a terminal (and a message): control and bidi control
+/// characters are escaped, lines joined (also at U+2028 and U+2029).
 pub fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
-            '\n' | '\r' | '\t' => out.push(' '),
-            c if c.is_control() => out.extend(c.escape_default()),
+            '\n' | '\r' | '\t' | '\u{2028}' | '\u{2029}' => out.push(' '),
+            c if c.is_control() || is_bidi_control(c) => out.extend(c.escape_default()),
             c => out.push(c),
         }
     }
     out
+}
+
+/// The name in `known` nearest to a misspelt `name`, when it is near enough to be a typo:
+/// at most two edits, or a quarter of the known name's length for a long one, ignoring case.
+/// Of two equally near, the first in sort order. The one helper for every "did you mean".
+pub fn did_you_mean<'k>(name: &str, known: &'k [impl AsRef<str>]) -> Option<&'k str> {
+    let name = name.to_lowercase();
+    known
+        .iter()
+        .map(|k| k.as_ref())
+        .map(|k| (strsim::levenshtein(&name, &k.to_lowercase()), k))
+        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// What a character that is not shown as itself is (a line break other than `\n`, a
+/// control, zero-width, bidi control or other invisible character), to name it; None for
+/// any other. A proposal may hold none of these.
+pub fn unseen(c: char) -> Option<&'static str> {
+    Some(match c {
+        '\u{2028}' => "a line separator",
+        '\u{2029}' => "a paragraph separator",
+        '\u{85}' => "a next-line character",
+        '\u{feff}' => "a byte order mark",
+        '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{180e}' => "a zero-width character",
+        c if is_bidi_control(c) => "a bidi control character",
+        // Default-ignorable characters: shown as nothing, yet bytes of what runs (tag
+        // characters can spell out a whole hidden text). The two emoji presentation
+        // selectors (U+FE0E, U+FE0F) change how the character before them looks, not what
+        // is there, and stay allowed.
+        '\u{ad}'
+        | '\u{34f}'
+        | '\u{115f}'
+        | '\u{1160}'
+        | '\u{17b4}'
+        | '\u{17b5}'
+        | '\u{180b}'..='\u{180f}'
+        | '\u{2065}'
+        | '\u{206a}'..='\u{206f}'
+        | '\u{3164}'
+        | '\u{fe00}'..='\u{fe0d}'
+        | '\u{ffa0}'
+        | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0000}'..='\u{e0fff}' => "an invisible character",
+        c if c.is_control() => "a control character",
+        _ => return None,
+    })
+}
+
+/// A character that changes the direction in which the text around it is shown.
+fn is_bidi_control(c: char) -> bool {
+    matches!(
+        c,
+        '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+    )
 }
 
 /// Escape text for Telegram's HTML parse mode.
@@ -356,5 +414,22 @@ mod tests {
             escape(r#"<a href="x">&</a>"#),
             "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
         );
+    }
+
+    #[test]
+    fn did_you_mean_suggests_close_names_only() {
+        let names = ["list_issues", "create_issue", "get_me"];
+        assert_eq!(did_you_mean("list_isues", &names), Some("list_issues"));
+        assert_eq!(did_you_mean("Create_Issue", &names), Some("create_issue"));
+        assert_eq!(did_you_mean("weather", &names), None);
+        assert_eq!(did_you_mean("x", &[] as &[String]), None);
+        // A long name takes more slips than a short one.
+        let events = ["task_succeeded", "state_pruned", "run_started"];
+        assert_eq!(
+            did_you_mean("tsk_succeded", &events),
+            Some("task_succeeded")
+        );
+        assert_eq!(did_you_mean("stat_prund", &events), Some("state_pruned"));
+        assert_eq!(did_you_mean("rn_strtd", &events), None);
     }
 }

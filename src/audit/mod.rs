@@ -17,6 +17,8 @@
 //!   every [`AuditLog`] notices the new file at its next line and writes there.
 
 pub mod event;
+pub mod filter;
+pub mod reader;
 pub mod redact;
 
 use std::fs::{File, OpenOptions};
@@ -287,6 +289,13 @@ fn torn_point(file: &mut File, line: &[u8]) {
 /// RFC 3339, UTC, milliseconds, `Z`.
 pub fn format_ts(ts: DateTime<Utc>) -> String {
     ts.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// A time as the log (or any RFC 3339 text) has it; None when it is not one.
+pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@
 //!   so does every registered secret (the Telegram token, MCP servers' secret values, and
 //!   in a task's outcome the values under its input's secret keys), also inside longer
 //!   strings, in every spelling (`spellings`: a header's bare credential, URL-encoded,
-//!   base64, hex). A registered value shorter than [`MIN_SECRET`] is not looked for.
+//!   base64, hex), also cut into lines (a block of whole base64-alphabet lines that holds
+//!   one is hidden whole). A registered value shorter than [`MIN_SECRET`] is not looked
+//!   for. Text shaped like a Telegram bot token is hidden without being registered.
 //! - In every string, so does the value of a secret-looking key written as `KEY=VALUE`, as
 //!   JSON text (`"access_token": "…"`, a key after `{` or `,`) or as an HTTP credential
 //!   (`Bearer …`): tool output and command lines carry secrets in those forms. A key
@@ -186,7 +188,10 @@ impl Secrets {
     /// free text replaced by `***`. For [`Secrets::redact`], which makes the text a sink
     /// takes: nothing else turns redaction into plain text.
     pub(crate) fn text<'s>(&self, s: &'s str) -> Cow<'s, str> {
-        let cut = self.cut(s);
+        let cut = match self.cut(s) {
+            Cow::Borrowed(b) => redact_bot_tokens(b),
+            Cow::Owned(o) => Cow::Owned(redact_bot_tokens(&o).into_owned()),
+        };
         let urls = match redact_urls(&cut) {
             Cow::Borrowed(_) => cut,
             Cow::Owned(o) => Cow::Owned(o),
@@ -220,16 +225,67 @@ impl Secrets {
         }
     }
 
-    /// Registered secrets in `s` replaced by `***`.
+    /// Registered secrets in `s` replaced by `***`, also one wrapped over lines.
     fn cut<'s>(&self, s: &'s str) -> Cow<'s, str> {
         if !self.values.iter().any(|secret| s.contains(secret.as_str())) {
-            return Cow::Borrowed(s);
+            return self.wrapped(s);
         }
         let mut s = s.to_string();
         for secret in self.values.iter() {
             s = s.replace(secret.as_str(), STARS);
         }
-        Cow::Owned(s)
+        // A line that held a whole secret now holds `***`, and is no part of a block.
+        Cow::Owned(self.wrapped(&s).into_owned())
+    }
+}
+
+impl Secrets {
+    /// `s` with every block of two or more whole lines of base64 characters (what `base64`
+    /// and `fold` print: a long value cut into lines) replaced by `***` when the block,
+    /// joined, holds a registered secret in any of its spellings.
+    fn wrapped<'s>(&self, s: &'s str) -> Cow<'s, str> {
+        if self.values.is_empty() || !s.contains('\n') {
+            return Cow::Borrowed(s);
+        }
+        let is_b64 = |l: &str| {
+            !l.is_empty()
+                && l.bytes().all(|b| {
+                    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_' | b'=')
+                })
+        };
+        let mut out = String::new();
+        let mut copied = 0;
+        // The block being read: its start, its end, its lines joined, how many lines.
+        let mut block: Option<(usize, usize, String, usize)> = None;
+        let mut close = |block: &mut Option<(usize, usize, String, usize)>, out: &mut String| {
+            if let Some((start, end, joined, lines)) = block.take()
+                && lines >= 2
+                && self.values.iter().any(|v| joined.contains(v.as_str()))
+            {
+                out.push_str(&s[copied..start]);
+                out.push_str(STARS);
+                copied = end;
+            }
+        };
+        let mut at = 0;
+        for line in s.split_inclusive('\n') {
+            let bare = line.trim_end_matches(['\n', '\r']);
+            if is_b64(bare) {
+                let b = block.get_or_insert_with(|| (at, at, String::new(), 0));
+                b.1 = at + bare.len();
+                b.2.push_str(bare);
+                b.3 += 1;
+            } else {
+                close(&mut block, &mut out);
+            }
+            at += line.len();
+        }
+        close(&mut block, &mut out);
+        if copied == 0 {
+            return Cow::Borrowed(s);
+        }
+        out.push_str(&s[copied..]);
+        Cow::Owned(out)
     }
 }
 
@@ -650,6 +706,52 @@ fn secret_value(s: &str, start: usize, end: usize) -> Option<(usize, usize)> {
     None
 }
 
+/// Whether `b` may stand in a Telegram bot token's secret part.
+fn is_bot_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-')
+}
+
+/// `s` with every text shaped like a Telegram bot token (`123456789:` and 30 to 50 of
+/// `A-Z a-z 0-9 _ -`, standing alone or after `bot` in a URL) replaced by `***`: a process
+/// started without the token's variable (`heartbeat mcp` as an agent's client starts it)
+/// cannot know its value, and a token written into a file would otherwise show.
+fn redact_bot_tokens(s: &str) -> Cow<'_, str> {
+    let b = s.as_bytes();
+    let mut out = String::new();
+    let mut copied = 0;
+    for colon in memchr::memchr_iter(b':', b) {
+        if colon < copied {
+            continue;
+        }
+        let digits = b[..colon]
+            .iter()
+            .rev()
+            .take_while(|c| c.is_ascii_digit())
+            .count();
+        let start = colon - digits;
+        if !(5..=15).contains(&digits)
+            || (start > 0 && is_bot_token_byte(b[start - 1]) && !b[..start].ends_with(b"bot"))
+        {
+            continue;
+        }
+        let secret = b[colon + 1..]
+            .iter()
+            .take_while(|c| is_bot_token_byte(**c))
+            .count();
+        if !(30..=50).contains(&secret) {
+            continue;
+        }
+        out.push_str(&s[copied..start]);
+        out.push_str(STARS);
+        copied = colon + 1 + secret;
+    }
+    if copied == 0 {
+        return Cow::Borrowed(s);
+    }
+    out.push_str(&s[copied..]);
+    Cow::Owned(out)
+}
+
 /// `s` with the values of secret-looking keys in free text (tool output, errors, commands)
 /// replaced by `***`: see [`secret_value`] for the forms.
 fn redact_pairs(s: &str) -> Cow<'_, str> {
@@ -982,6 +1084,56 @@ mod tests {
             s.text(&format!("u={}", url_encode("pa55-word-9", HEX_UPPER))),
             "u=***"
         );
+    }
+
+    #[test]
+    fn a_secret_wrapped_over_lines_is_hidden_with_its_block() {
+        let secret = "srv-secret-value-99xyz-abcdef";
+        let secrets = Secrets::new([secret.to_string()]);
+        let wrapped = |text: &str, width: usize| {
+            text.as_bytes()
+                .chunks(width)
+                .map(|c| std::str::from_utf8(c).unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let encoded = base64(format!("user:{secret}").as_bytes(), BASE64);
+        for text in [wrapped(&encoded, 16), wrapped(secret, 10)] {
+            let shown = format!("encoded:\n{text}\ndone.");
+            assert_eq!(secrets.text(&shown), "encoded:\n***\ndone.", "{text}");
+        }
+        // Lines of base64 that hold no secret stay.
+        let other = wrapped(&base64(b"nothing to hide here at all", BASE64), 16);
+        assert_eq!(secrets.text(&other), other);
+    }
+
+    #[test]
+    fn a_bot_token_is_hidden_by_its_shape_alone() {
+        let token = "7000000001:AAHbTestSecretTokenXYZ-0123456789abcd";
+        let none = Secrets::default();
+        for (text, shown) in [
+            (
+                format!("GET /bot{token}/getMe"),
+                "GET /bot***/getMe".to_string(),
+            ),
+            (
+                format!("bot is {token}, now"),
+                "bot is ***, now".to_string(),
+            ),
+            (token.to_string(), "***".to_string()),
+        ] {
+            assert_eq!(none.text(&text), shown);
+        }
+        // Times, ports, ids and short or long runs after a colon are left alone.
+        for text in [
+            "2026-05-01T10:00:00Z",
+            "127.0.0.1:8080/abc",
+            "run 123456:abc",
+            "x7000000001:AAHbTestSecretTokenXYZ-0123456789abcd",
+            "7000000001:AAHbTestSecretTokenXYZ-0123456789abcdAAHbTestSecretTokenXYZ",
+        ] {
+            assert_eq!(none.text(text), text);
+        }
     }
 
     #[test]

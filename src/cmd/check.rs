@@ -130,13 +130,31 @@ pub(super) fn evaluate(ctx: &Ctx, cfg: Config, allow_missing: bool) -> Result<Ch
     })
 }
 
+/// What `heartbeat mcp` shows instead of the text of a task whose input does not parse.
+const INVALID_TEXT: &str = "(not shown: its input does not parse; see problems)";
+
 impl Checked {
     /// Every task of every file, in file order: the plan's items belong to them in order.
     pub(super) fn tasks(&self) -> Vec<&Task> {
         all_tasks(&self.files)
     }
 
-    /// `check --json` (also the `check` tool of `heartbeat mcp`).
+    /// The `check` tool of `heartbeat mcp`: `check --json`, with a task whose input does not
+    /// parse shown by its place and error only: its source may hold a secret that redaction
+    /// cannot find (a password in single quotes), and the answer leaves the person's machine.
+    pub(super) fn agent_json(&self) -> Value {
+        let mut json = self.json();
+        if let Some(shown) = json["tasks"].as_array_mut() {
+            for (task, shown) in self.tasks().into_iter().zip(shown) {
+                if matches!(task.body, crate::model::Body::Invalid { .. }) {
+                    shown["text"] = Value::from(INVALID_TEXT);
+                }
+            }
+        }
+        json
+    }
+
+    /// `check --json`.
     pub(super) fn json(&self) -> Value {
         let tasks_json: Vec<Value> = self
             .tasks()

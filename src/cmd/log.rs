@@ -1,75 +1,49 @@
 //! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [-n N] [--all] [--json]
 //! [-f]`: the audit log, filtered.
 //!
+//! Arguments → [`Filter`] and [`Selection`] → [`AuditReader`] → [`LogView`] (or the stored
+//! line, with `--json`) → stdout.
+//!
 //! Invariants:
-//! - The log is read as a stream, one line at a time; a line longer than [`MAX_LINE`] is
-//!   skipped without being kept, so memory stays bounded whatever the file holds (`-n N`
-//!   keeps N lines; lines held behind an unfinished run are capped at [`HELD_MAX`]).
-//! - Only `\n`-terminated lines that parse as JSON objects are shown. A torn last line (a crash
-//!   in the middle of a write) is skipped; with `-f` an unfinished line is held until its
-//!   newline arrives. When a later write was appended right after a torn line, the whole
-//!   line that follows the torn part is still found and shown.
+//! - The log is read by [`AuditReader`] (a stream, one whole line at a time, memory bounded);
+//!   what is shown is chosen by [`Selection`] (`-n N` keeps N lines; without `--all` or
+//!   `--run`, human output leaves out runs that did nothing, keeping the stored order).
 //! - `--json` prints the matching lines byte for byte as they are stored, in their order.
-//! - Human output is one line per event, every text from the log passed through [`clean`];
-//!   without `--all` (or `--run`) it leaves out runs that did nothing ([`QuietRuns`]), and
-//!   keeps the stored order of what it shows.
+//! - Human output is one line per event ([`LogView`]), every text from the log cleaned.
 //! - `--event` names are checked against [`Event::names`], made from the event type itself.
 //! - `-f` alone starts at the end of the log; with `--since` or `-n` it first shows what they
-//!   select. It polls every [`POLL`], and when the file was replaced it reads every file that
-//!   came after the one it read (rotated ones first, oldest first, then the new one); a
-//!   truncated file (smaller than what was read) is read again from its start. It ends when
-//!   stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
+//!   select. It polls every [`POLL`] and reads on across rotations ([`AuditReader`]). It ends
+//!   when stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
 //!   started it with SIGINT ignored): what was shown is flushed, no half line is ever
 //!   printed, and it then ends by that signal's default action, as if it had not caught it.
-//! - A failed write to stdout ends the command with that error; a closed pipe ends it quietly.
+//! - Written through the shared [`Out`]: a failed write to stdout ends the command with that
+//!   error, as for every command; a closed pipe ends it quietly.
 
-use std::collections::VecDeque;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Read, Seek, SeekFrom, StdoutLock, Write};
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
-use super::{Ctx, show_time};
+use super::{Ctx, Out};
 use crate::audit::Event;
+use crate::audit::filter::{Filter, Selection};
+use crate::audit::reader::{AuditReader, ReadError};
 use crate::cli::LogArgs;
 use crate::clock::{SINCE_FORMS, Since, TIME_FORMS};
 use crate::config::Config;
 use crate::error::{Error, Result, exit};
-use crate::render::show_path;
-use crate::store::parse_ts;
+use crate::render::log::LogView;
 use crate::text::clean;
-
-/// One line of `text`, cut to [`TEXT_MAX`] after redaction (the log is redacted when written;
-/// this also hides what a config read later registered).
-fn cut(text: &str) -> String {
-    crate::audit::Secrets::taken()
-        .redact(text)
-        .first_line(TEXT_MAX)
-        .into_string()
-}
 
 /// How often `-f` looks for new lines.
 const POLL: Duration = Duration::from_millis(200);
 
-/// Lines longer than this are skipped (heartbeat's own lines are far shorter: texts are cut
-/// to 4 KiB; only a tool's input is not cut).
-const MAX_LINE: usize = 16 << 20;
-
-/// How every line heartbeat writes begins.
-const LINE_START: &str = r#"{"ts":""#;
-
-/// Longest free text in a human line.
-const TEXT_MAX: usize = 120;
-
 pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
-    let filter = Filter::new(ctx, args)?;
+    let filter = filter(ctx, args)?;
     let events: Vec<String> = Event::names().collect();
     for name in &args.events {
         if !events.contains(name) {
@@ -77,121 +51,103 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         }
     }
     let cfg = ctx.load_config_to_read()?;
-    let path = cfg.audit_log.clone();
-    let io_err = |e| Error::io(&path, e);
 
     let interrupt = if args.follow {
         Interrupt::catch().map_err(|e| Error::io("<signals>", e))?
     } else {
         Interrupt::default()
     };
-    let mut show = Show {
-        json: args.json,
-        cfg: &cfg,
+    let view = LogView {
+        tz: cfg.tz(),
         cwd: &ctx.cwd,
-        filter: &filter,
-        // Asking for one run, or for the stored lines, shows every run.
-        quiet: (!args.all && !args.json && args.run.is_none()).then(QuietRuns::default),
-        last: args.lines.map(|n| (n, VecDeque::new())),
-        out: Sink::new(),
+        secrets: crate::audit::Secrets::taken(),
+    };
+    // `--json` shows each line as it is stored.
+    let show = |stored: &[u8], obj: &Map<String, Value>| {
+        if args.json {
+            String::from_utf8_lossy(stored).into_owned()
+        } else {
+            view.line(obj)
+        }
     };
     // `-f` alone starts at the end, as `tail -f` does.
     let from_end = args.follow && args.since.is_none() && args.lines.is_none();
-    if !from_end {
-        // The rotated files first, oldest first.
-        for old in rotated_files(&path, filter.since) {
-            let mut tail = Tail::open(&old).map_err(|e| Error::io(&old, e))?;
-            while tail.next_line().map_err(|e| Error::io(&old, e))? {
-                show.line(&tail.buf);
-                if show.out.broken {
-                    return show.out.end();
-                }
-            }
-        }
-    }
-    let mut tail = Tail::open(&path).map_err(io_err)?;
-    if from_end {
-        tail.skip_to_end().map_err(io_err)?;
-    }
+    let mut reader = if from_end {
+        AuditReader::from_end(&cfg.audit_log).map_err(read_error)?
+    } else {
+        AuditReader::from_start(&cfg.audit_log, filter.since())
+    };
+    // Asking for one run, or for the stored lines, shows every run.
+    let hide_quiet_runs = !args.all && !args.json && args.run.is_none();
+    let mut selection = Selection::new(filter, hide_quiet_runs, args.lines);
+    // Stored lines were redacted when written; redacted again here, they come out as stored
+    // (redaction is idempotent) unless they hold a secret registered since.
+    let mut out = Out::new();
     loop {
-        while tail.next_line().map_err(io_err)? {
-            show.line(&tail.buf);
-            if show.out.broken {
-                return show.out.end();
+        while let Some(line) = reader.next_line().map_err(read_error)? {
+            selection.line(line, show, &mut |text| out.line(&text));
+            if out.broken() {
+                return Ok(exit::OK);
             }
-            interrupt.end_if_caught(&mut show.out);
+            interrupt.end_if_caught(&mut out);
         }
-        // At the end of what is there; an unfinished line stays in `tail.buf`.
+        // At the end of what is there; an unfinished line is kept by the reader.
         if !args.follow {
-            show.finish();
-            return show.out.end();
+            selection.end(&mut |text| out.line(&text));
+            return Ok(exit::OK);
         }
-        // What `-n` kept is shown (once); from here on lines are shown as they come.
-        show.last_lines();
-        show.waited();
-        show.out.flush();
-        if show.out.gone() {
-            return show.out.end();
+        // From here on lines are shown as they come.
+        selection.caught_up(&mut |text| out.line(&text));
+        out.flush();
+        if out.gone() {
+            return Ok(exit::OK);
         }
         std::thread::sleep(POLL);
-        interrupt.end_if_caught(&mut show.out);
-        if show.out.gone() {
-            return show.out.end();
+        interrupt.end_if_caught(&mut out);
+        if out.gone() {
+            return Ok(exit::OK);
         }
-        tail.check_replaced().map_err(io_err)?;
+        reader.check_replaced().map_err(read_error)?;
     }
 }
 
-/// The log's lines that `args` selects (as `log --json` would print them, parsed), the last
-/// `limit` of them (also the `log` tool of `heartbeat mcp`).
+/// A failed read of one of the log's files, as the command's error.
+fn read_error(e: ReadError) -> Error {
+    Error::io(e.path, e.source)
+}
+
+/// What `args` asks for (also the `log` tool of `heartbeat mcp`).
+pub(super) fn filter(ctx: &Ctx, args: &LogArgs) -> Result<Filter> {
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, ctx))
+        .transpose()?
+        .flatten();
+    Filter::new(
+        since,
+        args.events.clone(),
+        args.task.as_deref(),
+        args.run.as_deref(),
+    )
+    .map_err(Error::Usage)
+}
+
+/// The log's lines that `filter` selects (as `log --json --all` would print them, parsed),
+/// the last `limit` of them: the `log` tool of `heartbeat mcp`.
 pub(super) fn matching(
-    ctx: &Ctx,
     cfg: &Config,
-    args: &LogArgs,
+    filter: Filter,
     limit: usize,
 ) -> Result<Vec<Map<String, Value>>> {
-    let filter = Filter::new(ctx, args)?;
-    let mut found = std::collections::VecDeque::new();
-    let mut files = rotated_files(&cfg.audit_log, filter.since);
-    files.push(cfg.audit_log.clone());
-    for path in &files {
-        let mut tail = Tail::open(path).map_err(|e| Error::io(path, e))?;
-        while tail.next_line().map_err(|e| Error::io(path, e))? {
-            let body = tail.buf.strip_suffix(b"\n").unwrap_or(&tail.buf);
-            if filter.rejects_early(body) {
-                continue;
-            }
-            if let Some((_, obj)) = parse_line(body)
-                && filter.matches(&obj)
-            {
-                if found.len() == limit {
-                    found.pop_front();
-                }
-                found.push_back(obj);
-            }
-        }
+    let mut reader = AuditReader::from_start(&cfg.audit_log, filter.since());
+    let mut selection = Selection::new(filter, false, Some(limit));
+    let mut found = Vec::new();
+    while let Some(line) = reader.next_line().map_err(read_error)? {
+        selection.line(line, |_, obj| obj.clone(), &mut |obj| found.push(obj));
     }
-    Ok(found.into())
-}
-
-/// The rotated audit files (`audit.jsonl.N` … `.1`), oldest first, without those last
-/// written before `since` (every line in them is older).
-fn rotated_files(path: &Path, since: Option<DateTime<Utc>>) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for n in 1..=1000 {
-        let old = crate::audit::rotated_path(path, n);
-        let Ok(meta) = std::fs::metadata(&old) else {
-            break;
-        };
-        let written: Option<DateTime<Utc>> = meta.modified().ok().map(DateTime::from);
-        if since.is_some_and(|s| written.is_some_and(|w| w < s)) {
-            // This one and every older one hold nothing that recent.
-            break;
-        }
-        files.push(old);
-    }
-    files.reverse();
-    files
+    selection.end(&mut |obj| found.push(obj));
+    Ok(found)
 }
 
 /// SIGINT and SIGTERM, caught while following: each sets its own flag, looked at between
@@ -214,7 +170,7 @@ impl Interrupt {
 
     /// When a signal came: flush what was shown and end by the signal's default action, so
     /// that whoever sent it sees the process killed by it (a shell then stops a loop).
-    fn end_if_caught(&self, out: &mut Sink) {
+    fn end_if_caught(&self, out: &mut Out) {
         if let Some((sig, _)) = self.caught.iter().find(|(_, f)| f.load(Ordering::Relaxed)) {
             out.flush();
             let _ = signal_hook::low_level::emulate_default_handler(*sig);
@@ -227,134 +183,16 @@ impl Interrupt {
 /// The warning for an `--event` heartbeat never writes (it is not an error: it matches
 /// nothing), with the closest real name when there is one.
 fn unknown_event_hint(name: &str, events: &[String]) -> String {
-    let closest = events
-        .iter()
-        .map(|e| (strsim::levenshtein(name, e), e))
-        .min()
-        .filter(|(d, _)| *d <= 3);
+    let closest = crate::text::did_you_mean(name, events);
     let name = clean(name);
     match closest {
-        Some((_, e)) => {
+        Some(e) => {
             format!("--event {name:?} is not an event heartbeat writes; did you mean {e}?")
         }
         None => format!(
             "--event {name:?} is not an event heartbeat writes; they are: {}",
             events.join(", ")
         ),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Filters
-
-struct Filter {
-    since: Option<DateTime<Utc>>,
-    /// `since` in the log's own `ts` format (rounded up to the millisecond), so that
-    /// timestamps in that format compare as strings without being parsed.
-    since_ts: Option<String>,
-    events: Vec<String>,
-    /// Lowercase; a prefix when shorter than 12.
-    task: Option<String>,
-    run: Option<String>,
-}
-
-impl Filter {
-    fn new(ctx: &Ctx, args: &LogArgs) -> Result<Filter> {
-        let since = args
-            .since
-            .as_deref()
-            .map(|s| parse_since(s, ctx))
-            .transpose()?
-            .flatten();
-        let since_ts = since.map(|t| {
-            let sub_ms = t.timestamp_subsec_nanos() % 1_000_000;
-            let up = if sub_ms == 0 {
-                t
-            } else {
-                t + chrono::Duration::nanoseconds(i64::from(1_000_000 - sub_ms))
-            };
-            up.to_rfc3339_opts(SecondsFormat::Millis, true)
-        });
-        let task = match args.task.as_deref() {
-            None => None,
-            Some(raw) => {
-                let id = raw.trim().to_ascii_lowercase();
-                if !(4..=12).contains(&id.len()) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(Error::Usage(format!(
-                        "--task: {:?} is not a task id (12 hex digits, or the first 4 or more of them)",
-                        clean(raw)
-                    )));
-                }
-                Some(id)
-            }
-        };
-        Ok(Filter {
-            since,
-            since_ts: since_ts.filter(|s| is_canonical_ts(s)),
-            events: args.events.clone(),
-            task,
-            run: args.run.as_deref().map(|r| r.trim().to_string()),
-        })
-    }
-
-    /// A line whose `ts` and `event` come first, as heartbeat writes them, can often be
-    /// turned down without parsing it. False means "maybe": parse and ask [`Filter::matches`].
-    fn rejects_early(&self, line: &[u8]) -> bool {
-        let Some(p) = peek(line) else {
-            return false;
-        };
-        let reject = (!self.events.is_empty() && !self.events.iter().any(|e| e == p.event))
-            || p.run_id.is_some_and(|id| !self.run_matches(id))
-            || (self.since.is_some() && !self.at_or_after(p.ts));
-        // What was peeked may be a torn line's, with a whole line after it.
-        reject && std::str::from_utf8(&line[1..]).is_ok_and(|rest| !rest.contains(LINE_START))
-    }
-
-    fn run_matches(&self, id: &str) -> bool {
-        self.run
-            .as_deref()
-            .is_none_or(|run| id == run || (run.len() >= 4 && id.starts_with(run)))
-    }
-
-    fn matches(&self, obj: &Map<String, Value>) -> bool {
-        let text = |key: &str| obj.get(key).and_then(Value::as_str);
-        if !self.events.is_empty() {
-            match text("event") {
-                Some(event) if self.events.iter().any(|e| e == event) => {}
-                _ => return false,
-            }
-        }
-        if self.since.is_some() && !text("ts").is_some_and(|ts| self.at_or_after(ts)) {
-            return false;
-        }
-        if let Some(task) = &self.task {
-            let Some(id) = text("task_id") else {
-                return false;
-            };
-            let id = id.to_ascii_lowercase();
-            if !(id == *task || (task.len() < 12 && id.starts_with(task.as_str()))) {
-                return false;
-            }
-        }
-        if self.run.is_some() {
-            let Some(id) = text("run_id") else {
-                return false;
-            };
-            if !self.run_matches(id) {
-                return false;
-            }
-        }
-        true
-    }
-
-    fn at_or_after(&self, ts: &str) -> bool {
-        let Some(since) = self.since else {
-            return true;
-        };
-        match &self.since_ts {
-            Some(s) if is_canonical_ts(ts) => ts >= s.as_str(),
-            _ => parse_ts(ts).is_some_and(|t| t >= since),
-        }
     }
 }
 
@@ -375,977 +213,9 @@ fn parse_since(raw: &str, ctx: &Ctx) -> Result<Option<DateTime<Utc>>> {
     Ok(since.start(ctx.now, tz))
 }
 
-/// `2026-05-01T10:00:00.000Z`: the form heartbeat writes, which sorts as a string.
-fn is_canonical_ts(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 24
-        && b.iter().enumerate().all(|(i, &c)| match i {
-            4 | 7 => c == b'-',
-            10 => c == b'T',
-            13 | 16 => c == b':',
-            19 => c == b'.',
-            23 => c == b'Z',
-            _ => c.is_ascii_digit(),
-        })
-}
-
-/// What a line that starts `{"ts":"…","event":"…"` says (no escapes in either), and its
-/// `run_id` when that is the third key.
-struct Peek<'a> {
-    ts: &'a str,
-    event: &'a str,
-    run_id: Option<&'a str>,
-}
-
-fn peek(line: &[u8]) -> Option<Peek<'_>> {
-    let rest = line.strip_prefix(br#"{"ts":""#)?;
-    let (ts, rest) = until_quote(rest)?;
-    let rest = rest.strip_prefix(br#","event":""#)?;
-    let (event, rest) = until_quote(rest)?;
-    let run_id = rest
-        .strip_prefix(br#","run_id":""#)
-        .and_then(until_quote)
-        .map(|(id, _)| id);
-    Some(Peek { ts, event, run_id })
-}
-
-/// The text up to the next `"`, and what follows the quote; None when there is an escape.
-fn until_quote(b: &[u8]) -> Option<(&str, &[u8])> {
-    let end = b.iter().position(|&c| c == b'"' || c == b'\\')?;
-    if b[end] != b'"' {
-        return None;
-    }
-    Some((std::str::from_utf8(&b[..end]).ok()?, &b[end + 1..]))
-}
-
-/// A line as a JSON object, and where it starts: 0, or, when a torn line was continued
-/// by a later write, where the whole line that follows the torn part begins.
-fn parse_line(line: &[u8]) -> Option<(usize, Map<String, Value>)> {
-    if let Ok(obj) = serde_json::from_slice::<Map<String, Value>>(line) {
-        return Some((0, obj));
-    }
-    let start = LINE_START.as_bytes();
-    (1..line.len().saturating_sub(start.len()))
-        .filter(|&i| line[i..].starts_with(start))
-        .take(8)
-        .find_map(|i| {
-            serde_json::from_slice::<Map<String, Value>>(&line[i..])
-                .ok()
-                .map(|obj| (i, obj))
-        })
-}
-
-// ---------------------------------------------------------------------------------------
-// Reading, and following
-
-/// The log file, read line by line, reopened when replaced or truncated.
-struct Tail {
-    path: PathBuf,
-    reader: Option<BufReader<File>>,
-    /// (dev, inode) of the open file.
-    id: (u64, u64),
-    /// Bytes consumed from the open file.
-    pos: u64,
-    /// The current line: complete (newline included) when `next_line` said so, else the
-    /// part read so far.
-    buf: Vec<u8>,
-    complete: bool,
-    /// Inside a line longer than [`MAX_LINE`] (or one begun before `-f` started): dropping
-    /// bytes until its newline.
-    overlong: bool,
-    /// Files that took the open one's place (rotations, a replacement), oldest first: each
-    /// is read from its start once the one before it is read to its end.
-    next: VecDeque<File>,
-}
-
-impl Tail {
-    fn open(path: &Path) -> io::Result<Tail> {
-        let mut tail = Tail {
-            path: path.to_path_buf(),
-            reader: None,
-            id: (0, 0),
-            pos: 0,
-            buf: Vec::new(),
-            complete: false,
-            overlong: false,
-            next: VecDeque::new(),
-        };
-        match File::open(path) {
-            Ok(file) => tail.switch_to(file)?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        Ok(tail)
-    }
-
-    fn switch_to(&mut self, file: File) -> io::Result<()> {
-        let meta = file.metadata()?;
-        self.id = (meta.dev(), meta.ino());
-        self.reader = Some(BufReader::with_capacity(64 * 1024, file));
-        self.restart();
-        Ok(())
-    }
-
-    /// Start at the end of the file (`-f`): only lines written from now on are read; a line
-    /// being written at this moment is skipped whole.
-    fn skip_to_end(&mut self) -> io::Result<()> {
-        let Some(reader) = self.reader.as_mut() else {
-            return Ok(());
-        };
-        let len = reader.seek(SeekFrom::End(0))?;
-        self.pos = len;
-        if len > 0 {
-            use std::os::unix::fs::FileExt;
-            let mut last = [0u8; 1];
-            reader.get_ref().read_exact_at(&mut last, len - 1)?;
-            self.overlong = last[0] != b'\n';
-        }
-        Ok(())
-    }
-
-    /// Forget the unfinished line: the file starts over.
-    fn restart(&mut self) {
-        self.pos = 0;
-        self.buf.clear();
-        self.complete = false;
-        self.overlong = false;
-    }
-
-    /// Read the next complete line into `buf`. False at the end of the file, with an
-    /// unfinished line (if any) kept in `buf` for the next call.
-    fn next_line(&mut self) -> io::Result<bool> {
-        if self.complete {
-            self.buf.clear();
-            self.complete = false;
-        }
-        loop {
-            let Some(reader) = self.reader.as_mut() else {
-                return Ok(false);
-            };
-            let n = if self.overlong {
-                let mut drop = Vec::new();
-                let n = reader
-                    .by_ref()
-                    .take(64 * 1024)
-                    .read_until(b'\n', &mut drop)?;
-                if drop.last() == Some(&b'\n') {
-                    self.overlong = false;
-                }
-                n
-            } else {
-                let room = (MAX_LINE + 1 - self.buf.len()) as u64;
-                let n = reader
-                    .by_ref()
-                    .take(room)
-                    .read_until(b'\n', &mut self.buf)?;
-                if self.buf.last() == Some(&b'\n') {
-                    self.pos += n as u64;
-                    self.complete = true;
-                    return Ok(true);
-                }
-                if self.buf.len() > MAX_LINE {
-                    self.buf = Vec::new();
-                    self.overlong = true;
-                }
-                n
-            };
-            self.pos += n as u64;
-            if n == 0 {
-                // The end of this file; go on with the next one, if there is one.
-                match self.next.pop_front() {
-                    Some(file) => self.switch_to(file)?,
-                    None => return Ok(false),
-                }
-            }
-        }
-    }
-
-    /// `-f`, at the end of the file: has the file at `path` been replaced (rotated) or
-    /// truncated? A truncated file is read from its start at once. Files that replaced it are
-    /// read in order once it is read out: every file rotated out since (`audit.jsonl.1` …,
-    /// when the log rotated more than once between two looks), then the one now at `path`.
-    /// A removed file is read on until a new one appears.
-    fn check_replaced(&mut self) -> io::Result<()> {
-        let meta = match std::fs::metadata(&self.path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let id = (meta.dev(), meta.ino());
-        let newest = match self.next.back() {
-            Some(file) => file_id(file)?,
-            None if self.reader.is_some() => self.id,
-            None => {
-                match File::open(&self.path) {
-                    Ok(file) => self.switch_to(file)?,
-                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e),
-                }
-                return Ok(());
-            }
-        };
-        if id == newest {
-            if self.next.is_empty()
-                && meta.len() < self.pos
-                && let Some(reader) = self.reader.as_mut()
-            {
-                reader.seek(SeekFrom::Start(0))?;
-                self.restart();
-            }
-            return Ok(());
-        }
-        let current = match File::open(&self.path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        let current_id = file_id(&current)?;
-        // The rotated files, newest first, down to the newest one already taken: those
-        // above it came after it. (It was replaced some other way when it is not among them:
-        // then only the file at `path` follows.)
-        let mut between = Vec::new();
-        let mut found = false;
-        for n in 1..=1000 {
-            let file = match File::open(crate::audit::rotated_path(&self.path, n)) {
-                Ok(file) => file,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => break,
-                Err(e) => return Err(e),
-            };
-            let fid = file_id(&file)?;
-            if fid == newest {
-                found = true;
-                break;
-            }
-            // Rotated again since `path` was opened just now: it is read as that file.
-            if fid != current_id {
-                between.push(file);
-            }
-        }
-        if !found {
-            // Rotated so often that it was deleted (past `audit_keep`): every rotated file
-            // last written after it came after it. Removed some other way, or replaced: none.
-            let newest = match (self.next.back(), self.reader.as_ref()) {
-                (Some(file), _) => file.metadata()?,
-                (None, Some(reader)) => reader.get_ref().metadata()?,
-                (None, None) => return Ok(()),
-            };
-            let written = |m: &std::fs::Metadata| m.modified().ok();
-            let after = |f: &File| f.metadata().is_ok_and(|m| written(&m) >= written(&newest));
-            between.retain(|f| newest.nlink() == 0 && after(f));
-        }
-        self.next.extend(between.into_iter().rev());
-        self.next.push_back(current);
-        Ok(())
-    }
-}
-
-/// (dev, inode) of an open file.
-fn file_id(file: &File) -> io::Result<(u64, u64)> {
-    let meta = file.metadata()?;
-    Ok((meta.dev(), meta.ino()))
-}
-
-/// Stdout, buffered. It stops at the first failed write: quietly when the reader went away
-/// (a closed pipe: `heartbeat log | head`), and with that error otherwise (a full disk).
-struct Sink {
-    out: BufWriter<StdoutLock<'static>>,
-    broken: bool,
-    /// The failed write, unless it was a closed pipe.
-    error: Option<io::Error>,
-}
-
-impl Sink {
-    fn new() -> Sink {
-        Sink {
-            out: BufWriter::with_capacity(64 * 1024, io::stdout().lock()),
-            broken: false,
-            error: None,
-        }
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        if !self.broken
-            && let Err(e) = self.out.write_all(bytes)
-        {
-            self.failed(e);
-        }
-    }
-
-    fn flush(&mut self) {
-        if !self.broken
-            && let Err(e) = self.out.flush()
-        {
-            self.failed(e);
-        }
-    }
-
-    fn failed(&mut self, e: io::Error) {
-        self.broken = true;
-        if e.kind() != io::ErrorKind::BrokenPipe {
-            self.error = Some(e);
-        }
-    }
-
-    /// How the command ends: what was shown is flushed; a failed write other than a closed
-    /// pipe is an error.
-    fn end(&mut self) -> Result<u8> {
-        self.flush();
-        match self.error.take() {
-            Some(e) => Err(Error::io("standard output", e)),
-            None => Ok(exit::OK),
-        }
-    }
-
-    /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): checked while
-    /// following, when there may be nothing to write for a long time.
-    fn gone(&mut self) -> bool {
-        if !self.broken && crate::sys::stdout_hung_up() {
-            self.broken = true;
-        }
-        self.broken
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Output
-
-struct Show<'a> {
-    json: bool,
-    cfg: &'a Config,
-    cwd: &'a Path,
-    filter: &'a Filter,
-    /// Human output without `--all`: runs that did nothing are left out.
-    quiet: Option<QuietRuns>,
-    /// `-n N`: the last N lines to show, kept until the log has been read to its end.
-    last: Option<(usize, VecDeque<Vec<u8>>)>,
-    out: Sink,
-}
-
-/// Runs that did nothing (a `run_started`, then its `run_finished` with nothing counted and
-/// no other line of that run between), found as the log is read. A run's `run_started` is
-/// held back, with every line shown after it (so the order stays as stored), until the
-/// run's next line says whether it did something.
-#[derive(Default)]
-struct QuietRuns {
-    /// Runs whose `run_started` was read and nothing else of theirs yet.
-    quiet: std::collections::HashSet<String>,
-    /// Lines waiting behind a held `run_started`, in order; `Some(run)` marks one.
-    queue: VecDeque<(Option<String>, Vec<u8>)>,
-    /// While following: the queue already waited one poll; it is shown at the next.
-    waited: bool,
-}
-
-/// The most lines held back behind an unfinished run (then they are all shown).
-const HELD_MAX: usize = 10_000;
-
-impl QuietRuns {
-    /// Looks at a line before any filter (a run's other lines say it did something even when
-    /// they are not shown). True: the line is the end of a run that did nothing, not shown.
-    fn observe(&mut self, body: &[u8]) -> bool {
-        let Some(p) = peek(body) else {
-            return false;
-        };
-        let Some(run) = p.run_id else {
-            return false;
-        };
-        match p.event {
-            "run_started" => {
-                self.quiet.insert(run.to_string());
-                false
-            }
-            "run_finished" if self.quiet.contains(run) && nothing_counted(body) => {
-                self.quiet.remove(run);
-                self.queue.retain(|(held, _)| held.as_deref() != Some(run));
-                true
-            }
-            _ => {
-                if self.quiet.remove(run)
-                    && let Some(entry) = self
-                        .queue
-                        .iter_mut()
-                        .find(|(held, _)| held.as_deref() == Some(run))
-                {
-                    entry.0 = None;
-                }
-                false
-            }
-        }
-    }
-
-    /// The lines at the front that no longer wait for anything.
-    fn ready(&mut self) -> Vec<Vec<u8>> {
-        let mut ready = Vec::new();
-        while self.queue.front().is_some_and(|(held, _)| held.is_none()) {
-            ready.extend(self.queue.pop_front().map(|(_, text)| text));
-        }
-        ready
-    }
-
-    /// Everything held, in order (the log was read to its end, or too much waited).
-    fn release(&mut self) -> Vec<Vec<u8>> {
-        self.waited = false;
-        self.queue.drain(..).map(|(_, text)| text).collect()
-    }
-}
-
-/// A `run_finished` line that counts nothing.
-fn nothing_counted(body: &[u8]) -> bool {
-    serde_json::from_slice::<Map<String, Value>>(body).is_ok_and(|obj| {
-        ["succeeded", "failed", "queued", "skipped", "invalid"]
-            .iter()
-            .all(|k| obj.get(*k).and_then(Value::as_u64).unwrap_or(0) == 0)
-    })
-}
-
-impl Show<'_> {
-    /// One complete line (newline included) from the log: shown when it matches.
-    fn line(&mut self, line: &[u8]) {
-        let body = line.strip_suffix(b"\n").unwrap_or(line);
-        if self.quiet.as_mut().is_some_and(|q| q.observe(body)) {
-            return;
-        }
-        // What this line said of its run may free lines held before it.
-        self.show_ready();
-        if self.filter.rejects_early(body) {
-            return;
-        }
-        let Some((start, obj)) = parse_line(body) else {
-            return;
-        };
-        if !self.filter.matches(&obj) {
-            return;
-        }
-        let text = if self.json {
-            line[start..].to_vec()
-        } else {
-            let mut text = human(&obj, self.cfg, self.cwd);
-            text.push('\n');
-            text.into_bytes()
-        };
-        let Some(q) = self.quiet.as_mut() else {
-            self.shown(text);
-            return;
-        };
-        let held = match (obj.get("event"), obj.get("run_id")) {
-            (Some(Value::String(e)), Some(Value::String(run)))
-                if e == "run_started" && q.quiet.contains(run) =>
-            {
-                Some(run.clone())
-            }
-            _ => None,
-        };
-        if held.is_none() && q.queue.is_empty() {
-            self.shown(text);
-            return;
-        }
-        q.queue.push_back((held, text));
-        if q.queue.len() > HELD_MAX {
-            for text in q.release() {
-                self.shown(text);
-            }
-        }
-    }
-
-    /// Lines no longer held back, shown.
-    fn show_ready(&mut self) {
-        let ready = self
-            .quiet
-            .as_mut()
-            .map(QuietRuns::ready)
-            .unwrap_or_default();
-        for text in ready {
-            self.shown(text);
-        }
-    }
-
-    /// A line to show: kept among the last N (`-n`) until the log was read, else written.
-    fn shown(&mut self, text: Vec<u8>) {
-        match &mut self.last {
-            Some((n, kept)) => {
-                if *n > 0 {
-                    if kept.len() == *n {
-                        kept.pop_front();
-                    }
-                    kept.push_back(text);
-                }
-            }
-            None => self.out.write(&text),
-        }
-    }
-
-    /// The log was read to its end (following, the first time): the last N lines are shown.
-    fn last_lines(&mut self) {
-        if let Some((_, kept)) = self.last.take() {
-            for text in kept {
-                self.out.write(&text);
-            }
-        }
-    }
-
-    /// Following, at the end of the log: what was held back since the last poll is shown
-    /// (a run still busy after a poll did something, or is taking long).
-    fn waited(&mut self) {
-        let Some(q) = self.quiet.as_mut() else {
-            return;
-        };
-        if q.queue.is_empty() || !q.waited {
-            q.waited = !q.queue.is_empty();
-            return;
-        }
-        for text in q.release() {
-            self.shown(text);
-        }
-    }
-
-    /// Not following, at the end of the log: runs not finished yet are shown as they are.
-    fn finish(&mut self) {
-        let held = self
-            .quiet
-            .as_mut()
-            .map(QuietRuns::release)
-            .unwrap_or_default();
-        for text in held {
-            self.shown(text);
-        }
-        self.last_lines();
-    }
-}
-
-/// One event for people: `<local time>  <event>  <what happened>`.
-fn human(obj: &Map<String, Value>, cfg: &Config, cwd: &Path) -> String {
-    let ts = obj.get("ts").and_then(Value::as_str);
-    let time = match ts.and_then(parse_ts) {
-        Some(t) => t
-            .with_timezone(&cfg.tz())
-            .format("%Y-%m-%d %H:%M:%S %Z")
-            .to_string(),
-        None => clean(ts.unwrap_or("-")),
-    };
-    let event = obj.get("event").and_then(Value::as_str).unwrap_or("-");
-    let f = Fields { obj, cfg, cwd };
-    let what = f.describe(event);
-    let line = format!("{time}  {}  {what}", clean(event));
-    line.trim_end().to_string()
-}
-
-/// The fields of one line, read for [`human`]; every text comes out cleaned.
-struct Fields<'a> {
-    obj: &'a Map<String, Value>,
-    cfg: &'a Config,
-    cwd: &'a Path,
-}
-
-impl Fields<'_> {
-    /// A string field (not empty), cleaned and cut to one line.
-    fn text(&self, key: &str) -> Option<String> {
-        match self.obj.get(key)? {
-            Value::String(s) if !s.trim().is_empty() => Some(cut(s)),
-            _ => None,
-        }
-    }
-
-    /// A scalar field as text (numbers, booleans, strings); None for null and missing.
-    fn scalar(&self, key: &str) -> Option<String> {
-        match self.obj.get(key)? {
-            Value::String(_) => self.text(key),
-            Value::Number(n) => Some(n.to_string()),
-            Value::Bool(b) => Some(b.to_string()),
-            _ => None,
-        }
-    }
-
-    fn count(&self, key: &str) -> u64 {
-        self.obj.get(key).and_then(Value::as_u64).unwrap_or(0)
-    }
-
-    /// A time field in the configured zone.
-    fn time(&self, key: &str) -> Option<String> {
-        let raw = self.obj.get(key)?.as_str()?;
-        Some(match parse_ts(raw) {
-            Some(t) => show_time(t, self.cfg),
-            None => cut(raw),
-        })
-    }
-
-    /// `@tool`.
-    fn tool(&self) -> Option<String> {
-        self.text("tool").map(|t| format!("@{t}"))
-    }
-
-    /// `HEARTBEAT.md:3` (`:column` too when there is one), relative to the working directory.
-    fn place(&self) -> Option<String> {
-        let file = self.obj.get("file")?.as_str()?;
-        let mut place = clean(&show_path(Path::new(file), self.cwd));
-        for key in ["line", "column"] {
-            match self.obj.get(key).and_then(Value::as_u64) {
-                Some(n) => place.push_str(&format!(":{n}")),
-                None => break,
-            }
-        }
-        Some(place)
-    }
-
-    /// Where the task is, or else its id.
-    fn place_or_task(&self) -> Option<String> {
-        self.place().or_else(|| self.task())
-    }
-
-    fn task(&self) -> Option<String> {
-        self.text("task_id").map(|id| format!("task {id}"))
-    }
-
-    /// `#3`.
-    fn approval(&self) -> Option<String> {
-        self.obj
-            .get("approval_id")
-            .and_then(Value::as_i64)
-            .map(|id| format!("#{id}"))
-    }
-
-    /// ` (12 ms)`, or nothing.
-    fn took(&self) -> String {
-        self.obj
-            .get("duration_ms")
-            .and_then(Value::as_u64)
-            .map(|ms| format!(" ({ms} ms)"))
-            .unwrap_or_default()
-    }
-
-    /// A tool's input as compact JSON, cut.
-    fn input(&self) -> Option<String> {
-        let input = self.obj.get("input").filter(|v| !v.is_null())?;
-        Some(cut(&input.to_string()))
-    }
-
-    fn describe(&self, event: &str) -> String {
-        match event {
-            "run_started" => {
-                let mut parts = vec![];
-                parts.extend(self.text("mode"));
-                parts.extend(self.text("autonomy").map(|a| format!("autonomy {a}")));
-                if let Some(files) = self.obj.get("files").and_then(Value::as_array) {
-                    let n = files.len();
-                    parts.push(format!("{n} file{}", if n == 1 { "" } else { "s" }));
-                }
-                if let Some(pid) = self.scalar("pid") {
-                    parts.push(match self.text("host") {
-                        Some(host) => format!("pid {pid} on {host}"),
-                        None => format!("pid {pid}"),
-                    });
-                }
-                let run = self.text("run_id").map(|r| format!("run {r}"));
-                join2(run, Some(parts.join(", ")))
-            }
-            "run_skipped" => {
-                let mut s = self.text("reason").unwrap_or_default();
-                if let Some(t) = self.time("next_active") {
-                    s.push_str(&format!(", next active {t}"));
-                }
-                if let Some(t) = self.time("until") {
-                    s.push_str(&format!(" until {t}"));
-                }
-                if let Some(pid) = self.scalar("holder_pid") {
-                    s.push_str(&format!(", held by pid {pid}"));
-                    if let Some(t) = self.time("holder_since") {
-                        s.push_str(&format!(" since {t}"));
-                    }
-                }
-                s
-            }
-            "run_finished" => {
-                let counts: Vec<String> = ["succeeded", "failed", "queued", "skipped", "invalid"]
-                    .iter()
-                    .filter_map(|k| {
-                        let n = self.count(k);
-                        (n > 0).then(|| format!("{n} {k}"))
-                    })
-                    .collect();
-                let counts = if counts.is_empty() {
-                    "nothing ran".to_string()
-                } else {
-                    counts.join(", ")
-                };
-                format!("{counts}{}", self.took())
-            }
-            "task_invalid" => join2(self.place_or_task(), self.text("error")),
-            "task_succeeded" => {
-                let what = self
-                    .text("summary")
-                    .or_else(|| self.text("output"))
-                    .unwrap_or_default();
-                let mut s = join2(
-                    self.task_head(),
-                    Some(format!("{what}{}", self.took()).trim_start().to_string()),
-                );
-                if let Some(cost) = self.obj.get("cost_usd").and_then(Value::as_f64) {
-                    s.push_str(&format!(" ${cost:.2}"));
-                }
-                s
-            }
-            "task_failed" => {
-                let error = self.text("error").unwrap_or_else(|| "failed".into());
-                let why = match self.text("output").or_else(|| self.text("stderr")) {
-                    Some(out) if out != error => format!("{error}: {out}"),
-                    _ => error,
-                };
-                join2(self.task_head(), Some(format!("{why}{}", self.took())))
-            }
-            "task_reminded" => join2(self.place_or_task(), self.text("text")),
-            "task_skipped" => join2(
-                words([self.tool(), self.place_or_task()]),
-                self.text("reason"),
-            ),
-            "task_tripped" => join2(
-                words([self.tool(), self.place_or_task()]),
-                Some(format!("{} failures in a row", self.count("failures"))),
-            ),
-            "task_marked_done" | "task_mark_skipped" => {
-                join2(self.place_or_task(), self.text("reason"))
-            }
-            "task_reset" => {
-                let mut s = format!("{} failures cleared", self.count("failures"));
-                if self.obj.get("tripped") == Some(&Value::Bool(true)) {
-                    s.push_str(" (was tripped)");
-                }
-                if let Some(by) = self.text("by") {
-                    s.push_str(&format!(" by {by}"));
-                }
-                join2(self.task(), Some(s))
-            }
-            "approval_requested" => join2(
-                words([self.approval(), self.tool(), self.place_or_task()]),
-                self.input(),
-            ),
-            "approval_approved" | "approval_denied" => {
-                let mut s = words([self.approval(), self.text("by").map(|b| format!("by {b}"))]);
-                if self.obj.get("always") == Some(&Value::Bool(true)) {
-                    s.push_str(" (always)");
-                }
-                if let Some(reason) = self.text("reason") {
-                    s.push_str(&format!(": {reason}"));
-                }
-                s
-            }
-            "approval_expired" | "approval_stale" => {
-                let head = words([self.approval(), self.task()]);
-                match self.text("reason") {
-                    Some(reason) => format!("{head}: {reason}"),
-                    None => head,
-                }
-            }
-            "notification_sent" => words([
-                self.text("channel"),
-                self.scalar("chat_id"),
-                self.text("kind"),
-            ]),
-            "notification_failed" => {
-                let mut s = words([self.text("channel"), self.scalar("chat_id")]);
-                if let Some(error) = self.text("error") {
-                    s.push_str(&format!(": {error}"));
-                }
-                let mut notes: Vec<String> = self.text("kind").into_iter().collect();
-                if self.obj.get("queued") == Some(&Value::Bool(true)) {
-                    notes.push("kept to retry".into());
-                }
-                if !notes.is_empty() {
-                    s.push_str(&format!(" ({})", notes.join(", ")));
-                }
-                s
-            }
-            "budget_exhausted" => {
-                let usd = |k| self.obj.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-                format!("${:.2} of ${:.2} spent", usd("spent_usd"), usd("daily_usd"))
-            }
-            "paused" | "resumed" => {
-                let mut s = if event == "paused" {
-                    match self.time("until") {
-                        Some(t) => format!("until {t}"),
-                        None => "until resumed".into(),
-                    }
-                } else {
-                    String::new()
-                };
-                if let Some(by) = self.text("by") {
-                    s = words([Some(s).filter(|s| !s.is_empty()), Some(format!("by {by}"))]);
-                }
-                if let Some(reason) = self.text("reason") {
-                    s = if s.is_empty() {
-                        reason
-                    } else {
-                        format!("{s}: {reason}")
-                    };
-                }
-                s
-            }
-            "daemon_started" | "daemon_stopped" | "config_reloaded" => {
-                let mut s = words([
-                    self.scalar("pid").map(|p| format!("pid {p}")),
-                    self.text("signal"),
-                ]);
-                if let Some(error) = self.text("error") {
-                    s = if s.is_empty() {
-                        error
-                    } else {
-                        format!("{s}: {error}")
-                    };
-                }
-                s
-            }
-            "telegram_rejected" => words([
-                self.scalar("chat_id").map(|c| format!("chat {c}")),
-                self.text("kind"),
-            ]),
-            "grant_revoked" => words([self.task(), self.text("by").map(|b| format!("by {b}"))]),
-            _ => self.generic(),
-        }
-    }
-
-    /// `@tool HEARTBEAT.md:3 #2`: the head of a task's outcome.
-    fn task_head(&self) -> Option<String> {
-        Some(words([self.tool(), self.place_or_task(), self.approval()])).filter(|s| !s.is_empty())
-    }
-
-    /// `key=value …` for an event this command does not know.
-    fn generic(&self) -> String {
-        let mut parts = vec![];
-        for (k, v) in self.obj {
-            if k == "ts" || k == "event" || v.is_null() {
-                continue;
-            }
-            let value = match v {
-                Value::String(s)
-                    if !s.is_empty()
-                        && !s
-                            .chars()
-                            .any(|c| c.is_whitespace() || c.is_control() || c == '"') =>
-                {
-                    s.clone()
-                }
-                other => other.to_string(),
-            };
-            parts.push(format!("{}={}", clean(k), cut(&value)));
-        }
-        parts.join(" ")
-    }
-}
-
-/// The parts that are there, joined by a space.
-fn words<const N: usize>(parts: [Option<String>; N]) -> String {
-    parts
-        .into_iter()
-        .flatten()
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// Two parts joined by two spaces (either may be missing).
-fn join2(a: impl Into<Option<String>>, b: impl Into<Option<String>>) -> String {
-    let (a, b) = (a.into(), b.into());
-    match (a.filter(|s| !s.is_empty()), b.filter(|s| !s.is_empty())) {
-        (Some(a), Some(b)) => format!("{a}  {b}"),
-        (Some(a), None) => a,
-        (None, Some(b)) => b,
-        (None, None) => String::new(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn canonical_ts_compares_as_text() {
-        assert!(is_canonical_ts("2026-05-01T10:00:00.000Z"));
-        assert!(!is_canonical_ts("2026-05-01T10:00:00Z"));
-        assert!(!is_canonical_ts("2026-05-01T10:00:00.000+00:00"));
-    }
-
-    #[test]
-    fn a_torn_line_is_never_turned_down_by_what_its_torn_part_says() {
-        let args = LogArgs {
-            since: None,
-            events: vec!["run_started".into()],
-            task: None,
-            run: Some("bbbb".into()),
-            json: false,
-            follow: false,
-            lines: None,
-            all: false,
-        };
-        let clock = crate::clock::Clock::starting_at(Utc::now());
-        let ctx = Ctx {
-            now: clock.start(),
-            clock,
-            cwd: PathBuf::from("/"),
-            config: None,
-            state_dir: None,
-            verbose: 0,
-        };
-        let filter = Filter::new(&ctx, &args).unwrap();
-        let whole =
-            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"bbbb00000000"}"#;
-        assert!(!filter.rejects_early(whole.as_bytes()));
-        assert!(filter.rejects_early(
-            br#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed","run_id":"bbbb00000000"}"#
-        ));
-        assert!(filter.rejects_early(
-            br#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"aaaa00000000"}"#
-        ));
-        for torn in [
-            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed""#,
-            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_"#,
-            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_failed","#,
-            r#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"aaaa00000000","#,
-        ] {
-            let line = format!("{torn}{whole}");
-            assert!(!filter.rejects_early(line.as_bytes()), "{line}");
-            let (start, _) = parse_line(line.as_bytes()).unwrap();
-            assert_eq!(&line[start..], whole);
-        }
-    }
-
-    #[test]
-    fn peek_reads_ts_and_event_of_heartbeats_lines_only() {
-        let line = br#"{"ts":"2026-05-01T10:00:00.000Z","event":"run_started","run_id":"x"}"#;
-        let p = peek(line).unwrap();
-        assert_eq!(
-            (p.ts, p.event, p.run_id),
-            ("2026-05-01T10:00:00.000Z", "run_started", Some("x"))
-        );
-        let p = peek(br#"{"ts":"t","event":"e","task_id":"x"}"#).unwrap();
-        assert_eq!(p.run_id, None);
-        assert!(peek(br#"{"event":"a","ts":"b"}"#).is_none());
-        assert!(peek(br#"{"ts":"a\"b","event":"c"}"#).is_none());
-    }
-
-    #[test]
-    fn a_torn_line_continued_by_a_whole_one_yields_the_whole_one() {
-        let line = br#"{"ts":"2026-05-01T10:00:00.000Z","event":"task_suc{"ts":"2026-05-01T10:00:01.000Z","event":"run_started"}"#;
-        let (start, obj) = parse_line(line).unwrap();
-        assert_eq!(obj["event"], "run_started");
-        assert_eq!(&line[start..start + 7], br#"{"ts":""#);
-        assert!(parse_line(b"garbage").is_none());
-        assert!(parse_line(b"[1,2]").is_none());
-    }
-
-    #[test]
-    fn a_run_is_quiet_only_while_nothing_of_it_counted() {
-        let started = br#"{"ts":"t","event":"run_started","run_id":"r1"}"#;
-        let mut q = QuietRuns::default();
-        assert!(!q.observe(started));
-        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
-        // Ended with something counted: shown, its start freed at once.
-        let counted = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":1}"#;
-        assert!(!q.observe(counted));
-        assert_eq!(q.ready(), vec![b"started".to_vec()]);
-        // Ended with nothing counted and nothing between: both left out.
-        assert!(!q.observe(started));
-        q.queue.push_back((Some("r1".into()), b"started".to_vec()));
-        let nothing = br#"{"ts":"t","event":"run_finished","run_id":"r1","succeeded":0}"#;
-        assert!(q.observe(nothing));
-        assert!(q.queue.is_empty());
-    }
 
     #[test]
     fn hints_name_the_closest_event() {

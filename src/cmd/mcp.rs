@@ -11,6 +11,8 @@
 //! - A proposed task is appended, never inserted: its line ends with the agent's mark and is
 //!   written with one `O_APPEND` write, so that a proposed task can never be in the file
 //!   without the mark that makes it ask a person first, wherever the file is read.
+//! - An agent has at most one of each of its tasks in a file (same section and content):
+//!   proposing it again returns the one there.
 //! - Without `[mcp_server] allow_approve = true` there is no approve tool; with it, the tool
 //!   approves without running (`approve --later`), never grants *always*, and refuses any
 //!   task an agent proposed.
@@ -219,6 +221,20 @@ fn text<'a>(input: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>>
     }
 }
 
+/// An agent's `reason` (for a pause or a denial): stored, shown in `status` and told to the
+/// person, so bounded like a proposal.
+fn reason(input: &Map<String, Value>) -> Result<Option<&str>> {
+    let reason = text(input, "reason")?;
+    let max = markdown::proposal::MAX_BYTES;
+    match reason {
+        Some(r) if r.len() > max => Err(Error::Usage(format!(
+            "\"reason\" is {} bytes, longer than the {max}-byte limit; nothing was done",
+            r.len()
+        ))),
+        _ => Ok(reason),
+    }
+}
+
 impl Agents {
     fn dispatch(&self, by: &str, tool: &str, input: &Map<String, Value>) -> Result<Value> {
         let now = match text(input, "now")? {
@@ -237,7 +253,7 @@ impl Agents {
         Secrets::from_config(&cfg);
         match tool {
             "status" => super::status::json(&ctx, &cfg),
-            "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.json()),
+            "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.agent_json()),
             "approvals" => {
                 let state = match text(input, "state")?.unwrap_or("pending") {
                     "all" => None,
@@ -262,8 +278,8 @@ impl Agents {
                     all: true,
                 };
                 let limit = input.get("limit").and_then(Value::as_u64).unwrap_or(100);
-                let lines =
-                    super::log::matching(&ctx, &cfg, &args, limit.clamp(1, 10_000) as usize)?;
+                let filter = super::log::filter(&ctx, &args)?;
+                let lines = super::log::matching(&cfg, filter, limit.clamp(1, 10_000) as usize)?;
                 Ok(Value::Array(lines.into_iter().map(Value::Object).collect()))
             }
             "propose_task" => propose(&ctx, cfg, by, input),
@@ -276,7 +292,7 @@ impl Agents {
                             .map_err(|e| Error::Usage(format!("\"for\": {raw:?}: {e}")))?,
                     ),
                 };
-                let paused = agent::pause(&mut d, asked, text(input, "reason")?)?;
+                let paused = agent::pause(&mut d, asked, reason(input)?)?;
                 let mut answer = json!({
                     "paused": true,
                     "until": crate::audit::format_ts(paused.until),
@@ -335,11 +351,7 @@ fn decide(
             "#{id} is a task an agent proposed ({proposer}): only a person approves it"
         )));
     }
-    let reason = if approve {
-        None
-    } else {
-        text(input, "reason")?
-    };
+    let reason = if approve { None } else { reason(input)? };
     let decided = if approve {
         d.approve(row, false)?
     } else {
@@ -477,7 +489,7 @@ fn write_proposal(
             ));
         }
     };
-    let line = line(&proposed, by)?;
+    let line = line(&proposed, heading, by)?;
     let path = match text(input, "file")? {
         None => d
             .cfg
@@ -519,12 +531,13 @@ fn write_proposal(
         &line,
     )
     .map_err(|why| Error::Usage(format!("{}: {why}", path.display())))?;
-    // An agent's retry: the same task by the same agent is still open.
+    // The same task by the same agent is already in the file (an agent's retry), open or
+    // ticked, under whatever schedule: it is returned, never copied. A copy would be
+    // numbered after it, and take over its id (a person's approval of it) once a person
+    // deleted the first line, however the person answered the copy.
     let same = |t: &&Task| {
-        !t.done
-            && t.section == task.section
+        t.section == task.section
             && t.proposed_by == task.proposed_by
-            && t.heading == task.heading
             && markdown::parse::same_content(t, &task)
     };
     let parsed = markdown::parse(&source.path, &source.canonical, &source.text);

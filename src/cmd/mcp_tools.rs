@@ -17,7 +17,7 @@ pub fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
         Some(name) if !cfg.mcp.contains_key(name) => {
             let known: Vec<&str> = cfg.mcp.keys().map(String::as_str).collect();
             let mut message = format!("no MCP server \"{name}\" in the config");
-            match crate::mcp::did_you_mean(name, &known) {
+            match crate::text::did_you_mean(name, &known) {
                 Some(near) => message.push_str(&format!(" (did you mean \"{near}\"?)")),
                 None if known.is_empty() => message.push_str(" (it has no [mcp.NAME] table)"),
                 None => message.push_str(&format!(" (servers: {})", known.join(", "))),

@@ -253,6 +253,20 @@ impl Out {
         }
     }
 
+    /// A write failed (or the reader went away): nothing more will be shown.
+    pub fn broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): asked by a command
+    /// that may have nothing to write for a long time (`log -f`).
+    pub fn gone(&mut self) -> bool {
+        if !self.broken && crate::sys::stdout_hung_up() {
+            self.broken = true;
+        }
+        self.broken
+    }
+
     pub fn line(&mut self, text: &str) {
         if self.broken {
             return;

@@ -3,43 +3,46 @@
 //! Invariants:
 //! - Every table denies unknown keys, so a typo is an error, never a silently dropped
 //!   setting; an absent key is `None` and its default is chosen in `load`.
-//! - Values that `load` checks further keep their span (`Spanned`), so that its errors can
-//!   point at the line and column. Types checked here (numbers, strings, enums, durations)
-//!   get theirs from the deserializer's error.
+//! - A value with a rule of its own is a type from `types`, checked as it is read; its
+//!   error gets its line and column from the deserializer. Values that `load` checks further
+//!   (rules that join two keys) keep their span (`Spanned`) for their errors.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::Deserialize;
-use serde::de::{self, Deserializer, Visitor};
 use toml::Spanned;
 
+use super::types::{
+    ApiUrl, ChatId, Concurrency, Days, Failures, Files, History, Hours, Human, Interval, Keep,
+    McpUrl, MessageCap, PathText, SecretVar, ServerName, Size, TaskCap, TokenVar, ToolName, Usd,
+    Zone,
+};
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct File {
-    pub files: Option<Spanned<Vec<String>>>,
-    pub timezone: Option<Spanned<String>>,
-    pub active_hours: Option<Spanned<String>>,
-    pub active_days: Option<Spanned<Vec<Spanned<String>>>>,
+    pub files: Option<Spanned<Files>>,
+    pub timezone: Option<Zone>,
+    pub active_hours: Option<Hours>,
+    pub active_days: Option<Days>,
     pub autonomy: Option<Autonomy>,
     pub plain_tasks: Option<Spanned<PlainTasks>>,
-    pub state_dir: Option<Spanned<String>>,
-    pub audit_log: Option<Spanned<String>>,
+    pub state_dir: Option<Spanned<PathText>>,
+    pub audit_log: Option<Spanned<PathText>>,
     pub approval_ttl: Option<Human>,
-    pub concurrency: Option<Spanned<i64>>,
-    pub max_tasks_per_run: Option<Spanned<i64>>,
+    pub concurrency: Option<Concurrency>,
+    pub max_tasks_per_run: Option<TaskCap>,
     pub stuck_after: Option<Human>,
     #[serde(default)]
-    pub tools: BTreeMap<Spanned<String>, Spanned<ToolFile>>,
+    pub tools: BTreeMap<ToolName, Spanned<ToolFile>>,
     pub telegram: Option<TelegramFile>,
     pub daemon: Option<DaemonFile>,
     pub budget: Option<BudgetFile>,
-    pub max_consecutive_failures: Option<Spanned<i64>>,
+    pub max_consecutive_failures: Option<Failures>,
     #[serde(default)]
-    pub mcp: BTreeMap<Spanned<String>, Spanned<McpFile>>,
+    pub mcp: BTreeMap<ServerName, Spanned<McpFile>>,
     pub mcp_server: Option<McpServerFile>,
     pub retention: Option<RetentionFile>,
 }
@@ -48,10 +51,9 @@ pub struct File {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetentionFile {
-    pub history: Option<Spanned<Human>>,
-    /// A size: `"64MiB"`, `"500KB"`, or a number of bytes.
-    pub audit_max_size: Option<Spanned<toml::Value>>,
-    pub audit_keep: Option<Spanned<i64>>,
+    pub history: Option<History>,
+    pub audit_max_size: Option<Size>,
+    pub audit_keep: Option<Keep>,
 }
 
 /// `[mcp_server]`: what `heartbeat mcp` lets agents do (SPEC §13).
@@ -66,15 +68,15 @@ pub struct McpServerFile {
 #[serde(deny_unknown_fields)]
 pub struct McpFile {
     pub command: Option<Spanned<Vec<String>>>,
-    pub url: Option<Spanned<String>>,
-    pub env: Option<Vec<Spanned<String>>>,
-    pub headers_env: Option<BTreeMap<String, Spanned<String>>>,
-    pub cwd: Option<Spanned<String>>,
+    pub url: Option<McpUrl>,
+    pub env: Option<Vec<Spanned<SecretVar>>>,
+    pub headers_env: Option<BTreeMap<String, Spanned<SecretVar>>>,
+    pub cwd: Option<PathText>,
     pub timeout: Option<Human>,
     pub startup_timeout: Option<Human>,
     pub approval: Option<Approval>,
     pub trust_annotations: Option<bool>,
-    pub cost_usd: Option<Spanned<f64>>,
+    pub cost_usd: Option<Usd>,
     #[serde(default)]
     pub tools: BTreeMap<String, Spanned<McpToolFile>>,
 }
@@ -84,10 +86,10 @@ pub struct McpFile {
 #[serde(deny_unknown_fields)]
 pub struct McpToolFile {
     pub approval: Option<Approval>,
-    pub cost_usd: Option<Spanned<f64>>,
+    pub cost_usd: Option<Usd>,
     pub cooldown: Option<Human>,
     pub timeout: Option<Human>,
-    pub max_consecutive_failures: Option<Spanned<i64>>,
+    pub max_consecutive_failures: Option<Failures>,
 }
 
 /// `[tools.NAME]`.
@@ -99,70 +101,32 @@ pub struct ToolFile {
     pub approval: Option<Approval>,
     pub description: Option<String>,
     pub cooldown: Option<Human>,
-    pub cost_usd: Option<Spanned<f64>>,
-    pub max_consecutive_failures: Option<Spanned<i64>>,
+    pub cost_usd: Option<Usd>,
+    pub max_consecutive_failures: Option<Failures>,
 }
 
 /// `[telegram]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TelegramFile {
-    pub bot_token_env: Option<Spanned<String>>,
-    /// Any value, so that `["me"]` is reported as "not a chat id" with the value.
-    pub chat_ids: Option<Vec<Spanned<toml::Value>>>,
-    pub api_url: Option<Spanned<String>>,
+    pub bot_token_env: Option<TokenVar>,
+    pub chat_ids: Option<Vec<ChatId>>,
+    pub api_url: Option<ApiUrl>,
     pub summary: Option<SummaryMode>,
-    pub quiet_hours: Option<Spanned<String>>,
-    pub max_messages_per_day: Option<Spanned<i64>>,
+    pub quiet_hours: Option<Hours>,
+    pub max_messages_per_day: Option<MessageCap>,
 }
 
 /// `[daemon]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DaemonFile {
-    pub every: Option<Spanned<Human>>,
+    pub every: Option<Interval>,
 }
 
 /// `[budget]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetFile {
-    pub daily_usd: Option<Spanned<f64>>,
-}
-
-/// A humantime duration (`90s`, `10m`, `6h`, `1d`), longer than zero and at most
-/// [`LONGEST`].
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Human(pub Duration);
-
-/// 100 years (humantime's `100y`): longer would be no guardrail, and a time computed from it
-/// (a cooldown's next due time) could pass what RFC 3339 can write.
-const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
-
-impl<'de> Deserialize<'de> for Human {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Human;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Human, E> {
-                // The value as TOML writes it, like every other message about a value.
-                let shown = toml::Value::String(s.to_string()).to_string();
-                let d = humantime::parse_duration(s.trim())
-                    .map_err(|e| E::custom(format!("{shown} is not a duration: {e}")))?;
-                if d.is_zero() {
-                    return Err(E::custom(format!("{shown}: must be longer than zero")));
-                }
-                if d > LONGEST {
-                    return Err(E::custom(format!("{shown}: must be at most 100 years")));
-                }
-                Ok(Human(d))
-            }
-        }
-        d.deserialize_str(V)
-    }
+    pub daily_usd: Option<Usd>,
 }

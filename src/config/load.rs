@@ -1,11 +1,13 @@
-//! Finding the config file (SPEC §3), reading it, and turning it into a validated [`Config`].
+//! Finding the config file, reading it, and turning it into a validated [`Config`].
 //!
 //! Invariants:
-//! - The file is parsed once into a spanned document; serde reads [`File`] from it, and the
-//!   same document turns a serde error's byte span back into the dotted key, the value as
-//!   written and its line and column.
-//! - Every check that serde cannot express (ranges, zones, windows, days, paths, tool names)
-//!   is here, with the key in its message; no value is used before it is checked.
+//! - The file is parsed once into a spanned document that serde reads [`File`] from. Values
+//!   with a rule of their own are checked as they are read (`types`); a serde error is named
+//!   by the dotted key `serde_path_to_error` saw, and its span finds the value as written and
+//!   its line and column in the same document.
+//! - The rules that join two keys (a tool's name and the MCP servers, `plain_tasks` and
+//!   `[tools.agent]`, a built-in tool and `command`) and the paths are here, with the key in
+//!   each message; no value is used before it is checked.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -13,17 +15,17 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use chrono_tz::Tz;
-use serde::Deserialize;
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-use super::file::{File, Human, McpFile, RetentionFile, TelegramFile, ToolFile};
+use super::file::{File, McpFile, RetentionFile, TelegramFile, ToolFile};
+use super::types::Human;
 use super::{
     Approval, BUILTIN_TOOLS, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig,
     McpTransport, PlainTasks, Retention, TelegramConfig, ToolConfig,
 };
 use crate::model::DaySet;
-use crate::schedule::{ActiveHours, Window, parse_day};
+use crate::schedule::{ActiveHours, Window};
 
 /// Find, read and validate the config (SPEC §3), detecting the host's directories and zone.
 pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
@@ -132,8 +134,20 @@ impl Source {
             key: None,
             message: e.to_string().trim_end().to_string(),
         })?;
-        File::deserialize(toml::de::Deserializer::from(doc.clone()))
-            .map_err(|e| self.translate(&e, doc.get_ref()))
+        serde_path_to_error::deserialize(toml::de::Deserializer::from(doc.clone()))
+            .map_err(|e| self.translate(e.inner(), &key_path(e.path()), doc.get_ref()))
+    }
+
+    /// Where `[table.key]` names its key, for an error about a name that serde read well.
+    fn key_span(&self, table: &str, key: &str) -> Option<Range<usize>> {
+        let doc = DeTable::parse(&self.text).ok()?;
+        let (_, value) = doc.get_ref().iter().find(|(k, _)| k.get_ref() == table)?;
+        let DeValue::Table(keys) = value.get_ref() else {
+            return None;
+        };
+        keys.iter()
+            .find(|(k, _)| k.get_ref() == key)
+            .map(|(k, _)| k.span())
     }
 
     fn err(&self, key: &str, span: Option<Range<usize>>, message: &str) -> ConfigError {
@@ -179,72 +193,37 @@ impl Source {
         opts: &LoadOptions,
         host: &Host,
     ) -> Result<Config, ConfigError> {
-        if let Some(files) = &raw.files
-            && files.get_ref().is_empty()
-        {
-            return Err(self.bad("files", files.span(), "lists no files"));
-        }
-        let window = match &raw.active_hours {
-            Some(s) => {
-                Window::parse(s.get_ref()).map_err(|e| self.bad("active_hours", s.span(), &e))?
-            }
-            None => Window::ALWAYS,
-        };
-        let days = match &raw.active_days {
-            Some(list) => self.days(list)?,
-            None => DaySet::ALL,
-        };
+        let window = raw.active_hours.map_or(Window::ALWAYS, |h| h.0);
+        let days = raw.active_days.map_or(DaySet::ALL, |d| d.0);
         let state_dir = match &raw.state_dir {
-            Some(s) if s.get_ref().is_empty() => {
-                return Err(self.bad("state_dir", s.span(), "is empty"));
-            }
             Some(s) => Some(
-                expand_path(s.get_ref(), base, opts.env)
+                expand_path(&s.get_ref().0, base, opts.env)
                     .map_err(|e| self.bad("state_dir", s.span(), &e))?,
             ),
             None => None,
         };
-        if let Some(s) = &raw.audit_log
-            && s.get_ref().is_empty()
-        {
-            return Err(self.bad("audit_log", s.span(), "is empty"));
-        }
-        let concurrency = match &raw.concurrency {
-            Some(n) if !(1..=64).contains(n.get_ref()) => {
-                return Err(self.bad("concurrency", n.span(), "must be between 1 and 64"));
-            }
-            Some(n) => *n.get_ref() as usize,
-            None => 1,
-        };
-        let max_tasks_per_run = match &raw.max_tasks_per_run {
-            Some(n) => usize::try_from(*n.get_ref()).map_err(|_| {
-                self.bad("max_tasks_per_run", n.span(), "must be 0 (no cap) or more")
-            })?,
-            None => 50,
-        };
-        let max_consecutive_failures = match &raw.max_consecutive_failures {
-            Some(n) => self.count("max_consecutive_failures", n, "")?,
-            None => 3,
-        };
+        let concurrency = raw.concurrency.map_or(1, |n| n.0);
+        let max_tasks_per_run = raw.max_tasks_per_run.map_or(50, |n| n.0);
+        let max_consecutive_failures = raw.max_consecutive_failures.map_or(3, |n| n.0);
         let mut tools = BTreeMap::new();
         for (name, tool) in &raw.tools {
-            tools.insert(name.get_ref().clone(), self.tool(name, tool)?);
+            tools.insert(name.0.clone(), self.tool(&name.0, tool)?);
         }
         let mut mcp = BTreeMap::new();
         for (name, server) in &raw.mcp {
-            mcp.insert(name.get_ref().clone(), self.mcp(name, server, base)?);
+            mcp.insert(name.0.clone(), self.mcp(&name.0, server, base)?);
         }
         for name in raw.tools.keys() {
-            if let Some((server, _)) = name.get_ref().split_once('.')
+            if let Some((server, _)) = name.0.split_once('.')
                 && mcp.contains_key(server)
             {
                 return Err(self.err(
                     "tools",
-                    Some(name.span()),
+                    self.key_span("tools", &name.0),
                     &format!(
                         "{:?}: @{server}.… names a tool of the MCP server [mcp.{server}]; \
                          give your tool a name that does not start with \"{server}.\"",
-                        name.get_ref()
+                        name.0
                     ),
                 ));
             }
@@ -253,24 +232,19 @@ impl Source {
             Some(t) => Some(self.telegram(t)?),
             None => None,
         };
-        let daemon = match raw.daemon.as_ref().and_then(|d| d.every.as_ref()) {
-            Some(every) => {
-                let every_value = every.get_ref().0;
-                if let Err(why) = crate::schedule::check_tick_interval(every_value) {
-                    return Err(self.bad("daemon.every", every.span(), &why));
-                }
-                DaemonConfig { every: every_value }
-            }
+        let daemon = match raw.daemon.as_ref().and_then(|d| d.every) {
+            Some(every) => DaemonConfig { every: every.0 },
             None => DaemonConfig::default(),
         };
         let retention = match &raw.retention {
             Some(r) => self.retention(r)?,
             None => Retention::default(),
         };
-        let daily_usd = match raw.budget.as_ref().and_then(|b| b.daily_usd.as_ref()) {
-            Some(usd) => self.money("budget.daily_usd", usd)?,
-            None => 0.0,
-        };
+        let daily_usd = raw
+            .budget
+            .as_ref()
+            .and_then(|b| b.daily_usd)
+            .map_or(0.0, |usd| usd.0);
         let plain_tasks = raw
             .plain_tasks
             .as_ref()
@@ -288,14 +262,8 @@ impl Source {
             ));
         }
 
-        let tz = match &raw.timezone {
-            Some(name) => name.get_ref().parse::<Tz>().map_err(|_| {
-                self.bad(
-                    "timezone",
-                    name.span(),
-                    "not a known IANA time zone name (such as \"Europe/Berlin\")",
-                )
-            })?,
+        let tz = match raw.timezone {
+            Some(zone) => zone.0,
             None => default_tz(opts.env, host)?,
         };
 
@@ -306,7 +274,7 @@ impl Source {
                 None => "files".to_string(),
             };
             let (list, span) = match &raw.files {
-                Some(f) => (f.get_ref().clone(), Some(f.span())),
+                Some(f) => (f.get_ref().0.clone(), Some(f.span())),
                 None => (vec!["HEARTBEAT.md".to_string()], None),
             };
             expand_files(&list, base, opts.env, &label, &mut warnings)
@@ -342,7 +310,7 @@ impl Source {
             (None, None) => default_state_dir(opts.env, host)?,
         };
         let (audit_log, audit_span) = match &raw.audit_log {
-            Some(s) => (s.get_ref().as_str(), Some(s.span())),
+            Some(s) => (s.get_ref().0.as_str(), Some(s.span())),
             None => ("audit.jsonl", None),
         };
         let audit_log = expand_path(audit_log, &state_dir, opts.env).map_err(|e| {
@@ -396,46 +364,9 @@ impl Source {
         })
     }
 
-    fn days(&self, list: &Spanned<Vec<Spanned<String>>>) -> Result<DaySet, ConfigError> {
-        if list.get_ref().is_empty() {
-            return Err(self.bad(
-                "active_days",
-                list.span(),
-                "lists no days; leave the key out for every day",
-            ));
-        }
-        let mut days = DaySet::EMPTY;
-        for name in list.get_ref() {
-            let day = parse_day(name.get_ref()).ok_or_else(|| {
-                self.bad(
-                    "active_days",
-                    name.span(),
-                    "not a day (expected mon … sun or monday … sunday)",
-                )
-            })?;
-            days = days.with(day);
-        }
-        Ok(days)
-    }
-
-    fn tool(
-        &self,
-        name: &Spanned<String>,
-        tool: &Spanned<ToolFile>,
-    ) -> Result<ToolConfig, ConfigError> {
-        let name_str = name.get_ref();
-        if !valid_tool_name(name_str) {
-            return Err(self.err(
-                "tools",
-                Some(name.span()),
-                &format!(
-                    "{name_str:?} is not a valid tool name (a letter or _, then letters, digits, \
-                     _, . or -)"
-                ),
-            ));
-        }
+    fn tool(&self, name_str: &str, tool: &Spanned<ToolFile>) -> Result<ToolConfig, ConfigError> {
         let prefix = format!("tools.{name_str}");
-        let builtin = BUILTIN_TOOLS.contains(&name_str.as_str());
+        let builtin = BUILTIN_TOOLS.contains(&name_str);
         let raw = tool.get_ref();
         let command = match &raw.command {
             Some(c) if builtin => {
@@ -474,64 +405,19 @@ impl Source {
             approval: raw.approval,
             description: raw.description.clone(),
             cooldown: raw.cooldown.map(|h| h.0),
-            cost_usd: match &raw.cost_usd {
-                Some(usd) => Some(self.money(&format!("{prefix}.cost_usd"), usd)?),
-                None => None,
-            },
-            max_consecutive_failures: match &raw.max_consecutive_failures {
-                Some(n) => {
-                    Some(self.count(&format!("{prefix}.max_consecutive_failures"), n, "")?)
-                }
-                None => None,
-            },
+            cost_usd: raw.cost_usd.map(|usd| usd.0),
+            max_consecutive_failures: raw.max_consecutive_failures.map(|n| n.0),
         })
     }
 
     fn mcp(
         &self,
-        name: &Spanned<String>,
+        name_str: &str,
         server: &Spanned<McpFile>,
         base: &Path,
     ) -> Result<McpServerConfig, ConfigError> {
-        let name_str = name.get_ref();
-        let valid = name_str
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && name_str
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if !valid {
-            return Err(self.err(
-                "mcp",
-                Some(name.span()),
-                &format!(
-                    "{name_str:?} is not a valid server name (a letter or _, then letters, \
-                     digits, _ or -)"
-                ),
-            ));
-        }
-        if BUILTIN_TOOLS.contains(&name_str.as_str()) {
-            return Err(self.err(
-                "mcp",
-                Some(name.span()),
-                &format!("{name_str:?} is a built-in tool's name; give the server another name"),
-            ));
-        }
         let prefix = format!("mcp.{name_str}");
         let raw = server.get_ref();
-        let variable = |key: &str, v: &Spanned<String>| -> Result<String, ConfigError> {
-            if env_name(v.get_ref()) {
-                Ok(v.get_ref().clone())
-            } else {
-                Err(self.bad(
-                    key,
-                    v.span(),
-                    "not an environment variable name (secrets stay in the environment: name \
-                     the variable that holds them)",
-                ))
-            }
-        };
         let transport = match (&raw.command, &raw.url) {
             (Some(c), None) => {
                 if c.get_ref().first().is_none_or(|p| p.is_empty()) {
@@ -550,24 +436,13 @@ impl Source {
                 }
                 McpTransport::Stdio(c.get_ref().clone())
             }
-            (None, Some(u)) => {
-                let url = u.get_ref();
-                if !(url.starts_with("https://") || url.starts_with("http://")) {
-                    return Err(self.bad(
-                        &format!("{prefix}.url"),
-                        u.span(),
-                        "must be an http:// or https:// URL",
-                    ));
-                }
+            (None, Some(url)) => {
                 let mut headers_env = Vec::new();
                 for (header, var) in raw.headers_env.iter().flatten() {
-                    headers_env.push((
-                        header.clone(),
-                        variable(&format!("{prefix}.headers_env"), var)?,
-                    ));
+                    headers_env.push((header.clone(), var.get_ref().0.clone()));
                 }
                 McpTransport::Http {
-                    url: url.clone(),
+                    url: url.0.clone(),
                     headers_env,
                 }
             }
@@ -587,20 +462,15 @@ impl Source {
                 ));
             }
         };
-        let mut env = Vec::new();
-        for v in raw.env.iter().flatten() {
-            env.push(variable(&format!("{prefix}.env"), v)?);
-        }
-        let cwd = match &raw.cwd {
-            Some(c) if c.get_ref().is_empty() => {
-                return Err(self.bad(&format!("{prefix}.cwd"), c.span(), "is empty"));
-            }
-            Some(c) => Some(normalize(&base.join(c.get_ref()))),
-            None => None,
-        };
+        let env = raw
+            .env
+            .iter()
+            .flatten()
+            .map(|v| v.get_ref().0.clone())
+            .collect();
+        let cwd = raw.cwd.as_ref().map(|c| normalize(&base.join(&c.0)));
         let mut tools = BTreeMap::new();
         for (tool, t) in &raw.tools {
-            let key = format!("{prefix}.tools.{tool}");
             let t = t.get_ref();
             tools.insert(
                 tool.clone(),
@@ -610,16 +480,8 @@ impl Source {
                     timeout: t.timeout.map(|h| h.0),
                     approval: t.approval,
                     cooldown: t.cooldown.map(|h| h.0),
-                    cost_usd: match &t.cost_usd {
-                        Some(usd) => Some(self.money(&format!("{key}.cost_usd"), usd)?),
-                        None => None,
-                    },
-                    max_consecutive_failures: match &t.max_consecutive_failures {
-                        Some(n) => {
-                            Some(self.count(&format!("{key}.max_consecutive_failures"), n, "")?)
-                        }
-                        None => None,
-                    },
+                    cost_usd: t.cost_usd.map(|usd| usd.0),
+                    max_consecutive_failures: t.max_consecutive_failures.map(|n| n.0),
                 },
             );
         }
@@ -631,48 +493,21 @@ impl Source {
             startup_timeout: raw.startup_timeout.map_or(Duration::from_secs(30), |h| h.0),
             approval: raw.approval.unwrap_or(Approval::Ask),
             trust_annotations: raw.trust_annotations.unwrap_or(false),
-            cost_usd: match &raw.cost_usd {
-                Some(usd) => Some(self.money(&format!("{prefix}.cost_usd"), usd)?),
-                None => None,
-            },
+            cost_usd: raw.cost_usd.map(|usd| usd.0),
             tools,
         })
     }
 
     fn retention(&self, raw: &RetentionFile) -> Result<Retention, ConfigError> {
         let mut r = Retention::default();
-        if let Some(h) = &raw.history {
-            // Less than a day would prune what today's budget and daily cap count.
-            if h.get_ref().0 < Duration::from_secs(86400) {
-                return Err(self.bad(
-                    "retention.history",
-                    h.span(),
-                    "must be at least 1d (the budget and the daily message cap count a day)",
-                ));
-            }
-            r.history = h.get_ref().0;
+        if let Some(h) = raw.history {
+            r.history = h.0;
         }
-        if let Some(size) = &raw.audit_max_size {
-            r.audit_max_size = parse_size(size.get_ref()).ok_or_else(|| {
-                self.bad(
-                    "retention.audit_max_size",
-                    size.span(),
-                    "not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of \
-                     bytes)",
-                )
-            })?;
+        if let Some(size) = raw.audit_max_size {
+            r.audit_max_size = size.0;
         }
-        if let Some(keep) = &raw.audit_keep {
-            r.audit_keep = match usize::try_from(*keep.get_ref()) {
-                Ok(k) if (1..=1000).contains(&k) => k,
-                _ => {
-                    return Err(self.bad(
-                        "retention.audit_keep",
-                        keep.span(),
-                        "must be between 1 and 1000",
-                    ));
-                }
-            };
+        if let Some(keep) = raw.audit_keep {
+            r.audit_keep = keep.0;
         }
         Ok(r)
     }
@@ -680,91 +515,32 @@ impl Source {
     fn telegram(&self, raw: &TelegramFile) -> Result<TelegramConfig, ConfigError> {
         let mut t = TelegramConfig::default();
         if let Some(name) = &raw.bot_token_env {
-            if !env_name(name.get_ref()) {
-                return Err(self.bad(
-                    "telegram.bot_token_env",
-                    name.span(),
-                    "not an environment variable name (the token itself never goes in the \
-                     config: put it in that variable)",
-                ));
-            }
-            t.bot_token_env = name.get_ref().clone();
+            t.bot_token_env = name.0.clone();
         }
         if let Some(ids) = &raw.chat_ids {
-            t.chat_ids = Vec::with_capacity(ids.len());
-            for (i, item) in ids.iter().enumerate() {
-                match item.get_ref().as_integer() {
-                    Some(id) if id != 0 => t.chat_ids.push(id),
-                    _ => {
-                        return Err(self.bad(
-                            &format!("telegram.chat_ids[{i}]"),
-                            item.span(),
-                            "not a chat id (a non-zero integer; `heartbeat telegram-chats` lists \
-                             them)",
-                        ));
-                    }
-                }
-            }
+            t.chat_ids = ids.iter().map(|id| id.0).collect();
         }
         if let Some(url) = &raw.api_url {
-            let trimmed = url.get_ref().trim_end_matches('/');
-            let rest = trimmed
-                .strip_prefix("https://")
-                .or_else(|| trimmed.strip_prefix("http://"));
-            if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
-                return Err(self.bad(
-                    "telegram.api_url",
-                    url.span(),
-                    "not an http:// or https:// URL",
-                ));
-            }
-            t.api_url = trimmed.to_string();
+            t.api_url = url.0.clone();
         }
         if let Some(summary) = raw.summary {
             t.summary = summary;
         }
-        if let Some(hours) = &raw.quiet_hours {
-            let w = Window::parse(hours.get_ref())
-                .map_err(|e| self.bad("telegram.quiet_hours", hours.span(), &e))?;
-            t.quiet_hours = Some(w);
-        }
-        if let Some(n) = &raw.max_messages_per_day {
-            t.max_messages_per_day =
-                self.count("telegram.max_messages_per_day", n, " (no limit)")?;
+        t.quiet_hours = raw.quiet_hours.map(|h| h.0);
+        if let Some(n) = raw.max_messages_per_day {
+            t.max_messages_per_day = n.0;
         }
         Ok(t)
     }
 
-    /// A non-negative amount of money (an integer or a float in the file).
-    fn money(&self, key: &str, usd: &Spanned<f64>) -> Result<f64, ConfigError> {
-        let n = *usd.get_ref();
-        if !n.is_finite() || n < 0.0 {
-            return Err(self.bad(key, usd.span(), "must be 0 or more"));
-        }
-        Ok(n)
-    }
-
-    /// A count from 0 to `u32::MAX`; `zero` says what 0 means, if anything.
-    fn count(&self, key: &str, n: &Spanned<i64>, zero: &str) -> Result<u32, ConfigError> {
-        let value = *n.get_ref();
-        u32::try_from(value).map_err(|_| {
-            let why = if value < 0 {
-                format!("must be 0{zero} or more")
-            } else {
-                format!("must be at most {}", u32::MAX)
-            };
-            self.bad(key, n.span(), &why)
-        })
-    }
-
     /// A serde error in our words: the dotted key, the value as written, what was expected,
     /// and for an unknown key the nearest known one.
-    fn translate(&self, e: &toml::de::Error, doc: &DeTable) -> ConfigError {
+    fn translate(&self, e: &toml::de::Error, path: &[Seg], doc: &DeTable) -> ConfigError {
         let span = e.span();
-        let hit = span.as_ref().and_then(|s| locate(doc, s));
-        let (path, value) = match &hit {
-            Some(h) => (h.path.as_slice(), h.value),
-            None => (&[][..], None),
+        let pointed = span.as_ref().and_then(|s| locate(doc, s));
+        let value = match pointed {
+            Some(At::Value(v)) => Some(v),
+            _ => None,
         };
         let message = e.message();
         let at = span.as_ref().map(|s| self.line_column(s.start));
@@ -789,7 +565,7 @@ impl Source {
                 _ => path,
             };
             let mut text = format!("unknown key {field:?}");
-            if let Some(near) = closest(field, &known) {
+            if let Some(near) = crate::text::did_you_mean(field, &known) {
                 text.push_str(&format!(" (did you mean {near:?}?)"));
             } else if let Some(home) = home_of(field) {
                 text.push_str(&match home {
@@ -802,10 +578,10 @@ impl Source {
             return error(dotted(table), text);
         }
         if let Some(rest) = message.strip_prefix("unknown variant `") {
-            // serde reads an enum from a table as `{ variant = … }` and points at its key.
+            // serde reads an enum from a table as `{ variant = … }` and points at its key;
+            // the path ends at the enum's own key.
             let Some(v) = value else {
-                let table = &path[..path.len().saturating_sub(1)];
-                return error(dotted(table), "expected a string, found a table".into());
+                return error(dotted(path), "expected a string, found a table".into());
             };
             let names: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
             return error(
@@ -846,12 +622,27 @@ impl Source {
                 format!("expected a string, found {}", shown(v)),
             );
         }
-        error(dotted(path), message.to_string())
+        // A value's own rule (a type of `types`) said no: an error about a key names the table
+        // it is in, and one about an item of a list or table of names names that key.
+        let named_by_list = |list: &[Seg]| match list.last() {
+            Some(Seg::Key(k)) => NAMED_BY_LIST.contains(&k.as_str()),
+            _ => false,
+        };
+        let key = match (&pointed, path.split_last()) {
+            (Some(At::Key), Some((_, table))) => table,
+            (Some(At::Value(_)), Some((_, list))) if named_by_list(list) => list,
+            _ => path,
+        };
+        error(dotted(key), message.to_string())
     }
 }
 
+/// Lists and tables whose items an error names by the list's key, not the item's place:
+/// `active_days: "funday": …`, `mcp.gh.env: "1BAD": …` (where `telegram.chat_ids[1]` names
+/// the place).
+const NAMED_BY_LIST: &[&str] = &["active_days", "env", "headers_env"];
+
 /// One step of a dotted key: `tools`, `backup`, `[1]`.
-#[derive(Clone)]
 enum Seg {
     Key(String),
     Index(usize),
@@ -872,48 +663,50 @@ fn dotted(path: &[Seg]) -> String {
     s
 }
 
-/// What a serde error's span points at: the innermost key or value that holds it.
-struct Hit<'d> {
-    path: Vec<Seg>,
-    value: Option<&'d Spanned<DeValue<'d>>>,
+/// The dotted key serde was reading, as `serde_path_to_error` saw it: `tools.backup.timeout`,
+/// `files[1]`. The fields through which `Spanned` reads a value are not keys of the file.
+fn key_path(path: &serde_path_to_error::Path) -> Vec<Seg> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .filter_map(|segment| match segment {
+            Segment::Seq { index } => Some(Seg::Index(*index)),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                (!key.starts_with("$__serde_spanned_private")).then(|| Seg::Key(key.clone()))
+            }
+            Segment::Unknown => None,
+        })
+        .collect()
 }
 
-type Best<'d> = Option<(usize, Hit<'d>)>;
+/// What a serde error's span points at: a key, or a value.
+enum At<'d> {
+    Key,
+    Value(&'d Spanned<DeValue<'d>>),
+}
 
-fn locate<'d>(doc: &'d DeTable<'d>, span: &Range<usize>) -> Option<Hit<'d>> {
+type Best<'d> = Option<(usize, At<'d>)>;
+
+/// The innermost key or value that holds `span`.
+fn locate<'d>(doc: &'d DeTable<'d>, span: &Range<usize>) -> Option<At<'d>> {
     let mut best = None;
-    walk_table(doc, &mut Vec::new(), span, &mut best);
-    best.map(|(_, hit)| hit)
+    walk_table(doc, span, &mut best);
+    best.map(|(_, at)| at)
 }
 
-fn walk_table<'d>(
-    table: &'d DeTable<'d>,
-    path: &mut Vec<Seg>,
-    span: &Range<usize>,
-    best: &mut Best<'d>,
-) {
+fn walk_table<'d>(table: &'d DeTable<'d>, span: &Range<usize>, best: &mut Best<'d>) {
     for (k, v) in table {
-        path.push(Seg::Key(k.get_ref().to_string()));
-        consider(k.span(), span, path, None, best);
-        walk_value(v, path, span, best);
-        path.pop();
+        consider(k.span(), span, At::Key, best);
+        walk_value(v, span, best);
     }
 }
 
-fn walk_value<'d>(
-    value: &'d Spanned<DeValue<'d>>,
-    path: &mut Vec<Seg>,
-    span: &Range<usize>,
-    best: &mut Best<'d>,
-) {
-    consider(value.span(), span, path, Some(value), best);
+fn walk_value<'d>(value: &'d Spanned<DeValue<'d>>, span: &Range<usize>, best: &mut Best<'d>) {
+    consider(value.span(), span, At::Value(value), best);
     match value.get_ref() {
-        DeValue::Table(table) => walk_table(table, path, span, best),
+        DeValue::Table(table) => walk_table(table, span, best),
         DeValue::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                path.push(Seg::Index(i));
-                walk_value(item, path, span, best);
-                path.pop();
+            for item in items {
+                walk_value(item, span, best);
             }
         }
         _ => {}
@@ -921,20 +714,10 @@ fn walk_value<'d>(
 }
 
 /// Keep the narrowest range that holds the error's span.
-fn consider<'d>(
-    range: Range<usize>,
-    span: &Range<usize>,
-    path: &[Seg],
-    value: Option<&'d Spanned<DeValue<'d>>>,
-    best: &mut Best<'d>,
-) {
+fn consider<'d>(range: Range<usize>, span: &Range<usize>, at: At<'d>, best: &mut Best<'d>) {
     let holds = range.start <= span.start && span.end <= range.end;
     if holds && best.as_ref().is_none_or(|(width, _)| range.len() < *width) {
-        let hit = Hit {
-            path: path.to_vec(),
-            value,
-        };
-        *best = Some((range.len(), hit));
+        *best = Some((range.len(), at));
     }
 }
 
@@ -962,43 +745,6 @@ fn one_of(names: &[&str]) -> String {
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
         None => String::new(),
     }
-}
-
-/// A size in bytes: an integer, or a string like `64MiB`, `500 KB`, `1GiB`; at least 1 KiB.
-fn parse_size(value: &toml::Value) -> Option<u64> {
-    let bytes = match value {
-        toml::Value::Integer(n) => u64::try_from(*n).ok()?,
-        toml::Value::String(s) => {
-            let s = s.trim();
-            let split = s
-                .find(|c: char| !c.is_ascii_digit() && c != '.')
-                .unwrap_or(s.len());
-            let (number, unit) = s.split_at(split);
-            let number: f64 = number.parse().ok()?;
-            let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-                "" | "b" => 1,
-                "kb" => 1000,
-                "kib" | "k" => 1024,
-                "mb" => 1000 * 1000,
-                "mib" | "m" => 1024 * 1024,
-                "gb" => 1000 * 1000 * 1000,
-                "gib" | "g" => 1024 * 1024 * 1024,
-                _ => return None,
-            };
-            let bytes = number * factor as f64;
-            (bytes.is_finite() && bytes < u64::MAX as f64).then_some(bytes as u64)?
-        }
-        _ => return None,
-    };
-    (bytes >= 1024).then_some(bytes)
-}
-
-/// An environment variable's name: a letter or `_`, then letters, digits or `_`.
-fn env_name(name: &str) -> bool {
-    name.chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// The tables whose keys have one place ("" is the top level), for an unknown key written
@@ -1045,16 +791,6 @@ fn home_of(key: &str) -> Option<&'static str> {
         .iter()
         .find(|(_, keys)| keys.contains(&key))
         .map(|(home, _)| *home)
-}
-
-/// The known key nearest to a misspelt one, if it is near enough to be a typo.
-fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|k| (strsim::levenshtein(key, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
-        .min()
-        .map(|(_, k)| k)
 }
 
 /// Facts about the machine that `load` would otherwise read from the system: the platform
@@ -1352,31 +1088,4 @@ fn through_dir_symlink(prefix: &Path, path: &Path) -> bool {
         dir = d.parent();
     }
     false
-}
-
-fn valid_tool_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-}
-
-#[cfg(test)]
-mod size_tests {
-    use super::parse_size;
-
-    #[test]
-    fn sizes_read_as_people_write_them() {
-        let s = |v: &str| parse_size(&toml::Value::String(v.into()));
-        assert_eq!(s("64MiB"), Some(64 * 1024 * 1024));
-        assert_eq!(s("500 KB"), Some(500_000));
-        assert_eq!(s("1.5GiB"), Some(1_610_612_736));
-        assert_eq!(s("2048"), Some(2048));
-        assert_eq!(parse_size(&toml::Value::Integer(4096)), Some(4096));
-        for bad in ["", "MiB", "12 parsecs", "-5MiB", "100"] {
-            assert_eq!(s(bad), None, "{bad}");
-        }
-        assert_eq!(parse_size(&toml::Value::Integer(-1)), None);
-    }
 }

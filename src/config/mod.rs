@@ -9,14 +9,16 @@
 //! - The process environment and the host's directories are injected (`LoadOptions::env`,
 //!   [`Host`]), so tests never depend on the machine they run on.
 //!
-//! `file` mirrors the TOML as written (serde, `deny_unknown_fields`); `load` finds the file,
-//! reads it and turns it into a `Config`.
+//! `file` mirrors the TOML as written (serde, `deny_unknown_fields`) in the value types of
+//! `types`, each checked as it is read; `load` finds the file, reads it, applies the rules
+//! that join two keys and turns it into a `Config`.
 
 mod file;
 mod load;
 mod shell;
 #[cfg(test)]
 mod tests;
+mod types;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

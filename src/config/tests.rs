@@ -1108,3 +1108,287 @@ fn every_key_has_the_home_the_hints_name() {
         }
     }
 }
+
+/// Every message the loader writes about a value in the file, whole and with its line and
+/// column, so that no change to how the file is read changes a word of what the user sees.
+#[test]
+fn every_config_message_is_pinned() {
+    let w = World::new();
+    let f = w.toml_path();
+    for (text, want) in PINNED {
+        let err = w.load_toml(text).unwrap_err().to_string();
+        assert_eq!(err, format!("{f}{want}"), "{text}");
+    }
+}
+
+/// (the file, the message after the file's path).
+const PINNED: &[(&str, &str)] = &[
+    (
+        "active_hours = \"8am-22:00\"",
+        ":1:16: active_hours: \"8am-22:00\": \"8am\" is not a time (expected HH:MM)",
+    ),
+    (
+        "active_hours = 8",
+        ":1:16: active_hours: expected a string, found integer 8",
+    ),
+    (
+        "timezone = \"Mars/Olympus\"",
+        ":1:12: timezone: \"Mars/Olympus\": not a known IANA time zone name (such as \"Europe/Berlin\")",
+    ),
+    (
+        "timezone = 1",
+        ":1:12: timezone: expected a string, found integer 1",
+    ),
+    (
+        "active_days = [\"mon\", \"funday\"]",
+        ":1:23: active_days: \"funday\": not a day (expected mon … sun or monday … sunday)",
+    ),
+    (
+        "active_days = []",
+        ":1:15: active_days: []: lists no days; leave the key out for every day",
+    ),
+    (
+        "active_days = [\"mon\", 2]",
+        ":1:23: active_days[1]: expected a string, found integer 2",
+    ),
+    ("files = []", ":1:9: files: []: lists no files"),
+    ("state_dir = \"\"", ":1:13: state_dir: \"\": is empty"),
+    ("audit_log = \"\"", ":1:13: audit_log: \"\": is empty"),
+    (
+        "concurrency = 65",
+        ":1:15: concurrency: 65: must be between 1 and 64",
+    ),
+    (
+        "max_tasks_per_run = -1",
+        ":1:21: max_tasks_per_run: -1: must be 0 (no cap) or more",
+    ),
+    (
+        "max_consecutive_failures = -1",
+        ":1:28: max_consecutive_failures: -1: must be 0 or more",
+    ),
+    (
+        "max_consecutive_failures = 99999999999",
+        ":1:28: max_consecutive_failures: 99999999999: must be at most 4294967295",
+    ),
+    (
+        "approval_ttl = \"0s\"",
+        ":1:16: approval_ttl: \"0s\": must be longer than zero",
+    ),
+    (
+        "approval_ttl = \"101y\"",
+        ":1:16: approval_ttl: \"101y\": must be at most 100 years",
+    ),
+    (
+        "stuck_after = \"soon\"",
+        ":1:15: stuck_after: \"soon\" is not a duration: expected number at 0",
+    ),
+    (
+        "plain_tasks = \"agent\"",
+        ":1:15: plain_tasks: \"agent\" needs a [tools.agent] table with a command",
+    ),
+    (
+        "plain_tasks = 1",
+        ":1:15: plain_tasks: expected a string, found integer 1",
+    ),
+    (
+        "autonomy = \"yolo\"",
+        ":1:12: autonomy: \"yolo\": expected observe, cautious or full",
+    ),
+    (
+        "autonomy = { full = 1 }",
+        ":1:21: autonomy.full: expected table, found integer",
+    ),
+    (
+        "[budget]\ndaily_usd = -1",
+        ":2:13: budget.daily_usd: -1: must be 0 or more",
+    ),
+    (
+        "[budget]\ndaily_usd = nan",
+        ":2:13: budget.daily_usd: nan: must be 0 or more",
+    ),
+    (
+        "[daemon]\nevery = \"500ms\"",
+        ":2:9: daemon.every: \"500ms\": must be at least 1s",
+    ),
+    (
+        "[daemon]\nevery = \"367d\"",
+        ":2:9: daemon.every: \"367d\": must be at most 366d",
+    ),
+    (
+        "[tools.\"my tool\"]\ncommand = [\"x\"]",
+        ":1:8: tools: \"my tool\" is not a valid tool name (a letter or _, then letters, digits, _, . or -)",
+    ),
+    (
+        "[tools.shell]\ncommand = [\"bash\"]",
+        ":2:11: tools.shell.command: shell is a built-in tool; give your tool another name",
+    ),
+    (
+        "[tools.backup]\ncommand = []",
+        ":2:11: tools.backup.command: []: must start with a program to run",
+    ),
+    (
+        "[tools.backup]\ntimeout = \"5m\"",
+        ":1:1: tools.backup: missing key \"command\" (a tool of your own needs command = [\"program\", \"arg\", …])",
+    ),
+    (
+        "[tools.backup]\ncommand = [\"x\"]\ncost_usd = -1",
+        ":3:12: tools.backup.cost_usd: -1: must be 0 or more",
+    ),
+    (
+        "[tools.backup]\ncommand = [\"x\"]\nmax_consecutive_failures = -2",
+        ":3:28: tools.backup.max_consecutive_failures: -2: must be 0 or more",
+    ),
+    (
+        "[tools.\"gh.x\"]\ncommand = [\"x\"]\n[mcp.gh]\ncommand = [\"gh-mcp\"]",
+        ":1:8: tools: \"gh.x\": @gh.… names a tool of the MCP server [mcp.gh]; give your tool a name that does not start with \"gh.\"",
+    ),
+    (
+        "[mcp.\"my server\"]\ncommand = [\"x\"]",
+        ":1:6: mcp: \"my server\" is not a valid server name (a letter or _, then letters, digits, _ or -)",
+    ),
+    (
+        "[mcp.http]\ncommand = [\"x\"]",
+        ":1:6: mcp: \"http\" is a built-in tool's name; give the server another name",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"\"]",
+        ":2:11: mcp.gh.command: [\"\"]: must start with a program to run",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\nheaders_env = { A = \"B\" }",
+        ":1:1: mcp.gh.headers_env: only a server with a url takes headers",
+    ),
+    (
+        "[mcp.gh]\nurl = \"ftp://x\"",
+        ":2:7: mcp.gh.url: \"ftp://x\": must be an http:// or https:// URL",
+    ),
+    (
+        "[mcp.gh]\nurl = \"https://x\"\nheaders_env = { Authorization = \"my token\" }",
+        ":3:33: mcp.gh.headers_env: \"my token\": not an environment variable name (secrets stay in the environment: name the variable that holds them)",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\nurl = \"https://x\"",
+        ":2:11: mcp.gh: has both command and url: a server is started (command) or reached (url)",
+    ),
+    (
+        "[mcp.gh]\ntimeout = \"5m\"",
+        ":1:1: mcp.gh: missing key \"command\" (a server started as a process: command = [\"program\", \"arg\", …]) or \"url\" (a remote server)",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\nenv = [\"OK\", \"1BAD\"]",
+        ":3:14: mcp.gh.env: \"1BAD\": not an environment variable name (secrets stay in the environment: name the variable that holds them)",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\ncwd = \"\"",
+        ":3:7: mcp.gh.cwd: \"\": is empty",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\ncost_usd = -1",
+        ":3:12: mcp.gh.cost_usd: -1: must be 0 or more",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\n[mcp.gh.tools.t]\ncost_usd = -1",
+        ":4:12: mcp.gh.tools.t.cost_usd: -1: must be 0 or more",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\n[mcp.gh.tools.t]\nmax_consecutive_failures = -1",
+        ":4:28: mcp.gh.tools.t.max_consecutive_failures: -1: must be 0 or more",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\n[mcp.gh.tools.t]\ncooldown = \"0s\"",
+        ":4:12: mcp.gh.tools.t.cooldown: \"0s\": must be longer than zero",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\n[mcp.gh.tools.t]\napprove = \"auto\"",
+        ":4:1: mcp.gh.tools.t: unknown key \"approve\" (did you mean \"approval\"?)",
+    ),
+    (
+        "[retention]\nhistory = \"23h\"",
+        ":2:11: retention.history: \"23h\": must be at least 1d (the budget and the daily message cap count a day)",
+    ),
+    (
+        "[retention]\naudit_max_size = \"100\"",
+        ":2:18: retention.audit_max_size: \"100\": not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of bytes)",
+    ),
+    (
+        "[retention]\naudit_max_size = \"12 parsecs\"",
+        ":2:18: retention.audit_max_size: \"12 parsecs\": not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of bytes)",
+    ),
+    (
+        "[retention]\naudit_max_size = true",
+        ":2:18: retention.audit_max_size: true: not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of bytes)",
+    ),
+    (
+        "[retention]\naudit_keep = 0",
+        ":2:14: retention.audit_keep: 0: must be between 1 and 1000",
+    ),
+    (
+        "[retention]\naudit_keep = 1001",
+        ":2:14: retention.audit_keep: 1001: must be between 1 and 1000",
+    ),
+    (
+        "[telegram]\nbot_token_env = \"123:ABC\"",
+        ":2:17: telegram.bot_token_env: \"123:ABC\": not an environment variable name (the token itself never goes in the config: put it in that variable)",
+    ),
+    (
+        "[telegram]\nchat_ids = [1, \"me\"]",
+        ":2:16: telegram.chat_ids[1]: \"me\": not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [0]",
+        ":2:13: telegram.chat_ids[0]: 0: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [1, true]",
+        ":2:16: telegram.chat_ids[1]: true: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [1.5]",
+        ":2:13: telegram.chat_ids[0]: 1.5: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [{ id = 1 }]",
+        ":2:13: telegram.chat_ids[0]: {…}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [[1, 'x']]",
+        ":2:13: telegram.chat_ids[0]: [1, \"x\"]: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\nchat_ids = [1979-05-27]",
+        ":2:13: telegram.chat_ids[0]: 1979-05-27: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+    ),
+    (
+        "[telegram]\napi_url = \"api.telegram.org\"",
+        ":2:11: telegram.api_url: \"api.telegram.org\": not an http:// or https:// URL",
+    ),
+    (
+        "[telegram]\napi_url = \"https://\"",
+        ":2:11: telegram.api_url: \"https://\": not an http:// or https:// URL",
+    ),
+    (
+        "[telegram]\nquiet_hours = \"10pm-7am\"",
+        ":2:15: telegram.quiet_hours: \"10pm-7am\": \"10pm\" is not a time (expected HH:MM)",
+    ),
+    (
+        "[telegram]\nmax_messages_per_day = -1",
+        ":2:24: telegram.max_messages_per_day: -1: must be 0 (no limit) or more",
+    ),
+    (
+        "[telegram]\nchat_id = [1]",
+        ":2:1: telegram: unknown key \"chat_id\" (did you mean \"chat_ids\"?)",
+    ),
+    (
+        "[mcp_server]\nallow_approve = \"yes\"",
+        ":2:17: mcp_server.allow_approve: expected a boolean, found string \"yes\"",
+    ),
+    (
+        "[mcp_servr]\nallow_approve = true",
+        ":1:2: unknown key \"mcp_servr\" (did you mean \"mcp_server\"?)",
+    ),
+    ("colour = \"red\"", ":1:1: unknown key \"colour\""),
+    (
+        "every = \"1m\"",
+        ":1:1: unknown key \"every\" (it belongs in [daemon])",
+    ),
+];

@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - A proposal is one plain line: no control character, line or paragraph separator, BOM,
-//!   zero-width or bidi control character anywhere in it (a Unicode-aware rewrite of the file
+//!   zero-width, bidi control or other invisible (default-ignorable) character anywhere in
+//!   it (a Unicode-aware rewrite of the file
 //!   would otherwise turn one line into several, or show the person other text than runs).
 //! - A reminder's text holds no `<`, `>`, backtick or backslash, and a tool's input is written
 //!   with `<` and `>` escaped, so the agent cannot open markup that swallows the mark.
@@ -12,6 +13,7 @@
 use serde_json::{Map, Value};
 
 use super::parse::{AGENT, mark};
+use crate::text::unseen;
 
 /// The longest proposal taken, in bytes of the reminder's text or of `@tool {input}`.
 pub const MAX_BYTES: usize = 2048;
@@ -33,27 +35,9 @@ impl Refusal {
     }
 }
 
-/// What a character that may not be in a proposal is, to name it in the refusal.
-fn forbidden(c: char) -> Option<&'static str> {
-    Some(match c {
-        '\u{2028}' => "a line separator",
-        '\u{2029}' => "a paragraph separator",
-        '\u{85}' => "a next-line character",
-        '\u{feff}' => "a byte order mark",
-        '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{180e}' => "a zero-width character",
-        '\u{061c}'
-        | '\u{200e}'
-        | '\u{200f}'
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}' => "a bidi control character",
-        c if c.is_control() => "a control character",
-        _ => return None,
-    })
-}
-
 /// `Err` naming the first character of `s` a proposal may not hold; `what` names where it is.
 pub fn plain(what: &str, s: &str) -> Result<(), Refusal> {
-    match s.chars().find_map(|c| forbidden(c).map(|kind| (c, kind))) {
+    match s.chars().find_map(|c| unseen(c).map(|kind| (c, kind))) {
         None => Ok(()),
         Some((c, kind)) => Err(Refusal::new(
             "character",
@@ -101,8 +85,9 @@ pub enum Proposed<'a> {
 
 /// The `- [ ] …` line for a proposal by `by` (`mcp:NAME`, from [`provenance`]), mark
 /// included, without a line break. Refused when it holds what a proposal may not, or is
-/// longer than [`MAX_BYTES`].
-pub fn line(proposed: &Proposed, by: &str) -> Result<String, Refusal> {
+/// longer than [`MAX_BYTES`] with its `schedule` heading (written with it when the file
+/// does not end below that heading yet).
+pub fn line(proposed: &Proposed, schedule: Option<&str>, by: &str) -> Result<String, Refusal> {
     let body = match proposed {
         Proposed::Reminder(text) => {
             plain("\"text\"", text)?;
@@ -126,13 +111,11 @@ pub fn line(proposed: &Proposed, by: &str) -> Result<String, Refusal> {
             format!("@{name} {json}")
         }
     };
-    if body.len() > MAX_BYTES {
+    let size = body.len() + schedule.map_or(0, str::len);
+    if size > MAX_BYTES {
         return Err(Refusal::new(
             "too_long",
-            format!(
-                "the proposal is {} bytes, longer than the {MAX_BYTES}-byte limit",
-                body.len()
-            ),
+            format!("the proposal is {size} bytes, longer than the {MAX_BYTES}-byte limit"),
         ));
     }
     let name = by.strip_prefix(AGENT).unwrap_or(by);
@@ -146,7 +129,7 @@ mod tests {
     use std::path::Path;
 
     fn reminder(text: &str) -> Result<String, Refusal> {
-        line(&Proposed::Reminder(text), "mcp:a")
+        line(&Proposed::Reminder(text), None, "mcp:a")
     }
 
     fn tool(input: Value) -> Result<String, Refusal> {
@@ -158,6 +141,7 @@ mod tests {
                 name: "shell",
                 input: &input,
             },
+            None,
             "mcp:a",
         )
     }
@@ -225,5 +209,8 @@ mod tests {
         );
         let big = serde_json::json!({"cmd": "x".repeat(MAX_BYTES)});
         assert_eq!(tool(big).unwrap_err().reason, "too_long");
+        let schedule = format!("Every{}6h", " ".repeat(MAX_BYTES));
+        let long = line(&Proposed::Reminder("a"), Some(&schedule), "mcp:a");
+        assert_eq!(long.unwrap_err().reason, "too_long");
     }
 }

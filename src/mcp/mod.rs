@@ -25,7 +25,7 @@ pub use client::{
     CallOutcome, McpError, OUTPUT_CAP, PASSED_ENV, STDERR_CAP, Server, ServerSpec, ToolInfo,
     Transport,
 };
-pub use schema::{did_you_mean, validate_input};
+pub use schema::validate_input;
 
 /// What is known of each server's tools, by server name. A server that is absent is not
 /// known (never listed, or it could not be reached this time): its tasks' inputs cannot be

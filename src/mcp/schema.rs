@@ -37,21 +37,6 @@ pub fn validate_input(schema: &Value, input: &Value) -> Result<(), String> {
     Err(format!("{path}: {message}"))
 }
 
-/// The name in `names` closest to `name`, when close enough to be a likely typo.
-pub fn did_you_mean(name: &str, names: &[impl AsRef<str>]) -> Option<String> {
-    let lower = name.to_lowercase();
-    names
-        .iter()
-        .map(|candidate| {
-            let candidate = candidate.as_ref();
-            let score = strsim::jaro_winkler(&lower, &candidate.to_lowercase());
-            (score, candidate)
-        })
-        .filter(|(score, _)| *score >= 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, candidate)| candidate.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,20 +101,5 @@ mod tests {
         let schema = json!({"$ref": "https://example.invalid/schema.json"});
         let e = validate_input(&schema, &json!({})).unwrap_err();
         assert!(e.contains("inputSchema cannot be used"), "{e}");
-    }
-
-    #[test]
-    fn suggests_close_names_only() {
-        let names = ["list_issues", "create_issue", "get_me"];
-        assert_eq!(
-            did_you_mean("list_isues", &names).as_deref(),
-            Some("list_issues")
-        );
-        assert_eq!(
-            did_you_mean("Create_Issue", &names).as_deref(),
-            Some("create_issue")
-        );
-        assert_eq!(did_you_mean("weather", &names), None);
-        assert_eq!(did_you_mean("x", &[] as &[String]), None);
     }
 }

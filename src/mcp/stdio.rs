@@ -8,6 +8,8 @@
 //!   id can be found in it), never dropped silently.
 //! - A request id is used once per session: a request that repeats an id is answered with
 //!   an error and never reaches the server, so nothing it asks is done twice.
+//! - An error is redacted on its way out, whoever made it (the SDK quotes an unknown
+//!   method back).
 //! - Answers are written by the SDK's own framing (one JSON line each); an answer that
 //!   heartbeat writes here is sent whole before the next line is read, also when the SDK
 //!   drops a `receive` half-way (it polls it in a `select!`).
@@ -136,8 +138,17 @@ where
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleServer>,
+        mut item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // Every error leaves redacted, also those the SDK makes itself from what the client
+        // sent (an unknown method is quoted back as the message).
+        if let JsonRpcMessage::Error(e) = &mut item {
+            let secrets = crate::audit::Secrets::taken();
+            e.error.message = secrets.redact(&e.error.message).into_string().into();
+            if let Some(data) = e.error.data.take() {
+                e.error.data = Some(secrets.redact_json(data).into_value());
+            }
+        }
         self.out.send(item)
     }
 

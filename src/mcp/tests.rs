@@ -299,7 +299,7 @@ fn inputs_are_checked_against_the_listed_schema() {
         Err(r#"/text: 5 is not of type "string""#.to_string())
     );
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(did_you_mean("ecno", &names).as_deref(), Some("echo"));
+    assert_eq!(crate::text::did_you_mean("ecno", &names), Some("echo"));
 }
 
 #[test]

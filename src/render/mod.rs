@@ -1,6 +1,7 @@
 //! Text for people from data: terminal lines ([`terminal`]) and Telegram HTML
 //! ([`telegram`]), plus the shared ways to show a path or a time. Pure: callers print.
 
+pub mod log;
 pub mod telegram;
 pub mod terminal;
 

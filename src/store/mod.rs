@@ -234,11 +234,7 @@ pub fn sqlite_version() -> &'static str {
     rusqlite::version()
 }
 
-pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
+pub use crate::audit::parse_ts;
 
 /// Helpers for the unit tests of every part of the store.
 #[cfg(test)]

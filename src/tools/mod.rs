@@ -221,7 +221,7 @@ impl Registry {
         let Some(server) = self.mcp.get(server_name) else {
             let servers: Vec<&str> = self.mcp.keys().map(String::as_str).collect();
             let mut message = format!("unknown MCP server \"{server_name}\" in @{name}");
-            match crate::mcp::did_you_mean(server_name, &servers) {
+            match crate::text::did_you_mean(server_name, &servers) {
                 Some(near) => message.push_str(&format!(" (did you mean \"{near}\"?)")),
                 None if servers.is_empty() => {
                     message.push_str(" (no [mcp.NAME] server is configured)")
@@ -241,7 +241,7 @@ impl Registry {
                     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
                     let mut message =
                         format!("MCP server \"{server_name}\" has no tool \"{tool}\"");
-                    if let Some(near) = crate::mcp::did_you_mean(tool, &names) {
+                    if let Some(near) = crate::text::did_you_mean(tool, &names) {
                         message.push_str(&format!(" (did you mean @{server_name}.{near}?)"));
                     }
                     message.push_str(&format!(" (tools: {})", names.join(", ")));
@@ -277,7 +277,7 @@ impl Registry {
     fn unknown(&self, name: &str) -> String {
         let names = self.names();
         let mut message = format!("unknown tool \"{name}\"");
-        if let Some(near) = crate::mcp::did_you_mean(name, &names) {
+        if let Some(near) = crate::text::did_you_mean(name, &names) {
             message.push_str(&format!(" (did you mean @{near}?)"));
         }
         message.push_str(&format!(" (tools: {})", names.join(", ")));

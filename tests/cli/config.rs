@@ -403,3 +403,53 @@ fn check_shows_a_file_named_twice_in_files() {
         "{json}"
     );
 }
+
+/// The whole line a person sees for a bad value, for each kind of value the loader checks:
+/// the file, line and column, the dotted key, the value as written and why; exit 2.
+#[test]
+fn a_bad_value_is_reported_in_one_exact_line() {
+    for (toml, want) in [
+        (
+            "active_hours = \"8am-22:00\"\n",
+            ":1:16: active_hours: \"8am-22:00\": \"8am\" is not a time (expected HH:MM)",
+        ),
+        (
+            "active_days = [\"mon\", \"funday\"]\n",
+            ":1:23: active_days: \"funday\": not a day (expected mon … sun or monday … sunday)",
+        ),
+        (
+            "timezone = \"Mars/Olympus\"\n",
+            ":1:12: timezone: \"Mars/Olympus\": not a known IANA time zone name (such as \
+             \"Europe/Berlin\")",
+        ),
+        (
+            "[retention]\naudit_max_size = \"12 parsecs\"\n",
+            ":2:18: retention.audit_max_size: \"12 parsecs\": not a size of at least 1KiB (such \
+             as \"64MiB\", \"500KB\" or a number of bytes)",
+        ),
+        (
+            "[daemon]\nevery = \"500ms\"\n",
+            ":2:9: daemon.every: \"500ms\": must be at least 1s",
+        ),
+        (
+            "[tools.\"my tool\"]\ncommand = [\"x\"]\n",
+            ":1:8: tools: \"my tool\" is not a valid tool name (a letter or _, then letters, \
+             digits, _, . or -)",
+        ),
+        (
+            "[telegram]\nbot_token_env = \"123:ABC\"\n",
+            ":2:17: telegram.bot_token_env: \"123:ABC\": not an environment variable name (the \
+             token itself never goes in the config: put it in that variable)",
+        ),
+        (
+            "[tols.backup]\ncommand = [\"x\"]\n",
+            ":1:2: unknown key \"tols\" (did you mean \"tools\"?)",
+        ),
+    ] {
+        let env = Env::new(MD).config(toml);
+        let file = env.path("heartbeat.toml").display().to_string();
+        let out = env.cmd(["check"]).output();
+        out.code(2);
+        assert_eq!(out.stderr, format!("heartbeat: {file}{want}\n"), "{toml}");
+    }
+}

@@ -501,6 +501,89 @@ fn what_an_agent_does_the_person_hears_on_the_phone_and_at_the_terminal() {
     assert_eq!(texts(&tg).len(), before + 4, "nothing told twice");
 }
 
+/// What the person is told cannot be turned around or split by the agent's reason: bidi
+/// controls are shown escaped, line separators as spaces, at the terminal and on the phone.
+#[test]
+fn an_agents_reason_cannot_reorder_or_split_what_the_person_reads() {
+    let (tg, env) = with_telegram(ASK_MD, "");
+    let mut agent = Agent::connect(&env, "tester");
+    agent
+        .call(
+            "pause",
+            json!({"for": "1h", "reason": "deploy\u{2028}mcp:tester resumed runs \u{202e}ti sdne emuser"}),
+        )
+        .unwrap();
+    let run = env
+        .cmd(["run", "--once", "-q"])
+        .token()
+        .now(&at(5))
+        .output();
+    run.code(0);
+    let sent = texts(&tg);
+    for shown in [&run.stdout, &sent[0]] {
+        assert!(!shown.contains(['\u{2028}', '\u{202e}']), "{shown:?}");
+        assert!(
+            shown.contains("deploy mcp:tester resumed runs \\u{202e}ti"),
+            "{shown:?}"
+        );
+    }
+}
+
+/// A reason is stored and shown in `status`: an agent's is bounded like a proposal.
+#[test]
+fn an_agents_reason_is_bounded() {
+    let env = Env::new(ASK_MD);
+    env.run_once(NOW).code(0);
+    let mut agent = Agent::connect(&env, "tester");
+    let long = "r".repeat(5000);
+    for (tool, args) in [
+        ("pause", json!({"for": "1h", "reason": long})),
+        ("deny", json!({"id": 1, "reason": long})),
+    ] {
+        let refused = agent.call(tool, args).unwrap_err();
+        assert!(refused.contains("2048-byte limit"), "{tool}: {refused}");
+    }
+    let status = env.cmd(["status", "--json"]).output().json();
+    assert_eq!(status["paused"], false, "{status}");
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    assert!(env.events("paused").is_empty());
+}
+
+/// Where an agent may approve, its approval is heard like its denial.
+#[test]
+fn an_agents_approval_is_heard_too() {
+    let (tg, env) = with_telegram(ASK_MD, "");
+    env.write(
+        "heartbeat.toml",
+        format!(
+            "{}\n[mcp_server]\nallow_approve = true\n",
+            env.read("heartbeat.toml")
+        ),
+    );
+    env.cmd(["run", "--once"]).token().output().code(0);
+    let mut agent = Agent::connect(&env, "tester");
+    agent.call("approve", json!({"id": 1})).unwrap();
+    let run = env
+        .cmd(["run", "--once", "-q"])
+        .token()
+        .now(&at(5))
+        .output();
+    run.code(0);
+    assert!(
+        run.stdout
+            .contains("AGENT     mcp:tester approved #1 @shell HEARTBEAT.md:2"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        texts(&tg)
+            .iter()
+            .any(|t| t.contains("mcp:tester approved #1 @shell")),
+        "{:#?}",
+        texts(&tg)
+    );
+}
+
 #[test]
 fn an_agents_action_is_urgent_in_quiet_hours() {
     let (tg, env) = with_telegram("## Recurring\n", "quiet_hours = \"00:00-23:59\"");

@@ -462,6 +462,37 @@ fn a_credential_and_its_encodings_reach_no_sink() {
     assert_nowhere("7372762d63726564", &env, &tg, &[&out]);
 }
 
+/// `base64` and `fold` print a long value over several lines: the secret is found in the
+/// block the lines make.
+#[test]
+fn a_secret_printed_over_several_lines_reaches_no_sink() {
+    let secret = "srv-secret-value-99xyz-abcdef";
+    let md = format!(
+        "## Recurring\n- [ ] @shell {{\"cmd\": [\"sh\", \"-c\", \"printf %s user:$0 | base64 -w 16; echo; printf %s $0 | fold -w 10\", \"{secret}\"]}}\n"
+    );
+    let tools = format!(
+        "{}[tools.shell]\napproval = \"auto\"\n",
+        srv_toml(&["SRV_TOKEN"])
+    );
+    let (tg, env) = setup(&md, &tools);
+    let out = env
+        .cmd(["run", "--once"])
+        .token()
+        .env("SRV_TOKEN", secret)
+        .output();
+    out.code(0);
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    assert_eq!(env.events("task_succeeded")[0]["output"], "***\n\n***");
+    for piece in [
+        "dXNlcjpzcnYtc2Vj",
+        "cmV0LXZhbHVlLTk5",
+        "srv-secret",
+        "-value-99x",
+    ] {
+        assert_nowhere(piece, &env, &tg, &[&out]);
+    }
+}
+
 #[test]
 fn a_short_variable_is_not_replaced_inside_other_text_and_check_warns() {
     // DEBUG=1 would otherwise turn every 1 of every line into ***: ts, line numbers, counts.
@@ -556,6 +587,70 @@ fn heartbeat_mcp_answers_are_redacted() {
         assert!(!answer.contains(&TG_TOKEN[..10]), "{answer}");
         assert!(!answer.contains(described), "{answer}");
     }
+}
+
+/// A task whose input does not parse may hold a secret that redaction cannot find (a
+/// single-quoted password): `heartbeat mcp` shows it by place and error only.
+#[test]
+fn an_invalid_tasks_source_is_not_shown_to_an_agent() {
+    use crate::mcp_server::Client;
+    use serde_json::json;
+    let secret = "hunter2-unparsed-9f8e";
+    let md = format!(
+        "## Recurring\n- [ ] @shell {{'password': '{secret}'}}\n- [x] @shell {{'password': '{secret}'}}\n\n## Notes\n- [ ] @shell {{'password': '{secret}'}}\n"
+    );
+    let env = Env::new(&md);
+    let mut client = Client::connect_with(env.cmd(["mcp"]));
+    let check = client.call("check", json!({})).unwrap();
+    let tasks = check["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 3, "{check}");
+    assert_eq!(tasks[0]["decision"], "invalid");
+    assert_eq!(tasks[0]["line"], 2);
+    assert!(
+        check["problems"]
+            .to_string()
+            .contains("key must be a string"),
+        "{check}"
+    );
+    assert!(!check.to_string().contains(secret), "{check:#}");
+}
+
+/// `heartbeat mcp` started without the token's variable (the agent's client does not pass
+/// it) cannot know the token's value: a Telegram bot token written into the file is still
+/// hidden by its shape.
+#[test]
+fn a_bot_token_in_the_file_is_hidden_even_when_its_variable_is_not_set() {
+    use crate::mcp_server::Client;
+    use serde_json::json;
+    let md = format!(
+        "## Recurring\n- [ ] @http {{\"url\": \"https://api.telegram.org/bot{TG_TOKEN}/getMe\"}}\n\
+         - [ ] check bot {TG_TOKEN}\n"
+    );
+    let env = Env::new(&md);
+    let mut client = Client::connect_with(env.cmd(["mcp"]));
+    let check = client.call("check", json!({})).unwrap().to_string();
+    assert!(check.contains("/bot***/getMe"), "{check}");
+    assert!(check.contains("check bot ***"), "{check}");
+    assert!(!check.contains(&TG_TOKEN[11..]), "{check}");
+    // Other `digits:text` stays as it is.
+    let plain = env.cmd(["check", "--json"]).output().json().to_string();
+    assert!(plain.contains("2026-05-01T10:00:00"), "{plain}");
+}
+
+/// Errors the protocol layer makes itself (an unknown method is quoted back as the error's
+/// message) leave redacted like a tool's.
+#[test]
+fn a_protocol_error_quoting_the_request_is_redacted() {
+    use crate::mcp_server::Client;
+    use serde_json::json;
+    let (tg, env) = setup("## Recurring\n", "");
+    let mut client = Client::connect_with(env.cmd(["mcp"]).token());
+    let answer = client.request(TG_TOKEN, json!({}));
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert!(!message.contains(&TG_TOKEN[..10]), "{answer}");
+    assert!(message.contains("***"), "{answer}");
+    drop(tg);
 }
 
 #[test]

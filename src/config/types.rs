@@ -1,0 +1,614 @@
+//! The config's values as types, each checked as it is read, so that a value that exists is
+//! a valid one.
+//!
+//! Invariants:
+//! - Each error reads `<value as TOML writes it>: <why>` (a name reads `"<name>" is …`);
+//!   the loader puts the file, line, column and dotted key in front of it.
+//! - Only rules about one value live here; rules that join two keys live in `load`.
+//! - Each type has a `TryFrom` from what the file holds. Strings are read through
+//!   [`read_str`] rather than `#[serde(try_from)]`, so that an error about an item of an
+//!   array keeps the item's position; an amount and a chat id read any number (or any value)
+//!   themselves, to show it as written.
+
+use std::time::Duration;
+
+use chrono::Weekday;
+use chrono_tz::Tz;
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::BUILTIN_TOOLS;
+use crate::model::DaySet;
+use crate::schedule::{Window, parse_day};
+
+/// A string as TOML writes it (`'x'` shows as `"x"`), so that a message reads the same
+/// however the value was quoted.
+fn shown(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// Any value as TOML writes it; a table as `{…}`.
+fn shown_value(value: &toml::Value) -> String {
+    match value {
+        toml::Value::Table(_) => "{…}".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Each of these is read from a string by its `TryFrom<String>`.
+macro_rules! read_from_str {
+    ($($t:ty),*) => {$(
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                read_str(d)
+            }
+        }
+    )*};
+}
+
+read_from_str!(
+    Human, Interval, History, Hours, Zone, Day, ToolName, ServerName, TokenVar, SecretVar,
+    PathText, ApiUrl, McpUrl
+);
+
+/// A value read from a string by its `TryFrom<String>`. The error is raised while the
+/// deserializer still holds the value, not after it as `#[serde(try_from)]` would, so that
+/// it carries the value's own position (an item of an array too, not the array's).
+fn read_str<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: TryFrom<String, Error = String>,
+{
+    struct V<T>(std::marker::PhantomData<T>);
+    impl<T: TryFrom<String, Error = String>> serde::de::Visitor<'_> for V<T> {
+        type Value = T;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string")
+        }
+
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
+            T::try_from(s.to_string()).map_err(E::custom)
+        }
+    }
+    d.deserialize_str(V(std::marker::PhantomData))
+}
+
+/// A humantime duration (`90s`, `10m`, `6h`, `1d`), longer than zero and at most
+/// [`LONGEST`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Human(pub Duration);
+
+/// 100 years (humantime's `100y`): longer would be no guardrail, and a time computed from it
+/// (a cooldown's next due time) could pass what RFC 3339 can write.
+const LONGEST: Duration = Duration::from_secs(100 * 31_557_600);
+
+impl TryFrom<String> for Human {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Human, String> {
+        let d = humantime::parse_duration(s.trim())
+            .map_err(|e| format!("{} is not a duration: {e}", shown(&s)))?;
+        if d.is_zero() {
+            return Err(format!("{}: must be longer than zero", shown(&s)));
+        }
+        if d > LONGEST {
+            return Err(format!("{}: must be at most 100 years", shown(&s)));
+        }
+        Ok(Human(d))
+    }
+}
+
+/// `[daemon] every`: a duration the daemon can tick at.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Interval(pub Duration);
+
+impl TryFrom<String> for Interval {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Interval, String> {
+        let Human(d) = Human::try_from(s.clone())?;
+        crate::schedule::check_tick_interval(d)
+            .map(Interval)
+            .map_err(|why| format!("{}: {why}", shown(&s)))
+    }
+}
+
+/// `[retention] history`: at least a day, since less would prune what today's budget and
+/// daily message cap count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct History(pub Duration);
+
+impl TryFrom<String> for History {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<History, String> {
+        let Human(d) = Human::try_from(s.clone())?;
+        if d < Duration::from_secs(86400) {
+            return Err(format!(
+                "{}: must be at least 1d (the budget and the daily message cap count a day)",
+                shown(&s)
+            ));
+        }
+        Ok(History(d))
+    }
+}
+
+/// Hours of the day, `HH:MM-HH:MM` (`active_hours`, `quiet_hours`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Hours(pub Window);
+
+impl TryFrom<String> for Hours {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Hours, String> {
+        Window::parse(&s)
+            .map(Hours)
+            .map_err(|e| format!("{}: {e}", shown(&s)))
+    }
+}
+
+/// An IANA time zone name.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Zone(pub Tz);
+
+impl TryFrom<String> for Zone {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Zone, String> {
+        s.parse::<Tz>().map(Zone).map_err(|_| {
+            format!(
+                "{}: not a known IANA time zone name (such as \"Europe/Berlin\")",
+                shown(&s)
+            )
+        })
+    }
+}
+
+/// One day name: `mon` … `sun` or `monday` … `sunday`, any case.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Day(pub Weekday);
+
+impl TryFrom<String> for Day {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Day, String> {
+        parse_day(&s).map(Day).ok_or_else(|| {
+            format!(
+                "{}: not a day (expected mon … sun or monday … sunday)",
+                shown(&s)
+            )
+        })
+    }
+}
+
+/// `active_days`: at least one day.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<Spanned<Day>>")]
+pub struct Days(pub DaySet);
+
+impl TryFrom<Vec<Spanned<Day>>> for Days {
+    type Error = &'static str;
+
+    // Each day is spanned so that an error about it points at it, not at the list.
+    fn try_from(days: Vec<Spanned<Day>>) -> Result<Days, &'static str> {
+        if days.is_empty() {
+            return Err("[]: lists no days; leave the key out for every day");
+        }
+        Ok(Days(
+            days.iter()
+                .fold(DaySet::EMPTY, |set, d| set.with(d.get_ref().0)),
+        ))
+    }
+}
+
+/// A size in bytes: an integer, or a string like `64MiB`, `500 KB`, `1GiB`; at least 1 KiB.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
+pub struct Size(pub u64);
+
+impl TryFrom<toml::Value> for Size {
+    type Error = String;
+
+    fn try_from(value: toml::Value) -> Result<Size, String> {
+        parse_size(&value).map(Size).ok_or_else(|| {
+            format!(
+                "{}: not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a \
+                 number of bytes)",
+                shown_value(&value)
+            )
+        })
+    }
+}
+
+fn parse_size(value: &toml::Value) -> Option<u64> {
+    let bytes = match value {
+        toml::Value::Integer(n) => u64::try_from(*n).ok()?,
+        toml::Value::String(s) => {
+            let s = s.trim();
+            let split = s
+                .find(|c: char| !c.is_ascii_digit() && c != '.')
+                .unwrap_or(s.len());
+            let (number, unit) = s.split_at(split);
+            let number: f64 = number.parse().ok()?;
+            let factor: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+                "" | "b" => 1,
+                "kb" => 1000,
+                "kib" | "k" => 1024,
+                "mb" => 1000 * 1000,
+                "mib" | "m" => 1024 * 1024,
+                "gb" => 1000 * 1000 * 1000,
+                "gib" | "g" => 1024 * 1024 * 1024,
+                _ => return None,
+            };
+            let bytes = number * factor as f64;
+            (bytes.is_finite() && bytes < u64::MAX as f64).then_some(bytes as u64)?
+        }
+        _ => return None,
+    };
+    (bytes >= 1024).then_some(bytes)
+}
+
+/// A path as written (`state_dir`, `audit_log`, `[mcp.NAME] cwd`): not empty. The loader
+/// expands it (`~`, relative to the config's directory).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PathText(pub String);
+
+impl TryFrom<String> for PathText {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<PathText, String> {
+        if s.is_empty() {
+            return Err(format!("{}: is empty", shown(&s)));
+        }
+        Ok(PathText(s))
+    }
+}
+
+/// `files`: at least one entry (path or glob), as written.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct Files(pub Vec<String>);
+
+impl TryFrom<Vec<String>> for Files {
+    type Error = &'static str;
+
+    fn try_from(list: Vec<String>) -> Result<Files, &'static str> {
+        if list.is_empty() {
+            return Err("[]: lists no files");
+        }
+        Ok(Files(list))
+    }
+}
+
+/// `[telegram] api_url`: an http:// or https:// URL with a host, kept without a trailing
+/// slash.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiUrl(pub String);
+
+impl TryFrom<String> for ApiUrl {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<ApiUrl, String> {
+        let trimmed = s.trim_end_matches('/');
+        let rest = trimmed
+            .strip_prefix("https://")
+            .or_else(|| trimmed.strip_prefix("http://"));
+        if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
+            return Err(format!("{}: not an http:// or https:// URL", shown(&s)));
+        }
+        Ok(ApiUrl(trimmed.to_string()))
+    }
+}
+
+/// `[mcp.NAME] url`: an http:// or https:// URL.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpUrl(pub String);
+
+impl TryFrom<String> for McpUrl {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<McpUrl, String> {
+        if !(s.starts_with("https://") || s.starts_with("http://")) {
+            return Err(format!("{}: must be an http:// or https:// URL", shown(&s)));
+        }
+        Ok(McpUrl(s))
+    }
+}
+
+/// `[telegram] chat_ids`: a non-zero integer. Any other value is read too, so that `["me"]`
+/// is reported as "not a chat id" with the value as written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChatId(pub i64);
+
+impl<'de> Deserialize<'de> for ChatId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ChatId, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+
+        fn not<E: serde::de::Error>(shown: &str) -> E {
+            E::custom(format!(
+                "{shown}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists \
+                 them)"
+            ))
+        }
+
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = ChatId;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a chat id")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ChatId, E> {
+                match n {
+                    0 => Err(not(&n.to_string())),
+                    n => Ok(ChatId(n)),
+                }
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<ChatId, E> {
+                Err(not(&toml::Value::Float(n).to_string()))
+            }
+
+            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<ChatId, E> {
+                Err(not(&b.to_string()))
+            }
+
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ChatId, E> {
+                Err(not(&shown(s)))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<ChatId, A::Error> {
+                let value = toml::Value::deserialize(SeqAccessDeserializer::new(seq))?;
+                Err(not(&shown_value(&value)))
+            }
+
+            // A table, or a date and time (which TOML's reader hands over as a table).
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ChatId, A::Error> {
+                let value = toml::Value::deserialize(MapAccessDeserializer::new(map))?;
+                Err(not(&shown_value(&value)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `concurrency`: tasks run at once, 1 to 64.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Concurrency(pub usize);
+
+impl TryFrom<i64> for Concurrency {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<Concurrency, String> {
+        match usize::try_from(n) {
+            Ok(k) if (1..=64).contains(&k) => Ok(Concurrency(k)),
+            _ => Err(format!("{n}: must be between 1 and 64")),
+        }
+    }
+}
+
+/// `max_tasks_per_run`: 0 (no cap) or more.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct TaskCap(pub usize);
+
+impl TryFrom<i64> for TaskCap {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<TaskCap, String> {
+        usize::try_from(n)
+            .map(TaskCap)
+            .map_err(|_| format!("{n}: must be 0 (no cap) or more"))
+    }
+}
+
+/// `[retention] audit_keep`: rotated audit files kept, 1 to 1000.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Keep(pub usize);
+
+impl TryFrom<i64> for Keep {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<Keep, String> {
+        match usize::try_from(n) {
+            Ok(k) if (1..=1000).contains(&k) => Ok(Keep(k)),
+            _ => Err(format!("{n}: must be between 1 and 1000")),
+        }
+    }
+}
+
+/// A count from 0 to `u32::MAX`; `ZERO` says what 0 means, if anything.
+fn count(n: i64, zero: &str) -> Result<u32, String> {
+    u32::try_from(n).map_err(|_| {
+        if n < 0 {
+            format!("{n}: must be 0{zero} or more")
+        } else {
+            format!("{n}: must be at most {}", u32::MAX)
+        }
+    })
+}
+
+/// `max_consecutive_failures`: failures in a row before a task is tripped; 0 = never.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct Failures(pub u32);
+
+impl TryFrom<i64> for Failures {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<Failures, String> {
+        count(n, "").map(Failures)
+    }
+}
+
+/// `[telegram] max_messages_per_day`: 0 (no limit) or more.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub struct MessageCap(pub u32);
+
+impl TryFrom<i64> for MessageCap {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<MessageCap, String> {
+        count(n, " (no limit)").map(MessageCap)
+    }
+}
+
+/// An amount of US dollars, 0 or more: an integer or a float in the file, shown as written.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Usd(pub f64);
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Usd;
+
+            // serde's own word for a float, which the loader turns into "a number".
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("f64")
+            }
+
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Usd, E> {
+                usd(n as f64, &n.to_string()).map_err(E::custom)
+            }
+
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Usd, E> {
+                usd(n as f64, &n.to_string()).map_err(E::custom)
+            }
+
+            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Usd, E> {
+                usd(n, &toml::Value::Float(n).to_string()).map_err(E::custom)
+            }
+        }
+        d.deserialize_f64(V)
+    }
+}
+
+fn usd(n: f64, shown: &str) -> Result<Usd, String> {
+    if !n.is_finite() || n < 0.0 {
+        return Err(format!("{shown}: must be 0 or more"));
+    }
+    Ok(Usd(n))
+}
+
+/// `[tools.NAME]`: a letter or `_`, then letters, digits, `_`, `.` or `-`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ToolName(pub String);
+
+impl TryFrom<String> for ToolName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<ToolName, String> {
+        let mut chars = name.chars();
+        let valid = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
+        if !valid {
+            return Err(format!(
+                "{name:?} is not a valid tool name (a letter or _, then letters, digits, _, . \
+                 or -)"
+            ));
+        }
+        Ok(ToolName(name))
+    }
+}
+
+/// `[mcp.NAME]`: a letter or `_`, then letters, digits, `_` or `-` (no `.`, which separates
+/// the server from its tool in `@NAME.TOOL`), and not a built-in tool's name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ServerName(pub String);
+
+impl TryFrom<String> for ServerName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<ServerName, String> {
+        let mut chars = name.chars();
+        let valid = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
+        if !valid {
+            return Err(format!(
+                "{name:?} is not a valid server name (a letter or _, then letters, digits, _ \
+                 or -)"
+            ));
+        }
+        if BUILTIN_TOOLS.contains(&name.as_str()) {
+            return Err(format!(
+                "{name:?} is a built-in tool's name; give the server another name"
+            ));
+        }
+        Ok(ServerName(name))
+    }
+}
+
+/// An environment variable's name: a letter or `_`, then letters, digits or `_`.
+fn env_name(name: &str) -> bool {
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `[telegram] bot_token_env`: the name of the variable that holds the bot token.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenVar(pub String);
+
+impl TryFrom<String> for TokenVar {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<TokenVar, String> {
+        if !env_name(&name) {
+            return Err(format!(
+                "{}: not an environment variable name (the token itself never goes in the \
+                 config: put it in that variable)",
+                shown(&name)
+            ));
+        }
+        Ok(TokenVar(name))
+    }
+}
+
+/// `[mcp.NAME] env` and `headers_env`: the name of a variable passed to a server.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SecretVar(pub String);
+
+impl TryFrom<String> for SecretVar {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<SecretVar, String> {
+        if !env_name(&name) {
+            return Err(format!(
+                "{}: not an environment variable name (secrets stay in the environment: name \
+                 the variable that holds them)",
+                shown(&name)
+            ));
+        }
+        Ok(SecretVar(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_write_them() {
+        let s = |v: &str| parse_size(&toml::Value::String(v.into()));
+        assert_eq!(s("64MiB"), Some(64 * 1024 * 1024));
+        assert_eq!(s("500 KB"), Some(500_000));
+        assert_eq!(s("1.5GiB"), Some(1_610_612_736));
+        assert_eq!(s("2048"), Some(2048));
+        assert_eq!(parse_size(&toml::Value::Integer(4096)), Some(4096));
+        for bad in ["", "MiB", "12 parsecs", "-5MiB", "100"] {
+            assert_eq!(s(bad), None, "{bad}");
+        }
+        assert_eq!(parse_size(&toml::Value::Integer(-1)), None);
+    }
+}

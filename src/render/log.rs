@@ -1,0 +1,459 @@
+//! `heartbeat log`'s lines for people: one line per audit event, `<local time>  <event>
+//! <what happened>`. Pure: the caller reads and prints.
+//!
+//! Invariants:
+//! - Every text taken from the log passes through [`clean`] (no control characters reach a
+//!   terminal), and every free text is redacted, then cut to one line of [`TEXT_MAX`].
+//! - An event this module does not describe is shown as `key=value …`, so a line is never
+//!   lost for want of a description.
+
+use std::path::Path;
+
+use chrono_tz::Tz;
+use serde_json::{Map, Value};
+
+use super::{show_path, show_time};
+use crate::audit::{Secrets, parse_ts};
+use crate::text::clean;
+
+/// Longest free text in a human line.
+const TEXT_MAX: usize = 120;
+
+/// How audit lines are shown: in which zone, relative to which directory, hiding what.
+pub struct LogView<'a> {
+    pub tz: Tz,
+    pub cwd: &'a Path,
+    /// Hidden again when shown: the log is redacted when written, but a config read later
+    /// may have registered more.
+    pub secrets: Secrets,
+}
+
+impl LogView<'_> {
+    /// One event for people: `<local time>  <event>  <what happened>`.
+    pub fn line(&self, obj: &Map<String, Value>) -> String {
+        let ts = obj.get("ts").and_then(Value::as_str);
+        let time = match ts.and_then(parse_ts) {
+            Some(t) => t
+                .with_timezone(&self.tz)
+                .format("%Y-%m-%d %H:%M:%S %Z")
+                .to_string(),
+            None => clean(ts.unwrap_or("-")),
+        };
+        let event = obj.get("event").and_then(Value::as_str).unwrap_or("-");
+        let f = Fields { obj, view: self };
+        let what = f.describe(event);
+        let line = format!("{time}  {}  {what}", clean(event));
+        line.trim_end().to_string()
+    }
+
+    /// One line of `text`, cut to [`TEXT_MAX`] after redaction.
+    fn cut(&self, text: &str) -> String {
+        self.secrets.redact(text).first_line(TEXT_MAX).into_string()
+    }
+}
+
+/// The fields of one line, read for [`LogView::line`]; every text comes out cleaned.
+struct Fields<'a> {
+    obj: &'a Map<String, Value>,
+    view: &'a LogView<'a>,
+}
+
+impl Fields<'_> {
+    /// A string field (not empty), cleaned and cut to one line.
+    fn text(&self, key: &str) -> Option<String> {
+        match self.obj.get(key)? {
+            Value::String(s) if !s.trim().is_empty() => Some(self.view.cut(s)),
+            _ => None,
+        }
+    }
+
+    /// A scalar field as text (numbers, booleans, strings); None for null and missing.
+    fn scalar(&self, key: &str) -> Option<String> {
+        match self.obj.get(key)? {
+            Value::String(_) => self.text(key),
+            Value::Number(n) => Some(n.to_string()),
+            Value::Bool(b) => Some(b.to_string()),
+            _ => None,
+        }
+    }
+
+    fn count(&self, key: &str) -> u64 {
+        self.obj.get(key).and_then(Value::as_u64).unwrap_or(0)
+    }
+
+    /// A time field in the configured zone.
+    fn time(&self, key: &str) -> Option<String> {
+        let raw = self.obj.get(key)?.as_str()?;
+        Some(match parse_ts(raw) {
+            Some(t) => show_time(t, self.view.tz),
+            None => self.view.cut(raw),
+        })
+    }
+
+    /// `@tool`.
+    fn tool(&self) -> Option<String> {
+        self.text("tool").map(|t| format!("@{t}"))
+    }
+
+    /// `HEARTBEAT.md:3` (`:column` too when there is one), relative to the working directory.
+    fn place(&self) -> Option<String> {
+        let file = self.obj.get("file")?.as_str()?;
+        let mut place = clean(&show_path(Path::new(file), self.view.cwd));
+        for key in ["line", "column"] {
+            match self.obj.get(key).and_then(Value::as_u64) {
+                Some(n) => place.push_str(&format!(":{n}")),
+                None => break,
+            }
+        }
+        Some(place)
+    }
+
+    /// Where the task is, or else its id.
+    fn place_or_task(&self) -> Option<String> {
+        self.place().or_else(|| self.task())
+    }
+
+    fn task(&self) -> Option<String> {
+        self.text("task_id").map(|id| format!("task {id}"))
+    }
+
+    /// `#3`.
+    fn approval(&self) -> Option<String> {
+        self.obj
+            .get("approval_id")
+            .and_then(Value::as_i64)
+            .map(|id| format!("#{id}"))
+    }
+
+    /// ` (12 ms)`, or nothing.
+    fn took(&self) -> String {
+        self.obj
+            .get("duration_ms")
+            .and_then(Value::as_u64)
+            .map(|ms| format!(" ({ms} ms)"))
+            .unwrap_or_default()
+    }
+
+    /// A tool's input as compact JSON, cut.
+    fn input(&self) -> Option<String> {
+        let input = self.obj.get("input").filter(|v| !v.is_null())?;
+        Some(self.view.cut(&input.to_string()))
+    }
+
+    fn describe(&self, event: &str) -> String {
+        match event {
+            "run_started" => {
+                let mut parts = vec![];
+                parts.extend(self.text("mode"));
+                parts.extend(self.text("autonomy").map(|a| format!("autonomy {a}")));
+                if let Some(files) = self.obj.get("files").and_then(Value::as_array) {
+                    let n = files.len();
+                    parts.push(format!("{n} file{}", if n == 1 { "" } else { "s" }));
+                }
+                if let Some(pid) = self.scalar("pid") {
+                    parts.push(match self.text("host") {
+                        Some(host) => format!("pid {pid} on {host}"),
+                        None => format!("pid {pid}"),
+                    });
+                }
+                let run = self.text("run_id").map(|r| format!("run {r}"));
+                join2(run, Some(parts.join(", ")))
+            }
+            "run_skipped" => {
+                let mut s = self.text("reason").unwrap_or_default();
+                if let Some(t) = self.time("next_active") {
+                    s.push_str(&format!(", next active {t}"));
+                }
+                if let Some(t) = self.time("until") {
+                    s.push_str(&format!(" until {t}"));
+                }
+                if let Some(pid) = self.scalar("holder_pid") {
+                    s.push_str(&format!(", held by pid {pid}"));
+                    if let Some(t) = self.time("holder_since") {
+                        s.push_str(&format!(" since {t}"));
+                    }
+                }
+                s
+            }
+            "run_finished" => {
+                let counts: Vec<String> = ["succeeded", "failed", "queued", "skipped", "invalid"]
+                    .iter()
+                    .filter_map(|k| {
+                        let n = self.count(k);
+                        (n > 0).then(|| format!("{n} {k}"))
+                    })
+                    .collect();
+                let counts = if counts.is_empty() {
+                    "nothing ran".to_string()
+                } else {
+                    counts.join(", ")
+                };
+                format!("{counts}{}", self.took())
+            }
+            "task_invalid" => join2(self.place_or_task(), self.text("error")),
+            "task_succeeded" => {
+                let what = self
+                    .text("summary")
+                    .or_else(|| self.text("output"))
+                    .unwrap_or_default();
+                let mut s = join2(
+                    self.task_head(),
+                    Some(format!("{what}{}", self.took()).trim_start().to_string()),
+                );
+                if let Some(cost) = self.obj.get("cost_usd").and_then(Value::as_f64) {
+                    s.push_str(&format!(" ${cost:.2}"));
+                }
+                s
+            }
+            "task_failed" => {
+                let error = self.text("error").unwrap_or_else(|| "failed".into());
+                let why = match self.text("output").or_else(|| self.text("stderr")) {
+                    Some(out) if out != error => format!("{error}: {out}"),
+                    _ => error,
+                };
+                join2(self.task_head(), Some(format!("{why}{}", self.took())))
+            }
+            "task_reminded" => join2(self.place_or_task(), self.text("text")),
+            "task_skipped" => join2(
+                words([self.tool(), self.place_or_task()]),
+                self.text("reason"),
+            ),
+            "task_tripped" => join2(
+                words([self.tool(), self.place_or_task()]),
+                Some(format!("{} failures in a row", self.count("failures"))),
+            ),
+            "task_marked_done" | "task_mark_skipped" => {
+                join2(self.place_or_task(), self.text("reason"))
+            }
+            "task_reset" => {
+                let mut s = format!("{} failures cleared", self.count("failures"));
+                if self.obj.get("tripped") == Some(&Value::Bool(true)) {
+                    s.push_str(" (was tripped)");
+                }
+                if let Some(by) = self.text("by") {
+                    s.push_str(&format!(" by {by}"));
+                }
+                join2(self.task(), Some(s))
+            }
+            "approval_requested" => join2(
+                words([self.approval(), self.tool(), self.place_or_task()]),
+                self.input(),
+            ),
+            "approval_approved" | "approval_denied" => {
+                let mut s = words([self.approval(), self.text("by").map(|b| format!("by {b}"))]);
+                if self.obj.get("always") == Some(&Value::Bool(true)) {
+                    s.push_str(" (always)");
+                }
+                if let Some(reason) = self.text("reason") {
+                    s.push_str(&format!(": {reason}"));
+                }
+                s
+            }
+            "approval_expired" | "approval_stale" => {
+                let head = words([self.approval(), self.task()]);
+                match self.text("reason") {
+                    Some(reason) => format!("{head}: {reason}"),
+                    None => head,
+                }
+            }
+            "notification_sent" => words([
+                self.text("channel"),
+                self.scalar("chat_id"),
+                self.text("kind"),
+            ]),
+            "notification_failed" => {
+                let mut s = words([self.text("channel"), self.scalar("chat_id")]);
+                if let Some(error) = self.text("error") {
+                    s.push_str(&format!(": {error}"));
+                }
+                let mut notes: Vec<String> = self.text("kind").into_iter().collect();
+                if self.obj.get("queued") == Some(&Value::Bool(true)) {
+                    notes.push("kept to retry".into());
+                }
+                if !notes.is_empty() {
+                    s.push_str(&format!(" ({})", notes.join(", ")));
+                }
+                s
+            }
+            "budget_exhausted" => {
+                let usd = |k| self.obj.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+                format!("${:.2} of ${:.2} spent", usd("spent_usd"), usd("daily_usd"))
+            }
+            "paused" | "resumed" => {
+                let mut s = if event == "paused" {
+                    match self.time("until") {
+                        Some(t) => format!("until {t}"),
+                        None => "until resumed".into(),
+                    }
+                } else {
+                    String::new()
+                };
+                if let Some(by) = self.text("by") {
+                    s = words([Some(s).filter(|s| !s.is_empty()), Some(format!("by {by}"))]);
+                }
+                if let Some(reason) = self.text("reason") {
+                    s = if s.is_empty() {
+                        reason
+                    } else {
+                        format!("{s}: {reason}")
+                    };
+                }
+                s
+            }
+            "daemon_started" | "daemon_stopped" | "config_reloaded" => {
+                let mut s = words([
+                    self.scalar("pid").map(|p| format!("pid {p}")),
+                    self.text("signal"),
+                ]);
+                if let Some(error) = self.text("error") {
+                    s = if s.is_empty() {
+                        error
+                    } else {
+                        format!("{s}: {error}")
+                    };
+                }
+                s
+            }
+            "telegram_rejected" => words([
+                self.scalar("chat_id").map(|c| format!("chat {c}")),
+                self.text("kind"),
+            ]),
+            "grant_revoked" => words([self.task(), self.text("by").map(|b| format!("by {b}"))]),
+            _ => self.generic(),
+        }
+    }
+
+    /// `@tool HEARTBEAT.md:3 #2`: the head of a task's outcome.
+    fn task_head(&self) -> Option<String> {
+        Some(words([self.tool(), self.place_or_task(), self.approval()])).filter(|s| !s.is_empty())
+    }
+
+    /// `key=value …` for an event this command does not know.
+    fn generic(&self) -> String {
+        let mut parts = vec![];
+        for (k, v) in self.obj {
+            if k == "ts" || k == "event" || v.is_null() {
+                continue;
+            }
+            let value = match v {
+                Value::String(s)
+                    if !s.is_empty()
+                        && !s
+                            .chars()
+                            .any(|c| c.is_whitespace() || c.is_control() || c == '"') =>
+                {
+                    s.clone()
+                }
+                other => other.to_string(),
+            };
+            parts.push(format!("{}={}", clean(k), self.view.cut(&value)));
+        }
+        parts.join(" ")
+    }
+}
+
+/// The parts that are there, joined by a space.
+fn words<const N: usize>(parts: [Option<String>; N]) -> String {
+    parts
+        .into_iter()
+        .flatten()
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Two parts joined by two spaces (either may be missing).
+fn join2(a: impl Into<Option<String>>, b: impl Into<Option<String>>) -> String {
+    let (a, b) = (a.into(), b.into());
+    match (a.filter(|s| !s.is_empty()), b.filter(|s| !s.is_empty())) {
+        (Some(a), Some(b)) => format!("{a}  {b}"),
+        (Some(a), None) => a,
+        (None, Some(b)) => b,
+        (None, None) => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn show(line: Value) -> String {
+        let view = LogView {
+            tz: chrono_tz::Europe::Berlin,
+            cwd: Path::new("/home/me"),
+            secrets: Secrets::new(["s3cr3t-token".to_string()]),
+        };
+        let Value::Object(obj) = line else {
+            panic!("not an object")
+        };
+        view.line(&obj)
+    }
+
+    #[test]
+    fn a_line_is_time_in_the_zone_event_and_what_happened() {
+        let line = show(
+            json!({"ts": "2026-05-01T10:00:00.000Z", "event": "task_succeeded",
+            "tool": "http", "file": "/home/me/HEARTBEAT.md", "line": 3, "summary": "ok",
+            "duration_ms": 12, "cost_usd": 0.5}),
+        );
+        assert_eq!(
+            line,
+            "2026-05-01 12:00:00 CEST  task_succeeded  @http HEARTBEAT.md:3  ok (12 ms) $0.50"
+        );
+    }
+
+    #[test]
+    fn a_run_that_counted_nothing_says_so() {
+        let line = show(
+            json!({"ts": "2026-05-01T10:00:00.000Z", "event": "run_finished",
+            "run_id": "r1", "succeeded": 0, "duration_ms": 3}),
+        );
+        assert!(
+            line.ends_with("  run_finished  nothing ran (3 ms)"),
+            "{line}"
+        );
+        let line = show(
+            json!({"ts": "2026-05-01T10:00:00.000Z", "event": "run_finished",
+            "succeeded": 2, "failed": 1}),
+        );
+        assert!(line.ends_with("  2 succeeded, 1 failed"), "{line}");
+    }
+
+    #[test]
+    fn an_unknown_event_shows_its_fields_and_a_bad_time_as_it_is() {
+        let line = show(
+            json!({"ts": "yesterday", "event": "new_thing", "a": "b c", "n": 2,
+            "gone": null}),
+        );
+        assert_eq!(line, r#"yesterday  new_thing  a="b c" n=2"#);
+        assert_eq!(show(json!({})), "-  -");
+    }
+
+    #[test]
+    fn texts_are_cleaned_redacted_and_cut() {
+        let line = show(
+            json!({"ts": "2026-05-01T10:00:00.000Z", "event": "task_failed\u{1b}[2J",
+            "error": format!("bad s3cr3t-token\nsecond line {}", "x".repeat(300))}),
+        );
+        assert!(!line.contains('\u{1b}') && !line.contains('\n'), "{line}");
+        assert!(!line.contains("s3cr3t-token"), "{line}");
+        assert!(line.chars().count() < 250, "{line}");
+    }
+
+    #[test]
+    fn parts_join_by_one_space_and_halves_by_two() {
+        assert_eq!(
+            words([
+                Some("a".into()),
+                None,
+                Some(String::new()),
+                Some("b".into())
+            ]),
+            "a b"
+        );
+        assert_eq!(join2(Some("a".to_string()), Some("b".to_string())), "a  b");
+        assert_eq!(join2(None, Some("b".to_string())), "b");
+        assert_eq!(join2(Some(String::new()), None), "");
+    }
+}
