@@ -1,5 +1,5 @@
 //! The clock: `--now` (or the real clock), read once when a command starts, plus the real
-//! time elapsed since, read where each event happens (SPEC §7, `ts`).
+//! time elapsed since, read where each event happens (docs/reference.md#clock).
 //!
 //! Invariants:
 //! - [`Clock::start`] never changes: schedules compare run start times with it.

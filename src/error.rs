@@ -1,4 +1,4 @@
-//! The errors that end a command, and the exit-code table of SPEC §8.
+//! The errors that end a command, and the exit-code table of docs/reference.md#exit-codes.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,7 +8,7 @@ use crate::markdown::FileError;
 use crate::store::StoreError;
 use crate::text::Redacted;
 
-/// Exit codes (SPEC §8).
+/// Exit codes (docs/reference.md#exit-codes).
 pub mod exit {
     /// Done; nothing failed (also: skipped outside active hours or because of the lock).
     pub const OK: u8 = 0;
@@ -21,7 +21,8 @@ pub mod exit {
 /// Set once this process starts a tool: from then on an error is not "nothing run".
 static WORK_STARTED: AtomicBool = AtomicBool::new(false);
 
-/// Called by whatever starts a tool (SPEC §8: an error after work had started exits 1).
+/// Called by whatever starts a tool (docs/reference.md#exit-codes: an error after work had started
+/// exits 1).
 pub fn work_started() {
     WORK_STARTED.store(true, Ordering::SeqCst);
 }

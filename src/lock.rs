@@ -1,5 +1,5 @@
-//! The run lock: an exclusive `flock` on the state directory itself (SPEC §9); and the
-//! daemon's lock, one daemon per state dir.
+//! The run lock: an exclusive `flock` on the state directory itself (docs/reference.md#run-lock);
+//! and the daemon's lock, one daemon per state dir.
 //!
 //! Invariants:
 //! - The lock is the directory's: a cleaner can delete `heartbeat.lock` while it is held (and
@@ -173,8 +173,8 @@ fn holder_in(file: &File) -> Holder {
     holder
 }
 
-/// The file a daemon holds locked for its whole life (SPEC is silent; one daemon per state
-/// dir: a second would race the first for every tick's run lock, and Telegram answers two
+/// The file a daemon holds locked for its whole life (docs/reference.md#daemon; one daemon per
+/// state dir: a second would race the first for every tick's run lock, and Telegram answers two
 /// pollers of one bot with 409 Conflict).
 pub const DAEMON_FILE: &str = "heartbeat.daemon";
 

@@ -1,5 +1,5 @@
-//! The decision table of SPEC §5: one decision per task, from the tasks, the config, a
-//! snapshot of stored state and `now`. Pure: `check`, `run --dry-run` and `run` share it.
+//! The decision table of docs/reference.md#policy: one decision per task, from the tasks, the
+//! config, a snapshot of stored state and `now`. Pure: `check`, `run --dry-run` and `run` share it.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -279,7 +279,8 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     if task.section == Section::OneTime && state.succeeded.contains(&task.id) {
         return planned(Decision::Done, tool, tool_in, None);
     }
-    // Started, and its outcome never recorded: it may have done its work (SPEC §6).
+    // Started, and its outcome never recorded: it may have done its work
+    // (docs/reference.md#at-most-once).
     if task.section == Section::OneTime && state.interrupted.contains(&task.id) {
         return planned(Decision::Interrupted, tool, tool_in, None);
     }

@@ -1,6 +1,6 @@
 //! What a run or an approval did, as data: one [`TaskReport`] per task that did something,
-//! with the counts, the exit code and the JSON shape of `run --once --json` (SPEC §8).
-//! Rendering it for people is in [`crate::render`].
+//! with the counts, the exit code and the JSON shape of `run --once --json`
+//! (docs/reference.md#run-json). Rendering it for people is in [`crate::render`].
 
 use std::path::Path;
 use std::sync::Arc;

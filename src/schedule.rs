@@ -307,9 +307,9 @@ pub const ONE_TIME_FORMS: &str = r#"expected "At YYYY-MM-DD HH:MM" or "At YYYY-M
 /// Read a level-3 heading under `section`. Keywords are compared without case and runs of
 /// whitespace count as one space.
 ///
-/// Fails closed (SPEC §2): a heading that looks meant as a schedule but does not parse as
-/// one of this section is [`HeadingKind::Invalid`], never a title, so that a typo never
-/// makes a task due at every run or a future one-time task due now.
+/// Fails closed (docs/reference.md#schedule-headings): a heading that looks meant as a schedule but
+/// does not parse as one of this section is [`HeadingKind::Invalid`], never a title, so that a typo
+/// never makes a task due at every run or a future one-time task due now.
 pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
     if section == Section::Other {
         return HeadingKind::Title;
@@ -378,7 +378,7 @@ const DAY_NAMES: [&str; 14] = [
     "sundays",
 ];
 
-/// Whether a heading is meant as a schedule (SPEC §2, fail closed):
+/// Whether a heading is meant as a schedule (docs/reference.md#schedule-headings, fail closed):
 /// - its first word is a schedule word or a day's name (plural too);
 /// - it has a schedule word other than `at` (`Backups daily`), a day's full name, a time of
 ///   day or a date anywhere (`Backups on Mondays`, `On 2026-12-24`, `Lunch 12:30`, `Report

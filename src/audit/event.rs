@@ -1,13 +1,13 @@
-//! Every audit event, as one typed enum: the table of SPEC §7 in Rust.
+//! Every audit event, as one typed enum: the table of docs/reference.md#audit-events in Rust.
 //!
 //! Invariants:
 //! - Serialised by serde alone (`#[serde(tag = "event")]`): the variant's snake_case name is
-//!   the `event` word, and its fields follow in declaration order, which is the SPEC's order.
+//!   the `event` word, and its fields follow in declaration order, which is the documented order.
 //! - Events that belong to a run carry `run_id` as their first field, so that it lands third
 //!   in the line, after `ts` and `event` (which [`super::AuditLog`] puts first). Events that
 //!   are sometimes written outside a run hold it as an `Option` that is left out when absent.
-//! - Keys the SPEC does not list (`holder_pid`, a task's `summary` and `stderr`, …) come after
-//!   the SPEC's keys, as typed fields too.
+//! - Keys added later (`holder_pid`, a task's `summary` and `stderr`, …) come after the
+//!   original keys, as typed fields too.
 //! - Values are borrowed: an event is built where it happens and written at once.
 //! - Free text (a tool's output and errors, a task's text, an error message, a reason) is
 //!   [`Redacted`], and a task's input [`RedactedJson`]: it went through the redaction step
@@ -41,7 +41,7 @@ macro_rules! events {
 }
 
 events! {
-/// One audit event. See SPEC §7 for what each means.
+/// One audit event. See docs/reference.md#audit-events for what each means.
 #[derive(Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event<'a> {
@@ -99,7 +99,7 @@ pub enum Event<'a> {
         line: usize,
         text: &'a Redacted,
     },
-    /// An agent appended a task through `heartbeat mcp` (SPEC §13).
+    /// An agent appended a task through `heartbeat mcp` (docs/reference.md#heartbeat-mcp).
     TaskProposed {
         task_id: &'a str,
         #[serde(serialize_with = "path")]
@@ -174,12 +174,12 @@ pub enum Event<'a> {
         chat_id: i64,
         kind: &'a str,
     },
-    /// Not in the SPEC's table: `heartbeat revoke`.
+    /// Written by `heartbeat revoke`.
     GrantRevoked {
         task_id: &'a str,
         by: &'a str,
     },
-    /// Not in the SPEC's table: `heartbeat reset`.
+    /// Written by `heartbeat reset` (and the Reset button).
     TaskReset {
         task_id: &'a str,
         failures: u32,

@@ -10,10 +10,10 @@
 //!   the repair of a torn last line at open takes the exclusive one, only when it is free at
 //!   once, so it never ends a line that another writer is still writing ([`end_torn_line`]).
 //! - Lines are not synced one by one; [`AuditLog::sync`] is called once at the end of a run.
-//! - Rotation ([`AuditLog::rotate`], SPEC §11) moves the whole file aside (`audit.jsonl.1`,
-//!   older ones shifted up, the oldest beyond `audit_keep` deleted) and puts in its place a
-//!   new file whose first line is `audit_rotated`, atomically (a hard link, then a rename):
-//!   a writer that still holds the old file appends to `audit.jsonl.1`, whole lines, and
+//! - Rotation ([`AuditLog::rotate`], docs/reference.md#retention) moves the whole file aside
+//!   (`audit.jsonl.1`, older ones shifted up, the oldest beyond `audit_keep` deleted) and puts in
+//!   its place a new file whose first line is `audit_rotated`, atomically (a hard link, then a
+//!   rename): a writer that still holds the old file appends to `audit.jsonl.1`, whole lines, and
 //!   every [`AuditLog`] notices the new file at its next line and writes there.
 
 pub mod event;
@@ -134,9 +134,9 @@ impl AuditLog {
         Ok(())
     }
 
-    /// Rotate when the log is larger than `max_size` bytes (SPEC §11), keeping `keep` rotated
-    /// files; the new file starts with `audit_rotated` at `ts`. Call with the run lock held.
-    /// Returns whether it rotated.
+    /// Rotate when the log is larger than `max_size` bytes (docs/reference.md#retention), keeping
+    /// `keep` rotated files; the new file starts with `audit_rotated` at `ts`. Call with the run
+    /// lock held. Returns whether it rotated.
     pub fn rotate(&mut self, max_size: u64, keep: usize, ts: DateTime<Utc>) -> io::Result<bool> {
         let size = match std::fs::metadata(&self.path) {
             Ok(m) => m.len(),

@@ -1,5 +1,5 @@
-//! Redaction (SPEC §7, Secrets): the one step that stands before every sink — audit lines,
-//! stdout and stderr, SQLite rows, Telegram messages.
+//! Redaction (docs/reference.md#redaction): the one step that stands before every sink — audit
+//! lines, stdout and stderr, SQLite rows, Telegram messages.
 //!
 //! Invariants:
 //! - Values under secret-looking keys ([`is_secret_key`]) become `"***"` at any depth,
@@ -477,7 +477,7 @@ fn normal(key: &str) -> String {
         .collect()
 }
 
-/// Whether values under this key are never shown (SPEC §7).
+/// Whether values under this key are never shown (docs/reference.md#redaction).
 pub fn is_secret_key(key: &str) -> bool {
     // A key shorter than every part cannot hold one (most keys: `text`, `cmd`, `url`), and
     // free text asks this of every quoted key it meets.

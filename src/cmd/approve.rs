@@ -345,7 +345,7 @@ fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) ->
 
 /// One line about an approval: id, tool, place, input.
 /// `  (proposed by an agent, mcp:…)` for a task an agent proposed, else nothing: said
-/// wherever a person decides (SPEC §13).
+/// wherever a person decides (docs/reference.md#proposal-mark).
 pub(crate) fn proposal_note(row: &ApprovalRow) -> String {
     row.text
         .find(crate::engine::session::PROPOSED_BY)

@@ -51,7 +51,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 /// Long-poll timeout for Telegram updates.
 const POLL: Duration = Duration::from_secs(25);
-/// The shortest time between two polls that brought nothing (SPEC §9).
+/// The shortest time between two polls that brought nothing (docs/reference.md#daemon).
 const MIN_EMPTY_POLL: Duration = Duration::from_secs(1);
 
 enum Event {

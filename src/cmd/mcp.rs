@@ -1,6 +1,6 @@
-//! `heartbeat mcp`: heartbeat as an MCP server over stdio, for agents (SPEC §13). Agents
-//! read the check-list, the approvals and the log, propose tasks, pause, resume and deny; a
-//! person still decides what runs.
+//! `heartbeat mcp`: heartbeat as an MCP server over stdio, for agents
+//! (docs/reference.md#heartbeat-mcp). Agents read the check-list, the approvals and the log,
+//! propose tasks, pause, resume and deny; a person still decides what runs.
 //!
 //! Invariants:
 //! - Nothing here runs a task or the scheduler, or takes the run lock: every tool is one of

@@ -1,5 +1,5 @@
-//! `heartbeat mcp-tools [SERVER] [--json]`: what each configured MCP server offers (SPEC
-//! §12). Starts each server, lists its tools, stops it. Writes nothing.
+//! `heartbeat mcp-tools [SERVER] [--json]`: what each configured MCP server offers
+//! (docs/reference.md#mcp-tools). Starts each server, lists its tools, stops it. Writes nothing.
 
 use std::path::Path;
 

@@ -74,8 +74,8 @@ pub fn show_problem(p: &Problem, cwd: &Path) -> String {
     )
 }
 
-/// The files' warnings on stderr (SPEC §8: once per run, also with `-q`; they never change
-/// the exit code).
+/// The files' warnings on stderr (docs/reference.md#file-warnings: once per run, also with `-q`;
+/// they never change the exit code).
 pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
     for w in file_warnings(files) {
         say(&format!("heartbeat: {}", show_problem(&w, cwd)));
@@ -149,7 +149,8 @@ impl Ctx {
 
     /// The config, for a command that only reads the state dir (`status`, `log`,
     /// `approvals`, `grants`): when it does not load, the error is a warning and the state
-    /// dir is found without it (SPEC §8), so the person can still see what happened.
+    /// dir is found without it (docs/reference.md#config), so the person can still see what
+    /// happened.
     pub fn load_config_to_read(&self) -> Result<Config> {
         match self.load_config(&[]) {
             Ok(cfg) => Ok(cfg),

@@ -79,7 +79,8 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         out.lines(crate::render::terminal::agent_actions(&report));
         let lines = crate::render::terminal::report(&report, args.quiet, false, &ctx.cwd);
         if lines.is_empty() && !args.quiet {
-            // A run that did nothing says why (SPEC §8); silence means nothing was due.
+            // A run that did nothing says why (docs/reference.md#run-output); silence means nothing
+            // was due.
             out.lines(why_nothing_ran(ctx, &cfg, &report)?);
         }
         out.lines(lines);

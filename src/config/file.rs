@@ -47,7 +47,7 @@ pub struct File {
     pub retention: Option<RetentionFile>,
 }
 
-/// `[retention]` (SPEC §11).
+/// `[retention]` (docs/reference.md#retention).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetentionFile {
@@ -56,14 +56,14 @@ pub struct RetentionFile {
     pub audit_keep: Option<Keep>,
 }
 
-/// `[mcp_server]`: what `heartbeat mcp` lets agents do (SPEC §13).
+/// `[mcp_server]`: what `heartbeat mcp` lets agents do (docs/reference.md#heartbeat-mcp).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerFile {
     pub allow_approve: Option<bool>,
 }
 
-/// `[mcp.NAME]`: an MCP server (SPEC §12).
+/// `[mcp.NAME]`: an MCP server (docs/reference.md#mcp-tools).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpFile {

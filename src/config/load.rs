@@ -27,7 +27,8 @@ use super::{
 use crate::model::DaySet;
 use crate::schedule::{ActiveHours, Window};
 
-/// Find, read and validate the config (SPEC §3), detecting the host's directories and zone.
+/// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
+/// and zone.
 pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     load_from(opts, &Host::detect())
 }
@@ -52,9 +53,9 @@ pub(super) fn load_from(opts: &LoadOptions, host: &Host) -> Result<Config, Confi
     src.build(raw, &base, opts, host)
 }
 
-/// For the read-only commands when the config does not load (SPEC §8): every default, with
-/// the state dir from `--state-dir`, else the broken file's own `state_dir = "…"` line when
-/// one can be read, else the default one. None when even that cannot be found.
+/// For the read-only commands when the config does not load (docs/reference.md#config): every
+/// default, with the state dir from `--state-dir`, else the broken file's own `state_dir = "…"`
+/// line when one can be read, else the default one. None when even that cannot be found.
 pub fn fallback(opts: &LoadOptions, broken: &ConfigError) -> Option<Config> {
     fallback_from(opts, broken, &Host::detect())
 }
@@ -721,7 +722,7 @@ fn consider<'d>(range: Range<usize>, span: &Range<usize>, at: At<'d>, best: &mut
     }
 }
 
-/// serde's name for what a type expects, in the words of the SPEC.
+/// serde's name for what a type expects, in our own words.
 fn describe<'e>(expected: &'e str, key: &str) -> &'e str {
     match expected {
         "a sequence" => match key {

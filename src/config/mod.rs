@@ -1,4 +1,5 @@
-//! The TOML config (SPEC §3): the validated [`Config`] the rest of the program reads.
+//! The TOML config (docs/reference.md#config): the validated [`Config`] the rest of the program
+//! reads.
 //!
 //! Invariants:
 //! - A `Config` is fully validated: windows, zones, days and durations are parsed once, at
@@ -102,7 +103,7 @@ pub enum McpTransport {
     },
 }
 
-/// `[mcp.NAME]` (SPEC §12).
+/// `[mcp.NAME]` (docs/reference.md#mcp-tools).
 #[derive(Clone, Debug, PartialEq)]
 pub struct McpServerConfig {
     pub transport: McpTransport,
@@ -192,7 +193,7 @@ impl Default for DaemonConfig {
     }
 }
 
-/// `[retention]` (SPEC §11).
+/// `[retention]` (docs/reference.md#retention).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Retention {
     /// History rows, decided approvals and delivered messages older than this are pruned.
@@ -291,8 +292,9 @@ impl Config {
             .unwrap_or(self.max_consecutive_failures)
     }
 
-    /// Whether a task with this estimate may start after `spent` today (SPEC §11): not once
-    /// the cap is reached, nor when the estimate would pass it. Always with no budget.
+    /// Whether a task with this estimate may start after `spent` today
+    /// (docs/reference.md#guardrails): not once the cap is reached, nor when the estimate would
+    /// pass it. Always with no budget.
     pub fn within_budget(&self, spent: f64, estimate: f64) -> bool {
         self.daily_usd <= 0.0 || (spent < self.daily_usd && spent + estimate <= self.daily_usd)
     }

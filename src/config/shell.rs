@@ -1,4 +1,4 @@
-//! Refusing `{key}` placeholders inside a shell script (SPEC §4).
+//! Refusing `{key}` placeholders inside a shell script (docs/reference.md#config-tools).
 //!
 //! Invariants:
 //! - A config tool that runs a shell (by basename: the program, or a later argument, as in

@@ -1,4 +1,4 @@
-//! What button presses and chat commands do (SPEC §10).
+//! What button presses and chat commands do (docs/reference.md#telegram-buttons-and-commands).
 //!
 //! Invariants:
 //! - Only chats in `telegram.chat_ids` decide anything. Anything from another chat is
@@ -387,7 +387,7 @@ fn command_reply(
             };
             pause(d, until, None)?;
             let text = match until {
-                // In the configured zone, as people read times (SPEC §10).
+                // In the configured zone, as people read times (docs/reference.md#telegram).
                 Some(u) => format!("Paused until {}.", show_time(u, d.cfg.tz())),
                 None => "Paused until /resume.".into(),
             };

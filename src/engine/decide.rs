@@ -1,5 +1,6 @@
-//! Deciding approvals (SPEC §6): approve, deny, grant, expire, and running approved work
-//! now. Used alike by `heartbeat approve`/`deny`, Telegram buttons and the chat commands.
+//! Deciding approvals (docs/reference.md#approvals): approve, deny, grant, expire, and running
+//! approved work now. Used alike by `heartbeat approve`/`deny`, Telegram buttons and the chat
+//! commands.
 //!
 //! Invariants:
 //! - Only `pending` approvals are decided; a decision is stored (synchronously) and audited

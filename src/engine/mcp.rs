@@ -1,4 +1,4 @@
-//! The MCP servers of one run, daemon tick, `check` or `mcp-tools` (SPEC §12).
+//! The MCP servers of one run, daemon tick, `check` or `mcp-tools` (docs/reference.md#mcp-tools).
 //!
 //! Invariants:
 //! - A server starts on first use and is reused for the rest of the command; every server

@@ -1,5 +1,5 @@
 //! Messages to people: the run summary (pure rendering), and delivery from the outbox with
-//! the noise rules of SPEC §10.
+//! the noise rules of docs/reference.md#outbox.
 //!
 //! Invariants:
 //! - Every message is stored in the outbox before it is sent, and deleted only once the
@@ -99,7 +99,7 @@ pub struct Notice {
     pub withheld: Option<Withhold>,
 }
 
-/// What a noise rule did with a message (SPEC §10).
+/// What a noise rule did with a message (docs/reference.md#outbox).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Withhold {
     /// Waits in the outbox (`quiet_hours`).
@@ -240,7 +240,8 @@ pub fn deliver(
                 let why = "the chat is no longer in telegram.chat_ids".into();
                 audit.push(failed_line(chat, &row.kind, why, false));
             } else if too_old {
-                // Undelivered for 24 h: dropped, and said so (SPEC §7, reason `expired`).
+                // Undelivered for 24 h: dropped, and said so (docs/reference.md#audit-events,
+                // reason `expired`).
                 store.outbox_delete(row.id)?;
                 stats.dropped += 1;
                 audit.push(Notice::withheld(
@@ -399,7 +400,7 @@ fn folded(chat: i64, rows: &[OutboxRow]) -> Vec<Notice> {
 
 /// Send a message in as many parts as it needs; buttons go on the last part. A part that
 /// Telegram accepted is remembered, so that a retry after a failed later part sends only
-/// the rest, never part 1 again (SPEC §10).
+/// the rest, never part 1 again (docs/reference.md#outbox).
 fn send_parts(
     t: &dyn Transport,
     store: &mut Store,

@@ -287,10 +287,10 @@ pub fn tick(t: &Tick) -> Result<Report> {
     Ok(report)
 }
 
-/// What the MCP servers offer, for checking inputs before anything runs (SPEC §12): the
-/// cached listings, and a fresh one for each server whose listing is missing or older than
-/// an hour when a task of it would run or be queued now. Servers started for that are kept
-/// in `servers` for the run's calls.
+/// What the MCP servers offer, for checking inputs before anything runs
+/// (docs/reference.md#mcp-tools): the cached listings, and a fresh one for each server whose
+/// listing is missing or older than an hour when a task of it would run or be queued now. Servers
+/// started for that are kept in `servers` for the run's calls.
 fn mcp_catalog(
     t: &Tick,
     tasks: &[&crate::model::Task],
@@ -320,7 +320,7 @@ fn mcp_catalog(
     Ok(catalog)
 }
 
-/// Retention (SPEC §11), under the run lock: rotate the audit log when it passed
+/// Retention (docs/reference.md#retention), under the run lock: rotate the audit log when it passed
 /// `retention.audit_max_size`, and prune old state once a local day. Returns the rows
 /// pruned when it pruned (also 0), for the run's `state_pruned` line.
 fn housekeeping(

@@ -217,7 +217,7 @@ impl<'a> Session<'a> {
     }
 
     /// One-time tasks whose run died before recording their outcome: reported failed
-    /// (`interrupted`) once, and held until `heartbeat reset` (SPEC §6).
+    /// (`interrupted`) once, and held until `heartbeat reset` (docs/reference.md#at-most-once).
     fn recover_starts(&mut self) -> Result<()> {
         for row in self.store.hold_unsettled_starts(&self.run_id)? {
             let reason = format!(
@@ -612,7 +612,8 @@ impl<'a> Session<'a> {
             tool,
         })?;
         if reason == SkipReason::Tripped && !self.first_mention_today(&task.id)? {
-            // Said at the trip and once a day since (SPEC §8): cron would mail it every run.
+            // Said at the trip and once a day since (docs/reference.md#guardrails): cron would mail
+            // it every run.
             return Ok(());
         }
         let mut r = TaskReport::new(task, tool, "skipped", &self.secrets);
@@ -805,8 +806,8 @@ impl<'a> Session<'a> {
                 secrets.redact(&format!("{e}: {stderr}"))
             }
         });
-        // One line (SPEC §4), cut after redaction: a tool's "summary" of a megabyte would
-        // otherwise become a flood of Telegram messages.
+        // One line (docs/reference.md#tool-output), cut after redaction: a tool's "summary" of a
+        // megabyte would otherwise become a flood of Telegram messages.
         let summary = outcome
             .summary
             .as_deref()
@@ -923,9 +924,9 @@ impl<'a> Session<'a> {
         };
         let file = task.file.to_string_lossy();
         let mut text = safe_text(task);
-        // Whoever decides sees that an agent wrote this task (SPEC §13): the terminal and
-        // `approvals` show the approval's text, the Telegram summary the report's reason.
-        // The mark in the file makes it asked for in every state dir; remembered here, a
+        // Whoever decides sees that an agent wrote this task (docs/reference.md#proposal-mark): the
+        // terminal and `approvals` show the approval's text, the Telegram summary the report's
+        // reason. The mark in the file makes it asked for in every state dir; remembered here, a
         // person's approval releases it (and an agent's approve tool refuses it).
         let proposer = match &task.proposed_by {
             Some(by) => {
@@ -1035,7 +1036,8 @@ impl<'a> Session<'a> {
     /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
     /// and the audit log for what follows the run (notifications).
     pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
-        // No server outlives the run (SPEC §12); the run's end is the time after this.
+        // No server outlives the run (docs/reference.md#mcp-tools); the run's end is the time after
+        // this.
         self.mcp.stop_all();
         for (file, ids) in std::mem::take(&mut self.ticks) {
             self.tick(&file, &ids)?;

@@ -1,4 +1,5 @@
-//! Appending one task to a HEARTBEAT.md, for `heartbeat mcp`'s `propose_task` (SPEC §13).
+//! Appending one task to a HEARTBEAT.md, for `heartbeat mcp`'s `propose_task`
+//! (docs/reference.md#heartbeat-mcp).
 //!
 //! Invariants:
 //! - Nothing already in the file is changed, moved or removed: the new text goes at the end,

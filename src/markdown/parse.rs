@@ -347,12 +347,14 @@ impl Builder<'_> {
                 }
                 match schedule::parse_heading(self.section, &text) {
                     HeadingKind::Schedule(s) => self.schedule = Some(s),
-                    // Fail closed: the tasks below carry the error (SPEC §2).
+                    // Fail closed: the tasks below carry the error
+                    // (docs/reference.md#schedule-headings).
                     HeadingKind::Invalid(error) => {
                         let (line, column) = self.lines.line_col(h.start);
                         self.bad_heading = Some((level, line, column, error));
                     }
-                    // A title (SPEC §2): no warning, or every cron run would mail it.
+                    // A title (docs/reference.md#schedule-headings): no warning, or every cron run
+                    // would mail it.
                     HeadingKind::Title => {}
                 }
                 self.heading = Some(Arc::from(text));
@@ -520,7 +522,7 @@ fn near_miss_section(level: HeadingLevel, text: &str) -> Option<&'static str> {
 // ---------------------------------------------------------------------------------------------
 // Identity
 
-/// What identifies a task inside its section: see SPEC §2 "Identity".
+/// What identifies a task inside its section: see docs/reference.md#task-identity.
 fn normalised_content(body: &Body, text: &str) -> String {
     match body {
         Body::Tool { name, input } => {

@@ -53,19 +53,21 @@ use crate::sys;
 use crate::sys::supervisor::{self, Environment, Group, Launch};
 
 /// Variables passed from heartbeat's environment to every server (when set); everything else
-/// is cleared (SPEC §12).
+/// is cleared (docs/reference.md#mcp-tools).
 pub const PASSED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
 
-/// Bytes of a server's stderr kept, like a tool's (SPEC §4); the rest is counted.
+/// Bytes of a server's stderr kept, like a tool's (docs/reference.md#tool-processes); the rest is
+/// counted.
 pub const STDERR_CAP: usize = 1024 * 1024;
 
-/// Bytes of a call's text output kept, like a tool's standard output (SPEC §4).
+/// Bytes of a call's text output kept, like a tool's standard output
+/// (docs/reference.md#tool-processes).
 pub const OUTPUT_CAP: usize = 1024 * 1024;
 
-/// From closing the server's stdin to SIGTERM (SPEC §12).
+/// From closing the server's stdin to SIGTERM (docs/reference.md#mcp-tools).
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// From SIGTERM to SIGKILL (SPEC §4, §12).
+/// From SIGTERM to SIGKILL (docs/reference.md#mcp-tools).
 const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// How long the stderr reader may take to drain once the group is gone; after that it is
@@ -104,7 +106,7 @@ pub enum Transport {
     /// `PATH` unless it holds a `/`; a relative path is relative to [`ServerSpec::cwd`].
     Stdio { command: Vec<String> },
     /// Streamable HTTP: `headers` (name, value) go with every request; the values are
-    /// secrets (SPEC §7).
+    /// secrets (docs/reference.md#redaction).
     Http {
         url: String,
         headers: Vec<(String, String)>,
@@ -118,7 +120,7 @@ pub struct ServerSpec {
     pub name: String,
     pub transport: Transport,
     /// Variables given to the server besides [`PASSED_ENV`]: the config's `env` names with
-    /// their values. The values are secrets (SPEC §7).
+    /// their values. The values are secrets (docs/reference.md#redaction).
     pub env: Vec<(String, String)>,
     /// The server's working directory.
     pub cwd: PathBuf,
@@ -418,7 +420,7 @@ impl Server {
     }
 
     /// False once a call timed out or the connection closed: the caller should [`stop`] this
-    /// server and start a new one for the next call (SPEC §12).
+    /// server and start a new one for the next call (docs/reference.md#mcp-tools).
     ///
     /// [`stop`]: Server::stop
     pub fn is_usable(&self) -> bool {
@@ -757,7 +759,7 @@ fn cannot_run(program: &str, e: &io::Error) -> String {
 }
 
 /// The client side of the session: no capabilities, and every server-initiated request that
-/// would act behind the person's back is refused (SPEC §12).
+/// would act behind the person's back is refused (docs/reference.md#mcp-tools).
 struct Refuser {
     refused: Arc<Mutex<Vec<String>>>,
 }

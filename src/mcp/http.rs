@@ -1,6 +1,6 @@
-//! Streamable HTTP to MCP servers with a `url` (SPEC §12): rmcp's transport (sessions,
-//! SSE streams, resumption) over the `reqwest` client heartbeat already builds. rmcp's own
-//! reqwest client is a second reqwest major (0.13, beside the 0.12 that Telegram's client
+//! Streamable HTTP to MCP servers with a `url` (docs/reference.md#mcp-tools): rmcp's transport
+//! (sessions, SSE streams, resumption) over the `reqwest` client heartbeat already builds. rmcp's
+//! own reqwest client is a second reqwest major (0.13, beside the 0.12 that Telegram's client
 //! uses); this is the small part of it heartbeat needs: three requests.
 
 use std::collections::HashMap;

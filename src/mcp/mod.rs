@@ -1,5 +1,5 @@
-//! MCP tools (SPEC §12): the client side of the Model Context Protocol, for tasks written
-//! `@SERVER.TOOL {json}`.
+//! MCP tools (docs/reference.md#mcp-tools): the client side of the Model Context Protocol, for
+//! tasks written `@SERVER.TOOL {json}`.
 //!
 //! Invariants:
 //!
@@ -11,7 +11,8 @@
 //!   signal its whole process group and reap it (over HTTP: end its session).
 //! - Server-initiated sampling, elicitation and roots requests are always refused.
 //! - Nothing here redacts: captured stderr, tool output and error messages may hold a
-//!   server's secrets, and go through heartbeat's one redaction step (§7) before any sink.
+//!   server's secrets, and go through heartbeat's one redaction step (docs/reference.md#redaction)
+//!   before any sink.
 
 mod client;
 mod http;

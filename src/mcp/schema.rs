@@ -7,8 +7,8 @@
 //!   unusable schema, not fetched.
 //! - At most one violation is reported, the first the validator finds, as
 //!   `<JSON pointer>: <message>`; the pointer is `/` for the input itself.
-//! - A value under a key that looks secret (§7's key words) is never quoted in a message.
-//!   Messages still go through the redaction step before any sink.
+//! - A value under a key that looks secret (the key words of docs/reference.md#redaction) is never
+//!   quoted in a message. Messages still go through the redaction step before any sink.
 
 use serde_json::Value;
 
@@ -22,7 +22,7 @@ pub fn validate_input(schema: &Value, input: &Value) -> Result<(), String> {
         return Ok(());
     };
     let path = error.instance_path().to_string();
-    // A key whose values §7 redacts: the value is not shown in the message.
+    // A key whose values redaction hides: the value is not shown in the message.
     let secret = path.split('/').any(crate::audit::redact::is_secret_key);
     let message = if secret {
         error.masked_with("***").to_string()

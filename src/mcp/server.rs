@@ -1,4 +1,4 @@
-//! The server side of MCP over stdio, for `heartbeat mcp` (SPEC §13).
+//! The server side of MCP over stdio, for `heartbeat mcp` (docs/reference.md#heartbeat-mcp).
 //!
 //! Invariants:
 //!

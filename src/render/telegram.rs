@@ -1,5 +1,5 @@
-//! Telegram messages as text: the run summary (SPEC §10) in Telegram's HTML, cut into parts
-//! that fit, and the plain-text fallback. Pure: no I/O.
+//! Telegram messages as text: the run summary (docs/reference.md#telegram) in Telegram's HTML, cut
+//! into parts that fit, and the plain-text fallback. Pure: no I/O.
 //!
 //! Invariants: every dynamic text is HTML-escaped; no tag spans a line, so a message can be
 //! cut at any line; a part never exceeds [`MAX_MESSAGE`] UTF-16 units.
@@ -294,10 +294,10 @@ fn compose<'a>(
     }
 }
 
-/// The messages after a run (SPEC §10): its summary (none when nothing is to be said), then
-/// a message of its own for each approval the summary had no room to show whole. `inputs`
-/// holds the stored input of each approval the run queued; an approval missing from it gets
-/// no buttons. Every text is redacted with `secrets`.
+/// The messages after a run (docs/reference.md#telegram): its summary (none when nothing is to be
+/// said), then a message of its own for each approval the summary had no room to show whole.
+/// `inputs` holds the stored input of each approval the run queued; an approval missing from it
+/// gets no buttons. Every text is redacted with `secrets`.
 pub fn summary(
     report: &Report,
     mode: SummaryMode,
@@ -404,7 +404,7 @@ fn task_line(t: &TaskReport) -> String {
     };
     let what = match &t.tool {
         // By its place only: the source text of a task that did not parse may hold a secret
-        // that redaction cannot recognise (SPEC §7).
+        // that redaction cannot recognise (docs/reference.md#redaction).
         _ if t.outcome == "invalid" => {
             let name = t.file.file_name().unwrap_or(t.file.as_os_str());
             let column = t.column.map(|c| format!(":{c}")).unwrap_or_default();

@@ -23,8 +23,8 @@ fn reason(t: &crate::report::TaskReport) -> Option<&str> {
 }
 
 /// The human summary: one line per task, then the counts. Prints nothing when nothing
-/// happened that a person should see (cron mails any output, SPEC §8); tasks skipped by
-/// policy, the budget or the run cap alone are not news. `quiet` keeps only failures.
+/// happened that a person should see (cron mails any output, docs/reference.md#run-output); tasks
+/// skipped by policy, the budget or the run cap alone are not news. `quiet` keeps only failures.
 /// `all_skips`: every skip is news (a person just approved and waits for the result).
 pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<String> {
     let mut out = Vec::new();

@@ -1,5 +1,5 @@
-//! Approvals (SPEC §6): `pending` → `approved` → `running` → `succeeded` | `failed`;
-//! `pending` → `denied` | `expired`; `approved` → `stale`.
+//! Approvals (docs/reference.md#approvals): `pending` → `approved` → `running` → `succeeded` |
+//! `failed`; `pending` → `denied` | `expired`; `approved` → `stale`.
 //!
 //! Invariants:
 //! - Every change of state is one UPDATE that names the state it moves from, committed with
@@ -214,8 +214,8 @@ impl Store {
                     "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4,
                      reason = ?5, always = ?6 WHERE id = ?1 AND state = 'pending'",
                 )?;
-                // A person's approval of a task an agent proposed ends its "ask first" (SPEC
-                // §13); an agent's own approval never does.
+                // A person's approval of a task an agent proposed ends its "ask first"
+                // (docs/reference.md#proposal-mark); an agent's own approval never does.
                 let mut release = tx.prepare(
                     "UPDATE proposals SET approved_by = ?2, approved_at = ?3
                      WHERE approved_at IS NULL

@@ -1,5 +1,5 @@
-//! The tools each MCP server listed, cached for `run` (SPEC §12): refreshed when the server's
-//! config changes (its fingerprint) or the listing is older than an hour.
+//! The tools each MCP server listed, cached for `run` (docs/reference.md#mcp-tools): refreshed when
+//! the server's config changes (its fingerprint) or the listing is older than an hour.
 //!
 //! Invariants:
 //! - One row per server; a newer listing replaces the older one.

@@ -270,7 +270,8 @@ CREATE VIEW task_history AS
     SELECT run_id, task_id, tool, started_at, finished_at, outcome, cost_usd, approval_id
     FROM task_runs;
 "#,
-    // 9: the tools each MCP server listed (SPEC §12), for `run` to check inputs against.
+    // 9: the tools each MCP server listed (docs/reference.md#mcp-tools), for `run` to check inputs
+    // against.
     r#"
 CREATE TABLE mcp_listings (
     server TEXT PRIMARY KEY,
@@ -279,8 +280,8 @@ CREATE TABLE mcp_listings (
     tools TEXT NOT NULL
 );
 "#,
-    // 10: tasks an agent proposed through `heartbeat mcp` (SPEC §13): asked for until a
-    // person approves one run of them.
+    // 10: tasks an agent proposed through `heartbeat mcp` (docs/reference.md#proposal-mark): asked
+    // for until a person approves one run of them.
     r#"
 CREATE TABLE proposals (
     task_id TEXT PRIMARY KEY,
@@ -291,8 +292,9 @@ CREATE TABLE proposals (
     approved_at TEXT
 );
 "#,
-    // 11: one-time tasks with outside effects, started and not yet settled (SPEC §6): a start
-    // that a later run finds unsettled holds the task until `heartbeat reset`.
+    // 11: one-time tasks with outside effects, started and not yet settled
+    // (docs/reference.md#at-most-once): a start that a later run finds unsettled holds the task
+    // until `heartbeat reset`.
     r#"
 CREATE TABLE starts (
     task_id TEXT PRIMARY KEY,

@@ -1,5 +1,5 @@
-//! Tasks an agent proposed through `heartbeat mcp` (SPEC §13): their provenance, and whether
-//! a person has approved one run of them yet.
+//! Tasks an agent proposed through `heartbeat mcp` (docs/reference.md#proposal-mark): their
+//! provenance, and whether a person has approved one run of them yet.
 //!
 //! Invariants:
 //! - One row per task id; proposing the same task again keeps the first row (and its

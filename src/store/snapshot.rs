@@ -43,7 +43,8 @@ pub struct Snapshot {
     pub future_times: usize,
     /// Task id → who proposed it (`mcp:<client>`), for tasks an agent proposed.
     pub proposed_by: HashMap<String, String>,
-    /// Proposed tasks no person has approved yet: they ask, whatever the policy (SPEC §13).
+    /// Proposed tasks no person has approved yet: they ask, whatever the policy
+    /// (docs/reference.md#proposal-mark).
     pub unapproved: HashSet<String>,
     /// Proposed tasks a person has approved once in this state dir: ordinary policy from
     /// then on. A task marked as proposed in its file and not in here asks first.

@@ -1,4 +1,4 @@
-//! Start records of one-time tasks with outside effects (SPEC §6, "at most once").
+//! Start records of one-time tasks with outside effects (docs/reference.md#at-most-once).
 //!
 //! Invariants:
 //! - A start is committed durably (`synchronous = FULL`) before the tool starts; if it

@@ -1,5 +1,5 @@
-//! The built-in `http` tool (SPEC §4): one HTTP request with reqwest's blocking client.
-//! OWNER: tools helper.
+//! The built-in `http` tool (docs/reference.md#built-in-tools): one HTTP request with reqwest's
+//! blocking client. OWNER: tools helper.
 //!
 //! Input (unknown keys are an error):
 //!

@@ -1,5 +1,6 @@
-//! The inputs of the built-in tools as types (SPEC §4): one serde struct per tool, parsed
-//! once from the task's JSON object. Config tools and `agent` take any keys and stay maps.
+//! The inputs of the built-in tools as types (docs/reference.md#built-in-tools): one serde struct
+//! per tool, parsed once from the task's JSON object. Config tools and `agent` take any keys and
+//! stay maps.
 //!
 //! Invariants:
 //! - A key a tool does not take is an error naming it and the keys it does take, before

@@ -12,7 +12,7 @@
 //! - Every process gets `HEARTBEAT_TASK_ID` and `HEARTBEAT_RUN_ID`, and loses
 //!   `HEARTBEAT_TELEGRAM_TOKEN` and every name in [`Invocation::remove_env`].
 //! - `write_file` never leaves a partial file: the target holds its old content or the whole
-//!   new one, keeps its mode, and no temp file stays behind (SPEC §4).
+//!   new one, keeps its mode, and no temp file stays behind (docs/reference.md#built-in-tools).
 
 pub mod http;
 pub mod input;
@@ -56,9 +56,9 @@ pub enum ToolKind {
     Notify,
     /// A config tool (also `agent`): argv with `{key}` placeholders, no shell.
     Command(Vec<String>),
-    /// `@SERVER.TOOL`: a tool of an MCP server (SPEC §12). The session carries it out over
-    /// the run's connection to the server. `schema` is its `inputSchema` when the server's
-    /// tools are known.
+    /// `@SERVER.TOOL`: a tool of an MCP server (docs/reference.md#mcp-tools). The session carries
+    /// it out over the run's connection to the server. `schema` is its `inputSchema` when the
+    /// server's tools are known.
     Mcp {
         server: String,
         tool: String,

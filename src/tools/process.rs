@@ -46,7 +46,7 @@ use crate::sys::{self, Signal};
 /// Bytes of standard output (and, separately, of standard error) kept per process.
 pub const OUTPUT_CAP: usize = 1024 * 1024;
 
-/// SIGTERM → SIGKILL grace period of SPEC §4.
+/// SIGTERM → SIGKILL grace period (docs/reference.md#tool-processes).
 pub const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// How long reader threads may take to finish once the group is gone; after that they are

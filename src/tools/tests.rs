@@ -777,8 +777,8 @@ fn config_timeout_applies_to_command_tools() {
     let o = run_in(dir.path(), &reg.get("slow").unwrap(), json!({}));
     assert_eq!(o.error.as_deref(), Some("timed out after 1s"));
     assert!(o.duration < Duration::from_secs(3), "{:?}", o.duration);
-    // `execute` uses the SPEC's grace; the SIGKILL path itself is tested on the runner with
-    // a shorter one.
+    // `execute` uses the documented grace (docs/reference.md#tool-processes); the SIGKILL path
+    // itself is tested on the runner with a shorter one.
     assert_eq!(process::KILL_GRACE, Duration::from_secs(5));
     let req = process::Request::new(vec!["x".into()], dir.path().into(), Duration::ZERO);
     assert_eq!(req.kill_grace, process::KILL_GRACE);

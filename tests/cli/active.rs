@@ -1,6 +1,7 @@
-//! Active hours and schedules, timezone-aware, driven by `--now` (SPEC §2 "Schedules", §3,
-//! §5 step 1). Europe/Berlin: CET (+01) / CEST (+02); DST starts 2026-03-29 01:00Z (02:00
-//! local jumps to 03:00) and ends 2026-10-25 01:00Z (03:00 local falls back to 02:00).
+//! Active hours and schedules, timezone-aware, driven by `--now`
+//! (docs/reference.md#when-a-task-is-due, docs/reference.md#active-hours). Europe/Berlin: CET (+01)
+//! / CEST (+02); DST starts 2026-03-29 01:00Z (02:00 local jumps to 03:00) and ends 2026-10-25
+//! 01:00Z (03:00 local falls back to 02:00).
 
 use serde_json::Value;
 

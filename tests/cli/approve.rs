@@ -1,4 +1,4 @@
-//! Approvals (SPEC §6, issue 3): the lifecycle pending → approved → running →
+//! Approvals (docs/reference.md#approvals, issue 3): the lifecycle pending → approved → running →
 //! succeeded|failed, pending → denied|expired, approved → stale; `approve` by id, `--all`,
 //! `--later`, `--always`, one by one on a terminal; `deny`, `approvals`, `grants`, `revoke`;
 //! who decided; the audit lines; bad input; and the store's own guarantees (WAL, schema

@@ -1,7 +1,7 @@
-//! Approvals under concurrency and crashes (SPEC §6 "Exactly once", §9): four `approve`
-//! processes at once run the tool once; an `approve` killed mid-run leaves its approval
-//! `running`, and the next run fails it as `interrupted` without running it again; `approve`
-//! waits for the run lock; first opens of the database migrate once.
+//! Approvals under concurrency and crashes (docs/reference.md#approvals,
+//! docs/reference.md#run-lock): four `approve` processes at once run the tool once; an `approve`
+//! killed mid-run leaves its approval `running`, and the next run fails it as `interrupted` without
+//! running it again; `approve` waits for the run lock; first opens of the database migrate once.
 
 use std::time::{Duration, Instant};
 

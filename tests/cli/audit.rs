@@ -1,4 +1,4 @@
-//! The audit log (SPEC §7): line format, run events, redaction, invalid tasks.
+//! The audit log (docs/reference.md#audit-log): line format, run events, redaction, invalid tasks.
 
 use serde_json::{Value, json};
 
@@ -180,8 +180,8 @@ fn task_invalid_is_written_once_per_run_with_position() {
     assert_eq!(env.events("task_succeeded").len(), 2);
 }
 
-/// SPEC §7 `ts`: a line is stamped when its event happens (the run's start plus the time
-/// elapsed since), while the schedule keeps the run's start.
+/// `ts` (docs/reference.md#clock): a line is stamped when its event happens (the run's start plus
+/// the time elapsed since), while the schedule keeps the run's start.
 #[test]
 fn a_task_that_ends_later_is_stamped_later() {
     let env = Env::new("## Recurring\n- [ ] @nap {}\n- [ ] Stretch\n")

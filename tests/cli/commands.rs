@@ -1,4 +1,5 @@
-//! `check`, `status`, `completions`, `run` usage, `--dry-run` and `--json` (SPEC §8).
+//! `check`, `status`, `completions`, `run` usage, `--dry-run` and `--json`
+//! (docs/reference.md#commands).
 
 use std::path::PathBuf;
 
@@ -305,7 +306,7 @@ fn unknown_flags_and_bad_now_are_usage_errors() {
         .cmd(["run", "--once", "--autonomy", "reckless"])
         .output();
     level.code(2);
-    // In heartbeat's form (SPEC §8), with clap's hint below.
+    // In heartbeat's form (docs/reference.md#run-output), with clap's hint below.
     for bad in [&flag, &out, &level] {
         assert!(bad.stderr.starts_with("heartbeat: "), "{}", bad.stderr);
         assert!(bad.stderr.contains("try '--help'"), "{}", bad.stderr);
@@ -439,7 +440,8 @@ fn run_json_shape() {
 }
 
 /// A write error on standard output is an error, not a silent success: `check` (nothing run)
-/// exits 2, and `run --once` whose tools already ran exits 1, never 2 (SPEC §8).
+/// exits 2, and `run --once` whose tools already ran exits 1, never 2
+/// (docs/reference.md#exit-codes).
 #[test]
 fn a_failed_write_to_stdout_is_an_error_and_after_work_it_exits_1() {
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hello\"}\n");
@@ -478,7 +480,8 @@ fn verbose_names_a_recent_bundled_sqlite() {
     assert!(v >= vec![3, 51, 3], "SQLite {line} is older than 3.51.3");
 }
 
-/// A missing HEARTBEAT.md says how to get one (SPEC §2: exit 2, naming the path).
+/// A missing HEARTBEAT.md says how to get one (docs/reference.md#file-format: exit 2, naming the
+/// path).
 #[test]
 fn a_missing_file_suggests_init_or_file() {
     let env = Env::empty();
@@ -493,7 +496,7 @@ fn a_missing_file_suggests_init_or_file() {
     assert!(out.stderr.contains("--file"), "{}", out.stderr);
 }
 
-/// A dry run queues nothing, and says so: `would queue`, not `queued` (SPEC §8).
+/// A dry run queues nothing, and says so: `would queue`, not `queued` (docs/reference.md#run-json).
 #[test]
 fn dry_run_says_would_queue() {
     let env = Env::new(DRY_MD);

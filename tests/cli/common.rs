@@ -325,7 +325,7 @@ impl Output {
         self
     }
 
-    /// Never a Rust panic or backtrace (SPEC §8).
+    /// Never a Rust panic or backtrace (docs/reference.md#run-output).
     #[track_caller]
     pub fn no_panic(&self) -> &Output {
         assert!(
@@ -358,7 +358,7 @@ pub fn keys(v: &Value) -> BTreeSet<String> {
         .collect()
 }
 
-/// The keys of an approval in `approvals --json` (SPEC §8).
+/// The keys of an approval in `approvals --json` (docs/reference.md#approvals-json).
 pub const APPROVAL_KEYS: [&str; 13] = [
     "id",
     "task_id",
@@ -908,8 +908,8 @@ impl Cmd {
 }
 
 /// Whether `ts` (a line's `ts`, a row's `decided_at`) is a time of the command started at
-/// `now`: SPEC §7 stamps what happened with the start plus the time elapsed since, so a
-/// little after `now` (these tests' commands take well under 10 s).
+/// `now`: the log (docs/reference.md#clock) stamps what happened with the start plus the time
+/// elapsed since, so a little after `now` (these tests' commands take well under 10 s).
 pub fn is_ts_of(ts: &Value, now: &str) -> bool {
     let now = chrono::DateTime::parse_from_rfc3339(now).expect("valid RFC 3339");
     ts.as_str()

@@ -1,5 +1,5 @@
-//! Config errors (SPEC §3): exit 2, `heartbeat: ` + file + key + value on stderr, nothing
-//! written, never a silent fallback.
+//! Config errors (docs/reference.md#config): exit 2, `heartbeat: ` + file + key + value on stderr,
+//! nothing written, never a silent fallback.
 
 use crate::common::*;
 

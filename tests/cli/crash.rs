@@ -1,4 +1,5 @@
-//! Crash safety (SPEC §2 ticking, §6 exactly once, §7 audit), against the real binary.
+//! Crash safety (docs/reference.md#ticking, docs/reference.md#at-most-once,
+//! docs/reference.md#approvals, docs/reference.md#audit-log), against the real binary.
 //!
 //! A run is aborted at the named fault points of `src/fault.rs` (`HEARTBEAT_FAULT=name:n`,
 //! debug builds only) and killed with SIGKILL at random moments. After every crash:
@@ -424,7 +425,7 @@ fn crash_case(tool: Tool, fault: &str, after: After, lost: Lost) {
 
     // The next normal run finishes the work, except a one-time task with effects outside
     // heartbeat whose outcome was lost: it may have done its work, so it is held
-    // (`task_failed`, `interrupted`) and not run again by itself (SPEC §6).
+    // (`task_failed`, `interrupted`) and not run again by itself (docs/reference.md#at-most-once).
     let rec = env.cmd(["run", "--once", "--json"]).output();
     let run_id = rec.json()["run_id"].as_str().unwrap().to_string();
     let held: BTreeSet<String> = scan_audit(&env)
@@ -673,8 +674,9 @@ fn log_crash_tearing_audit_lines() {
     crash_case(Tool::Log, "audit_torn:250", After::AllTicked, Lost::Nothing);
 }
 
-/// SPEC §7 and the harness's readers: a torn line is at most the *last* line. The run after
-/// a torn write must not glue its first line onto the fragment: its lines are whole.
+/// The audit log (docs/reference.md#audit-log) and the harness's readers: a torn line is at most
+/// the *last* line. The run after a torn write must not glue its first line onto the fragment: its
+/// lines are whole.
 #[test]
 fn the_run_after_a_torn_audit_line_appends_whole_lines() {
     let env = Env::new(&many_tasks(5)).config(FULL);
@@ -877,7 +879,8 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
         let lines_before = scan.lines.len();
         let rec = env.cmd(["run", "--once", "-q"]).output();
         // A task with outside effects killed in flight is held, not run again by itself
-        // (SPEC §6): the run says so (exit 1); a person releases it after checking.
+        // (docs/reference.md#at-most-once): the run says so (exit 1); a person releases it after
+        // checking.
         let held: Vec<String> = scan_audit(&env).lines[lines_before..]
             .iter()
             .filter(|v| v["event"] == "task_failed" && v["error"] == "interrupted")
@@ -954,8 +957,8 @@ fn kill_9_at_random_moments_during_80_tasks_with_outside_effects() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Approved work interrupted (SPEC §6: "A process that dies mid-run leaves it running; the
-// next run marks it failed with reason interrupted").
+// Approved work interrupted (docs/reference.md#approvals: a process that dies mid-run leaves it
+// running; the next run marks it failed, interrupted).
 
 /// A one-time task of an `ask` tool whose every run appends a line to `marker.txt`.
 fn approval_env() -> (Env, PathBuf) {

@@ -1,6 +1,6 @@
-//! `heartbeat daemon` (SPEC §9, §7 daemon events, §10 long polling): aligned ticks, the
-//! signals (TERM lets a running tool finish, HUP reloads, USR1 ticks now), Telegram presses
-//! acted on while it runs, and an idle daemon that costs nothing.
+//! `heartbeat daemon` (docs/reference.md#daemon; its audit events and Telegram long polling):
+//! aligned ticks, the signals (TERM lets a running tool finish, HUP reloads, USR1 ticks now),
+//! Telegram presses acted on while it runs, and an idle daemon that costs nothing.
 //!
 //! Every daemon runs under a [`Guarded`]: SIGKILLed when the test ends, also when it fails.
 
@@ -714,7 +714,7 @@ fn daemon_refuses_tick_intervals_out_of_range() {
 }
 
 /// A Bot API that answers `getUpdates` at once (not as Telegram does) gets at most one empty
-/// poll a second (SPEC §9), not a busy loop.
+/// poll a second (docs/reference.md#daemon), not a busy loop.
 #[test]
 fn daemon_polls_at_most_once_a_second_when_the_server_does_not_wait() {
     let tg = TgDouble::start();
@@ -743,7 +743,7 @@ fn daemon_polls_at_most_once_a_second_when_the_server_does_not_wait() {
 }
 
 /// A tool's detached grandchild that keeps the output pipes open costs the daemon no thread
-/// and no descriptor beyond the task's end (SPEC §9).
+/// and no descriptor beyond the task's end (docs/reference.md#daemon).
 #[test]
 fn a_detached_grandchild_holding_the_pipes_leaks_nothing_across_ticks() {
     let env =

@@ -1,7 +1,7 @@
-//! Guardrails (SPEC §3, §5, §7, §8, §9, §11): the daily budget (reported costs and
-//! estimates, the local day, `budget_exhausted` once a day, approved work, parallel starts),
-//! tool cooldowns, the failure breaker (`task_tripped`, `reset`), the run cap, pause/resume
-//! and `concurrency`. Everything through the built binary with `--now`.
+//! Guardrails (docs/reference.md#guardrails, and the config, policy, run lock and retention): the
+//! daily budget (reported costs and estimates, the local day, `budget_exhausted` once a day,
+//! approved work, parallel starts), tool cooldowns, the failure breaker (`task_tripped`, `reset`),
+//! the run cap, pause/resume and `concurrency`. Everything through the built binary with `--now`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -517,9 +517,9 @@ fn cooldown_lets_one_task_of_the_tool_start_per_cooldown() {
 
 #[test]
 fn cooldown_does_not_starve_the_later_tasks_of_a_tool() {
-    // SPEC §11: "a task of that tool is not due while another ran within the cooldown".
-    // Both tasks are due whenever the cooldown has passed; the one that waited longer (never
-    // ran) must get the slot, as with the run cap, or the second never runs at all.
+    // docs/reference.md#guardrails: a task of that tool is not due while another started within the
+    // cooldown. Both tasks are due whenever the cooldown has passed; the one that waited longer
+    // (never ran) must get the slot, as with the run cap, or the second never runs at all.
     let env = Env::new(TWO_LOGS).config("[tools.log]\ncooldown = \"1h\"\n");
     for now in [
         "2026-05-01T10:00:00Z",
@@ -955,7 +955,8 @@ fn a_timed_pause_ends_by_itself() {
 
 #[test]
 fn a_pause_too_long_for_the_calendar_is_refused_not_a_panic() {
-    // SPEC §8: never a Rust panic for bad input. 300000 years is past chrono's last year.
+    // docs/reference.md#run-output: never a Rust panic for bad input. 300000 years is past chrono's
+    // last year.
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n");
     let out = env.cmd(["pause", "--for", "300000y"]).user(USER).output();
     out.no_panic();
@@ -1229,7 +1230,7 @@ fn reset_and_revoke_take_id_prefixes() {
 
 /// One run with a clock far ahead (a future `--now`, an RTC that NTP corrected) stores its
 /// attempt in the future: later runs read it as now and store it as now, so the schedule is
-/// held back for one interval at most, and `check` warns (SPEC §9).
+/// held back for one interval at most, and `check` warns (docs/reference.md#when-a-task-is-due).
 #[test]
 fn an_attempt_stored_in_the_future_counts_as_now() {
     let env = Env::new("## Recurring\n### Every 1h\n- [ ] @log {\"text\": \"hourly\"}\n");
@@ -1256,7 +1257,7 @@ fn an_attempt_stored_in_the_future_counts_as_now() {
     );
 }
 
-/// A run that did nothing says why on stdout, one line, unless `-q` (SPEC §8).
+/// A run that did nothing says why on stdout, one line, unless `-q` (docs/reference.md#run-output).
 #[test]
 fn a_run_that_did_nothing_says_why() {
     let env = Env::new(&recurring(&[LOG_TASK])).config(&berlin("active_hours = \"08:00-20:00\"\n"));
@@ -1325,7 +1326,7 @@ fn check_while_paused_says_paused() {
 }
 
 /// The run in which a task trips says so, also with `-q`, naming the reset command, and
-/// exits 1 (SPEC §8).
+/// exits 1 (docs/reference.md#exit-codes).
 #[test]
 fn the_run_that_trips_a_task_says_tripped_even_when_quiet() {
     let env = flaky_env(&format!("max_consecutive_failures = 2\n{FLAKY}"));

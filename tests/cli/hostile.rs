@@ -1,5 +1,5 @@
-//! Hostile input (SPEC §2 "Bad files", §8 errors and exit codes): pathological JSON, huge
-//! files and inputs, NUL bytes, CR-only line endings, deep nesting, a corrupt database, a
+//! Hostile input (docs/reference.md#file-format, docs/reference.md#exit-codes): pathological JSON,
+//! huge files and inputs, NUL bytes, CR-only line endings, deep nesting, a corrupt database, a
 //! state dir that cannot be created, a full disk under it, files that cannot be rewritten,
 //! FIFOs.
 //!
@@ -147,9 +147,9 @@ fn a_200_kb_input_runs_and_is_audited_whole() {
     assert!(open_one_time(&env.md_path(), &env.read_bytes("HEARTBEAT.md")).is_empty());
 }
 
-/// SPEC §4: a config tool gets the whole input on standard input (and in `$HEARTBEAT_INPUT`).
-/// Linux refuses a single environment string over 128 KiB (MAX_ARG_STRLEN), so a 200 KB
-/// input cannot go into the environment; it must still reach the tool on stdin rather than
+/// docs/reference.md#config-tools: a config tool gets the whole input on standard input (and in
+/// `$HEARTBEAT_INPUT`). Linux refuses a single environment string over 128 KiB (MAX_ARG_STRLEN), so
+/// a 200 KB input cannot go into the environment; it must still reach the tool on stdin rather than
 /// keep the tool from starting at all.
 #[test]
 fn a_200_kb_input_reaches_a_config_tool_on_stdin() {
@@ -321,8 +321,9 @@ fn cr_only_line_endings_tick_byte_exactly_with_right_line_numbers() {
     assert_eq!(env.read("HEARTBEAT.md"), want);
 }
 
-/// CommonMark §2.1: a lone CR is a line ending, so a fence line ends at the CR. SPEC §2:
-/// items inside fenced code blocks are not tasks, whatever the line endings.
+/// CommonMark §2.1: a lone CR is a line ending, so a fence line ends at the CR. And
+/// (docs/reference.md#file-format) items inside fenced code blocks are not tasks, whatever the line
+/// endings.
 #[test]
 fn cr_only_line_endings_keep_tasks_in_fenced_code_out() {
     let md = "## One-time\r\r```\r- [ ] @log {\"text\": \"example in code\"}\r```\r\r~~~\r- [ ] @log {\"text\": \"tilde code\"}\r~~~\r\rPara.\r\r    - [ ] @log {\"text\": \"indented code\"}\r";

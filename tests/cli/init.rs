@@ -1,5 +1,5 @@
-//! `heartbeat init [DIR]` (SPEC §8): a commented HEARTBEAT.md and heartbeat.toml that pass
-//! `check` and run safely; never an overwrite.
+//! `heartbeat init [DIR]` (docs/reference.md#commands): a commented HEARTBEAT.md and heartbeat.toml
+//! that pass `check` and run safely; never an overwrite.
 
 use std::collections::BTreeSet;
 
@@ -286,8 +286,8 @@ fn written_files_pass_check_and_run_safely() {
     assert_ne!(after, before);
 }
 
-/// SPEC §3 keys: all of them in heartbeat.toml as comments, only `files` and `autonomy`
-/// active, and the commented lines are valid as written.
+/// The config keys (docs/reference.md#config-keys): all of them in heartbeat.toml as comments, only
+/// `files` and `autonomy` active, and the commented lines are valid as written.
 #[test]
 fn config_documents_every_key_and_each_line_is_valid() {
     let env = Env::empty();

@@ -1,4 +1,5 @@
-//! Invalid tasks and bad files (SPEC §2 "Tool calls", "Bad files"; §8 exit codes).
+//! Invalid tasks and bad files (docs/reference.md#tool-calls, docs/reference.md#file-format,
+//! docs/reference.md#exit-codes).
 
 use serde_json::Value;
 
@@ -9,7 +10,7 @@ const INVALID_MD: &str = include_str!("../../fixtures/cli/invalid.md");
 
 const CFG_TOOL: &str = "[tools.cfg]\ncommand = [\"echo\", \"{a}\", \"{b}\"]\n";
 
-/// (line, column or None when SPEC fixes no column, what the message must mention)
+/// (line, column or None when the column is not pinned, what the message must mention)
 fn expected_problems() -> Vec<(u64, Option<u64>, Vec<&'static str>)> {
     vec![
         // `- [ ] @log {"text": broken}`: serde_json stops at the `b`.

@@ -1,5 +1,6 @@
-//! The run lock (SPEC §9): a run that finds it held writes `run_skipped` (reason `locked`),
-//! exits 0 at once, and warns naming the holder when it has held the lock past `stuck_after`.
+//! The run lock (docs/reference.md#run-lock): a run that finds it held writes `run_skipped` (reason
+//! `locked`), exits 0 at once, and warns naming the holder when it has held the lock past
+//! `stuck_after`.
 
 use std::time::{Duration, Instant};
 
@@ -109,7 +110,8 @@ fn locked_run_json_says_so() {
 }
 
 /// A cleaner that deletes `heartbeat.lock` while a run holds the lock does not let a second
-/// run in: the lock is the state directory's (SPEC §9), so a one-time task runs once.
+/// run in: the lock is the state directory's (docs/reference.md#run-lock), so a one-time task runs
+/// once.
 #[test]
 fn deleting_the_lock_file_lets_no_second_run_in() {
     let env = Env::new(

@@ -1,5 +1,5 @@
-//! `heartbeat log` (SPEC §7): filters, `--json` as stored, the human format, damaged lines,
-//! following a growing (or rotated) log, and a big log read as a stream.
+//! `heartbeat log` (docs/reference.md#audit-log): filters, `--json` as stored, the human format,
+//! damaged lines, following a growing (or rotated) log, and a big log read as a stream.
 
 use std::fs;
 use std::io::{BufRead, BufReader, Write};

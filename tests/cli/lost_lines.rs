@@ -1,4 +1,4 @@
-//! Never lose a line of the user's file (SPEC §2 "Ticking one-time tasks"): a tick writes
+//! Never lose a line of the user's file (docs/reference.md#ticking): a tick writes
 //! its one byte in place, so whatever another program writes to HEARTBEAT.md during a run
 //! (an append, an editor's save by rename) is still there afterwards, and a tick undone by
 //! such a save is done again at the next run without running the task again.

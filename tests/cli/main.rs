@@ -1,5 +1,5 @@
 //! Integration tests: drive the built `heartbeat` binary in temp dirs (one test crate, one
-//! link step). Each module covers one part of SPEC.md; the harness is in `common`.
+//! link step). Each module covers one part of docs/reference.md; the harness is in `common`.
 
 mod common;
 

@@ -1,6 +1,6 @@
-//! MCP servers reached over Streamable HTTP (`[mcp.NAME] url`, SPEC §12), end to end against
-//! a small MCP server double on 127.0.0.1: it answers `initialize` with a session id, lists
-//! four tools, answers `tools/call` as a stream of server-sent events (`echo`, `flood`: one
+//! MCP servers reached over Streamable HTTP (`[mcp.NAME] url`, docs/reference.md#mcp-tools), end to
+//! end against a small MCP server double on 127.0.0.1: it answers `initialize` with a session id,
+//! lists four tools, answers `tools/call` as a stream of server-sent events (`echo`, `flood`: one
 //! event of 17 MiB), as JSON (`fail`, `isError`), after 3 s (`slow`) or not as MCP at all
 //! (`page`, `junk`), answers 403 with a page that quotes its credential (`refuse`), and
 //! refuses any request without the configured header or, after `initialize`, without the

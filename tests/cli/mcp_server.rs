@@ -1,5 +1,5 @@
-//! `heartbeat mcp` (SPEC §13), driven over stdio with JSON-RPC lines written by hand: agents
-//! read the check-list and propose work; a person still decides.
+//! `heartbeat mcp` (docs/reference.md#heartbeat-mcp), driven over stdio with JSON-RPC lines written
+//! by hand: agents read the check-list and propose work; a person still decides.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout};

@@ -1,5 +1,6 @@
-//! MCP tools in tasks (SPEC §12), end to end: `@SERVER.TOOL {json}` tasks run against
-//! `examples/mcp_test_server.rs` (built by `cargo test`) under the same policy as every tool.
+//! MCP tools in tasks (docs/reference.md#mcp-tools), end to end: `@SERVER.TOOL {json}` tasks run
+//! against `examples/mcp_test_server.rs` (built by `cargo test`) under the same policy as every
+//! tool.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
-//! HEARTBEAT.md as `check --json` sees it (SPEC §2): sections, markers, what is not a task,
-//! task text, JSON over continuation lines, and task identity.
+//! HEARTBEAT.md as `check --json` sees it (docs/reference.md#tasks): sections, markers, what is not
+//! a task, task text, JSON over continuation lines, and task identity.
 
 use std::os::unix::fs::symlink;
 

@@ -49,8 +49,9 @@ fn render(pieces: &[Piece], crlf: bool, bom: bool, final_newline: bool) -> (Vec<
                     section_one_time = *h == "## One-time";
                     recurring = *h == "## Recurring";
                 }
-                // A one-time schedule under Recurring makes its tasks invalid (SPEC §2, fail
-                // closed), which this property is not about: there, a plain title instead.
+                // A one-time schedule under Recurring makes its tasks invalid (fail closed,
+                // docs/reference.md#schedule-headings), which this property is not about: there, a
+                // plain title instead.
                 let h = if recurring && h.starts_with("### ") {
                     "### Chores"
                 } else {

@@ -1,6 +1,6 @@
-//! Retention (SPEC §11): the audit log is rotated past `retention.audit_max_size`, whole
-//! lines only, keeping `audit_keep` files that `log` reads too; old state is pruned once a
-//! day (`state_pruned`); bad values are refused at load.
+//! Retention (docs/reference.md#retention): the audit log is rotated past
+//! `retention.audit_max_size`, whole lines only, keeping `audit_keep` files that `log` reads too;
+//! old state is pruned once a day (`state_pruned`); bad values are refused at load.
 
 use std::fs;
 
@@ -151,9 +151,9 @@ fn bad_retention_values_are_refused_naming_the_key() {
     }
 }
 
-/// A broken config must not lock the person out of what they need to debug it (SPEC §8):
-/// `status`, `log`, `approvals` and `grants` read the state dir named by `--state-dir` or by
-/// the broken file's `state_dir` line, with the config error as a warning.
+/// A broken config must not lock the person out of what they need to debug it
+/// (docs/reference.md#config): `status`, `log`, `approvals` and `grants` read the state dir named
+/// by `--state-dir` or by the broken file's `state_dir` line, with the config error as a warning.
 #[test]
 fn read_only_commands_work_with_a_broken_config() {
     let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": [\"true\"]}\n")

@@ -1,4 +1,4 @@
-//! `run --once` basics: what runs, what is queued, skipped or reminded (SPEC §2, §5, §6, §8).
+//! `run --once` basics: what runs, what is queued, skipped or reminded (docs/reference.md#policy).
 
 use serde_json::{Value, json};
 
@@ -59,7 +59,7 @@ fn shell_is_queued_in_cautious_mode_once_and_listed_by_approvals() {
         vec![("pending".to_string(), "shell".to_string(), task_id.clone())]
     );
 
-    // `approvals --json`: SPEC §8 shape.
+    // `approvals --json`: docs/reference.md#approvals-json.
     let list = env.cmd(["approvals", "--json"]).output();
     list.code(0);
     let list = list.json();
@@ -241,7 +241,7 @@ approval = "auto"
     assert!(stdin.ends_with('\n'), "one JSON line: {stdin:?}");
     assert_eq!(stdin.lines().count(), 1, "one JSON line: {stdin:?}");
     let v: serde_json::Value = serde_json::from_str(stdin.trim_end()).expect("stdin is JSON");
-    // The task text, as written in the file (SPEC §2: "{\"prompt\": \"<task text>\"}").
+    // The task text, as written in the file (docs/reference.md#plain-tasks).
     assert_eq!(v, json!({"prompt": "Summarise   the unread mail"}));
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1, "{:#?}", env.audit());
@@ -323,8 +323,8 @@ fn run_cap_skips_the_rest_and_they_run_at_a_later_run() {
 
 #[test]
 fn run_cap_does_not_starve_recurring_tasks() {
-    // SPEC §5: past max_tasks_per_run tasks are skipped; "they run at a later run". Two
-    // recurring tasks due at every run with a cap of 1 must take turns, or the second one
+    // docs/reference.md#policy: past max_tasks_per_run tasks are skipped and run at a later run.
+    // Two recurring tasks due at every run with a cap of 1 must take turns, or the second one
     // never runs at all.
     let env = Env::new(
         "## Recurring\n- [ ] @log {\"text\": \"first\"}\n- [ ] @log {\"text\": \"second\"}\n",
@@ -414,8 +414,8 @@ fn write_and_append_file_tools() {
 
 #[test]
 fn observe_shows_what_would_run() {
-    // SPEC §5: in observe mode tasks are "not run: task_skipped reason observe, shown as
-    // 'would run'".
+    // docs/reference.md#policy: in observe mode tasks are not run (task_skipped, reason observe)
+    // and shown as 'would run'.
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"x\"}\n");
     let out = env.run_with(NOW, &["--autonomy", "observe"]);
     out.code(0);
@@ -429,8 +429,8 @@ fn observe_shows_what_would_run() {
 
 #[test]
 fn a_run_that_only_skips_by_policy_prints_nothing() {
-    // SPEC §8: the summary is printed "when anything ran, was queued, failed, was invalid or
-    // was reminded, and nothing otherwise" (cron mails any output, at every run).
+    // docs/reference.md#run-output: the summary is printed when anything ran, was queued, failed,
+    // was invalid or was reminded, and nothing otherwise (cron mails any output, at every run).
     let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"true\"}\n")
         .config("[tools.shell]\napproval = \"deny\"\n");
     let out = env.run_once(NOW);

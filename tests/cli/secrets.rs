@@ -1,5 +1,5 @@
-//! Secrets (SPEC §7, issue 14 §3): the Telegram token and secret-looking values reach no
-//! sink — audit log, stdout, stderr, SQLite, Telegram — whichever command read the token,
+//! Secrets (docs/reference.md#redaction, issue 14 §3): the Telegram token and secret-looking values
+//! reach no sink — audit log, stdout, stderr, SQLite, Telegram — whichever command read the token,
 //! and a tool cannot read the token from heartbeat's environment.
 
 use std::time::Duration;

@@ -1,4 +1,5 @@
-//! Telegram (SPEC §10, §7 notification events, §8 `status --json` outbox): the summary after a
+//! Telegram (docs/reference.md#telegram, docs/reference.md#outbox, the notification events and
+//! `status --json`'s outbox): the summary after a
 //! run, the outbox and its noise rules, button presses and chat commands collected by
 //! `run --once`, the token's secrecy, `notify-test`, `telegram-chats`, and pause/resume.
 //!

@@ -1,6 +1,6 @@
-//! A test double of the Telegram Bot API (SPEC §10) on the shared [`TestServer`]: it answers
-//! `POST /bot<TOKEN>/<method>` with a JSON body like `api.telegram.org`, records every call and
-//! can be scripted to fail. Point the binary at it with `telegram.api_url = double.url()`;
+//! A test double of the Telegram Bot API (docs/reference.md#telegram) on the shared [`TestServer`]:
+//! it answers `POST /bot<TOKEN>/<method>` with a JSON body like `api.telegram.org`, records every
+//! call and can be scripted to fail. Point the binary at it with `telegram.api_url = double.url()`;
 //! tests must never reach the real Telegram.
 //!
 //! It knows the four methods heartbeat calls (`sendMessage`, `editMessageText`,

@@ -1,4 +1,4 @@
-//! Ticking one-time tasks: `[ ]` → `[x]`, those bytes only (SPEC §2 "Ticking").
+//! Ticking one-time tasks: `[ ]` → `[x]`, those bytes only (docs/reference.md#ticking).
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};

@@ -1,5 +1,5 @@
-//! Times typed on the command line (SPEC §8 `--now`, §7 `log --since`): RFC 3339, a local
-//! time or date in the configured zone, and for `--since` a duration, `today` or
+//! Times typed on the command line (`--now`, `log --since`; docs/reference.md#clock): RFC 3339, a
+//! local time or date in the configured zone, and for `--since` a duration, `today` or
 //! `yesterday`; a bad one names the flag and the forms it takes.
 
 use serde_json::Value;

@@ -1,5 +1,6 @@
-//! Tools end to end (SPEC §4): config tools with placeholders, the environment and stdin
-//! they get, timeouts that kill the whole process group, cost/summary lines, exit codes.
+//! Tools end to end (docs/reference.md#config-tools): config tools with placeholders, the
+//! environment and stdin they get, timeouts that kill the whole process group, cost/summary lines,
+//! exit codes.
 
 use std::time::{Duration, Instant};
 

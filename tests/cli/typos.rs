@@ -1,5 +1,6 @@
-//! Typos in HEARTBEAT.md fail closed (SPEC §2 "Schedules", "Sections") and `run` shows the
-//! files' warnings (SPEC §8).
+//! Typos in HEARTBEAT.md fail closed (docs/reference.md#schedule-headings,
+//! docs/reference.md#sections) and `run` shows the files' warnings
+//! (docs/reference.md#file-warnings).
 
 use serde_json::Value;
 
