@@ -355,9 +355,9 @@ pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
 }
 
 /// Schedule words that are never an ordinary title's first word.
-const SCHEDULE_WORDS: [&str; 17] = [
+const SCHEDULE_WORDS: [&str; 18] = [
     "every", "evry", "everyday", "daily", "hourly", "weekly", "monthly", "yearly", "nightly",
-    "weekday", "weekdays", "weekend", "weekends", "at", "tues", "thur", "thurs",
+    "weekday", "weekdays", "weekend", "weekends", "at", "tues", "thur", "thurs", "cron",
 ];
 
 /// The days' full names, for a slip in one.
@@ -385,14 +385,10 @@ const DAY_NAMES: [&str; 14] = [
 ///   9am`): such a title is too likely a schedule written another way for its tasks to run
 ///   at every run;
 /// - it is a schedule but for one slip in its first word (`Evrey 6h`: see [`corrected`]);
-/// - or it looks like a cron line (only digits, `*`, `/`, `,`, `-` and spaces).
+/// - or it looks like a cron line ([`cron_like`]).
 pub fn looks_like_schedule(text: &str) -> bool {
     let text = text.trim();
-    let cron_like = text.bytes().any(|b| b.is_ascii_digit() || b == b'*')
-        && text
-            .bytes()
-            .all(|b| b.is_ascii_digit() || matches!(b, b'*' | b'/' | b',' | b'-' | b' ' | b'\t'));
-    if cron_like || has_date_or_time(text) || corrected(text).is_some() {
+    if cron_like(text) || has_date_or_time(text) || corrected(text).is_some() {
         return true;
     }
     // `**Every**`, `Every:` and `At,` are meant as much as `Every`.
@@ -409,6 +405,20 @@ pub fn looks_like_schedule(text: &str) -> bool {
         || words.iter().any(|w| {
             DAY_NAMES.contains(&w.as_str()) || (w != "at" && SCHEDULE_WORDS.contains(&w.as_str()))
         })
+}
+
+/// Whether a heading looks like a cron line: only digits, `*`, `/`, `,`, `-` and spaces
+/// (`0 9 * * 1-5`), or five to seven fields of which at least three are made of those alone
+/// (`0 9 * * MON-FRI`, `Cron 0 9 * * 1-5`).
+fn cron_like(text: &str) -> bool {
+    let numeric = |f: &str| {
+        f.bytes().any(|b| b.is_ascii_digit() || b == b'*')
+            && f.bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'*' | b'/' | b',' | b'-' | b'?'))
+    };
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    (!fields.is_empty() && fields.iter().all(|f| numeric(f)))
+        || ((5..=7).contains(&fields.len()) && fields.iter().filter(|f| numeric(f)).count() >= 3)
 }
 
 /// A day, named once or in the plural (`mon`, `Monday`, `mondays`).
@@ -1490,6 +1500,10 @@ mod tests {
             "Daily:",
             "0 9 * * 1-5",
             "*/15 * * * *",
+            "Cron 0 9 * * 1-5",
+            "cron: */5 * * * *",
+            "0 9 * * MON-FRI",
+            "30 2 1 JAN,JUL *",
             "2026-12-24",
             "On 2026-12-24",
             "Backups on Mondays",
@@ -1512,6 +1526,8 @@ mod tests {
             "Everything else",
             "Monitoring",
             "Sunny days",
+            "Top 5 things to do",
+            "Q3 2026 plans",
             "- -",
             "",
         ] {

@@ -465,3 +465,25 @@ fn schedules_as_people_say_them_get_a_did_you_mean() {
         "{doc:#}"
     );
 }
+
+/// A cron line as a heading, with a `Cron` word in front or day names in its fields, is a
+/// schedule heading this version cannot read: its task is invalid, never run at every run.
+#[test]
+fn a_cron_line_heading_never_runs_its_task_at_every_run() {
+    let md = "## Recurring\n\n### Cron 0 9 * * 1-5\n- [ ] @log {\"text\": \"a\"}\n\n\
+              ### 0 9 * * MON-FRI\n- [ ] @log {\"text\": \"b\"}\n";
+    let env = Env::new(md).config("timezone = \"UTC\"\n");
+    let out = env.run_once(NOV);
+    out.code(1);
+    assert!(
+        out.stdout.contains("HEARTBEAT.md:3:1") && out.stdout.contains("HEARTBEAT.md:6:1"),
+        "{out:?}"
+    );
+    assert!(env.events("task_succeeded").is_empty(), "{:?}", env.audit());
+    assert_eq!(env.events("task_invalid").len(), 2, "{:?}", env.audit());
+    let doc = check(&env);
+    assert_eq!(
+        decisions(&doc),
+        vec![(4, "invalid".to_string()), (7, "invalid".to_string())]
+    );
+}
