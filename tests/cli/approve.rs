@@ -341,45 +341,37 @@ fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_
         "{listed}"
     );
     env.write("elsewhere/other.toml", "");
+    // `approve 1` from elsewhere/, with no `--config`; with HEARTBEAT_CONFIG if given.
+    let approve_from_elsewhere = |config: Option<&str>| {
+        let mut cmd = env
+            .cmd(["approve", "1"])
+            .without_config_flag()
+            .in_dir(env.path("elsewhere"));
+        if let Some(config) = config {
+            cmd = cmd.env("HEARTBEAT_CONFIG", env.path(config));
+        }
+        cmd.output()
+    };
+    #[track_caller]
+    fn assert_stderr_says(out: &Output, said: &str) {
+        assert!(out.stderr.contains(said), "{}", out.stderr);
+    }
 
     // Another config, named: refused, naming the one to pass; the approval is not used up.
-    let out = env
-        .cmd(["approve", "1"])
-        .without_config_flag()
-        .env("HEARTBEAT_CONFIG", env.path("elsewhere/other.toml"))
-        .in_dir(env.path("elsewhere"))
-        .output();
+    let out = approve_from_elsewhere(Some("elsewhere/other.toml"));
     out.code(2);
-    assert!(
-        out.stderr.contains(&format!(
-            "`heartbeat --config {} approve 1`",
-            queued_under.display()
-        )),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("nothing was approved"),
-        "{}",
-        out.stderr
-    );
+    let config_flag = format!("`heartbeat --config {} approve 1`", queued_under.display());
+    assert_stderr_says(&out, &config_flag);
+    assert_stderr_says(&out, "nothing was approved");
     assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
     assert!(!env.exists("stamped"));
 
     // From another directory with no config named: the recorded one is used.
-    let out = env
-        .cmd(["approve", "1"])
-        .without_config_flag()
-        .in_dir(env.path("elsewhere"))
-        .output();
+    let out = approve_from_elsewhere(None);
     out.code(0);
-    assert!(
-        out.stderr.contains(&format!(
-            "queued under the config {}",
-            queued_under.display()
-        )),
-        "{}",
-        out.stderr
+    assert_stderr_says(
+        &out,
+        &format!("queued under the config {}", queued_under.display()),
     );
     assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
     assert_eq!(env.read("stamped"), "ok\n");
@@ -413,7 +405,7 @@ fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_
     assert_eq!(pending.len(), 2, "one per config: {pending:?}");
     let out = approve(&env, "2026-05-01T11:05:00Z", &["--all", "--yes"]);
     out.code(2);
-    assert!(out.stderr.contains("different configs"), "{}", out.stderr);
+    assert_stderr_says(&out, "different configs");
     for id in pending {
         assert_eq!(env.approval_state(id).as_deref(), Some("pending"));
     }

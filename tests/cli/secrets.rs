@@ -39,9 +39,8 @@ fn wait_for_message(tg: &TgDouble) -> Vec<Call> {
 /// The error of the one `task_failed` there is.
 #[track_caller]
 fn the_failure(env: &Env) -> String {
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
-    failed[0]["error"].as_str().unwrap().to_string()
+    let failed = env.events_n("task_failed", 1);
+    error_of(&failed[0]).to_string()
 }
 
 /// Every byte heartbeat stored: the database and its write-ahead log.
@@ -658,8 +657,7 @@ fn a_variable_every_server_gets_stays_with_the_tools_even_when_env_names_it() {
     let out = run_once(&env, &[("SRV_TOKEN", secret)]);
     out.code(0);
     wait_for_message(&tg);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 2, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 2);
     assert_eq!(ok[0]["output"], format!("home={home} srv=unset\n"));
     let listed = ok[1]["output"].as_str().unwrap();
     assert!(listed.contains(&format!("HOME={home}\n")), "{listed}");
