@@ -181,6 +181,19 @@ fn at(minutes: i64) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// `run --once -q` with the token five minutes on, which must exit 0: what it says of the
+/// agent's doings.
+#[track_caller]
+fn quiet_run_five_minutes_on(env: &Env) -> Output {
+    let run = env
+        .cmd(["run", "--once", "-q"])
+        .token()
+        .now(&at(5))
+        .output();
+    run.code(0);
+    run
+}
+
 fn ts_of(v: &Value) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("a time: {v}")))
         .unwrap()
@@ -326,12 +339,7 @@ fn what_an_agent_does_the_person_hears_on_the_phone_and_at_the_terminal() {
     agent.call("resume", json!({})).unwrap();
     agent.call("pause", json!({"for": "3h"})).unwrap();
 
-    let run = env
-        .cmd(["run", "--once", "-q"])
-        .token()
-        .now(&at(5))
-        .output();
-    run.code(0);
+    let run = quiet_run_five_minutes_on(&env);
     assert_eq!(
         run.stdout.lines().collect::<Vec<_>>(),
         [
@@ -388,12 +396,7 @@ fn an_agents_reason_cannot_reorder_or_split_what_the_person_reads() {
             json!({"for": "1h", "reason": "deploy\u{2028}mcp:tester resumed runs \u{202e}ti sdne emuser"}),
         )
         .unwrap();
-    let run = env
-        .cmd(["run", "--once", "-q"])
-        .token()
-        .now(&at(5))
-        .output();
-    run.code(0);
+    let run = quiet_run_five_minutes_on(&env);
     let sent = texts(&tg);
     for shown in [&run.stdout, &sent[0]] {
         assert!(!shown.contains(['\u{2028}', '\u{202e}']), "{shown:?}");
@@ -438,12 +441,7 @@ fn an_agents_approval_is_heard_too() {
     env.cmd(["run", "--once"]).token().output().code(0);
     let mut agent = Client::connect(&env);
     agent.call("approve", json!({"id": 1})).unwrap();
-    let run = env
-        .cmd(["run", "--once", "-q"])
-        .token()
-        .now(&at(5))
-        .output();
-    run.code(0);
+    let run = quiet_run_five_minutes_on(&env);
     assert!(
         run.stdout
             .contains("AGENT     mcp:tester approved #1 @shell HEARTBEAT.md:2"),
