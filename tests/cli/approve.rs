@@ -59,6 +59,18 @@ fn events_for(env: &Env, event: &str, id: i64) -> Vec<Value> {
         .collect()
 }
 
+/// A check-list of one shell task that appends "x" to ran.txt, run once at `NOW`: its
+/// approval #1 is pending.
+#[track_caller]
+fn one_pending_echo() -> Env {
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo x >> ran.txt")
+    ));
+    env.run_once(NOW).code(0);
+    env
+}
+
 #[track_caller]
 fn assert_stderr_names(out: &Output, needles: &[&str]) {
     for n in needles {
@@ -235,11 +247,7 @@ fn approve_later_runs_at_the_next_run_even_outside_active_hours() {
 
 #[test]
 fn approving_an_id_already_approved_with_later_runs_it_now() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     approve(&env, NOW, &["1", "--later"]).code(0);
     assert!(!env.exists("ran.txt"));
     let out = approve(&env, "2026-05-01T10:01:00Z", &["1"]);
@@ -258,11 +266,7 @@ fn approving_an_id_already_approved_with_later_runs_it_now() {
 
 #[test]
 fn an_approved_recurring_task_runs_once_and_is_not_queued_again_in_the_same_run() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     approve(&env, NOW, &["1", "--later"]).code(0);
     env.run_once("2026-05-01T10:30:00Z").code(0);
     assert_eq!(env.read("ran.txt"), "x\n");
@@ -443,11 +447,7 @@ fn a_run_under_another_config_leaves_an_approval_queued_under_its_own_config_alo
 
 #[test]
 fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
     approve(&env, NOW, &["1", "--always"]).code(0);
     let grants = env.cmd(["grants", "--json"]).output().json();
@@ -506,11 +506,7 @@ fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
 
 #[test]
 fn the_daemon_says_a_grant_was_left_behind_once() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
     approve(&env, NOW, &["1", "--always"]).code(0);
     env.write(
@@ -540,11 +536,7 @@ fn the_daemon_says_a_grant_was_left_behind_once() {
 
 #[test]
 fn approve_always_grants_the_exact_task_until_revoked() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
 
     let out = approve(&env, NOW, &["1", "--always"]);
@@ -643,11 +635,7 @@ fn approve_always_grants_the_exact_task_until_revoked() {
 fn always_on_an_id_already_approved_with_later_still_grants_it() {
     // `approve ID` accepts an approval already approved with --later (it runs it now); an
     // --always given then must not be dropped without a word.
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
     approve(&env, NOW, &["1", "--later"]).code(0);
     let out = approve(&env, "2026-05-01T10:01:00Z", &["1", "--always"]);
@@ -1233,11 +1221,7 @@ fn approve_on_a_terminal_walks_pending_approvals_one_by_one() {
 fn later_is_not_ignored_on_a_terminal() {
     // `approve --later` on a terminal: a yes must not run the task now (or the flag is
     // refused as a usage error before anything is decided).
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let mut walk = env.cmd(["approve", "--later"]).user(USER).spawn_on_pty();
     if walk.try_expect("[q] quit: ", T).is_some() {
         walk.send("y");
