@@ -59,6 +59,18 @@ fn events_for(env: &Env, event: &str, id: i64) -> Vec<Value> {
         .collect()
 }
 
+/// A check-list of one shell task that appends "x" to ran.txt, run once at `NOW`: its
+/// approval #1 is pending.
+#[track_caller]
+fn one_pending_echo() -> Env {
+    let env = Env::new(&format!(
+        "## Recurring\n{}",
+        shell_task("echo x >> ran.txt")
+    ));
+    env.run_once(NOW).code(0);
+    env
+}
+
 #[track_caller]
 fn assert_stderr_names(out: &Output, needles: &[&str]) {
     for n in needles {
@@ -235,11 +247,7 @@ fn approve_later_runs_at_the_next_run_even_outside_active_hours() {
 
 #[test]
 fn approving_an_id_already_approved_with_later_runs_it_now() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     approve(&env, NOW, &["1", "--later"]).code(0);
     assert!(!env.exists("ran.txt"));
     let out = approve(&env, "2026-05-01T10:01:00Z", &["1"]);
@@ -258,11 +266,7 @@ fn approving_an_id_already_approved_with_later_runs_it_now() {
 
 #[test]
 fn an_approved_recurring_task_runs_once_and_is_not_queued_again_in_the_same_run() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     approve(&env, NOW, &["1", "--later"]).code(0);
     env.run_once("2026-05-01T10:30:00Z").code(0);
     assert_eq!(env.read("ran.txt"), "x\n");
@@ -341,45 +345,37 @@ fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_
         "{listed}"
     );
     env.write("elsewhere/other.toml", "");
+    // `approve 1` from elsewhere/, with no `--config`; with HEARTBEAT_CONFIG if given.
+    let approve_from_elsewhere = |config: Option<&str>| {
+        let mut cmd = env
+            .cmd(["approve", "1"])
+            .without_config_flag()
+            .in_dir(env.path("elsewhere"));
+        if let Some(config) = config {
+            cmd = cmd.env("HEARTBEAT_CONFIG", env.path(config));
+        }
+        cmd.output()
+    };
+    #[track_caller]
+    fn assert_stderr_says(out: &Output, said: &str) {
+        assert!(out.stderr.contains(said), "{}", out.stderr);
+    }
 
     // Another config, named: refused, naming the one to pass; the approval is not used up.
-    let out = env
-        .cmd(["approve", "1"])
-        .without_config_flag()
-        .env("HEARTBEAT_CONFIG", env.path("elsewhere/other.toml"))
-        .in_dir(env.path("elsewhere"))
-        .output();
+    let out = approve_from_elsewhere(Some("elsewhere/other.toml"));
     out.code(2);
-    assert!(
-        out.stderr.contains(&format!(
-            "`heartbeat --config {} approve 1`",
-            queued_under.display()
-        )),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr.contains("nothing was approved"),
-        "{}",
-        out.stderr
-    );
+    let config_flag = format!("`heartbeat --config {} approve 1`", queued_under.display());
+    assert_stderr_says(&out, &config_flag);
+    assert_stderr_says(&out, "nothing was approved");
     assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
     assert!(!env.exists("stamped"));
 
     // From another directory with no config named: the recorded one is used.
-    let out = env
-        .cmd(["approve", "1"])
-        .without_config_flag()
-        .in_dir(env.path("elsewhere"))
-        .output();
+    let out = approve_from_elsewhere(None);
     out.code(0);
-    assert!(
-        out.stderr.contains(&format!(
-            "queued under the config {}",
-            queued_under.display()
-        )),
-        "{}",
-        out.stderr
+    assert_stderr_says(
+        &out,
+        &format!("queued under the config {}", queued_under.display()),
     );
     assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
     assert_eq!(env.read("stamped"), "ok\n");
@@ -413,7 +409,7 @@ fn approve_from_another_directory_runs_under_the_config_the_approval_was_queued_
     assert_eq!(pending.len(), 2, "one per config: {pending:?}");
     let out = approve(&env, "2026-05-01T11:05:00Z", &["--all", "--yes"]);
     out.code(2);
-    assert!(out.stderr.contains("different configs"), "{}", out.stderr);
+    assert_stderr_says(&out, "different configs");
     for id in pending {
         assert_eq!(env.approval_state(id).as_deref(), Some("pending"));
     }
@@ -451,11 +447,7 @@ fn a_run_under_another_config_leaves_an_approval_queued_under_its_own_config_alo
 
 #[test]
 fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
     approve(&env, NOW, &["1", "--always"]).code(0);
     let grants = env.cmd(["grants", "--json"]).output().json();
@@ -514,11 +506,7 @@ fn editing_an_always_granted_task_is_said_in_check_status_run_and_grants() {
 
 #[test]
 fn the_daemon_says_a_grant_was_left_behind_once() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
     approve(&env, NOW, &["1", "--always"]).code(0);
     env.write(
@@ -548,11 +536,7 @@ fn the_daemon_says_a_grant_was_left_behind_once() {
 
 #[test]
 fn approve_always_grants_the_exact_task_until_revoked() {
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
 
     let out = approve(&env, NOW, &["1", "--always"]);
@@ -651,11 +635,7 @@ fn approve_always_grants_the_exact_task_until_revoked() {
 fn always_on_an_id_already_approved_with_later_still_grants_it() {
     // `approve ID` accepts an approval already approved with --later (it runs it now); an
     // --always given then must not be dropped without a word.
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let task_id = task_of(&env, 1);
     approve(&env, NOW, &["1", "--later"]).code(0);
     let out = approve(&env, "2026-05-01T10:01:00Z", &["1", "--always"]);
@@ -1241,11 +1221,7 @@ fn approve_on_a_terminal_walks_pending_approvals_one_by_one() {
 fn later_is_not_ignored_on_a_terminal() {
     // `approve --later` on a terminal: a yes must not run the task now (or the flag is
     // refused as a usage error before anything is decided).
-    let env = Env::new(&format!(
-        "## Recurring\n{}",
-        shell_task("echo x >> ran.txt")
-    ));
-    env.run_once(NOW).code(0);
+    let env = one_pending_echo();
     let mut walk = env.cmd(["approve", "--later"]).user(USER).spawn_on_pty();
     if walk.try_expect("[q] quit: ", T).is_some() {
         walk.send("y");

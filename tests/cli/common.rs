@@ -176,6 +176,14 @@ impl Env {
             .collect()
     }
 
+    /// Audit lines with this event, which must be `n`.
+    #[track_caller]
+    pub fn events_n(&self, event: &str, n: usize) -> Vec<Value> {
+        let found = self.events(event);
+        assert_eq!(found.len(), n, "{}", self.audit_text());
+        found
+    }
+
     /// The events of the audit log, in order.
     pub fn event_names(&self) -> Vec<String> {
         self.audit()
@@ -417,6 +425,14 @@ pub fn wait_for(path: &Path, timeout: Duration) {
 /// Lines of `text` that contain `needle`.
 pub fn count_matches(text: &str, needle: &str) -> usize {
     text.matches(needle).count()
+}
+
+/// The `error` of an audit event (a `task_failed`).
+#[track_caller]
+pub fn error_of(event: &Value) -> &str {
+    event["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error in {event}"))
 }
 
 /// A JSON string literal for embedding in a HEARTBEAT.md line.

@@ -258,13 +258,9 @@ fn daemon_sigterm_abandons_a_hanging_mcp_call_and_stops_its_server() {
          approval = \"auto\"\n",
         crate::mcp_tools::server_bin().display()
     ));
-    let d = daemon(&env, "1h");
-    wait_for(&env.path(mark), WAIT);
-    let server: i32 = env.read(mark).trim().parse().expect("the server's pid");
-    d.signal(libc::SIGTERM);
     // Not the call's 10 minutes: the tools' 10 s, then the server's stop (stdin closed,
     // SIGTERM 2 s later, SIGKILL 5 s after that) all fit in the deadline.
-    let out = d.finish(WAIT);
+    let (out, server) = sigterm_while_a_server_hangs(&env, mark);
     out.code(0);
 
     let failed = env.events("task_failed");
@@ -276,18 +272,8 @@ fn daemon_sigterm_abandons_a_hanging_mcp_call_and_stops_its_server() {
         "nothing new started: {:#?}",
         env.audit()
     );
-    let names = env.event_names();
-    assert_eq!(
-        names.last().map(String::as_str),
-        Some("daemon_stopped"),
-        "{names:?}"
-    );
     // The server was stopped and reaped with the daemon.
-    assert_ne!(
-        unsafe { libc::kill(server, 0) },
-        0,
-        "the MCP server (pid {server}) outlived the daemon"
-    );
+    assert_stopped_with_its_server(&env, server);
 }
 
 #[test]
@@ -298,17 +284,30 @@ fn daemon_sigterm_abandons_an_mcp_server_that_hangs_at_start() {
          startup_timeout = \"10m\"\napproval = \"auto\"\n",
         crate::mcp_tools::server_bin().display()
     ));
-    let d = daemon(&env, "1h");
-    wait_for(&env.path(mark), WAIT);
-    let server: i32 = env.read(mark).trim().parse().expect("the server's pid");
-    d.signal(libc::SIGTERM);
     // Not the 10 minutes it may take to start: the stop deadline, then the server's stop.
-    d.finish(WAIT).code(0);
+    let (out, server) = sigterm_while_a_server_hangs(&env, mark);
+    out.code(0);
     assert!(
         env.events("task_succeeded").is_empty(),
         "{:#?}",
         env.audit()
     );
+    assert_stopped_with_its_server(&env, server);
+}
+
+/// A daemon started and sent SIGTERM once its MCP server, hanging, has written its pid to
+/// `mark`: the daemon's output and the server's pid.
+fn sigterm_while_a_server_hangs(env: &Env, mark: &str) -> (Output, i32) {
+    let d = daemon(env, "1h");
+    wait_for(&env.path(mark), WAIT);
+    let server: i32 = env.read(mark).trim().parse().expect("the server's pid");
+    d.signal(libc::SIGTERM);
+    (d.finish(WAIT), server)
+}
+
+/// The daemon's last event is `daemon_stopped` and its MCP server (pid `server`) is gone.
+#[track_caller]
+fn assert_stopped_with_its_server(env: &Env, server: i32) {
     let names = env.event_names();
     assert_eq!(
         names.last().map(String::as_str),

@@ -3,141 +3,16 @@
 //! id, an oversized request, undeclared arguments, odd client names, a client that leaves)
 //! are answered, never run or dropped.
 //!
-//! The client here writes raw JSON-RPC lines (a fault is often one a friendly client would
-//! not make) and reads every answer with a deadline.
+//! The client (`mcp_server::Client`) writes raw JSON-RPC lines where needed (a fault is often
+//! one a friendly client would not make) and reads every answer with a deadline.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin};
-use std::sync::mpsc::{Receiver, channel};
+use std::io::Write;
 
 use serde_json::{Value, json};
 
 use crate::common::*;
+use crate::mcp_server::Client;
 use crate::tg_double::TgDouble;
-
-/// A `heartbeat mcp` process and the lines it wrote.
-struct Agent {
-    child: Option<Child>,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-    next_id: i64,
-}
-
-impl Agent {
-    /// Started, not initialized.
-    fn start(env: &Env) -> Agent {
-        Agent::start_cmd(env.cmd(["mcp"]))
-    }
-
-    fn start_cmd(cmd: Cmd) -> Agent {
-        let mut child = cmd.spawn_piped();
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for line in stdout.lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        Agent {
-            child: Some(child),
-            stdin,
-            lines,
-            next_id: 1,
-        }
-    }
-
-    /// Started and initialized as the client named `name`.
-    fn connect(env: &Env, name: &str) -> Agent {
-        let mut agent = Agent::start(env);
-        agent.initialize(name);
-        agent
-    }
-
-    fn initialize(&mut self, name: &str) {
-        let init = self.request(
-            "initialize",
-            json!({
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": name, "version": "1.0"}
-            }),
-        );
-        assert_eq!(init["result"]["serverInfo"]["name"], "heartbeat", "{init}");
-        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    }
-
-    fn send_raw(&mut self, bytes: &[u8]) {
-        let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(bytes).unwrap();
-        stdin.flush().unwrap();
-    }
-
-    fn send(&mut self, msg: &Value) {
-        self.send_raw(format!("{msg}\n").as_bytes());
-    }
-
-    /// The next message the server wrote.
-    #[track_caller]
-    fn read(&mut self) -> Value {
-        let line = self
-            .lines
-            .recv_timeout(WAIT)
-            .unwrap_or_else(|e| panic!("no answer from heartbeat mcp: {e}"));
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON-RPC ({e}): {line}"))
-    }
-
-    /// The answer to request `id` (other messages are skipped).
-    #[track_caller]
-    fn answer_to(&mut self, id: &Value) -> Value {
-        loop {
-            let msg = self.read();
-            if &msg["id"] == id {
-                return msg;
-            }
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        self.answer_to(&json!(id))
-    }
-
-    /// A tool call: Ok(JSON result), or Err(the JSON-RPC error or the tool error's text).
-    fn call(&mut self, name: &str, args: Value) -> Result<Value, String> {
-        let r = self.request("tools/call", json!({"name": name, "arguments": args}));
-        if let Some(message) = r["error"]["message"].as_str() {
-            return Err(message.to_string());
-        }
-        let result = &r["result"];
-        let text = result["content"][0]["text"].as_str().unwrap_or_default();
-        if result["isError"] == true {
-            Err(text.to_string())
-        } else {
-            Ok(serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {r}")))
-        }
-    }
-
-    /// Close stdin (the client leaves) and wait for the server to end.
-    fn leave(mut self) -> Output {
-        drop(self.stdin.take());
-        wait_output(self.child.take().unwrap(), "heartbeat mcp", WAIT)
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
 
 // ---------------------------------------------------------------------------------------
 // Protocol faults
@@ -145,7 +20,7 @@ impl Drop for Agent {
 #[test]
 fn a_repeated_request_id_is_answered_with_an_error_and_never_carried_out() {
     let env = Env::new("## Recurring\n");
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     let pause = |id: Value| {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                "params": {"name": "pause", "arguments": {"for": "1h"}}})
@@ -185,7 +60,7 @@ fn a_repeated_request_id_is_answered_with_an_error_and_never_carried_out() {
 #[test]
 fn an_oversized_request_is_answered_with_its_size_and_the_session_goes_on() {
     let env = Env::new("## Recurring\n");
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     let pad = "x".repeat(16 * 1024 * 1024);
     let line = format!(
         "{{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{{\"name\":\"pause\",\
@@ -207,10 +82,10 @@ fn an_oversized_request_is_answered_with_its_size_and_the_session_goes_on() {
 fn a_client_that_leaves_is_a_normal_end() {
     let env = Env::new("## Recurring\n");
     // Before `initialize`: nothing said at all.
-    let out = Agent::start(&env).leave();
+    let out = Client::start(env.cmd(["mcp"])).leave();
     out.code(0);
     // After a line that is not a message.
-    let mut agent = Agent::start(&env);
+    let mut agent = Client::start(env.cmd(["mcp"]));
     agent.send_raw(b"not json\n");
     agent.leave().code(0);
     // Gone at once after `initialize`, before reading its answer.
@@ -225,7 +100,7 @@ fn a_client_that_leaves_is_a_normal_end() {
     drop(stdin);
     wait_output(child, "heartbeat mcp", WAIT).code(0);
     // After a session.
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     agent.call("status", json!({})).unwrap();
     agent.leave().code(0);
 }
@@ -233,7 +108,7 @@ fn a_client_that_leaves_is_a_normal_end() {
 #[test]
 fn an_undeclared_argument_is_refused_naming_the_key() {
     let env = Env::new("## Recurring\n");
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     let r = agent.request(
         "tools/call",
         json!({"name": "pause", "arguments": {"for": "1h", "forever": true}}),
@@ -267,7 +142,7 @@ fn a_client_name_becomes_a_plain_bounded_name() {
     let long = format!("Claude Code ✨ <b>{}", "x".repeat(100));
     let expected = format!("mcp:Claude_Code____b_{}", "x".repeat(64 - 17));
     for _ in 0..2 {
-        let mut agent = Agent::connect(&env, &long);
+        let mut agent = Client::connect_as(&env, &long);
         let paused = agent.call("pause", json!({"for": "1h"})).unwrap();
         assert_eq!(paused["by"], expected.as_str());
         agent.call("resume", json!({})).unwrap();
@@ -276,7 +151,7 @@ fn a_client_name_becomes_a_plain_bounded_name() {
     for e in env.events("paused") {
         assert_eq!(e["by"], expected.as_str(), "the same name, the same way");
     }
-    let mut nameless = Agent::connect(&env, "  ");
+    let mut nameless = Client::connect_as(&env, "  ");
     let paused = nameless.call("pause", json!({"for": "1h"})).unwrap();
     assert_eq!(paused["by"], "mcp:unknown");
 }
@@ -306,6 +181,19 @@ fn at(minutes: i64) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// `run --once -q` with the token five minutes on, which must exit 0: what it says of the
+/// agent's doings.
+#[track_caller]
+fn quiet_run_five_minutes_on(env: &Env) -> Output {
+    let run = env
+        .cmd(["run", "--once", "-q"])
+        .token()
+        .now(&at(5))
+        .output();
+    run.code(0);
+    run
+}
+
 fn ts_of(v: &Value) -> chrono::DateTime<chrono::Utc> {
     chrono::DateTime::parse_from_rfc3339(v.as_str().unwrap_or_else(|| panic!("a time: {v}")))
         .unwrap()
@@ -326,7 +214,7 @@ fn an_agents_pause_lasts_at_most_a_day() {
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n");
     let day = chrono::Duration::hours(24);
     let now = ts_of(&json!(NOW));
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     for asked in [json!({"for": "50years"}), json!({})] {
         let paused = agent.call("pause", asked.clone()).unwrap();
         assert_eq!(paused["capped"], true, "{asked}: {paused}");
@@ -365,7 +253,7 @@ fn an_agents_pause_lasts_at_most_a_day() {
 #[test]
 fn an_agents_pause_reason_is_stored_redacted() {
     let env = Env::new("## Recurring\n");
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     let reason = "rotating keys, password=hunter2secret";
     agent
         .call("pause", json!({"for": "1h", "reason": reason}))
@@ -395,7 +283,7 @@ fn an_agent_cannot_lift_or_replace_a_persons_pause() {
     env.cmd(["pause", "--reason", "maintenance"])
         .output()
         .code(0);
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     let refused = agent.call("resume", json!({})).unwrap_err();
     assert!(
         refused.contains("an agent cannot lift a person's pause") && refused.contains("by cli:"),
@@ -441,7 +329,7 @@ fn what_an_agent_does_the_person_hears_on_the_phone_and_at_the_terminal() {
     assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
     let before = texts(&tg).len();
 
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     agent
         .call("deny", json!({"id": 1, "reason": "not now"}))
         .unwrap();
@@ -451,12 +339,7 @@ fn what_an_agent_does_the_person_hears_on_the_phone_and_at_the_terminal() {
     agent.call("resume", json!({})).unwrap();
     agent.call("pause", json!({"for": "3h"})).unwrap();
 
-    let run = env
-        .cmd(["run", "--once", "-q"])
-        .token()
-        .now(&at(5))
-        .output();
-    run.code(0);
+    let run = quiet_run_five_minutes_on(&env);
     assert_eq!(
         run.stdout.lines().collect::<Vec<_>>(),
         [
@@ -506,19 +389,14 @@ fn what_an_agent_does_the_person_hears_on_the_phone_and_at_the_terminal() {
 #[test]
 fn an_agents_reason_cannot_reorder_or_split_what_the_person_reads() {
     let (tg, env) = with_telegram(ASK_MD, "");
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     agent
         .call(
             "pause",
             json!({"for": "1h", "reason": "deploy\u{2028}mcp:tester resumed runs \u{202e}ti sdne emuser"}),
         )
         .unwrap();
-    let run = env
-        .cmd(["run", "--once", "-q"])
-        .token()
-        .now(&at(5))
-        .output();
-    run.code(0);
+    let run = quiet_run_five_minutes_on(&env);
     let sent = texts(&tg);
     for shown in [&run.stdout, &sent[0]] {
         assert!(!shown.contains(['\u{2028}', '\u{202e}']), "{shown:?}");
@@ -534,7 +412,7 @@ fn an_agents_reason_cannot_reorder_or_split_what_the_person_reads() {
 fn an_agents_reason_is_bounded() {
     let env = Env::new(ASK_MD);
     env.run_once(NOW).code(0);
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     let long = "r".repeat(5000);
     for (tool, args) in [
         ("pause", json!({"for": "1h", "reason": long})),
@@ -561,14 +439,9 @@ fn an_agents_approval_is_heard_too() {
         ),
     );
     env.cmd(["run", "--once"]).token().output().code(0);
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     agent.call("approve", json!({"id": 1})).unwrap();
-    let run = env
-        .cmd(["run", "--once", "-q"])
-        .token()
-        .now(&at(5))
-        .output();
-    run.code(0);
+    let run = quiet_run_five_minutes_on(&env);
     assert!(
         run.stdout
             .contains("AGENT     mcp:tester approved #1 @shell HEARTBEAT.md:2"),
@@ -587,7 +460,7 @@ fn an_agents_approval_is_heard_too() {
 #[test]
 fn an_agents_action_is_urgent_in_quiet_hours() {
     let (tg, env) = with_telegram("## Recurring\n", "quiet_hours = \"00:00-23:59\"");
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     agent.call("pause", json!({"for": "1h"})).unwrap();
     env.cmd(["run", "--once"])
         .token()
@@ -635,7 +508,7 @@ fn a_denied_approvals_message_is_edited_whoever_denied_it() {
     assert_eq!(keyboard(&tg), ["hb:y:2"], "{shown}");
 
     // Denied by an agent: the same.
-    let mut agent = Agent::connect(&env, "tester");
+    let mut agent = Client::connect(&env);
     agent.call("deny", json!({"id": 2})).unwrap();
     env.cmd(["run", "--once"])
         .token()

@@ -218,6 +218,14 @@ fn web_run(md: &str, extra: &str, auth: &str) -> (McpHttpDouble, Env, Output) {
     (double, env, out)
 }
 
+/// The task after the failing ones (`@web.echo {"text": "after"}`) ran, and the header it
+/// echoes is hidden.
+#[track_caller]
+fn assert_the_next_task_ran(env: &Env) {
+    let ok = env.events_n("task_succeeded", 1);
+    assert_eq!(ok[0]["output"], "after (sent with ***)");
+}
+
 pub const AUTH: &str = "Bearer web-mcp-token-51d9c0";
 
 #[test]
@@ -258,18 +266,13 @@ fn a_url_server_is_checked_listed_and_called_over_streamable_http() {
         .env("WEB_MCP_AUTH", AUTH)
         .output();
     out.code(1);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 1);
     assert_eq!(ok[0]["tool"], "web.echo");
     // The server had the header; the log shows its value hidden.
     assert_eq!(ok[0]["output"], "hello over http (sent with ***)");
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 1);
     assert_eq!(failed[0]["tool"], "web.fail");
-    assert!(
-        failed[0]["error"].as_str().unwrap().contains("it broke"),
-        "{failed:#?}"
-    );
+    assert!(error_of(&failed[0]).contains("it broke"), "{failed:#?}");
     assert_eq!(env.events("task_invalid").len(), 1);
     assert!(!env.audit_text().contains("web-mcp-token"));
     assert!(!out.stdout.contains("web-mcp-token") && !out.stderr.contains("web-mcp-token"));
@@ -312,19 +315,14 @@ fn a_url_server_that_refuses_or_cannot_be_reached_fails_its_task_and_the_run_goe
         "Bearer wrong",
     );
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 2);
     for f in &failed {
         assert!(
             f["error"].as_str().unwrap().contains("did not start"),
             "{f:#}"
         );
     }
-    assert!(
-        failed[0]["error"].as_str().unwrap().contains("401"),
-        "{:#}",
-        failed[0]
-    );
+    assert!(error_of(&failed[0]).contains("401"), "{:#}", failed[0]);
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1);
     assert_eq!(ok[0]["tool"], "log");
@@ -338,15 +336,12 @@ fn an_endless_answer_fails_its_task_at_the_cap() {
         AUTH,
     );
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 1);
     assert_eq!(failed[0]["tool"], "web.flood");
     let error = failed[0]["error"].as_str().unwrap();
     assert!(error.contains("passed 16 MiB"), "{error}");
     // The server is used again (or anew) for the next task.
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
-    assert_eq!(ok[0]["output"], "after (sent with ***)");
+    assert_the_next_task_ran(&env);
 }
 
 #[test]
@@ -358,8 +353,7 @@ fn an_answer_nested_too_deep_fails_its_task_at_once_naming_the_depth() {
         AUTH,
     );
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 2);
     for f in &failed {
         assert_eq!(
             f["error"],
@@ -367,9 +361,7 @@ fn an_answer_nested_too_deep_fails_its_task_at_once_naming_the_depth() {
              127 levels, the most the JSON parser reads"
         );
     }
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
-    assert_eq!(ok[0]["output"], "after (sent with ***)");
+    assert_the_next_task_ran(&env);
 }
 
 #[test]
@@ -380,8 +372,7 @@ fn a_call_past_its_timeout_is_cancelled_and_the_run_goes_on() {
         AUTH,
     );
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 1);
     assert_eq!(failed[0]["error"], "timed out after 1s");
     assert_eq!(env.events("task_succeeded").len(), 1);
     assert!(
@@ -404,12 +395,9 @@ fn a_header_whose_variable_is_not_set_is_named_and_nothing_is_sent() {
     // As from cron: the variable was exported in a shell, not here.
     let out = env.cmd(["run", "--once"]).now(NOW).output();
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 1);
     assert!(
-        failed[0]["error"]
-            .as_str()
-            .unwrap()
+        error_of(&failed[0])
             .contains("headers_env Authorization: the variable WEB_MCP_AUTH is not set"),
         "{:#}",
         failed[0]
@@ -426,8 +414,7 @@ fn an_answer_that_is_not_mcp_fails_its_task_and_the_next_one_runs() {
         AUTH,
     );
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 2);
     let errors: Vec<&str> = failed
         .iter()
         .map(|f| f["error"].as_str().unwrap())

@@ -2,73 +2,124 @@
 //! by hand: agents read the check-list and propose work; a person still decides.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout};
+use std::process::{Child, ChildStdin};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 
 use serde_json::{Value, json};
 
 use crate::common::*;
 
-/// A connected MCP client (`clientInfo.name` = "tester").
+/// A `heartbeat mcp` process seen from a client: JSON-RPC lines written by hand (raw ones too,
+/// for the faults a friendly client would not make), every answer read with a deadline.
 pub(crate) struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    child: Option<Child>,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
     next_id: i64,
-    /// Every line the server wrote on stdout.
+    /// Every line the server wrote on stdout and this client read.
     seen: Vec<String>,
 }
 
 impl Client {
-    fn connect(env: &Env) -> Client {
+    /// Connected as the client named "tester".
+    pub(crate) fn connect(env: &Env) -> Client {
         Client::connect_with(env.cmd(["mcp"]))
     }
 
-    /// `heartbeat mcp` as `cmd` starts it (its environment, its flags).
+    /// Connected as the client named `name`.
+    pub(crate) fn connect_as(env: &Env, name: &str) -> Client {
+        let mut client = Client::start(env.cmd(["mcp"]));
+        client.initialize(name);
+        client
+    }
+
+    /// `heartbeat mcp` as `cmd` starts it (its environment, its flags), connected as "tester".
     pub(crate) fn connect_with(cmd: Cmd) -> Client {
+        let mut client = Client::start(cmd);
+        client.initialize("tester");
+        client
+    }
+
+    /// `heartbeat mcp` as `cmd` starts it, not initialized.
+    pub(crate) fn start(cmd: Cmd) -> Client {
         let mut child = cmd.spawn_piped();
-        let stdin = child.stdin.take().unwrap();
+        let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut client = Client {
-            child,
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Client {
+            child: Some(child),
             stdin,
-            stdout,
+            lines,
             next_id: 1,
             seen: Vec::new(),
-        };
-        let init = client.request(
+        }
+    }
+
+    /// `initialize` as the client named `name`, then `notifications/initialized`.
+    pub(crate) fn initialize(&mut self, name: &str) {
+        let init = self.request(
             "initialize",
             json!({
                 "protocolVersion": "2025-06-18",
                 "capabilities": {},
-                "clientInfo": {"name": "tester", "version": "1.0"}
+                "clientInfo": {"name": name, "version": "1.0"}
             }),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "heartbeat", "{init}");
-        client.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-        client
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
-    fn send(&mut self, msg: &Value) {
-        writeln!(self.stdin, "{msg}").unwrap();
-        self.stdin.flush().unwrap();
+    pub(crate) fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
     }
 
-    /// One request; its response (other messages are kept in `seen` only).
+    pub(crate) fn send(&mut self, msg: &Value) {
+        self.send_raw(format!("{msg}\n").as_bytes());
+    }
+
+    /// The next message the server wrote.
+    #[track_caller]
+    pub(crate) fn read(&mut self) -> Value {
+        let line = match self.lines.recv_timeout(WAIT) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Disconnected) => {
+                panic!("the server closed stdout; seen: {:?}", self.seen)
+            }
+            Err(e) => panic!("no answer from heartbeat mcp ({e}); seen: {:?}", self.seen),
+        };
+        self.seen.push(line.clone());
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"))
+    }
+
+    /// The answer to request `id` (other messages are kept in `seen` only).
+    #[track_caller]
+    pub(crate) fn answer_to(&mut self, id: &Value) -> Value {
+        loop {
+            let msg = self.read();
+            if &msg["id"] == id {
+                return msg;
+            }
+        }
+    }
+
+    /// One request; its response.
+    #[track_caller]
     pub(crate) fn request(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        loop {
-            let mut line = String::new();
-            let n = self.stdout.read_line(&mut line).unwrap();
-            assert!(n > 0, "the server closed stdout; seen: {:?}", self.seen);
-            self.seen.push(line.clone());
-            let msg: Value = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("not JSON-RPC on stdout ({e}): {line}"));
-            if msg["id"] == id {
-                return msg;
-            }
-        }
+        self.answer_to(&json!(id))
     }
 
     fn tools(&mut self) -> Vec<Value> {
@@ -78,7 +129,8 @@ impl Client {
             .clone()
     }
 
-    /// A tool call: Ok(JSON result) or Err(the tool error's text).
+    /// A tool call: Ok(JSON result), or Err(the JSON-RPC error or the tool error's text).
+    #[track_caller]
     pub(crate) fn call(&mut self, name: &str, args: Value) -> Result<Value, String> {
         let r = self.request("tools/call", json!({"name": name, "arguments": args}));
         if let Some(message) = r["error"]["message"].as_str() {
@@ -92,12 +144,20 @@ impl Client {
             Ok(serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {r}")))
         }
     }
+
+    /// Close stdin (the client leaves) and wait for the server to end.
+    pub(crate) fn leave(mut self) -> Output {
+        drop(self.stdin.take());
+        wait_output(self.child.take().unwrap(), "heartbeat mcp", WAIT)
+    }
 }
 
 impl Drop for Client {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

@@ -58,8 +58,7 @@ fn a_due_task_calls_the_server_and_succeeds() {
     );
     let out = env.run_once(NOW);
     out.code(0);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 1);
     assert_eq!(ok[0]["tool"], "srv.echo");
     assert_eq!(ok[0]["output"], "hello from mcp");
     assert_eq!(starts(&env), 1);
@@ -73,15 +72,13 @@ fn ask_queues_and_approve_runs_it_exactly_once() {
     );
     env.run_once(NOW).code(0);
     assert!(env.events("task_succeeded").is_empty());
-    let queued = env.events("approval_requested");
-    assert_eq!(queued.len(), 1, "{}", env.audit_text());
+    let queued = env.events_n("approval_requested", 1);
     let id = queued[0]["approval_id"].as_i64().unwrap().to_string();
     env.cmd(["approve", id.as_str()]).output().code(0);
     // A second approve and a later run do not run it again.
     env.cmd(["approve", id.as_str()]).output().no_panic();
     env.run_once("2026-05-01T11:00:00Z").code(0);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 1);
     assert_eq!(ok[0]["output"], "once");
     assert!(env.read("HEARTBEAT.md").contains("- [x] @srv.echo"));
 }
@@ -128,9 +125,8 @@ fn a_run_refuses_an_input_the_schema_refuses() {
     );
     let out = env.run_once(NOW);
     out.code(1);
-    let invalid = env.events("task_invalid");
-    assert_eq!(invalid.len(), 1, "{}", env.audit_text());
-    assert!(invalid[0]["error"].as_str().unwrap().contains("/text"));
+    let invalid = env.events_n("task_invalid", 1);
+    assert!(error_of(&invalid[0]).contains("/text"));
     assert!(env.events("task_succeeded").is_empty() && env.events("task_failed").is_empty());
 }
 
@@ -149,13 +145,9 @@ fn is_error_fails_the_task_and_a_timeout_is_cancelled() {
         .env("HB_TEST_MARK", &mark)
         .output();
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 2);
     assert!(
-        failed[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("reported an error: failed on purpose"),
+        error_of(&failed[0]).contains("reported an error: failed on purpose"),
         "{}",
         failed[0]
     );
@@ -194,8 +186,7 @@ fn a_message_too_large_or_too_deep_fails_its_call_at_once_naming_the_limit() {
         WAIT,
     );
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 2);
     let error = |i: usize| failed[i]["error"].as_str().unwrap().to_string();
     assert_eq!(
         error(0),
@@ -208,8 +199,7 @@ fn a_message_too_large_or_too_deep_fails_its_call_at_once_naming_the_limit() {
          levels, the most the JSON parser reads"
     );
     // Each cut-off server is replaced; a message within the limits is read as ever.
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 2, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 2);
     assert!(
         ok[0]["output"].as_str().unwrap().contains("bottom"),
         "{}",
@@ -256,14 +246,10 @@ fn a_server_that_will_not_start(command: &str) {
     ));
     let out = env.run_once(NOW);
     out.code(1);
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 1);
     assert_eq!(failed[0]["tool"], "broken.echo");
     assert!(
-        failed[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("did not start"),
+        error_of(&failed[0]).contains("did not start"),
         "{}",
         failed[0]
     );
@@ -274,6 +260,15 @@ fn a_server_that_will_not_start(command: &str) {
     assert!(check.stdout.contains("did not start"), "{}", check.stdout);
 }
 
+/// `run --once` at `now` as cron starts it: a short PATH, which does not find
+/// `mcp_test_server`.
+fn run_from_cron(env: &Env, now: &str) -> Output {
+    env.cmd(["run", "--once"])
+        .now(now)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+}
+
 #[test]
 fn a_server_not_on_crons_path_fails_its_tasks_instead_of_queuing_them() {
     // As cron starts it: a short PATH, and a command that the user's shell finds elsewhere.
@@ -281,11 +276,7 @@ fn a_server_not_on_crons_path_fails_its_tasks_instead_of_queuing_them() {
         "## Recurring\n- [ ] @gh.echo {\"text\": \"x\"}\n## One-time\n- [ ] @gh.echo {\"text\": \"y\"}\n",
     )
     .config("[mcp.gh]\ncommand = [\"mcp_test_server\"]\n");
-    let out = env
-        .cmd(["run", "--once"])
-        .now(NOW)
-        .env("PATH", "/usr/bin:/bin")
-        .output();
+    let out = run_from_cron(&env, NOW);
     out.code(1);
     assert!(
         env.events("approval_requested").is_empty(),
@@ -293,8 +284,7 @@ fn a_server_not_on_crons_path_fails_its_tasks_instead_of_queuing_them() {
         env.audit_text()
     );
     assert!(env.approval_rows().is_empty());
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 2, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 2);
     for f in &failed {
         assert_eq!(f["tool"], "gh.echo");
         let error = f["error"].as_str().unwrap();
@@ -330,24 +320,16 @@ fn a_server_listed_from_the_shell_but_not_on_crons_path_fails_instead_of_queuing
         "heartbeat.toml",
         "[mcp.gh]\ncommand = [\"mcp_test_server\"]\napproval = \"ask\"\n",
     );
-    let out = env
-        .cmd(["run", "--once"])
-        .now("2026-05-01T10:10:00Z")
-        .env("PATH", "/usr/bin:/bin")
-        .output();
+    let out = run_from_cron(&env, "2026-05-01T10:10:00Z");
     out.code(1);
     assert!(
         env.events("approval_requested").is_empty(),
         "{}",
         env.audit_text()
     );
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
+    let failed = env.events_n("task_failed", 1);
     assert!(
-        failed[0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("cannot run \"mcp_test_server\""),
+        error_of(&failed[0]).contains("cannot run \"mcp_test_server\""),
         "{}",
         failed[0]
     );
@@ -357,8 +339,7 @@ fn a_server_listed_from_the_shell_but_not_on_crons_path_fails_instead_of_queuing
 fn sampling_requests_are_refused() {
     let env = config(Env::new("## Recurring\n- [ ] @srv.sampling {}\n"), "");
     env.run_once(NOW).code(0);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 1);
     assert!(
         ok[0]["output"]
             .as_str()
@@ -388,8 +369,7 @@ fn a_negative_cost_from_a_server_is_ignored() {
         "",
     );
     env.run_once(NOW).code(0);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 1);
     assert_eq!(ok[0]["cost_usd"], Value::Null, "{}", ok[0]);
     let status = env.cmd(["status", "--json"]).output();
     let status: Value = serde_json::from_str(&status.stdout).unwrap();
@@ -486,8 +466,7 @@ fn trust_annotations_loosen_ask_for_read_only_tools_only() {
 
     let env = Env::new(md).config(&toml(true));
     env.run_once(NOW).code(0);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 1);
     assert_eq!(ok[0]["tool"], "srv.echo");
     let queued = env.events("approval_requested");
     assert_eq!(queued.len(), 1);
@@ -563,8 +542,7 @@ fn interop_with_the_reference_filesystem_server() {
         check.stdout
     );
     env.run_once(NOW).code(1);
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 1, "{}", env.audit_text());
+    let ok = env.events_n("task_succeeded", 1);
     assert!(
         ok[0]["output"]
             .as_str()

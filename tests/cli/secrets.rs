@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use crate::tg_double::TgDouble;
+use crate::tg_double::{Call, TgDouble};
 
 /// Chats the double is told about.
 const CHAT: i64 = 4242;
@@ -19,6 +19,28 @@ fn setup(md: &str, tools: &str) -> (TgDouble, Env) {
         tg_toml(&tg.url(), &[CHAT], "summary = \"always\"")
     ));
     (tg, env)
+}
+
+/// `run --once` with the token and `vars` in its environment.
+fn run_once(env: &Env, vars: &[(&str, &str)]) -> Output {
+    let mut cmd = env.cmd(["run", "--once"]).token();
+    for (key, value) in vars {
+        cmd = cmd.env(key, value);
+    }
+    cmd.output()
+}
+
+/// The run's message to Telegram, waited for.
+#[track_caller]
+fn wait_for_message(tg: &TgDouble) -> Vec<Call> {
+    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10))
+}
+
+/// The error of the one `task_failed` there is.
+#[track_caller]
+fn the_failure(env: &Env) -> String {
+    let failed = env.events_n("task_failed", 1);
+    error_of(&failed[0]).to_string()
 }
 
 /// Every byte heartbeat stored: the database and its write-ahead log.
@@ -81,7 +103,7 @@ approval = "ask"
 fn approve_of_a_tool_printing_the_token_leaks_it_nowhere() {
     let md = format!("## Recurring\n- [ ] @echo {{\"v\": \"{TG_TOKEN}\"}}\n");
     let (tg, env) = setup(&md, ECHO_TOOL);
-    let queued = env.cmd(["run", "--once"]).token().output();
+    let queued = run_once(&env, &[]);
     queued.code(0);
     assert_eq!(
         env.events("approval_requested").len(),
@@ -126,9 +148,9 @@ approval = "auto"
 "#
     );
     let (tg, env) = setup(md, &tools);
-    let out = env.cmd(["run", "--once"]).token().output();
+    let out = run_once(&env, &[]);
     out.code(1);
-    let sent = tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let sent = wait_for_message(&tg);
     assert!(!sent.is_empty());
     assert_nowhere(TG_TOKEN, &env, &tg, &[&out]);
     // Redacted before the 4 KiB cut: no head of the token survives it.
@@ -150,18 +172,10 @@ approval = "auto"
 fn an_mcp_servers_variables_reach_no_sink() {
     let secret = "mcp-secret-value-8c1f2e";
     let md = "## Recurring\n- [ ] @srv.env {}\n- [ ] @srv.fail {}\n";
-    let tools = format!(
-        "[mcp.srv]\ncommand = [\"{}\"]\nenv = [\"SRV_TOKEN\"]\napproval = \"auto\"\n",
-        crate::mcp_tools::server_bin().display()
-    );
-    let (tg, env) = setup(md, &tools);
-    let out = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("SRV_TOKEN", secret)
-        .output();
+    let (tg, env) = setup(md, &srv_toml(&["SRV_TOKEN"]));
+    let out = run_once(&env, &[("SRV_TOKEN", secret)]);
     out.code(1);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     // The server had it (it lists its environment); every sink shows stars.
     let listed = env.events("task_succeeded")[0]["output"].to_string();
     assert!(listed.contains("SRV_TOKEN=***"), "{listed}");
@@ -175,13 +189,9 @@ fn an_mcp_servers_header_values_reach_no_sink() {
     // `echo` answers with the Authorization header it received.
     let md = "## Recurring\n- [ ] @web.echo {\"text\": \"hi\"}\n- [ ] @web.fail {}\n";
     let (tg, env) = setup(md, &web_toml(&double.url()));
-    let out = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("WEB_MCP_AUTH", AUTH)
-        .output();
+    let out = run_once(&env, &[("WEB_MCP_AUTH", AUTH)]);
     out.code(1);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     let echoed = env.events("task_succeeded")[0]["output"].to_string();
     assert!(echoed.contains("sent with ***"), "{echoed}");
     assert_nowhere(AUTH, &env, &tg, &[&out]);
@@ -194,9 +204,9 @@ fn a_password_in_a_urls_user_info_reaches_no_sink() {
     let md = "## One-time\n\
               - [ ] @shell {\"cmd\": [\"echo\", \"clone https://me:pw-77c1e@git.example/x\"]}\n";
     let (tg, env) = setup(md, "[tools.shell]\napproval = \"auto\"\n");
-    let out = env.cmd(["run", "--once"]).token().output();
+    let out = run_once(&env, &[]);
     out.code(0);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     let shown = env.events("task_succeeded")[0]["output"].to_string();
     assert!(shown.contains("https://me:***@git.example/x"), "{shown}");
     assert_nowhere("pw-77c1e", &env, &tg, &[&out]);
@@ -222,7 +232,7 @@ fn secret_keys_in_outputs_and_command_lines_reach_no_sink() {
         api.url()
     );
     let (tg, env) = setup(&md, "[tools.http]\napproval = \"auto\"\n");
-    let run = env.cmd(["run", "--once"]).token().output();
+    let run = run_once(&env, &[]);
     run.code(0);
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1, "{:#?}", env.audit());
@@ -246,7 +256,7 @@ fn secret_keys_in_outputs_and_command_lines_reach_no_sink() {
     assert_eq!(env.read("got.txt"), "DB_PASSWORD=hunter-2e9\n");
     let stderr = env.events("task_succeeded")[1]["stderr"].to_string();
     assert!(stderr.contains("Bearer ***"), "{stderr}");
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     for secret in ["at-5e1f0c", "pw-77d2", "sk-live-9c1d44aa", "hunter-2e9"] {
         assert_nowhere(secret, &env, &tg, &[&run, &listed, &approved]);
     }
@@ -267,7 +277,7 @@ command = ["sh", "-c", '''printenv HEARTBEAT_INPUT | tr -d '"'; printf '\173"sum
 approval = "auto"
 "#;
     let (tg, env) = setup(md, tools);
-    let run = env.cmd(["run", "--once"]).token().output();
+    let run = run_once(&env, &[]);
     run.code(1);
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 1, "{:#?}", env.audit());
@@ -281,7 +291,7 @@ approval = "auto"
         ok[0]
     );
     assert_eq!(ok[0]["summary"], "pin *** ok", "{}", ok[0]);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     for secret in ["tk-4f8a2c91", "73519"] {
         assert_nowhere(secret, &env, &tg, &[&run]);
     }
@@ -292,10 +302,10 @@ fn an_invalid_task_is_shown_in_messages_by_place_and_error_only() {
     let md = "## Recurring\n\
               - [ ] @http {\"url\": \"https://x.example\", \"headers\": {\"Authorization\": \"Bearer sekrit-42\"},}\n";
     let (tg, env) = setup(md, "");
-    let out = env.cmd(["run", "--once"]).token().output();
+    let out = run_once(&env, &[]);
     out.code(1);
     assert_eq!(env.events("task_invalid").len(), 1, "{:#?}", env.audit());
-    let sent = tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    let sent = wait_for_message(&tg);
     let text = sent[0].body["text"].as_str().unwrap();
     assert!(text.contains("HEARTBEAT.md:2"), "{text}");
     assert!(!text.contains("sekrit-42"), "{text}");
@@ -312,7 +322,7 @@ command = ["sh", "-c", "cat /proc/$PPID/environ > environ.txt 2>&1; env > env.tx
 approval = "auto"
 "#;
     let (_tg, env) = setup(md, tools);
-    env.cmd(["run", "--once"]).token().output().code(0);
+    run_once(&env, &[]).code(0);
     let environ = env.read_bytes("environ.txt");
     assert!(!environ.is_empty());
     assert!(
@@ -378,16 +388,10 @@ fn an_mcp_tools_error_text_is_redacted_before_it_is_cut() {
         "-".repeat(185)
     );
     let (tg, env) = setup(&md, &srv_toml(&["SRV_TOKEN"]));
-    let out = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("SRV_TOKEN", secret)
-        .output();
+    let out = run_once(&env, &[("SRV_TOKEN", secret)]);
     out.code(1);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
-    let error = failed[0]["error"].as_str().unwrap();
+    wait_for_message(&tg);
+    let error = the_failure(&env);
     assert!(error.ends_with("-***"), "{error}");
     assert_nowhere("mcp-secret", &env, &tg, &[&out]);
 }
@@ -401,16 +405,10 @@ fn an_http_error_page_is_redacted_before_it_is_cut() {
         "## Recurring\n- [ ] @web.refuse {}\n",
         &web_toml(&double.url()),
     );
-    let out = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("WEB_MCP_AUTH", AUTH)
-        .output();
+    let out = run_once(&env, &[("WEB_MCP_AUTH", AUTH)]);
     out.code(1);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
-    let failed = env.events("task_failed");
-    assert_eq!(failed.len(), 1, "{}", env.audit_text());
-    let error = failed[0]["error"].as_str().unwrap();
+    wait_for_message(&tg);
+    let error = the_failure(&env);
     assert!(
         error.contains("403") && error.contains("you sent ***"),
         "{error}"
@@ -426,9 +424,9 @@ fn the_telegram_task_line_is_redacted_before_it_is_cut() {
         "-".repeat(50)
     );
     let (tg, env) = setup(&md, "[tools.shell]\napproval = \"auto\"\n");
-    let out = env.cmd(["run", "--once"]).token().output();
+    let out = run_once(&env, &[]);
     out.code(0);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     let sent = bodies(&tg);
     assert!(sent.contains("<b>@shell</b>"), "{sent}");
     assert_nowhere(&TG_TOKEN[..10], &env, &tg, &[&out]);
@@ -448,13 +446,9 @@ fn a_credential_and_its_encodings_reach_no_sink() {
         srv_toml(&["SRV_AUTH"])
     );
     let (tg, env) = setup(md, &tools);
-    let out = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("SRV_AUTH", &header)
-        .output();
+    let out = run_once(&env, &[("SRV_AUTH", &header)]);
     out.code(0);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     let output = env.events("task_succeeded")[0]["output"].to_string();
     assert_eq!(output.matches("***").count(), 3, "{output}");
     assert_nowhere(credential, &env, &tg, &[&out]);
@@ -475,13 +469,9 @@ fn a_secret_printed_over_several_lines_reaches_no_sink() {
         srv_toml(&["SRV_TOKEN"])
     );
     let (tg, env) = setup(&md, &tools);
-    let out = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("SRV_TOKEN", secret)
-        .output();
+    let out = run_once(&env, &[("SRV_TOKEN", secret)]);
     out.code(0);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
+    wait_for_message(&tg);
     assert_eq!(env.events("task_succeeded")[0]["output"], "***\n\n***");
     for piece in [
         "dXNlcjpzcnYtc2Vj",
@@ -555,11 +545,7 @@ fn heartbeat_mcp_answers_are_redacted() {
     let tools = srv_toml(&["MCP_TEST_DESCRIPTION"]);
     let (tg, env) = setup(&md, &tools);
     // A run lists the server and caches its tools.
-    let run = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("MCP_TEST_DESCRIPTION", described)
-        .output();
+    let run = run_once(&env, &[("MCP_TEST_DESCRIPTION", described)]);
     assert_nowhere(described, &env, &tg, &[&run]);
     let mut client = Client::connect_with(
         env.cmd(["mcp"])
@@ -668,15 +654,10 @@ fn a_variable_every_server_gets_stays_with_the_tools_even_when_env_names_it() {
     );
     let (tg, env) = setup(md, &tools);
     let home = env.path("home").display().to_string();
-    let out = env
-        .cmd(["run", "--once"])
-        .token()
-        .env("SRV_TOKEN", secret)
-        .output();
+    let out = run_once(&env, &[("SRV_TOKEN", secret)]);
     out.code(0);
-    tg.wait_for_calls("sendMessage", 1, Duration::from_secs(10));
-    let ok = env.events("task_succeeded");
-    assert_eq!(ok.len(), 2, "{}", env.audit_text());
+    wait_for_message(&tg);
+    let ok = env.events_n("task_succeeded", 2);
     assert_eq!(ok[0]["output"], format!("home={home} srv=unset\n"));
     let listed = ok[1]["output"].as_str().unwrap();
     assert!(listed.contains(&format!("HOME={home}\n")), "{listed}");
@@ -688,7 +669,7 @@ fn a_variable_every_server_gets_stays_with_the_tools_even_when_env_names_it() {
 fn a_denial_reason_is_stored_redacted() {
     let md = "## Recurring\n- [ ] @echo {\"v\": \"x\"}\n";
     let (tg, env) = setup(md, ECHO_TOOL);
-    let queued = env.cmd(["run", "--once"]).token().output();
+    let queued = run_once(&env, &[]);
     queued.code(0);
     let reason = format!("the bot is {TG_TOKEN}");
     let denied = env
