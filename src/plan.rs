@@ -41,6 +41,8 @@ pub enum Decision {
     Approve,
     /// Already queued: the id of its pending approval.
     Pending(i64),
+    /// Approved to run at the next run (`approve --later`): the id of its approval.
+    Approved(i64),
     NotDue,
     /// A person said no within `approval_ttl`.
     Denied,
@@ -71,12 +73,11 @@ impl Decision {
             Decision::Run => "run",
             Decision::Approve => "approve",
             Decision::Pending(_) => "pending",
-            Decision::NotDue
-            | Decision::Skip(SkipReason::RunCap)
-            | Decision::Skip(SkipReason::Budget) => "not_due",
-            Decision::Skip(SkipReason::Tripped) => "tripped",
-            Decision::Denied | Decision::Skip(SkipReason::DeniedByPolicy) => "denied",
-            Decision::Skip(SkipReason::Observe) => "observe",
+            Decision::Approved(_) => "approved",
+            Decision::NotDue => "not_due",
+            Decision::Denied => "denied",
+            // A skip's decision is its reason: `budget`, `run_cap`, `denied_by_policy`, …
+            Decision::Skip(reason) => reason.as_str(),
             Decision::Remind => "remind",
             Decision::Reminded => "reminded",
             Decision::Ignored => "ignored",
@@ -295,7 +296,12 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
         schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| active_from(cfg, t));
     // Waiting for a person, or refused by one: that is the state, whatever the clock says.
     if let Some(id) = state.pending.get(&task.id) {
-        return planned(Decision::Pending(*id), tool, tool_in, due_at);
+        let decision = if state.approved.contains(&task.id) {
+            Decision::Approved(*id)
+        } else {
+            Decision::Pending(*id)
+        };
+        return planned(decision, tool, tool_in, due_at);
     }
     if state
         .denied_until
@@ -496,7 +502,13 @@ mod tests {
         s.pending.insert(ids[1].clone(), 7);
         let d = decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious);
         assert_eq!(d[0], Decision::Skip(SkipReason::DeniedByPolicy));
+        assert_eq!(d[0].as_str(), "denied_by_policy");
         assert_eq!(d[1], Decision::Pending(7));
+        // Approved with `--later`: it waits for the next run, and says so.
+        s.approved.insert(ids[1].clone());
+        let d = decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious);
+        assert_eq!(d[1], Decision::Approved(7));
+        assert_eq!(d[1].as_str(), "approved");
         // Queuing counts as an attempt; a scheduled task still shows as pending, not not_due.
         let md6 = MD.replace("## Recurring\n", "## Recurring\n### Every 6h\n");
         let id6 = tasks(&md6)[1].id.clone();
@@ -516,6 +528,7 @@ mod tests {
             decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious)[1],
             Decision::Denied
         );
+        assert_eq!(Decision::Denied.as_str(), "denied");
         // Once the denial stops holding, the task asks again.
         assert_eq!(
             decide_all(MD, &cfg, &s, "2026-01-15T10:00:00Z", Autonomy::Cautious)[1],
@@ -664,6 +677,8 @@ mod tests {
             Skip(SkipReason::Tripped)
         );
         assert_eq!(Skip(SkipReason::Tripped).as_str(), "tripped");
+        assert_eq!(Skip(SkipReason::Budget).as_str(), "budget");
+        assert_eq!(Skip(SkipReason::RunCap).as_str(), "run_cap");
     }
 
     #[test]

@@ -178,7 +178,7 @@ impl Checked {
                         _ => None,
                     },
                     "approval_id": match planned.decision {
-                        Decision::Pending(id) => Some(id),
+                        Decision::Pending(id) | Decision::Approved(id) => Some(id),
                         _ => None,
                     },
                     "next_due": planned.next_due.map(crate::audit::format_ts),
@@ -248,6 +248,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
                 };
                 let decision = match &planned.decision {
                     Decision::Pending(id) => format!("pending #{id}"),
+                    Decision::Approved(id) => format!("approved #{id}"),
                     d => d.as_str().to_string(),
                 };
                 let by = match provenance(task, snapshot) {

@@ -474,6 +474,7 @@ impl<'a> Session<'a> {
                 self.want_tick(task);
             }
             Decision::Pending(_)
+            | Decision::Approved(_)
             | Decision::NotDue
             | Decision::Reminded
             | Decision::Denied

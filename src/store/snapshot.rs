@@ -23,6 +23,9 @@ pub struct Snapshot {
     pub succeeded: HashSet<String>,
     /// Task id → id of its open approval (pending, or approved and waiting to run).
     pub pending: HashMap<String, i64>,
+    /// Of those, the tasks whose approval a person gave and that wait for the next run
+    /// (`approve --later`, or blocked when `approve` tried to run them).
+    pub approved: HashSet<String>,
     /// Task ids with an *always* grant: `ask` counts as `auto` for them.
     pub granted: HashSet<String>,
     /// A pause is in force (runs are skipped).
@@ -158,14 +161,24 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT task_id, id FROM approvals WHERE state IN ('pending', 'approved', 'running')",
+                "SELECT task_id, id, state FROM approvals
+                 WHERE state IN ('pending', 'approved', 'running')",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
             .map_err(|e| self.err(e))?;
         for row in rows {
-            let (task, id) = row.map_err(|e| self.err(e))?;
+            let (task, id, state) = row.map_err(|e| self.err(e))?;
+            if state == "approved" {
+                snap.approved.insert(task.clone());
+            }
             snap.pending.insert(task, id);
         }
         let mut stmt = self

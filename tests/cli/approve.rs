@@ -246,6 +246,26 @@ fn approve_later_runs_at_the_next_run_even_outside_active_hours() {
 }
 
 #[test]
+fn check_says_approved_for_a_task_approved_with_later_until_it_runs() {
+    let env = one_pending_echo();
+    let decision = |now: &str| {
+        let out = env.cmd(["check", "--json"]).now(now).output();
+        out.code(0);
+        let task = out.json()["tasks"][0].clone();
+        (task["decision"].clone(), task["approval_id"].clone())
+    };
+    assert_eq!(decision(NOW), (json!("pending"), json!(1)));
+    approve(&env, NOW, &["1", "--later"]).code(0);
+    assert_eq!(decision(NOW), (json!("approved"), json!(1)));
+    let text = env.cmd(["check"]).now(NOW).output();
+    text.code(0);
+    assert!(text.stdout.contains(" approved #1 "), "{}", text.stdout);
+    env.run_once("2026-05-01T10:30:00Z").code(0);
+    assert_eq!(env.read("ran.txt"), "x\n");
+    assert_ne!(decision("2026-05-01T10:30:00Z").0, "approved");
+}
+
+#[test]
 fn approving_an_id_already_approved_with_later_runs_it_now() {
     let env = one_pending_echo();
     approve(&env, NOW, &["1", "--later"]).code(0);

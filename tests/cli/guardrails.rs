@@ -466,9 +466,17 @@ fn check_says_a_task_held_by_the_budget_is_due_at_local_midnight() {
     let later = "2026-05-01T10:30:00Z";
     let doc = check(&env, later);
     for t in doc["tasks"].as_array().unwrap() {
-        assert_eq!(t["decision"], "not_due", "{t:#}");
+        assert_eq!(t["decision"], "budget", "{t:#}");
         assert_eq!(t["next_due"], ts("2026-05-01T22:00:00Z"), "{t:#}");
     }
+    let text = env.cmd(["check"]).now(later).output();
+    text.code(0);
+    assert_eq!(
+        text.stdout.matches(" budget ").count(),
+        4,
+        "{}",
+        text.stdout
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -794,6 +802,37 @@ fn run_cap_runs_the_next_tasks_in_file_order_at_later_runs() {
     assert_eq!(outputs_at(r3), ["t5"]);
     assert!(capped_at(r3).is_empty());
     assert_eq!(env.read("HEARTBEAT.md"), md.replace("[ ]", "[x]"));
+}
+
+#[test]
+fn check_says_run_cap_for_the_tasks_past_the_cap() {
+    let md: String = "## Recurring\n".to_string()
+        + &(1..=3)
+            .map(|n| format!("- [ ] @log {{\"text\": \"t{n}\"}}\n"))
+            .collect::<String>();
+    let env = Env::new(&md).config("max_tasks_per_run = 2\n");
+    let decisions: Vec<Value> = check(&env, NOW)["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| json!([t["decision"], t["reason"]]))
+        .collect();
+    assert_eq!(
+        decisions,
+        [
+            json!(["run", null]),
+            json!(["run", null]),
+            json!(["run_cap", "run_cap"])
+        ]
+    );
+    let text = env.cmd(["check"]).now(NOW).output();
+    text.code(0);
+    assert_eq!(
+        text.stdout.matches(" run_cap ").count(),
+        1,
+        "{}",
+        text.stdout
+    );
 }
 
 #[test]

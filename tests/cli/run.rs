@@ -137,6 +137,24 @@ fn tool_policy_deny_skips_with_denied_by_policy_even_in_full_autonomy() {
 }
 
 #[test]
+fn check_says_denied_by_policy_for_a_tool_policy_deny_and_file_for_a_persons_task() {
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"touch ran\"}\n")
+        .config("[tools.shell]\napproval = \"deny\"\n");
+    let out = env.cmd(["check", "--json"]).now(NOW).output();
+    out.code(0);
+    let task = &out.json()["tasks"][0];
+    assert_eq!(task["decision"], "denied_by_policy", "{task:#}");
+    assert_eq!(task["provenance"], "file", "{task:#}");
+    let text = env.cmd(["check"]).now(NOW).output();
+    text.code(0);
+    assert!(
+        text.stdout.contains(" denied_by_policy "),
+        "{}",
+        text.stdout
+    );
+}
+
+#[test]
 fn recurring_reminder_every_run_one_time_reminder_once_and_never_ticked() {
     let md =
         "## Recurring\n- [ ] Stretch and drink water\n\n## One-time\n- [ ] Renew the passport\n";
