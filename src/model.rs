@@ -32,6 +32,25 @@ impl Section {
     }
 }
 
+/// What started a run, or one task's run: its schedule (cron, a timer, a daemon's tick) or a
+/// person (`approve`, a button, SIGUSR1, `/run`). Written as `trigger` in the audit log and
+/// in `run --once --json` (docs/reference.md#audit-events).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    Schedule,
+    Manual,
+}
+
+impl Trigger {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Trigger::Schedule => "schedule",
+            Trigger::Manual => "manual",
+        }
+    }
+}
+
 impl fmt::Display for Section {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::audit::{self, Secrets};
 use crate::error::exit;
-use crate::model::{Body, Task};
+use crate::model::{Body, Task, Trigger};
 use crate::text::Redacted;
 
 /// What happened to one task (the `tasks` of `run --once --json`). Its texts are redacted:
@@ -23,7 +23,8 @@ pub struct TaskReport {
     pub column: Option<usize>,
     pub text: Redacted,
     pub tool: Option<String>,
-    /// succeeded, failed, queued, skipped, invalid, reminded, stale (would_run and would_queue in dry runs).
+    /// succeeded, failed, interrupted (a failure: the run before died mid-task), queued,
+    /// skipped, invalid, reminded, stale (would_run and would_queue in dry runs).
     pub outcome: &'static str,
     pub reason: Option<Redacted>,
     pub approval_id: Option<i64>,
@@ -33,9 +34,16 @@ pub struct TaskReport {
     pub duration_ms: Option<u64>,
     /// Failures in a row, when this run tripped the task's breaker.
     pub tripped: Option<u32>,
+    /// What started it (set by the session that reports it).
+    pub trigger: Option<Trigger>,
 }
 
 impl TaskReport {
+    /// Whether it failed: ran and failed, or was interrupted by a run that died.
+    pub fn failed(&self) -> bool {
+        matches!(self.outcome, "failed" | "interrupted")
+    }
+
     pub fn new(
         task: &Task,
         tool: Option<&str>,
@@ -57,6 +65,7 @@ impl TaskReport {
             summary: None,
             duration_ms: None,
             tripped: None,
+            trigger: None,
         }
     }
 
@@ -76,6 +85,7 @@ impl TaskReport {
             "column": self.column,
             "text": self.text,
             "summary": self.summary,
+            "trigger": self.trigger,
         })
     }
 }
@@ -111,7 +121,8 @@ impl Report {
     pub fn counts(&self) -> RunCounts {
         RunCounts {
             succeeded: self.count("succeeded"),
-            failed: self.count("failed"),
+            // An interrupted task failed too (`task_failed`): the run exits 1 for it.
+            failed: self.count("failed") + self.count("interrupted"),
             queued: self.count("queued"),
             skipped: self.count("skipped"),
             invalid: self.count("invalid"),
@@ -156,4 +167,41 @@ pub fn safe_text(task: &Task) -> String {
         return format!("@{name} {shown}");
     }
     task.text.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interrupted_task_is_a_failure_of_the_run() {
+        let task = TaskReport {
+            task_id: "aaaaaaaaaaaa".into(),
+            file: Arc::from(Path::new("/h.md")),
+            line: 1,
+            column: None,
+            text: "x".into(),
+            tool: Some("shell".into()),
+            outcome: "interrupted",
+            reason: None,
+            approval_id: None,
+            exit_code: None,
+            output: None,
+            summary: None,
+            duration_ms: None,
+            tripped: None,
+            trigger: Some(Trigger::Schedule),
+        };
+        let report = Report {
+            tasks: vec![task],
+            ..Report::default()
+        };
+        assert!(report.tasks[0].failed());
+        assert_eq!(report.counts().failed, 1);
+        assert_eq!(report.exit_code(), exit::TASK_FAILED);
+        let doc = report.to_json();
+        assert_eq!(doc["tasks"][0]["outcome"], "interrupted");
+        assert_eq!(doc["tasks"][0]["trigger"], "schedule");
+        assert_eq!(doc["failed"], 1);
+    }
 }

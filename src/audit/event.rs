@@ -16,6 +16,7 @@
 
 use std::path::Path;
 
+use crate::model::Trigger;
 use crate::text::{Redacted, RedactedJson};
 use serde::{Serialize, Serializer};
 
@@ -54,6 +55,9 @@ pub enum Event<'a> {
         host: String,
         pid: u32,
         version: &'static str,
+        /// Whole seconds since the previous run in this state dir began; None for the first.
+        since_last_run_s: Option<i64>,
+        trigger: Trigger,
     },
     RunSkipped {
         run_id: &'a str,
@@ -170,6 +174,10 @@ pub enum Event<'a> {
     DaemonStarted(Daemon<'a>),
     DaemonStopped(Daemon<'a>),
     ConfigReloaded(Daemon<'a>),
+    /// A daemon tick that could not read its config or its files (once per distinct error).
+    TickFailed {
+        error: &'a Redacted,
+    },
     TelegramRejected {
         chat_id: i64,
         kind: &'a str,
@@ -227,6 +235,9 @@ pub struct TaskRun<'a> {
     pub error: Option<&'a Redacted>,
     pub cost_usd: Option<f64>,
     pub approval_id: Option<i64>,
+    /// A fixed word when the failure has a kind: `interrupted` (the run died mid-task).
+    pub reason: Option<&'static str>,
+    pub trigger: Trigger,
     /// What the tool said about itself in one line (`summary` in its JSON output).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<&'a Redacted>,

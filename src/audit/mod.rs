@@ -367,11 +367,13 @@ mod tests {
                 host: "h".into(),
                 pid: 7,
                 version: "0.1.0",
+                since_last_run_s: Some(90),
+                trigger: crate::model::Trigger::Schedule,
             },
         );
         assert_eq!(
             String::from_utf8(line).unwrap(),
-            "{\"ts\":\"2026-03-29T01:00:00.000Z\",\"event\":\"run_started\",\"run_id\":\"r1\",\"mode\":\"once\",\"files\":[\"/x/HEARTBEAT.md\"],\"autonomy\":\"cautious\",\"host\":\"h\",\"pid\":7,\"version\":\"0.1.0\"}\n"
+            "{\"ts\":\"2026-03-29T01:00:00.000Z\",\"event\":\"run_started\",\"run_id\":\"r1\",\"mode\":\"once\",\"files\":[\"/x/HEARTBEAT.md\"],\"autonomy\":\"cautious\",\"host\":\"h\",\"pid\":7,\"version\":\"0.1.0\",\"since_last_run_s\":90,\"trigger\":\"schedule\"}\n"
         );
         let input = Secrets::default().redact_json(Value::Object(Map::new()));
         let (o, empty) = (Redacted::from("o"), Redacted::from(""));
@@ -389,6 +391,8 @@ mod tests {
             error: None,
             cost_usd: None,
             approval_id: None,
+            reason: Some("interrupted"),
+            trigger: crate::model::Trigger::Manual,
             summary: None,
             stderr: Some(&empty),
         };
@@ -419,6 +423,8 @@ mod tests {
                     "error",
                     "cost_usd",
                     "approval_id",
+                    "reason",
+                    "trigger",
                     "stderr",
                 ],
             ),

@@ -10,7 +10,7 @@
 //!   then `daemon_stopped` and exit 0. SIGHUP: reload the config now (`config_reloaded`, or
 //!   the error and the old config kept). SIGUSR1: tick now.
 //! - Every tick re-reads the config and the files; a config that became invalid is reported
-//!   and the last good one is used.
+//!   (`tick_failed`, once per distinct error) and the last good one is used.
 //! - Ticks share the run lock with `run --once` and `approve`: a tick that finds it held is
 //!   skipped (`run_skipped`, `locked`).
 //! - With Telegram, a second thread long-polls the Bot API and hands updates to the main
@@ -40,6 +40,7 @@ use crate::engine::run::{Tick, connect_telegram, tick};
 use crate::engine::session::{self, Stop};
 use crate::error::{Error, Result, exit};
 use crate::lock;
+use crate::model::Trigger;
 use crate::schedule::local_midnight;
 use crate::store::{Store, parse_ts};
 use crate::telegram::Telegram;
@@ -97,36 +98,42 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     ));
 
     let mut last_error: Option<String> = None;
-    let mut due_now = last_run_older_than(&cfg, clock(), every(&cfg))?;
+    // Some(trigger) when a tick is due: its schedule, or a person (SIGUSR1, `/run`).
+    let mut due = last_run_older_than(&cfg, clock(), every(&cfg))?.then_some(Trigger::Schedule);
     let mut stop_signal = None;
     let mut shown_next = None;
     let mut last_tick_error: Option<String> = None;
     loop {
-        if due_now {
-            due_now = false;
-            // The config and files are read afresh at every tick.
+        if let Some(trigger) = due.take() {
+            // The config and files are read afresh at every tick; one that cannot be read
+            // is `tick_failed`, once per distinct error (`config_reloaded` is for reloads).
             match reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)? {
                 None => last_error = None,
                 Some(msg) => {
                     crate::error::say(&format!("heartbeat: {msg}; keeping the last good config"));
                     if last_error.as_ref() != Some(&msg) {
-                        let error = Secrets::taken().redact(&msg);
-                        record(
-                            &cfg,
-                            clock(),
-                            &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&error))),
-                        )?;
+                        let error = Secrets::taken()
+                            .redact(&format!("{msg}; the tick ran with the last good config"));
+                        record(&cfg, clock(), &AuditEvent::TickFailed { error: &error })?;
                         last_error = Some(msg);
                     }
                 }
             }
-            let failed = run_tick(ctx, &cfg, clock(), &stop, telegram.as_ref(), &[], true);
-            // A file the ticks cannot read is audited and sent to the phone once, like a
-            // config that does not load, and again when the error changes.
+            let failed = run_tick(
+                ctx,
+                &cfg,
+                clock(),
+                &stop,
+                telegram.as_ref(),
+                &[],
+                Some(trigger),
+            );
+            // A file the ticks cannot read is audited and sent to the phone once, and again
+            // when the error changes.
             if failed != last_tick_error {
                 if let Some(msg) = &failed {
                     let why = Secrets::taken().redact(&format!("{msg}; the tick ran nothing"));
-                    let line = AuditEvent::ConfigReloaded(Daemon::new(None, Some(&why)));
+                    let line = AuditEvent::TickFailed { error: &why };
                     let told = record(&cfg, clock(), &line)
                         .and_then(|()| alert(&cfg, telegram.as_ref(), &why, clock()));
                     if let Err(e) = told {
@@ -179,11 +186,11 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                 // An error is reported once: the next ticks find the same one.
                 last_error = error;
             }
-            Ok(Event::Signal(_)) => due_now = true,
+            Ok(Event::Signal(_)) => due = Some(Trigger::Manual),
             Ok(Event::Updates(updates)) => {
                 let fx = handle_updates(&cfg, telegram.as_ref(), &updates, clock())?;
                 if fx.run_now {
-                    due_now = true;
+                    due = Some(Trigger::Manual);
                 } else if !fx.pressed.is_empty() {
                     // Approved from a phone: run it now, like `heartbeat approve`.
                     let _ = run_tick(
@@ -193,11 +200,15 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
                         &stop,
                         telegram.as_ref(),
                         &fx.pressed,
-                        false,
+                        None,
                     );
                 }
             }
-            Err(RecvTimeoutError::Timeout) => due_now = clock() >= next,
+            Err(RecvTimeoutError::Timeout) => {
+                if clock() >= next {
+                    due = Some(Trigger::Schedule);
+                }
+            }
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
@@ -243,7 +254,8 @@ fn reload(
 }
 
 /// One tick; its problems are reported on stderr and the daemon goes on. The error of a
-/// tick that failed as a whole (a file it could not read), for the audit log.
+/// tick that failed as a whole (a file it could not read), for the audit log. `plan`: the
+/// whole plan, started by this trigger; None runs only what a person just approved.
 fn run_tick(
     ctx: &Ctx,
     cfg: &Config,
@@ -251,7 +263,7 @@ fn run_tick(
     stop: &Stop,
     telegram: Option<&Telegram>,
     pressed: &[bot::Pressed],
-    plan: bool,
+    plan: Option<Trigger>,
 ) -> Option<String> {
     let result = read_files(cfg, false).and_then(|files| {
         // A grant left behind by an edit: said like the files' warnings, once per change.
@@ -264,12 +276,13 @@ fn run_tick(
             force: false,
             autonomy: cfg.autonomy,
             mode: "daemon",
+            trigger: plan.unwrap_or(Trigger::Manual),
             telegram,
             secrets: &Secrets::from_config(cfg),
             read_updates: false,
             pressed,
             stop: Some(stop),
-            plan,
+            plan: plan.is_some(),
             diag: &|m| ctx.diag(1, || m),
         })
     });

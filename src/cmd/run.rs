@@ -16,7 +16,7 @@ use crate::engine::files::{all_tasks, read_files, read_snapshot};
 use crate::engine::run::{Tick, connect_telegram, tick};
 use crate::engine::session::new_run_id;
 use crate::error::{Error, Result, exit};
-use crate::model::Task;
+use crate::model::{Task, Trigger};
 use crate::plan::{self, Decision, PlanInput};
 use crate::report::{Report, TaskReport};
 use crate::store::Store;
@@ -65,6 +65,8 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         force: args.force,
         autonomy,
         mode: "once",
+        // For cron and timers: `run --once` is the schedule's run.
+        trigger: Trigger::Schedule,
         telegram: telegram.as_ref(),
         secrets: &secrets,
         read_updates: true,
@@ -199,6 +201,7 @@ fn dry_run(
             }
             _ => {}
         }
+        r.trigger = Some(Trigger::Schedule);
         report.tasks.push(r);
     }
     if args.json {

@@ -287,6 +287,8 @@ impl Decider {
             self.clock,
             now,
             "approve",
+            // A person approved: the run is theirs.
+            crate::model::Trigger::Manual,
             &files,
             self.cfg.autonomy.as_str(),
         )?;

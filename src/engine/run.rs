@@ -67,6 +67,8 @@ pub struct Tick<'a> {
     pub autonomy: Autonomy,
     /// `once` or `daemon` (the audit's `run_started.mode`).
     pub mode: &'static str,
+    /// What started this tick: its schedule, or a person (SIGUSR1, `/run`, a button press).
+    pub trigger: crate::model::Trigger,
     pub telegram: Option<&'a Telegram>,
     /// What no sink shows (the token).
     pub secrets: &'a audit::Secrets,
@@ -215,6 +217,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 t.clock,
                 now,
                 t.mode,
+                t.trigger,
                 &paths,
                 t.autonomy.as_str(),
             )?;

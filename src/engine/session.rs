@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
 use crate::markdown::{self, FileError, SourceFile};
-use crate::model::{Section, Task};
+use crate::model::{Section, Task, Trigger};
 use crate::plan::{Decision, Planned, SkipReason};
 use crate::report::{Report, TaskReport, safe_text};
 use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
@@ -112,6 +112,8 @@ pub struct Session<'a> {
     /// Estimated costs of the tools running now (so parallel starts cannot overspend).
     reserved: f64,
     started: Instant,
+    /// What started this run: every task line and report says it too.
+    trigger: Trigger,
     /// The MCP servers this session started (or was given), stopped when it finishes.
     pub mcp: super::mcp::Servers<'a>,
 }
@@ -129,6 +131,7 @@ impl<'a> Session<'a> {
         clock: Clock,
         now: DateTime<Utc>,
         mode: &str,
+        trigger: Trigger,
         files: &[&Path],
         autonomy: &str,
     ) -> Result<Session<'a>> {
@@ -154,9 +157,15 @@ impl<'a> Session<'a> {
             started_tools: HashSet::new(),
             reserved: 0.0,
             started: Instant::now(),
+            trigger,
             mcp: super::mcp::Servers::new(cfg),
         };
         let (run_id, now) = (s.run_id.clone(), s.now);
+        // A previous start in the future (a clock that stepped back) counts as now.
+        let since_last_run_s = s
+            .store
+            .last_start()?
+            .map(|at| (now - at).num_seconds().max(0));
         s.store.start_run(&run_id, mode, now)?;
         // Stamped with the run's start, which schedules compare.
         let event = Event::RunStarted {
@@ -167,6 +176,8 @@ impl<'a> Session<'a> {
             host: hostname(),
             pid: std::process::id(),
             version: env!("CARGO_PKG_VERSION"),
+            since_last_run_s,
+            trigger,
         };
         s.audit
             .record(now, &event)
@@ -175,6 +186,12 @@ impl<'a> Session<'a> {
             .store
             .spent_since(crate::schedule::local_midnight(cfg.tz(), now))?;
         Ok(s)
+    }
+
+    /// A task's line in the report, with what started it.
+    fn push(&mut self, mut r: TaskReport) {
+        r.trigger = Some(self.trigger);
+        self.report.tasks.push(r);
     }
 
     /// One audit line, stamped with the time it is written.
@@ -240,8 +257,9 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// A task whose run died before its outcome was recorded, said once: `task_failed`
-    /// (`interrupted`) and a failed line in the report.
+    /// A task whose run died before its outcome was recorded, said once: `task_failed` with
+    /// reason `interrupted`, and an `interrupted` line in the report (a failure: it counts
+    /// among the failed).
     fn interrupted(&mut self, lost: Lost, reason: String) -> Result<()> {
         let run_id = self.run_id.clone();
         let text = self.secrets.redact(lost.text);
@@ -261,17 +279,19 @@ impl<'a> Session<'a> {
             error: Some(&"interrupted".into()),
             cost_usd: None,
             approval_id: lost.approval_id,
+            reason: Some("interrupted"),
+            trigger: self.trigger,
             summary: None,
             stderr: None,
         }))?;
-        self.report.tasks.push(TaskReport {
+        self.push(TaskReport {
             task_id: lost.task_id.to_string(),
             file: Arc::from(Path::new(lost.file)),
             line: usize::try_from(lost.line).unwrap_or(0),
             column: None,
             text,
             tool: Some(lost.tool.to_string()),
-            outcome: "failed",
+            outcome: "interrupted",
             reason: Some(reason),
             approval_id: lost.approval_id,
             exit_code: None,
@@ -279,6 +299,7 @@ impl<'a> Session<'a> {
             summary: None,
             duration_ms: None,
             tripped: None,
+            trigger: None,
         });
         Ok(())
     }
@@ -379,7 +400,7 @@ impl<'a> Session<'a> {
         }))?;
         let mut r = row_report(row, "stale", &self.secrets);
         r.reason = Some(reason);
-        self.report.tasks.push(r);
+        self.push(r);
         Ok(())
     }
 
@@ -444,7 +465,7 @@ impl<'a> Session<'a> {
                     .proposed_by
                     .as_ref()
                     .map(|by| self.secrets.redact(&format!("{PROPOSED_BY}{by}")));
-                self.report.tasks.push(r);
+                self.push(r);
             }
             Decision::Invalid {
                 line,
@@ -466,7 +487,7 @@ impl<'a> Session<'a> {
                 r.line = *line;
                 r.column = Some(*column);
                 r.reason = Some(error);
-                self.report.tasks.push(r);
+                self.push(r);
             }
             Decision::Skip(reason) => self.skip(task, tool, *reason)?,
             // A one-time success whose tick did not land: try the tick again, run nothing.
@@ -619,7 +640,7 @@ impl<'a> Session<'a> {
         }
         let mut r = TaskReport::new(task, tool, "skipped", &self.secrets);
         r.reason = Some(reason.as_str().into());
-        self.report.tasks.push(r);
+        self.push(r);
         Ok(())
     }
 
@@ -853,6 +874,8 @@ impl<'a> Session<'a> {
             error: error.as_ref(),
             cost_usd: outcome.cost_usd,
             approval_id,
+            reason: None,
+            trigger: self.trigger,
             summary: summary.as_ref(),
             stderr: Some(&stderr),
         };
@@ -915,7 +938,7 @@ impl<'a> Session<'a> {
         r.reason = error;
         r.duration_ms = Some(duration_ms);
         r.approval_id = approval_id;
-        self.report.tasks.push(r);
+        self.push(r);
         Ok(outcome)
     }
 
@@ -973,7 +996,7 @@ impl<'a> Session<'a> {
         let mut r = TaskReport::new(task, Some(name), "queued", &self.secrets);
         r.approval_id = Some(id);
         r.reason = proposed.map(|p| self.secrets.redact(&p));
-        self.report.tasks.push(r);
+        self.push(r);
         Ok(())
     }
 
@@ -1128,6 +1151,7 @@ fn row_report(row: &ApprovalRow, outcome: &'static str, secrets: &Secrets) -> Ta
         summary: None,
         duration_ms: None,
         tripped: None,
+        trigger: None,
     }
 }
 

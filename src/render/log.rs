@@ -300,7 +300,7 @@ impl Fields<'_> {
                 }
                 s
             }
-            "daemon_started" | "daemon_stopped" | "config_reloaded" => {
+            "daemon_started" | "daemon_stopped" | "config_reloaded" | "tick_failed" => {
                 let mut s = words([
                     self.scalar("pid").map(|p| format!("pid {p}")),
                     self.text("signal"),

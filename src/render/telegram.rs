@@ -312,11 +312,7 @@ pub fn summary(
     let urgent = c.failed > 0 || !report.errors.is_empty();
     let tasks: Vec<&TaskReport> = match mode {
         SummaryMode::Never if !urgent => return Vec::new(),
-        SummaryMode::Never => report
-            .tasks
-            .iter()
-            .filter(|t| t.outcome == "failed")
-            .collect(),
+        SummaryMode::Never => report.tasks.iter().filter(|t| t.failed()).collect(),
         SummaryMode::OnChange if !did_something => return Vec::new(),
         _ => report
             .tasks
@@ -395,7 +391,7 @@ pub fn summary(
 fn task_line(t: &TaskReport) -> String {
     let icon = match t.outcome {
         "succeeded" => "✅",
-        "failed" => "❌",
+        "failed" | "interrupted" => "❌",
         "queued" => "⏳",
         "reminded" => "🔔",
         "invalid" => "⚠️",
@@ -481,6 +477,7 @@ mod tests {
                 summary: None,
                 duration_ms: None,
                 tripped: None,
+                trigger: None,
             });
         }
         r

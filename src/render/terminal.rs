@@ -38,7 +38,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
     }
     let mut invalid_lines: HashMap<String, (usize, usize)> = HashMap::new();
     for t in &r.tasks {
-        let failure = matches!(t.outcome, "failed" | "invalid");
+        let failure = t.failed() || t.outcome == "invalid";
         if quiet && !failure {
             continue;
         }
@@ -68,7 +68,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
                 Some(why) => format!("{} ({why})", t.text.first_line(120).as_str()),
                 None => t.text.first_line(120).into_string(),
             },
-            "failed" | "invalid" | "skipped" | "stale" => t
+            "failed" | "interrupted" | "invalid" | "skipped" | "stale" => t
                 .reason
                 .as_ref()
                 .map(Redacted::clean)
@@ -78,7 +78,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
         };
         let label = match t.outcome {
             "succeeded" => "ok",
-            "failed" => "FAILED",
+            "failed" | "interrupted" => "FAILED",
             "invalid" => "INVALID",
             "stale" => "STALE",
             "would_run" => "would run",

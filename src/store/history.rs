@@ -153,6 +153,20 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// When the latest run recorded in this state dir began (before this one is recorded).
+    pub fn last_start(&self) -> Result<Option<DateTime<Utc>>> {
+        let at: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT started_at FROM runs ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(at.as_deref().and_then(super::parse_ts))
+    }
+
     pub fn start_run(&mut self, run_id: &str, mode: &str, now: DateTime<Utc>) -> Result<()> {
         self.conn
             .execute(

@@ -204,3 +204,61 @@ fn a_task_that_ends_later_is_stamped_later() {
     assert!(at("run_finished") >= done);
     assert!(done - started < chrono::TimeDelta::seconds(60));
 }
+
+/// `run_started` says what started the run and how long after the previous run's start
+/// (from the store: null on the first run); task lines and `run --json` tasks say the
+/// trigger too: `schedule` for `run --once`, `manual` for work a person started (`approve`).
+#[test]
+fn runs_and_tasks_carry_their_trigger_and_the_time_since_the_last_run() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @log {\"text\": \"beat\"}\n\
+         ## One-time\n- [ ] @shell {\"cmd\": \"true\"}\n",
+    );
+    env.run_once(NOW).code(0);
+    let out = env
+        .cmd(["run", "--once", "--json"])
+        .now("2026-05-01T10:01:30Z")
+        .output();
+    out.code(0);
+    let doc = out.json();
+    let tasks = doc["tasks"].as_array().unwrap();
+    assert!(!tasks.is_empty(), "{doc:#}");
+    assert!(tasks.iter().all(|t| t["trigger"] == "schedule"), "{doc:#}");
+    env.cmd(["approve", "1"])
+        .user("alice")
+        .now("2026-05-01T10:02:00Z")
+        .output()
+        .code(0);
+
+    let starts = env.events("run_started");
+    assert_eq!(starts.len(), 3, "{:#?}", env.audit());
+    assert!(starts[0]["since_last_run_s"].is_null(), "{}", starts[0]);
+    assert_eq!(starts[1]["since_last_run_s"], 90, "{}", starts[1]);
+    assert_eq!(starts[2]["since_last_run_s"], 30, "{}", starts[2]);
+    let triggers: Vec<&Value> = starts.iter().map(|s| &s["trigger"]).collect();
+    assert_eq!(
+        triggers,
+        [&json!("schedule"), &json!("schedule"), &json!("manual")]
+    );
+    assert_eq!(starts[2]["mode"], "approve");
+    // The new keys follow the old ones.
+    let keys: Vec<&str> = starts[0]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(&keys[keys.len() - 2..], ["since_last_run_s", "trigger"]);
+
+    let ran = env.events("task_succeeded");
+    let scheduled: Vec<&Value> = ran.iter().filter(|t| t["tool"] == "log").collect();
+    assert_eq!(scheduled.len(), 2, "{ran:#?}");
+    assert!(
+        scheduled.iter().all(|t| t["trigger"] == "schedule"),
+        "{ran:#?}"
+    );
+    let approved: Vec<&Value> = ran.iter().filter(|t| t["tool"] == "shell").collect();
+    assert_eq!(approved.len(), 1, "{ran:#?}");
+    assert_eq!(approved[0]["trigger"], "manual");
+    assert!(approved[0]["reason"].is_null(), "{}", approved[0]);
+}

@@ -1360,3 +1360,42 @@ fn runs_approves_and_a_daemon_at_once_keep_lines_rows_and_exactly_once() {
         concurrency_round(round);
     }
 }
+
+/// A task whose run died mid-way is said at the next run as `task_failed` with reason
+/// `interrupted` (error `interrupted` as before), and `run --once --json` reports it
+/// `interrupted`, counted among the failures.
+#[test]
+fn an_interrupted_task_is_audited_with_its_reason_and_reported_interrupted() {
+    let (env, _marker) = approval_env();
+    env.run_once(NOW).code(0);
+    let out = env
+        .cmd(["approve", "1"])
+        .user("alice")
+        .env("HEARTBEAT_FAULT", "task_done")
+        .output();
+    assert_eq!(out.code, None, "not aborted: {}", out.stderr);
+
+    let rec = env
+        .cmd(["run", "--once", "--json"])
+        .now("2026-05-01T10:05:00Z")
+        .output();
+    rec.code(1);
+    let doc = rec.json();
+    let lost: Vec<&Value> = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["approval_id"] == 1)
+        .collect();
+    assert_eq!(lost.len(), 1, "{doc:#}");
+    assert_eq!(lost[0]["outcome"], "interrupted", "{doc:#}");
+    assert_eq!(lost[0]["trigger"], "schedule", "{doc:#}");
+    assert_eq!(doc["failed"], 1, "{doc:#}");
+    let failed = env.events("task_failed");
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0]["reason"], "interrupted", "{}", failed[0]);
+    assert_eq!(failed[0]["error"], "interrupted", "{}", failed[0]);
+    assert_eq!(failed[0]["trigger"], "schedule", "{}", failed[0]);
+    let finished = env.events("run_finished");
+    assert_eq!(finished.last().unwrap()["failed"], 1);
+}

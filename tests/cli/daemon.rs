@@ -463,6 +463,53 @@ fn daemon_reports_a_broken_config_once() {
     );
 }
 
+/// A config that breaks between ticks (no SIGHUP) is `tick_failed` with the error, once
+/// for the same error; the ticks go on with the last good config, and `config_reloaded`
+/// stays for reloads.
+#[test]
+fn a_config_the_ticks_cannot_load_is_tick_failed_once() {
+    let env = Env::new(MARK_MD).config(&mark_config("ticks1"));
+    let d = daemon(&env, "1s");
+    wait_until("a first tick", WAIT, || lines_in(&env, "ticks1") >= 1);
+    env.write(
+        "heartbeat.toml",
+        format!("{}bogus_key = 1\n", mark_config("ticks2")),
+    );
+    let said = wait_events(&env, "tick_failed", 1, WAIT);
+    let error = said[0]["error"].as_str().unwrap();
+    assert!(error.contains("bogus_key"), "{error}");
+    let before = lines_in(&env, "ticks1");
+    wait_until("two more ticks", WAIT, || {
+        lines_in(&env, "ticks1") >= before + 2
+    });
+    d.signal(libc::SIGTERM);
+    d.finish(WAIT).code(0);
+    assert_eq!(env.events("tick_failed").len(), 1, "{:#?}", env.audit());
+    assert!(
+        env.events("config_reloaded").is_empty(),
+        "{:#?}",
+        env.audit()
+    );
+    assert!(!env.exists("ticks2"), "the broken config was not used");
+}
+
+/// A tick that SIGUSR1 asked for is a person's: `run_started` says `manual`; the ticks of
+/// the schedule say `schedule`.
+#[test]
+fn a_tick_asked_for_by_sigusr1_is_manual() {
+    let env = Env::new(MARK_MD).config(&mark_config("ticks"));
+    let d = daemon(&env, "1h");
+    wait_events(&env, "run_finished", 1, WAIT);
+    d.signal(libc::SIGUSR1);
+    wait_events(&env, "run_finished", 2, WAIT);
+    d.signal(libc::SIGTERM);
+    d.finish(WAIT).code(0);
+    let starts = env.events("run_started");
+    assert_eq!(starts[0]["trigger"], "schedule", "{}", starts[0]);
+    assert_eq!(starts[1]["trigger"], "manual", "{}", starts[1]);
+    assert!(starts[1]["since_last_run_s"].is_u64(), "{}", starts[1]);
+}
+
 // ---------------------------------------------------------------------------------------
 // (19) SIGUSR1
 
@@ -778,9 +825,9 @@ fn a_detached_grandchild_holding_the_pipes_leaks_nothing_across_ticks() {
     assert!(fds_after <= fds + 1, "descriptors {fds} -> {fds_after}");
 }
 
-/// A HEARTBEAT.md the ticks cannot read is said once in the audit log (`config_reloaded`
-/// with the error), not at every tick and not only on stderr; the ticks run again once it
-/// is fixed.
+/// A HEARTBEAT.md the ticks cannot read is said once in the audit log (`tick_failed` with
+/// the error), not at every tick and not only on stderr; the ticks run again once it is
+/// fixed.
 #[test]
 fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
     let tg = TgDouble::start();
@@ -792,7 +839,7 @@ fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
     let d = env.cmd(["daemon", "--every", "1s"]).token().spawn_guarded();
     wait_events(&env, "task_succeeded", 1, WAIT);
     env.write("HEARTBEAT.md", b"## Recurring\n- [ ] \xff bad\n");
-    let said = wait_events(&env, "config_reloaded", 1, WAIT);
+    let said = wait_events(&env, "tick_failed", 1, WAIT);
     let error = said[0]["error"].as_str().unwrap();
     assert!(
         error.contains("HEARTBEAT.md:2: not valid UTF-8")
@@ -809,11 +856,12 @@ fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
     // More ticks fail the same way: nothing more in the log, nothing more on the phone.
     std::thread::sleep(Duration::from_millis(2500));
     assert_eq!(
-        events_now(&env, "config_reloaded").len(),
+        events_now(&env, "tick_failed").len(),
         1,
         "{:#?}",
         env.audit()
     );
+    assert!(events_now(&env, "config_reloaded").is_empty());
     assert_eq!(tg.calls_to("sendMessage").len(), 1);
     let before = events_now(&env, "task_succeeded").len();
     env.write(
