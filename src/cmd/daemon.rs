@@ -10,7 +10,7 @@
 //!   then `daemon_stopped` and exit 0. SIGHUP: reload the config now (`config_reloaded`, or
 //!   the error and the old config kept). SIGUSR1: tick now.
 //! - Every tick re-reads the config and the files; a config that became invalid is reported
-//!   (`tick_failed`, once per distinct error) and the last good one is used.
+//!   (`config_reloaded` with its error, once per distinct error) and the last good one is used.
 //! - Ticks share the run lock with `run --once` and `approve`: a tick that finds it held is
 //!   skipped (`run_skipped`, `locked`).
 //! - With Telegram, a second thread long-polls the Bot API and hands updates to the main
@@ -105,16 +105,21 @@ pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let mut last_tick_error: Option<String> = None;
     loop {
         if let Some(trigger) = due.take() {
-            // The config and files are read afresh at every tick; one that cannot be read
-            // is `tick_failed`, once per distinct error (`config_reloaded` is for reloads).
+            // The config and files are read afresh at every tick. A config that cannot be
+            // loaded is `config_reloaded` with its error, once per distinct error, and the
+            // tick runs with the last good one; files it cannot read are `tick_failed`
+            // (docs/reference.md#daemon).
             match reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)? {
                 None => last_error = None,
                 Some(msg) => {
                     crate::error::say(&format!("heartbeat: {msg}; keeping the last good config"));
                     if last_error.as_ref() != Some(&msg) {
-                        let error = Secrets::taken()
-                            .redact(&format!("{msg}; the tick ran with the last good config"));
-                        record(&cfg, clock(), &AuditEvent::TickFailed { error: &error })?;
+                        let error = Secrets::taken().redact(&msg);
+                        record(
+                            &cfg,
+                            clock(),
+                            &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&error))),
+                        )?;
                         last_error = Some(msg);
                     }
                 }
