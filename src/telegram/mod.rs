@@ -519,6 +519,29 @@ mod tests {
     }
 
     #[test]
+    fn only_a_4xx_other_than_408_and_429_is_rejected_for_good() {
+        let api = |text: &str| ApiError::Unknown(text.into());
+        for final_answer in [
+            ApiError::ChatNotFound,
+            ApiError::BotBlocked,
+            ApiError::InvalidToken,
+            api("Bad Request: something new"),
+            api("Forbidden: something new"),
+        ] {
+            assert!(never_succeeds(&final_answer), "{final_answer:?}");
+        }
+        for passing in [
+            api("Too Many Requests: retry after 5"),
+            api("Request Timeout"),
+            api("Internal Server Error"),
+            api("Bad Gateway"),
+            api("something else"),
+        ] {
+            assert!(!never_succeeds(&passing), "{passing:?}");
+        }
+    }
+
+    #[test]
     fn debug_and_errors_never_show_the_token() {
         let cfg = TelegramConfig {
             api_url: "http://127.0.0.1:9".into(),
