@@ -244,6 +244,17 @@ fn execute(d: &mut Decider, ctx: &Ctx, rows: &[&ApprovalRow], out: &mut Out) -> 
             ));
             Ok(exit::TASK_FAILED)
         }
+        RunNow::Paused(pause) => {
+            let until = match pause.until.as_deref().and_then(crate::store::parse_ts) {
+                Some(t) => format!("until {}", show_local(t)),
+                None => "until `heartbeat resume`".into(),
+            };
+            out.line(&format!(
+                "approved, but heartbeat is paused {until} (by {}): nothing ran; the approval stands and runs at the first run after the pause",
+                clean(&pause.by)
+            ));
+            Ok(exit::OK)
+        }
         RunNow::Ran(report) => {
             if report.tasks.is_empty() {
                 out.line("nothing ran: another process ran it already");

@@ -7,20 +7,21 @@
 //!   before anything runs.
 //! - Running takes the run lock, re-reads the task's file and claims the approval atomically
 //!   (see [`super::session`]), so an approved task runs at most once whoever else is trying.
+//! - Nothing approved runs while paused: the approval stays approved.
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
 use super::session::{Session, new_run_id, open_audit};
-use crate::audit::event::{Decided, Ended};
+use crate::audit::event::{Decided, Ended, Pause};
 use crate::audit::{self, AuditLog, Event, Secrets};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
 use crate::report::Report;
-use crate::store::{ApprovalRow, Decision, NewGrant, Store};
+use crate::store::{ApprovalRow, Decision, NewGrant, PauseRow, Store};
 use crate::tools::Registry;
 use chrono::{DateTime, Utc};
 
@@ -261,6 +262,28 @@ impl Decider {
             Ok(lock) => lock,
             Err(holder) => return Ok(RunNow::Locked(holder)),
         };
+        // A pause holds approved work too: it stays approved for the first run after it.
+        match self.store.current_pause(now)? {
+            Ok(Some(pause)) => {
+                let run_id = new_run_id(now);
+                self.record(&Event::RunSkipped {
+                    run_id: &run_id,
+                    reason: "paused",
+                    next_active: None,
+                    until: Some(pause.until.as_deref()),
+                    by: Some(&pause.by),
+                    holder_pid: None,
+                    holder_since: None,
+                })?;
+                return Ok(RunNow::Paused(pause));
+            }
+            Err(ended) => self.record(&Event::Resumed(Pause {
+                until: ended.until.as_deref(),
+                reason: Some(&"the pause ended".into()),
+                by: &ended.by,
+            }))?,
+            Ok(None) => {}
+        }
         // The session takes its own handles; ours stay usable for the next decision.
         let store = Store::open(&self.cfg.state_dir)?;
         // An approved MCP task's input is checked against its server's cached tools; the
@@ -304,6 +327,8 @@ pub enum RunNow {
     Ran(Report),
     /// Another run held the lock past the wait: the approvals stand for the next run.
     Locked(Holder),
+    /// Paused: nothing ran; the approvals stand for the first run after the pause.
+    Paused(PauseRow),
 }
 
 /// How long running approved work waits for a run that holds the lock.

@@ -3,7 +3,8 @@
 //!
 //! Invariants:
 //! - Every message is stored in the outbox before it is sent, and deleted only once the
-//!   transport accepted it; a failed send stays queued for the next run, for 24 h at most.
+//!   transport accepted it or rejected it for good; a failed send stays queued for the next
+//!   run, for 24 h at most.
 //! - Delivery never fails a run: transport errors become audit lines, not errors.
 //! - Dynamic text is HTML-escaped; no tag spans a line, so a message can be cut at any line.
 //! - The same text is not sent to the same chat twice within 6 h; in quiet hours only urgent
@@ -351,6 +352,20 @@ pub fn deliver(
                         withheld: None,
                     });
                 }
+                Err(SendError::Rejected(why)) => {
+                    // It can never be sent: dropped at once, with Telegram's words first.
+                    let error = Secrets::taken().redact(&why);
+                    for r in &p.rows {
+                        store.outbox_delete(r.id)?;
+                    }
+                    stats.dropped += 1;
+                    audit.push(failed_line(chat, &p.kind, error, false));
+                    audit.push(Notice::withheld(
+                        chat,
+                        &p.kind,
+                        Withhold::Dropped("rejected"),
+                    ));
+                }
                 Err(e) => {
                     // A transport's error may quote the request (the token is in its URL).
                     let error = Secrets::taken().redact(e.message());
@@ -360,7 +375,7 @@ pub fn deliver(
                     stats.failed += 1;
                     audit.push(failed_line(chat, &p.kind, error, true));
                     match &e {
-                        SendError::Refused(_) => {}
+                        SendError::Refused(_) | SendError::Rejected(_) => {}
                         SendError::Unavailable(_) => {
                             // Telegram is down or unreachable: the rest waits for the next run.
                             transport = None;

@@ -10,7 +10,8 @@
 //! - An audit line is written after the SQLite commit that records what it tells: the log
 //!   never shows an outcome, a claim or a decision that SQLite does not know.
 //! - An approved task runs only after its file was re-read and the task found unchanged and
-//!   open, and only after the one-statement claim `approved → running` succeeded.
+//!   open, its tool's policy, its trip and the budget checked again, and only after the
+//!   one-statement claim `approved → running` succeeded.
 //! - One-time ticks are written once per file, in `finish`, after re-reading the file.
 
 use std::borrow::Cow;
@@ -360,18 +361,22 @@ impl<'a> Session<'a> {
         if let Err(e) = spec.validate(&input) {
             return self.stale(row, &format!("invalid input: {e}"));
         }
-        if spec.approval == Approval::Deny {
-            return self.stale(row, "the tool is now denied by policy");
-        }
         if self.stopping() {
             // Shutting down: it stays approved and runs at the next tick.
             return Ok(());
+        }
+        // A yes does not outrank the guardrails: a tool now denied by policy, a trip or the
+        // budget blocks it; it stays approved (not used up) and the run says why.
+        if spec.approval == Approval::Deny {
+            return self.skip(&task, Some(&name), SkipReason::DeniedByPolicy);
+        }
+        if self.store.is_tripped(&task.id)? {
+            return self.skip(&task, Some(&name), SkipReason::Tripped);
         }
         if !self
             .cfg
             .within_budget(self.spent, self.cfg.cost_estimate(&name))
         {
-            // Approved work obeys the budget too: it stays approved until there is room.
             return self.skip(&task, Some(&name), SkipReason::Budget);
         }
         if !self.store.claim(row.id, &self.run_id)? {

@@ -3,8 +3,8 @@
 //!
 //! Invariants:
 //! - Nothing already in the file is changed, moved or removed: the new text goes at the end,
-//!   in one `write` on a descriptor opened with `O_APPEND`, then `fsync`; proposers take
-//!   turns ([`lock`]). A user's edit made
+//!   in one `write` on a descriptor opened with `O_APPEND`, then `fsync`; proposers and
+//!   ticks take turns ([`lock_open`]). A user's edit made
 //!   meanwhile (an editor save, an `echo >>`) is never overwritten.
 //! - The task's line and its proposal mark are one line of that one write, and the file's
 //!   last byte is checked to be a line break just before it (one is written first when it is
@@ -15,10 +15,11 @@
 //!   file is not already there, a section heading (and the schedule heading) is appended
 //!   before the task. [`block`] checks this by parsing the result; it never guesses.
 
-use std::fs::{File, OpenOptions};
+use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crate::model::{Section, Task};
 
@@ -96,14 +97,43 @@ fn section_heading(section: Section) -> &'static str {
     }
 }
 
+/// How long a proposal waits for the file's lock (a tick or another proposal holds it for
+/// a moment only).
+pub const PROPOSAL_LOCK_WAIT: Duration = Duration::from_secs(10);
+
 /// The file opened for appending, with an exclusive `flock` that other proposers (other
-/// `heartbeat mcp` processes, other calls of this one) wait for: between reading the end of
-/// the file and appending to it, no other proposal lands. People's editors take no such
-/// lock, and need not: an append never overwrites what they wrote.
+/// `heartbeat mcp` processes, other calls of this one) and ticks wait for: between reading
+/// the end of the file and appending to it, no other proposal or tick lands. People's
+/// editors take no such lock, and need not: an append never overwrites what they wrote.
 pub fn lock(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new().read(true).append(true).open(path)?;
-    file.lock()?;
+    lock_open(&file, PROPOSAL_LOCK_WAIT)?;
     Ok(file)
+}
+
+/// The one lock of a HEARTBEAT.md's writers (proposals and ticks): an exclusive `flock` on
+/// the open file, released when it is closed. Waits at most `wait` for another writer, then
+/// fails (`WouldBlock`) rather than hold up a run.
+pub fn lock_open(file: &File, wait: Duration) -> io::Result<()> {
+    let start = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(TryLockError::WouldBlock) if start.elapsed() < wait => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WouldBlock,
+                    format!(
+                        "another writer (a proposal or a tick) held the file's lock for over {} ms",
+                        wait.as_millis()
+                    ),
+                ));
+            }
+            Err(TryLockError::Error(e)) => return Err(e),
+        }
+    }
 }
 
 /// Append `block` at the end of the file in one write, and make it durable. The file's last

@@ -17,14 +17,21 @@
 //!   tick and given its mode back afterwards (a crash in between leaves it owner-writable,
 //!   never with other content). A read-only file in a read-only directory is locked: the tick
 //!   fails and says why.
+//! - A tick takes the file's writer lock, the one proposals append under
+//!   ([`super::append::lock_open`]), waiting [`LOCK_WAIT`] at most: a proposal never lands in
+//!   the middle of a tick, and a lock held longer only moves the tick to the next run.
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File, OpenOptions, Permissions};
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
+use std::time::Duration;
 
 use super::{FileError, MAX_FILE_BYTES, SourceFile, line_breaks};
 use crate::model::Task;
+
+/// How long a tick waits for the file's lock (a proposal holds it for a moment only).
+pub const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TickOutcome {
@@ -106,6 +113,16 @@ pub fn tick_file(
     ids: &[&str],
     known: Option<(&SourceFile, &[Task])>,
 ) -> Result<Vec<TickResult>, FileError> {
+    tick_file_within(path, ids, known, LOCK_WAIT)
+}
+
+/// [`tick_file`], waiting at most `wait` for the file's writer lock.
+fn tick_file_within(
+    path: &Path,
+    ids: &[&str],
+    known: Option<(&SourceFile, &[Task])>,
+    wait: Duration,
+) -> Result<Vec<TickResult>, FileError> {
     let io_err = |source| FileError::from_io(path, source);
     // Never open a FIFO or a device read-write: only a regular file is a check-list.
     let meta = fs::metadata(path).map_err(io_err)?;
@@ -114,7 +131,12 @@ pub fn tick_file(
     }
     let canonical = fs::canonicalize(path).map_err(io_err)?;
     let (file, restore) = open_for_tick(path).map_err(io_err)?;
-    let ticked = tick_open(path, &canonical, &file, ids, known);
+    // The lock proposals append under, held for the moment of the tick (closing the file
+    // releases it). Held by another writer past a short wait: an error, so the tick is
+    // tried again at the next run and the run is never held up.
+    let ticked = super::append::lock_open(&file, wait)
+        .map_err(io_err)
+        .and_then(|()| tick_open(path, &canonical, &file, ids, known));
     let synced = match &ticked {
         Ok((_, true)) => file.sync_data().map_err(io_err),
         _ => Ok(()),
@@ -548,6 +570,31 @@ mod tests {
         assert_eq!(results[0].outcome, TickOutcome::AlreadyDone);
         assert_eq!(results[1].outcome, TickOutcome::Gone);
         assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
+    }
+
+    #[test]
+    fn a_tick_takes_the_proposals_lock_and_never_waits_long_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        let text = "## One-time\n- [ ] a\n";
+        fs::write(&path, text).unwrap();
+        let id = ids_of_file(&path)[0].clone();
+        // A proposal holds the lock: the tick writes nothing and says why.
+        let proposal = crate::markdown::append::lock(&path).unwrap();
+        let err = tick_file_within(&path, &[&id], None, Duration::ZERO).unwrap_err();
+        assert!(err.to_string().contains("lock"), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), text);
+        // While the tick holds it, a proposal cannot take it.
+        drop(proposal);
+        let (file, _) = open_for_tick(&path).unwrap();
+        crate::markdown::append::lock_open(&file, Duration::ZERO).unwrap();
+        let other = OpenOptions::new().append(true).open(&path).unwrap();
+        assert!(crate::markdown::append::lock_open(&other, Duration::ZERO).is_err());
+        drop(file);
+        // Released: the tick lands.
+        let results = tick_file_within(&path, &[&id], None, Duration::ZERO).unwrap();
+        assert_eq!(results[0].outcome, TickOutcome::Marked);
+        assert_eq!(fs::read_to_string(&path).unwrap(), "## One-time\n- [x] a\n");
     }
 
     #[test]

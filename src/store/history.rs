@@ -135,6 +135,18 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
+    /// Whether the failure breaker tripped this task.
+    pub fn is_tripped(&self, task_id: &str) -> Result<bool> {
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM task_state
+                 WHERE task_id = ?1 AND tripped_at IS NOT NULL)",
+                [task_id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
+    }
+
     /// Tasks tripped by the failure breaker.
     pub fn tripped(&self) -> Result<Vec<String>> {
         let mut stmt = self

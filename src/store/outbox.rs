@@ -3,7 +3,8 @@
 //! small `meta` values, and the pause.
 //!
 //! Invariants:
-//! - A message is in the outbox until Telegram accepted it; a row is deleted only then.
+//! - A message is in the outbox until Telegram accepted it or rejected it for good (then it
+//!   is dropped, audited); a row is deleted only then.
 //! - There is at most one pause (the row with id 1); setting and clearing it is durable.
 
 use chrono::{DateTime, Utc};

@@ -34,9 +34,13 @@ const REQUEST_LIMIT: Duration = Duration::from_secs(5);
 /// Why a send did not go through.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SendError {
-    /// Telegram answered and refused this message (a bad chat, a blocked bot): try the
-    /// other messages.
+    /// Telegram answered with an error that may pass later: try the other messages, and
+    /// this one again at the next run.
     Refused(String),
+    /// Telegram answered that this message can never be sent (an HTTP 4xx other than 408
+    /// and 429: a bad chat, a blocked bot, a text it cannot take even as plain text): it is
+    /// dropped at once.
+    Rejected(String),
     /// Telegram could not be reached or failed (network, 5xx, no token): stop for now.
     Unavailable(String),
     /// Telegram asked to wait this long before the next message (HTTP 429, `retry_after`).
@@ -46,9 +50,35 @@ pub enum SendError {
 impl SendError {
     pub fn message(&self) -> &str {
         match self {
-            SendError::Refused(m) | SendError::Unavailable(m) | SendError::RetryAfter(_, m) => m,
+            SendError::Refused(m)
+            | SendError::Rejected(m)
+            | SendError::Unavailable(m)
+            | SendError::RetryAfter(_, m) => m,
         }
     }
+}
+
+/// Whether Telegram's error answer is an HTTP 4xx other than 408 and 429: one that the same
+/// request can never pass (docs/reference.md#outbox). teloxide keeps the answer's
+/// description, not its status; Telegram starts each description with the status's reason
+/// phrase (`Bad Request: chat not found`, `Forbidden: bot was blocked by the user`).
+fn never_succeeds(e: &ApiError) -> bool {
+    const FINAL: [&str; 7] = [
+        "Bad Request",
+        "Unauthorized",
+        "Forbidden",
+        "Not Found",
+        "Conflict",
+        "Request Entity Too Large",
+        "Method Not Allowed",
+    ];
+    let text = match e {
+        // "Unauthorized" or "Not Found": a token Telegram does not know.
+        ApiError::InvalidToken => return true,
+        ApiError::Unknown(text) => text.clone(),
+        known => known.to_string(),
+    };
+    FINAL.iter().any(|phrase| text.starts_with(phrase))
 }
 
 /// Why reading updates failed.
@@ -242,9 +272,10 @@ impl Telegram {
 
     fn send_error(&self, e: &RequestError) -> SendError {
         match e {
-            RequestError::Api(_) | RequestError::MigrateToChatId(_) => {
-                SendError::Refused(self.error(e))
-            }
+            RequestError::Api(api) if never_succeeds(api) => SendError::Rejected(self.error(e)),
+            // A group that became a supergroup: this chat id is gone (a 400).
+            RequestError::MigrateToChatId(_) => SendError::Rejected(self.error(e)),
+            RequestError::Api(_) => SendError::Refused(self.error(e)),
             RequestError::RetryAfter(wait) => SendError::RetryAfter(wait.duration(), self.error(e)),
             _ => SendError::Unavailable(self.error(e)),
         }
@@ -485,6 +516,29 @@ mod tests {
         assert_eq!(parse_button("hb:x:1"), None);
         assert_eq!(parse_button("other"), None);
         assert_eq!(parse_button("hb:y:abc"), None);
+    }
+
+    #[test]
+    fn only_a_4xx_other_than_408_and_429_is_rejected_for_good() {
+        let api = |text: &str| ApiError::Unknown(text.into());
+        for final_answer in [
+            ApiError::ChatNotFound,
+            ApiError::BotBlocked,
+            ApiError::InvalidToken,
+            api("Bad Request: something new"),
+            api("Forbidden: something new"),
+        ] {
+            assert!(never_succeeds(&final_answer), "{final_answer:?}");
+        }
+        for passing in [
+            api("Too Many Requests: retry after 5"),
+            api("Request Timeout"),
+            api("Internal Server Error"),
+            api("Bad Gateway"),
+            api("something else"),
+        ] {
+            assert!(!never_succeeds(&passing), "{passing:?}");
+        }
     }
 
     #[test]

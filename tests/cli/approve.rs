@@ -312,8 +312,63 @@ fn a_tool_denied_by_policy_after_the_approval_does_not_run() {
     let out = env.run_once("2026-05-01T10:30:00Z");
     out.no_panic();
     assert!(!env.exists("ran"));
-    assert_ne!(env.approval(1)["state"], "succeeded");
     assert!(env.events("task_succeeded").is_empty());
+    // Blocked, not used up: it stays approved and the run says why.
+    assert_eq!(env.approval(1)["state"], "approved");
+    assert!(
+        env.events("approval_stale").is_empty(),
+        "{:#?}",
+        env.audit()
+    );
+    let skipped = env.events("task_skipped");
+    assert_eq!(skipped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(skipped[0]["reason"], "denied_by_policy");
+    assert_eq!(skipped[0]["task_id"], task_of(&env, 1));
+}
+
+#[test]
+fn approve_while_paused_keeps_the_approval_for_after_the_pause() {
+    let env = one_pending_echo();
+    env.cmd(["pause"]).now(NOW).user(USER).output().code(0);
+    let out = approve(&env, NOW, &["1"]);
+    out.code(0);
+    assert!(out.stdout.contains("paused"), "{}", out.stdout);
+    assert!(!env.exists("ran.txt"), "it ran while paused");
+    assert_eq!(env.approval(1)["state"], "approved");
+    let skipped = env.events("run_skipped");
+    assert_eq!(skipped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(skipped[0]["reason"], "paused");
+    env.cmd(["resume"]).now(NOW).user(USER).output().code(0);
+    env.run_once("2026-05-01T10:05:00Z").code(0);
+    assert_eq!(env.read("ran.txt"), "x\n");
+    assert_eq!(env.approval(1)["state"], "succeeded");
+}
+
+#[test]
+fn a_trip_holds_approved_work_back() {
+    let env = one_pending_echo();
+    let task = task_of(&env, 1);
+    approve(&env, NOW, &["1", "--later"]).code(0);
+    env.db_rw()
+        .execute(
+            "UPDATE task_state SET tripped_at = ?2 WHERE task_id = ?1",
+            [task.as_str(), "2026-05-01T10:00:00.000Z"],
+        )
+        .unwrap();
+    env.run_once("2026-05-01T10:05:00Z").no_panic();
+    assert!(!env.exists("ran.txt"), "a tripped task ran");
+    assert_eq!(env.approval(1)["state"], "approved");
+    let skipped = env.events("task_skipped");
+    assert_eq!(skipped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(skipped[0]["reason"], "tripped");
+    // Reset: the approval runs at the next run.
+    env.cmd(["reset", &task])
+        .now(NOW)
+        .user(USER)
+        .output()
+        .code(0);
+    env.run_once("2026-05-01T10:10:00Z").code(0);
+    assert_eq!(env.read("ran.txt"), "x\n");
 }
 
 #[test]

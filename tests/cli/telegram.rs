@@ -620,6 +620,36 @@ fn telegram_refused_html_is_sent_again_as_plain_text() {
 }
 
 #[test]
+fn telegram_a_message_telegram_rejects_is_dropped_at_once() {
+    let md = "## Recurring\n- [ ] @log {\"text\": \"hi\"}\n";
+    // A 400 that is not about the HTML: dropped at once, never retried.
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    tg.fail_chat(CHAT, 400, "Bad Request: chat not found");
+    run(&env, NOW).code(0);
+    assert_eq!(sends(&tg).len(), 1);
+    let dropped = env.events("notification_dropped");
+    assert_eq!(dropped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(dropped[0]["reason"], "rejected");
+    assert_eq!(outbox_rows(&env), 0);
+    env.write("HEARTBEAT.md", "## Recurring\n");
+    run(&env, &minutes_after_now(5)).code(0);
+    assert_eq!(sends(&tg).len(), 1, "a rejected message is not retried");
+
+    // Rejected as HTML, and again as plain text: rejected too.
+    let (tg, env) = setup(md, &[CHAT], "", "");
+    let entities =
+        "Bad Request: can't parse entities: Unsupported start tag \"x\" at byte offset 0";
+    tg.fail_next("sendMessage", 1, 400, entities);
+    tg.fail_next("sendMessage", 1, 400, "Bad Request: message text is empty");
+    run(&env, NOW).code(0);
+    assert_eq!(sends(&tg).len(), 2, "once as HTML, once as plain text");
+    let dropped = env.events("notification_dropped");
+    assert_eq!(dropped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(dropped[0]["reason"], "rejected");
+    assert_eq!(outbox_rows(&env), 0);
+}
+
+#[test]
 fn telegram_past_the_daily_cap_messages_fold_into_one() {
     let log = |t: &str| format!("## Recurring\n- [ ] @log {{\"text\": \"{t}\"}}\n");
     let (tg, env) = setup(
