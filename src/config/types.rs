@@ -504,12 +504,7 @@ impl TryFrom<String> for ToolName {
     type Error = String;
 
     fn try_from(name: String) -> Result<ToolName, String> {
-        let mut chars = name.chars();
-        let valid = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'));
-        if !valid {
+        if !identifier(&name, &['.', '-']) {
             return Err(format!(
                 "{name:?} is not a valid tool name (a letter or _, then letters, digits, _, . \
                  or -)"
@@ -528,12 +523,7 @@ impl TryFrom<String> for ServerName {
     type Error = String;
 
     fn try_from(name: String) -> Result<ServerName, String> {
-        let mut chars = name.chars();
-        let valid = chars
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-'));
-        if !valid {
+        if !identifier(&name, &['-']) {
             return Err(format!(
                 "{name:?} is not a valid server name (a letter or _, then letters, digits, _ \
                  or -)"
@@ -548,12 +538,19 @@ impl TryFrom<String> for ServerName {
     }
 }
 
-/// An environment variable's name: a letter or `_`, then letters, digits or `_`.
-fn env_name(name: &str) -> bool {
-    name.chars()
+/// A name of a letter or `_`, then letters, digits, `_` or one of `also`: the one rule
+/// behind tool, server and variable names.
+fn identifier(name: &str, also: &[char]) -> bool {
+    let mut chars = name.chars();
+    chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || also.contains(&c))
+}
+
+/// An environment variable's name: a letter or `_`, then letters, digits or `_`.
+fn env_name(name: &str) -> bool {
+    identifier(name, &[])
 }
 
 /// `[telegram] bot_token_env`: the name of the variable that holds the bot token.
