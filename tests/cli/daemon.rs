@@ -333,16 +333,22 @@ fn mark_config(file: &str) -> String {
     )
 }
 
-#[test]
-fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
+/// A daemon ticking every second with a config that marks `ticks1`, after its first tick,
+/// whose config file then becomes one that would mark `ticks2` but does not load.
+fn ticking_then_broken() -> (Env, Guarded) {
     let env = Env::new(MARK_MD).config(&mark_config("ticks1"));
     let d = daemon(&env, "1s");
     wait_until("a first tick", WAIT, || lines_in(&env, "ticks1") >= 1);
-
     env.write(
         "heartbeat.toml",
         format!("{}bogus_key = 1\n", mark_config("ticks2")),
     );
+    (env, d)
+}
+
+#[test]
+fn daemon_sighup_reloads_and_keeps_the_old_config_when_the_new_one_is_broken() {
+    let (env, d) = ticking_then_broken();
     d.signal(libc::SIGHUP);
     let hup = |env: &Env| -> Vec<Value> {
         events_now(env, "config_reloaded")
@@ -468,13 +474,7 @@ fn daemon_reports_a_broken_config_once() {
 /// for files a tick cannot read.
 #[test]
 fn a_config_the_ticks_cannot_load_is_config_reloaded_with_its_error_once() {
-    let env = Env::new(MARK_MD).config(&mark_config("ticks1"));
-    let d = daemon(&env, "1s");
-    wait_until("a first tick", WAIT, || lines_in(&env, "ticks1") >= 1);
-    env.write(
-        "heartbeat.toml",
-        format!("{}bogus_key = 1\n", mark_config("ticks2")),
-    );
+    let (env, d) = ticking_then_broken();
     let said = wait_events(&env, "config_reloaded", 1, WAIT);
     let error = said[0]["error"].as_str().unwrap();
     assert!(error.contains("bogus_key"), "{error}");
