@@ -24,7 +24,7 @@ use serde_json::{Map, Value};
 use super::{Invocation, Outcome, ToolSpec};
 use crate::config::Approval;
 
-/// Every built-in tool, in the order `heartbeat mcp-tools` and error messages list them.
+/// Every built-in tool (the registry lists tools by name, whatever the order here).
 pub const BUILTINS: [&dyn BuiltinTool; 6] = [
     &shell::Shell,
     &log::Log,
