@@ -15,6 +15,7 @@ pub mod markdown;
 pub mod mcp;
 pub mod model;
 pub mod net;
+pub mod notify;
 pub mod plan;
 pub mod render;
 pub mod report;

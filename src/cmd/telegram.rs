@@ -57,7 +57,8 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
         // A test of the connection, now: sent directly, not through the outbox.
         let result = tg.send_message(chat, &text, &[], &[]);
         let notice = Notice {
-            chat_id: chat,
+            channel: crate::notify::telegram::KIND,
+            destination: crate::notify::telegram::destination(chat),
             kind: "test".into(),
             error: result.as_ref().err().map(|e| secrets.redact(e.message())),
             queued: false,

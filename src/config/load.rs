@@ -21,11 +21,12 @@ use toml::de::{DeTable, DeValue};
 use super::file::{File, McpFile, RetentionFile, TelegramFile, ToolFile};
 use super::types::Human;
 use super::{
-    Approval, BUILTIN_TOOLS, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig,
-    McpTransport, PlainTasks, Retention, TelegramConfig, ToolConfig,
+    Approval, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig, McpTransport,
+    PlainTasks, Retention, TelegramConfig, ToolConfig,
 };
 use crate::model::DaySet;
 use crate::schedule::{ActiveHours, Window};
+use crate::tools::builtin::is_builtin;
 
 /// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
 /// and zone.
@@ -367,7 +368,7 @@ impl Source {
 
     fn tool(&self, name_str: &str, tool: &Spanned<ToolFile>) -> Result<ToolConfig, ConfigError> {
         let prefix = format!("tools.{name_str}");
-        let builtin = BUILTIN_TOOLS.contains(&name_str);
+        let builtin = is_builtin(name_str);
         let raw = tool.get_ref();
         let command = match &raw.command {
             Some(c) if builtin => {

@@ -344,13 +344,3 @@ pub struct LoadOptions<'a> {
     /// Environment lookup (`HEARTBEAT_CONFIG`, `TZ`, `HOME`); injected for tests.
     pub env: &'a dyn Fn(&str) -> Option<String>,
 }
-
-/// Tools that exist without a `command`; `[tools.NAME]` may only tune their policy.
-pub const BUILTIN_TOOLS: [&str; 6] = [
-    "shell",
-    "log",
-    "write_file",
-    "append_file",
-    "http",
-    "notify",
-];

@@ -1392,3 +1392,19 @@ const PINNED: &[(&str, &str)] = &[
         ":1:1: unknown key \"every\" (it belongs in [daemon])",
     ),
 ];
+
+#[test]
+fn every_builtin_tool_name_is_reserved() {
+    let w = World::new();
+    for b in crate::tools::builtin::BUILTINS {
+        let name = b.name();
+        let err = w.error(&format!("[tools.{name}]\ncommand = [\"true\"]\n"));
+        assert!(err.contains("is a built-in tool"), "[tools.{name}]: {err}");
+        let err = w.error(&format!("[mcp.{name}]\ncommand = [\"true\"]\n"));
+        assert!(err.contains("built-in tool's name"), "[mcp.{name}]: {err}");
+        let c = w
+            .load_toml(&format!("[tools.{name}]\napproval = \"deny\"\n"))
+            .unwrap();
+        assert_eq!(c.tools[name].approval, Some(Approval::Deny), "{name}");
+    }
+}

@@ -17,9 +17,9 @@ use chrono_tz::Tz;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::BUILTIN_TOOLS;
 use crate::model::DaySet;
 use crate::schedule::{Window, parse_day};
+use crate::tools::builtin::is_builtin;
 
 /// A string as TOML writes it (`'x'` shows as `"x"`), so that a message reads the same
 /// however the value was quoted.
@@ -529,7 +529,7 @@ impl TryFrom<String> for ServerName {
                  or -)"
             ));
         }
-        if BUILTIN_TOOLS.contains(&name.as_str()) {
+        if is_builtin(&name) {
             return Err(format!(
                 "{name:?} is a built-in tool's name; give the server another name"
             ));

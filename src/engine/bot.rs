@@ -304,9 +304,10 @@ fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result
     let html = d.audit.secrets().redact(html);
     d.store.enqueue(
         &NewMessage {
-            chat_id,
+            channel: crate::notify::telegram::KIND,
+            destination: &crate::notify::telegram::destination(chat_id),
             kind: "reply",
-            html: &html,
+            payload: &html,
             urgent: true,
             direct: true,
             approvals,

@@ -1,14 +1,17 @@
-//! Messages to people: the run summary (pure rendering), and delivery from the outbox with
-//! the noise rules of docs/reference.md#outbox.
+//! Messages to people: queueing them in the outbox and delivering them through their
+//! channel (`notify/`), with the noise rules of docs/reference.md#outbox.
 //!
 //! Invariants:
 //! - Every message is stored in the outbox before it is sent, and deleted only once the
-//!   transport accepted it or rejected it for good; a failed send stays queued for the next
+//!   channel accepted it or rejected it for good; a failed send stays queued for the next
 //!   run, for 24 h at most.
-//! - Delivery never fails a run: transport errors become audit lines, not errors.
-//! - Dynamic text is HTML-escaped; no tag spans a line, so a message can be cut at any line.
-//! - The same text is not sent to the same chat twice within 6 h; in quiet hours only urgent
-//!   messages go out; past `max_messages_per_day` non-urgent messages fold into one.
+//! - One delivery for every channel: what becomes of a message is decided here from the
+//!   channel's [`SendError`], never inside a channel.
+//! - Delivery never fails a run: channel errors become audit lines, not errors.
+//! - Telegram's payload is HTML with dynamic text escaped; no tag spans a line, so a message
+//!   can be cut at any line.
+//! - The same text is not sent to the same destination twice within 6 h; in quiet hours only
+//!   urgent messages go out; past the daily cap non-urgent messages fold into one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -20,14 +23,16 @@ use sha2::{Digest, Sha256};
 use crate::audit::event::{Notified, Withheld};
 use crate::audit::{Event, Secrets};
 use crate::config::TelegramConfig;
-use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
+use crate::notify::telegram::TelegramChannel;
+use crate::notify::{Channel, Message, SendError};
+use crate::render::telegram::{MAX_BUTTON_ROWS, Rendered};
 use crate::schedule::local_midnight;
-use crate::store::{self, NewMessage, OutboxRow, Store};
-use crate::telegram::{SendError, Transport};
+use crate::store::{self, Destination, NewMessage, OutboxRow, Store};
+use crate::telegram::Transport;
 use crate::text::Redacted;
 
-/// Put a message in the outbox for every configured chat, `secrets` redacted (the row is
-/// what is sent).
+/// Put a message in the outbox for every configured Telegram chat, `secrets` redacted (the
+/// row is what is sent).
 pub fn enqueue_all(
     store: &mut Store,
     cfg: &TelegramConfig,
@@ -36,13 +41,31 @@ pub fn enqueue_all(
     now: DateTime<Utc>,
     secrets: &Secrets,
 ) -> store::Result<()> {
-    let html = secrets.redact(&msg.html);
-    for &chat in &cfg.chat_ids {
+    let channel = TelegramChannel {
+        cfg,
+        transport: None,
+    };
+    enqueue(store, &channel, msg, direct, now, secrets)
+}
+
+/// Put a message in the outbox for every destination of `channel`, `secrets` redacted (the
+/// row is what is sent).
+pub fn enqueue(
+    store: &mut Store,
+    channel: &dyn Channel,
+    msg: &Rendered,
+    direct: bool,
+    now: DateTime<Utc>,
+    secrets: &Secrets,
+) -> store::Result<()> {
+    let payload = secrets.redact(&msg.html);
+    for destination in channel.destinations() {
         store.enqueue(
             &NewMessage {
-                chat_id: chat,
+                channel: channel.kind(),
+                destination: &destination,
                 kind: msg.kind,
-                html: &html,
+                payload: &payload,
                 urgent: msg.urgent,
                 direct,
                 approvals: &msg.approvals,
@@ -71,7 +94,7 @@ pub fn approval_inputs(
     Ok(inputs)
 }
 
-/// Identical text to the same chat within this time is not sent again.
+/// Identical text to the same destination within this time is not sent again.
 pub const DEDUPE: Duration = Duration::from_secs(6 * 3600);
 /// Undelivered messages older than this are dropped.
 pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
@@ -90,7 +113,10 @@ pub struct Delivery {
 /// `notification_held`, `notification_folded`, `notification_dropped`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Notice {
-    pub chat_id: i64,
+    /// The channel's kind (`telegram`).
+    pub channel: &'static str,
+    /// The destination in the channel's terms (a Telegram chat id as text).
+    pub destination: String,
     pub kind: String,
     /// None: sent.
     pub error: Option<Redacted>,
@@ -107,14 +133,15 @@ pub enum Withhold {
     Held(&'static str),
     /// Sent inside another message (`daily_cap`).
     Folded(&'static str),
-    /// Not sent at all (`duplicate`).
+    /// Not sent at all (`duplicate`, `expired`, `rejected`).
     Dropped(&'static str),
 }
 
 impl Notice {
-    fn withheld(chat_id: i64, kind: &str, w: Withhold) -> Notice {
+    fn withheld(to: &To, kind: &str, w: Withhold) -> Notice {
         Notice {
-            chat_id,
+            channel: to.channel,
+            destination: to.destination.clone(),
             kind: kind.to_string(),
             error: None,
             queued: matches!(w, Withhold::Held(_)),
@@ -122,12 +149,34 @@ impl Notice {
         }
     }
 
+    fn sent(to: &To, kind: &str) -> Notice {
+        Notice {
+            channel: to.channel,
+            destination: to.destination.clone(),
+            kind: kind.to_string(),
+            error: None,
+            queued: false,
+            withheld: None,
+        }
+    }
+
+    fn failed(to: &To, kind: &str, error: Redacted, queued: bool) -> Notice {
+        Notice {
+            error: Some(error),
+            queued,
+            ..Notice::sent(to, kind)
+        }
+    }
+
+    /// The audit line. Its `chat_id` is the destination as a number: every channel's
+    /// destinations are Telegram chat ids so far.
     pub fn event<'a>(&'a self, run_id: Option<&'a str>) -> Event<'a> {
+        let chat_id = self.destination.parse().unwrap_or_default();
         if let Some(w) = self.withheld {
             let line = |reason| Withheld {
                 run_id,
-                channel: "telegram",
-                chat_id: self.chat_id,
+                channel: self.channel,
+                chat_id,
                 kind: &self.kind,
                 reason,
             };
@@ -139,8 +188,8 @@ impl Notice {
         }
         let n = Notified {
             run_id,
-            channel: "telegram",
-            chat_id: self.chat_id,
+            channel: self.channel,
+            chat_id,
             kind: &self.kind,
             error: self.error.as_ref(),
             queued: self.queued,
@@ -153,11 +202,31 @@ impl Notice {
     }
 }
 
-/// One message to send, made of one or more outbox rows: its text redacted again as a whole
-/// (rows are stored redacted) before anything cuts it into parts.
+/// One destination of one channel, as delivery works through it.
+struct To {
+    channel: &'static str,
+    destination: String,
+    key: Destination,
+}
+
+impl To {
+    fn new(channel: &dyn Channel, destination: String) -> To {
+        To {
+            channel: channel.kind(),
+            key: Destination {
+                channel: channel.kind().to_string(),
+                destination: destination.clone(),
+            },
+            destination,
+        }
+    }
+}
+
+/// One message to send, made of one or more outbox rows: its payload redacted again as a
+/// whole (rows are stored redacted) before anything cuts it into parts.
 struct Planned {
     rows: Vec<OutboxRow>,
-    html: Redacted,
+    payload: Redacted,
     approvals: Vec<i64>,
     resets: Vec<String>,
     counted: bool,
@@ -169,7 +238,7 @@ impl Planned {
     /// toward the daily cap.
     fn one(r: OutboxRow) -> Planned {
         Planned {
-            html: Secrets::taken().redact(&r.html),
+            payload: Secrets::taken().redact(&r.payload),
             approvals: r.approvals.clone(),
             resets: r.resets.clone(),
             counted: !r.direct,
@@ -184,16 +253,13 @@ impl Planned {
 fn hold(
     store: &mut Store,
     audit: &mut Vec<Notice>,
+    to: &To,
     row: &OutboxRow,
     rule: &'static str,
 ) -> store::Result<()> {
     if row.held.as_deref() != Some(rule) {
         store.outbox_held(row.id, rule)?;
-        audit.push(Notice::withheld(
-            row.chat_id,
-            &row.kind,
-            Withhold::Held(rule),
-        ));
+        audit.push(Notice::withheld(to, &row.kind, Withhold::Held(rule)));
     }
     Ok(())
 }
@@ -201,9 +267,12 @@ fn hold(
 /// The `meta` key of the time before which Telegram asked not to be sent anything.
 pub const RETRY_AT_KEY: &str = "telegram_retry_at";
 
-/// Send what the outbox holds, obeying quiet hours, the dedupe, the daily cap and
-/// Telegram's "retry after". Returns what happened and what to audit (the caller owns the
-/// audit log).
+/// The `meta` key of the time before which a channel asked not to be sent anything.
+pub fn retry_at_key(channel: &str) -> String {
+    format!("{channel}_retry_at")
+}
+
+/// Send what the outbox holds for Telegram (see [`deliver_channel`]).
 pub fn deliver(
     store: &mut Store,
     transport: Option<&dyn Transport>,
@@ -211,42 +280,64 @@ pub fn deliver(
     tz: Tz,
     now: DateTime<Utc>,
 ) -> store::Result<(Delivery, Vec<Notice>)> {
+    deliver_channel(store, &TelegramChannel { cfg, transport }, tz, now)
+}
+
+/// Send what the outbox holds for `channel`, obeying quiet hours, the dedupe, the daily cap
+/// and the channel's "retry after"; drop what the channel rejects for good and what waited
+/// 24 h. Rows of other channels are left alone. Returns what happened and what to audit
+/// (the caller owns the audit log).
+pub fn deliver_channel(
+    store: &mut Store,
+    channel: &dyn Channel,
+    tz: Tz,
+    now: DateTime<Utc>,
+) -> store::Result<(Delivery, Vec<Notice>)> {
     let mut stats = Delivery::default();
     let mut audit = Vec::new();
-    let mut by_chat: BTreeMap<i64, Vec<OutboxRow>> = BTreeMap::new();
+    let mut by_destination: BTreeMap<String, Vec<OutboxRow>> = BTreeMap::new();
     for row in store.outbox()? {
-        by_chat.entry(row.chat_id).or_default().push(row);
+        if row.channel == channel.kind() {
+            by_destination
+                .entry(row.destination.clone())
+                .or_default()
+                .push(row);
+        }
     }
+    // Telegram's destinations are numbers: they go in numeric order, as they always have.
+    let mut by_destination: Vec<_> = by_destination.into_iter().collect();
+    by_destination.sort_by_key(|(d, _)| (d.parse::<i64>().ok(), d.clone()));
     store.prune_sent(now - chrono::Duration::hours(25))?;
-    let quiet = cfg
+    let rules = channel.rules();
+    let quiet = rules
         .quiet_hours
         .is_some_and(|w| w.contains(now.with_timezone(&tz).naive_local()));
     let day_start = local_midnight(tz, now);
-    // After Telegram's "retry after" nothing is sent before that time; it all waits.
-    let wait_until = store
-        .meta(RETRY_AT_KEY)?
-        .as_deref()
-        .and_then(store::parse_ts);
-    let mut transport = transport.filter(|_| wait_until.is_none_or(|at| now >= at));
+    let configured = channel.destinations();
+    // After the channel's "retry after" nothing is sent before that time; it all waits.
+    let retry_key = retry_at_key(channel.kind());
+    let wait_until = store.meta(&retry_key)?.as_deref().and_then(store::parse_ts);
+    let mut sending = channel.connected() && wait_until.is_none_or(|at| now >= at);
 
-    for (chat, rows) in by_chat {
+    for (destination, rows) in by_destination {
+        let to = To::new(channel, destination);
         let mut live = Vec::new();
         for row in rows {
             let too_old = store::parse_ts(&row.created_at).is_none_or(|t| {
                 now.signed_duration_since(t).to_std().unwrap_or_default() >= MAX_AGE
             });
-            if !cfg.chat_ids.contains(&chat) {
+            if !configured.contains(&to.destination) {
                 store.outbox_delete(row.id)?;
                 stats.dropped += 1;
-                let why = "the chat is no longer in telegram.chat_ids".into();
-                audit.push(failed_line(chat, &row.kind, why, false));
+                let why = channel.unconfigured().into();
+                audit.push(Notice::failed(&to, &row.kind, why, false));
             } else if too_old {
                 // Undelivered for 24 h: dropped, and said so (docs/reference.md#audit-events,
                 // reason `expired`).
                 store.outbox_delete(row.id)?;
                 stats.dropped += 1;
                 audit.push(Notice::withheld(
-                    chat,
+                    &to,
                     &row.kind,
                     Withhold::Dropped("expired"),
                 ));
@@ -255,16 +346,16 @@ pub fn deliver(
             }
         }
         // The same text within 6 h is not sent again, nor twice from one batch (runs that
-        // queued it while Telegram was down). Replies, tests and an explicit @notify are
+        // queued it while the channel was down). Replies, tests and an explicit @notify are
         // exempt: a person asked for each of those.
         let mut fresh = Vec::new();
         let mut batch = std::collections::HashSet::new();
         for row in live {
             let deduped = !row.direct && row.kind != "notify";
-            if deduped && !batch.insert(hash(&row.html)) {
+            if deduped && !batch.insert(hash(&row.payload)) {
                 store.outbox_delete(row.id)?;
                 audit.push(Notice::withheld(
-                    chat,
+                    &to,
                     &row.kind,
                     Withhold::Dropped("duplicate"),
                 ));
@@ -272,14 +363,14 @@ pub fn deliver(
             }
             if deduped
                 && store.sent_since(
-                    chat,
-                    &hash(&row.html),
+                    &to.key,
+                    &hash(&row.payload),
                     now - chrono::Duration::from_std(DEDUPE).unwrap_or_default(),
                 )?
             {
                 store.outbox_delete(row.id)?;
                 audit.push(Notice::withheld(
-                    chat,
+                    &to,
                     &row.kind,
                     Withhold::Dropped("duplicate"),
                 ));
@@ -292,15 +383,15 @@ pub fn deliver(
         let normal = if quiet {
             stats.waiting += normal.len();
             for row in &normal {
-                hold(store, &mut audit, row, "quiet_hours")?;
+                hold(store, &mut audit, &to, row, "quiet_hours")?;
             }
             Vec::new()
         } else {
             normal
         };
-        let budget = match cfg.max_messages_per_day {
+        let budget = match rules.max_per_day {
             0 => usize::MAX,
-            max => (max as usize).saturating_sub(store.count_sent(chat, day_start)? as usize),
+            max => (max as usize).saturating_sub(store.count_sent(&to.key, day_start)? as usize),
         };
         let mut plan: Vec<Planned> = urgent.into_iter().map(Planned::one).collect();
         if normal.len() <= budget {
@@ -309,84 +400,88 @@ pub fn deliver(
             let mut normal = normal;
             let rest = normal.split_off(budget - 1);
             plan.extend(normal.into_iter().map(Planned::one));
-            audit.extend(folded(chat, &rest));
-            plan.push(fold(rest, None));
+            audit.extend(folded(&to, &rest));
+            plan.push(fold(channel, rest, None));
         } else if !normal.is_empty() {
             // No budget left today: ride along with the next urgent message, or wait.
             match plan.pop() {
                 Some(last) => {
-                    audit.extend(folded(chat, &normal));
-                    plan.push(fold(normal, Some(last)));
+                    audit.extend(folded(&to, &normal));
+                    plan.push(fold(channel, normal, Some(last)));
                 }
                 None => {
                     stats.waiting += normal.len();
                     for row in &normal {
-                        hold(store, &mut audit, row, "daily_cap")?;
+                        hold(store, &mut audit, &to, row, "daily_cap")?;
                     }
                 }
             }
         }
 
         for p in plan {
-            let Some(t) = transport else {
+            if !sending {
                 stats.waiting += p.rows.len();
                 continue;
-            };
-            match send_parts(t, store, chat, &p, now)? {
+            }
+            match send_parts(channel, store, &to, &p, now)? {
                 Ok(message_id) => {
                     for r in &p.rows {
                         store.outbox_delete(r.id)?;
-                        store.record_sent(chat, &hash(&r.html), false, now)?;
+                        store.record_sent(&to.key, &hash(&r.payload), false, now)?;
                     }
-                    store.record_sent(chat, &hash(p.html.as_str()), p.counted, now)?;
-                    let parts = split(&p.html, MAX_MESSAGE);
-                    if !p.approvals.is_empty() && parts.len() == 1 {
-                        store.save_button_message(chat, message_id, &p.html, &p.approvals, now)?;
+                    store.record_sent(&to.key, &hash(p.payload.as_str()), p.counted, now)?;
+                    let parts = channel.split(&p.payload, channel.max_len());
+                    if channel.keeps_button_messages()
+                        && !p.approvals.is_empty()
+                        && parts.len() == 1
+                        && let Ok(chat) = to.destination.parse()
+                    {
+                        store.save_button_message(
+                            chat,
+                            message_id,
+                            &p.payload,
+                            &p.approvals,
+                            now,
+                        )?;
                     }
                     stats.sent += 1;
-                    audit.push(Notice {
-                        chat_id: chat,
-                        kind: p.kind.clone(),
-                        error: None,
-                        queued: false,
-                        withheld: None,
-                    });
+                    audit.push(Notice::sent(&to, &p.kind));
                 }
                 Err(SendError::Rejected(why)) => {
-                    // It can never be sent: dropped at once, with Telegram's words first.
+                    // It can never be sent: dropped at once, with the channel's words first.
                     let error = Secrets::taken().redact(&why);
                     for r in &p.rows {
                         store.outbox_delete(r.id)?;
                     }
                     stats.dropped += 1;
-                    audit.push(failed_line(chat, &p.kind, error, false));
+                    audit.push(Notice::failed(&to, &p.kind, error, false));
                     audit.push(Notice::withheld(
-                        chat,
+                        &to,
                         &p.kind,
                         Withhold::Dropped("rejected"),
                     ));
                 }
                 Err(e) => {
-                    // A transport's error may quote the request (the token is in its URL).
+                    // A channel's error may quote the request (Telegram's token is in its URL).
                     let error = Secrets::taken().redact(e.message());
                     for r in &p.rows {
                         store.outbox_failed(r.id, &error)?;
                     }
                     stats.failed += 1;
-                    audit.push(failed_line(chat, &p.kind, error, true));
+                    audit.push(Notice::failed(&to, &p.kind, error, true));
                     match &e {
                         SendError::Refused(_) | SendError::Rejected(_) => {}
                         SendError::Unavailable(_) => {
-                            // Telegram is down or unreachable: the rest waits for the next run.
-                            transport = None;
+                            // The channel is down or unreachable: the rest waits for the next run.
+                            sending = false;
                         }
                         SendError::RetryAfter(wait, _) => {
                             // Asking again sooner would only prolong the flood limit. A
                             // message waits at most a day anyway (then it expires).
                             let wait = chrono::Duration::from_std((*wait).min(MAX_AGE))
                                 .unwrap_or_default();
-                            store.set_meta(RETRY_AT_KEY, &crate::audit::format_ts(now + wait))?;
-                            transport = None;
+                            store.set_meta(&retry_key, &crate::audit::format_ts(now + wait))?;
+                            sending = false;
                         }
                     }
                 }
@@ -396,44 +491,34 @@ pub fn deliver(
     Ok((stats, audit))
 }
 
-fn failed_line(chat: i64, kind: &str, error: Redacted, queued: bool) -> Notice {
-    Notice {
-        chat_id: chat,
-        kind: kind.to_string(),
-        error: Some(error),
-        queued,
-        withheld: None,
-    }
-}
-
 /// The notices of messages folded into one because of the daily cap.
-fn folded(chat: i64, rows: &[OutboxRow]) -> Vec<Notice> {
+fn folded(to: &To, rows: &[OutboxRow]) -> Vec<Notice> {
     rows.iter()
-        .map(|r| Notice::withheld(chat, &r.kind, Withhold::Folded("daily_cap")))
+        .map(|r| Notice::withheld(to, &r.kind, Withhold::Folded("daily_cap")))
         .collect()
 }
 
 /// Send a message in as many parts as it needs; buttons go on the last part. A part that
-/// Telegram accepted is remembered, so that a retry after a failed later part sends only
+/// the channel accepted is remembered, so that a retry after a failed later part sends only
 /// the rest, never part 1 again (docs/reference.md#outbox).
 fn send_parts(
-    t: &dyn Transport,
+    channel: &dyn Channel,
     store: &mut Store,
-    chat: i64,
+    to: &To,
     p: &Planned,
     now: DateTime<Utc>,
 ) -> store::Result<Result<i64, SendError>> {
-    let parts = split(&p.html, MAX_MESSAGE);
+    let parts = channel.split(&p.payload, channel.max_len());
     let last = parts.len() - 1;
     // Approval buttons only under a message that shows all it approves: one part. (The
     // renderer keeps such messages to one part; this holds whatever built the text.)
     let approvals: &[i64] = if last == 0 { &p.approvals } else { &[] };
-    let whole = hash(p.html.as_str());
+    let whole = hash(p.payload.as_str());
     let since = now - chrono::Duration::from_std(MAX_AGE).unwrap_or_default();
     let mut id = 0;
     for (i, part) in parts.iter().enumerate() {
         let key = format!("part {i} of {whole}");
-        if i < last && store.sent_since(chat, &key, since)? {
+        if i < last && store.sent_since(&to.key, &key, since)? {
             continue;
         }
         let (buttons, resets): (&[i64], &[String]) = if i == last {
@@ -442,50 +527,53 @@ fn send_parts(
             (&[], &[])
         };
         // Each part cut from the whole message redacted (see [`Planned`]).
-        match t.send(chat, part, buttons, resets) {
+        let message = Message {
+            payload: part,
+            approvals: buttons,
+            resets,
+        };
+        match channel.send(&to.destination, &message) {
             Ok(sent) => id = sent,
             Err(e) => return Ok(Err(e)),
         }
         if i < last {
-            store.record_sent(chat, &key, false, now)?;
+            store.record_sent(&to.key, &key, false, now)?;
         }
     }
     Ok(Ok(id))
 }
 
 /// Fold several messages into one (cut to one message's length), after `head` if given.
-fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
+fn fold(channel: &dyn Channel, rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
     let n = rows.len();
-    let mut html = match &head {
-        Some(h) => format!("{}\n\n", h.html),
+    let mut payload = match &head {
+        Some(h) => format!("{}\n\n", h.payload),
         None => String::new(),
     };
-    html.push_str(&format!(
-        "<b>heartbeat</b>: {n} message(s) folded into one (telegram.max_messages_per_day)"
-    ));
+    payload.push_str(&channel.folded_header(n));
     let mut resets = head.as_ref().map(|h| h.resets.clone()).unwrap_or_default();
     for r in &rows {
-        html.push_str("\n\n");
-        html.push_str(&r.html);
+        payload.push_str("\n\n");
+        payload.push_str(&r.payload);
         resets.extend(r.resets.iter().cloned());
     }
     // Redacted as a whole before it is cut.
-    let mut parts = split(&Secrets::taken().redact(&html), MAX_MESSAGE - 40);
+    let mut parts = channel.split(&Secrets::taken().redact(&payload), channel.max_len() - 40);
     let cut = parts.len() > 1;
-    let html = parts.swap_remove(0);
-    let html = if cut {
-        html.append("\n… (cut to fit one message)")
+    let payload = parts.swap_remove(0);
+    let payload = if cut {
+        payload.append("\n… (cut to fit one message)")
     } else {
-        html
+        payload
     };
     // A message cut to fit keeps the buttons of the approvals it still shows whole only.
-    let whole = |text: &str| html.as_str().contains(text);
+    let whole = |text: &str| payload.as_str().contains(text);
     let mut approvals: Vec<i64> = head
         .as_ref()
-        .filter(|h| whole(h.html.as_str()))
+        .filter(|h| whole(h.payload.as_str()))
         .map(|h| h.approvals.clone())
         .unwrap_or_default();
-    for r in rows.iter().filter(|r| whole(&r.html)) {
+    for r in rows.iter().filter(|r| whole(&r.payload)) {
         approvals.extend(&r.approvals);
     }
     approvals.truncate(MAX_BUTTON_ROWS);
@@ -495,7 +583,7 @@ fn fold(rows: Vec<OutboxRow>, head: Option<Planned>) -> Planned {
     all.extend(rows);
     Planned {
         rows: all,
-        html,
+        payload,
         approvals,
         resets,
         counted: true,
@@ -511,6 +599,7 @@ fn hash(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::render::telegram::split;
     use crate::schedule::Window;
 
     /// A transport that records what it was given and fails as told.
@@ -909,5 +998,193 @@ mod tests {
         assert_eq!(sent.len(), 1, "{sent:?}");
         assert!(sent[0].1.contains("cut to fit"), "{}", sent[0].1);
         assert_eq!(sent[0].2, vec![1]);
+    }
+
+    /// A channel that is not Telegram: destinations are names, sends are recorded and
+    /// answered as told (first the queued answers, then success).
+    struct FakeChannel {
+        destinations: Vec<String>,
+        answers: std::cell::RefCell<Vec<SendError>>,
+        sent: std::cell::RefCell<Vec<(String, String)>>,
+    }
+
+    impl FakeChannel {
+        fn new(destinations: &[&str]) -> FakeChannel {
+            FakeChannel {
+                destinations: destinations.iter().map(|d| d.to_string()).collect(),
+                answers: Default::default(),
+                sent: Default::default(),
+            }
+        }
+
+        fn answer(&self, e: SendError) {
+            self.answers.borrow_mut().push(e);
+        }
+
+        fn sent(&self) -> Vec<(String, String)> {
+            self.sent.borrow().clone()
+        }
+    }
+
+    impl Channel for FakeChannel {
+        fn kind(&self) -> &'static str {
+            "fake"
+        }
+        fn destinations(&self) -> Vec<String> {
+            self.destinations.clone()
+        }
+        fn unconfigured(&self) -> &'static str {
+            "not a fake destination"
+        }
+        fn rules(&self) -> crate::notify::Rules {
+            crate::notify::Rules::default()
+        }
+        fn connected(&self) -> bool {
+            true
+        }
+        fn timeout(&self) -> Duration {
+            Duration::from_secs(1)
+        }
+        fn max_len(&self) -> usize {
+            100
+        }
+        fn split(&self, payload: &Redacted, limit: usize) -> Vec<Redacted> {
+            split(payload, limit)
+        }
+        fn folded_header(&self, n: usize) -> String {
+            format!("{n} folded")
+        }
+        fn send(&self, destination: &str, message: &Message) -> Result<i64, SendError> {
+            let mut answers = self.answers.borrow_mut();
+            if !answers.is_empty() {
+                return Err(answers.remove(0));
+            }
+            let mut sent = self.sent.borrow_mut();
+            sent.push((destination.to_string(), message.payload.to_string()));
+            Ok(sent.len() as i64)
+        }
+    }
+
+    fn rows(s: &Store) -> Vec<(String, String, String)> {
+        s.outbox()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.channel, r.destination, r.payload))
+            .collect()
+    }
+
+    #[test]
+    fn any_channel_queues_sends_retries_rejects_and_expires_through_the_trait() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let fake = FakeChannel::new(&["alice", "bob"]);
+        let t0 = ts("2026-01-01T10:00:00Z");
+        let put = |s: &mut Store, html: &str, at| {
+            enqueue(s, &fake, &msg(html, false), false, at, &Secrets::default()).unwrap();
+        };
+        // Queued: one row per destination, under the channel's kind.
+        put(&mut s, "hello", t0);
+        assert_eq!(
+            rows(&s),
+            [
+                ("fake".into(), "alice".into(), "hello".into()),
+                ("fake".into(), "bob".into(), "hello".into())
+            ]
+        );
+        // Telegram's delivery leaves another channel's rows alone.
+        let (d, notices) = deliver(&mut s, None, &tg(&[1]), chrono_tz::UTC, t0).unwrap();
+        assert_eq!((d, notices), (Delivery::default(), vec![]));
+        assert_eq!(s.outbox_len().unwrap(), 2);
+
+        // Retry later: a refusal keeps the message queued, the next destination still goes.
+        fake.answer(SendError::Refused("try later".into()));
+        let (d, notices) = deliver_channel(&mut s, &fake, chrono_tz::UTC, t0).unwrap();
+        assert_eq!((d.sent, d.failed), (1, 1));
+        assert_eq!(fake.sent(), [("bob".to_string(), "hello".to_string())]);
+        assert_eq!(notices[0].channel, "fake");
+        assert_eq!(notices[0].destination, "alice");
+        assert!(notices[0].queued);
+        assert_eq!(rows(&s), [("fake".into(), "alice".into(), "hello".into())]);
+        // Send ok at the next run.
+        let (d, _) = deliver_channel(&mut s, &fake, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(d.sent, 1);
+        assert_eq!(s.outbox_len().unwrap(), 0);
+
+        // Unavailable: nothing more is tried in this run; all of it waits.
+        put(&mut s, "second", t0);
+        fake.answer(SendError::Unavailable("down".into()));
+        let (d, _) = deliver_channel(&mut s, &fake, chrono_tz::UTC, t0).unwrap();
+        assert_eq!((d.failed, d.waiting, d.sent), (1, 1, 0));
+        assert_eq!(s.outbox_len().unwrap(), 2);
+
+        // Rejected: dropped at once, said twice (the failure, then `rejected`).
+        fake.answer(SendError::Rejected("no such topic".into()));
+        let (d, notices) = deliver_channel(&mut s, &fake, chrono_tz::UTC, t0).unwrap();
+        assert_eq!((d.dropped, d.sent), (1, 1));
+        assert_eq!(notices[0].error.as_ref().unwrap().as_str(), "no such topic");
+        assert!(!notices[0].queued);
+        assert_eq!(notices[1].withheld, Some(Withhold::Dropped("rejected")));
+        assert_eq!(s.outbox_len().unwrap(), 0);
+
+        // Retry after: nothing is sent on this channel before that time.
+        put(&mut s, "third", t0);
+        fake.answer(SendError::RetryAfter(
+            Duration::from_secs(60),
+            "slow down".into(),
+        ));
+        deliver_channel(&mut s, &fake, chrono_tz::UTC, t0).unwrap();
+        assert_eq!(
+            s.meta(&retry_at_key("fake")).unwrap().as_deref(),
+            Some("2026-01-01T10:01:00.000Z")
+        );
+        let (d, _) = deliver_channel(&mut s, &fake, chrono_tz::UTC, t0).unwrap();
+        assert_eq!((d.sent, d.waiting), (0, 2));
+        let later = ts("2026-01-01T10:01:00Z");
+        let (d, _) = deliver_channel(&mut s, &fake, chrono_tz::UTC, later).unwrap();
+        assert_eq!(d.sent, 2);
+
+        // Expired: undelivered for 24 h, dropped and said so.
+        put(&mut s, "fourth", t0);
+        let next_day = ts("2026-01-02T10:00:00Z");
+        let (d, notices) = deliver_channel(&mut s, &fake, chrono_tz::UTC, next_day).unwrap();
+        assert_eq!((d.dropped, d.sent), (2, 0));
+        assert!(
+            notices
+                .iter()
+                .all(|n| n.withheld == Some(Withhold::Dropped("expired")))
+        );
+        assert_eq!(s.outbox_len().unwrap(), 0);
+
+        // A destination taken out of the config: its messages are dropped, with the reason.
+        put(&mut s, "fifth", next_day);
+        let fewer = FakeChannel::new(&["alice"]);
+        let (d, notices) = deliver_channel(&mut s, &fewer, chrono_tz::UTC, next_day).unwrap();
+        assert_eq!((d.sent, d.dropped), (1, 1));
+        let gone = notices.iter().find(|n| n.destination == "bob").unwrap();
+        assert_eq!(
+            gone.error.as_ref().unwrap().as_str(),
+            "not a fake destination"
+        );
+    }
+
+    #[test]
+    fn telegram_keeps_its_retry_key_and_its_rows_name_the_chat() {
+        assert_eq!(retry_at_key(crate::notify::telegram::KIND), RETRY_AT_KEY);
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let t0 = ts("2026-01-01T10:00:00Z");
+        enqueue_all(
+            &mut s,
+            &tg(&[-100200]),
+            &msg("<b>hi</b>", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            rows(&s),
+            [("telegram".into(), "-100200".into(), "<b>hi</b>".into())]
+        );
     }
 }

@@ -308,7 +308,8 @@ impl<'a> Session<'a> {
     /// Before a one-time task with outside effects starts: its start, durably. If that
     /// cannot be written, the tool does not start.
     fn record_start(&mut self, task: &Task, name: &str, input: &Map<String, Value>) -> Result<()> {
-        if task.section != Section::OneTime || name == "log" {
+        let no_effects = tools::builtin::builtin(name).is_some_and(|b| !b.outside_effects());
+        if task.section != Section::OneTime || no_effects {
             return Ok(());
         }
         let file = task.file.to_string_lossy();
@@ -744,7 +745,7 @@ impl<'a> Session<'a> {
             return Ok(Outcome::default());
         };
         let outcome = match spec.kind {
-            ToolKind::Notify => self.notify(input)?,
+            ToolKind::Builtin(b) if b.name() == "notify" => self.notify(input)?,
             ToolKind::Mcp { .. } => {
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
                 self.mcp

@@ -11,8 +11,9 @@
 //!   it leads its own process group, and should heartbeat die, it gets SIGTERM and its whole
 //!   group SIGTERM, then SIGKILL 5 s later. It starts with a cleared environment holding
 //!   only [`PASSED_ENV`] (those set in heartbeat's) and the spec's `env` pairs.
-//! - Its stderr is read on a thread into a buffer that keeps [`STDERR_CAP`] bytes and counts
-//!   the rest, so the server never blocks on a full stderr pipe.
+//! - Its stderr is read on a thread by the same capture as a tool's output
+//!   (`sys/capture.rs`), keeping [`STDERR_CAP`] bytes and counting the rest, so the server
+//!   never blocks on a full stderr pipe.
 //! - Every path out of a [`Server`] (`stop`, `Drop`, a failed `start`) closes the server's
 //!   stdin, gives it 2 s to exit, then SIGTERMs its group, SIGKILLs the group 5 s later if a
 //!   member still lives, and reaps the leader ([`Group::stop_and_reap`]). A group id is only
@@ -25,7 +26,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
-use std::io::{self, Read};
+use std::io;
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -50,6 +51,7 @@ use rmcp::service::{
 use serde_json::{Map, Value};
 
 use crate::sys;
+use crate::sys::capture::{Capture, read_capped};
 use crate::sys::supervisor::{self, Environment, Group, Launch};
 
 /// Variables passed from heartbeat's environment to every server (when set); everything else
@@ -262,10 +264,10 @@ impl Server {
             supervisor::spawn(&launch).map_err(|e| McpError::Start(cannot_run(program, &e)))?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take();
-        let stderr = Arc::new(Mutex::new(Capture::default()));
+        let stderr = Arc::new(Mutex::new(Capture::new(STDERR_CAP, 0)));
         let stderr_reader = child.stderr.take().map(|pipe| {
             let cap = Arc::clone(&stderr);
-            thread::spawn(move || read_capped(pipe, &cap))
+            thread::spawn(move || read_capped(pipe, &cap, None))
         });
         // From here on, dropping `server` stops the child on every error path.
         let mut server = Server::unstarted(spec);
@@ -347,7 +349,7 @@ impl Server {
             group: None,
             http: None,
             startup_timeout: spec.startup_timeout,
-            stderr: Arc::new(Mutex::new(Capture::default())),
+            stderr: Arc::new(Mutex::new(Capture::new(STDERR_CAP, 0))),
             stderr_reader: None,
             refused: Arc::new(Mutex::new(Vec::new())),
             fault: Arc::new(Mutex::new(None)),
@@ -555,7 +557,7 @@ impl Server {
     pub fn stderr(&self) -> String {
         let cap = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
         let mut text = String::from_utf8_lossy(&cap.kept).into_owned();
-        let dropped = cap.total - cap.kept.len() as u64;
+        let dropped = cap.dropped();
         if dropped > 0 {
             text.push_str(&format!("\n[{dropped} more bytes not kept]"));
         }
@@ -871,30 +873,6 @@ fn push_capped(out: &mut CallOutcome, piece: &str) {
     }
     out.text.push_str(&piece[..keep]);
     out.text_dropped += (piece.len() - keep) as u64;
-}
-
-#[derive(Default)]
-struct Capture {
-    kept: Vec<u8>,
-    total: u64,
-}
-
-/// Reads `pipe` to its end, keeping what [`STDERR_CAP`] allows and counting the rest.
-fn read_capped(mut pipe: impl Read, cap: &Mutex<Capture>) {
-    let mut buf = [0u8; 8192];
-    loop {
-        match pipe.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => {
-                let mut cap = cap.lock().unwrap_or_else(PoisonError::into_inner);
-                let room = STDERR_CAP.saturating_sub(cap.kept.len());
-                cap.kept.extend_from_slice(&buf[..n.min(room)]);
-                cap.total += n as u64;
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return,
-        }
-    }
 }
 
 /// A server's stdout as the SDK reads it, one message a line, cut off at the first message

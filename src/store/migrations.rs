@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 15] = [
+pub(super) const MIGRATIONS: [&str; 16] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -330,6 +330,51 @@ CREATE TABLE agent_notices (
     // column): `approve` from another directory runs it under that config, or refuses.
     r#"
 ALTER TABLE approvals ADD COLUMN config TEXT;
+"#,
+    // 16: the outbox and the sent hashes are keyed by channel and destination, so that
+    // channels other than Telegram can share them: `channel` names one of `notify::CHANNELS`
+    // (every row so far is Telegram's), `destination` is where it goes in that channel's
+    // terms (a Telegram chat id as text), `payload` is what that channel sends (Telegram's
+    // HTML, as `html` was). Ids and the id sequence are kept.
+    r#"
+CREATE TABLE outbox_v16 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    urgent INTEGER NOT NULL DEFAULT 0,
+    -- Exempt from the 6 h dedupe and the daily cap (replies, tests).
+    direct INTEGER NOT NULL DEFAULT 0,
+    approvals TEXT NOT NULL DEFAULT '[]',
+    created_at TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    resets TEXT NOT NULL DEFAULT '[]',
+    held TEXT
+);
+INSERT INTO outbox_v16 (id, channel, destination, kind, payload, urgent, direct, approvals,
+        created_at, attempts, last_error, resets, held)
+    SELECT id, 'telegram', CAST(chat_id AS TEXT), kind, html, urgent, direct, approvals,
+        created_at, attempts, last_error, resets, held
+    FROM outbox;
+DELETE FROM sqlite_sequence WHERE name = 'outbox_v16';
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'outbox_v16', seq FROM sqlite_sequence WHERE name = 'outbox';
+DROP TABLE outbox;
+ALTER TABLE outbox_v16 RENAME TO outbox;
+CREATE TABLE sent_v16 (
+    channel TEXT NOT NULL,
+    destination TEXT NOT NULL,
+    text_hash TEXT NOT NULL,
+    sent_at TEXT NOT NULL,
+    counted INTEGER NOT NULL DEFAULT 1
+);
+INSERT INTO sent_v16 (channel, destination, text_hash, sent_at, counted)
+    SELECT 'telegram', CAST(chat_id AS TEXT), text_hash, sent_at, counted FROM sent;
+DROP TABLE sent;
+ALTER TABLE sent_v16 RENAME TO sent;
+CREATE INDEX sent_destination_time ON sent(channel, destination, sent_at);
 "#,
 ];
 
@@ -676,5 +721,98 @@ mod tests {
         let s = Store::open(dir.path()).unwrap();
         assert_eq!(task_state_rows(conn(&s)), before);
         assert_eq!(history(conn(&s)), history_before);
+    }
+
+    #[test]
+    fn outbox_and_sent_rows_of_schema_15_move_to_channel_and_destination_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = old_database(dir.path(), 15);
+        db.execute_batch(
+            r#"INSERT INTO outbox (id, chat_id, kind, html, urgent, direct, approvals, created_at,
+                attempts, last_error, resets, held) VALUES
+                (3, 123, 'summary', '<b>run</b> ok', 0, 0, '[7]', '2026-01-01T10:00:00.000Z',
+                 2, 'Bad Gateway', '[]', 'quiet_hours'),
+                (5, -100200, 'alert', 'tripped', 1, 1, '[]', '2026-01-01T10:05:00.000Z',
+                 0, NULL, '["0123456789ab"]', NULL);
+             -- Later messages that were sent: their ids are not handed out again.
+             UPDATE sqlite_sequence SET seq = 9 WHERE name = 'outbox';
+             INSERT INTO sent (chat_id, text_hash, sent_at, counted) VALUES
+                (123, 'aaaa', '2026-01-01T09:00:00.000Z', 1),
+                (-100200, 'bbbb', '2026-01-01T09:30:00.000Z', 0);"#,
+        )
+        .unwrap();
+        drop(db);
+
+        let mut s = Store::open(dir.path()).unwrap();
+        assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
+        let row = |id, destination: &str, kind: &str, payload: &str| super::super::OutboxRow {
+            id,
+            channel: "telegram".into(),
+            destination: destination.into(),
+            kind: kind.into(),
+            payload: payload.into(),
+            urgent: false,
+            direct: false,
+            approvals: vec![],
+            resets: vec![],
+            created_at: String::new(),
+            attempts: 0,
+            held: None,
+        };
+        assert_eq!(
+            s.outbox().unwrap(),
+            [
+                super::super::OutboxRow {
+                    approvals: vec![7],
+                    created_at: "2026-01-01T10:00:00.000Z".into(),
+                    attempts: 2,
+                    held: Some("quiet_hours".into()),
+                    ..row(3, "123", "summary", "<b>run</b> ok")
+                },
+                super::super::OutboxRow {
+                    urgent: true,
+                    direct: true,
+                    resets: vec!["0123456789ab".into()],
+                    created_at: "2026-01-01T10:05:00.000Z".into(),
+                    ..row(5, "-100200", "alert", "tripped")
+                },
+            ]
+        );
+        let last_error: Option<String> = conn(&s)
+            .query_row("SELECT last_error FROM outbox WHERE id = 3", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(last_error.as_deref(), Some("Bad Gateway"));
+        // What was sent still counts for the dedupe and the daily cap, per chat.
+        let to = |d: &str| super::super::Destination {
+            channel: "telegram".into(),
+            destination: d.into(),
+        };
+        let since = ts("2026-01-01T00:00:00Z");
+        assert!(s.sent_since(&to("123"), "aaaa", since).unwrap());
+        assert!(!s.sent_since(&to("-100200"), "aaaa", since).unwrap());
+        assert!(s.sent_since(&to("-100200"), "bbbb", since).unwrap());
+        assert_eq!(s.count_sent(&to("123"), since).unwrap(), 1);
+        assert_eq!(s.count_sent(&to("-100200"), since).unwrap(), 0);
+        assert_eq!(indexes(conn(&s), "sent"), ["sent_destination_time"]);
+        // The next id follows the highest ever handed out.
+        let payload = crate::text::Redacted::from("next");
+        let id = s
+            .enqueue(
+                &super::super::NewMessage {
+                    channel: "telegram",
+                    destination: "123",
+                    kind: "summary",
+                    payload: &payload,
+                    urgent: false,
+                    direct: false,
+                    approvals: &[],
+                    resets: &[],
+                },
+                ts("2026-01-01T11:00:00Z"),
+            )
+            .unwrap();
+        assert_eq!(id, 10);
     }
 }

@@ -1,5 +1,5 @@
 //! State in SQLite (`<state_dir>/heartbeat.db`): task history, approvals, grants, runs, the
-//! Telegram outbox.
+//! outbox.
 //!
 //! Invariants:
 //! - The schema is migrated inside one IMMEDIATE transaction that reads `user_version`
@@ -37,7 +37,7 @@ pub use grants::{GrantRow, NewGrant};
 pub use history::{RunSummary, TaskRunRecord};
 pub use mcp::CachedListing;
 pub use migrations::schema_at_version;
-pub use outbox::{AGENT_BY, NewMessage, NewPause, OutboxRow, PauseRow};
+pub use outbox::{AGENT_BY, Destination, NewMessage, NewPause, OutboxRow, PauseRow};
 pub use snapshot::Snapshot;
 pub use starts::{NewStart, StartRow};
 

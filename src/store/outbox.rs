@@ -1,10 +1,11 @@
-//! Telegram's side of the store: the outbox of messages to send, what was sent (for the
-//! dedupe and the daily cap), messages with approval buttons, chats that wrote to the bot,
-//! small `meta` values, and the pause.
+//! Messages to people in the store: the outbox of messages to send and what was sent (for
+//! the dedupe and the daily cap), both keyed by channel and destination; Telegram's
+//! messages with approval buttons and the chats that wrote to the bot; small `meta`
+//! values; and the pause.
 //!
 //! Invariants:
-//! - A message is in the outbox until Telegram accepted it or rejected it for good (then it
-//!   is dropped, audited); a row is deleted only then.
+//! - A message is in the outbox until its channel accepted it or rejected it for good (then
+//!   it is dropped, audited), or it expired; a row is deleted only then.
 //! - There is at most one pause (the row with id 1); setting and clearing it is durable.
 
 use chrono::{DateTime, Utc};
@@ -17,9 +18,13 @@ use crate::text::Redacted;
 #[derive(Clone, Debug, PartialEq)]
 pub struct OutboxRow {
     pub id: i64,
-    pub chat_id: i64,
+    /// The channel that sends it (one of `notify::CHANNELS`).
+    pub channel: String,
+    /// Where, in that channel's terms (a Telegram chat id as text).
+    pub destination: String,
     pub kind: String,
-    pub html: String,
+    /// What the channel sends (Telegram: HTML), redacted.
+    pub payload: String,
     pub urgent: bool,
     pub direct: bool,
     pub approvals: Vec<i64>,
@@ -31,12 +36,30 @@ pub struct OutboxRow {
     pub held: Option<String>,
 }
 
+/// Where a message goes: a channel and a destination in that channel's terms (the key of
+/// the outbox and of what was sent).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Destination {
+    pub channel: String,
+    pub destination: String,
+}
+
+impl OutboxRow {
+    pub fn to(&self) -> Destination {
+        Destination {
+            channel: self.channel.clone(),
+            destination: self.destination.clone(),
+        }
+    }
+}
+
 /// A message to put in the outbox.
 pub struct NewMessage<'a> {
-    pub chat_id: i64,
+    pub channel: &'a str,
+    pub destination: &'a str,
     pub kind: &'a str,
-    /// What is sent: redacted, as every row is.
-    pub html: &'a Redacted,
+    /// What is sent, in the channel's format: redacted, as every row is.
+    pub payload: &'a Redacted,
     pub urgent: bool,
     /// Exempt from the dedupe and the daily cap (a reply to a command, a test message).
     pub direct: bool,
@@ -92,12 +115,14 @@ impl Store {
     pub fn enqueue(&mut self, m: &NewMessage, now: DateTime<Utc>) -> Result<i64> {
         self.conn
             .query_row(
-                "INSERT INTO outbox (chat_id, kind, html, urgent, direct, approvals, created_at,
-                    resets) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) RETURNING id",
+                "INSERT INTO outbox (channel, destination, kind, payload, urgent, direct,
+                    approvals, created_at, resets) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                    RETURNING id",
                 params![
-                    m.chat_id,
+                    m.channel,
+                    m.destination,
                     m.kind,
-                    m.html.as_str(),
+                    m.payload.as_str(),
                     m.urgent,
                     m.direct,
                     serde_json::to_string(m.approvals).unwrap_or_else(|_| "[]".into()),
@@ -114,26 +139,27 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare(
-                "SELECT id, chat_id, kind, html, urgent, direct, approvals, created_at, attempts,
-                    resets, held FROM outbox ORDER BY id",
+                "SELECT id, channel, destination, kind, payload, urgent, direct, approvals,
+                    created_at, attempts, resets, held FROM outbox ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
             .query_map([], |r| {
-                let approvals: String = r.get(6)?;
-                let resets: String = r.get(9)?;
+                let approvals: String = r.get(7)?;
+                let resets: String = r.get(10)?;
                 Ok(OutboxRow {
                     id: r.get(0)?,
-                    chat_id: r.get(1)?,
-                    kind: r.get(2)?,
-                    html: r.get(3)?,
-                    urgent: r.get(4)?,
-                    direct: r.get(5)?,
+                    channel: r.get(1)?,
+                    destination: r.get(2)?,
+                    kind: r.get(3)?,
+                    payload: r.get(4)?,
+                    urgent: r.get(5)?,
+                    direct: r.get(6)?,
                     approvals: serde_json::from_str(&approvals).unwrap_or_default(),
                     resets: serde_json::from_str(&resets).unwrap_or_default(),
-                    created_at: r.get(7)?,
-                    attempts: r.get(8)?,
-                    held: r.get(10)?,
+                    created_at: r.get(8)?,
+                    attempts: r.get(9)?,
+                    held: r.get(11)?,
                 })
             })
             .map_err(|e| self.err(e))?;
@@ -175,41 +201,44 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Remember a sent text (by hash) for the dedupe and, if `counted`, the daily cap.
+    /// Remember a text sent to a destination (by hash) for the dedupe and, if `counted`,
+    /// the daily cap.
     pub fn record_sent(
         &mut self,
-        chat_id: i64,
+        to: &Destination,
         hash: &str,
         counted: bool,
         now: DateTime<Utc>,
     ) -> Result<()> {
         self.conn
             .execute(
-                "INSERT INTO sent (chat_id, text_hash, sent_at, counted) VALUES (?1, ?2, ?3, ?4)",
-                params![chat_id, hash, format_ts(now), counted],
+                "INSERT INTO sent (channel, destination, text_hash, sent_at, counted)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![to.channel, to.destination, hash, format_ts(now), counted],
             )
             .map(drop)
             .map_err(|e| self.err(e))
     }
 
-    /// Whether this text went to this chat at or after `since`.
-    pub fn sent_since(&self, chat_id: i64, hash: &str, since: DateTime<Utc>) -> Result<bool> {
+    /// Whether this text went to this destination at or after `since`.
+    pub fn sent_since(&self, to: &Destination, hash: &str, since: DateTime<Utc>) -> Result<bool> {
         self.conn
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM sent
-                 WHERE chat_id = ?1 AND text_hash = ?2 AND sent_at >= ?3)",
-                params![chat_id, hash, format_ts(since)],
+                 WHERE channel = ?1 AND destination = ?2 AND text_hash = ?3 AND sent_at >= ?4)",
+                params![to.channel, to.destination, hash, format_ts(since)],
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))
     }
 
-    /// Counted messages sent to a chat at or after `since`.
-    pub fn count_sent(&self, chat_id: i64, since: DateTime<Utc>) -> Result<u32> {
+    /// Counted messages sent to a destination at or after `since`.
+    pub fn count_sent(&self, to: &Destination, since: DateTime<Utc>) -> Result<u32> {
         self.conn
             .query_row(
-                "SELECT COUNT(*) FROM sent WHERE chat_id = ?1 AND counted AND sent_at >= ?2",
-                params![chat_id, format_ts(since)],
+                "SELECT COUNT(*) FROM sent
+                 WHERE channel = ?1 AND destination = ?2 AND counted AND sent_at >= ?3",
+                params![to.channel, to.destination, format_ts(since)],
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))

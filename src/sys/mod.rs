@@ -24,6 +24,7 @@ compile_error!(
      prctl(PR_SET_PDEATHSIG) (so that tools stop when heartbeat dies)"
 );
 
+pub mod capture;
 pub mod supervisor;
 
 use std::io;

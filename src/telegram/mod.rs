@@ -29,34 +29,10 @@ use crate::render::telegram::html_to_plain;
 const SLACK: Duration = Duration::from_secs(10);
 /// The longest a request other than a long poll may take. teloxide waits 10 s before it
 /// reads any 5xx answer; a run must not stall that long per message when Telegram is down.
-const REQUEST_LIMIT: Duration = Duration::from_secs(5);
+pub const REQUEST_LIMIT: Duration = Duration::from_secs(5);
 
-/// Why a send did not go through.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SendError {
-    /// Telegram answered with an error that may pass later: try the other messages, and
-    /// this one again at the next run.
-    Refused(String),
-    /// Telegram answered that this message can never be sent (an HTTP 4xx other than 408
-    /// and 429: a bad chat, a blocked bot, a text it cannot take even as plain text): it is
-    /// dropped at once.
-    Rejected(String),
-    /// Telegram could not be reached or failed (network, 5xx, no token): stop for now.
-    Unavailable(String),
-    /// Telegram asked to wait this long before the next message (HTTP 429, `retry_after`).
-    RetryAfter(Duration, String),
-}
-
-impl SendError {
-    pub fn message(&self) -> &str {
-        match self {
-            SendError::Refused(m)
-            | SendError::Rejected(m)
-            | SendError::Unavailable(m)
-            | SendError::RetryAfter(_, m) => m,
-        }
-    }
-}
+/// Why a send did not go through: the classification every channel shares.
+pub use crate::notify::SendError;
 
 /// Whether Telegram's error answer is an HTTP 4xx other than 408 and 429: one that the same
 /// request can never pass (docs/reference.md#outbox). teloxide keeps the answer's
@@ -99,7 +75,8 @@ impl fmt::Display for PollError {
     }
 }
 
-/// Where messages go. Implemented by the Telegram client; tests use a fake.
+/// The Bot API's send, as the Telegram channel (`notify/telegram.rs`) uses it. Implemented
+/// by the Telegram client; tests use a fake.
 pub trait Transport {
     /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
     /// row of Approve / Always / Deny buttons per approval id and a Reset button per task id

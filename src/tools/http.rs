@@ -729,10 +729,13 @@ mod tests {
     #[test]
     fn registered_as_a_builtin_asking_for_approval() {
         let s = spec();
-        assert_eq!(s.kind, ToolKind::Http);
+        assert_eq!(
+            s.kind,
+            ToolKind::Builtin(super::super::builtin::builtin("http").unwrap())
+        );
         assert_eq!(s.approval, crate::config::Approval::Ask);
         assert_eq!(s.timeout, super::super::DEFAULT_TIMEOUT);
-        assert!(crate::config::BUILTIN_TOOLS.contains(&"http"));
+        assert!(super::super::builtin::is_builtin("http"));
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! - `write_file` never leaves a partial file: the target holds its old content or the whole
 //!   new one, keeps its mode, and no temp file stays behind (docs/reference.md#built-in-tools).
 
+pub mod builtin;
 pub mod http;
 pub mod input;
 pub mod process;
@@ -28,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
+pub use builtin::{BUILTINS, BuiltinTool};
 pub use input::{FileInput, ShellCmd, ShellInput, TextInput, input_timeout, type_name};
 
 use crate::config::{Approval, Config, McpServerConfig, ToolConfig};
@@ -45,15 +47,8 @@ pub const TOKEN_ENV: &str = "HEARTBEAT_TELEGRAM_TOKEN";
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum ToolKind {
-    Shell,
-    Log,
-    WriteFile,
-    AppendFile,
-    /// One HTTP request (see [`http`]).
-    Http,
-    /// A message to the Telegram chats. It needs the outbox, so the session carries it
-    /// out (`execute` only validates).
-    Notify,
+    /// One of [`builtin::BUILTINS`].
+    Builtin(&'static dyn BuiltinTool),
     /// A config tool (also `agent`): argv with `{key}` placeholders, no shell.
     Command(Vec<String>),
     /// `@SERVER.TOOL`: a tool of an MCP server (docs/reference.md#mcp-tools). The session carries
@@ -87,46 +82,6 @@ struct McpServer {
     config: McpServerConfig,
     listing: Option<Listing>,
 }
-
-/// Built-in tools: name, kind, default approval, description.
-const BUILTINS: [(&str, ToolKind, Approval, &str); 6] = [
-    (
-        "shell",
-        ToolKind::Shell,
-        Approval::Ask,
-        "Run a command (argv array, or a string run by sh -c)",
-    ),
-    (
-        "log",
-        ToolKind::Log,
-        Approval::Auto,
-        "Record a line of text",
-    ),
-    (
-        "write_file",
-        ToolKind::WriteFile,
-        Approval::Ask,
-        "Replace a file's content",
-    ),
-    (
-        "append_file",
-        ToolKind::AppendFile,
-        Approval::Ask,
-        "Append text to a file",
-    ),
-    (
-        "http",
-        ToolKind::Http,
-        Approval::Ask,
-        "Make an HTTP request (url, method, headers, body, expect_status)",
-    ),
-    (
-        "notify",
-        ToolKind::Notify,
-        Approval::Auto,
-        "Send a message to the Telegram chats (through the outbox)",
-    ),
-];
 
 impl Registry {
     /// Built-ins, config tools and the MCP servers, whose tools are not known yet (see
@@ -162,15 +117,15 @@ impl Registry {
     /// reports it).
     pub fn new(tools: &BTreeMap<String, ToolConfig>) -> Registry {
         let mut map = BTreeMap::new();
-        for (name, kind, approval, description) in BUILTINS {
+        for b in builtin::BUILTINS {
             map.insert(
-                name.to_string(),
+                b.name().to_string(),
                 ToolSpec {
-                    name: name.to_string(),
-                    kind,
+                    name: b.name().to_string(),
+                    kind: ToolKind::Builtin(b),
                     timeout: DEFAULT_TIMEOUT,
-                    approval,
-                    description: Some(description.to_string()),
+                    approval: b.approval(),
+                    description: Some(b.description().to_string()),
                 },
             );
         }
@@ -299,20 +254,18 @@ impl ToolSpec {
     /// Carried out by the session itself (the outbox, the run's MCP connections), never on
     /// a worker thread.
     pub fn runs_in_session(&self) -> bool {
-        matches!(self.kind, ToolKind::Notify | ToolKind::Mcp { .. })
+        match &self.kind {
+            ToolKind::Builtin(b) => b.runs_in_session(),
+            ToolKind::Mcp { .. } => true,
+            ToolKind::Command(_) => false,
+        }
     }
 
     /// Check the input's shape before anything runs (missing `cmd`, a placeholder key that
     /// the input lacks, …). The error is shown as the task's reason.
     pub fn validate(&self, input: &Map<String, Value>) -> Result<(), String> {
         match &self.kind {
-            ToolKind::Shell => ShellInput::parse(&self.name, input).map(drop),
-            ToolKind::Log => TextInput::parse(&self.name, input).map(drop),
-            ToolKind::Notify => TextInput::parse_message(&self.name, input).map(drop),
-            ToolKind::WriteFile | ToolKind::AppendFile => {
-                FileInput::parse(&self.name, input).map(drop)
-            }
-            ToolKind::Http => http::validate(&self.name, input),
+            ToolKind::Builtin(b) => b.validate(&self.name, input),
             ToolKind::Command(argv) => self.command_argv(argv, input).map(drop),
             ToolKind::Mcp { schema: None, .. } => Ok(()),
             ToolKind::Mcp {
@@ -474,29 +427,13 @@ pub fn execute_with_stop(
     }
     crate::error::work_started();
     let mut outcome = match &spec.kind {
-        ToolKind::Log => match TextInput::parse(&spec.name, input) {
-            Ok(log) => Outcome {
-                success: true,
-                stdout: log.text,
-                ..Outcome::default()
-            },
-            Err(e) => failed(e, started),
-        },
-        ToolKind::WriteFile | ToolKind::AppendFile => match FileInput::parse(&spec.name, input) {
-            Ok(file) => write_file(&file, inv, spec.kind == ToolKind::AppendFile),
-            Err(e) => failed(e, started),
-        },
-        ToolKind::Http => http::run(&spec.name, input, spec.timeout, stop),
-        ToolKind::Notify | ToolKind::Mcp { .. } => Outcome {
+        ToolKind::Builtin(b) => b.execute(spec, input, inv, stop),
+        ToolKind::Mcp { .. } => Outcome {
             error: Some(format!(
                 "{} is carried out by the run itself, not by execute",
                 spec.name
             )),
             ..Outcome::default()
-        },
-        ToolKind::Shell => match ShellInput::parse(&spec.name, input) {
-            Ok(shell) => run_shell(spec, &shell, inv, stop),
-            Err(e) => failed(e, started),
         },
         ToolKind::Command(argv) => {
             let argv = match spec.command_argv(argv, input) {
@@ -527,6 +464,8 @@ fn failed(error: String, started: Instant) -> Outcome {
     }
 }
 
+/// A process request with what every tool process gets (the task and run ids, the tokens
+/// removed, the stop flag).
 fn base_request<'a>(
     spec: &ToolSpec,
     inv: &Invocation,
@@ -541,36 +480,6 @@ fn base_request<'a>(
     ];
     req.stop = stop;
     req
-}
-
-fn run_shell(
-    spec: &ToolSpec,
-    shell: &ShellInput,
-    inv: &Invocation,
-    stop: Option<&AtomicBool>,
-) -> Outcome {
-    let mut req = base_request(spec, inv, stop);
-    // Parsed and checked before: these cannot fail here.
-    req.argv = match shell.cmd(&spec.name) {
-        Ok(ShellCmd::Argv(argv)) => argv,
-        Ok(ShellCmd::Script(script)) => vec!["/bin/sh".to_string(), "-c".to_string(), script],
-        Err(e) => return failed(e, Instant::now()),
-    };
-    if let Some(cwd) = &shell.cwd {
-        req.cwd = inv.workdir.join(cwd);
-    }
-    if let Some(env) = &shell.env {
-        // Heartbeat's own variables stay authoritative.
-        req.env
-            .splice(0..0, env.iter().map(|(k, v)| (k.clone(), v.clone())));
-    }
-    if let Some(stdin) = &shell.stdin {
-        req.stdin = Some(stdin.as_bytes().to_vec());
-    }
-    if let Ok(Some(t)) = shell.timeout(&spec.name) {
-        req.timeout = t;
-    }
-    process::run(&req)
 }
 
 /// `write_file` replaces the file atomically ([`replace_file`]); `append_file` is one

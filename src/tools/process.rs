@@ -26,20 +26,22 @@
 //! - A group id is only signalled while its leader has not been waited for, or right after;
 //!   it is never `<= 1` (so `kill(-1, …)` can never happen).
 
-use std::io::{self, Read, Write};
-use std::os::fd::AsFd;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use super::Outcome;
+use crate::sys::capture::{Capture, read_capped, take};
 use crate::sys::supervisor::{self, Environment, Launch, Reaper};
 use crate::sys::{self, Signal};
 
@@ -59,8 +61,6 @@ const TAIL_KEEP: usize = 64 * 1024;
 
 /// How often a stop flag is looked at while a process runs.
 const POLL: Duration = Duration::from_millis(50);
-/// How often a reader waiting on a quiet pipe looks whether it was given up on.
-const ABANDON_POLL: Duration = Duration::from_millis(100);
 
 /// One process to run.
 #[derive(Clone, Debug)]
@@ -158,16 +158,17 @@ fn run_inner(req: &Request) -> Outcome {
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
 
-    let out = Arc::new(Mutex::new(Capture::default()));
-    let err = Arc::new(Mutex::new(Capture::default()));
+    let out = Arc::new(Mutex::new(Capture::new(OUTPUT_CAP, TAIL_KEEP)));
+    let err = Arc::new(Mutex::new(Capture::new(OUTPUT_CAP, 0)));
     let (done_tx, done_rx) = mpsc::channel::<()>();
     // Set when the readers are given up on: each then ends within a poll and closes its pipe.
     let abandon = Arc::new(AtomicBool::new(false));
     let mut readers = 0;
     let mut setup_error = None;
     let pipes = [
-        stdout.map(|p| (Box::new(p) as Pipe, &out, "stdout")),
-        stderr.map(|p| (Box::new(p) as Pipe, &err, "stderr")),
+        // As files: one type for both pipes.
+        stdout.map(|p| (File::from(OwnedFd::from(p)), &out, "stdout")),
+        stderr.map(|p| (File::from(OwnedFd::from(p)), &err, "stderr")),
     ];
     for (pipe, cap, name) in pipes.into_iter().flatten() {
         let cap = Arc::clone(cap);
@@ -176,7 +177,7 @@ fn run_inner(req: &Request) -> Outcome {
         let spawned = thread::Builder::new()
             .name(format!("tool-{name}"))
             .spawn(move || {
-                read_capped(pipe, &cap, &abandon);
+                read_capped(pipe, &cap, Some(&abandon));
                 let _ = tx.send(());
             });
         match spawned {
@@ -261,9 +262,9 @@ fn run_inner(req: &Request) -> Outcome {
         success: false,
         exit_code: None,
         stdout: String::from_utf8_lossy(&out.kept).into_owned(),
-        stdout_dropped: out.total - out.kept.len() as u64,
+        stdout_dropped: out.dropped(),
         stderr: String::from_utf8_lossy(&err.kept).into_owned(),
-        stderr_dropped: err.total - err.kept.len() as u64,
+        stderr_dropped: err.dropped(),
         error: None,
         duration: Duration::ZERO,
         cost_usd,
@@ -294,57 +295,6 @@ fn failed(error: String) -> Outcome {
     Outcome {
         error: Some(error),
         ..Outcome::default()
-    }
-}
-
-/// A child's output pipe: read, and polled so that an abandoned reader notices in time.
-trait PipeRead: Read + AsFd + Send {}
-impl<T: Read + AsFd + Send> PipeRead for T {}
-type Pipe = Box<dyn PipeRead>;
-
-#[derive(Default)]
-struct Capture {
-    /// The first `OUTPUT_CAP` bytes.
-    kept: Vec<u8>,
-    /// Every byte read.
-    total: u64,
-    /// At least the last `min(total, TAIL_KEEP)` bytes of the stream.
-    tail: Vec<u8>,
-}
-
-fn take(cap: &Mutex<Capture>) -> Capture {
-    std::mem::take(&mut *cap.lock().unwrap_or_else(PoisonError::into_inner))
-}
-
-/// Reads `pipe` to its end, keeping what the cap allows, or until `abandon` is set (a
-/// detached grandchild holds the pipe open: the thread and the descriptor must not outlive
-/// the task). Shares progress through `cap` so that an abandoned reader's output so far is
-/// still reported.
-fn read_capped(mut pipe: Pipe, cap: &Mutex<Capture>, abandon: &AtomicBool) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        if abandon.load(Ordering::SeqCst) {
-            return;
-        }
-        if !sys::readable_within(pipe.as_fd(), ABANDON_POLL) {
-            continue;
-        }
-        let n = match pipe.read(&mut buf) {
-            Ok(0) => return,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
-        };
-        let chunk = &buf[..n];
-        let mut c = cap.lock().unwrap_or_else(PoisonError::into_inner);
-        let room = OUTPUT_CAP.saturating_sub(c.kept.len());
-        c.kept.extend_from_slice(&chunk[..room.min(n)]);
-        c.total += n as u64;
-        c.tail.extend_from_slice(chunk);
-        if c.tail.len() > 2 * TAIL_KEEP {
-            let cut = c.tail.len() - TAIL_KEEP;
-            c.tail.drain(..cut);
-        }
     }
 }
 

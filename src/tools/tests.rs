@@ -116,11 +116,17 @@ fn registry_has_builtins_with_defaults() {
     assert_eq!(reg.get("write_file").unwrap().approval, Approval::Ask);
     assert_eq!(reg.get("append_file").unwrap().approval, Approval::Ask);
     assert_eq!(reg.get("shell").unwrap().timeout, Duration::from_secs(300));
-    assert_eq!(reg.get("shell").unwrap().kind, ToolKind::Shell);
+    assert_eq!(
+        reg.get("shell").unwrap().kind,
+        ToolKind::Builtin(builtin::builtin("shell").unwrap())
+    );
     assert!(reg.get("agent").is_none());
     assert_eq!(reg.get("http").unwrap().approval, Approval::Ask);
     assert_eq!(reg.get("http").unwrap().timeout, Duration::from_secs(300));
-    assert_eq!(reg.get("http").unwrap().kind, ToolKind::Http);
+    assert_eq!(
+        reg.get("http").unwrap().kind,
+        ToolKind::Builtin(builtin::builtin("http").unwrap())
+    );
 }
 
 #[test]
@@ -186,7 +192,10 @@ fn registry_adds_command_tools_and_overrides_builtins() {
     assert_eq!(agent.approval, Approval::Auto);
     assert_eq!(agent.timeout, DEFAULT_TIMEOUT);
     let sh = reg.get("shell").unwrap();
-    assert_eq!(sh.kind, ToolKind::Shell);
+    assert_eq!(
+        sh.kind,
+        ToolKind::Builtin(builtin::builtin("shell").unwrap())
+    );
     assert_eq!(sh.approval, Approval::Deny);
     assert_eq!(sh.timeout, Duration::from_secs(10));
     assert_eq!(sh.description.as_deref(), Some("mine"));

@@ -1,0 +1,173 @@
+//! Channels: where messages to people go (docs/reference.md#outbox). Every channel is one
+//! implementation of [`Channel`] and one entry in [`CHANNELS`]; the outbox
+//! (`engine/outbox.rs`) queues, sends, retries, drops and expires messages for all of them
+//! alike, through the trait.
+//!
+//! Invariants:
+//! - A channel only sends and classifies: what becomes of a message (kept for the next run,
+//!   dropped `rejected`, dropped `expired`, held, folded, deduplicated) is decided once, in
+//!   `engine/outbox.rs`, from the [`SendError`] the channel answers with.
+//! - Every send has a time limit ([`Channel::timeout`]): a hung channel never blocks a run
+//!   for long.
+//! - What a channel is given is redacted ([`Redacted`]): a message leaves the process.
+
+pub mod telegram;
+
+use std::time::Duration;
+
+use crate::schedule::Window;
+use crate::text::Redacted;
+
+/// Every kind of channel, by the name its outbox rows and audit lines carry.
+pub const CHANNELS: [&str; 1] = [telegram::KIND];
+
+/// Why a send did not go through: the one classification every channel answers with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SendError {
+    /// The channel answered with an error that may pass later: try the other messages, and
+    /// this one again at the next run.
+    Refused(String),
+    /// The channel answered that this message can never be sent (an HTTP 4xx other than
+    /// 408 and 429: a bad destination, a blocked bot, a text it cannot take): it is dropped
+    /// at once (`rejected`).
+    Rejected(String),
+    /// The channel could not be reached or failed (network, 5xx, a timeout, no token): stop
+    /// sending on it for now.
+    Unavailable(String),
+    /// The channel asked to wait this long before the next message (HTTP 429).
+    RetryAfter(Duration, String),
+}
+
+impl SendError {
+    pub fn message(&self) -> &str {
+        match self {
+            SendError::Refused(m)
+            | SendError::Rejected(m)
+            | SendError::Unavailable(m)
+            | SendError::RetryAfter(_, m) => m,
+        }
+    }
+
+    /// The classification of an HTTP error status, for channels that speak HTTP: 429 waits
+    /// (`retry_after`, else a minute), 408 and 5xx are unavailable, any other 4xx can never
+    /// pass, anything else may pass later.
+    pub fn from_status(status: u16, retry_after: Option<Duration>, message: String) -> SendError {
+        match status {
+            429 => SendError::RetryAfter(retry_after.unwrap_or(Duration::from_secs(60)), message),
+            408 | 500..=599 => SendError::Unavailable(message),
+            400..=499 => SendError::Rejected(message),
+            _ => SendError::Refused(message),
+        }
+    }
+}
+
+/// One message as a channel is given it: the payload in the channel's own format (Telegram:
+/// HTML), and the approvals and tripped tasks it may show buttons for.
+#[derive(Clone, Copy, Debug)]
+pub struct Message<'a> {
+    pub payload: &'a Redacted,
+    pub approvals: &'a [i64],
+    pub resets: &'a [String],
+}
+
+/// The noise rules' settings of one channel (docs/reference.md#outbox).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rules {
+    /// Non-urgent messages wait until these hours end.
+    pub quiet_hours: Option<Window>,
+    /// Past this many messages a local day, non-urgent ones are folded; 0 = no limit.
+    pub max_per_day: u32,
+}
+
+/// A place messages go. The outbox holds each message under the channel's [`kind`] and a
+/// destination in the channel's own terms, and calls [`send`] with them.
+///
+/// [`kind`]: Channel::kind
+/// [`send`]: Channel::send
+pub trait Channel {
+    /// Its name in [`CHANNELS`], in its outbox rows and in its audit lines.
+    fn kind(&self) -> &'static str;
+
+    /// The destinations configured now, as the outbox stores them. A queued message to any
+    /// other is dropped.
+    fn destinations(&self) -> Vec<String>;
+
+    /// Why a message to a destination no longer configured is dropped (an audit line).
+    fn unconfigured(&self) -> &'static str;
+
+    /// Quiet hours and the daily cap.
+    fn rules(&self) -> Rules;
+
+    /// Whether it can send at all now (a token is set, a client is built). When it cannot,
+    /// every message waits in the outbox.
+    fn connected(&self) -> bool;
+
+    /// The longest one send may wait for an answer; a send that takes longer is
+    /// [`SendError::Unavailable`].
+    fn timeout(&self) -> Duration;
+
+    /// The longest payload one message may carry; a longer one is sent in parts, cut at
+    /// lines by [`split`].
+    ///
+    /// [`split`]: Channel::split
+    fn max_len(&self) -> usize;
+
+    /// Cut a payload into parts of at most `limit` (in the channel's own measure), at lines.
+    fn split(&self, payload: &Redacted, limit: usize) -> Vec<Redacted>;
+
+    /// The payload of the line that heads `n` messages folded into one by the daily cap.
+    fn folded_header(&self, n: usize) -> String;
+
+    /// Whether a sent message with approval buttons is remembered (its destination as a
+    /// Telegram chat id), so that a press can edit it later.
+    fn keeps_button_messages(&self) -> bool {
+        false
+    }
+
+    /// Send one message (one part) to `destination`; the channel's id for it (0 if it has
+    /// none). Gives up after [`Channel::timeout`].
+    fn send(&self, destination: &str, message: &Message) -> Result<i64, SendError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_channel_kind_is_listed_once() {
+        let mut kinds = CHANNELS.to_vec();
+        kinds.sort_unstable();
+        kinds.dedup();
+        assert_eq!(kinds.len(), CHANNELS.len());
+        assert!(CHANNELS.contains(&"telegram"));
+    }
+
+    #[test]
+    fn only_a_4xx_other_than_408_and_429_is_rejected_for_good() {
+        let m = || "x".to_string();
+        assert_eq!(
+            SendError::from_status(400, None, m()),
+            SendError::Rejected(m())
+        );
+        assert_eq!(
+            SendError::from_status(404, None, m()),
+            SendError::Rejected(m())
+        );
+        assert_eq!(
+            SendError::from_status(408, None, m()),
+            SendError::Unavailable(m())
+        );
+        assert_eq!(
+            SendError::from_status(429, Some(Duration::from_secs(7)), m()),
+            SendError::RetryAfter(Duration::from_secs(7), m())
+        );
+        assert_eq!(
+            SendError::from_status(503, None, m()),
+            SendError::Unavailable(m())
+        );
+        assert_eq!(
+            SendError::from_status(302, None, m()),
+            SendError::Refused(m())
+        );
+    }
+}
