@@ -309,7 +309,7 @@ impl Decider {
             new_run_id(now),
             self.clock,
             now,
-            "approve",
+            crate::model::RunMode::Approve,
             // A person approved: the run is theirs.
             crate::model::Trigger::Manual,
             &files,

@@ -66,7 +66,7 @@ pub struct Tick<'a> {
     pub force: bool,
     pub autonomy: Autonomy,
     /// `once` or `daemon` (the audit's `run_started.mode`).
-    pub mode: &'static str,
+    pub mode: crate::model::RunMode,
     /// What started this tick: its schedule, or a person (SIGUSR1, `/run`, a button press).
     pub trigger: crate::model::Trigger,
     pub telegram: Option<&'a Telegram>,
@@ -235,7 +235,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
             session.run_approved(None)?;
             if active && t.plan {
                 let plan = plan_now(t, &tasks, &registry, &session.store, now)?;
-                session.apply_all(&tasks, &plan.items)?;
+                session.apply_all(&plan.items)?;
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
                 let next = cfg.active.next_active(now);
@@ -308,13 +308,20 @@ fn mcp_catalog(
     }
     let registry = Registry::from_config(cfg).with_catalog(&catalog);
     let plan = plan_now(t, tasks, &registry, store, now)?;
-    let wanted = tasks.iter().zip(&plan.items).filter_map(|(task, p)| {
-        let acts = matches!(
-            p.decision,
-            plan::Decision::Run | plan::Decision::Approve | plan::Decision::Invalid { .. }
-        );
-        Some((p.tool.as_deref().filter(|_| acts)?, &*task.file))
-    });
+    let wanted: Vec<(String, &Path)> = plan
+        .items
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.decision,
+                plan::Decision::Run(_)
+                    | plan::Decision::Approve(_)
+                    | plan::Decision::Invalid { .. }
+            )
+        })
+        .filter_map(|p| Some((p.shown_tool(cfg.plain_tasks)?, &*p.task.file)))
+        .collect();
+    let wanted = wanted.iter().map(|(tool, file)| (tool.as_str(), *file));
     for (server, workdir) in super::mcp::named_servers(cfg, wanted) {
         if !catalog.contains_key(&server) || stale.contains(&server) {
             super::mcp::refresh(servers, store, &mut catalog, &server, workdir, now)?;

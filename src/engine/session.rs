@@ -14,7 +14,6 @@
 //!   one-statement claim `approved → running` succeeded.
 //! - One-time ticks are written once per file, in `finish`, after re-reading the file.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,12 +32,12 @@ use crate::error::{Error, Result};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
 use crate::markdown::{self, FileError, SourceFile};
-use crate::model::{Section, Task, Trigger};
-use crate::plan::{Decision, Planned, SkipReason};
+use crate::model::{Outcome, RunMode, Section, Task, Trigger};
+use crate::plan::{CallError, Decision, Planned, SkipReason, ToolCall};
 use crate::report::{Report, TaskReport, safe_text};
 use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
 use crate::text::Redacted;
-use crate::tools::{self, Invocation, Outcome, Registry, ToolKind, ToolSpec};
+use crate::tools::{self, Invocation, Registry, ToolKind, ToolSpec};
 
 /// The error of a task whose tool ran and whose outcome could not be kept (`what`).
 fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Error {
@@ -120,7 +119,7 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// Write `run_started` and open the run's record. `mode`: once, daemon, approve.
+    /// Write `run_started` and open the run's record.
     #[allow(clippy::too_many_arguments)]
     pub fn begin(
         _lock: &RunLock,
@@ -131,7 +130,7 @@ impl<'a> Session<'a> {
         run_id: String,
         clock: Clock,
         now: DateTime<Utc>,
-        mode: &str,
+        mode: RunMode,
         trigger: Trigger,
         files: &[&Path],
         autonomy: &str,
@@ -167,11 +166,11 @@ impl<'a> Session<'a> {
             .store
             .last_start()?
             .map(|at| (now - at).num_seconds().max(0));
-        s.store.start_run(&run_id, mode, now)?;
+        s.store.start_run(&run_id, mode.as_str(), now)?;
         // Stamped with the run's start, which schedules compare.
         let event = Event::RunStarted {
             run_id: &run_id,
-            mode,
+            mode: mode.as_str(),
             files,
             autonomy,
             host: hostname(),
@@ -292,7 +291,7 @@ impl<'a> Session<'a> {
             column: None,
             text,
             tool: Some(lost.tool.to_string()),
-            outcome: "interrupted",
+            outcome: Outcome::Interrupted,
             reason: Some(reason),
             approval_id: lost.approval_id,
             exit_code: None,
@@ -307,16 +306,16 @@ impl<'a> Session<'a> {
 
     /// Before a one-time task with outside effects starts: its start, durably. If that
     /// cannot be written, the tool does not start.
-    fn record_start(&mut self, task: &Task, name: &str, input: &Map<String, Value>) -> Result<()> {
-        if task.section != Section::OneTime || name == "log" {
+    fn record_start(&mut self, task: &Task, call: &ToolCall) -> Result<()> {
+        if task.section != Section::OneTime || call.name() == "log" {
             return Ok(());
         }
         let file = task.file.to_string_lossy();
         let row = crate::store::NewStart {
             task_id: &task.id,
             run_id: &self.run_id,
-            tool: name,
-            input: self.secrets.redact_map(input),
+            tool: call.name(),
+            input: self.secrets.redact_map(&call.input),
             file: &file,
             line: task.line as i64,
             section: task.section.as_str(),
@@ -352,15 +351,18 @@ impl<'a> Session<'a> {
             Ok(Some(t)) if t.done => return self.stale(row, "the task is already done"),
             Ok(Some(t)) => t,
         };
-        let Some((name, input)) = crate::plan::tool_call(&task, self.cfg.plain_tasks) else {
-            return self.stale(row, "the task is no longer a valid tool call");
+        // The call as the file says it now, resolved and validated again.
+        let call = match ToolCall::resolve(&task, self.cfg.plain_tasks, self.registry) {
+            Ok(Some(call)) => call,
+            Ok(None) => return self.stale(row, "the task is no longer a valid tool call"),
+            Err(CallError::Unknown { name, .. }) => {
+                return self.stale(row, &format!("tool \"{name}\" no longer exists"));
+            }
+            Err(CallError::Input { why, .. }) => {
+                return self.stale(row, &format!("invalid input: {why}"));
+            }
         };
-        let Some(spec) = self.registry.get(&name) else {
-            return self.stale(row, &format!("tool \"{name}\" no longer exists"));
-        };
-        if let Err(e) = spec.validate(&input) {
-            return self.stale(row, &format!("invalid input: {e}"));
-        }
+        let (name, spec) = (call.name().to_string(), &call.spec);
         if self.stopping() {
             // Shutting down: it stays approved and runs at the next tick.
             return Ok(());
@@ -385,7 +387,7 @@ impl<'a> Session<'a> {
         }
         crate::fault::point("approval_claimed");
         // Its outcome, the approval's included, is recorded with the tool run.
-        self.run_tool(&task, &name, &input, Some(row.id))?;
+        self.run_tool(&task, &call, Some(row.id))?;
         self.handled.insert(task.id.clone());
         Ok(())
     }
@@ -403,7 +405,7 @@ impl<'a> Session<'a> {
             task_id: &row.task_id,
             reason: &reason,
         }))?;
-        let mut r = row_report(row, "stale", &self.secrets);
+        let mut r = row_report(row, Outcome::Stale, &self.secrets);
         r.reason = Some(reason);
         self.push(r);
         Ok(())
@@ -414,40 +416,34 @@ impl<'a> Session<'a> {
     }
 
     /// Carry out one planned decision.
-    pub fn apply(&mut self, task: &Task, planned: &Planned) -> Result<()> {
+    pub fn apply(&mut self, planned: &Planned) -> Result<()> {
+        let task = &planned.task;
         if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
         }
-        let tool = planned.tool.as_deref();
         match &planned.decision {
-            Decision::Run => {
-                if let (Some(name), Some(input)) = (&planned.tool, &planned.input)
-                    && self.may_start(task, name)?
-                {
-                    self.record_start(task, name, input)?;
-                    self.run_tool(task, name, input, None)?;
+            Decision::Run(call) => {
+                if self.may_start(task, call.name())? {
+                    self.record_start(task, call)?;
+                    self.run_tool(task, call, None)?;
                 }
             }
-            Decision::Approve => {
+            Decision::Approve(call) => {
                 // An MCP server that will not start (a command cron's PATH does not find) fails
                 // its tasks now: asking a person to approve a call that cannot be made would
                 // only hide the failure until then.
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
-                let unstartable = match &planned.tool {
-                    Some(name) => self.mcp.start_for(name, workdir).err(),
-                    None => None,
-                };
-                match (unstartable, &planned.tool, &planned.input) {
-                    (Some(why), Some(name), Some(input)) => {
-                        if self.may_start(task, name)? {
-                            let outcome = Outcome {
+                match self.mcp.start_for(call.name(), workdir) {
+                    Err(why) => {
+                        if self.may_start(task, call.name())? {
+                            let outcome = tools::Outcome {
                                 error: Some(why),
-                                ..Outcome::default()
+                                ..tools::Outcome::default()
                             };
-                            self.record_outcome(task, name, input, None, outcome)?;
+                            self.record_outcome(task, call, None, outcome)?;
                         }
                     }
-                    _ => self.queue(task, planned)?,
+                    Ok(_) => self.queue(task, call)?,
                 }
             }
             Decision::Remind => {
@@ -457,7 +453,7 @@ impl<'a> Session<'a> {
                     self.store.record_attempt(&task.id, self.now)?;
                 }
                 let run_id = self.run_id.clone();
-                let mut r = TaskReport::new(task, None, "reminded", &self.secrets);
+                let mut r = TaskReport::new(task, None, Outcome::Reminded, &self.secrets);
                 self.record(&Event::TaskReminded {
                     run_id: &run_id,
                     task_id: &task.id,
@@ -479,6 +475,8 @@ impl<'a> Session<'a> {
             } => {
                 let run_id = self.run_id.clone();
                 let error = self.secrets.redact(error);
+                let tool = planned.shown_tool(self.cfg.plain_tasks);
+                let tool = tool.as_deref();
                 self.record(&Event::TaskInvalid {
                     run_id: &run_id,
                     file: &task.file,
@@ -488,13 +486,16 @@ impl<'a> Session<'a> {
                     task_id: &task.id,
                     tool,
                 })?;
-                let mut r = TaskReport::new(task, tool, "invalid", &self.secrets);
+                let mut r = TaskReport::new(task, tool, Outcome::Invalid, &self.secrets);
                 r.line = *line;
                 r.column = Some(*column);
                 r.reason = Some(error);
                 self.push(r);
             }
-            Decision::Skip(reason) => self.skip(task, tool, *reason)?,
+            Decision::Skip(reason) => {
+                let tool = planned.shown_tool(self.cfg.plain_tasks);
+                self.skip(task, tool.as_deref(), *reason)?
+            }
             // A one-time success whose tick did not land: try the tick again, run nothing.
             Decision::Done if !task.done && task.section == Section::OneTime => {
                 self.want_tick(task);
@@ -540,11 +541,11 @@ impl<'a> Session<'a> {
     /// Carry out the plan. With `concurrency` above 1, up to that many tools run at once,
     /// started in file order; everything else (checks, records, the audit) stays on this
     /// thread, so lines stay whole and the guardrails see every start and every outcome.
-    pub fn apply_all(&mut self, tasks: &[&Task], items: &[Planned]) -> Result<()> {
+    pub fn apply_all(&mut self, items: &[Planned]) -> Result<()> {
         let limit = self.cfg.concurrency.max(1);
         if limit == 1 {
-            for (task, planned) in tasks.iter().zip(items) {
-                self.apply(task, planned)?;
+            for planned in items {
+                self.apply(planned)?;
             }
             return Ok(());
         }
@@ -552,20 +553,16 @@ impl<'a> Session<'a> {
         let run_id = self.run_id.clone();
         let remove_env = self.token_env();
         std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) = std::sync::mpsc::channel::<(usize, Outcome)>();
+            let (tx, rx) = std::sync::mpsc::channel::<(usize, tools::Outcome)>();
             let mut running = 0usize;
-            for (i, (task, planned)) in tasks.iter().zip(items).enumerate() {
-                let parallel = match (&planned.decision, &planned.tool, &planned.input) {
-                    (Decision::Run, Some(name), Some(_)) => self
-                        .registry
-                        .get(name)
-                        .filter(|spec| !spec.runs_in_session())
-                        .map(Cow::into_owned),
-                    _ => None,
-                };
-                let Some(spec) = parallel else {
-                    self.apply(task, planned)?;
-                    continue;
+            for (i, planned) in items.iter().enumerate() {
+                let task = &planned.task;
+                let call = match &planned.decision {
+                    Decision::Run(call) if !call.spec.runs_in_session() => call,
+                    _ => {
+                        self.apply(planned)?;
+                        continue;
+                    }
                 };
                 if self.handled.contains(&task.id) || self.stopping() {
                     continue;
@@ -575,20 +572,19 @@ impl<'a> Session<'a> {
                     // Every worker sends its outcome; a closed channel only ends the wait.
                     let Ok((j, outcome)) = rx.recv() else { break };
                     running -= 1;
-                    self.finish_parallel(tasks[j], &items[j], outcome)?;
+                    self.finish_parallel(&items[j], outcome)?;
                 }
-                if !self.may_start(task, &spec.name)? {
+                if !self.may_start(task, call.name())? {
                     continue;
                 }
-                let input = planned.input.clone().unwrap_or_default();
-                self.record_start(task, &spec.name, &input)?;
+                self.record_start(task, call)?;
                 let task_id = task.id.clone();
                 let workdir = task.file.parent().unwrap_or(Path::new("/")).to_path_buf();
                 let (tx, run_id, remove_env) = (tx.clone(), run_id.clone(), remove_env.clone());
                 scope.spawn(move || {
                     let outcome = tools::execute_with_stop(
-                        &spec,
-                        &input,
+                        &call.spec,
+                        &call.input,
                         &Invocation {
                             task_id: &task_id,
                             run_id: &run_id,
@@ -603,15 +599,15 @@ impl<'a> Session<'a> {
             }
             drop(tx);
             for (j, outcome) in rx {
-                self.finish_parallel(tasks[j], &items[j], outcome)?;
+                self.finish_parallel(&items[j], outcome)?;
             }
             Ok(())
         })
     }
 
-    fn finish_parallel(&mut self, task: &Task, planned: &Planned, outcome: Outcome) -> Result<()> {
-        if let (Some(name), Some(input)) = (&planned.tool, &planned.input) {
-            self.record_outcome(task, name, input, None, outcome)?;
+    fn finish_parallel(&mut self, planned: &Planned, outcome: tools::Outcome) -> Result<()> {
+        if let Decision::Run(call) = &planned.decision {
+            self.record_outcome(&planned.task, call, None, outcome)?;
         }
         Ok(())
     }
@@ -643,7 +639,7 @@ impl<'a> Session<'a> {
             // it every run.
             return Ok(());
         }
-        let mut r = TaskReport::new(task, tool, "skipped", &self.secrets);
+        let mut r = TaskReport::new(task, tool, Outcome::Skipped, &self.secrets);
         r.reason = Some(reason.as_str().into());
         self.push(r);
         Ok(())
@@ -731,61 +727,56 @@ impl<'a> Session<'a> {
         }
     }
 
-    /// Run one tool and record its outcome.
+    /// Run one tool call as planned and record its outcome.
     fn run_tool(
         &mut self,
         task: &Task,
-        name: &str,
-        input: &Map<String, Value>,
+        call: &ToolCall,
         approval_id: Option<i64>,
-    ) -> Result<Outcome> {
-        let Some(spec) = self.registry.get(name) else {
-            // The plan only runs tools that exist.
-            return Ok(Outcome::default());
-        };
-        let outcome = match spec.kind {
-            ToolKind::Notify => self.notify(input)?,
+    ) -> Result<tools::Outcome> {
+        let outcome = match call.spec.kind {
+            ToolKind::Notify => self.notify(&call.input)?,
             ToolKind::Mcp { .. } => {
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
                 self.mcp
-                    .call(&spec, input, workdir, self.stop.map(|s| &s.kill))
+                    .call(&call.spec, &call.input, workdir, self.stop.map(|s| &s.kill))
             }
-            _ => self.execute(task, &spec, input),
+            _ => self.execute(task, &call.spec, &call.input),
         };
-        self.record_outcome(task, name, input, approval_id, outcome)
+        self.record_outcome(task, call, approval_id, outcome)
     }
 
     /// `notify`: put the text in the outbox for every chat; delivered at the end of the run.
-    fn notify(&mut self, input: &Map<String, Value>) -> Result<Outcome> {
+    fn notify(&mut self, input: &Map<String, Value>) -> Result<tools::Outcome> {
         let started = Instant::now();
         let text = input
             .get("text")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let Some(tc) = &self.cfg.telegram else {
-            return Ok(Outcome {
+            return Ok(tools::Outcome {
                 error: Some("notify needs a [telegram] table in the config".into()),
                 duration: started.elapsed(),
-                ..Outcome::default()
+                ..tools::Outcome::default()
             });
         };
         if tc.chat_ids.is_empty() {
-            return Ok(Outcome {
+            return Ok(tools::Outcome {
                 error: Some("telegram.chat_ids is empty: nobody to notify".into()),
                 duration: started.elapsed(),
-                ..Outcome::default()
+                ..tools::Outcome::default()
             });
         }
         self.enqueue(tc, "notify", crate::text::escape(text), false, Vec::new())?;
-        Ok(Outcome {
+        Ok(tools::Outcome {
             success: true,
             stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),
             duration: started.elapsed(),
-            ..Outcome::default()
+            ..tools::Outcome::default()
         })
     }
 
-    fn execute(&self, task: &Task, spec: &ToolSpec, input: &Map<String, Value>) -> Outcome {
+    fn execute(&self, task: &Task, spec: &ToolSpec, input: &Map<String, Value>) -> tools::Outcome {
         let workdir = task.file.parent().unwrap_or(Path::new("/"));
         let remove_env = self.token_env();
         tools::execute_with_stop(
@@ -805,11 +796,11 @@ impl<'a> Session<'a> {
     fn record_outcome(
         &mut self,
         task: &Task,
-        name: &str,
-        input: &Map<String, Value>,
+        call: &ToolCall,
         approval_id: Option<i64>,
-        outcome: Outcome,
-    ) -> Result<Outcome> {
+        outcome: tools::Outcome,
+    ) -> Result<tools::Outcome> {
+        let (name, input) = (call.name(), &call.input);
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
         // Redacted before they are cut: a secret straddling the cut would keep all but its
@@ -929,11 +920,7 @@ impl<'a> Session<'a> {
         let mut r = TaskReport::new(
             task,
             Some(name),
-            if outcome.success {
-                "succeeded"
-            } else {
-                "failed"
-            },
+            Outcome::of_run(outcome.success),
             &self.secrets,
         );
         r.exit_code = outcome.exit_code;
@@ -947,10 +934,8 @@ impl<'a> Session<'a> {
         Ok(outcome)
     }
 
-    fn queue(&mut self, task: &Task, planned: &Planned) -> Result<()> {
-        let (Some(name), Some(input)) = (&planned.tool, &planned.input) else {
-            return Ok(());
-        };
+    fn queue(&mut self, task: &Task, call: &ToolCall) -> Result<()> {
+        let (name, input) = (call.name(), &call.input);
         let file = task.file.to_string_lossy();
         let mut text = safe_text(task);
         // Whoever decides sees that an agent wrote this task (docs/reference.md#proposal-mark): the
@@ -998,7 +983,7 @@ impl<'a> Session<'a> {
             file: &task.file,
             line: task.line,
         })?;
-        let mut r = TaskReport::new(task, Some(name), "queued", &self.secrets);
+        let mut r = TaskReport::new(task, Some(name), Outcome::Queued, &self.secrets);
         r.approval_id = Some(id);
         r.reason = proposed.map(|p| self.secrets.redact(&p));
         self.push(r);
@@ -1140,7 +1125,7 @@ impl FileCache {
 }
 
 /// A report for an approval row (when its task could not be found in its file).
-fn row_report(row: &ApprovalRow, outcome: &'static str, secrets: &Secrets) -> TaskReport {
+fn row_report(row: &ApprovalRow, outcome: Outcome, secrets: &Secrets) -> TaskReport {
     TaskReport {
         task_id: row.task_id.clone(),
         file: Arc::from(Path::new(&row.file)),
