@@ -433,7 +433,7 @@ fn tool_input(task: &Task) -> Option<Map<String, Value>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::ToolConfig;
     use crate::model::DaySet;
@@ -442,7 +442,8 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::time::Duration;
 
-    fn config(tools: BTreeMap<String, ToolConfig>) -> Config {
+    /// A config of these tools, active 08:00-22:00 in Berlin, cautious, no budget.
+    pub(crate) fn config(tools: BTreeMap<String, ToolConfig>) -> Config {
         Config {
             source: None,
             files: vec![],

@@ -19,7 +19,7 @@ use super::bot::{self, Effects, Pressed};
 use super::decide::Decider;
 use super::files::{Loaded, all_tasks};
 use super::outbox;
-use super::session::{self, Session, new_run_id};
+use super::session::{self, RunStart, Session, new_run_id};
 use crate::audit::{self, Event, event::Pause};
 use crate::clock::Clock;
 use crate::config::{Autonomy, Config};
@@ -213,13 +213,15 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 &registry,
                 store,
                 audit,
-                run_id.clone(),
-                t.clock,
-                now,
-                t.mode,
-                t.trigger,
-                &paths,
-                t.autonomy.as_str(),
+                RunStart {
+                    run_id: run_id.clone(),
+                    clock: t.clock,
+                    now,
+                    mode: t.mode,
+                    trigger: t.trigger,
+                    files: &paths,
+                    autonomy: t.autonomy,
+                },
             )?;
             if let Some(pruned) = &pruned {
                 session.record(pruned)?;
@@ -234,7 +236,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
             session.recover_interrupted()?;
             session.run_approved(None)?;
             if active && t.plan {
-                let plan = plan_now(t, &tasks, &registry, &session.store, now)?;
+                let plan = plan_now(t, &tasks, &registry, session.store(), now)?;
                 session.apply_all(&plan.items)?;
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.

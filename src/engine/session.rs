@@ -1,14 +1,14 @@
 //! A session is one stretch of work under the run lock: a `run --once`, or the execution of
-//! approvals by `approve`. Every effect of a session goes through here: tools, SQLite
-//! bookkeeping, audit lines, ticks.
+//! approvals by `approve`. It coordinates the parts that do the work: the plan's calls run
+//! through [`super::executor`], the guardrails are [`super::guard`]'s, every record goes
+//! through [`super::ledger`] (SQLite, then the audit line), and what a run that died left
+//! behind is settled by [`super::recovery`].
 //!
 //! Invariants:
 //! - Only constructed while the caller holds the run lock (`Session::begin` takes the lock
 //!   guard by reference to make that visible at every call site).
 //! - A tool's outcome is recorded (SQLite, audit) right after it finishes, before the next
 //!   tool starts, so a crash loses at most the task that was running.
-//! - An audit line is written after the SQLite commit that records what it tells: the log
-//!   never shows an outcome, a claim or a decision that SQLite does not know.
 //! - An approved task runs only after its file was re-read and the task found unchanged and
 //!   open, its tool's policy, its trip and the budget checked again, and only after the
 //!   one-statement claim `approved → running` succeeded.
@@ -17,17 +17,20 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::executor::{Executor, Pool};
+use super::guard::{Guard, Start};
+use super::ledger::{Ledger, NotKept};
+use super::recovery::{self, Recovering};
 use crate::audit::event::{Ended, Mark, TaskRun};
 use crate::audit::{AuditLog, Event, Secrets, TEXT_LIMIT};
 use crate::clock::Clock;
-use crate::config::{Approval, Config, TelegramConfig};
+use crate::config::{Approval, Autonomy, Config, TelegramConfig};
 use crate::error::{Error, Result};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
@@ -37,7 +40,7 @@ use crate::plan::{CallError, Decision, Planned, SkipReason, ToolCall};
 use crate::report::{Report, TaskReport, safe_text};
 use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
 use crate::text::Redacted;
-use crate::tools::{self, Invocation, Registry, ToolKind, ToolSpec};
+use crate::tools::{self, Registry, ToolKind};
 
 /// The error of a task whose tool ran and whose outcome could not be kept (`what`).
 fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Error {
@@ -54,9 +57,6 @@ const SUMMARY_CHARS: usize = 200;
 /// How an approval of a task an agent proposed names its proposer.
 pub const PROPOSED_BY: &str = "proposed by an agent, ";
 
-/// The local day on which `budget_exhausted` was last audited.
-const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
-
 /// Create the state dir and the audit log's directory (0700) and open the audit log, which
 /// never shows `secrets`.
 pub fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
@@ -67,18 +67,21 @@ pub fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
     AuditLog::open(&cfg.audit_log, secrets.clone()).map_err(|e| Error::io(&cfg.audit_log, e))
 }
 
-/// A stop request (the daemon's SIGTERM): `no_new` keeps tasks from starting, `kill` stops
-/// the tools that are running.
-#[derive(Debug, Default)]
-pub struct Stop {
-    pub no_new: AtomicBool,
-    pub kill: AtomicBool,
-}
+pub use super::executor::Stop;
 
-impl Stop {
-    pub fn stopping(&self) -> bool {
-        self.no_new.load(Ordering::SeqCst)
-    }
+/// What a run is, for its `run_started` line and its `runs` row.
+pub struct RunStart<'f> {
+    pub run_id: String,
+    /// Where each audit line reads the time it happened.
+    pub clock: Clock,
+    /// When the run started: what schedules, attempts and the budget's day compare.
+    pub now: DateTime<Utc>,
+    pub mode: RunMode,
+    /// What started it: every task line and report says it too.
+    pub trigger: Trigger,
+    /// The files it reads.
+    pub files: &'f [&'f Path],
+    pub autonomy: Autonomy,
 }
 
 pub struct Session<'a> {
@@ -86,15 +89,13 @@ pub struct Session<'a> {
     pub stop: Option<&'a Stop>,
     cfg: &'a Config,
     registry: &'a Registry,
-    pub store: Store,
-    audit: AuditLog,
+    /// SQLite and the audit log, written in that order.
+    ledger: Ledger,
     /// What no sink of this session shows: the audit log's secrets.
     secrets: Secrets,
     pub run_id: String,
     /// When the run started: what schedules, attempts and the budget's day compare.
     pub now: DateTime<Utc>,
-    /// Where each audit line reads the time it happened.
-    clock: Clock,
     pub report: Report,
     /// File → one-time task ids to tick, in the order they succeeded.
     ticks: BTreeMap<Arc<Path>, Vec<String>>,
@@ -105,12 +106,8 @@ pub struct Session<'a> {
     file_cache: FileCache,
     /// Tasks run from an approval in this session: the plan leaves them alone this time.
     pub handled: HashSet<String>,
-    /// Spent since local midnight, including what this session ran (for the budget).
-    spent: f64,
-    /// Tools started in this session (for cooldowns).
-    started_tools: HashSet<String>,
-    /// Estimated costs of the tools running now (so parallel starts cannot overspend).
-    reserved: f64,
+    /// The budget, cooldowns within the run and the failure breaker.
+    guard: Guard,
     started: Instant,
     /// What started this run: every task line and report says it too.
     trigger: Trigger,
@@ -120,72 +117,75 @@ pub struct Session<'a> {
 
 impl<'a> Session<'a> {
     /// Write `run_started` and open the run's record.
-    #[allow(clippy::too_many_arguments)]
     pub fn begin(
         _lock: &RunLock,
         cfg: &'a Config,
         registry: &'a Registry,
         store: Store,
         audit: AuditLog,
-        run_id: String,
-        clock: Clock,
-        now: DateTime<Utc>,
-        mode: RunMode,
-        trigger: Trigger,
-        files: &[&Path],
-        autonomy: &str,
+        run: RunStart,
     ) -> Result<Session<'a>> {
-        let mut s = Session {
+        let RunStart {
+            run_id,
+            clock,
+            now,
+            mode,
+            trigger,
+            files,
+            autonomy,
+        } = run;
+        let secrets = audit.secrets().clone();
+        let mut ledger = Ledger::new(store, audit, clock);
+        // A previous start in the future (a clock that stepped back) counts as now.
+        let since_last_run_s = ledger
+            .store
+            .last_start()?
+            .map(|at| (now - at).num_seconds().max(0));
+        ledger.store.start_run(&run_id, mode.as_str(), now)?;
+        // Stamped with the run's start, which schedules compare.
+        ledger.record_at(
+            now,
+            &Event::RunStarted {
+                run_id: &run_id,
+                mode: mode.as_str(),
+                files,
+                autonomy: autonomy.as_str(),
+                host: hostname(),
+                pid: std::process::id(),
+                version: env!("CARGO_PKG_VERSION"),
+                since_last_run_s,
+                trigger,
+            },
+        )?;
+        let spent = ledger
+            .store
+            .spent_since(crate::schedule::local_midnight(cfg.tz(), now))?;
+        Ok(Session {
             stop: None,
             cfg,
             registry,
-            store,
-            secrets: audit.secrets().clone(),
-            audit,
+            ledger,
+            secrets,
             report: Report {
                 run_id: run_id.clone(),
                 ..Report::default()
             },
             run_id,
             now,
-            clock,
             ticks: BTreeMap::new(),
             known: Vec::new(),
             file_cache: FileCache::default(),
             handled: HashSet::new(),
-            spent: 0.0,
-            started_tools: HashSet::new(),
-            reserved: 0.0,
+            guard: Guard::new(spent),
             started: Instant::now(),
             trigger,
             mcp: super::mcp::Servers::new(cfg),
-        };
-        let (run_id, now) = (s.run_id.clone(), s.now);
-        // A previous start in the future (a clock that stepped back) counts as now.
-        let since_last_run_s = s
-            .store
-            .last_start()?
-            .map(|at| (now - at).num_seconds().max(0));
-        s.store.start_run(&run_id, mode.as_str(), now)?;
-        // Stamped with the run's start, which schedules compare.
-        let event = Event::RunStarted {
-            run_id: &run_id,
-            mode: mode.as_str(),
-            files,
-            autonomy,
-            host: hostname(),
-            pid: std::process::id(),
-            version: env!("CARGO_PKG_VERSION"),
-            since_last_run_s,
-            trigger,
-        };
-        s.audit
-            .record(now, &event)
-            .map_err(|e| Error::io(s.audit.path(), e))?;
-        s.spent = s
-            .store
-            .spent_since(crate::schedule::local_midnight(cfg.tz(), now))?;
-        Ok(s)
+        })
+    }
+
+    /// The run's store, read-only (the plan's snapshot reads it).
+    pub fn store(&self) -> &Store {
+        &self.ledger.store
     }
 
     /// A task's line in the report, with what started it.
@@ -196,111 +196,20 @@ impl<'a> Session<'a> {
 
     /// One audit line, stamped with the time it is written.
     pub fn record(&mut self, event: &Event) -> Result<()> {
-        self.audit
-            .record(self.clock.now(), event)
-            .map_err(|e| Error::io(self.audit.path(), e))
+        self.ledger.record(event)
     }
 
-    /// Approvals left `running` by a process that died become failed (`interrupted`).
+    /// What a run that died left behind: one-time tasks started without an outcome, and
+    /// approvals left `running`, each said once as `interrupted` (docs/reference.md#at-most-once).
     pub fn recover_interrupted(&mut self) -> Result<()> {
-        self.recover_starts()?;
-        for row in self.store.interrupt_running(self.now)? {
-            self.store.record_task_run(&TaskRunRecord {
-                run_id: &self.run_id,
-                task_id: &row.task_id,
-                tool: &row.tool,
-                started_at: self.now,
-                finished_at: self.now,
-                succeeded: false,
-                cost_usd: None,
-                approval_id: Some(row.id),
-                error: None,
-            })?;
-            self.interrupted(
-                Lost {
-                    task_id: &row.task_id,
-                    file: &row.file,
-                    line: row.line,
-                    section: &row.section,
-                    tool: &row.tool,
-                    input: &row.input,
-                    text: &row.text,
-                    approval_id: Some(row.id),
-                },
-                "interrupted: the process running it died".into(),
-            )?;
-        }
-        Ok(())
-    }
-
-    /// One-time tasks whose run died before recording their outcome: reported failed
-    /// (`interrupted`) once, and held until `heartbeat reset` (docs/reference.md#at-most-once).
-    fn recover_starts(&mut self) -> Result<()> {
-        for row in self.store.hold_unsettled_starts(&self.run_id)? {
-            let reason = format!(
-                "interrupted: the run stopped before its outcome was recorded, so it may have \
-                 run; it stays held until `heartbeat reset {}`",
-                row.task_id
-            );
-            let lost = Lost {
-                task_id: &row.task_id,
-                file: &row.file,
-                line: row.line,
-                section: &row.section,
-                tool: &row.tool,
-                input: &row.input,
-                text: "",
-                approval_id: None,
-            };
-            self.interrupted(lost, reason)?;
-        }
-        Ok(())
-    }
-
-    /// A task whose run died before its outcome was recorded, said once: `task_failed` with
-    /// reason `interrupted`, and an `interrupted` line in the report (a failure: it counts
-    /// among the failed).
-    fn interrupted(&mut self, lost: Lost, reason: String) -> Result<()> {
-        let run_id = self.run_id.clone();
-        let text = self.secrets.redact(lost.text);
-        let reason = self.secrets.redact(&reason);
-        let input = self.secrets.redact_json(lost.input.clone());
-        self.record(&Event::TaskFailed(TaskRun {
-            run_id: &run_id,
-            task_id: lost.task_id,
-            file: Path::new(lost.file),
-            line: lost.line,
-            section: lost.section,
-            tool: lost.tool,
-            input: &input,
-            exit_code: None,
-            duration_ms: None,
-            output: None,
-            error: Some(&"interrupted".into()),
-            cost_usd: None,
-            approval_id: lost.approval_id,
-            reason: Some("interrupted"),
+        let run = Recovering {
+            run_id: &self.run_id,
+            now: self.now,
             trigger: self.trigger,
-            summary: None,
-            stderr: None,
-        }))?;
-        self.push(TaskReport {
-            task_id: lost.task_id.to_string(),
-            file: Arc::from(Path::new(lost.file)),
-            line: usize::try_from(lost.line).unwrap_or(0),
-            column: None,
-            text,
-            tool: Some(lost.tool.to_string()),
-            outcome: Outcome::Interrupted,
-            reason: Some(reason),
-            approval_id: lost.approval_id,
-            exit_code: None,
-            output: None,
-            summary: None,
-            duration_ms: None,
-            tripped: None,
-            trigger: None,
-        });
+        };
+        for r in recovery::recover(&mut self.ledger, &run)? {
+            self.push(r);
+        }
         Ok(())
     }
 
@@ -320,13 +229,14 @@ impl<'a> Session<'a> {
             line: task.line as i64,
             section: task.section.as_str(),
         };
-        Ok(self.store.record_start(&row, self.clock.now())?)
+        let now = self.ledger.now();
+        Ok(self.ledger.store.record_start(&row, now)?)
     }
 
     /// Run approved tasks (all of them, or only these ids), each after re-reading its file.
     pub fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
         let only: Option<HashSet<i64>> = only.map(|ids| ids.iter().copied().collect());
-        let rows = self.store.approvals(Some("approved"))?;
+        let rows = self.ledger.store.approvals(Some("approved"))?;
         for row in rows {
             if only.as_ref().is_none_or(|ids| ids.contains(&row.id)) {
                 self.run_one_approved(&row)?;
@@ -372,16 +282,13 @@ impl<'a> Session<'a> {
         if spec.approval == Approval::Deny {
             return self.skip(&task, Some(&name), SkipReason::DeniedByPolicy);
         }
-        if self.store.is_tripped(&task.id)? {
+        if self.ledger.store.is_tripped(&task.id)? {
             return self.skip(&task, Some(&name), SkipReason::Tripped);
         }
-        if !self
-            .cfg
-            .within_budget(self.spent, self.cfg.cost_estimate(&name))
-        {
+        if !self.guard.within_budget(self.cfg, &name) {
             return self.skip(&task, Some(&name), SkipReason::Budget);
         }
-        if !self.store.claim(row.id, &self.run_id)? {
+        if !self.ledger.store.claim(row.id, &self.run_id)? {
             // Another process claimed it first: it runs there, exactly once.
             return Ok(());
         }
@@ -395,7 +302,7 @@ impl<'a> Session<'a> {
     fn stale(&mut self, row: &ApprovalRow, reason: &str) -> Result<()> {
         // Why may quote the input (an invalid value): redacted before it is stored.
         let reason = self.secrets.redact(reason);
-        if !self.store.mark_stale(row.id, &reason, self.now)? {
+        if !self.ledger.store.mark_stale(row.id, &reason, self.now)? {
             return Ok(());
         }
         let run_id = self.run_id.clone();
@@ -448,9 +355,9 @@ impl<'a> Session<'a> {
             }
             Decision::Remind => {
                 if task.section == Section::OneTime {
-                    self.store.record_reminded(&task.id, self.now)?;
+                    self.ledger.store.record_reminded(&task.id, self.now)?;
                 } else {
-                    self.store.record_attempt(&task.id, self.now)?;
+                    self.ledger.store.record_attempt(&task.id, self.now)?;
                 }
                 let run_id = self.run_id.clone();
                 let mut r = TaskReport::new(task, None, Outcome::Reminded, &self.secrets);
@@ -519,22 +426,13 @@ impl<'a> Session<'a> {
     /// (`task_skipped`, budget). When it may, its tool counts as started and its estimate
     /// is reserved until its outcome is recorded.
     fn may_start(&mut self, task: &Task, name: &str) -> Result<bool> {
-        if self.cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
-            return Ok(false);
-        }
-        let estimate = self.cfg.cost_estimate(name);
-        if !self.cfg.within_budget(self.spent + self.reserved, estimate) {
-            self.skip(task, Some(name), SkipReason::Budget)?;
-            return Ok(false);
-        }
-        self.tool_started(name);
-        self.reserved += estimate;
-        Ok(true)
-    }
-
-    fn tool_started(&mut self, name: &str) {
-        if !self.started_tools.contains(name) {
-            self.started_tools.insert(name.to_string());
+        match self.guard.may_start(self.cfg, name) {
+            Start::Go => Ok(true),
+            Start::Cooldown => Ok(false),
+            Start::Budget => {
+                self.skip(task, Some(name), SkipReason::Budget)?;
+                Ok(false)
+            }
         }
     }
 
@@ -549,12 +447,9 @@ impl<'a> Session<'a> {
             }
             return Ok(());
         }
-        let stop = self.stop;
-        let run_id = self.run_id.clone();
-        let remove_env = self.token_env();
+        let executor = self.executor();
         std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) = std::sync::mpsc::channel::<(usize, tools::Outcome)>();
-            let mut running = 0usize;
+            let mut pool = Pool::new(scope, &executor, limit);
             for (i, planned) in items.iter().enumerate() {
                 let task = &planned.task;
                 let call = match &planned.decision {
@@ -568,41 +463,28 @@ impl<'a> Session<'a> {
                     continue;
                 }
                 // A free slot first: record what finished meanwhile.
-                while running >= limit {
-                    // Every worker sends its outcome; a closed channel only ends the wait.
-                    let Ok((j, outcome)) = rx.recv() else { break };
-                    running -= 1;
+                while pool.full() {
+                    let Some((j, outcome)) = pool.wait() else {
+                        break;
+                    };
                     self.finish_parallel(&items[j], outcome)?;
                 }
                 if !self.may_start(task, call.name())? {
                     continue;
                 }
                 self.record_start(task, call)?;
-                let task_id = task.id.clone();
-                let workdir = task.file.parent().unwrap_or(Path::new("/")).to_path_buf();
-                let (tx, run_id, remove_env) = (tx.clone(), run_id.clone(), remove_env.clone());
-                scope.spawn(move || {
-                    let outcome = tools::execute_with_stop(
-                        &call.spec,
-                        &call.input,
-                        &Invocation {
-                            task_id: &task_id,
-                            run_id: &run_id,
-                            workdir: &workdir,
-                            remove_env: &remove_env,
-                        },
-                        stop.map(|s| &s.kill),
-                    );
-                    let _ = tx.send((i, outcome));
-                });
-                running += 1;
+                pool.start(i, task, call);
             }
-            drop(tx);
-            for (j, outcome) in rx {
+            while let Some((j, outcome)) = pool.wait() {
                 self.finish_parallel(&items[j], outcome)?;
             }
             Ok(())
         })
+    }
+
+    /// Where this run's tools run.
+    fn executor(&self) -> Executor<'a> {
+        Executor::new(self.cfg, &self.run_id, self.stop)
     }
 
     fn finish_parallel(&mut self, planned: &Planned, outcome: tools::Outcome) -> Result<()> {
@@ -610,15 +492,6 @@ impl<'a> Session<'a> {
             self.record_outcome(&planned.task, call, None, outcome)?;
         }
         Ok(())
-    }
-
-    /// The Telegram token's variable, removed from every tool's environment.
-    fn token_env(&self) -> Vec<String> {
-        self.cfg
-            .telegram
-            .iter()
-            .map(|t| t.bot_token_env.clone())
-            .collect()
     }
 
     /// `task_skipped`; the first budget stop of a local day also audits `budget_exhausted`
@@ -634,7 +507,9 @@ impl<'a> Session<'a> {
             reason: reason.as_str(),
             tool,
         })?;
-        if reason == SkipReason::Tripped && !self.first_mention_today(&task.id)? {
+        if reason == SkipReason::Tripped
+            && !Guard::first_mention_today(&mut self.ledger.store, self.cfg, &task.id, self.now)?
+        {
             // Said at the trip and once a day since (docs/reference.md#guardrails): cron would mail
             // it every run.
             return Ok(());
@@ -645,33 +520,12 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Whether a tripped task's skip is the first said today (local day), remembering it.
-    fn first_mention_today(&mut self, task_id: &str) -> Result<bool> {
-        let key = format!("tripped_said:{task_id}");
-        let day = self
-            .now
-            .with_timezone(&self.cfg.tz())
-            .date_naive()
-            .to_string();
-        if self.store.meta(&key)?.as_deref() == Some(day.as_str()) {
-            return Ok(false);
-        }
-        self.store.set_meta(&key, &day)?;
-        Ok(true)
-    }
-
     fn budget_exhausted(&mut self) -> Result<()> {
-        let day = self
-            .now
-            .with_timezone(&self.cfg.tz())
-            .date_naive()
-            .to_string();
-        if self.store.meta(BUDGET_DAY_KEY)?.as_deref() == Some(day.as_str()) {
+        if !Guard::first_budget_stop_today(&mut self.ledger.store, self.cfg, self.now)? {
             return Ok(());
         }
-        self.store.set_meta(BUDGET_DAY_KEY, &day)?;
         // What is spent or committed to the tools running now.
-        let (spent, daily) = (self.spent + self.reserved, self.cfg.daily_usd);
+        let (spent, daily) = (self.guard.committed(), self.cfg.daily_usd);
         let run_id = self.run_id.clone();
         self.record(&Event::BudgetExhausted {
             run_id: &run_id,
@@ -710,7 +564,7 @@ impl<'a> Session<'a> {
             resets,
         };
         crate::engine::outbox::enqueue_all(
-            &mut self.store,
+            &mut self.ledger.store,
             tc,
             &msg,
             false,
@@ -741,7 +595,7 @@ impl<'a> Session<'a> {
                 self.mcp
                     .call(&call.spec, &call.input, workdir, self.stop.map(|s| &s.kill))
             }
-            _ => self.execute(task, &call.spec, &call.input),
+            _ => self.executor().run(task, call),
         };
         self.record_outcome(task, call, approval_id, outcome)
     }
@@ -774,22 +628,6 @@ impl<'a> Session<'a> {
             duration: started.elapsed(),
             ..tools::Outcome::default()
         })
-    }
-
-    fn execute(&self, task: &Task, spec: &ToolSpec, input: &Map<String, Value>) -> tools::Outcome {
-        let workdir = task.file.parent().unwrap_or(Path::new("/"));
-        let remove_env = self.token_env();
-        tools::execute_with_stop(
-            spec,
-            input,
-            &Invocation {
-                task_id: &task.id,
-                run_id: &self.run_id,
-                workdir,
-                remove_env: &remove_env,
-            },
-            self.stop.map(|s| &s.kill),
-        )
     }
 
     /// Audit and store a tool's outcome, and remember a one-time success for its tick.
@@ -833,27 +671,21 @@ impl<'a> Session<'a> {
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
-        self.spent += cost.unwrap_or(0.0);
-        if approval_id.is_none() {
-            // Started through `may_start`, which reserved the estimate.
-            self.reserved = (self.reserved - estimate).max(0.0);
-        }
-        self.tool_started(name);
-        crate::fault::point("task_done");
-        let failures = self
-            .store
-            .record_task_run(&TaskRunRecord {
-                run_id: &self.run_id,
-                task_id: &task.id,
-                tool: name,
-                started_at: self.now,
-                finished_at: finished,
-                succeeded: outcome.success,
-                cost_usd: cost,
-                approval_id,
-                error: bare_error.as_ref(),
-            })
-            .map_err(|e| unrecorded(task, name, "its outcome could not be recorded", e.into()))?;
+        // Approved work started alone; the rest through `may_start`, which reserved the
+        // estimate.
+        self.guard
+            .settle(self.cfg, name, cost, approval_id.is_none());
+        let row = TaskRunRecord {
+            run_id: &self.run_id,
+            task_id: &task.id,
+            tool: name,
+            started_at: self.now,
+            finished_at: finished,
+            succeeded: outcome.success,
+            cost_usd: cost,
+            approval_id,
+            error: bare_error.as_ref(),
+        };
         let stderr = stderr.truncate(TEXT_LIMIT, outcome.stderr_dropped);
         let shown_input = self.secrets.redact_map(input);
         let run = TaskRun {
@@ -880,17 +712,16 @@ impl<'a> Session<'a> {
         } else {
             Event::TaskFailed(run)
         };
-        self.audit.record(self.clock.now(), &event).map_err(|e| {
-            let e = Error::io(self.audit.path(), e);
-            unrecorded(task, name, "its audit line could not be written", e)
+        let failures = self.ledger.tool_run(&row, &event).map_err(|e| match e {
+            NotKept::Row(e) => unrecorded(task, name, "its outcome could not be recorded", e),
+            NotKept::Line(e) => unrecorded(task, name, "its audit line could not be written", e),
         })?;
-        crate::fault::point("task_recorded");
-        let limit = self.cfg.failure_limit(name);
-        let trips = !outcome.success && limit > 0 && failures >= limit;
+        let store = &mut self.ledger.store;
+        let trips = !outcome.success
+            && Guard::breaker(store, self.cfg, &task.id, name, failures, self.now)?;
         if trips {
-            self.store.trip(&task.id, self.now)?;
             // The TRIPPED line is today's mention: later runs today skip it quietly.
-            self.first_mention_today(&task.id)?;
+            Guard::first_mention_today(store, self.cfg, &task.id, self.now)?;
             let run_id = self.run_id.clone();
             self.record(&Event::TaskTripped {
                 run_id: &run_id,
@@ -944,10 +775,12 @@ impl<'a> Session<'a> {
         // person's approval releases it (and an agent's approve tool refuses it).
         let proposer = match &task.proposed_by {
             Some(by) => {
-                self.store.record_proposal(&task.id, by, &file, self.now)?;
+                self.ledger
+                    .store
+                    .record_proposal(&task.id, by, &file, self.now)?;
                 Some(by.clone())
             }
-            None => self.store.proposed_by(&task.id)?,
+            None => self.ledger.store.proposed_by(&task.id)?,
         };
         let proposed = proposer.map(|by| format!("{PROPOSED_BY}{by}"));
         if let Some(note) = &proposed {
@@ -957,7 +790,7 @@ impl<'a> Session<'a> {
         let config = crate::store::config_key(self.cfg.source.as_deref());
         // Stored redacted: what runs is always re-read from the file.
         let shown_input = self.secrets.redact_map(input);
-        let id = self.store.queue_approval(
+        let id = self.ledger.store.queue_approval(
             &NewApproval {
                 task_id: &task.id,
                 file: &file,
@@ -972,7 +805,7 @@ impl<'a> Session<'a> {
         )?;
         // None: another process queued it a moment ago; it is pending, nothing to add.
         let Some(id) = id else { return Ok(()) };
-        self.store.record_attempt(&task.id, self.now)?;
+        self.ledger.store.record_attempt(&task.id, self.now)?;
         let run_id = self.run_id.clone();
         self.record(&Event::ApprovalRequested {
             run_id: &run_id,
@@ -1058,7 +891,9 @@ impl<'a> Session<'a> {
         }
         let counts = self.report.counts();
         let duration_ms = self.started.elapsed().as_millis() as u64;
-        self.store.finish_run(&self.run_id, self.now, counts)?;
+        self.ledger
+            .store
+            .finish_run(&self.run_id, self.now, counts)?;
         let run_id = self.run_id.clone();
         self.record(&Event::RunFinished {
             run_id: &run_id,
@@ -1069,10 +904,9 @@ impl<'a> Session<'a> {
             invalid: counts.invalid,
             duration_ms,
         })?;
-        self.audit
-            .sync()
-            .map_err(|e| Error::io(self.audit.path(), e))?;
-        Ok((self.report, self.store, self.audit))
+        self.ledger.sync()?;
+        let (store, audit) = self.ledger.into_parts();
+        Ok((self.report, store, audit))
     }
 }
 
@@ -1143,18 +977,6 @@ fn row_report(row: &ApprovalRow, outcome: Outcome, secrets: &Secrets) -> TaskRep
         tripped: None,
         trigger: None,
     }
-}
-
-/// A task run whose outcome was lost, as stored (an approval's row or a start record).
-struct Lost<'a> {
-    task_id: &'a str,
-    file: &'a str,
-    line: i64,
-    section: &'a str,
-    tool: &'a str,
-    input: &'a Value,
-    text: &'a str,
-    approval_id: Option<i64>,
 }
 
 /// 12 hex digits, unique across processes and runs.
