@@ -10,10 +10,15 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::audit::{AuditLog, Event, Secrets};
+use crate::audit::{AuditLog, Event, Secrets, TEXT_LIMIT};
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::store::{Store, TaskRunRecord};
+use crate::text::Redacted;
+use crate::tools;
+
+/// The longest summary a tool can report, in characters (longer ones are cut, with `…`).
+const SUMMARY_CHARS: usize = 200;
 
 pub struct Ledger {
     pub store: Store,
@@ -93,6 +98,56 @@ impl Ledger {
     /// The store and the audit log, for what follows the run.
     pub fn into_parts(self) -> (Store, AuditLog) {
         (self.store, self.audit)
+    }
+}
+
+/// A tool's outcome as its records show it. Redacted before anything is cut: a secret
+/// straddling the cut would keep all but its tail.
+#[derive(Debug)]
+pub struct Shown {
+    /// Standard output, cut to the line limit.
+    pub output: Redacted,
+    /// Standard error, cut to the line limit.
+    pub stderr: Redacted,
+    /// The tool's error alone (an approval's reason).
+    pub bare_error: Option<Redacted>,
+    /// The error with the first line of standard error.
+    pub error: Option<Redacted>,
+    /// The tool's one-line summary (docs/reference.md#tool-output).
+    pub summary: Option<Redacted>,
+}
+
+impl Shown {
+    pub fn of(outcome: &tools::Outcome, secrets: &Secrets) -> Shown {
+        let stdout = secrets.redact(&outcome.stdout);
+        let stderr = secrets.redact(&outcome.stderr);
+        // An error may repeat a tool's whole first line (an MCP tool's `isError` text, an
+        // HTTP error page): cut, after redaction, like any text kept in a line.
+        let bare_error = outcome
+            .error
+            .as_deref()
+            .map(|e| secrets.redact(e).truncate(TEXT_LIMIT, 0));
+        let error = bare_error.as_ref().map(|e| {
+            let stderr = stderr.first_line(200);
+            if stderr.is_empty() {
+                e.clone()
+            } else {
+                secrets.redact(&format!("{e}: {stderr}"))
+            }
+        });
+        // One line, cut after redaction: a tool's "summary" of a megabyte would otherwise
+        // become a flood of Telegram messages.
+        let summary = outcome
+            .summary
+            .as_deref()
+            .map(|s| secrets.redact(s).first_line(SUMMARY_CHARS));
+        Shown {
+            output: stdout.truncate(TEXT_LIMIT, outcome.stdout_dropped),
+            stderr: stderr.truncate(TEXT_LIMIT, outcome.stderr_dropped),
+            bare_error,
+            error,
+            summary,
+        }
     }
 }
 
@@ -195,5 +250,30 @@ pub(crate) mod tests {
         let err = ledger.tool_run(&row(false), &failed_line(&input));
         assert!(matches!(err, Err(NotKept::Row(_))), "{err:?}");
         assert!(lines(dir.path()).is_empty());
+    }
+
+    #[test]
+    fn an_outcome_is_shown_redacted_then_cut() {
+        let mut input = serde_json::Map::new();
+        input.insert("api_token".into(), "tok-0123456789abcdef".into());
+        let secrets = Secrets::default().with_input(&input);
+        let outcome = tools::Outcome {
+            stdout: "got tok-0123456789abcdef back\n".into(),
+            stderr: "oops tok-0123456789abcdef\nsecond line\n".into(),
+            error: Some("exit status 1".into()),
+            summary: Some(format!("{}\nmore", "s".repeat(300))),
+            ..tools::Outcome::default()
+        };
+        let shown = Shown::of(&outcome, &secrets);
+        for text in [&shown.output, &shown.stderr, shown.error.as_ref().unwrap()] {
+            assert!(!text.as_str().contains("tok-0123456789abcdef"), "{text:?}");
+        }
+        assert!(shown.output.as_str().starts_with("got "));
+        assert_eq!(shown.bare_error.as_ref().unwrap().as_str(), "exit status 1");
+        let error = shown.error.as_ref().unwrap().as_str();
+        assert!(error.starts_with("exit status 1: oops "), "{error}");
+        assert!(!error.contains("second line"), "{error}");
+        let summary = shown.summary.as_ref().unwrap().as_str();
+        assert!(!summary.contains('\n') && summary.chars().count() <= SUMMARY_CHARS + 1);
     }
 }

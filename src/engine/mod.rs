@@ -14,3 +14,4 @@ pub mod outbox;
 pub mod recovery;
 pub mod run;
 pub mod session;
+pub mod ticks;

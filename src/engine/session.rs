@@ -14,8 +14,8 @@
 //!   one-statement claim `approved → running` succeeded.
 //! - One-time ticks are written once per file, in `finish`, after re-reading the file.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::HashSet;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,22 +24,22 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::executor::{Executor, Pool};
+use super::files::FileCache;
 use super::guard::{Guard, Start};
-use super::ledger::{Ledger, NotKept};
+use super::ledger::{Ledger, NotKept, Shown};
 use super::recovery::{self, Recovering};
-use crate::audit::event::{Ended, Mark, TaskRun};
-use crate::audit::{AuditLog, Event, Secrets, TEXT_LIMIT};
+use super::ticks::Ticks;
+use crate::audit::event::{Ended, TaskRun};
+use crate::audit::{AuditLog, Event, Secrets};
 use crate::clock::Clock;
 use crate::config::{Approval, Autonomy, Config, TelegramConfig};
 use crate::error::{Error, Result};
 use crate::lock::RunLock;
-use crate::markdown::tick::{self, TickOutcome};
-use crate::markdown::{self, FileError, SourceFile};
+use crate::markdown::SourceFile;
 use crate::model::{Outcome, RunMode, Section, Task, Trigger};
 use crate::plan::{CallError, Decision, Planned, SkipReason, ToolCall};
 use crate::report::{Report, TaskReport, safe_text};
 use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
-use crate::text::Redacted;
 use crate::tools::{self, Registry, ToolKind};
 
 /// The error of a task whose tool ran and whose outcome could not be kept (`what`).
@@ -50,9 +50,6 @@ fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Err
         source: Box::new(source),
     }
 }
-
-/// The longest summary a tool can report, in characters (longer ones are cut, with `…`).
-const SUMMARY_CHARS: usize = 200;
 
 /// How an approval of a task an agent proposed names its proposer.
 pub const PROPOSED_BY: &str = "proposed by an agent, ";
@@ -97,8 +94,8 @@ pub struct Session<'a> {
     /// When the run started: what schedules, attempts and the budget's day compare.
     pub now: DateTime<Utc>,
     pub report: Report,
-    /// File → one-time task ids to tick, in the order they succeeded.
-    ticks: BTreeMap<Arc<Path>, Vec<String>>,
+    /// One-time tasks that succeeded, ticked at the end.
+    ticks: Ticks,
     /// The files as read at the start of the run, with their tasks: the tick of a file that
     /// has not changed since need not parse it again.
     pub known: Vec<(&'a SourceFile, &'a [Task])>,
@@ -172,7 +169,7 @@ impl<'a> Session<'a> {
             },
             run_id,
             now,
-            ticks: BTreeMap::new(),
+            ticks: Ticks::default(),
             known: Vec::new(),
             file_cache: FileCache::default(),
             handled: HashSet::new(),
@@ -405,7 +402,7 @@ impl<'a> Session<'a> {
             }
             // A one-time success whose tick did not land: try the tick again, run nothing.
             Decision::Done if !task.done && task.section == Section::OneTime => {
-                self.want_tick(task);
+                self.ticks.want(task);
             }
             Decision::Pending(_)
             | Decision::Approved(_)
@@ -574,13 +571,6 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    fn want_tick(&mut self, task: &Task) {
-        let ids = self.ticks.entry(task.file.clone()).or_default();
-        if !ids.contains(&task.id) {
-            ids.push(task.id.clone());
-        }
-    }
-
     /// Run one tool call as planned and record its outcome.
     fn run_tool(
         &mut self,
@@ -641,33 +631,15 @@ impl<'a> Session<'a> {
         let (name, input) = (call.name(), &call.input);
         let duration_ms = outcome.duration.as_millis() as u64;
         let finished = self.now + chrono::Duration::milliseconds(duration_ms as i64);
-        // Redacted before they are cut: a secret straddling the cut would keep all but its
-        // tail. Everything below (audit, report, stdout, Telegram) sees only these. The
-        // input's own secrets too: a tool may print back a token it was given.
-        let secrets = self.secrets.with_input(input);
-        let stdout = secrets.redact(&outcome.stdout);
-        let stderr = secrets.redact(&outcome.stderr);
-        let output = stdout.truncate(TEXT_LIMIT, outcome.stdout_dropped);
-        // An error may repeat a tool's whole first line (an MCP tool's `isError` text, an
-        // HTTP error page): cut, after redaction, like any text kept in a line.
-        let bare_error = outcome
-            .error
-            .as_deref()
-            .map(|e| secrets.redact(e).truncate(TEXT_LIMIT, 0));
-        let error = bare_error.as_ref().map(|e| {
-            let stderr = stderr.first_line(200);
-            if stderr.is_empty() {
-                e.clone()
-            } else {
-                secrets.redact(&format!("{e}: {stderr}"))
-            }
-        });
-        // One line (docs/reference.md#tool-output), cut after redaction: a tool's "summary" of a
-        // megabyte would otherwise become a flood of Telegram messages.
-        let summary = outcome
-            .summary
-            .as_deref()
-            .map(|s| secrets.redact(s).first_line(SUMMARY_CHARS));
+        // Everything below (audit, report, stdout, Telegram) sees only these. The input's own
+        // secrets too: a tool may print back a token it was given.
+        let Shown {
+            output,
+            stderr,
+            bare_error,
+            error,
+            summary,
+        } = Shown::of(&outcome, &self.secrets.with_input(input));
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
@@ -686,7 +658,6 @@ impl<'a> Session<'a> {
             approval_id,
             error: bare_error.as_ref(),
         };
-        let stderr = stderr.truncate(TEXT_LIMIT, outcome.stderr_dropped);
         let shown_input = self.secrets.redact_map(input);
         let run = TaskRun {
             run_id: &self.run_id,
@@ -746,7 +717,7 @@ impl<'a> Session<'a> {
             )?;
         }
         if outcome.success && task.section == Section::OneTime {
-            self.want_tick(task);
+            self.ticks.want(task);
         }
         let mut r = TaskReport::new(
             task,
@@ -823,72 +794,15 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    fn tick(&mut self, file: &Path, ids: &[String]) -> Result<()> {
-        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
-        let known = self.known.iter().find(|(src, _)| src.path == file).copied();
-        let results = match tick::tick_file(file, &refs, known) {
-            // The file was removed during the run: every task in it is gone.
-            Err(FileError::Missing(_)) => Ok(ids
-                .iter()
-                .map(|id| tick::TickResult {
-                    task_id: id.clone(),
-                    outcome: TickOutcome::Gone,
-                    line: 0,
-                })
-                .collect()),
-            other => other,
-        };
-        match results {
-            Ok(results) => {
-                for r in results {
-                    let (marked, reason): (bool, Option<Redacted>) = match r.outcome {
-                        TickOutcome::Marked => (true, None),
-                        TickOutcome::AlreadyDone => (false, Some("already_done".into())),
-                        TickOutcome::Gone => (false, Some("gone".into())),
-                    };
-                    let run_id = self.run_id.clone();
-                    let mark = Mark {
-                        run_id: &run_id,
-                        task_id: &r.task_id,
-                        file,
-                        line: Some(r.line),
-                        reason: reason.as_ref(),
-                    };
-                    self.record(&if marked {
-                        Event::TaskMarkedDone(mark)
-                    } else {
-                        Event::TaskMarkSkipped(mark)
-                    })?;
-                }
-            }
-            Err(e) => {
-                let run_id = self.run_id.clone();
-                let reason = self.secrets.redact(&format!("error: {e}"));
-                for id in ids {
-                    self.record(&Event::TaskMarkSkipped(Mark {
-                        run_id: &run_id,
-                        task_id: id,
-                        file,
-                        line: None,
-                        reason: Some(&reason),
-                    }))?;
-                }
-                let error = self.secrets.redact(&format!("cannot tick done tasks: {e}"));
-                self.report.errors.push(error);
-            }
-        }
-        Ok(())
-    }
-
     /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
     /// and the audit log for what follows the run (notifications).
     pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
         // No server outlives the run (docs/reference.md#mcp-tools); the run's end is the time after
         // this.
         self.mcp.stop_all();
-        for (file, ids) in std::mem::take(&mut self.ticks) {
-            self.tick(&file, &ids)?;
-        }
+        let errors =
+            std::mem::take(&mut self.ticks).write(&mut self.ledger, &self.run_id, &self.known)?;
+        self.report.errors.extend(errors);
         let counts = self.report.counts();
         let duration_ms = self.started.elapsed().as_millis() as u64;
         self.ledger
@@ -907,54 +821,6 @@ impl<'a> Session<'a> {
         self.ledger.sync()?;
         let (store, audit) = self.ledger.into_parts();
         Ok((self.report, store, audit))
-    }
-}
-
-/// Files read for approved tasks, kept parsed while they do not change on disk: a
-/// thousand approvals in one file read it once, and a tool that edits the file makes the
-/// next lookup read it again.
-#[derive(Default)]
-struct FileCache {
-    files: HashMap<PathBuf, (Stamp, HashMap<String, Task>)>,
-}
-
-/// What tells that a file changed: size, modification and change times, inode.
-type Stamp = (u64, i64, i64, i64, i64, u64);
-
-impl FileCache {
-    /// The task with this id as the file is now. Err: the file could not be read.
-    fn find(&mut self, path: &Path, task_id: &str) -> std::result::Result<Option<Task>, String> {
-        use std::os::unix::fs::MetadataExt;
-        let meta = match std::fs::metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot read the file: {e}")),
-        };
-        let stamp = (
-            meta.len(),
-            meta.mtime(),
-            meta.mtime_nsec(),
-            meta.ctime(),
-            meta.ctime_nsec(),
-            meta.ino(),
-        );
-        if let Some((seen, tasks)) = self.files.get(path)
-            && *seen == stamp
-        {
-            return Ok(tasks.get(task_id).cloned());
-        }
-        let tasks: HashMap<String, Task> = match markdown::read_source(path) {
-            Ok(src) => markdown::parse(&src.path, &src.canonical, &src.text)
-                .tasks
-                .into_iter()
-                .map(|t| (t.id.clone(), t))
-                .collect(),
-            Err(FileError::Missing(_)) => return Ok(None),
-            Err(e) => return Err(format!("cannot read the file: {e}")),
-        };
-        let found = tasks.get(task_id).cloned();
-        self.files.insert(path.to_path_buf(), (stamp, tasks));
-        Ok(found)
     }
 }
 
