@@ -51,6 +51,91 @@ impl Trigger {
     }
 }
 
+/// What became of one task in a run: the `outcome` of `run --once --json`'s tasks, of
+/// `task_runs` rows (succeeded, failed), of the report lines (docs/reference.md#run-json).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    /// A failure: the run before died while the task ran.
+    Interrupted,
+    /// Queued for approval.
+    Queued,
+    Skipped,
+    Invalid,
+    Reminded,
+    /// An approval whose task changed or went away.
+    Stale,
+    /// Dry runs: what a run would do.
+    WouldRun,
+    WouldQueue,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 10] = [
+        Outcome::Succeeded,
+        Outcome::Failed,
+        Outcome::Interrupted,
+        Outcome::Queued,
+        Outcome::Skipped,
+        Outcome::Invalid,
+        Outcome::Reminded,
+        Outcome::Stale,
+        Outcome::WouldRun,
+        Outcome::WouldQueue,
+    ];
+
+    /// The spelling in JSON and SQLite.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Queued => "queued",
+            Outcome::Skipped => "skipped",
+            Outcome::Invalid => "invalid",
+            Outcome::Reminded => "reminded",
+            Outcome::Stale => "stale",
+            Outcome::WouldRun => "would_run",
+            Outcome::WouldQueue => "would_queue",
+        }
+    }
+
+    /// A tool run's outcome: succeeded or failed.
+    pub fn of_run(success: bool) -> Outcome {
+        if success {
+            Outcome::Succeeded
+        } else {
+            Outcome::Failed
+        }
+    }
+}
+
+/// What kind of run a run is: the `mode` of `run_started` and of the `runs` rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunMode {
+    /// `run --once`.
+    Once,
+    /// A daemon tick.
+    Daemon,
+    /// Approved work run by `approve` (or a press, a chat command, `heartbeat mcp`).
+    Approve,
+}
+
+impl RunMode {
+    pub const ALL: [RunMode; 3] = [RunMode::Once, RunMode::Daemon, RunMode::Approve];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::Once => "once",
+            RunMode::Daemon => "daemon",
+            RunMode::Approve => "approve",
+        }
+    }
+}
+
 impl fmt::Display for Section {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -192,4 +277,40 @@ pub struct ParsedFile {
     /// `- []`, an empty task). Invalid tasks, including those below a schedule heading that
     /// does not parse, are tasks with `Body::Invalid`, not problems.
     pub problems: Vec<Problem>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words are stored in SQLite and the audit log and shown in JSON: they never change.
+    #[test]
+    fn outcome_and_run_mode_spellings_are_pinned() {
+        let outcomes: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(
+            outcomes,
+            [
+                "succeeded",
+                "failed",
+                "interrupted",
+                "queued",
+                "skipped",
+                "invalid",
+                "reminded",
+                "stale",
+                "would_run",
+                "would_queue"
+            ]
+        );
+        for o in Outcome::ALL {
+            assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
+        }
+        let modes: Vec<&str> = RunMode::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(modes, ["once", "daemon", "approve"]);
+        for m in RunMode::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), m.as_str());
+        }
+        assert_eq!(Outcome::of_run(true), Outcome::Succeeded);
+        assert_eq!(Outcome::of_run(false), Outcome::Failed);
+    }
 }

@@ -9,7 +9,7 @@ use crate::model::{Body, Section, Task};
 use crate::schedule;
 use crate::schedule::local_midnight;
 use crate::store::Snapshot;
-use crate::tools::Registry;
+use crate::tools::{Registry, ToolSpec};
 
 /// Why a task that could run was not run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,12 +33,56 @@ impl SkipReason {
     }
 }
 
+/// A tool call as planned: the tool resolved and the input validated once, at planning.
+/// The session carries it out as it is; it does not resolve or validate it again.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub spec: ToolSpec,
+    pub input: Map<String, Value>,
+}
+
+impl ToolCall {
+    /// The tool's name as the task wrote it (`shell`, `agent`, `server.tool`).
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The call a task makes, resolved against the registry and validated: None for a
+    /// reminder; Err with why for an unknown tool or an input it refuses.
+    pub fn resolve(
+        task: &Task,
+        plain_tasks: PlainTasks,
+        registry: &Registry,
+    ) -> Result<Option<ToolCall>, CallError> {
+        let Some((name, input)) = tool_call(task, plain_tasks) else {
+            return Ok(None);
+        };
+        let spec = match registry.resolve(&name) {
+            Ok(spec) => spec.into_owned(),
+            Err(why) => return Err(CallError::Unknown { name, why }),
+        };
+        if let Err(why) = spec.validate(&input) {
+            return Err(CallError::Input { name, why });
+        }
+        Ok(Some(ToolCall { spec, input }))
+    }
+}
+
+/// Why a task's call cannot be made.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallError {
+    /// No such tool (or MCP server, or server tool).
+    Unknown { name: String, why: String },
+    /// The tool refuses the input.
+    Input { name: String, why: String },
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decision {
-    /// Run the tool now.
-    Run,
-    /// Queue for approval.
-    Approve,
+    /// Run this call now.
+    Run(ToolCall),
+    /// Queue this call for approval.
+    Approve(ToolCall),
     /// Already queued: the id of its pending approval.
     Pending(i64),
     /// Approved to run at the next run (`approve --later`): the id of its approval.
@@ -70,8 +114,8 @@ impl Decision {
     /// The `decision` word of `check --json`.
     pub fn as_str(&self) -> &'static str {
         match self {
-            Decision::Run => "run",
-            Decision::Approve => "approve",
+            Decision::Run(_) => "run",
+            Decision::Approve(_) => "approve",
             Decision::Pending(_) => "pending",
             Decision::Approved(_) => "approved",
             Decision::NotDue => "not_due",
@@ -89,22 +133,53 @@ impl Decision {
     }
 }
 
-/// The decision for one task, with the tool call it resolved to.
+/// The decision for one task. A decision that runs or queues carries its call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Planned {
+    pub task: Task,
     pub decision: Decision,
-    /// The tool that runs (`agent` for plain tasks with `plain_tasks = "agent"`).
-    pub tool: Option<String>,
-    pub input: Option<Map<String, Value>>,
     /// When the task is (or becomes) due, within active hours; None for tasks that never
     /// will be (done, ignored, invalid, a reminder already given).
     pub next_due: Option<DateTime<Utc>>,
 }
 
+impl Planned {
+    /// The tool and input `check` and the reports show for this task: the call it
+    /// resolved to (`agent` for plain tasks with `plain_tasks = "agent"`); for a done or
+    /// ignored task what its text names; for an invalid one the tool it names, no input.
+    pub fn shown_call(
+        &self,
+        plain_tasks: PlainTasks,
+    ) -> (Option<String>, Option<Map<String, Value>>) {
+        let task = &self.task;
+        match &self.decision {
+            Decision::Run(call) | Decision::Approve(call) => {
+                (Some(call.name().to_string()), Some(call.input.clone()))
+            }
+            _ if task.done || task.section == Section::Other => {
+                (task.tool_name().map(str::to_string), tool_input(task))
+            }
+            Decision::Invalid { .. } => {
+                let name = tool_call(task, plain_tasks).map(|(name, _)| name);
+                (name.or_else(|| task.tool_name().map(str::to_string)), None)
+            }
+            _ => match tool_call(task, plain_tasks) {
+                Some((name, input)) => (Some(name), Some(input)),
+                None => (None, None),
+            },
+        }
+    }
+
+    /// The tool [`Planned::shown_call`] shows.
+    pub fn shown_tool(&self, plain_tasks: PlainTasks) -> Option<String> {
+        self.shown_call(plain_tasks).0
+    }
+}
+
 pub struct Plan {
     pub active: bool,
     pub next_active: Option<DateTime<Utc>>,
-    /// Parallel to the tasks given to [`plan`].
+    /// One per task given to [`plan`], in the same order.
     pub items: Vec<Planned>,
 }
 
@@ -133,8 +208,8 @@ pub fn plan<T: std::borrow::Borrow<Task>>(tasks: &[T], input: &PlanInput) -> Pla
         cfg.active.next_active(now)
     };
     let mut items: Vec<Planned> = tasks.iter().map(|t| decide(t, input, active)).collect();
-    apply_cooldowns(tasks, &mut items, cfg, input.state, now);
-    apply_run_cap(tasks, &mut items, cfg.max_tasks_per_run, input.state);
+    apply_cooldowns(&mut items, cfg, input.state, now);
+    apply_run_cap(&mut items, cfg.max_tasks_per_run, input.state);
     Plan {
         active,
         next_active,
@@ -146,20 +221,15 @@ pub fn plan<T: std::borrow::Borrow<Task>>(tasks: &[T], input: &PlanInput) -> Pla
 /// (never attempted first, then the oldest attempt; file order breaks ties), so that the
 /// first task in the file cannot starve the others. The rest are not due until the
 /// cooldown has passed.
-fn apply_cooldowns(
-    tasks: &[&Task],
-    items: &mut [Planned],
-    cfg: &Config,
-    state: &Snapshot,
-    now: DateTime<Utc>,
-) {
+fn apply_cooldowns(items: &mut [Planned], cfg: &Config, state: &Snapshot, now: DateTime<Utc>) {
     let mut chosen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let waited = |j: usize| (state.last_attempt.get(&tasks[j].id).copied(), j);
+    let waited = |j: usize| (state.last_attempt.get(&items[j].task.id).copied(), j);
     for (i, item) in items.iter().enumerate() {
-        let Some(tool) = item.tool.as_deref() else {
+        let Decision::Run(call) = &item.decision else {
             continue;
         };
-        if item.decision != Decision::Run || cfg.cooldown(tool).is_none() {
+        let tool = call.name();
+        if cfg.cooldown(tool).is_none() {
             continue;
         }
         match chosen.get(tool) {
@@ -170,12 +240,12 @@ fn apply_cooldowns(
         }
     }
     for (i, item) in items.iter_mut().enumerate() {
-        let Some(tool) = item.tool.as_deref() else {
+        let Decision::Run(call) = &item.decision else {
             continue;
         };
-        if item.decision == Decision::Run && chosen.get(tool).is_some_and(|&j| j != i) {
+        if chosen.get(call.name()).is_some_and(|&j| j != i) {
             let until = cfg
-                .cooldown(tool)
+                .cooldown(call.name())
                 .and_then(|c| chrono::Duration::from_std(c).ok())
                 .and_then(|c| now.checked_add_signed(c));
             item.decision = Decision::NotDue;
@@ -197,14 +267,14 @@ fn active_from(cfg: &Config, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
 /// attempted, then the oldest attempt; file order breaks ties), so that a recurring task
 /// near the top of the file cannot starve the ones below it. Those that run still run in
 /// file order.
-fn apply_run_cap(tasks: &[&Task], items: &mut [Planned], cap: usize, state: &Snapshot) {
+fn apply_run_cap(items: &mut [Planned], cap: usize, state: &Snapshot) {
     let mut runs: Vec<usize> = (0..items.len())
-        .filter(|&i| items[i].decision == Decision::Run)
+        .filter(|&i| matches!(items[i].decision, Decision::Run(_)))
         .collect();
     if cap == 0 || runs.len() <= cap {
         return;
     }
-    runs.sort_by_key(|&i| (state.last_attempt.get(&tasks[i].id).copied(), i));
+    runs.sort_by_key(|&i| (state.last_attempt.get(&items[i].task.id).copied(), i));
     for &i in &runs[cap..] {
         items[i].decision = Decision::Skip(SkipReason::RunCap);
     }
@@ -214,80 +284,57 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
     let cfg = input.config;
     let state = input.state;
     let now = input.now;
-    let planned =
-        |decision, tool: Option<String>, input: Option<Map<String, Value>>, next_due| Planned {
-            decision,
-            tool,
-            input,
-            next_due,
-        };
+    let planned = |decision, next_due| Planned {
+        task: task.clone(),
+        decision,
+        next_due,
+    };
 
     if task.done {
-        return planned(
-            Decision::Done,
-            task.tool_name().map(str::to_string),
-            tool_input(task),
-            None,
-        );
+        return planned(Decision::Done, None);
     }
     if task.section == Section::Other {
-        return planned(
-            Decision::Ignored,
-            task.tool_name().map(str::to_string),
-            tool_input(task),
-            None,
-        );
+        return planned(Decision::Ignored, None);
     }
 
     // Resolve the call: which tool, with what input, and is it valid.
     let call = match &task.body {
         Body::Invalid {
-            tool,
             error,
             line,
             column,
-        } => Err((tool.clone(), *line, *column, error.clone())),
-        _ => Ok(tool_call(task, cfg.plain_tasks)),
+            ..
+        } => Err((*line, *column, error.clone())),
+        _ => ToolCall::resolve(task, cfg.plain_tasks, input.registry).map_err(|e| match e {
+            CallError::Unknown { why, .. } | CallError::Input { why, .. } => {
+                (task.text_line, task.text_column, why)
+            }
+        }),
     };
-    let call = call.and_then(|call| match call {
-        None => Ok(None),
-        Some((name, map)) => match input.registry.resolve(&name) {
-            Err(unknown) => Err((Some(name), task.text_line, task.text_column, unknown)),
-            Ok(spec) => match spec.validate(&map) {
-                Ok(()) => Ok(Some((spec, name, map))),
-                Err(e) => Err((Some(name), task.text_line, task.text_column, e)),
-            },
-        },
-    });
-    let (spec, tool, tool_in) = match call {
-        Err((tool, line, column, error)) => {
-            return planned(
-                Decision::Invalid {
-                    line,
-                    column,
-                    error,
-                },
-                tool,
-                None,
-                None,
-            );
+    let call = match call {
+        Err((line, column, error)) => {
+            let invalid = Decision::Invalid {
+                line,
+                column,
+                error,
+            };
+            return planned(invalid, None);
         }
-        Ok(Some((spec, name, map))) => (Some(spec), Some(name), Some(map)),
-        Ok(None) => (None, None, None),
+        Ok(call) => call,
     };
 
     // A one-time task runs once: a success whose tick did not land still counts as done.
     if task.section == Section::OneTime && state.succeeded.contains(&task.id) {
-        return planned(Decision::Done, tool, tool_in, None);
+        return planned(Decision::Done, None);
     }
     // Started, and its outcome never recorded: it may have done its work
     // (docs/reference.md#at-most-once).
     if task.section == Section::OneTime && state.interrupted.contains(&task.id) {
-        return planned(Decision::Interrupted, tool, tool_in, None);
+        return planned(Decision::Interrupted, None);
     }
-    let reminder = spec.is_none();
+    let reminder = call.is_none();
     if reminder && task.section == Section::OneTime && state.reminded.contains(&task.id) {
-        return planned(Decision::Reminded, tool, tool_in, None);
+        return planned(Decision::Reminded, None);
     }
 
     let tz = cfg.tz();
@@ -301,24 +348,25 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
         } else {
             Decision::Pending(*id)
         };
-        return planned(decision, tool, tool_in, due_at);
+        return planned(decision, due_at);
     }
     if state
         .denied_until
         .get(&task.id)
         .is_some_and(|until| *until > now)
     {
-        return planned(Decision::Denied, tool, tool_in, due_at);
+        return planned(Decision::Denied, due_at);
     }
     if !active && !input.force {
-        return planned(Decision::Inactive, tool, tool_in, due_at);
+        return planned(Decision::Inactive, due_at);
     }
     if !schedule::is_due(task.schedule.as_ref(), tz, last, now) {
-        return planned(Decision::NotDue, tool, tool_in, due_at);
+        return planned(Decision::NotDue, due_at);
     }
-    let Some(spec) = spec else {
-        return planned(Decision::Remind, None, None, due_at);
+    let Some(call) = call else {
+        return planned(Decision::Remind, due_at);
     };
+    let spec = &call.spec;
     // A cooldown: not due while another task of this tool started within it.
     if let Some(cooldown) = cfg.cooldown(&spec.name)
         && let Some(last) = state.tool_last_start.get(&spec.name)
@@ -327,25 +375,20 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
             .and_then(|c| last.checked_add_signed(c))
         && until > now
     {
-        return planned(Decision::NotDue, tool, tool_in, active_from(cfg, until));
+        return planned(Decision::NotDue, active_from(cfg, until));
     }
     if state.tripped.contains(&task.id) {
-        return planned(Decision::Skip(SkipReason::Tripped), tool, tool_in, None);
+        return planned(Decision::Skip(SkipReason::Tripped), None);
     }
     if !cfg.within_budget(state.spent_today, cfg.cost_estimate(&spec.name)) {
         // The budget day starts again at local midnight.
         let tz = cfg.tz();
         let midnight = local_midnight(tz, local_midnight(tz, now) + chrono::Duration::hours(26));
         let due = active_from(cfg, midnight);
-        return planned(Decision::Skip(SkipReason::Budget), tool, tool_in, due);
+        return planned(Decision::Skip(SkipReason::Budget), due);
     }
     if spec.approval == Approval::Deny {
-        return planned(
-            Decision::Skip(SkipReason::DeniedByPolicy),
-            tool,
-            tool_in,
-            due_at,
-        );
+        return planned(Decision::Skip(SkipReason::DeniedByPolicy), due_at);
     }
     // An *always* grant makes `ask` into `auto` for this exact task (never overrides deny).
     let approval = if spec.approval == Approval::Ask && state.granted.contains(&task.id) {
@@ -360,11 +403,11 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
         || (task.proposed_by.is_some() && !state.released.contains(&task.id));
     let decision = match (input.autonomy, approval) {
         (Autonomy::Observe, _) => Decision::Skip(SkipReason::Observe),
-        _ if asks_first => Decision::Approve,
-        (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto) => Decision::Run,
-        (Autonomy::Cautious, _) => Decision::Approve,
+        _ if asks_first => Decision::Approve(call),
+        (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto) => Decision::Run(call),
+        (Autonomy::Cautious, _) => Decision::Approve(call),
     };
-    planned(decision, tool, tool_in, due_at)
+    planned(decision, due_at)
 }
 
 /// The tool a task calls and its input: `@name {…}`, or for a plain task with
@@ -390,7 +433,7 @@ fn tool_input(task: &Task) -> Option<Map<String, Value>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::config::ToolConfig;
     use crate::model::DaySet;
@@ -399,7 +442,8 @@ mod tests {
     use std::path::{Path, PathBuf};
     use std::time::Duration;
 
-    fn config(tools: BTreeMap<String, ToolConfig>) -> Config {
+    /// A config of these tools, active 08:00-22:00 in Berlin, cautious, no budget.
+    pub(crate) fn config(tools: BTreeMap<String, ToolConfig>) -> Config {
         Config {
             source: None,
             files: vec![],
@@ -456,6 +500,11 @@ mod tests {
         p.items.into_iter().map(|i| i.decision).collect()
     }
 
+    /// The decisions' words, as `check` shows them (a run's call left out).
+    fn words(decisions: &[Decision]) -> Vec<&'static str> {
+        decisions.iter().map(Decision::as_str).collect()
+    }
+
     // 10:00 in Berlin (winter).
     const NOON: &str = "2026-01-15T09:00:00Z";
 
@@ -465,24 +514,17 @@ mod tests {
     fn autonomy_levels_follow_the_table() {
         let cfg = config(BTreeMap::new());
         let s = Snapshot::default();
-        use Decision::*;
         assert_eq!(
-            decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious),
-            vec![Run, Approve, Remind, Done, Ignored]
+            words(&decide_all(MD, &cfg, &s, NOON, Autonomy::Cautious)),
+            vec!["run", "approve", "remind", "done", "ignored"]
         );
         assert_eq!(
-            decide_all(MD, &cfg, &s, NOON, Autonomy::Full),
-            vec![Run, Run, Remind, Done, Ignored]
+            words(&decide_all(MD, &cfg, &s, NOON, Autonomy::Full)),
+            vec!["run", "run", "remind", "done", "ignored"]
         );
         assert_eq!(
-            decide_all(MD, &cfg, &s, NOON, Autonomy::Observe),
-            vec![
-                Skip(SkipReason::Observe),
-                Skip(SkipReason::Observe),
-                Remind,
-                Done,
-                Ignored
-            ]
+            words(&decide_all(MD, &cfg, &s, NOON, Autonomy::Observe)),
+            vec!["observe", "observe", "remind", "done", "ignored"]
         );
     }
 
@@ -531,8 +573,14 @@ mod tests {
         assert_eq!(Decision::Denied.as_str(), "denied");
         // Once the denial stops holding, the task asks again.
         assert_eq!(
-            decide_all(MD, &cfg, &s, "2026-01-15T10:00:00Z", Autonomy::Cautious)[1],
-            Decision::Approve
+            words(&decide_all(
+                MD,
+                &cfg,
+                &s,
+                "2026-01-15T10:00:00Z",
+                Autonomy::Cautious
+            ))[1],
+            "approve"
         );
     }
 
@@ -543,20 +591,19 @@ mod tests {
         let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
         let mut s = Snapshot::default();
         s.granted.insert(ids[0].clone());
-        use Decision::*;
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
-            vec![Run, Approve]
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)),
+            vec!["run", "approve"]
         );
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Observe)[0],
-            Skip(SkipReason::Observe)
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Observe))[0],
+            "observe"
         );
         // A changed input is a new task: it asks again.
         let md2 = md.replace("\"a\"", "\"a2\"");
         assert_eq!(
-            decide_all(&md2, &cfg, &s, NOON, Autonomy::Cautious)[0],
-            Approve
+            words(&decide_all(&md2, &cfg, &s, NOON, Autonomy::Cautious))[0],
+            "approve"
         );
     }
 
@@ -578,48 +625,49 @@ mod tests {
              - [ ] @never {{}} {mark}\n- [ ] Stretch {mark}\n"
         );
         let ids: Vec<String> = tasks(&md).iter().map(|t| t.id.clone()).collect();
-        use Decision::*;
         // A fresh state dir knows nothing of it: the mark alone makes it ask, even for an
         // `auto` tool, in full autonomy, or with an always grant on its id.
         let mut fresh = Snapshot::default();
         fresh.granted.insert(ids[1].clone());
         for autonomy in [Autonomy::Cautious, Autonomy::Full] {
             assert_eq!(
-                decide_all(&md, &cfg, &fresh, NOON, autonomy),
-                vec![Approve, Approve, Skip(SkipReason::DeniedByPolicy), Remind],
+                words(&decide_all(&md, &cfg, &fresh, NOON, autonomy)),
+                vec!["approve", "approve", "denied_by_policy", "remind"],
                 "{autonomy:?}"
             );
         }
         assert_eq!(
-            decide_all(&md, &cfg, &fresh, NOON, Autonomy::Observe)[..2],
-            [Skip(SkipReason::Observe), Skip(SkipReason::Observe)]
+            words(&decide_all(&md, &cfg, &fresh, NOON, Autonomy::Observe))[..2],
+            ["observe", "observe"]
         );
         // Once a person approved it here, ordinary policy.
         let mut released = Snapshot::default();
         released.released.insert(ids[0].clone());
         released.released.insert(ids[1].clone());
         assert_eq!(
-            decide_all(&md, &cfg, &released, NOON, Autonomy::Cautious)[..2],
-            [Run, Approve]
+            words(&decide_all(&md, &cfg, &released, NOON, Autonomy::Cautious))[..2],
+            ["run", "approve"]
         );
         assert_eq!(
-            decide_all(&md, &cfg, &released, NOON, Autonomy::Full)[..2],
-            [Run, Run]
+            words(&decide_all(&md, &cfg, &released, NOON, Autonomy::Full))[..2],
+            ["run", "run"]
         );
     }
 
     #[test]
     fn outside_active_hours_everything_open_is_inactive() {
         let cfg = config(BTreeMap::new());
-        let d = decide_all(
+        let d = words(&decide_all(
             MD,
             &cfg,
             &Snapshot::default(),
             "2026-01-15T22:00:00Z",
             Autonomy::Full,
+        ));
+        assert_eq!(
+            d,
+            vec!["inactive", "inactive", "inactive", "done", "ignored"]
         );
-        use Decision::*;
-        assert_eq!(d, vec![Inactive, Inactive, Inactive, Done, Ignored]);
     }
 
     #[test]
@@ -645,40 +693,39 @@ mod tests {
         cfg.daily_usd = 1.0;
         let md = "## Recurring\n- [ ] @log {\"text\": \"x\"}\n- [ ] @paid {}\n- [ ] @shell {\"cmd\": \"y\"}\n";
         let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
-        use Decision::*;
         let mut s = Snapshot::default();
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
-            vec![Run, Run, Approve]
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)),
+            vec!["run", "run", "approve"]
         );
         // A log task started 30 minutes ago: the other waits out the hour.
         s.tool_last_start
             .insert("log".into(), "2026-01-15T08:30:00Z".parse().unwrap());
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[0],
-            NotDue
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious))[0],
+            "not_due"
         );
         // 0.7 spent: the 0.4 task would pass the cap, the free ones may still run.
         s.spent_today = 0.7;
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[1..],
-            [Skip(SkipReason::Budget), Approve]
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious))[1..],
+            ["budget", "approve"]
         );
         // The cap reached: nothing runs, free or not.
         s.spent_today = 1.0;
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[1..],
-            [Skip(SkipReason::Budget), Skip(SkipReason::Budget)]
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious))[1..],
+            ["budget", "budget"]
         );
         s.spent_today = 0.0;
         s.tripped.insert(ids[2].clone());
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)[2],
-            Skip(SkipReason::Tripped)
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious))[2],
+            "tripped"
         );
-        assert_eq!(Skip(SkipReason::Tripped).as_str(), "tripped");
-        assert_eq!(Skip(SkipReason::Budget).as_str(), "budget");
-        assert_eq!(Skip(SkipReason::RunCap).as_str(), "run_cap");
+        assert_eq!(Decision::Skip(SkipReason::Tripped).as_str(), "tripped");
+        assert_eq!(Decision::Skip(SkipReason::Budget).as_str(), "budget");
+        assert_eq!(Decision::Skip(SkipReason::RunCap).as_str(), "run_cap");
     }
 
     #[test]
@@ -688,10 +735,9 @@ mod tests {
             paused: true,
             ..Snapshot::default()
         };
-        use Decision::*;
         assert_eq!(
-            decide_all(MD, &cfg, &s, NOON, Autonomy::Full),
-            vec![Inactive, Inactive, Inactive, Done, Ignored]
+            words(&decide_all(MD, &cfg, &s, NOON, Autonomy::Full)),
+            vec!["inactive", "inactive", "inactive", "done", "ignored"]
         );
     }
 
@@ -726,9 +772,14 @@ mod tests {
         let mut cfg = config(BTreeMap::new());
         cfg.max_tasks_per_run = 2;
         let md = "## Recurring\n- [ ] @log {\"text\": \"1\"}\n- [ ] @shell {\"cmd\": \"q\"}\n- [ ] @log {\"text\": \"2\"}\n- [ ] @log {\"text\": \"3\"}\n";
-        let d = decide_all(md, &cfg, &Snapshot::default(), NOON, Autonomy::Cautious);
-        use Decision::*;
-        assert_eq!(d, vec![Run, Approve, Run, Skip(SkipReason::RunCap)]);
+        let d = words(&decide_all(
+            md,
+            &cfg,
+            &Snapshot::default(),
+            NOON,
+            Autonomy::Cautious,
+        ));
+        assert_eq!(d, vec!["run", "approve", "run", "run_cap"]);
         // The one that waited runs next time, ahead of those that ran.
         let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
         let mut s = Snapshot::default();
@@ -736,11 +787,17 @@ mod tests {
             .insert(ids[0].clone(), "2026-01-15T08:00:00Z".parse().unwrap());
         s.last_attempt
             .insert(ids[2].clone(), "2026-01-15T08:00:00Z".parse().unwrap());
-        let d = decide_all(md, &cfg, &s, NOON, Autonomy::Cautious);
-        assert_eq!(d, vec![Run, Approve, Skip(SkipReason::RunCap), Run]);
+        let d = words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious));
+        assert_eq!(d, vec!["run", "approve", "run_cap", "run"]);
         cfg.max_tasks_per_run = 0;
-        let d = decide_all(md, &cfg, &Snapshot::default(), NOON, Autonomy::Cautious);
-        assert_eq!(d, vec![Run, Approve, Run, Run]);
+        let d = words(&decide_all(
+            md,
+            &cfg,
+            &Snapshot::default(),
+            NOON,
+            Autonomy::Cautious,
+        ));
+        assert_eq!(d, vec!["run", "approve", "run", "run"]);
     }
 
     #[test]
@@ -749,16 +806,15 @@ mod tests {
         let md = "## One-time\n- [ ] Call the bank\n- [ ] @log {\"text\": \"x\"}\n";
         let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
         let mut s = Snapshot::default();
-        use Decision::*;
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
-            vec![Remind, Run]
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)),
+            vec!["remind", "run"]
         );
         s.reminded.insert(ids[0].clone());
         s.succeeded.insert(ids[1].clone());
         assert_eq!(
-            decide_all(md, &cfg, &s, NOON, Autonomy::Cautious),
-            vec![Reminded, Done]
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)),
+            vec!["reminded", "done"]
         );
     }
 
@@ -788,11 +844,17 @@ mod tests {
                 autonomy: Autonomy::Cautious,
             },
         );
-        assert_eq!(p.items[0].decision, Decision::Run);
-        assert_eq!(p.items[0].tool.as_deref(), Some("agent"));
+        let Decision::Run(call) = &p.items[0].decision else {
+            panic!("{:?}", p.items[0].decision);
+        };
+        assert_eq!(call.name(), "agent");
         assert_eq!(
-            p.items[0].input.as_ref().unwrap()["prompt"],
+            call.input["prompt"],
             Value::String("Summarise   my mail".into())
+        );
+        assert_eq!(
+            p.items[0].shown_tool(PlainTasks::Agent).as_deref(),
+            Some("agent")
         );
     }
 

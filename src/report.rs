@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::audit::{self, Secrets};
 use crate::error::exit;
-use crate::model::{Body, Task, Trigger};
+use crate::model::{Body, Outcome, Task, Trigger};
 use crate::text::Redacted;
 
 /// What happened to one task (the `tasks` of `run --once --json`). Its texts are redacted:
@@ -23,9 +23,7 @@ pub struct TaskReport {
     pub column: Option<usize>,
     pub text: Redacted,
     pub tool: Option<String>,
-    /// succeeded, failed, interrupted (a failure: the run before died mid-task), queued,
-    /// skipped, invalid, reminded, stale (would_run and would_queue in dry runs).
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     pub reason: Option<Redacted>,
     pub approval_id: Option<i64>,
     pub exit_code: Option<i32>,
@@ -41,15 +39,10 @@ pub struct TaskReport {
 impl TaskReport {
     /// Whether it failed: ran and failed, or was interrupted by a run that died.
     pub fn failed(&self) -> bool {
-        matches!(self.outcome, "failed" | "interrupted")
+        matches!(self.outcome, Outcome::Failed | Outcome::Interrupted)
     }
 
-    pub fn new(
-        task: &Task,
-        tool: Option<&str>,
-        outcome: &'static str,
-        secrets: &Secrets,
-    ) -> TaskReport {
+    pub fn new(task: &Task, tool: Option<&str>, outcome: Outcome, secrets: &Secrets) -> TaskReport {
         TaskReport {
             task_id: task.id.clone(),
             file: task.file.clone(),
@@ -114,18 +107,18 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn count(&self, outcome: &str) -> usize {
+    pub fn count(&self, outcome: Outcome) -> usize {
         self.tasks.iter().filter(|t| t.outcome == outcome).count()
     }
 
     pub fn counts(&self) -> RunCounts {
         RunCounts {
-            succeeded: self.count("succeeded"),
+            succeeded: self.count(Outcome::Succeeded),
             // An interrupted task failed too (`task_failed`): the run exits 1 for it.
-            failed: self.count("failed") + self.count("interrupted"),
-            queued: self.count("queued"),
-            skipped: self.count("skipped"),
-            invalid: self.count("invalid"),
+            failed: self.count(Outcome::Failed) + self.count(Outcome::Interrupted),
+            queued: self.count(Outcome::Queued),
+            skipped: self.count(Outcome::Skipped),
+            invalid: self.count(Outcome::Invalid),
         }
     }
 
@@ -149,8 +142,8 @@ impl Report {
             "queued": c.queued,
             "skipped_tasks": c.skipped,
             "invalid": c.invalid,
-            "reminded": self.count("reminded"),
-            "stale": self.count("stale"),
+            "reminded": self.count(Outcome::Reminded),
+            "stale": self.count(Outcome::Stale),
             "errors": self.errors,
             "agent_actions": self.agent_actions,
         })
@@ -182,7 +175,7 @@ mod tests {
             column: None,
             text: "x".into(),
             tool: Some("shell".into()),
-            outcome: "interrupted",
+            outcome: Outcome::Interrupted,
             reason: None,
             approval_id: None,
             exit_code: None,

@@ -161,14 +161,15 @@ impl Checked {
             .into_iter()
             .zip(&self.plan.items)
             .map(|(task, planned)| {
+                let (tool, input) = planned.shown_call(self.cfg.plain_tasks);
                 json!({
                     "task_id": task.id,
                     "file": &*task.file,
                     "line": task.line,
                     "section": task.section.as_str(),
                     "text": task.text,
-                    "tool": planned.tool.as_deref().or_else(|| task.tool_name()),
-                    "input": planned.input,
+                    "tool": tool.as_deref().or_else(|| task.tool_name()),
+                    "input": input,
                     "schedule": task.schedule.as_ref().and(task.heading.as_deref()),
                     "heading": task.heading.as_deref(),
                     "done": task.done,

@@ -280,7 +280,7 @@ fn run_tick(
             clock: Clock::starting_at(now),
             force: false,
             autonomy: cfg.autonomy,
-            mode: "daemon",
+            mode: crate::model::RunMode::Daemon,
             trigger: plan.unwrap_or(Trigger::Manual),
             telegram,
             secrets: &Secrets::from_config(cfg),

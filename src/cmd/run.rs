@@ -16,7 +16,7 @@ use crate::engine::files::{all_tasks, read_files, read_snapshot};
 use crate::engine::run::{Tick, connect_telegram, tick};
 use crate::engine::session::new_run_id;
 use crate::error::{Error, Result, exit};
-use crate::model::{Task, Trigger};
+use crate::model::{Outcome, Task, Trigger};
 use crate::plan::{self, Decision, PlanInput};
 use crate::report::{Report, TaskReport};
 use crate::store::Store;
@@ -64,7 +64,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         clock: ctx.clock,
         force: args.force,
         autonomy,
-        mode: "once",
+        mode: crate::model::RunMode::Once,
         // For cron and timers: `run --once` is the schedule's run.
         trigger: Trigger::Schedule,
         telegram: telegram.as_ref(),
@@ -178,13 +178,14 @@ fn dry_run(
         report.skipped = Some("outside_active_hours");
     }
     for (task, planned) in tasks.iter().zip(&plan.items) {
-        let tool = planned.tool.as_deref();
+        let tool = planned.shown_tool(cfg.plain_tasks);
+        let tool = tool.as_deref();
         let outcome = match &planned.decision {
-            Decision::Run => "would_run",
-            Decision::Approve => "would_queue",
-            Decision::Remind => "reminded",
-            Decision::Invalid { .. } => "invalid",
-            Decision::Skip(_) => "skipped",
+            Decision::Run(_) => Outcome::WouldRun,
+            Decision::Approve(_) => Outcome::WouldQueue,
+            Decision::Remind => Outcome::Reminded,
+            Decision::Invalid { .. } => Outcome::Invalid,
+            Decision::Skip(_) => Outcome::Skipped,
             _ => continue,
         };
         let mut r = TaskReport::new(task, tool, outcome, &Secrets::taken());
@@ -223,7 +224,7 @@ fn dry_run(
             out.line("dry run: nothing to do now");
         }
     }
-    Ok(if report.count("invalid") > 0 {
+    Ok(if report.count(Outcome::Invalid) > 0 {
         exit::TASK_FAILED
     } else {
         exit::OK

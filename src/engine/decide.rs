@@ -13,7 +13,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use super::session::{Session, new_run_id, open_audit};
+use super::session::{RunStart, Session, new_run_id, open_audit};
 use crate::audit::event::{Decided, Ended, Pause};
 use crate::audit::{self, AuditLog, Event, Secrets};
 use crate::clock::Clock;
@@ -306,14 +306,16 @@ impl Decider {
             &registry,
             store,
             audit,
-            new_run_id(now),
-            self.clock,
-            now,
-            "approve",
-            // A person approved: the run is theirs.
-            crate::model::Trigger::Manual,
-            &files,
-            self.cfg.autonomy.as_str(),
+            RunStart {
+                run_id: new_run_id(now),
+                clock: self.clock,
+                now,
+                mode: crate::model::RunMode::Approve,
+                // A person approved: the run is theirs.
+                trigger: crate::model::Trigger::Manual,
+                files: &files,
+                autonomy: self.cfg.autonomy,
+            },
         )?;
         session.recover_interrupted()?;
         session.run_approved(Some(&ids))?;

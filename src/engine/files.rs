@@ -1,11 +1,13 @@
 //! The files and state a command starts from: every configured HEARTBEAT.md read and parsed
-//! once, the stored state as a snapshot for planning, the state dir created private.
+//! once, the stored state as a snapshot for planning, the state dir created private; and
+//! the files of approved tasks, read again when they change.
 //!
 //! Invariants: a file is read once per command; reading never creates anything (only
 //! [`ensure_state_dir`] does, with mode 0700).
 
+use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
@@ -64,4 +66,81 @@ pub fn ensure_state_dir(dir: &Path) -> Result<()> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| Error::io(dir, e))
+}
+
+/// Files read for approved tasks, kept parsed while they do not change on disk: a
+/// thousand approvals in one file read it once, and a tool that edits the file makes the
+/// next lookup read it again.
+#[derive(Default)]
+pub struct FileCache {
+    files: HashMap<PathBuf, (Stamp, HashMap<String, Task>)>,
+}
+
+/// What tells that a file changed: size, modification and change times, inode.
+type Stamp = (u64, i64, i64, i64, i64, u64);
+
+impl FileCache {
+    /// The task with this id as the file is now. Err: the file could not be read.
+    pub fn find(
+        &mut self,
+        path: &Path,
+        task_id: &str,
+    ) -> std::result::Result<Option<Task>, String> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read the file: {e}")),
+        };
+        let stamp = (
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+            meta.ino(),
+        );
+        if let Some((seen, tasks)) = self.files.get(path)
+            && *seen == stamp
+        {
+            return Ok(tasks.get(task_id).cloned());
+        }
+        let tasks: HashMap<String, Task> = match markdown::read_source(path) {
+            Ok(src) => markdown::parse(&src.path, &src.canonical, &src.text)
+                .tasks
+                .into_iter()
+                .map(|t| (t.id.clone(), t))
+                .collect(),
+            Err(FileError::Missing(_)) => return Ok(None),
+            Err(e) => return Err(format!("cannot read the file: {e}")),
+        };
+        let found = tasks.get(task_id).cloned();
+        self.files.insert(path.to_path_buf(), (stamp, tasks));
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_finds_a_task_as_its_file_is_now() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("HEARTBEAT.md");
+        let md = "## Recurring\n- [ ] @log {\"text\": \"a\"}\n";
+        std::fs::write(&path, md).unwrap();
+        let id = markdown::parse(&path, &path.canonicalize().unwrap(), md).tasks[0]
+            .id
+            .clone();
+        let mut cache = FileCache::default();
+        let found = cache.find(&path, &id).unwrap().expect("found");
+        assert_eq!(found.text, "@log {\"text\": \"a\"}");
+        assert_eq!(cache.find(&path, "000000000000").unwrap(), None);
+        // Changed on disk: read again, and the old task is gone.
+        std::fs::write(&path, md.replace("\"a\"", "\"changed\"")).unwrap();
+        assert_eq!(cache.find(&path, &id).unwrap(), None);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(cache.find(&path, &id).unwrap(), None);
+    }
 }

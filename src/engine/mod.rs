@@ -5,8 +5,13 @@
 pub mod agent;
 pub mod bot;
 pub mod decide;
+pub mod executor;
 pub mod files;
+pub mod guard;
+pub mod ledger;
 pub mod mcp;
 pub mod outbox;
+pub mod recovery;
 pub mod run;
 pub mod session;
+pub mod ticks;

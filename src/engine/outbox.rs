@@ -84,7 +84,7 @@ pub fn approval_inputs(
 ) -> store::Result<HashMap<i64, serde_json::Value>> {
     let mut inputs = HashMap::new();
     for t in &report.tasks {
-        if t.outcome == "queued"
+        if t.outcome == crate::model::Outcome::Queued
             && let Some(id) = t.approval_id
             && let Some(row) = store.approval(id)?
         {

@@ -19,7 +19,7 @@ use super::bot::{self, Effects, Pressed};
 use super::decide::Decider;
 use super::files::{Loaded, all_tasks};
 use super::outbox;
-use super::session::{self, Session, new_run_id};
+use super::session::{self, RunStart, Session, new_run_id};
 use crate::audit::{self, Event, event::Pause};
 use crate::clock::Clock;
 use crate::config::{Autonomy, Config};
@@ -66,7 +66,7 @@ pub struct Tick<'a> {
     pub force: bool,
     pub autonomy: Autonomy,
     /// `once` or `daemon` (the audit's `run_started.mode`).
-    pub mode: &'static str,
+    pub mode: crate::model::RunMode,
     /// What started this tick: its schedule, or a person (SIGUSR1, `/run`, a button press).
     pub trigger: crate::model::Trigger,
     pub telegram: Option<&'a Telegram>,
@@ -213,13 +213,15 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 &registry,
                 store,
                 audit,
-                run_id.clone(),
-                t.clock,
-                now,
-                t.mode,
-                t.trigger,
-                &paths,
-                t.autonomy.as_str(),
+                RunStart {
+                    run_id: run_id.clone(),
+                    clock: t.clock,
+                    now,
+                    mode: t.mode,
+                    trigger: t.trigger,
+                    files: &paths,
+                    autonomy: t.autonomy,
+                },
             )?;
             if let Some(pruned) = &pruned {
                 session.record(pruned)?;
@@ -234,8 +236,8 @@ pub fn tick(t: &Tick) -> Result<Report> {
             session.recover_interrupted()?;
             session.run_approved(None)?;
             if active && t.plan {
-                let plan = plan_now(t, &tasks, &registry, &session.store, now)?;
-                session.apply_all(&tasks, &plan.items)?;
+                let plan = plan_now(t, &tasks, &registry, session.store(), now)?;
+                session.apply_all(&plan.items)?;
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
                 let next = cfg.active.next_active(now);
@@ -308,13 +310,20 @@ fn mcp_catalog(
     }
     let registry = Registry::from_config(cfg).with_catalog(&catalog);
     let plan = plan_now(t, tasks, &registry, store, now)?;
-    let wanted = tasks.iter().zip(&plan.items).filter_map(|(task, p)| {
-        let acts = matches!(
-            p.decision,
-            plan::Decision::Run | plan::Decision::Approve | plan::Decision::Invalid { .. }
-        );
-        Some((p.tool.as_deref().filter(|_| acts)?, &*task.file))
-    });
+    let wanted: Vec<(String, &Path)> = plan
+        .items
+        .iter()
+        .filter(|p| {
+            matches!(
+                p.decision,
+                plan::Decision::Run(_)
+                    | plan::Decision::Approve(_)
+                    | plan::Decision::Invalid { .. }
+            )
+        })
+        .filter_map(|p| Some((p.shown_tool(cfg.plain_tasks)?, &*p.task.file)))
+        .collect();
+    let wanted = wanted.iter().map(|(tool, file)| (tool.as_str(), *file));
     for (server, workdir) in super::mcp::named_servers(cfg, wanted) {
         if !catalog.contains_key(&server) || stale.contains(&server) {
             super::mcp::refresh(servers, store, &mut catalog, &server, workdir, now)?;

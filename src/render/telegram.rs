@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::audit::Secrets;
 use crate::audit::redact::STARS;
 use crate::config::SummaryMode;
+use crate::model::Outcome;
 use crate::report::{Report, TaskReport};
 use crate::text::{Redacted, escape};
 
@@ -305,9 +306,9 @@ pub fn summary(
     secrets: &Secrets,
 ) -> Vec<Rendered> {
     let c = report.counts();
-    let reminded = report.count("reminded");
+    let reminded = report.count(Outcome::Reminded);
     let did_something =
-        c.succeeded + c.failed + c.queued + c.invalid + reminded + report.count("stale") > 0
+        c.succeeded + c.failed + c.queued + c.invalid + reminded + report.count(Outcome::Stale) > 0
             || !report.errors.is_empty();
     let urgent = c.failed > 0 || !report.errors.is_empty();
     let tasks: Vec<&TaskReport> = match mode {
@@ -318,7 +319,8 @@ pub fn summary(
             .tasks
             .iter()
             .filter(|t| {
-                t.outcome != "skipped" || t.reason.as_ref().map(Redacted::as_str) == Some("observe")
+                t.outcome != Outcome::Skipped
+                    || t.reason.as_ref().map(Redacted::as_str) == Some("observe")
             })
             .collect(),
     };
@@ -330,7 +332,7 @@ pub fn summary(
         (c.queued, "queued"),
         (c.invalid, "invalid"),
         (reminded, "reminder(s)"),
-        (report.count("stale"), "stale"),
+        (report.count(Outcome::Stale), "stale"),
     ] {
         if n > 0 && (mode != SummaryMode::Never || word == "failed") {
             counts.push(format!("{n} {word}"));
@@ -347,7 +349,7 @@ pub fn summary(
     }];
     for t in tasks {
         let approval = match (t.outcome, t.approval_id) {
-            ("queued", Some(id)) => inputs.get(&id).map(|input| ApprovalView {
+            (Outcome::Queued, Some(id)) => inputs.get(&id).map(|input| ApprovalView {
                 id,
                 tool: t.tool.as_deref().unwrap_or("?"),
                 place: format!("{}:{}", t.file.display(), t.line),
@@ -390,18 +392,18 @@ pub fn summary(
 /// One line per task: ✅ / ❌ / ⏳ / 🔔 …, the tool and text, the summary or first output line.
 fn task_line(t: &TaskReport) -> String {
     let icon = match t.outcome {
-        "succeeded" => "✅",
-        "failed" | "interrupted" => "❌",
-        "queued" => "⏳",
-        "reminded" => "🔔",
-        "invalid" => "⚠️",
-        "stale" => "🚫",
+        Outcome::Succeeded => "✅",
+        Outcome::Failed | Outcome::Interrupted => "❌",
+        Outcome::Queued => "⏳",
+        Outcome::Reminded => "🔔",
+        Outcome::Invalid => "⚠️",
+        Outcome::Stale => "🚫",
         _ => "👀",
     };
     let what = match &t.tool {
         // By its place only: the source text of a task that did not parse may hold a secret
         // that redaction cannot recognise (docs/reference.md#redaction).
-        _ if t.outcome == "invalid" => {
+        _ if t.outcome == Outcome::Invalid => {
             let name = t.file.file_name().unwrap_or(t.file.as_os_str());
             let column = t.column.map(|c| format!(":{c}")).unwrap_or_default();
             escape(&format!("{}:{}{column}", name.to_string_lossy(), t.line))
@@ -419,26 +421,26 @@ fn task_line(t: &TaskReport) -> String {
         None => t.text.first_line(120).escape().into_string(),
     };
     let detail = match t.outcome {
-        "succeeded" => t
+        Outcome::Succeeded => t
             .summary
             .as_ref()
             .or(t.output.as_ref())
             .map(|o| o.first_line(160).into_string()),
-        "queued" => t.approval_id.map(|id| match &t.reason {
+        Outcome::Queued => t.approval_id.map(|id| match &t.reason {
             // Proposed by an agent: the person deciding is told.
             Some(why) => format!("approval #{id}, {}", why.as_str()),
             None => format!("approval #{id}"),
         }),
         // A reminder an agent proposed says so.
-        "reminded" => t.reason.as_ref().map(|r| r.as_str().to_string()),
-        "skipped" => Some("would run".into()),
+        Outcome::Reminded => t.reason.as_ref().map(|r| r.as_str().to_string()),
+        Outcome::Skipped => Some("would run".into()),
         _ => t.reason.as_ref().map(|r| r.first_line(160).into_string()),
     };
     let mut line = format!("{icon} {what}");
     if let Some(d) = detail.filter(|d| !d.is_empty()) {
         line.push_str(&format!(" — {}", escape(&d)));
     }
-    if t.outcome == "queued"
+    if t.outcome == Outcome::Queued
         && let Some(id) = t.approval_id
     {
         line.push_str(&format!(": <code>heartbeat approve {id}</code>"));
@@ -469,7 +471,10 @@ mod tests {
                     None => "Stretch <now>".into(),
                 }),
                 tool: tool.map(str::to_string),
-                outcome,
+                outcome: Outcome::ALL
+                    .into_iter()
+                    .find(|o| o.as_str() == *outcome)
+                    .unwrap(),
                 reason: (*outcome == "failed").then(|| "exit status 1: <oops>".into()),
                 approval_id: (*outcome == "queued").then_some(i as i64 + 1),
                 exit_code: None,

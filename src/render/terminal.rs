@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::model::Outcome;
 use crate::plan::SkipReason;
 use crate::report::Report;
 use crate::text::{Redacted, clean};
@@ -32,13 +33,13 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
     let news = !r.errors.is_empty()
         || r.tasks
             .iter()
-            .any(|t| all_skips || t.outcome != "skipped" || reason(t) == observe);
+            .any(|t| all_skips || t.outcome != Outcome::Skipped || reason(t) == observe);
     if !news {
         return out;
     }
     let mut invalid_lines: HashMap<String, (usize, usize)> = HashMap::new();
     for t in &r.tasks {
-        let failure = t.failed() || t.outcome == "invalid";
+        let failure = t.failed() || t.outcome == Outcome::Invalid;
         if quiet && !failure {
             continue;
         }
@@ -50,25 +51,29 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             Some(tool) => format!("@{tool}"),
             None => "reminder".into(),
         };
-        let observed = t.outcome == "skipped" && reason(t) == observe;
+        let observed = t.outcome == Outcome::Skipped && reason(t) == observe;
         let detail = match t.outcome {
-            "succeeded" => t
+            Outcome::Succeeded => t
                 .summary
                 .clone()
                 .or_else(|| t.output.as_ref().map(|o| o.first_line(120)))
                 .unwrap_or_default()
                 .into_string(),
-            "queued" => match t.approval_id {
+            Outcome::Queued => match t.approval_id {
                 Some(id) => format!("approval {id}: heartbeat approve {id}"),
                 None => String::new(),
             },
-            "skipped" if observed => t.text.first_line(120).into_string(),
+            Outcome::Skipped if observed => t.text.first_line(120).into_string(),
             // A reminder an agent proposed says so.
-            "reminded" => match reason(t) {
+            Outcome::Reminded => match reason(t) {
                 Some(why) => format!("{} ({why})", t.text.first_line(120).as_str()),
                 None => t.text.first_line(120).into_string(),
             },
-            "failed" | "interrupted" | "invalid" | "skipped" | "stale" => t
+            Outcome::Failed
+            | Outcome::Interrupted
+            | Outcome::Invalid
+            | Outcome::Skipped
+            | Outcome::Stale => t
                 .reason
                 .as_ref()
                 .map(Redacted::clean)
@@ -77,20 +82,20 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             _ => t.text.first_line(120).into_string(),
         };
         let label = match t.outcome {
-            "succeeded" => "ok",
-            "failed" | "interrupted" => "FAILED",
-            "invalid" => "INVALID",
-            "stale" => "STALE",
-            "would_run" => "would run",
-            "would_queue" => "would queue",
-            "skipped" if observed => "would run",
-            other => other,
+            Outcome::Succeeded => "ok",
+            Outcome::Failed | Outcome::Interrupted => "FAILED",
+            Outcome::Invalid => "INVALID",
+            Outcome::Stale => "STALE",
+            Outcome::WouldRun => "would run",
+            Outcome::WouldQueue => "would queue",
+            Outcome::Skipped if observed => "would run",
+            other => other.as_str(),
         };
         let approval = t
             .approval_id
             .map(|id| format!(" #{id}"))
             .unwrap_or_default();
-        let line = if t.outcome == "invalid" {
+        let line = if t.outcome == Outcome::Invalid {
             let line = format!("{label:<9} {place}: {}", clean(&detail));
             // The tasks below one bad schedule heading share its place and error: one line,
             // with how many tasks it holds back.
@@ -101,7 +106,7 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
             }
             invalid_lines.insert(line.clone(), (out.len(), 1));
             line
-        } else if t.outcome == "queued" {
+        } else if t.outcome == Outcome::Queued {
             format!("{label:<9} {what:<14} {place}  {}", clean(&detail))
         } else {
             format!(
@@ -132,8 +137,8 @@ pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<Strin
         (c.queued, "queued"),
         (c.skipped, "skipped"),
         (c.invalid, "invalid"),
-        (r.count("reminded"), "reminded"),
-        (r.count("stale"), "stale"),
+        (r.count(Outcome::Reminded), "reminded"),
+        (r.count(Outcome::Stale), "stale"),
     ] {
         if n > 0 {
             parts.push(format!("{n} {word}"));

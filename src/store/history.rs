@@ -246,7 +246,7 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
         r.tool,
         started,
         finished,
-        if r.succeeded { "succeeded" } else { "failed" },
+        crate::model::Outcome::of_run(r.succeeded).as_str(),
         r.cost_usd,
         r.approval_id
     ])?;

@@ -238,7 +238,7 @@ pub use crate::audit::parse_ts;
 
 /// Helpers for the unit tests of every part of the store.
 #[cfg(test)]
-mod test_util {
+pub(crate) mod test_util {
     use chrono::{DateTime, Utc};
     use rusqlite::Connection;
 
