@@ -16,7 +16,7 @@ use crate::audit::{self, Event, event::Pause};
 use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
 use crate::error::Result;
-use crate::model::ApprovalState;
+use crate::model::{ApprovalState, ButtonAction};
 use crate::render::show_time;
 use crate::render::telegram::{ApprovalView, Entry, approval_alone, with_approvals};
 use crate::store::{NewMessage, NewPause, Store};
@@ -156,7 +156,7 @@ fn press(
     // message or a forged press carries): the terminal, where it can be read, decides.
     let hidden = crate::render::telegram::hidden_values(&row.input, d.audit.secrets());
     if hidden > 0
-        && matches!(action, 'y' | 'a')
+        && matches!(action, ButtonAction::Approve | ButtonAction::Always)
         && matches!(row.state, ApprovalState::Pending | ApprovalState::Approved)
     {
         // A callback answer holds 200 characters: the file by its name.
@@ -172,8 +172,8 @@ fn press(
         return Ok(());
     }
     let answer = match (row.state, action) {
-        (ApprovalState::Pending, 'y' | 'a') => {
-            if d.approve(&row, action == 'a')? {
+        (ApprovalState::Pending, ButtonAction::Approve | ButtonAction::Always) => {
+            if d.approve(&row, action == ButtonAction::Always)? {
                 if let Some(m) = message_id {
                     fx.pressed.push(Pressed {
                         chat_id,
@@ -186,7 +186,7 @@ fn press(
                 format!("#{id} was decided elsewhere meanwhile.")
             }
         }
-        (ApprovalState::Pending, _) => {
+        (ApprovalState::Pending, ButtonAction::Deny) => {
             if d.deny(&row, None)? {
                 if let Some(m) = message_id {
                     let line = format!("🚫 #{id} denied by {}", d.by);
@@ -197,8 +197,8 @@ fn press(
                 format!("#{id} was decided elsewhere meanwhile.")
             }
         }
-        (ApprovalState::Approved, 'y' | 'a') => {
-            if action == 'a' {
+        (ApprovalState::Approved, ButtonAction::Approve | ButtonAction::Always) => {
+            if action == ButtonAction::Always {
                 d.grant(&row)?;
             }
             if let Some(m) = message_id {

@@ -1,5 +1,5 @@
 //! Closed sets of words that heartbeat stores and sends: an approval's state, the action of
-//! a Telegram button. Each is an enum whose spelling is written once, in [`words!`], and read
+//! an approval's Telegram button. Each is an enum whose spelling is written once, in [`words!`], and read
 //! back through `FromStr`: a word outside the set is an [`UnknownWord`] naming it, never a
 //! silent default.
 //!
@@ -101,6 +101,18 @@ words! {
     }
 }
 
+words! {
+    /// What an approval's Telegram button asks for: the `<action>` of its callback data
+    /// `hb:<action>:<approval id>` (docs/reference.md#telegram-buttons-and-commands). A
+    /// tripped task's Reset button (`hb:r:<task id>`) names a task, not an approval, and is
+    /// not one of these.
+    pub enum ButtonAction("button action") {
+        Approve = "y",
+        Always = "a",
+        Deny = "n",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +149,17 @@ mod tests {
             ApprovalState::ALL,
         );
         assert_eq!(Pending.as_str(), "pending");
+    }
+
+    #[test]
+    fn button_actions_keep_their_words() {
+        use ButtonAction::*;
+        pinned(
+            &[(Approve, "y"), (Always, "a"), (Deny, "n")],
+            ButtonAction::ALL,
+        );
+        let err = "r".parse::<ButtonAction>().unwrap_err();
+        assert_eq!(err.to_string(), r#"unknown button action "r""#);
     }
 
     #[test]
