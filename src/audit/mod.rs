@@ -30,7 +30,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use event::Event;
+pub use event::{Event, EventKind};
 pub use redact::{Secrets, has_secret_keys};
 
 use crate::text::RedactedJson;
