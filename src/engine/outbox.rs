@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use crate::audit::event::{Notified, Withheld};
 use crate::audit::{Event, Secrets};
 use crate::config::TelegramConfig;
+use crate::model::HoldReason;
 use crate::render::telegram::{MAX_BUTTON_ROWS, MAX_MESSAGE, Rendered, split};
 use crate::schedule::local_midnight;
 use crate::store::{self, NewMessage, OutboxRow, Store};
@@ -185,14 +186,14 @@ fn hold(
     store: &mut Store,
     audit: &mut Vec<Notice>,
     row: &OutboxRow,
-    rule: &'static str,
+    rule: HoldReason,
 ) -> store::Result<()> {
-    if row.held.as_deref() != Some(rule) {
+    if row.held != Some(rule) {
         store.outbox_held(row.id, rule)?;
         audit.push(Notice::withheld(
             row.chat_id,
             &row.kind,
-            Withhold::Held(rule),
+            Withhold::Held(rule.as_str()),
         ));
     }
     Ok(())
@@ -292,7 +293,7 @@ pub fn deliver(
         let normal = if quiet {
             stats.waiting += normal.len();
             for row in &normal {
-                hold(store, &mut audit, row, "quiet_hours")?;
+                hold(store, &mut audit, row, HoldReason::QuietHours)?;
             }
             Vec::new()
         } else {
@@ -321,7 +322,7 @@ pub fn deliver(
                 None => {
                     stats.waiting += normal.len();
                     for row in &normal {
-                        hold(store, &mut audit, row, "daily_cap")?;
+                        hold(store, &mut audit, row, HoldReason::DailyCap)?;
                     }
                 }
             }

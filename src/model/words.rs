@@ -1,5 +1,6 @@
-//! Closed sets of words that heartbeat stores and sends: an approval's state, the action of
-//! an approval's Telegram button. Each is an enum whose spelling is written once, in [`words!`], and read
+//! Closed sets of words that heartbeat stores and sends: an approval's state, why a message
+//! waits in the outbox, the action of an approval's Telegram button. (SQLite reads and writes
+//! them in `store/words.rs`.) Each is an enum whose spelling is written once, in [`words!`], and read
 //! back through `FromStr`: a word outside the set is an [`UnknownWord`] naming it, never a
 //! silent default.
 //!
@@ -102,6 +103,17 @@ words! {
 }
 
 words! {
+    /// Why a message waits in the outbox (docs/reference.md#outbox): the `held` column, which
+    /// remembers the rule it was last audited under, and the `reason` of `notification_held`.
+    pub enum HoldReason("hold reason") {
+        /// Quiet hours: only urgent messages and replies are sent.
+        QuietHours = "quiet_hours",
+        /// No messages left for the day, and no urgent message to ride along with.
+        DailyCap = "daily_cap",
+    }
+}
+
+words! {
     /// What an approval's Telegram button asks for: the `<action>` of its callback data
     /// `hb:<action>:<approval id>` (docs/reference.md#telegram-buttons-and-commands). A
     /// tripped task's Reset button (`hb:r:<task id>`) names a task, not an approval, and is
@@ -149,6 +161,15 @@ mod tests {
             ApprovalState::ALL,
         );
         assert_eq!(Pending.as_str(), "pending");
+    }
+
+    #[test]
+    fn hold_reasons_keep_their_words() {
+        use HoldReason::*;
+        pinned(
+            &[(QuietHours, "quiet_hours"), (DailyCap, "daily_cap")],
+            HoldReason::ALL,
+        );
     }
 
     #[test]

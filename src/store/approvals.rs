@@ -13,7 +13,6 @@ use crate::text::{Redacted, RedactedJson};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::{Result, Store, format_ts};
@@ -69,22 +68,6 @@ pub struct NewApproval<'a> {
     pub text: Redacted,
     /// The config file of the run that queues it (absolute, symlinks resolved).
     pub config: Option<&'a str>,
-}
-
-/// A state is stored as its word; a word heartbeat does not know is an error that names it.
-impl FromSql for ApprovalState {
-    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
-        value
-            .as_str()?
-            .parse()
-            .map_err(|e| FromSqlError::Other(Box::new(e)))
-    }
-}
-
-impl ToSql for ApprovalState {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(ToSqlOutput::from(self.as_str()))
-    }
 }
 
 /// The columns [`approval_row`] reads, in its order.
