@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 mod words;
-pub use words::{ApprovalState, ButtonAction, HoldReason, UnknownWord};
+pub use words::{ApprovalState, ButtonAction, HoldReason, RunSkipReason, UnknownWord};
 
 /// The level-2 section a task sits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -18,7 +18,7 @@ use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
 
-use crate::model::{Trigger, UnknownWord};
+use crate::model::{RunSkipReason, Trigger, UnknownWord};
 use crate::text::{Redacted, RedactedJson};
 use serde::{Serialize, Serializer};
 
@@ -84,7 +84,7 @@ pub enum Event<'a> {
     },
     RunSkipped {
         run_id: &'a str,
-        reason: &'static str,
+        reason: RunSkipReason,
         #[serde(skip_serializing_if = "Option::is_none")]
         next_active: Option<Option<String>>,
         #[serde(skip_serializing_if = "Option::is_none")]

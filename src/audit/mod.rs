@@ -435,7 +435,7 @@ mod tests {
             (
                 Event::RunSkipped {
                     run_id: "r1",
-                    reason: "locked",
+                    reason: crate::model::RunSkipReason::Locked,
                     next_active: None,
                     until: None,
                     by: None,

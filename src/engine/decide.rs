@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
-use crate::model::ApprovalState;
+use crate::model::{ApprovalState, RunSkipReason};
 use crate::report::Report;
 use crate::store::{ApprovalRow, Decision, NewGrant, PauseRow, Store};
 use crate::tools::Registry;
@@ -270,7 +270,7 @@ impl Decider {
                 let run_id = new_run_id(now);
                 self.record(&Event::RunSkipped {
                     run_id: &run_id,
-                    reason: "paused",
+                    reason: RunSkipReason::Paused,
                     next_active: None,
                     until: Some(pause.until.as_deref()),
                     by: Some(&pause.by),

@@ -1,5 +1,5 @@
-//! Closed sets of words that heartbeat stores and sends: an approval's state, why a message
-//! waits in the outbox, the action of an approval's Telegram button. (SQLite reads and writes
+//! Closed sets of words that heartbeat stores and sends: an approval's state, why a run was
+//! skipped, why a message waits in the outbox, the action of an approval's Telegram button. (SQLite reads and writes
 //! them in `store/words.rs`.) Each is an enum whose spelling is written once, in [`words!`], and read
 //! back through `FromStr`: a word outside the set is an [`UnknownWord`] naming it, never a
 //! silent default.
@@ -103,6 +103,19 @@ words! {
 }
 
 words! {
+    /// Why a run did not run its tasks: the `reason` of `run_skipped` and the `skipped` of
+    /// `run --once --json` (docs/reference.md#audit-events).
+    pub enum RunSkipReason("run skip reason") {
+        /// Another run holds the run lock.
+        Locked = "locked",
+        /// A pause is in force (and the run was not forced).
+        Paused = "paused",
+        /// Outside active hours (and not forced).
+        OutsideActiveHours = "outside_active_hours",
+    }
+}
+
+words! {
     /// Why a message waits in the outbox (docs/reference.md#outbox): the `held` column, which
     /// remembers the rule it was last audited under, and the `reason` of `notification_held`.
     pub enum HoldReason("hold reason") {
@@ -161,6 +174,19 @@ mod tests {
             ApprovalState::ALL,
         );
         assert_eq!(Pending.as_str(), "pending");
+    }
+
+    #[test]
+    fn run_skip_reasons_keep_their_words() {
+        use RunSkipReason::*;
+        pinned(
+            &[
+                (Locked, "locked"),
+                (Paused, "paused"),
+                (OutsideActiveHours, "outside_active_hours"),
+            ],
+            RunSkipReason::ALL,
+        );
     }
 
     #[test]
