@@ -1,8 +1,8 @@
 //! Closed sets of words that heartbeat stores and sends: an approval's state, why a run was
-//! skipped, why a message waits in the outbox, the action of an approval's Telegram button. (SQLite reads and writes
-//! them in `store/words.rs`.) Each is an enum whose spelling is written once, in [`words!`], and read
-//! back through `FromStr`: a word outside the set is an [`UnknownWord`] naming it, never a
-//! silent default.
+//! skipped, why a message waits in the outbox, the action of an approval's Telegram button.
+//! Each is an enum whose spelling is written once, in `words!`, and read back through
+//! `FromStr`: a word outside the set is an [`UnknownWord`] naming it, never a silent default.
+//! SQLite reads and writes them in `store/words.rs`.
 //!
 //! Invariants:
 //! - `as_str`, `Display` and `Serialize` all write the same word, the one SQLite, the audit
