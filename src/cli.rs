@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::Shell;
 
 use crate::clock::{TIME_FORMS, When};
+use crate::model::ApprovalState;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -293,18 +294,18 @@ pub enum StateFilter {
 }
 
 impl StateFilter {
-    /// The stored state name; None for all.
-    pub fn as_state(self) -> Option<&'static str> {
+    /// The state it keeps; None for all.
+    pub fn as_state(self) -> Option<ApprovalState> {
         Some(match self {
             StateFilter::All => return None,
-            StateFilter::Pending => "pending",
-            StateFilter::Approved => "approved",
-            StateFilter::Running => "running",
-            StateFilter::Succeeded => "succeeded",
-            StateFilter::Failed => "failed",
-            StateFilter::Denied => "denied",
-            StateFilter::Expired => "expired",
-            StateFilter::Stale => "stale",
+            StateFilter::Pending => ApprovalState::Pending,
+            StateFilter::Approved => ApprovalState::Approved,
+            StateFilter::Running => ApprovalState::Running,
+            StateFilter::Succeeded => ApprovalState::Succeeded,
+            StateFilter::Failed => ApprovalState::Failed,
+            StateFilter::Denied => ApprovalState::Denied,
+            StateFilter::Expired => ApprovalState::Expired,
+            StateFilter::Stale => ApprovalState::Stale,
         })
     }
 }

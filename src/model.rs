@@ -12,6 +12,9 @@ use chrono::{NaiveDateTime, NaiveTime, Weekday};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+mod words;
+pub use words::{ApprovalState, ButtonAction, HoldReason, RunSkipReason, UnknownWord};
+
 /// The level-2 section a task sits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::audit::{self, Secrets};
 use crate::error::exit;
-use crate::model::{Body, Outcome, Task, Trigger};
+use crate::model::{Body, Outcome, RunSkipReason, Task, Trigger};
 use crate::text::Redacted;
 
 /// What happened to one task (the `tasks` of `run --once --json`). Its texts are redacted:
@@ -97,7 +97,7 @@ pub struct RunCounts {
 #[derive(Default)]
 pub struct Report {
     pub run_id: String,
-    pub skipped: Option<&'static str>,
+    pub skipped: Option<RunSkipReason>,
     pub tasks: Vec<TaskReport>,
     /// Problems that are not a task's (a tick that could not be written).
     pub errors: Vec<Redacted>,

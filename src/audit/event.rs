@@ -14,14 +14,18 @@
 //!   before anything cut it. A reason that is one of heartbeat's fixed words is
 //!   `&'static str`; other `&str` fields hold ids, names, modes, sections and times.
 
+use std::fmt;
 use std::path::Path;
+use std::str::FromStr;
 
-use crate::model::Trigger;
+use crate::model::{RunSkipReason, Trigger, UnknownWord};
 use crate::text::{Redacted, RedactedJson};
 use serde::{Serialize, Serializer};
 
-/// Declares [`Event`] and, from the same list of variants, [`Event::NAMES`]: a new event is
-/// known to `log --event` the moment it exists.
+/// Declares [`Event`] and, from the same list of variants, [`EventKind`] (one variant each,
+/// without the fields) and [`Event::kind`]: a new event is known to `log --event` the moment
+/// it exists, and [`EventKind::as_str`] and `heartbeat log`'s human lines
+/// (`render/log.rs`) do not compile until they say how it is written and shown.
 macro_rules! events {
     (
         $(#[$meta:meta])*
@@ -34,9 +38,28 @@ macro_rules! events {
             $( $(#[$vmeta])* $variant $fields ),*
         }
 
-        impl $name<'_> {
-            /// Every variant's name as written in Rust (`RunStarted`); see [`Event::names`].
+        /// Which event an [`Event`] is, without its fields: what `log --event` names and what
+        /// `heartbeat log` matches on to describe a line.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum EventKind {
+            $( $variant ),*
+        }
+
+        impl EventKind {
+            /// Every event, in the order of [`Event`].
+            pub const ALL: &'static [EventKind] = &[$(EventKind::$variant),*];
+
+            /// Every variant's name as written in Rust (`RunStarted`), parallel to `ALL`.
+            #[cfg(test)]
             const VARIANTS: &'static [&'static str] = &[$(stringify!($variant)),*];
+        }
+
+        impl $name<'_> {
+            pub fn kind(&self) -> EventKind {
+                match self {
+                    $( $name::$variant { .. } => EventKind::$variant ),*
+                }
+            }
         }
     };
 }
@@ -61,7 +84,7 @@ pub enum Event<'a> {
     },
     RunSkipped {
         run_id: &'a str,
-        reason: &'static str,
+        reason: RunSkipReason,
         #[serde(skip_serializing_if = "Option::is_none")]
         next_active: Option<Option<String>>,
         #[serde(skip_serializing_if = "Option::is_none")]
@@ -199,23 +222,74 @@ pub enum Event<'a> {
 }
 }
 
-impl Event<'_> {
-    /// Every `event` word heartbeat writes, in the order of the enum.
-    pub fn names() -> impl Iterator<Item = String> {
-        Self::VARIANTS.iter().map(|v| snake_case(v))
+impl EventKind {
+    /// The `event` word of its lines: serde's snake_case of the variant's name (a unit test
+    /// holds the two together).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::RunStarted => "run_started",
+            EventKind::RunSkipped => "run_skipped",
+            EventKind::RunFinished => "run_finished",
+            EventKind::TaskInvalid => "task_invalid",
+            EventKind::TaskSucceeded => "task_succeeded",
+            EventKind::TaskFailed => "task_failed",
+            EventKind::TaskReminded => "task_reminded",
+            EventKind::TaskProposed => "task_proposed",
+            EventKind::ProposalRefused => "proposal_refused",
+            EventKind::TaskSkipped => "task_skipped",
+            EventKind::TaskTripped => "task_tripped",
+            EventKind::TaskMarkedDone => "task_marked_done",
+            EventKind::TaskMarkSkipped => "task_mark_skipped",
+            EventKind::ApprovalRequested => "approval_requested",
+            EventKind::ApprovalApproved => "approval_approved",
+            EventKind::ApprovalDenied => "approval_denied",
+            EventKind::ApprovalExpired => "approval_expired",
+            EventKind::ApprovalStale => "approval_stale",
+            EventKind::NotificationSent => "notification_sent",
+            EventKind::NotificationFailed => "notification_failed",
+            EventKind::NotificationHeld => "notification_held",
+            EventKind::NotificationFolded => "notification_folded",
+            EventKind::NotificationDropped => "notification_dropped",
+            EventKind::StatePruned => "state_pruned",
+            EventKind::AuditRotated => "audit_rotated",
+            EventKind::BudgetExhausted => "budget_exhausted",
+            EventKind::Paused => "paused",
+            EventKind::Resumed => "resumed",
+            EventKind::DaemonStarted => "daemon_started",
+            EventKind::DaemonStopped => "daemon_stopped",
+            EventKind::ConfigReloaded => "config_reloaded",
+            EventKind::TickFailed => "tick_failed",
+            EventKind::TelegramRejected => "telegram_rejected",
+            EventKind::GrantRevoked => "grant_revoked",
+            EventKind::TaskReset => "task_reset",
+        }
+    }
+
+    /// Every `event` word heartbeat writes, in the order of [`Event`].
+    pub fn names() -> impl Iterator<Item = &'static str> {
+        Self::ALL.iter().map(|k| k.as_str())
     }
 }
 
-/// `RunStarted` → `run_started`: serde's `rename_all = "snake_case"` for a variant name.
-fn snake_case(name: &str) -> String {
-    let mut out = String::with_capacity(name.len() + 4);
-    for (i, c) in name.char_indices() {
-        if c.is_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_lowercase());
+impl FromStr for EventKind {
+    type Err = UnknownWord;
+
+    fn from_str(word: &str) -> Result<Self, UnknownWord> {
+        EventKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == word)
+            .ok_or_else(|| UnknownWord {
+                what: "event",
+                word: word.to_string(),
+            })
     }
-    out
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
 }
 
 /// `task_succeeded` / `task_failed`.
@@ -424,18 +498,50 @@ mod tests {
                 kind: "button",
             },
         ];
-        let names: Vec<String> = Event::names().collect();
         for event in &events {
             let v = serde_json::to_value(event).unwrap();
-            let word = v["event"].as_str().unwrap().to_string();
-            assert!(names.contains(&word), "{word} missing from {names:?}");
+            assert_eq!(v["event"], event.kind().as_str());
         }
+        let names: Vec<&str> = EventKind::names().collect();
         for name in &names {
-            assert!(TABLE.contains(&name.as_str()), "{name} is not in the table");
+            assert!(TABLE.contains(name), "{name} is not in the table");
         }
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), names.len(), "{names:?}");
+    }
+
+    /// `RunStarted` → `run_started`: serde's `rename_all = "snake_case"` for a variant name.
+    fn snake_case(name: &str) -> String {
+        let mut out = String::with_capacity(name.len() + 4);
+        for (i, c) in name.char_indices() {
+            if c.is_uppercase() && i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        }
+        out
+    }
+
+    #[test]
+    fn each_kind_is_spelled_as_serde_spells_its_variant_and_reads_back() {
+        assert_eq!(EventKind::ALL.len(), EventKind::VARIANTS.len());
+        for (&kind, variant) in EventKind::ALL.iter().zip(EventKind::VARIANTS) {
+            assert_eq!(kind.as_str(), snake_case(variant), "{kind:?}");
+            assert_eq!(format!("{kind:?}"), *variant);
+            assert_eq!(kind.as_str().parse::<EventKind>(), Ok(kind));
+            assert_eq!(kind.to_string(), kind.as_str());
+        }
+        assert_eq!(snake_case("TaskMarkSkipped"), "task_mark_skipped");
+    }
+
+    #[test]
+    fn an_event_heartbeat_does_not_write_is_an_error_that_names_it() {
+        for word in ["task_missed", "RunStarted", "run_started ", ""] {
+            let err = word.parse::<EventKind>().unwrap_err();
+            assert_eq!(err.word, word);
+            assert_eq!(err.to_string(), format!("unknown event {word:?}"));
+        }
     }
 }

@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::parse_ts;
 use super::reader::{object, parse_line};
+use super::{EventKind, parse_ts};
 use crate::text::clean;
 
 /// What a line must be to be shown.
@@ -159,8 +159,11 @@ impl<T> Selection<T> {
             self.shown(item, out);
             return;
         };
-        let held = match (text(&head.event), text(&head.run_id)) {
-            (Some("run_started"), Some(run)) if q.quiet.contains(run) => Some(run.to_string()),
+        let kind = text(&head.event).and_then(|e| e.parse().ok());
+        let held = match (kind, text(&head.run_id)) {
+            (Some(EventKind::RunStarted), Some(run)) if q.quiet.contains(run) => {
+                Some(run.to_string())
+            }
             _ => None,
         };
         if held.is_none() && q.queue.is_empty() {
@@ -272,12 +275,12 @@ impl<T> QuietRuns<T> {
         let (Some(event), Some(run)) = (text(&head.event), text(&head.run_id)) else {
             return false;
         };
-        match event {
-            "run_started" => {
+        match event.parse() {
+            Ok(EventKind::RunStarted) => {
                 self.quiet.insert(run.to_string());
                 false
             }
-            "run_finished" if self.quiet.contains(run) && head.counts_nothing() => {
+            Ok(EventKind::RunFinished) if self.quiet.contains(run) && head.counts_nothing() => {
                 self.quiet.remove(run);
                 self.queue.retain(|(held, _)| held.as_deref() != Some(run));
                 true

@@ -30,7 +30,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use event::Event;
+pub use event::{Event, EventKind};
 pub use redact::{Secrets, has_secret_keys};
 
 use crate::text::RedactedJson;
@@ -435,7 +435,7 @@ mod tests {
             (
                 Event::RunSkipped {
                     run_id: "r1",
-                    reason: "locked",
+                    reason: crate::model::RunSkipReason::Locked,
                     next_active: None,
                     until: None,
                     by: None,

@@ -36,7 +36,10 @@ pub(super) fn json(rows: &[ApprovalRow]) -> Value {
 }
 
 /// The approvals in `state` (None: all), from a state dir that may not exist yet.
-pub(super) fn rows(cfg: &Config, state: Option<&str>) -> Result<Vec<ApprovalRow>> {
+pub(super) fn rows(
+    cfg: &Config,
+    state: Option<crate::model::ApprovalState>,
+) -> Result<Vec<ApprovalRow>> {
     Ok(match Store::open_existing(&cfg.state_dir)? {
         Some(store) => store.approvals(state)?,
         None => Vec::new(),

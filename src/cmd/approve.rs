@@ -21,6 +21,7 @@ use crate::cli::ApproveArgs;
 use crate::config::Config;
 use crate::engine::decide::{Decider, LOCK_WAIT, RunNow};
 use crate::error::{Error, Result, exit};
+use crate::model::ApprovalState;
 use crate::render::{show_local, show_path};
 use crate::store::{ApprovalRow, config_key};
 use crate::text::clean;
@@ -34,7 +35,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
         // An approval already approved (say with --later) is run now, not refused.
         d.decidable_by_id(&args.ids, true)?
     } else if args.all {
-        let pending = d.store.approvals(Some("pending"))?;
+        let pending = d.store.approvals(Some(ApprovalState::Pending))?;
         if pending.is_empty() {
             out.line("no pending approvals");
             return Ok(exit::OK);
@@ -58,7 +59,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     } else if interactive {
         return walk(&mut d, ctx, &mut out, args.later, args.always);
     } else {
-        let pending = d.store.approvals(Some("pending"))?;
+        let pending = d.store.approvals(Some(ApprovalState::Pending))?;
         for row in &pending {
             out.line(&describe(row, ctx));
         }
@@ -86,12 +87,15 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
 
     // Every decision in one durable transaction: `approve --all` of a thousand costs one
     // sync, not a thousand.
-    let pending: Vec<&ApprovalRow> = targets.iter().filter(|r| r.state == "pending").collect();
+    let pending: Vec<&ApprovalRow> = targets
+        .iter()
+        .filter(|r| r.state == ApprovalState::Pending)
+        .collect();
     let decided = d.approve_many(&pending, args.always)?;
     // The rows in hand, not re-read: running re-reads each task from its file anyway.
     let mut approved: Vec<&ApprovalRow> = Vec::new();
     for row in &targets {
-        if row.state == "approved" {
+        if row.state == ApprovalState::Approved {
             out.line(&format!(
                 "#{} was already approved by {}",
                 row.id,
@@ -270,7 +274,7 @@ fn execute(d: &mut Decider, ctx: &Ctx, rows: &[&ApprovalRow], out: &mut Out) -> 
 /// On a terminal: one pending approval at a time. `later` and `always` apply to every
 /// yes given here, as on the command line.
 fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) -> Result<u8> {
-    let pending = d.store.approvals(Some("pending"))?;
+    let pending = d.store.approvals(Some(ApprovalState::Pending))?;
     if pending.is_empty() {
         out.line("no pending approvals");
         return Ok(exit::OK);
@@ -282,7 +286,7 @@ fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) ->
         let Some(row) = d.store.approval(row.id)? else {
             continue;
         };
-        if row.state != "pending" {
+        if row.state != ApprovalState::Pending {
             continue;
         }
         out.line("");

@@ -5,12 +5,13 @@ use super::approve::describe;
 use super::{Ctx, Out};
 use crate::cli::DenyArgs;
 use crate::error::{Result, exit};
+use crate::model::ApprovalState;
 
 pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
     let mut d = super::approve::decider(ctx)?;
     let mut out = Out::new();
     let targets = if args.all {
-        d.store.approvals(Some("pending"))?
+        d.store.approvals(Some(ApprovalState::Pending))?
     } else {
         d.decidable_by_id(&args.ids, false)?
     };

@@ -10,7 +10,7 @@
 //!   `--run`, human output leaves out runs that did nothing, keeping the stored order).
 //! - `--json` prints the matching lines byte for byte as they are stored, in their order.
 //! - Human output is one line per event ([`LogView`]), every text from the log cleaned.
-//! - `--event` names are checked against [`Event::names`], made from the event type itself.
+//! - `--event` names are checked against [`EventKind`], made from the event type itself.
 //! - `-f` alone starts at the end of the log; with `--since` or `-n` it first shows what they
 //!   select. It polls every [`POLL`] and reads on across rotations ([`AuditReader`]). It ends
 //!   when stdout is gone, and on SIGINT or SIGTERM, which it catches itself (a shell may have
@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::{Ctx, Out};
-use crate::audit::Event;
+use crate::audit::EventKind;
 use crate::audit::filter::{Filter, Selection};
 use crate::audit::reader::{AuditReader, ReadError};
 use crate::cli::LogArgs;
@@ -44,9 +44,9 @@ const POLL: Duration = Duration::from_millis(200);
 
 pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     let filter = filter(ctx, args)?;
-    let events: Vec<String> = Event::names().collect();
+    let events: Vec<&str> = EventKind::names().collect();
     for name in &args.events {
-        if !events.contains(name) {
+        if name.parse::<EventKind>().is_err() {
             eprintln!("heartbeat: warning: {}", unknown_event_hint(name, &events));
         }
     }
@@ -182,7 +182,7 @@ impl Interrupt {
 
 /// The warning for an `--event` heartbeat never writes (it is not an error: it matches
 /// nothing), with the closest real name when there is one.
-fn unknown_event_hint(name: &str, events: &[String]) -> String {
+fn unknown_event_hint(name: &str, events: &[&str]) -> String {
     let closest = crate::text::did_you_mean(name, events);
     let name = clean(name);
     match closest {
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn hints_name_the_closest_event() {
-        let events: Vec<String> = Event::names().collect();
+        let events: Vec<&str> = EventKind::names().collect();
         let hint = |name| unknown_event_hint(name, &events);
         assert!(hint("task_succeded").contains("did you mean task_succeeded?"));
         assert!(hint("state_prund").contains("did you mean state_pruned?"));

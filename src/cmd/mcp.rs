@@ -255,13 +255,15 @@ impl Agents {
             "status" => super::status::json(&ctx, &cfg),
             "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.agent_json()),
             "approvals" => {
-                let state = match text(input, "state")?.unwrap_or("pending") {
-                    "all" => None,
-                    s => Some(s),
+                let rows = match text(input, "state")?.unwrap_or("pending") {
+                    "all" => super::approvals::rows(&cfg, None)?,
+                    // A state heartbeat does not know has no approvals.
+                    s => match s.parse() {
+                        Ok(state) => super::approvals::rows(&cfg, Some(state))?,
+                        Err(_) => Vec::new(),
+                    },
                 };
-                Ok(super::approvals::json(&super::approvals::rows(
-                    &cfg, state,
-                )?))
+                Ok(super::approvals::json(&rows))
             }
             "log" => {
                 let args = LogArgs {
@@ -362,7 +364,11 @@ fn decide(
             "#{id} was decided by someone else meanwhile"
         )));
     }
-    let state = if approve { "approved" } else { "denied" };
+    let state = if approve {
+        crate::model::ApprovalState::Approved
+    } else {
+        crate::model::ApprovalState::Denied
+    };
     agent::decided(&mut d, row, state, reason, &ctx.cwd)?;
     Ok(json!({"id": id, "task_id": row.task_id, "state": state, "by": by}))
 }

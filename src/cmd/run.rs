@@ -16,7 +16,7 @@ use crate::engine::files::{all_tasks, read_files, read_snapshot};
 use crate::engine::run::{Tick, connect_telegram, tick};
 use crate::engine::session::new_run_id;
 use crate::error::{Error, Result, exit};
-use crate::model::{Outcome, Task, Trigger};
+use crate::model::{Outcome, RunSkipReason, Task, Trigger};
 use crate::plan::{self, Decision, PlanInput};
 use crate::report::{Report, TaskReport};
 use crate::store::Store;
@@ -95,7 +95,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
 fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<String>> {
     let store = || Store::open_existing(&cfg.state_dir);
     Ok(match report.skipped {
-        Some("paused") => {
+        Some(RunSkipReason::Paused) => {
             let pause = match store()? {
                 Some(s) => s.pause_row()?,
                 None => None,
@@ -117,15 +117,15 @@ fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<St
                 .unwrap_or_default();
             Some(format!("skipped: paused{by} until {until}{reason}"))
         }
-        Some("outside_active_hours") => {
+        Some(RunSkipReason::OutsideActiveHours) => {
             let next = cfg
                 .active
                 .next_active(ctx.now)
                 .map_or("never".to_string(), |t| super::show_time(t, cfg));
             Some(format!("skipped: outside active hours; next active {next}"))
         }
-        Some("locked") => Some("skipped: another run holds the lock".to_string()),
-        _ => {
+        Some(RunSkipReason::Locked) => Some("skipped: another run holds the lock".to_string()),
+        None => {
             let waiting = report
                 .tasks
                 .iter()
@@ -175,7 +175,7 @@ fn dry_run(
         ..Report::default()
     };
     if !plan.active && !args.force {
-        report.skipped = Some("outside_active_hours");
+        report.skipped = Some(RunSkipReason::OutsideActiveHours);
     }
     for (task, planned) in tasks.iter().zip(&plan.items) {
         let tool = planned.shown_tool(cfg.plain_tasks);

@@ -22,6 +22,7 @@ use super::decide::Decider;
 use super::outbox;
 use crate::audit::{self, Event, event::Pause};
 use crate::error::{Error, Result};
+use crate::model::ApprovalState;
 use crate::render::telegram::Rendered;
 use crate::render::{show_path, show_time};
 use crate::store::{ApprovalRow, NewPause};
@@ -127,7 +128,7 @@ pub fn resume(d: &mut Decider) -> Result<bool> {
 pub fn decided(
     d: &mut Decider,
     row: &ApprovalRow,
-    state: &str,
+    state: ApprovalState,
     reason: Option<&str>,
     cwd: &Path,
 ) -> Result<()> {

@@ -16,6 +16,7 @@ use crate::audit::{self, Event, event::Pause};
 use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
 use crate::error::Result;
+use crate::model::{ApprovalState, ButtonAction};
 use crate::render::show_time;
 use crate::render::telegram::{ApprovalView, Entry, approval_alone, with_approvals};
 use crate::store::{NewMessage, NewPause, Store};
@@ -155,8 +156,8 @@ fn press(
     // message or a forged press carries): the terminal, where it can be read, decides.
     let hidden = crate::render::telegram::hidden_values(&row.input, d.audit.secrets());
     if hidden > 0
-        && matches!(action, 'y' | 'a')
-        && matches!(row.state.as_str(), "pending" | "approved")
+        && matches!(action, ButtonAction::Approve | ButtonAction::Always)
+        && matches!(row.state, ApprovalState::Pending | ApprovalState::Approved)
     {
         // A callback answer holds 200 characters: the file by its name.
         let name = std::path::Path::new(&row.file)
@@ -170,9 +171,9 @@ fn press(
         let _ = tg.answer(callback_id, &d.audit.secrets().redact(&answer));
         return Ok(());
     }
-    let answer = match (row.state.as_str(), action) {
-        ("pending", 'y' | 'a') => {
-            if d.approve(&row, action == 'a')? {
+    let answer = match (row.state, action) {
+        (ApprovalState::Pending, ButtonAction::Approve | ButtonAction::Always) => {
+            if d.approve(&row, action == ButtonAction::Always)? {
                 if let Some(m) = message_id {
                     fx.pressed.push(Pressed {
                         chat_id,
@@ -185,7 +186,7 @@ fn press(
                 format!("#{id} was decided elsewhere meanwhile.")
             }
         }
-        ("pending", _) => {
+        (ApprovalState::Pending, ButtonAction::Deny) => {
             if d.deny(&row, None)? {
                 if let Some(m) = message_id {
                     let line = format!("🚫 #{id} denied by {}", d.by);
@@ -196,8 +197,8 @@ fn press(
                 format!("#{id} was decided elsewhere meanwhile.")
             }
         }
-        ("approved", 'y' | 'a') => {
-            if action == 'a' {
+        (ApprovalState::Approved, ButtonAction::Approve | ButtonAction::Always) => {
+            if action == ButtonAction::Always {
                 d.grant(&row)?;
             }
             if let Some(m) = message_id {
@@ -259,21 +260,23 @@ pub fn show_outcomes(
         };
         let by = row.decided_by.as_deref().unwrap_or("?");
         let id = row.id;
-        let line = match row.state.as_str() {
-            "succeeded" => format!("✅ #{id} approved by {by}: done"),
-            "failed" => format!(
+        let line = match row.state {
+            ApprovalState::Succeeded => format!("✅ #{id} approved by {by}: done"),
+            ApprovalState::Failed => format!(
                 "❌ #{id} approved by {by}: failed ({})",
                 crate::audit::Secrets::taken()
                     .redact(row.reason.as_deref().unwrap_or("?"))
                     .first_line(120)
             ),
-            "stale" => format!(
+            ApprovalState::Stale => format!(
                 "🚫 #{id} stale: {}",
                 crate::audit::Secrets::taken()
                     .redact(row.reason.as_deref().unwrap_or("?"))
                     .first_line(120)
             ),
-            "approved" => format!("☑️ #{id} approved by {by}; it runs at the next run"),
+            ApprovalState::Approved => {
+                format!("☑️ #{id} approved by {by}; it runs at the next run")
+            }
             state => format!("#{id} is {state}"),
         };
         edit_with(tg, store, p.chat_id, p.message_id, id, &line, now)?;
@@ -290,7 +293,7 @@ pub fn show_denials(tg: &Telegram, store: &mut Store, now: DateTime<Utc>) -> Res
             let Some(row) = store.approval(id)? else {
                 continue;
             };
-            if row.state == "denied" {
+            if row.state == ApprovalState::Denied {
                 let by = row.decided_by.as_deref().unwrap_or("?");
                 let line = format!("🚫 #{id} denied by {by}");
                 edit_with(tg, store, chat_id, message_id, id, &line, now)?;
@@ -333,7 +336,7 @@ fn command_reply(
             reply(d, chat_id, &text, &[])
         }
         "pending" => {
-            let rows = d.store.approvals(Some("pending"))?;
+            let rows = d.store.approvals(Some(ApprovalState::Pending))?;
             if rows.is_empty() {
                 return reply(d, chat_id, "No pending approvals.", &[]);
             }

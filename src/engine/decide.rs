@@ -20,6 +20,7 @@ use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::lock::{self, Holder};
+use crate::model::{ApprovalState, RunSkipReason};
 use crate::report::Report;
 use crate::store::{ApprovalRow, Decision, NewGrant, PauseRow, Store};
 use crate::tools::Registry;
@@ -119,7 +120,8 @@ impl Decider {
             match self.store.approval(id)? {
                 None => problems.push(format!("no approval #{id}")),
                 Some(row)
-                    if row.state != "pending" && !(approved_too && row.state == "approved") =>
+                    if row.state != ApprovalState::Pending
+                        && !(approved_too && row.state == ApprovalState::Approved) =>
                 {
                     let by = match (&row.decided_by, &row.decided_at) {
                         (Some(by), Some(at)) => format!(" (by {by} at {at})"),
@@ -268,7 +270,7 @@ impl Decider {
                 let run_id = new_run_id(now);
                 self.record(&Event::RunSkipped {
                     run_id: &run_id,
-                    reason: "paused",
+                    reason: RunSkipReason::Paused,
                     next_active: None,
                     until: Some(pause.until.as_deref()),
                     by: Some(&pause.by),

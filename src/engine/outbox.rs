@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::audit::event::{Notified, Withheld};
 use crate::audit::{Event, Secrets};
 use crate::config::TelegramConfig;
+use crate::model::HoldReason;
 use crate::notify::telegram::TelegramChannel;
 use crate::notify::{Channel, Message, SendError};
 use crate::render::telegram::{MAX_BUTTON_ROWS, Rendered};
@@ -255,11 +256,15 @@ fn hold(
     audit: &mut Vec<Notice>,
     to: &To,
     row: &OutboxRow,
-    rule: &'static str,
+    rule: HoldReason,
 ) -> store::Result<()> {
-    if row.held.as_deref() != Some(rule) {
+    if row.held != Some(rule) {
         store.outbox_held(row.id, rule)?;
-        audit.push(Notice::withheld(to, &row.kind, Withhold::Held(rule)));
+        audit.push(Notice::withheld(
+            to,
+            &row.kind,
+            Withhold::Held(rule.as_str()),
+        ));
     }
     Ok(())
 }
@@ -383,7 +388,7 @@ pub fn deliver_channel(
         let normal = if quiet {
             stats.waiting += normal.len();
             for row in &normal {
-                hold(store, &mut audit, &to, row, "quiet_hours")?;
+                hold(store, &mut audit, &to, row, HoldReason::QuietHours)?;
             }
             Vec::new()
         } else {
@@ -412,7 +417,7 @@ pub fn deliver_channel(
                 None => {
                     stats.waiting += normal.len();
                     for row in &normal {
-                        hold(store, &mut audit, &to, row, "daily_cap")?;
+                        hold(store, &mut audit, &to, row, HoldReason::DailyCap)?;
                     }
                 }
             }

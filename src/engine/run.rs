@@ -25,6 +25,7 @@ use crate::clock::Clock;
 use crate::config::{Autonomy, Config};
 use crate::error::{Error, Result};
 use crate::lock::{self, Attempt};
+use crate::model::RunSkipReason;
 use crate::plan::{self, PlanInput};
 use crate::report::Report;
 use crate::store::Store;
@@ -115,7 +116,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
             }
             let event = Event::RunSkipped {
                 run_id: &run_id,
-                reason: "locked",
+                reason: RunSkipReason::Locked,
                 next_active: None,
                 until: None,
                 by: None,
@@ -125,7 +126,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
             audit.record(t.clock.now(), &event).map_err(&audit_err)?;
             audit.sync().map_err(&audit_err)?;
             (t.diag)("another run holds the lock; skipped".into());
-            return Ok(skipped("locked"));
+            return Ok(skipped(RunSkipReason::Locked));
         }
     };
 
@@ -170,11 +171,11 @@ pub fn tick(t: &Tick) -> Result<Report> {
 
     let active = t.force || cfg.active.is_active(now);
     let skip = if let Some(p) = paused.as_ref().filter(|_| !t.force) {
-        Some(("paused", None, Some(p.until.as_deref())))
+        Some((RunSkipReason::Paused, None, Some(p.until.as_deref())))
     } else if !active && !store.has_approved_work()? {
         let next = cfg.active.next_active(now);
         Some((
-            "outside_active_hours",
+            RunSkipReason::OutsideActiveHours,
             Some(next.map(audit::format_ts)),
             None,
         ))
@@ -243,14 +244,14 @@ pub fn tick(t: &Tick) -> Result<Report> {
                 let next = cfg.active.next_active(now);
                 session.record(&Event::RunSkipped {
                     run_id: &run_id,
-                    reason: "outside_active_hours",
+                    reason: RunSkipReason::OutsideActiveHours,
                     next_active: Some(next.map(audit::format_ts)),
                     until: None,
                     by: None,
                     holder_pid: None,
                     holder_since: None,
                 })?;
-                session.report.skipped = Some("outside_active_hours");
+                session.report.skipped = Some(RunSkipReason::OutsideActiveHours);
             }
             session.finish()?
         }

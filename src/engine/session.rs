@@ -234,7 +234,10 @@ impl<'a> Session<'a> {
     /// Run approved tasks (all of them, or only these ids), each after re-reading its file.
     pub fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
         let only: Option<HashSet<i64>> = only.map(|ids| ids.iter().copied().collect());
-        let rows = self.ledger.store.approvals(Some("approved"))?;
+        let rows = self
+            .ledger
+            .store
+            .approvals(Some(crate::model::ApprovalState::Approved))?;
         for row in rows {
             if only.as_ref().is_none_or(|ids| ids.contains(&row.id)) {
                 self.run_one_approved(&row)?;

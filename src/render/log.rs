@@ -4,8 +4,10 @@
 //! Invariants:
 //! - Every text taken from the log passes through [`clean`] (no control characters reach a
 //!   terminal), and every free text is redacted, then cut to one line of [`TEXT_MAX`].
-//! - An event this module does not describe is shown as `key=value …`, so a line is never
-//!   lost for want of a description.
+//! - Every event heartbeat writes is matched by its [`EventKind`], exhaustively: a new event
+//!   does not compile until it has a line here (which may be the plain `key=value …` one).
+//! - An event this build does not know (a line from another version, or not heartbeat's) is
+//!   shown as `key=value …`, so a line is never lost for want of a description.
 
 use std::path::Path;
 
@@ -13,7 +15,7 @@ use chrono_tz::Tz;
 use serde_json::{Map, Value};
 
 use super::{show_path, show_time};
-use crate::audit::{Secrets, parse_ts};
+use crate::audit::{EventKind, Secrets, parse_ts};
 use crate::text::clean;
 
 /// Longest free text in a human line.
@@ -141,8 +143,15 @@ impl Fields<'_> {
     }
 
     fn describe(&self, event: &str) -> String {
-        match event {
-            "run_started" => {
+        match event.parse() {
+            Ok(kind) => self.describe_kind(kind),
+            Err(_) => self.generic(),
+        }
+    }
+
+    fn describe_kind(&self, kind: EventKind) -> String {
+        match kind {
+            EventKind::RunStarted => {
                 let mut parts = vec![];
                 parts.extend(self.text("mode"));
                 parts.extend(self.text("autonomy").map(|a| format!("autonomy {a}")));
@@ -159,7 +168,7 @@ impl Fields<'_> {
                 let run = self.text("run_id").map(|r| format!("run {r}"));
                 join2(run, Some(parts.join(", ")))
             }
-            "run_skipped" => {
+            EventKind::RunSkipped => {
                 let mut s = self.text("reason").unwrap_or_default();
                 if let Some(t) = self.time("next_active") {
                     s.push_str(&format!(", next active {t}"));
@@ -175,7 +184,7 @@ impl Fields<'_> {
                 }
                 s
             }
-            "run_finished" => {
+            EventKind::RunFinished => {
                 let counts: Vec<String> = ["succeeded", "failed", "queued", "skipped", "invalid"]
                     .iter()
                     .filter_map(|k| {
@@ -190,8 +199,8 @@ impl Fields<'_> {
                 };
                 format!("{counts}{}", self.took())
             }
-            "task_invalid" => join2(self.place_or_task(), self.text("error")),
-            "task_succeeded" => {
+            EventKind::TaskInvalid => join2(self.place_or_task(), self.text("error")),
+            EventKind::TaskSucceeded => {
                 let what = self
                     .text("summary")
                     .or_else(|| self.text("output"))
@@ -205,7 +214,7 @@ impl Fields<'_> {
                 }
                 s
             }
-            "task_failed" => {
+            EventKind::TaskFailed => {
                 let error = self.text("error").unwrap_or_else(|| "failed".into());
                 let why = match self.text("output").or_else(|| self.text("stderr")) {
                     Some(out) if out != error => format!("{error}: {out}"),
@@ -213,19 +222,19 @@ impl Fields<'_> {
                 };
                 join2(self.task_head(), Some(format!("{why}{}", self.took())))
             }
-            "task_reminded" => join2(self.place_or_task(), self.text("text")),
-            "task_skipped" => join2(
+            EventKind::TaskReminded => join2(self.place_or_task(), self.text("text")),
+            EventKind::TaskSkipped => join2(
                 words([self.tool(), self.place_or_task()]),
                 self.text("reason"),
             ),
-            "task_tripped" => join2(
+            EventKind::TaskTripped => join2(
                 words([self.tool(), self.place_or_task()]),
                 Some(format!("{} failures in a row", self.count("failures"))),
             ),
-            "task_marked_done" | "task_mark_skipped" => {
+            EventKind::TaskMarkedDone | EventKind::TaskMarkSkipped => {
                 join2(self.place_or_task(), self.text("reason"))
             }
-            "task_reset" => {
+            EventKind::TaskReset => {
                 let mut s = format!("{} failures cleared", self.count("failures"));
                 if self.obj.get("tripped") == Some(&Value::Bool(true)) {
                     s.push_str(" (was tripped)");
@@ -235,11 +244,11 @@ impl Fields<'_> {
                 }
                 join2(self.task(), Some(s))
             }
-            "approval_requested" => join2(
+            EventKind::ApprovalRequested => join2(
                 words([self.approval(), self.tool(), self.place_or_task()]),
                 self.input(),
             ),
-            "approval_approved" | "approval_denied" => {
+            EventKind::ApprovalApproved | EventKind::ApprovalDenied => {
                 let mut s = words([self.approval(), self.text("by").map(|b| format!("by {b}"))]);
                 if self.obj.get("always") == Some(&Value::Bool(true)) {
                     s.push_str(" (always)");
@@ -249,19 +258,19 @@ impl Fields<'_> {
                 }
                 s
             }
-            "approval_expired" | "approval_stale" => {
+            EventKind::ApprovalExpired | EventKind::ApprovalStale => {
                 let head = words([self.approval(), self.task()]);
                 match self.text("reason") {
                     Some(reason) => format!("{head}: {reason}"),
                     None => head,
                 }
             }
-            "notification_sent" => words([
+            EventKind::NotificationSent => words([
                 self.text("channel"),
                 self.scalar("chat_id"),
                 self.text("kind"),
             ]),
-            "notification_failed" => {
+            EventKind::NotificationFailed => {
                 let mut s = words([self.text("channel"), self.scalar("chat_id")]);
                 if let Some(error) = self.text("error") {
                     s.push_str(&format!(": {error}"));
@@ -275,12 +284,12 @@ impl Fields<'_> {
                 }
                 s
             }
-            "budget_exhausted" => {
+            EventKind::BudgetExhausted => {
                 let usd = |k| self.obj.get(k).and_then(Value::as_f64).unwrap_or(0.0);
                 format!("${:.2} of ${:.2} spent", usd("spent_usd"), usd("daily_usd"))
             }
-            "paused" | "resumed" => {
-                let mut s = if event == "paused" {
+            EventKind::Paused | EventKind::Resumed => {
+                let mut s = if kind == EventKind::Paused {
                     match self.time("until") {
                         Some(t) => format!("until {t}"),
                         None => "until resumed".into(),
@@ -300,7 +309,10 @@ impl Fields<'_> {
                 }
                 s
             }
-            "daemon_started" | "daemon_stopped" | "config_reloaded" | "tick_failed" => {
+            EventKind::DaemonStarted
+            | EventKind::DaemonStopped
+            | EventKind::ConfigReloaded
+            | EventKind::TickFailed => {
                 let mut s = words([
                     self.scalar("pid").map(|p| format!("pid {p}")),
                     self.text("signal"),
@@ -314,12 +326,21 @@ impl Fields<'_> {
                 }
                 s
             }
-            "telegram_rejected" => words([
+            EventKind::TelegramRejected => words([
                 self.scalar("chat_id").map(|c| format!("chat {c}")),
                 self.text("kind"),
             ]),
-            "grant_revoked" => words([self.task(), self.text("by").map(|b| format!("by {b}"))]),
-            _ => self.generic(),
+            EventKind::GrantRevoked => {
+                words([self.task(), self.text("by").map(|b| format!("by {b}"))])
+            }
+            // Their fields say it best.
+            EventKind::TaskProposed
+            | EventKind::ProposalRefused
+            | EventKind::NotificationHeld
+            | EventKind::NotificationFolded
+            | EventKind::NotificationDropped
+            | EventKind::StatePruned
+            | EventKind::AuditRotated => self.generic(),
         }
     }
 
@@ -328,7 +349,8 @@ impl Fields<'_> {
         Some(words([self.tool(), self.place_or_task(), self.approval()])).filter(|s| !s.is_empty())
     }
 
-    /// `key=value …` for an event this command does not know.
+    /// `key=value …`: for an event this build does not know, and those whose fields say it
+    /// best.
     fn generic(&self) -> String {
         let mut parts = vec![];
         for (k, v) in self.obj {
@@ -428,6 +450,38 @@ mod tests {
         );
         assert_eq!(line, r#"yesterday  new_thing  a="b c" n=2"#);
         assert_eq!(show(json!({})), "-  -");
+    }
+
+    #[test]
+    fn an_event_whose_fields_say_it_best_shows_them() {
+        let line = show(
+            json!({"ts": "2026-05-01T10:00:00.000Z", "event": "state_pruned",
+            "run_id": "r1", "rows": 3}),
+        );
+        assert_eq!(
+            line,
+            "2026-05-01 12:00:00 CEST  state_pruned  run_id=r1 rows=3"
+        );
+    }
+
+    #[test]
+    fn a_pause_says_until_when_and_a_resume_does_not() {
+        let at = |event: &str| {
+            show(
+                json!({"ts": "2026-05-01T10:00:00.000Z", "event": event, "until": null,
+            "reason": "holiday", "by": "cli:ann"}),
+            )
+        };
+        assert!(
+            at("paused").ends_with("  paused  until resumed by cli:ann: holiday"),
+            "{}",
+            at("paused")
+        );
+        assert!(
+            at("resumed").ends_with("  resumed  by cli:ann: holiday"),
+            "{}",
+            at("resumed")
+        );
     }
 
     #[test]

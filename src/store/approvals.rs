@@ -8,6 +8,7 @@
 //! - Claiming (`approved → running`) is that UPDATE in its own IMMEDIATE transaction, with
 //!   RETURNING: a claimed approval is `running` on disk before its tool can start.
 
+use crate::model::ApprovalState;
 use crate::text::{Redacted, RedactedJson};
 use std::time::Duration;
 
@@ -21,7 +22,7 @@ use super::{Result, Store, format_ts};
 pub struct ApprovalRow {
     pub id: i64,
     pub task_id: String,
-    pub state: String,
+    pub state: ApprovalState,
     pub tool: String,
     pub input: serde_json::Value,
     pub file: String,
@@ -100,7 +101,7 @@ impl Store {
             conn.query_row(
                 "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text,
                     created_at, config)
-                 VALUES (?1, 'pending', ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                 VALUES (?1, ?10, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
                  ON CONFLICT DO NOTHING RETURNING id",
                 params![
                     a.task_id,
@@ -111,7 +112,8 @@ impl Store {
                     a.input.to_text().as_str(),
                     a.text.as_str(),
                     format_ts(now),
-                    a.config
+                    a.config,
+                    ApprovalState::Pending
                 ],
                 |r| r.get(0),
             )
@@ -131,7 +133,7 @@ impl Store {
     }
 
     /// Approvals in a state (None = all), oldest first.
-    pub fn approvals(&self, state: Option<&str>) -> Result<Vec<ApprovalRow>> {
+    pub fn approvals(&self, state: Option<ApprovalState>) -> Result<Vec<ApprovalRow>> {
         let sql = match state {
             Some(_) => format!("SELECT {COLUMNS} FROM approvals WHERE state = ?1 ORDER BY id"),
             None => format!("SELECT {COLUMNS} FROM approvals ORDER BY id"),
@@ -145,8 +147,8 @@ impl Store {
     pub fn count_pending(&self) -> Result<i64> {
         self.conn
             .query_row(
-                "SELECT COUNT(*) FROM approvals WHERE state = 'pending'",
-                [],
+                "SELECT COUNT(*) FROM approvals WHERE state = ?1",
+                [ApprovalState::Pending],
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))
@@ -157,8 +159,8 @@ impl Store {
     pub fn has_approved_work(&self) -> Result<bool> {
         self.conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM approvals WHERE state IN ('approved', 'running'))",
-                [],
+                "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = ?1 OR state = ?2)",
+                [ApprovalState::Approved, ApprovalState::Running],
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))
@@ -178,10 +180,18 @@ impl Store {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut expired = tx
                 .prepare(&format!(
-                    "UPDATE approvals SET state = 'expired', decided_at = ?1, reason = 'ttl'
-                     WHERE state = 'pending' AND created_at <= ?2 RETURNING {COLUMNS}"
+                    "UPDATE approvals SET state = ?3, decided_at = ?1, reason = 'ttl'
+                     WHERE state = ?4 AND created_at <= ?2 RETURNING {COLUMNS}"
                 ))?
-                .query_map([format_ts(now), format_ts(cutoff)], approval_row)?
+                .query_map(
+                    params![
+                        format_ts(now),
+                        format_ts(cutoff),
+                        ApprovalState::Expired,
+                        ApprovalState::Pending
+                    ],
+                    approval_row,
+                )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             tx.commit()?;
             expired.sort_by_key(|r| r.id);
@@ -204,7 +214,11 @@ impl Store {
         d: &Decision,
         now: DateTime<Utc>,
     ) -> Result<Vec<i64>> {
-        let state = if d.approve { "approved" } else { "denied" };
+        let state = if d.approve {
+            ApprovalState::Approved
+        } else {
+            ApprovalState::Denied
+        };
         let ts = format_ts(now);
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -212,7 +226,7 @@ impl Store {
             {
                 let mut update = tx.prepare(
                     "UPDATE approvals SET state = ?2, decided_at = ?3, decided_by = ?4,
-                     reason = ?5, always = ?6 WHERE id = ?1 AND state = 'pending'",
+                     reason = ?5, always = ?6 WHERE id = ?1 AND state = ?7",
                 )?;
                 // A person's approval of a task an agent proposed ends its "ask first"
                 // (docs/reference.md#proposal-mark); an agent's own approval never does.
@@ -229,7 +243,8 @@ impl Store {
                         ts,
                         d.by,
                         d.reason.as_ref().map(Redacted::as_str),
-                        d.always
+                        d.always,
+                        ApprovalState::Pending
                     ])? == 1
                     {
                         decided.push(id);
@@ -251,9 +266,9 @@ impl Store {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let claimed = tx
                 .query_row(
-                    "UPDATE approvals SET state = 'running', run_id = ?2
-                     WHERE id = ?1 AND state = 'approved' RETURNING id",
-                    params![id, run_id],
+                    "UPDATE approvals SET state = ?3, run_id = ?2
+                     WHERE id = ?1 AND state = ?4 RETURNING id",
+                    params![id, run_id, ApprovalState::Running, ApprovalState::Approved],
                     |r| r.get::<_, i64>(0),
                 )
                 .optional()?
@@ -267,9 +282,15 @@ impl Store {
     pub fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
             conn.execute(
-                "UPDATE approvals SET state = 'stale', finished_at = ?2, reason = ?3
-                 WHERE id = ?1 AND state = 'approved'",
-                params![id, format_ts(now), reason.as_str()],
+                "UPDATE approvals SET state = ?4, finished_at = ?2, reason = ?3
+                 WHERE id = ?1 AND state = ?5",
+                params![
+                    id,
+                    format_ts(now),
+                    reason.as_str(),
+                    ApprovalState::Stale,
+                    ApprovalState::Approved
+                ],
             )
         })
         .map(|n| n == 1)
@@ -283,10 +304,17 @@ impl Store {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut rows = tx
                 .prepare(&format!(
-                    "UPDATE approvals SET state = 'failed', finished_at = ?1,
-                     reason = 'interrupted' WHERE state = 'running' RETURNING {COLUMNS}"
+                    "UPDATE approvals SET state = ?2, finished_at = ?1,
+                     reason = 'interrupted' WHERE state = ?3 RETURNING {COLUMNS}"
                 ))?
-                .query_map([format_ts(now)], approval_row)?
+                .query_map(
+                    params![
+                        format_ts(now),
+                        ApprovalState::Failed,
+                        ApprovalState::Running
+                    ],
+                    approval_row,
+                )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             tx.commit()?;
             rows.sort_by_key(|r| r.id);
@@ -304,16 +332,21 @@ pub(super) fn finish_approval(
     reason: Option<&Redacted>,
     now: DateTime<Utc>,
 ) -> rusqlite::Result<()> {
-    let state = if succeeded { "succeeded" } else { "failed" };
+    let state = if succeeded {
+        ApprovalState::Succeeded
+    } else {
+        ApprovalState::Failed
+    };
     conn.prepare_cached(
         "UPDATE approvals SET state = ?2, finished_at = ?3, reason = COALESCE(?4, reason)
-         WHERE id = ?1 AND state = 'running'",
+         WHERE id = ?1 AND state = ?5",
     )?
     .execute(params![
         id,
         state,
         format_ts(now),
-        reason.map(Redacted::as_str)
+        reason.map(Redacted::as_str),
+        ApprovalState::Running
     ])
     .map(drop)
 }
@@ -445,7 +478,7 @@ pub(super) mod tests {
         assert!(!b.mark_stale(id, &"gone".into(), now).unwrap());
         finish_approval(conn(&a), id, true, None, now).unwrap();
         let row = b.approval(id).unwrap().unwrap();
-        assert_eq!(row.state, "succeeded");
+        assert_eq!(row.state, ApprovalState::Succeeded);
         assert_eq!(row.decided_by.as_deref(), Some("cli:ann"));
         // Closed: a new approval may be queued.
         assert!(
@@ -646,14 +679,31 @@ pub(super) mod tests {
         s.decide(ids[2], &by_cli(true), now).unwrap();
         s.decide(ids[0], &by_cli(true), now).unwrap();
         s.decide(ids[1], &by_cli(false), now).unwrap();
-        let of = |state: Option<&str>| -> Vec<i64> {
+        let of = |state: Option<ApprovalState>| -> Vec<i64> {
             s.approvals(state).unwrap().iter().map(|r| r.id).collect()
         };
-        assert_eq!(of(Some("approved")), [ids[0], ids[2]]);
-        assert_eq!(of(Some("pending")), [ids[3]]);
-        assert!(of(Some("running")).is_empty());
+        assert_eq!(of(Some(ApprovalState::Approved)), [ids[0], ids[2]]);
+        assert_eq!(of(Some(ApprovalState::Pending)), [ids[3]]);
+        assert!(of(Some(ApprovalState::Running)).is_empty());
         assert_eq!(of(None), ids);
         assert!(s.has_approved_work().unwrap());
+    }
+
+    #[test]
+    fn a_state_heartbeat_does_not_know_is_an_error_that_names_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Store::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut s, 1, false);
+        // The CHECK refuses such a word; a file written by something else may still hold one.
+        conn(&s)
+            .execute_batch(
+                "PRAGMA ignore_check_constraints = ON;
+                 UPDATE approvals SET state = 'on_hold';",
+            )
+            .unwrap();
+        let err = s.approval(ids[0]).unwrap_err().to_string();
+        assert!(err.contains(r#"unknown approval state "on_hold""#), "{err}");
+        assert!(s.approvals(None).is_err());
     }
 
     #[test]
@@ -670,7 +720,7 @@ pub(super) mod tests {
         s.claim(id, "r1").unwrap();
         let rows = s.interrupt_running(now).unwrap();
         assert_eq!(rows.len(), 1);
-        assert_eq!(rows[0].state, "failed");
+        assert_eq!(rows[0].state, ApprovalState::Failed);
         assert_eq!(rows[0].reason.as_deref(), Some("interrupted"));
         assert_eq!(Some(&rows[0]), s.approval(id).unwrap().as_ref());
         assert!(s.interrupt_running(now).unwrap().is_empty());
@@ -692,7 +742,7 @@ pub(super) mod tests {
         );
         let expired = s.expire_pending(ts("2026-01-02T10:00:00Z"), ttl).unwrap();
         assert_eq!(expired.len(), 1);
-        assert_eq!(expired[0].state, "expired");
+        assert_eq!(expired[0].state, ApprovalState::Expired);
         // What was returned is what is stored.
         assert_eq!(
             Some(&expired[0]),

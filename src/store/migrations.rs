@@ -766,7 +766,7 @@ mod tests {
                     approvals: vec![7],
                     created_at: "2026-01-01T10:00:00.000Z".into(),
                     attempts: 2,
-                    held: Some("quiet_hours".into()),
+                    held: Some(crate::model::HoldReason::QuietHours),
                     ..row(3, "123", "summary", "<b>run</b> ok")
                 },
                 super::super::OutboxRow {

@@ -24,6 +24,7 @@ mod proposals;
 mod retention;
 mod snapshot;
 mod starts;
+mod words;
 
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};

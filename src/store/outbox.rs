@@ -33,7 +33,7 @@ pub struct OutboxRow {
     pub created_at: String,
     pub attempts: i64,
     /// The noise rule it was last audited as held under, if any.
-    pub held: Option<String>,
+    pub held: Option<crate::model::HoldReason>,
 }
 
 /// Where a message goes: a channel and a destination in that channel's terms (the key of
@@ -181,7 +181,7 @@ impl Store {
     }
 
     /// Remember that the message was audited as held under `rule`.
-    pub fn outbox_held(&mut self, id: i64, rule: &'static str) -> Result<()> {
+    pub fn outbox_held(&mut self, id: i64, rule: crate::model::HoldReason) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE outbox SET held = ?2 WHERE id = ?1",

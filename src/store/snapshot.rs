@@ -9,6 +9,9 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use rusqlite::params;
+
+use crate::model::ApprovalState;
 
 use super::{Result, Store, format_ts, parse_ts};
 
@@ -170,13 +173,13 @@ impl Store {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
+                    r.get::<_, ApprovalState>(2)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
         for row in rows {
             let (task, id, state) = row.map_err(|e| self.err(e))?;
-            if state == "approved" {
+            if state == ApprovalState::Approved {
                 snap.approved.insert(task.clone());
             }
             snap.pending.insert(task, id);
@@ -201,11 +204,11 @@ impl Store {
             .conn
             .prepare(
                 "SELECT task_id, MAX(decided_at) FROM approvals
-                 WHERE state = 'denied' AND decided_at > ?1 GROUP BY task_id",
+                 WHERE state = ?2 AND decided_at > ?1 GROUP BY task_id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map([format_ts(since)], |r| {
+            .query_map(params![format_ts(since), ApprovalState::Denied], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })
             .map_err(|e| self.err(e))?;

@@ -23,6 +23,7 @@ use teloxide::types::{
 use teloxide::{ApiError, Bot, RequestError};
 
 use crate::config::TelegramConfig;
+use crate::model::ButtonAction;
 use crate::render::telegram::html_to_plain;
 
 /// Extra time the HTTP client allows beyond a long poll's own timeout.
@@ -139,8 +140,8 @@ pub struct ChatSeen {
 }
 
 /// The callback data of a button: `hb:<action>:<approval id>` (well under 64 bytes).
-pub fn button_data(action: char, approval: i64) -> String {
-    format!("hb:{action}:{approval}")
+pub fn button_data(action: ButtonAction, approval: i64) -> String {
+    format!("hb:{}:{approval}", action.as_str())
 }
 
 /// The callback data of a tripped task's Reset button: `hb:r:<task id>`.
@@ -151,8 +152,8 @@ pub fn reset_data(task_id: &str) -> String {
 /// What a button of heartbeat's asks for.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Button {
-    /// `y` approve, `a` always, `n` deny, and the approval's id.
-    Approval(char, i64),
+    /// Approve, always or deny, and the approval's id.
+    Approval(ButtonAction, i64),
     /// Reset a tripped task (its id).
     Reset(String),
 }
@@ -160,25 +161,23 @@ pub enum Button {
 fn parse_button(data: &str) -> Option<Button> {
     let rest = data.strip_prefix("hb:")?;
     let (action, id) = rest.split_once(':')?;
-    let action = match action {
-        "y" => 'y',
-        "a" => 'a',
-        "n" => 'n',
-        "r" if id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            return Some(Button::Reset(id.to_string()));
-        }
-        _ => return None,
-    };
-    Some(Button::Approval(action, id.parse().ok()?))
+    if action == "r" {
+        let task = id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit());
+        return task.then(|| Button::Reset(id.to_string()));
+    }
+    Some(Button::Approval(action.parse().ok()?, id.parse().ok()?))
 }
 
 /// Approve / Always / Deny, one row per approval; a Reset button per tripped task.
 pub fn keyboard(approvals: &[i64], resets: &[String]) -> InlineKeyboardMarkup {
     let approve = approvals.iter().map(|&id| {
         vec![
-            InlineKeyboardButton::callback(format!("Approve #{id}"), button_data('y', id)),
-            InlineKeyboardButton::callback("Always", button_data('a', id)),
-            InlineKeyboardButton::callback("Deny", button_data('n', id)),
+            InlineKeyboardButton::callback(
+                format!("Approve #{id}"),
+                button_data(ButtonAction::Approve, id),
+            ),
+            InlineKeyboardButton::callback("Always", button_data(ButtonAction::Always, id)),
+            InlineKeyboardButton::callback("Deny", button_data(ButtonAction::Deny, id)),
         ]
     });
     let reset = resets.iter().map(|id| {
@@ -475,7 +474,8 @@ mod tests {
 
     #[test]
     fn button_data_round_trips_and_stays_small() {
-        for action in ['y', 'a', 'n'] {
+        for (&action, data) in ButtonAction::ALL.iter().zip(["hb:y:", "hb:a:", "hb:n:"]) {
+            assert_eq!(button_data(action, 7), format!("{data}7"));
             let data = button_data(action, i64::MAX);
             assert!(data.len() < 64);
             assert_eq!(
