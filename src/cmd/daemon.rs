@@ -272,7 +272,7 @@ fn run_tick(
 ) -> Option<String> {
     let result = read_files(cfg, false).and_then(|files| {
         // A grant left behind by an edit: said like the files' warnings, once per change.
-        let orphans = super::grants::orphan_problems(cfg, &files).unwrap_or_default();
+        let orphans = crate::engine::query::orphan_problems(cfg, &files).unwrap_or_default();
         super::print_changed_file_warnings(&files, orphans, &ctx.cwd);
         tick(&Tick {
             cfg,

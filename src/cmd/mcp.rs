@@ -6,7 +6,8 @@
 //! - Nothing here runs a task or the scheduler, or takes the run lock: every tool is one of
 //!   the read-only commands, or a decision made the way the CLI makes it (SQLite's own
 //!   locking, one durable transaction per decision).
-//! - Every result is the JSON the CLI's `--json` prints, built by the same functions.
+//! - Every result is the JSON the CLI's `--json` prints, built by the same functions
+//!   (`engine::query`).
 //! - `by` is `mcp:<client name>` for everything an agent does.
 //! - A proposed task is appended, never inserted: its line ends with the agent's mark and is
 //!   written with one `O_APPEND` write, so that a proposed task can never be in the file
@@ -23,11 +24,11 @@ use serde_json::{Map, Value, json};
 
 use super::Ctx;
 use crate::audit::{Event, Secrets};
-use crate::cli::LogArgs;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::agent;
 use crate::engine::decide::Decider;
+use crate::engine::query::{self, LogQuery};
 use crate::error::{Error, Result, exit};
 use crate::markdown;
 use crate::mcp::server::{Handler, ToolDef, serve_stdio};
@@ -252,34 +253,28 @@ impl Agents {
         // What the answer must not show (the config may have changed since the last call).
         Secrets::from_config(&cfg);
         match tool {
-            "status" => super::status::json(&ctx, &cfg),
-            "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.agent_json()),
+            "status" => Ok(query::status(&cfg, ctx.now)?.json()),
+            "check" => Ok(query::check(cfg, ctx.now, false)?.agent_json()),
             "approvals" => {
                 let state = match text(input, "state")?.unwrap_or("pending") {
                     "all" => None,
                     s => Some(s),
                 };
-                Ok(super::approvals::json(&super::approvals::rows(
-                    &cfg, state,
-                )?))
+                Ok(query::approvals_json(&query::approvals(&cfg, state)?))
             }
             "log" => {
-                let args = LogArgs {
-                    since: text(input, "since")?.map(str::to_string),
+                let log = LogQuery {
+                    since: text(input, "since")?,
                     events: text(input, "event")?
                         .map(str::to_string)
                         .into_iter()
                         .collect(),
-                    task: text(input, "task")?.map(str::to_string),
+                    task: text(input, "task")?,
                     run: None,
-                    json: true,
-                    follow: false,
-                    lines: None,
-                    all: true,
                 };
                 let limit = input.get("limit").and_then(Value::as_u64).unwrap_or(100);
-                let filter = super::log::filter(&ctx, &args)?;
-                let lines = super::log::matching(&cfg, filter, limit.clamp(1, 10_000) as usize)?;
+                let filter = query::log_filter(&log, ctx.now, || ctx.zone())?;
+                let lines = query::log_lines(&cfg, filter, limit.clamp(1, 10_000) as usize)?;
                 Ok(Value::Array(lines.into_iter().map(Value::Object).collect()))
             }
             "propose_task" => propose(&ctx, cfg, by, input),
@@ -576,7 +571,7 @@ fn write_proposal(
         line,
         column,
         error,
-    } = super::check::decide_one(ctx, &d.cfg, &task)?
+    } = query::decide_one(&d.cfg, ctx.now, &task)?
     {
         return Err(refuse(
             "invalid",
@@ -621,9 +616,10 @@ fn answer(
     by: &str,
     existing: bool,
 ) -> Result<Value> {
-    let checked = super::check::evaluate(ctx, ctx.load_config(&[])?, false)?;
-    let decision = find(&checked.tasks(), &checked.plan.items, &task.id)
-        .map_or("unknown", |p| p.decision.as_str());
+    let checked = query::check(ctx.load_config(&[])?, ctx.now, false)?;
+    let decision = checked
+        .decision_of(&task.id)
+        .map_or("unknown", Decision::as_str);
     Ok(json!({
         "task_id": task.id,
         "file": path,
@@ -635,16 +631,4 @@ fn answer(
         "provenance": by,
         "existing": existing,
     }))
-}
-
-fn find<'p>(
-    tasks: &[&Task],
-    items: &'p [crate::plan::Planned],
-    id: &str,
-) -> Option<&'p crate::plan::Planned> {
-    tasks
-        .iter()
-        .zip(items)
-        .find(|(t, _)| t.id == id)
-        .map(|(_, p)| p)
 }

@@ -27,36 +27,17 @@ use chrono_tz::Tz;
 use crate::audit::Secrets;
 use crate::clock::Clock;
 use crate::config::{self, Config, LoadOptions};
+use crate::engine::decide::Decider;
 use crate::engine::files::Loaded;
+use crate::engine::query;
 use crate::error::{Error, Result, say};
 use crate::model::{Problem, Severity};
+use crate::store::ApprovalRow;
 use crate::text::Redacted;
 
 /// Local time for people, in the configured zone.
 pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
     crate::render::show_time(t, cfg.tz())
-}
-
-/// The files' warnings, in file order then position, each once. `check` lists exactly these
-/// and `run` prints exactly these: one function, so the two never disagree.
-pub fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
-    let mut warnings: Vec<Problem> = files
-        .iter()
-        .flat_map(|f| f.parsed.problems.iter())
-        .filter(|p| p.severity == Severity::Warning)
-        .cloned()
-        .collect();
-    sort_problems(&mut warnings);
-    warnings
-}
-
-/// By file, line and column (then message, so that equal ones sit together); identical ones
-/// once (the tasks below one bad heading share its error).
-pub fn sort_problems(problems: &mut Vec<Problem>) {
-    problems.sort_by(|a, b| {
-        (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
-    });
-    problems.dedup();
 }
 
 /// `file:line:column: warning: message`, as `check` shows a problem.
@@ -77,7 +58,7 @@ pub fn show_problem(p: &Problem, cwd: &Path) -> String {
 /// The files' warnings on stderr (docs/reference.md#file-warnings: once per run, also with `-q`;
 /// they never change the exit code).
 pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
-    for w in file_warnings(files) {
+    for w in query::file_warnings(files) {
         say(&format!("heartbeat: {}", show_problem(&w, cwd)));
     }
 }
@@ -89,7 +70,7 @@ static PRINTED_WARNINGS: Mutex<Option<Vec<Problem>>> = Mutex::new(None);
 /// [`print_file_warnings`] for a long-lived process, with the warnings about stored state
 /// in `more` (a grant left behind): only when they changed since last time.
 pub fn print_changed_file_warnings(files: &[Loaded], more: Vec<Problem>, cwd: &Path) {
-    let mut warnings = file_warnings(files);
+    let mut warnings = query::file_warnings(files);
     warnings.extend(more);
     let Ok(mut printed) = PRINTED_WARNINGS.lock() else {
         return;
@@ -176,6 +157,12 @@ impl Ctx {
         }
     }
 
+    /// A [`Decider`] for a person at this terminal (`cli:USER`), over the config as loaded.
+    pub fn decider(&self) -> Result<Decider> {
+        let cfg = self.load_config(&[])?;
+        Decider::open(cfg, format!("cli:{}", user_name()), self.clock)
+    }
+
     pub fn load_config(&self, files: &[PathBuf]) -> Result<Config> {
         let env = |name: &str| std::env::var(name).ok();
         let opts = LoadOptions {
@@ -197,6 +184,42 @@ impl Ctx {
         }
         Ok(cfg)
     }
+}
+
+/// Who is deciding: `$USER`, `$LOGNAME`, else the passwd entry of the real uid.
+fn user_name() -> String {
+    for var in ["USER", "LOGNAME"] {
+        if let Ok(name) = std::env::var(var)
+            && !name.is_empty()
+        {
+            return name;
+        }
+    }
+    crate::sys::real_user_name()
+}
+
+/// `  (proposed by an agent, mcp:…)` for a task an agent proposed, else nothing: said
+/// wherever a person decides (docs/reference.md#proposal-mark).
+pub fn proposal_note(row: &ApprovalRow) -> String {
+    row.text
+        .find(crate::engine::session::PROPOSED_BY)
+        .map(|at| format!("  ({}", crate::text::clean(&row.text[at..])))
+        .unwrap_or_default()
+}
+
+/// One line about an approval: id, tool, place, input.
+pub fn describe(row: &ApprovalRow, cwd: &Path) -> String {
+    format!(
+        "#{} @{} {}:{}  {}{}",
+        row.id,
+        row.tool,
+        crate::render::show_path(row.file.as_ref(), cwd),
+        row.line,
+        Secrets::taken()
+            .redact(&row.input.to_string())
+            .first_line(100),
+        proposal_note(row)
+    )
 }
 
 /// A task id as typed: its 12 hex digits, or the first 4 or more of them (as `log --task`

@@ -7,7 +7,7 @@ use crate::engine::bot;
 use crate::error::{Result, exit};
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
-    let mut d = super::approve::decider(ctx)?;
+    let mut d = ctx.decider()?;
     let until = match args.for_ {
         None => None,
         Some(dur) => Some(bot::pause_end(d.now, dur).ok_or_else(|| {
@@ -30,7 +30,7 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
 }
 
 pub fn resume(ctx: &Ctx) -> Result<u8> {
-    let mut d = super::approve::decider(ctx)?;
+    let mut d = ctx.decider()?;
     let resumed = bot::resume(&mut d, "resumed")?;
     Out::new().line(if resumed { "resumed" } else { "not paused" });
     Ok(exit::OK)

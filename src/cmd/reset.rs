@@ -5,7 +5,7 @@ use super::{Ctx, Out};
 use crate::error::{Error, Result, exit};
 
 pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
-    let mut d = super::approve::decider(ctx)?;
+    let mut d = ctx.decider()?;
     let known = d.store.task_ids()?;
     let task_id = super::resolve_task_id(task_id, &known, "`heartbeat check` and `status`")?;
     let Some((failures, tripped, interrupted)) = d.reset_task(&task_id)? else {

@@ -37,7 +37,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let files = read_files(&cfg, args.files.allow_missing)?;
     super::print_file_warnings(&files, &ctx.cwd);
     // A grant left behind by an edit (also with -q: the task now asks again).
-    for p in super::grants::orphan_problems(&cfg, &files)? {
+    for p in crate::engine::query::orphan_problems(&cfg, &files)? {
         crate::error::say(&format!("heartbeat: {}", super::show_problem(&p, &ctx.cwd)));
     }
     let mut out = Out::new();

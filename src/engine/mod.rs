@@ -8,5 +8,6 @@ pub mod decide;
 pub mod files;
 pub mod mcp;
 pub mod outbox;
+pub mod query;
 pub mod run;
 pub mod session;
