@@ -1,6 +1,6 @@
 //! `heartbeat approvals`: list approvals (pending by default). Reads only.
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::audit::Secrets;
 use crate::cli::ApprovalsArgs;
 use crate::engine::query;
@@ -9,7 +9,7 @@ use crate::error::{Result, exit};
 pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
     let rows = query::approvals(&cfg, args.state.as_state())?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     if args.json {
         out.json(&query::approvals_json(&rows));
         return Ok(exit::OK);

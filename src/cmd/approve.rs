@@ -27,7 +27,7 @@ use crate::text::clean;
 
 pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     let mut d = ctx.decider()?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     let interactive = std::io::stdin().is_terminal();
 
     let targets = if !args.ids.is_empty() {
@@ -208,6 +208,8 @@ fn switch_config(ctx: &Ctx, d: Decider, path: &Path) -> Result<Decider> {
         config: Some(path.to_path_buf()),
         state_dir: ctx.state_dir.clone(),
         verbose: ctx.verbose,
+        work: ctx.work.clone(),
+        output: ctx.output.clone(),
     };
     let cfg = named.load_config(&[])?;
     let same = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -229,7 +231,7 @@ fn switch_config(ctx: &Ctx, d: Decider, path: &Path) -> Result<Decider> {
 /// The state for deciding, as the person at this terminal (`by: cli:<user>`).
 /// Run approved approvals now and print what they did.
 fn execute(d: &mut Decider, ctx: &Ctx, rows: &[&ApprovalRow], out: &mut Out) -> Result<u8> {
-    match d.run_now(rows)? {
+    match d.run_now(rows, &ctx.work)? {
         RunNow::Locked(holder) => {
             crate::error::say(&format!(
                 "heartbeat: approved, but another run still holds the run lock after {}s (pid {}, since {}); the approval stands and runs at the next run",

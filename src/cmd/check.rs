@@ -1,7 +1,7 @@
 //! `heartbeat check`: validate the config and files; list every task with what would happen
 //! now and when it is next due. Writes nothing.
 
-use super::{Ctx, Out, show_time};
+use super::{Ctx, show_time};
 use crate::cli::CheckArgs;
 use crate::engine::query::{self, Checked};
 use crate::error::{Result, exit};
@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
         errors,
     } = &c;
     let (errors, cfg) = (*errors, cfg);
-    let mut out = Out::new();
+    let mut out = ctx.out();
     if args.json {
         out.json(&c.json());
     } else {

@@ -289,12 +289,13 @@ fn run_tick(
             stop: Some(stop),
             plan: plan.is_some(),
             diag: &|m| ctx.diag(1, || m),
+            work: &ctx.work,
         })
     });
     match result {
         Ok(report) => {
             if ctx.verbose > 0 {
-                let mut out = super::Out::new();
+                let mut out = ctx.out();
                 out.lines(crate::render::terminal::agent_actions(&report));
                 out.lines(crate::render::terminal::report(
                     &report, false, false, &ctx.cwd,

@@ -1,14 +1,14 @@
 //! `heartbeat deny`: a person says no. The task is not queued again until `approval_ttl`
 //! has passed since the denial (a changed task is a new task and asks again).
 
+use super::Ctx;
 use super::describe;
-use super::{Ctx, Out};
 use crate::cli::DenyArgs;
 use crate::error::{Result, exit};
 
 pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
     let mut d = ctx.decider()?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     let targets = if args.all {
         d.store.approvals(Some("pending"))?
     } else {

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::audit::Event;
 use crate::audit::Secrets;
 use crate::cli::JsonArg;
@@ -13,7 +13,7 @@ use crate::error::{Error, Result, exit};
 pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
     let grants = query::grants(&cfg)?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     if args.json {
         out.json(&query::grants_json(&grants));
         return Ok(exit::OK);
@@ -60,7 +60,7 @@ pub fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
         task_id: &task_id,
         by: &by,
     })?;
-    Out::new().line(&format!(
+    ctx.out().line(&format!(
         "revoked the grant of task {task_id}; it asks again"
     ));
     Ok(exit::OK)

@@ -86,7 +86,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     let mut selection = Selection::new(filter, hide_quiet_runs, args.lines);
     // Stored lines were redacted when written; redacted again here, they come out as stored
     // (redaction is idempotent) unless they hold a secret registered since.
-    let mut out = Out::new();
+    let mut out = ctx.out();
     loop {
         while let Some(line) = reader.next_line().map_err(read_error)? {
             selection.line(line, show, &mut |text| out.line(&text));

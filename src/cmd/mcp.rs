@@ -22,14 +22,14 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value, json};
 
-use super::Ctx;
+use super::{Ctx, OutputError};
 use crate::audit::{Event, Secrets};
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::agent;
 use crate::engine::decide::Decider;
 use crate::engine::query::{self, LogQuery};
-use crate::error::{Error, Result, exit};
+use crate::error::{Error, Result, WorkStarted, exit};
 use crate::markdown;
 use crate::mcp::server::{Handler, ToolDef, serve_stdio};
 use crate::model::{Section, Task};
@@ -46,6 +46,8 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         state_dir: ctx.state_dir.clone(),
         cwd: ctx.cwd.clone(),
         clock: ctx.clock,
+        work: ctx.work.clone(),
+        output: ctx.output.clone(),
     };
     serve_stdio(server, "heartbeat", env!("CARGO_PKG_VERSION"))
         .map_err(|e| Error::io("<stdio>", e))?;
@@ -58,6 +60,9 @@ struct Agents {
     state_dir: Option<PathBuf>,
     cwd: PathBuf,
     clock: Clock,
+    /// The command's (no tool of this server starts work: it stays unset).
+    work: WorkStarted,
+    output: OutputError,
 }
 
 impl Agents {
@@ -74,6 +79,8 @@ impl Agents {
             config: self.config.clone(),
             state_dir: self.state_dir.clone(),
             verbose: 0,
+            work: self.work.clone(),
+            output: self.output.clone(),
         }
     }
 }

@@ -19,7 +19,7 @@ pub mod telegram;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -30,7 +30,7 @@ use crate::config::{self, Config, LoadOptions};
 use crate::engine::decide::Decider;
 use crate::engine::files::Loaded;
 use crate::engine::query;
-use crate::error::{Error, Result, say};
+use crate::error::{Error, Result, WorkStarted, say};
 use crate::model::{Problem, Severity};
 use crate::store::ApprovalRow;
 use crate::text::Redacted;
@@ -113,9 +113,18 @@ pub struct Ctx {
     pub config: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub verbose: u8,
+    /// Whether this command has started a tool: what an error's exit code depends on.
+    pub work: WorkStarted,
+    /// What writing to standard output met.
+    pub output: OutputError,
 }
 
 impl Ctx {
+    /// Standard output for this command (see [`Out`]).
+    pub fn out(&self) -> Out {
+        Out::new(self.output.clone())
+    }
+
     /// The configured zone: see [`configured_zone`].
     pub fn zone(&self) -> Tz {
         configured_zone(self.config.as_deref(), self.state_dir.as_deref(), &self.cwd)
@@ -258,22 +267,35 @@ pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<St
 pub struct Out {
     buf: String,
     broken: bool,
+    error: OutputError,
 }
 
 /// The first error writing to standard output other than a closed pipe (a full disk, an I/O
-/// error): the command then ends with that error instead of exiting as if all was printed.
-static OUTPUT_ERROR: Mutex<Option<String>> = Mutex::new(None);
+/// error), shared by every [`Out`] of one command: the command then ends with that error
+/// instead of exiting as if all was printed.
+#[derive(Clone, Debug, Default)]
+pub struct OutputError(Arc<Mutex<Option<String>>>);
 
-/// The error that writing to standard output met, if any (see [`Out`]).
-pub fn output_error() -> Option<String> {
-    OUTPUT_ERROR.lock().ok().and_then(|mut e| e.take())
+impl OutputError {
+    /// The error that writing to standard output met, if any.
+    pub fn take(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|mut e| e.take())
+    }
+
+    fn keep_first(&self, error: String) {
+        if let Ok(mut first) = self.0.lock() {
+            first.get_or_insert(error);
+        }
+    }
 }
 
 impl Out {
-    pub fn new() -> Out {
+    /// Standard output for a command whose write errors go to `error`.
+    pub fn new(error: OutputError) -> Out {
         Out {
             buf: String::new(),
             broken: false,
+            error,
         }
     }
 
@@ -329,10 +351,8 @@ impl Out {
         if let Err(e) = result {
             // A closed pipe (`heartbeat check | head`) is the reader's choice: stop quietly.
             self.broken = true;
-            if e.kind() != io::ErrorKind::BrokenPipe
-                && let Ok(mut first) = OUTPUT_ERROR.lock()
-            {
-                first.get_or_insert(e.to_string());
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                self.error.keep_first(e.to_string());
             }
         }
     }
@@ -341,12 +361,6 @@ impl Out {
 impl Drop for Out {
     fn drop(&mut self) {
         self.flush();
-    }
-}
-
-impl Default for Out {
-    fn default() -> Self {
-        Out::new()
     }
 }
 

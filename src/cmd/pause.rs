@@ -1,7 +1,7 @@
 //! `heartbeat pause [--for D] [--reason …]` / `heartbeat resume`: stored in SQLite, audited
 //! (`paused` / `resumed`), honoured by `run --once` and the daemon (unless `--force`).
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::cli::PauseArgs;
 use crate::engine::bot;
 use crate::error::{Result, exit};
@@ -18,7 +18,7 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
         })?),
     };
     bot::pause(&mut d, until, args.reason.as_deref())?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     out.line(&match until {
         Some(u) => format!(
             "paused until {}; `heartbeat resume` ends it sooner",
@@ -32,6 +32,7 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
 pub fn resume(ctx: &Ctx) -> Result<u8> {
     let mut d = ctx.decider()?;
     let resumed = bot::resume(&mut d, "resumed")?;
-    Out::new().line(if resumed { "resumed" } else { "not paused" });
+    ctx.out()
+        .line(if resumed { "resumed" } else { "not paused" });
     Ok(exit::OK)
 }

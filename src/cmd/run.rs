@@ -40,7 +40,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     for p in crate::engine::query::orphan_problems(&cfg, &files)? {
         crate::error::say(&format!("heartbeat: {}", super::show_problem(&p, &ctx.cwd)));
     }
-    let mut out = Out::new();
+    let mut out = ctx.out();
 
     // Taken from the environment before anything runs, so that no tool can read it there,
     // and so that a dry run's output hides them too.
@@ -74,6 +74,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         stop: None,
         plan: true,
         diag: &|m| ctx.diag(1, || m),
+        work: &ctx.work,
     })?;
     if args.json {
         out.json(&report.to_json());

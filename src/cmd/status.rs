@@ -1,7 +1,7 @@
 //! `heartbeat status`: last run, pause, pending approvals, the day's spend, the outbox and
 //! the run lock. Reads only; never creates the state dir.
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::cli::JsonArg;
 use crate::engine::query::{self, Held, Status};
 use crate::error::{Result, exit};
@@ -25,7 +25,7 @@ fn show(held: &Held, cwd: &std::path::Path) -> String {
 
 pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     let status = query::status(&cfg, ctx.now)?;
     if args.json {
         out.json(&status.json());

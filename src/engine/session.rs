@@ -29,7 +29,7 @@ use crate::audit::event::{Ended, Mark, TaskRun};
 use crate::audit::{AuditLog, Event, Secrets, TEXT_LIMIT};
 use crate::clock::Clock;
 use crate::config::{Approval, Config, TelegramConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorkStarted};
 use crate::lock::RunLock;
 use crate::markdown::tick::{self, TickOutcome};
 use crate::markdown::{self, FileError, SourceFile};
@@ -117,6 +117,8 @@ pub struct Session<'a> {
     trigger: Trigger,
     /// The MCP servers this session started (or was given), stopped when it finishes.
     pub mcp: super::mcp::Servers<'a>,
+    /// Set before any tool starts: the command's errors no longer say "nothing run".
+    work: WorkStarted,
 }
 
 impl<'a> Session<'a> {
@@ -135,6 +137,7 @@ impl<'a> Session<'a> {
         trigger: Trigger,
         files: &[&Path],
         autonomy: &str,
+        work: &WorkStarted,
     ) -> Result<Session<'a>> {
         let mut s = Session {
             stop: None,
@@ -160,6 +163,7 @@ impl<'a> Session<'a> {
             started: Instant::now(),
             trigger,
             mcp: super::mcp::Servers::new(cfg),
+            work: work.clone(),
         };
         let (run_id, now) = (s.run_id.clone(), s.now);
         // A previous start in the future (a clock that stepped back) counts as now.
@@ -582,6 +586,7 @@ impl<'a> Session<'a> {
                 }
                 let input = planned.input.clone().unwrap_or_default();
                 self.record_start(task, &spec.name, &input)?;
+                self.work.set();
                 let task_id = task.id.clone();
                 let workdir = task.file.parent().unwrap_or(Path::new("/")).to_path_buf();
                 let (tx, run_id, remove_env) = (tx.clone(), run_id.clone(), remove_env.clone());
@@ -747,6 +752,7 @@ impl<'a> Session<'a> {
             ToolKind::Notify => self.notify(input)?,
             ToolKind::Mcp { .. } => {
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
+                self.work.set();
                 self.mcp
                     .call(&spec, input, workdir, self.stop.map(|s| &s.kill))
             }
@@ -788,6 +794,7 @@ impl<'a> Session<'a> {
     fn execute(&self, task: &Task, spec: &ToolSpec, input: &Map<String, Value>) -> Outcome {
         let workdir = task.file.parent().unwrap_or(Path::new("/"));
         let remove_env = self.token_env();
+        self.work.set();
         tools::execute_with_stop(
             spec,
             input,

@@ -472,7 +472,6 @@ pub fn execute_with_stop(
             ..Outcome::default()
         };
     }
-    crate::error::work_started();
     let mut outcome = match &spec.kind {
         ToolKind::Log => match TextInput::parse(&spec.name, input) {
             Ok(log) => Outcome {
