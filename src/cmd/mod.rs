@@ -63,27 +63,6 @@ pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
     }
 }
 
-/// The warnings the daemon printed last: it re-reads the files at every tick and prints their
-/// warnings only when they differ from these (so at its first tick, and after an edit).
-static PRINTED_WARNINGS: Mutex<Option<Vec<Problem>>> = Mutex::new(None);
-
-/// [`print_file_warnings`] for a long-lived process, with the warnings about stored state
-/// in `more` (a grant left behind): only when they changed since last time.
-pub fn print_changed_file_warnings(files: &[Loaded], more: Vec<Problem>, cwd: &Path) {
-    let mut warnings = query::file_warnings(files);
-    warnings.extend(more);
-    let Ok(mut printed) = PRINTED_WARNINGS.lock() else {
-        return;
-    };
-    if printed.as_ref() == Some(&warnings) {
-        return;
-    }
-    for w in &warnings {
-        say(&format!("heartbeat: {}", show_problem(w, cwd)));
-    }
-    *printed = Some(warnings);
-}
-
 /// The configured zone (the system's when the config sets none, or does not load), for a
 /// local time typed on the command line. Quiet: the command itself reports the config's
 /// problems.

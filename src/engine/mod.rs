@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod bot;
+pub mod daemon;
 pub mod decide;
 pub mod files;
 pub mod mcp;
