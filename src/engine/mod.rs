@@ -9,6 +9,7 @@ pub mod decide;
 pub mod files;
 pub mod mcp;
 pub mod outbox;
+pub mod propose;
 pub mod query;
 pub mod run;
 pub mod session;
