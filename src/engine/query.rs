@@ -739,7 +739,7 @@ mod tests {
     }
 
     fn open_store(cfg: &Config) -> Store {
-        super::super::files::ensure_state_dir(&cfg.state_dir).unwrap();
+        crate::engine::files::ensure_state_dir(&cfg.state_dir).unwrap();
         Store::open(&cfg.state_dir).unwrap()
     }
 
