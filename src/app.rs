@@ -5,7 +5,7 @@ use clap::{CommandFactory, Parser};
 use crate::cli::{Cli, Command};
 use crate::clock::Clock;
 use crate::cmd::{self, Ctx};
-use crate::error::{Error, exit};
+use crate::error::{Error, WorkStarted, exit};
 
 /// Run the command line; returns the exit code.
 pub fn main() -> u8 {
@@ -21,17 +21,21 @@ pub fn main() -> u8 {
             };
         }
     };
-    let code = match dispatch(cli) {
+    // What decides the exit code besides the command's own answer: whether work had
+    // started when an error ended it, and whether standard output could be written.
+    let work = WorkStarted::default();
+    let output = cmd::OutputError::default();
+    let code = match dispatch(cli, &work, &output) {
         Ok(code) => code,
         Err(e) => {
             crate::error::say(&format!("heartbeat: {e}"));
-            e.exit_code()
+            work.failure_code()
         }
     };
-    match cmd::output_error() {
+    match output.take() {
         Some(e) => {
             crate::error::say(&format!("heartbeat: standard output: {e}"));
-            code.max(crate::error::failure_code())
+            code.max(work.failure_code())
         }
         None => code,
     }
@@ -65,7 +69,7 @@ fn print_clap_error(e: &clap::Error) {
     }
 }
 
-fn dispatch(cli: Cli) -> Result<u8, Error> {
+fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u8, Error> {
     let cwd = std::env::current_dir()
         .map_err(|e| Error::Usage(format!("cannot read the working directory: {e}")))?;
     // The one place the real clock is read; from here on, time runs on from it. A local
@@ -87,6 +91,8 @@ fn dispatch(cli: Cli) -> Result<u8, Error> {
         config: cli.global.config,
         state_dir: cli.global.state_dir,
         verbose: cli.global.verbose,
+        work: work.clone(),
+        output: output.clone(),
     };
     match cli.command {
         Command::Run(args) => cmd::run::run(&ctx, &args),

@@ -1,6 +1,7 @@
 //! The errors that end a command, and the exit-code table of docs/reference.md#exit-codes.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::ConfigError;
@@ -18,27 +19,32 @@ pub mod exit {
     pub const USAGE: u8 = 2;
 }
 
-/// Set once this process starts a tool: from then on an error is not "nothing run".
-static WORK_STARTED: AtomicBool = AtomicBool::new(false);
+/// What decides the exit code of an error that ends a command (docs/reference.md#exit-codes):
+/// whether work had started. One per command, made by `app.rs` and handed to whatever starts
+/// tools (a run's session, through `Tick` and `Decider::run_now`); a clone shares the flag.
+#[derive(Clone, Debug, Default)]
+pub struct WorkStarted(Arc<AtomicBool>);
 
-/// Called by whatever starts a tool (docs/reference.md#exit-codes: an error after work had started
-/// exits 1).
-pub fn work_started() {
-    WORK_STARTED.store(true, Ordering::SeqCst);
-}
+impl WorkStarted {
+    /// Called by whatever starts a tool: from then on an error is not "nothing run".
+    pub fn set(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
 
-/// The exit code of an error now: [`exit::USAGE`] while nothing has run, else
-/// [`exit::TASK_FAILED`] (a state or I/O failure after tools ran must not say "nothing run").
-pub fn failure_code() -> u8 {
-    if WORK_STARTED.load(Ordering::SeqCst) {
-        exit::TASK_FAILED
-    } else {
-        exit::USAGE
+    /// The exit code of an error now: [`exit::USAGE`] while nothing has run, else
+    /// [`exit::TASK_FAILED`] (a state or I/O failure after tools ran must not say "nothing
+    /// run").
+    pub fn failure_code(&self) -> u8 {
+        if self.0.load(Ordering::SeqCst) {
+            exit::TASK_FAILED
+        } else {
+            exit::USAGE
+        }
     }
 }
 
 /// Anything that stops a command. Printed as `heartbeat: <what>: <why>`; exits with
-/// [`failure_code`].
+/// [`WorkStarted::failure_code`].
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{0}")]
@@ -66,10 +72,6 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn exit_code(&self) -> u8 {
-        failure_code()
-    }
-
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io {
             path: path.into(),
@@ -92,4 +94,19 @@ pub fn say(line: &str) {
 pub fn say_redacted(line: &Redacted) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_says_nothing_ran_until_work_started_in_any_clone() {
+        let work = WorkStarted::default();
+        assert_eq!(work.failure_code(), exit::USAGE);
+        let session = work.clone();
+        session.set();
+        assert_eq!(work.failure_code(), exit::TASK_FAILED);
+        assert_eq!(WorkStarted::default().failure_code(), exit::USAGE);
+    }
 }

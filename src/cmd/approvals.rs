@@ -1,57 +1,17 @@
 //! `heartbeat approvals`: list approvals (pending by default). Reads only.
 
-use serde_json::{Value, json};
-
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::audit::Secrets;
 use crate::cli::ApprovalsArgs;
-use crate::config::Config;
+use crate::engine::query;
 use crate::error::{Result, exit};
-use crate::store::{ApprovalRow, Store};
-
-/// `approvals --json` of these rows (also the `approvals` tool of `heartbeat mcp`).
-pub(super) fn json(rows: &[ApprovalRow]) -> Value {
-    let list: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            json!({
-                "id": r.id,
-                "task_id": r.task_id,
-                "state": r.state,
-                "tool": r.tool,
-                "input": r.input,
-                "file": r.file,
-                "line": r.line,
-                "section": r.section,
-                "text": r.text,
-                "created_at": r.created_at,
-                "decided_at": r.decided_at,
-                "decided_by": r.decided_by,
-                "reason": r.reason,
-                "config": r.config,
-            })
-        })
-        .collect();
-    Value::Array(list)
-}
-
-/// The approvals in `state` (None: all), from a state dir that may not exist yet.
-pub(super) fn rows(
-    cfg: &Config,
-    state: Option<crate::model::ApprovalState>,
-) -> Result<Vec<ApprovalRow>> {
-    Ok(match Store::open_existing(&cfg.state_dir)? {
-        Some(store) => store.approvals(state)?,
-        None => Vec::new(),
-    })
-}
 
 pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
-    let rows = rows(&cfg, args.state.as_state())?;
-    let mut out = Out::new();
+    let rows = query::approvals(&cfg, args.state.as_state())?;
+    let mut out = ctx.out();
     if args.json {
-        out.json(&json(&rows));
+        out.json(&query::approvals_json(&rows));
         return Ok(exit::OK);
     }
     if rows.is_empty() {
@@ -68,7 +28,7 @@ pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
             r.line,
             Secrets::taken().redact(&r.input.to_string()).first_line(80),
             r.created_at,
-            super::approve::proposal_note(r)
+            super::proposal_note(r)
         ));
     }
     Ok(exit::OK)

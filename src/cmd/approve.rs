@@ -27,8 +27,8 @@ use crate::store::{ApprovalRow, config_key};
 use crate::text::clean;
 
 pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
-    let mut d = decider(ctx)?;
-    let mut out = Out::new();
+    let mut d = ctx.decider()?;
+    let mut out = ctx.out();
     let interactive = std::io::stdin().is_terminal();
 
     let targets = if !args.ids.is_empty() {
@@ -41,7 +41,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
             return Ok(exit::OK);
         }
         for row in &pending {
-            out.line(&describe(row, ctx));
+            out.line(&super::describe(row, &ctx.cwd));
         }
         if !args.yes {
             if !interactive {
@@ -61,7 +61,7 @@ pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     } else {
         let pending = d.store.approvals(Some(ApprovalState::Pending))?;
         for row in &pending {
-            out.line(&describe(row, ctx));
+            out.line(&super::describe(row, &ctx.cwd));
         }
         return Err(Error::Usage(format!(
             "{} pending approval(s); not on a terminal, so give ids: `heartbeat approve ID…` (or `approve --all --yes`)",
@@ -212,6 +212,8 @@ fn switch_config(ctx: &Ctx, d: Decider, path: &Path) -> Result<Decider> {
         config: Some(path.to_path_buf()),
         state_dir: ctx.state_dir.clone(),
         verbose: ctx.verbose,
+        work: ctx.work.clone(),
+        output: ctx.output.clone(),
     };
     let cfg = named.load_config(&[])?;
     let same = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
@@ -231,14 +233,9 @@ fn switch_config(ctx: &Ctx, d: Decider, path: &Path) -> Result<Decider> {
 }
 
 /// The state for deciding, as the person at this terminal (`by: cli:<user>`).
-pub fn decider(ctx: &Ctx) -> Result<Decider> {
-    let cfg = ctx.load_config(&[])?;
-    Decider::open(cfg, format!("cli:{}", user_name()), ctx.clock)
-}
-
 /// Run approved approvals now and print what they did.
 fn execute(d: &mut Decider, ctx: &Ctx, rows: &[&ApprovalRow], out: &mut Out) -> Result<u8> {
-    match d.run_now(rows)? {
+    match d.run_now(rows, &ctx.work)? {
         RunNow::Locked(holder) => {
             crate::error::say(&format!(
                 "heartbeat: approved, but another run still holds the run lock after {}s (pid {}, since {}); the approval stands and runs at the next run",
@@ -290,7 +287,11 @@ fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) ->
             continue;
         }
         out.line("");
-        out.line(&format!("[{}/{total}] {}", n + 1, describe(&row, ctx)));
+        out.line(&format!(
+            "[{}/{total}] {}",
+            n + 1,
+            super::describe(&row, &ctx.cwd)
+        ));
         match under(ctx, &d.cfg, std::slice::from_ref(&row)) {
             Under::Same => {}
             Under::Switch(path) => {
@@ -358,30 +359,6 @@ fn walk(d: &mut Decider, ctx: &Ctx, out: &mut Out, later: bool, always: bool) ->
     Ok(code)
 }
 
-/// One line about an approval: id, tool, place, input.
-/// `  (proposed by an agent, mcp:…)` for a task an agent proposed, else nothing: said
-/// wherever a person decides (docs/reference.md#proposal-mark).
-pub(crate) fn proposal_note(row: &ApprovalRow) -> String {
-    row.text
-        .find(crate::engine::session::PROPOSED_BY)
-        .map(|at| format!("  ({}", clean(&row.text[at..])))
-        .unwrap_or_default()
-}
-
-pub(crate) fn describe(row: &ApprovalRow, ctx: &Ctx) -> String {
-    format!(
-        "#{} @{} {}:{}  {}{}",
-        row.id,
-        row.tool,
-        show_path(row.file.as_ref(), &ctx.cwd),
-        row.line,
-        Secrets::taken()
-            .redact(&row.input.to_string())
-            .first_line(100),
-        proposal_note(row)
-    )
-}
-
 /// How long ago an RFC 3339 time was, to the minute.
 fn age(created_at: &str, now: DateTime<Utc>) -> String {
     let Some(t) = crate::store::parse_ts(created_at) else {
@@ -413,16 +390,4 @@ fn confirm(prompt: &str) -> Result<bool> {
     Ok(ask(prompt)?
         .map(|a| matches!(a.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
         .unwrap_or(false))
-}
-
-/// Who is deciding: `$USER`, `$LOGNAME`, else the passwd entry of the real uid.
-pub(crate) fn user_name() -> String {
-    for var in ["USER", "LOGNAME"] {
-        if let Ok(name) = std::env::var(var)
-            && !name.is_empty()
-        {
-            return name;
-        }
-    }
-    crate::sys::real_user_name()
 }

@@ -1,516 +1,88 @@
-//! `heartbeat daemon`: tick every interval, aligned in local time; answer Telegram.
-//!
-//! Invariants:
-//! - No busy loop: the main thread blocks on one channel until the next tick is due (at most
-//!   a minute at a time, to re-read the wall clock: after a suspend or a clock jump it ticks
-//!   once, never a burst of missed ticks).
-//! - Signals are caught by signal-hook's handler, which only wakes one thread; that thread
-//!   turns them into events. No signal is blocked or ignored, so tools start with none.
-//!   SIGTERM/SIGINT: no new task starts at once; running tools get 10 s, then are stopped;
-//!   then `daemon_stopped` and exit 0. SIGHUP: reload the config now (`config_reloaded`, or
-//!   the error and the old config kept). SIGUSR1: tick now.
-//! - Every tick re-reads the config and the files; a config that became invalid is reported
-//!   (`config_reloaded` with its error, once per distinct error) and the last good one is used.
-//! - Ticks share the run lock with `run --once` and `approve`: a tick that finds it held is
-//!   skipped (`run_skipped`, `locked`).
-//! - With Telegram, a second thread long-polls the Bot API and hands updates to the main
-//!   thread, which decides; a press that approves runs the approved task right away.
+//! `heartbeat daemon`: the arguments, and what the daemon tells on stderr (and, with `-v`,
+//! each tick's report on stdout). The loop itself, its signals, reloads and Telegram polling
+//! are in `engine/daemon.rs`.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::time::Duration;
+use std::cell::RefCell;
 
-use crate::telegram::Received;
-use chrono::{DateTime, Utc};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-use signal_hook::iterator::Signals;
-
-use super::Ctx;
-use crate::audit::Event as AuditEvent;
-use crate::audit::Secrets;
-use crate::audit::event::Daemon;
+use super::{Ctx, show_problem};
 use crate::cli::DaemonArgs;
-use crate::clock::Clock;
 use crate::config::Config;
-use crate::engine::bot;
-use crate::engine::decide::Decider;
-use crate::engine::files::read_files;
-use crate::engine::run::{Tick, connect_telegram, tick};
-use crate::engine::session::{self, Stop};
-use crate::error::{Error, Result, exit};
-use crate::lock;
-use crate::model::Trigger;
-use crate::schedule::local_midnight;
-use crate::store::{Store, parse_ts};
-use crate::telegram::Telegram;
-use crate::text::Redacted;
-
-/// Running tools get this long after SIGTERM before they are stopped.
-const STOP_GRACE: Duration = Duration::from_secs(10);
-/// The longest the main thread sleeps without looking at the wall clock.
-const MAX_SLEEP: Duration = Duration::from_secs(60);
-/// Long-poll timeout for Telegram updates.
-const POLL: Duration = Duration::from_secs(25);
-/// The shortest time between two polls that brought nothing (docs/reference.md#daemon).
-const MIN_EMPTY_POLL: Duration = Duration::from_secs(1);
-
-enum Event {
-    Signal(i32),
-    Updates(Vec<Received>),
-}
+use crate::engine::daemon::{self, Host, Notice, Options};
+use crate::error::{Result, exit, say};
+use crate::model::Problem;
 
 pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
-    let stop = Arc::new(Stop::default());
-    let (tx, rx) = mpsc::channel();
-    spawn_signal_thread(tx.clone(), stop.clone())?;
-
-    let mut cfg = ctx.load_config(&args.files.files)?;
-    crate::engine::files::ensure_state_dir(&cfg.state_dir)?;
-    let daemon_file = cfg.state_dir.join(lock::DAEMON_FILE);
-    let mut daemon = match lock::hold_daemon(&cfg.state_dir, ctx.now) {
-        Ok(Ok(held)) => held,
-        Ok(Err(other)) => {
-            return Err(Error::Usage(format!(
-                "another heartbeat daemon{} is running on {}: stop it first, or give this one \
-                 its own --state-dir",
-                other.pid.map_or(String::new(), |p| format!(" (pid {p})")),
-                cfg.state_dir.display()
-            )));
-        }
-        Err(e) => return Err(Error::io(daemon_file, e)),
+    let host = Terminal {
+        ctx,
+        args,
+        printed: RefCell::new(None),
     };
-    // `--now` shifts the daemon's clock; it then runs in real time from there.
-    let offset = ctx.now - Utc::now();
-    let clock = move || Utc::now() + offset;
-    let every = |cfg: &Config| args.every.unwrap_or(cfg.daemon.every);
-
-    let mut telegram = connect_telegram(&cfg, Duration::ZERO, &|m| ctx.diag(1, || m));
-    // The long-poll thread of the current `[telegram]`; a new one replaces it on a change.
-    let generation = Arc::new(AtomicU64::new(0));
-    start_polling(&cfg, &tx, &generation)?;
-
-    record(&cfg, clock(), &AuditEvent::DaemonStarted(Daemon::started()))?;
-    crate::error::say(&format!(
-        "heartbeat: daemon started (pid {}, every {})",
-        std::process::id(),
-        humantime::format_duration(every(&cfg))
-    ));
-
-    let mut last_error: Option<String> = None;
-    // Some(trigger) when a tick is due: its schedule, or a person (SIGUSR1, `/run`).
-    let mut due = last_run_older_than(&cfg, clock(), every(&cfg))?.then_some(Trigger::Schedule);
-    let mut stop_signal = None;
-    let mut shown_next = None;
-    let mut last_tick_error: Option<String> = None;
-    loop {
-        if let Some(trigger) = due.take() {
-            // The config and files are read afresh at every tick. A config that cannot be
-            // loaded is `config_reloaded` with its error, once per distinct error, and the
-            // tick runs with the last good one; files it cannot read are `tick_failed`
-            // (docs/reference.md#daemon).
-            match reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)? {
-                None => last_error = None,
-                Some(msg) => {
-                    crate::error::say(&format!("heartbeat: {msg}; keeping the last good config"));
-                    if last_error.as_ref() != Some(&msg) {
-                        let error = Secrets::taken().redact(&msg);
-                        record(
-                            &cfg,
-                            clock(),
-                            &AuditEvent::ConfigReloaded(Daemon::new(None, Some(&error))),
-                        )?;
-                        last_error = Some(msg);
-                    }
-                }
-            }
-            let failed = run_tick(
-                ctx,
-                &cfg,
-                clock(),
-                &stop,
-                telegram.as_ref(),
-                &[],
-                Some(trigger),
-            );
-            // A file the ticks cannot read is audited and sent to the phone once, and again
-            // when the error changes.
-            if failed != last_tick_error {
-                if let Some(msg) = &failed {
-                    let why = Secrets::taken().redact(&format!("{msg}; the tick ran nothing"));
-                    let line = AuditEvent::TickFailed { error: &why };
-                    let told = record(&cfg, clock(), &line)
-                        .and_then(|()| alert(&cfg, telegram.as_ref(), &why, clock()));
-                    if let Err(e) = told {
-                        crate::error::say(&format!("heartbeat: {e}"));
-                    }
-                }
-                last_tick_error = failed;
-            }
-        }
-        if stop.stopping() {
-            // SIGTERM came during the tick: its event is queued; take it for the record.
-            stop_signal = rx.try_iter().find_map(|e| match e {
-                Event::Signal(sig @ (SIGTERM | SIGINT)) => Some(sig),
-                _ => None,
-            });
-            break;
-        }
-        let now = clock();
-        let next = next_tick(&cfg, now, every(&cfg));
-        if shown_next != Some(next) {
-            // Only for `status`: a failure to write it changes nothing else.
-            let _ = daemon.set_next(next);
-            shown_next = Some(next);
-        }
-        let wait = (next - now).to_std().unwrap_or_default().min(MAX_SLEEP);
-        match rx.recv_timeout(wait) {
-            Ok(Event::Signal(sig @ (SIGTERM | SIGINT))) => {
-                stop_signal = Some(sig);
-                break;
-            }
-            Ok(Event::Signal(sig @ SIGHUP)) => {
-                let error = reload(ctx, args, &mut cfg, &mut telegram, &tx, &generation)?;
-                match &error {
-                    None => crate::error::say("heartbeat: config reloaded"),
-                    Some(msg) => {
-                        crate::error::say(&format!("heartbeat: {msg}; keeping the old config"))
-                    }
-                }
-                record(
-                    &cfg,
-                    clock(),
-                    &AuditEvent::ConfigReloaded(Daemon::new(
-                        Some(signal_name(sig)),
-                        error
-                            .as_deref()
-                            .map(|e| Secrets::taken().redact(e))
-                            .as_ref(),
-                    )),
-                )?;
-                // An error is reported once: the next ticks find the same one.
-                last_error = error;
-            }
-            Ok(Event::Signal(_)) => due = Some(Trigger::Manual),
-            Ok(Event::Updates(updates)) => {
-                let fx = handle_updates(&cfg, telegram.as_ref(), &updates, clock())?;
-                if fx.run_now {
-                    due = Some(Trigger::Manual);
-                } else if !fx.pressed.is_empty() {
-                    // Approved from a phone: run it now, like `heartbeat approve`.
-                    let _ = run_tick(
-                        ctx,
-                        &cfg,
-                        clock(),
-                        &stop,
-                        telegram.as_ref(),
-                        &fx.pressed,
-                        None,
-                    );
-                }
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                if clock() >= next {
-                    due = Some(Trigger::Schedule);
-                }
-            }
-            Err(RecvTimeoutError::Disconnected) => break,
-        }
-    }
-    let sig = stop_signal.map(signal_name);
-    record(
-        &cfg,
-        clock(),
-        &AuditEvent::DaemonStopped(Daemon::new(sig, None)),
-    )?;
-    crate::error::say("heartbeat: daemon stopped");
+    let opts = Options {
+        now: ctx.now,
+        every: args.every,
+    };
+    daemon::run(&host, &opts, &ctx.work)?;
     Ok(exit::OK)
 }
 
-/// Re-read the config. On success it replaces `cfg`, and a changed `[telegram]` gets new
-/// clients (sending and long-polling); on error the old config stays and the error's text
-/// is returned.
-fn reload(
-    ctx: &Ctx,
-    args: &DaemonArgs,
-    cfg: &mut Config,
-    telegram: &mut Option<Telegram>,
-    tx: &Sender<Event>,
-    generation: &Arc<AtomicU64>,
-) -> Result<Option<String>> {
-    match ctx.load_config(&args.files.files) {
-        // The daemon holds its state dir's daemon lock: another state dir needs a restart
-        // (a second daemon may already be running there).
-        Ok(fresh) if fresh.state_dir != cfg.state_dir => Ok(Some(format!(
-            "state_dir changed from {} to {}: restart the daemon to use it",
-            cfg.state_dir.display(),
-            fresh.state_dir.display()
-        ))),
-        Ok(fresh) => {
-            if fresh.telegram != cfg.telegram {
-                *telegram = connect_telegram(&fresh, Duration::ZERO, &|m| ctx.diag(1, || m));
-                start_polling(&fresh, tx, generation)?;
-            }
-            *cfg = fresh;
-            Ok(None)
-        }
-        Err(e) => Ok(Some(e.to_string())),
+/// The daemon's front end: stderr, and stdout at `-v`.
+struct Terminal<'a> {
+    ctx: &'a Ctx,
+    args: &'a DaemonArgs,
+    /// The warnings printed last: the files are read again at every tick, and their warnings
+    /// are printed only when they differ from these (so at the first tick, and after an
+    /// edit).
+    printed: RefCell<Option<Vec<Problem>>>,
+}
+
+impl Host for Terminal<'_> {
+    fn load_config(&self) -> Result<Config> {
+        self.ctx.load_config(&self.args.files.files)
     }
-}
 
-/// One tick; its problems are reported on stderr and the daemon goes on. The error of a
-/// tick that failed as a whole (a file it could not read), for the audit log. `plan`: the
-/// whole plan, started by this trigger; None runs only what a person just approved.
-fn run_tick(
-    ctx: &Ctx,
-    cfg: &Config,
-    now: DateTime<Utc>,
-    stop: &Stop,
-    telegram: Option<&Telegram>,
-    pressed: &[bot::Pressed],
-    plan: Option<Trigger>,
-) -> Option<String> {
-    let result = read_files(cfg, false).and_then(|files| {
-        // A grant left behind by an edit: said like the files' warnings, once per change.
-        let orphans = super::grants::orphan_problems(cfg, &files).unwrap_or_default();
-        super::print_changed_file_warnings(&files, orphans, &ctx.cwd);
-        tick(&Tick {
-            cfg,
-            files: &files,
-            clock: Clock::starting_at(now),
-            force: false,
-            autonomy: cfg.autonomy,
-            mode: crate::model::RunMode::Daemon,
-            trigger: plan.unwrap_or(Trigger::Manual),
-            telegram,
-            secrets: &Secrets::from_config(cfg),
-            read_updates: false,
-            pressed,
-            stop: Some(stop),
-            plan: plan.is_some(),
-            diag: &|m| ctx.diag(1, || m),
-        })
-    });
-    match result {
-        Ok(report) => {
-            if ctx.verbose > 0 {
-                let mut out = super::Out::new();
-                out.lines(crate::render::terminal::agent_actions(&report));
-                out.lines(crate::render::terminal::report(
-                    &report, false, false, &ctx.cwd,
-                ));
-            }
-            None
-        }
-        Err(e) => {
-            crate::error::say(&format!("heartbeat: tick failed: {e}"));
-            Some(e.to_string())
-        }
-    }
-}
-
-/// Decide on updates the poll thread fetched.
-fn handle_updates(
-    cfg: &Config,
-    telegram: Option<&Telegram>,
-    updates: &[Received],
-    now: DateTime<Utc>,
-) -> Result<bot::Effects> {
-    let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
-        return Ok(bot::Effects::default());
-    };
-    let audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
-    let store = Store::open(&cfg.state_dir)?;
-    let mut d = Decider::from_parts(
-        cfg.clone(),
-        store,
-        audit,
-        String::new(),
-        Clock::starting_at(now),
-    );
-    d.expire()?;
-    let fx = bot::process(tg, &mut d, tc, updates)?;
-    // Replies to commands go out now, not at the next tick.
-    let (mut store, mut audit) = d.into_parts();
-    deliver_now(cfg, tg, &mut store, &mut audit, now)?;
-    Ok(fx)
-}
-
-/// Send what the outbox holds now, between ticks, and audit what became of it.
-fn deliver_now(
-    cfg: &Config,
-    tg: &Telegram,
-    store: &mut Store,
-    audit: &mut crate::audit::AuditLog,
-    now: DateTime<Utc>,
-) -> Result<()> {
-    let Some(tc) = &cfg.telegram else {
-        return Ok(());
-    };
-    let (_, lines) = crate::engine::outbox::deliver(
-        store,
-        Some(tg as &dyn crate::telegram::Transport),
-        tc,
-        cfg.tz(),
-        now,
-    )?;
-    for notice in &lines {
-        audit
-            .record(now, &notice.event(None))
-            .map_err(|e| Error::io(audit.path(), e))?;
-    }
-    audit.sync().map_err(|e| Error::io(audit.path(), e))
-}
-
-/// An urgent message to every chat, sent now (and kept in the outbox if Telegram is down):
-/// a daemon whose ticks run nothing says so where its person looks.
-fn alert(
-    cfg: &Config,
-    telegram: Option<&Telegram>,
-    what: &Redacted,
-    now: DateTime<Utc>,
-) -> Result<()> {
-    let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
-        return Ok(());
-    };
-    let secrets = Secrets::from_config(cfg);
-    let mut audit = session::open_audit(cfg, &secrets)?;
-    let mut store = Store::open(&cfg.state_dir)?;
-    let msg = crate::render::telegram::Rendered {
-        kind: "alert",
-        html: format!("⚠️ <b>heartbeat</b>: {}", what.first_line(500).escape()),
-        urgent: true,
-        approvals: Vec::new(),
-        resets: Vec::new(),
-    };
-    crate::engine::outbox::enqueue_all(&mut store, tc, &msg, false, now, &secrets)?;
-    deliver_now(cfg, tg, &mut store, &mut audit, now)
-}
-
-fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
-    let mut audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
-    audit
-        .record(now, event)
-        .map_err(|e| Error::io(audit.path(), e))?;
-    audit.sync().map_err(|e| Error::io(audit.path(), e))
-}
-
-/// The next multiple of `every` after `now`, counted from local midnight (every 30m →
-/// :00 and :30); a new local day starts the count again.
-pub fn next_tick(cfg: &Config, now: DateTime<Utc>, every: Duration) -> DateTime<Utc> {
-    let tz = cfg.tz();
-    let midnight = local_midnight(tz, now);
-    let every_ms = every.as_millis().max(1) as i64;
-    let since = (now - midnight).num_milliseconds().max(0);
-    let next = midnight + chrono::Duration::milliseconds((since / every_ms + 1) * every_ms);
-    let tomorrow = local_midnight(tz, midnight + chrono::Duration::hours(26));
-    next.min(tomorrow)
-}
-
-/// A tick at start when the last run is older than the interval (or there was none).
-fn last_run_older_than(cfg: &Config, now: DateTime<Utc>, every: Duration) -> Result<bool> {
-    let Some(store) = Store::open_existing(&cfg.state_dir)? else {
-        return Ok(true);
-    };
-    Ok(
-        match store.last_run()?.and_then(|r| parse_ts(&r.started_at)) {
-            Some(at) => (now - at).to_std().is_ok_and(|d| d >= every),
-            None => true,
-        },
-    )
-}
-
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        SIGTERM => "SIGTERM",
-        SIGINT => "SIGINT",
-        SIGHUP => "SIGHUP",
-        SIGUSR1 => "SIGUSR1",
-        _ => "signal",
-    }
-}
-
-/// One thread takes the signals. TERM/INT also stop new tasks at once and, after the
-/// grace period, the running tools: the main thread may be busy in a tick.
-fn spawn_signal_thread(tx: Sender<Event>, stop: Arc<Stop>) -> Result<()> {
-    let mut signals =
-        Signals::new([SIGTERM, SIGINT, SIGHUP, SIGUSR1]).map_err(|e| Error::io("<signals>", e))?;
-    std::thread::spawn(move || {
-        for sig in signals.forever() {
-            if matches!(sig, SIGTERM | SIGINT) {
-                stop.no_new.store(true, Ordering::SeqCst);
-                let stop = stop.clone();
-                std::thread::spawn(move || {
-                    std::thread::sleep(STOP_GRACE);
-                    stop.kill.store(true, Ordering::SeqCst);
-                });
-            }
-            if tx.send(Event::Signal(sig)).is_err() {
-                return;
-            }
-        }
-    });
-    Ok(())
-}
-
-/// Start long-polling for this config's `[telegram]` (if any), retiring the thread of the
-/// previous one: a thread whose generation is no longer current stops before it hands on
-/// anything (what it fetched is not confirmed to Telegram, so the new thread gets it).
-fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) -> Result<()> {
-    let current = generation.fetch_add(1, Ordering::SeqCst) + 1;
-    let env = |name: &str| crate::audit::redact::take_env(name);
-    if let Some(tc) = &cfg.telegram
-        && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
-    {
-        let start = Store::open_existing(&cfg.state_dir)?
-            .map(|s| bot::stored_offset(&s))
-            .transpose()?
-            .flatten();
-        spawn_poll_thread(poller, start, tx.clone(), generation.clone(), current);
-    }
-    Ok(())
-}
-
-/// Long-poll Telegram and hand updates to the main thread. Errors back off, never spin.
-fn spawn_poll_thread(
-    tg: Telegram,
-    start: Option<i32>,
-    tx: Sender<Event>,
-    generation: Arc<AtomicU64>,
-    mine: u64,
-) {
-    std::thread::spawn(move || {
-        let mut offset = start;
-        let mut backoff = Duration::from_secs(1);
-        loop {
-            let asked = std::time::Instant::now();
-            let got = tg.updates(offset, POLL);
-            if generation.load(Ordering::SeqCst) != mine {
-                return;
-            }
-            match got {
-                Ok(updates) if updates.is_empty() => {
-                    backoff = Duration::from_secs(1);
-                    // A server that answers a long poll at once (not as the Bot API does)
-                    // must not turn this loop into a busy one: one empty poll a second.
-                    if let Some(rest) = MIN_EMPTY_POLL.checked_sub(asked.elapsed()) {
-                        std::thread::sleep(rest);
+    fn notice(&self, notice: Notice) {
+        match notice {
+            Notice::Started { pid, every } => say(&format!(
+                "heartbeat: daemon started (pid {pid}, every {})",
+                humantime::format_duration(every)
+            )),
+            Notice::ConfigKept {
+                error,
+                signal: false,
+            } => say(&format!("heartbeat: {error}; keeping the last good config")),
+            Notice::ConfigKept {
+                error,
+                signal: true,
+            } => say(&format!("heartbeat: {error}; keeping the old config")),
+            Notice::ConfigReloaded => say("heartbeat: config reloaded"),
+            Notice::Warnings(warnings) => {
+                let mut printed = self.printed.borrow_mut();
+                if printed.as_ref() != Some(&warnings) {
+                    for w in &warnings {
+                        say(&format!("heartbeat: {}", show_problem(w, &self.ctx.cwd)));
                     }
-                }
-                Ok(updates) => {
-                    backoff = Duration::from_secs(1);
-                    if let Some(last) = updates.last() {
-                        offset = Some(last.next_offset);
-                    }
-                    if tx.send(Event::Updates(updates)).is_err() {
-                        return;
-                    }
-                }
-                Err(_) => {
-                    std::thread::sleep(backoff);
-                    backoff = (backoff * 2).min(Duration::from_secs(60));
+                    *printed = Some(warnings);
                 }
             }
+            Notice::Ticked(report) => {
+                if self.ctx.verbose > 0 {
+                    let mut out = self.ctx.out();
+                    out.lines(crate::render::terminal::agent_actions(report));
+                    out.lines(crate::render::terminal::report(
+                        report,
+                        false,
+                        false,
+                        &self.ctx.cwd,
+                    ));
+                }
+            }
+            Notice::TickFailed(e) => say(&format!("heartbeat: tick failed: {e}")),
+            Notice::NotTold(e) => say(&format!("heartbeat: {e}")),
+            Notice::Stopped => say("heartbeat: daemon stopped"),
         }
-    });
+    }
+
+    fn diag(&self, message: String) {
+        self.ctx.diag(1, || message);
+    }
 }

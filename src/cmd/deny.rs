@@ -1,15 +1,15 @@
 //! `heartbeat deny`: a person says no. The task is not queued again until `approval_ttl`
 //! has passed since the denial (a changed task is a new task and asks again).
 
-use super::approve::describe;
-use super::{Ctx, Out};
+use super::Ctx;
+use super::describe;
 use crate::cli::DenyArgs;
 use crate::error::{Result, exit};
 use crate::model::ApprovalState;
 
 pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
-    let mut d = super::approve::decider(ctx)?;
-    let mut out = Out::new();
+    let mut d = ctx.decider()?;
+    let mut out = ctx.out();
     let targets = if args.all {
         d.store.approvals(Some(ApprovalState::Pending))?
     } else {
@@ -21,7 +21,7 @@ pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
     }
     for row in &targets {
         if d.deny(row, args.reason.as_deref())? {
-            out.line(&format!("denied {}", describe(row, ctx)));
+            out.line(&format!("denied {}", describe(row, &ctx.cwd)));
         } else {
             out.line(&format!(
                 "#{} was decided by someone else meanwhile",

@@ -18,7 +18,7 @@ use std::path::{Component, Path, PathBuf};
 
 use chrono::{DateTime, Local, TimeDelta, Utc};
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::error::{Error, Result, exit};
 
 pub const MARKDOWN_NAME: &str = "HEARTBEAT.md";
@@ -71,7 +71,7 @@ pub fn run(ctx: &Ctx, dir: Option<&Path>) -> Result<u8> {
         let _ = d.sync_all();
     }
 
-    let mut out = Out::new();
+    let mut out = ctx.out();
     for path in &created {
         out.line(&format!("Wrote {}", path.display()));
     }

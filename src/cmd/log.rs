@@ -1,8 +1,8 @@
 //! `heartbeat log [--since D|T] [--event NAME]… [--task ID] [--run ID] [-n N] [--all] [--json]
 //! [-f]`: the audit log, filtered.
 //!
-//! Arguments → [`Filter`] and [`Selection`] → [`AuditReader`] → [`LogView`] (or the stored
-//! line, with `--json`) → stdout.
+//! Arguments → [`query::log_filter`] and [`Selection`] → [`AuditReader`] → [`LogView`] (or
+//! the stored line, with `--json`) → stdout.
 //!
 //! Invariants:
 //! - The log is read by [`AuditReader`] (a stream, one whole line at a time, memory bounded);
@@ -24,17 +24,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use signal_hook::consts::{SIGINT, SIGTERM};
 
 use super::{Ctx, Out};
 use crate::audit::EventKind;
-use crate::audit::filter::{Filter, Selection};
-use crate::audit::reader::{AuditReader, ReadError};
+use crate::audit::filter::Selection;
+use crate::audit::reader::AuditReader;
 use crate::cli::LogArgs;
-use crate::clock::{SINCE_FORMS, Since, TIME_FORMS};
-use crate::config::Config;
+use crate::engine::query::{self, LogQuery, read_error};
 use crate::error::{Error, Result, exit};
 use crate::render::log::LogView;
 use crate::text::clean;
@@ -43,7 +41,13 @@ use crate::text::clean;
 const POLL: Duration = Duration::from_millis(200);
 
 pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
-    let filter = filter(ctx, args)?;
+    let query = LogQuery {
+        since: args.since.as_deref(),
+        events: args.events.clone(),
+        task: args.task.as_deref(),
+        run: args.run.as_deref(),
+    };
+    let filter = query::log_filter(&query, ctx.now, || ctx.zone())?;
     let events: Vec<&str> = EventKind::names().collect();
     for name in &args.events {
         if name.parse::<EventKind>().is_err() {
@@ -82,7 +86,7 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     let mut selection = Selection::new(filter, hide_quiet_runs, args.lines);
     // Stored lines were redacted when written; redacted again here, they come out as stored
     // (redaction is idempotent) unless they hold a secret registered since.
-    let mut out = Out::new();
+    let mut out = ctx.out();
     loop {
         while let Some(line) = reader.next_line().map_err(read_error)? {
             selection.line(line, show, &mut |text| out.line(&text));
@@ -109,45 +113,6 @@ pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
         }
         reader.check_replaced().map_err(read_error)?;
     }
-}
-
-/// A failed read of one of the log's files, as the command's error.
-fn read_error(e: ReadError) -> Error {
-    Error::io(e.path, e.source)
-}
-
-/// What `args` asks for (also the `log` tool of `heartbeat mcp`).
-pub(super) fn filter(ctx: &Ctx, args: &LogArgs) -> Result<Filter> {
-    let since = args
-        .since
-        .as_deref()
-        .map(|s| parse_since(s, ctx))
-        .transpose()?
-        .flatten();
-    Filter::new(
-        since,
-        args.events.clone(),
-        args.task.as_deref(),
-        args.run.as_deref(),
-    )
-    .map_err(Error::Usage)
-}
-
-/// The log's lines that `filter` selects (as `log --json --all` would print them, parsed),
-/// the last `limit` of them: the `log` tool of `heartbeat mcp`.
-pub(super) fn matching(
-    cfg: &Config,
-    filter: Filter,
-    limit: usize,
-) -> Result<Vec<Map<String, Value>>> {
-    let mut reader = AuditReader::from_start(&cfg.audit_log, filter.since());
-    let mut selection = Selection::new(filter, false, Some(limit));
-    let mut found = Vec::new();
-    while let Some(line) = reader.next_line().map_err(read_error)? {
-        selection.line(line, |_, obj| obj.clone(), &mut |obj| found.push(obj));
-    }
-    selection.end(&mut |obj| found.push(obj));
-    Ok(found)
 }
 
 /// SIGINT and SIGTERM, caught while following: each sets its own flag, looked at between
@@ -194,23 +159,6 @@ fn unknown_event_hint(name: &str, events: &[&str]) -> String {
             events.join(", ")
         ),
     }
-}
-
-/// `--since` (see [`Since`]); a local time is read in the configured zone. None: no lower
-/// bound (a duration reaching before the start of time).
-fn parse_since(raw: &str, ctx: &Ctx) -> Result<Option<DateTime<Utc>>> {
-    let Some(since) = Since::parse(raw) else {
-        return Err(Error::Usage(format!(
-            "--since: {:?} is not a time: expected {SINCE_FORMS}, or {TIME_FORMS}",
-            clean(raw)
-        )));
-    };
-    let tz = if since.is_local() {
-        ctx.zone()
-    } else {
-        chrono_tz::Tz::UTC
-    };
-    Ok(since.start(ctx.now, tz))
 }
 
 #[cfg(test)]

@@ -6,13 +6,11 @@
 //! - Nothing here runs a task or the scheduler, or takes the run lock: every tool is one of
 //!   the read-only commands, or a decision made the way the CLI makes it (SQLite's own
 //!   locking, one durable transaction per decision).
-//! - Every result is the JSON the CLI's `--json` prints, built by the same functions.
+//! - Every result is the JSON the CLI's `--json` prints, built by the same functions
+//!   (`engine::query`).
 //! - `by` is `mcp:<client name>` for everything an agent does.
-//! - A proposed task is appended, never inserted: its line ends with the agent's mark and is
-//!   written with one `O_APPEND` write, so that a proposed task can never be in the file
-//!   without the mark that makes it ask a person first, wherever the file is read.
-//! - An agent has at most one of each of its tasks in a file (same section and content):
-//!   proposing it again returns the one there.
+//! - A proposed task is checked here as the agent typed it, then appended by
+//!   `engine::propose` (with the agent's mark, one `O_APPEND` write, never twice).
 //! - Without `[mcp_server] allow_approve = true` there is no approve tool; with it, the tool
 //!   approves without running (`approve --later`), never grants *always*, and refuses any
 //!   task an agent proposed.
@@ -21,18 +19,18 @@ use std::path::PathBuf;
 
 use serde_json::{Map, Value, json};
 
-use super::Ctx;
+use super::{Ctx, OutputError};
 use crate::audit::{Event, Secrets};
-use crate::cli::LogArgs;
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::engine::agent;
 use crate::engine::decide::Decider;
-use crate::error::{Error, Result, exit};
+use crate::engine::propose::{self, Proposal, Refusal, refuse};
+use crate::engine::query::{self, LogQuery};
+use crate::error::{Error, Result, WorkStarted, exit};
 use crate::markdown;
 use crate::mcp::server::{Handler, ToolDef, serve_stdio};
-use crate::model::{Section, Task};
-use crate::plan::Decision;
+use crate::model::Section;
 use crate::text::{Redacted, RedactedJson};
 
 pub fn run(ctx: &Ctx) -> Result<u8> {
@@ -45,6 +43,8 @@ pub fn run(ctx: &Ctx) -> Result<u8> {
         state_dir: ctx.state_dir.clone(),
         cwd: ctx.cwd.clone(),
         clock: ctx.clock,
+        work: ctx.work.clone(),
+        output: ctx.output.clone(),
     };
     serve_stdio(server, "heartbeat", env!("CARGO_PKG_VERSION"))
         .map_err(|e| Error::io("<stdio>", e))?;
@@ -57,6 +57,9 @@ struct Agents {
     state_dir: Option<PathBuf>,
     cwd: PathBuf,
     clock: Clock,
+    /// The command's (no tool of this server starts work: it stays unset).
+    work: WorkStarted,
+    output: OutputError,
 }
 
 impl Agents {
@@ -73,6 +76,8 @@ impl Agents {
             config: self.config.clone(),
             state_dir: self.state_dir.clone(),
             verbose: 0,
+            work: self.work.clone(),
+            output: self.output.clone(),
         }
     }
 }
@@ -252,36 +257,32 @@ impl Agents {
         // What the answer must not show (the config may have changed since the last call).
         Secrets::from_config(&cfg);
         match tool {
-            "status" => super::status::json(&ctx, &cfg),
-            "check" => Ok(super::check::evaluate(&ctx, cfg, false)?.agent_json()),
+            "status" => Ok(query::status(&cfg, ctx.now)?.json()),
+            "check" => Ok(query::check(cfg, ctx.now, false)?.agent_json()),
             "approvals" => {
                 let rows = match text(input, "state")?.unwrap_or("pending") {
-                    "all" => super::approvals::rows(&cfg, None)?,
+                    "all" => query::approvals(&cfg, None)?,
                     // A state heartbeat does not know has no approvals.
                     s => match s.parse() {
-                        Ok(state) => super::approvals::rows(&cfg, Some(state))?,
+                        Ok(state) => query::approvals(&cfg, Some(state))?,
                         Err(_) => Vec::new(),
                     },
                 };
-                Ok(super::approvals::json(&rows))
+                Ok(query::approvals_json(&rows))
             }
             "log" => {
-                let args = LogArgs {
-                    since: text(input, "since")?.map(str::to_string),
+                let log = LogQuery {
+                    since: text(input, "since")?,
                     events: text(input, "event")?
                         .map(str::to_string)
                         .into_iter()
                         .collect(),
-                    task: text(input, "task")?.map(str::to_string),
+                    task: text(input, "task")?,
                     run: None,
-                    json: true,
-                    follow: false,
-                    lines: None,
-                    all: true,
                 };
                 let limit = input.get("limit").and_then(Value::as_u64).unwrap_or(100);
-                let filter = super::log::filter(&ctx, &args)?;
-                let lines = super::log::matching(&cfg, filter, limit.clamp(1, 10_000) as usize)?;
+                let filter = query::log_filter(&log, ctx.now, || ctx.zone())?;
+                let lines = query::log_lines(&cfg, filter, limit.clamp(1, 10_000) as usize)?;
                 Ok(Value::Array(lines.into_iter().map(Value::Object).collect()))
             }
             "propose_task" => propose(&ctx, cfg, by, input),
@@ -373,19 +374,16 @@ fn decide(
     Ok(json!({"id": id, "task_id": row.task_id, "state": state, "by": by}))
 }
 
-/// Proposals one client may make in a day (in this state dir).
-const PROPOSALS_PER_DAY: usize = 100;
-
-/// What a file keeps free of proposals: they may fill it only up to its size limit less this.
-const KEEP_FREE: u64 = 1 << 20;
-
 /// `propose_task`: check the task as `check` would, append it with its mark. A refusal
 /// writes nothing to the file and one `proposal_refused` line to the audit log.
 fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Result<Value> {
     // `by` is `mcp:` and a name the protocol edge already made one a mark can hold.
     debug_assert!(markdown::parse::is_mark_name(by.trim_start_matches("mcp:")));
     let mut d = Decider::open(cfg, by.to_string(), ctx.clock)?;
-    match write_proposal(ctx, &mut d, by, input) {
+    let load_config = || ctx.load_config(&[]);
+    let done = proposal(ctx, &d, by, input)
+        .and_then(|p| propose::propose(&mut d, &p, by, ctx.now, &load_config));
+    match done {
         Ok(done) => Ok(done),
         Err(Refusal { reason, error }) => {
             d.record(&Event::ProposalRefused { by, reason })?;
@@ -394,44 +392,13 @@ fn propose(ctx: &Ctx, cfg: Config, by: &str, input: &Map<String, Value>) -> Resu
     }
 }
 
-/// Why a proposal wrote nothing: the audit's word, and the error the agent is given.
-struct Refusal {
-    reason: &'static str,
-    error: Error,
-}
-
-impl From<Error> for Refusal {
-    fn from(error: Error) -> Refusal {
-        let reason = match error {
-            Error::Usage(_) => "invalid",
-            _ => "error",
-        };
-        Refusal { reason, error }
-    }
-}
-
-impl From<markdown::proposal::Refusal> for Refusal {
-    fn from(r: markdown::proposal::Refusal) -> Refusal {
-        Refusal {
-            reason: r.reason,
-            error: Error::Usage(r.message),
-        }
-    }
-}
-
-fn refuse(reason: &'static str, message: String) -> Refusal {
-    Refusal {
-        reason,
-        error: Error::Usage(message),
-    }
-}
-
-fn write_proposal(
+/// What the agent asked for, checked on its own (the file is not read yet).
+fn proposal<'a>(
     ctx: &Ctx,
-    d: &mut Decider,
+    d: &Decider,
     by: &str,
-    input: &Map<String, Value>,
-) -> std::result::Result<Value, Refusal> {
+    input: &'a Map<String, Value>,
+) -> std::result::Result<Proposal<'a>, Refusal> {
     use markdown::proposal::{Proposed, line, no_markup, plain};
 
     let section = match text(input, "section")? {
@@ -523,134 +490,10 @@ fn write_proposal(
                 })?
         }
     };
-    // A missing file says what to do about it, as every command does.
-    markdown::read_source(&path).map_err(Error::from)?;
-    // Read, checked and appended while holding the file's proposal lock.
-    let locked = markdown::append::lock(&path).map_err(|e| Error::io(&path, e))?;
-    let source = markdown::read_source(&path).map_err(Error::from)?;
-    let (block, task) = markdown::append::block(
-        &source.path,
-        &source.canonical,
-        &source.text,
+    Ok(Proposal {
         section,
         heading,
-        &line,
-    )
-    .map_err(|why| Error::Usage(format!("{}: {why}", path.display())))?;
-    // The same task by the same agent is already in the file (an agent's retry), open or
-    // ticked, under whatever schedule: it is returned, never copied. A copy would be
-    // numbered after it, and take over its id (a person's approval of it) once a person
-    // deleted the first line, however the person answered the copy.
-    let same = |t: &&Task| {
-        t.section == task.section
-            && t.proposed_by == task.proposed_by
-            && markdown::parse::same_content(t, &task)
-    };
-    let parsed = markdown::parse(&source.path, &source.canonical, &source.text);
-    if let Some(existing) = parsed.tasks.iter().find(same) {
-        drop(locked);
-        d.record(&Event::ProposalRefused {
-            by,
-            reason: "duplicate",
-        })?;
-        return Ok(answer(ctx, &path, existing, by, true)?);
-    }
-    let limit = markdown::MAX_FILE_BYTES - KEEP_FREE;
-    let size = (source.text.len() + block.len() + 2) as u64;
-    if size > limit {
-        return Err(refuse(
-            "file_full",
-            format!(
-                "{}: the file would be {size} bytes, past the {limit} bytes proposals may \
-                 fill (its 8 MiB limit less 1 MiB kept for people)",
-                path.display()
-            ),
-        ));
-    }
-    let since = d.now - chrono::Duration::hours(24);
-    if d.store.proposals_since(by, since).map_err(Error::from)? >= PROPOSALS_PER_DAY {
-        return Err(refuse(
-            "rate_limit",
-            format!(
-                "{by} has proposed {PROPOSALS_PER_DAY} tasks in the last 24 hours; a person \
-                 has enough to review"
-            ),
-        ));
-    }
-    // Checked as `check` checks it, in the file as it would be.
-    if let Decision::Invalid {
         line,
-        column,
-        error,
-    } = super::check::decide_one(ctx, &d.cfg, &task)?
-    {
-        return Err(refuse(
-            "invalid",
-            format!("{}:{line}:{column}: {error}", path.display()),
-        ));
-    }
-    if heading.is_some() && task.schedule.is_none() {
-        return Err(refuse(
-            "invalid",
-            format!(
-                "\"schedule\": {:?} is not a schedule (such as \"Every 6h\", \"Weekdays at \
-                 09:00\", \"At 2026-12-24 18:00\")",
-                heading.unwrap_or_default()
-            ),
-        ));
-    }
-    let file = path.display().to_string();
-    // Counted for the daily bound; the mark in the line is what makes it ask.
-    d.store
-        .record_proposal(&task.id, by, &file, d.now)
-        .map_err(Error::from)?;
-    let eol = markdown::append::line_ending(&source.text);
-    markdown::append::append(&locked, &block, eol).map_err(|e| Error::io(&path, e))?;
-    drop(locked);
-    d.record(&Event::TaskProposed {
-        task_id: &task.id,
-        file: &path,
-        line: task.line,
-        section: section.as_str(),
-        text: &d.audit.secrets().redact(&task.text),
-        by,
-    })?;
-    Ok(answer(ctx, &path, &task, by, false)?)
-}
-
-/// `propose_task`'s answer: the task, where it is, and `check`'s decision for it now.
-/// `existing`: it was already there (nothing was written).
-fn answer(
-    ctx: &Ctx,
-    path: &std::path::Path,
-    task: &Task,
-    by: &str,
-    existing: bool,
-) -> Result<Value> {
-    let checked = super::check::evaluate(ctx, ctx.load_config(&[])?, false)?;
-    let decision = find(&checked.tasks(), &checked.plan.items, &task.id)
-        .map_or("unknown", |p| p.decision.as_str());
-    Ok(json!({
-        "task_id": task.id,
-        "file": path,
-        "line": task.line,
-        "section": task.section.as_str(),
-        "schedule": task.heading.as_deref(),
-        "text": task.text,
-        "decision": decision,
-        "provenance": by,
-        "existing": existing,
-    }))
-}
-
-fn find<'p>(
-    tasks: &[&Task],
-    items: &'p [crate::plan::Planned],
-    id: &str,
-) -> Option<&'p crate::plan::Planned> {
-    tasks
-        .iter()
-        .zip(items)
-        .find(|(t, _)| t.id == id)
-        .map(|(_, p)| p)
+        path,
+    })
 }

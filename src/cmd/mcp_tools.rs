@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::audit::Secrets;
 use crate::cli::McpToolsArgs;
 use crate::engine::mcp::Servers;
@@ -45,7 +45,7 @@ pub fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
     }
     servers.stop_all();
 
-    let mut out = Out::new();
+    let mut out = ctx.out();
     if args.json {
         let servers: Vec<Value> = listed
             .iter()

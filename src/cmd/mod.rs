@@ -19,7 +19,7 @@ pub mod telegram;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
@@ -27,36 +27,17 @@ use chrono_tz::Tz;
 use crate::audit::Secrets;
 use crate::clock::Clock;
 use crate::config::{self, Config, LoadOptions};
+use crate::engine::decide::Decider;
 use crate::engine::files::Loaded;
-use crate::error::{Error, Result, say};
+use crate::engine::query;
+use crate::error::{Error, Result, WorkStarted, say};
 use crate::model::{Problem, Severity};
+use crate::store::ApprovalRow;
 use crate::text::Redacted;
 
 /// Local time for people, in the configured zone.
 pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
     crate::render::show_time(t, cfg.tz())
-}
-
-/// The files' warnings, in file order then position, each once. `check` lists exactly these
-/// and `run` prints exactly these: one function, so the two never disagree.
-pub fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
-    let mut warnings: Vec<Problem> = files
-        .iter()
-        .flat_map(|f| f.parsed.problems.iter())
-        .filter(|p| p.severity == Severity::Warning)
-        .cloned()
-        .collect();
-    sort_problems(&mut warnings);
-    warnings
-}
-
-/// By file, line and column (then message, so that equal ones sit together); identical ones
-/// once (the tasks below one bad heading share its error).
-pub fn sort_problems(problems: &mut Vec<Problem>) {
-    problems.sort_by(|a, b| {
-        (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
-    });
-    problems.dedup();
 }
 
 /// `file:line:column: warning: message`, as `check` shows a problem.
@@ -77,30 +58,9 @@ pub fn show_problem(p: &Problem, cwd: &Path) -> String {
 /// The files' warnings on stderr (docs/reference.md#file-warnings: once per run, also with `-q`;
 /// they never change the exit code).
 pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
-    for w in file_warnings(files) {
+    for w in query::file_warnings(files) {
         say(&format!("heartbeat: {}", show_problem(&w, cwd)));
     }
-}
-
-/// The warnings the daemon printed last: it re-reads the files at every tick and prints their
-/// warnings only when they differ from these (so at its first tick, and after an edit).
-static PRINTED_WARNINGS: Mutex<Option<Vec<Problem>>> = Mutex::new(None);
-
-/// [`print_file_warnings`] for a long-lived process, with the warnings about stored state
-/// in `more` (a grant left behind): only when they changed since last time.
-pub fn print_changed_file_warnings(files: &[Loaded], more: Vec<Problem>, cwd: &Path) {
-    let mut warnings = file_warnings(files);
-    warnings.extend(more);
-    let Ok(mut printed) = PRINTED_WARNINGS.lock() else {
-        return;
-    };
-    if printed.as_ref() == Some(&warnings) {
-        return;
-    }
-    for w in &warnings {
-        say(&format!("heartbeat: {}", show_problem(w, cwd)));
-    }
-    *printed = Some(warnings);
 }
 
 /// The configured zone (the system's when the config sets none, or does not load), for a
@@ -132,9 +92,18 @@ pub struct Ctx {
     pub config: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub verbose: u8,
+    /// Whether this command has started a tool: what an error's exit code depends on.
+    pub work: WorkStarted,
+    /// What writing to standard output met.
+    pub output: OutputError,
 }
 
 impl Ctx {
+    /// Standard output for this command (see [`Out`]).
+    pub fn out(&self) -> Out {
+        Out::new(self.output.clone())
+    }
+
     /// The configured zone: see [`configured_zone`].
     pub fn zone(&self) -> Tz {
         configured_zone(self.config.as_deref(), self.state_dir.as_deref(), &self.cwd)
@@ -176,6 +145,12 @@ impl Ctx {
         }
     }
 
+    /// A [`Decider`] for a person at this terminal (`cli:USER`), over the config as loaded.
+    pub fn decider(&self) -> Result<Decider> {
+        let cfg = self.load_config(&[])?;
+        Decider::open(cfg, format!("cli:{}", user_name()), self.clock)
+    }
+
     pub fn load_config(&self, files: &[PathBuf]) -> Result<Config> {
         let env = |name: &str| std::env::var(name).ok();
         let opts = LoadOptions {
@@ -197,6 +172,42 @@ impl Ctx {
         }
         Ok(cfg)
     }
+}
+
+/// Who is deciding: `$USER`, `$LOGNAME`, else the passwd entry of the real uid.
+fn user_name() -> String {
+    for var in ["USER", "LOGNAME"] {
+        if let Ok(name) = std::env::var(var)
+            && !name.is_empty()
+        {
+            return name;
+        }
+    }
+    crate::sys::real_user_name()
+}
+
+/// `  (proposed by an agent, mcp:…)` for a task an agent proposed, else nothing: said
+/// wherever a person decides (docs/reference.md#proposal-mark).
+pub fn proposal_note(row: &ApprovalRow) -> String {
+    row.text
+        .find(crate::engine::session::PROPOSED_BY)
+        .map(|at| format!("  ({}", crate::text::clean(&row.text[at..])))
+        .unwrap_or_default()
+}
+
+/// One line about an approval: id, tool, place, input.
+pub fn describe(row: &ApprovalRow, cwd: &Path) -> String {
+    format!(
+        "#{} @{} {}:{}  {}{}",
+        row.id,
+        row.tool,
+        crate::render::show_path(row.file.as_ref(), cwd),
+        row.line,
+        Secrets::taken()
+            .redact(&row.input.to_string())
+            .first_line(100),
+        proposal_note(row)
+    )
 }
 
 /// A task id as typed: its 12 hex digits, or the first 4 or more of them (as `log --task`
@@ -235,22 +246,35 @@ pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<St
 pub struct Out {
     buf: String,
     broken: bool,
+    error: OutputError,
 }
 
 /// The first error writing to standard output other than a closed pipe (a full disk, an I/O
-/// error): the command then ends with that error instead of exiting as if all was printed.
-static OUTPUT_ERROR: Mutex<Option<String>> = Mutex::new(None);
+/// error), shared by every [`Out`] of one command: the command then ends with that error
+/// instead of exiting as if all was printed.
+#[derive(Clone, Debug, Default)]
+pub struct OutputError(Arc<Mutex<Option<String>>>);
 
-/// The error that writing to standard output met, if any (see [`Out`]).
-pub fn output_error() -> Option<String> {
-    OUTPUT_ERROR.lock().ok().and_then(|mut e| e.take())
+impl OutputError {
+    /// The error that writing to standard output met, if any.
+    pub fn take(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|mut e| e.take())
+    }
+
+    fn keep_first(&self, error: String) {
+        if let Ok(mut first) = self.0.lock() {
+            first.get_or_insert(error);
+        }
+    }
 }
 
 impl Out {
-    pub fn new() -> Out {
+    /// Standard output for a command whose write errors go to `error`.
+    pub fn new(error: OutputError) -> Out {
         Out {
             buf: String::new(),
             broken: false,
+            error,
         }
     }
 
@@ -306,10 +330,8 @@ impl Out {
         if let Err(e) = result {
             // A closed pipe (`heartbeat check | head`) is the reader's choice: stop quietly.
             self.broken = true;
-            if e.kind() != io::ErrorKind::BrokenPipe
-                && let Ok(mut first) = OUTPUT_ERROR.lock()
-            {
-                first.get_or_insert(e.to_string());
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                self.error.keep_first(e.to_string());
             }
         }
     }
@@ -318,12 +340,6 @@ impl Out {
 impl Drop for Out {
     fn drop(&mut self) {
         self.flush();
-    }
-}
-
-impl Default for Out {
-    fn default() -> Self {
-        Out::new()
     }
 }
 

@@ -1,13 +1,13 @@
 //! `heartbeat pause [--for D] [--reason …]` / `heartbeat resume`: stored in SQLite, audited
 //! (`paused` / `resumed`), honoured by `run --once` and the daemon (unless `--force`).
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::cli::PauseArgs;
 use crate::engine::bot;
 use crate::error::{Result, exit};
 
 pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
-    let mut d = super::approve::decider(ctx)?;
+    let mut d = ctx.decider()?;
     let until = match args.for_ {
         None => None,
         Some(dur) => Some(bot::pause_end(d.now, dur).ok_or_else(|| {
@@ -18,7 +18,7 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
         })?),
     };
     bot::pause(&mut d, until, args.reason.as_deref())?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     out.line(&match until {
         Some(u) => format!(
             "paused until {}; `heartbeat resume` ends it sooner",
@@ -30,8 +30,9 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
 }
 
 pub fn resume(ctx: &Ctx) -> Result<u8> {
-    let mut d = super::approve::decider(ctx)?;
+    let mut d = ctx.decider()?;
     let resumed = bot::resume(&mut d, "resumed")?;
-    Out::new().line(if resumed { "resumed" } else { "not paused" });
+    ctx.out()
+        .line(if resumed { "resumed" } else { "not paused" });
     Ok(exit::OK)
 }

@@ -1,11 +1,11 @@
 //! `heartbeat reset TASK_ID`: clear a task's failure count, so a tripped task runs again, and
 //! release a one-time task held after an interrupted run.
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::error::{Error, Result, exit};
 
 pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
-    let mut d = super::approve::decider(ctx)?;
+    let mut d = ctx.decider()?;
     let known = d.store.task_ids()?;
     let task_id = super::resolve_task_id(task_id, &known, "`heartbeat check` and `status`")?;
     let Some((failures, tripped, interrupted)) = d.reset_task(&task_id)? else {
@@ -13,7 +13,7 @@ pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
             "heartbeat has no record of task {task_id} (see `heartbeat check`)"
         )));
     };
-    Out::new().line(&if interrupted {
+    ctx.out().line(&if interrupted {
         format!(
             "task {task_id} released: its interrupted run is forgotten and it runs again when \
              due (check first whether the interrupted run did its work)"

@@ -37,10 +37,10 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let files = read_files(&cfg, args.files.allow_missing)?;
     super::print_file_warnings(&files, &ctx.cwd);
     // A grant left behind by an edit (also with -q: the task now asks again).
-    for p in super::grants::orphan_problems(&cfg, &files)? {
+    for p in crate::engine::query::orphan_problems(&cfg, &files)? {
         crate::error::say(&format!("heartbeat: {}", super::show_problem(&p, &ctx.cwd)));
     }
-    let mut out = Out::new();
+    let mut out = ctx.out();
 
     // Taken from the environment before anything runs, so that no tool can read it there,
     // and so that a dry run's output hides them too.
@@ -74,6 +74,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         stop: None,
         plan: true,
         diag: &|m| ctx.diag(1, || m),
+        work: &ctx.work,
     })?;
     if args.json {
         out.json(&report.to_json());

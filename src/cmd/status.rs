@@ -1,220 +1,39 @@
 //! `heartbeat status`: last run, pause, pending approvals, the day's spend, the outbox and
 //! the run lock. Reads only; never creates the state dir.
 
-use serde_json::{Value, json};
-
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::cli::JsonArg;
-use crate::config::Config;
-use crate::engine::files::Loaded;
-use crate::error::{Error, Result, exit};
-use crate::lock;
+use crate::engine::query::{self, Held, Status};
+use crate::error::{Result, exit};
 use crate::render::show_local;
-use crate::schedule::local_midnight;
-use crate::store::{PauseRow, RunSummary, Store};
 
-/// What `status` shows, read once.
-struct Facts {
-    last_run: Option<RunSummary>,
-    pending: i64,
-    spent: f64,
-    outbox: i64,
-    pause: Option<PauseRow>,
-    tripped: Vec<String>,
-    /// One-time tasks held after an interrupted run.
-    interrupted: Vec<String>,
-    holder: Option<lock::Holder>,
-    /// The daemon running on this state dir.
-    daemon: Option<lock::Holder>,
-    /// Until when Telegram asked not to be sent anything (HTTP 429), if that is still ahead.
-    telegram_wait: Option<String>,
-}
-
-/// A held task (tripped, or interrupted) as a person finds it: its tool and place in the
-/// files as they are now, when it is still there.
-struct Held {
-    task_id: String,
-    tool: Option<String>,
-    file: Option<std::path::PathBuf>,
-    line: Option<usize>,
-    /// The task's text, for a reminder.
-    text: Option<String>,
-}
-
-/// The files as they are now; one that cannot be read is left out (`status` works whatever
-/// state the files are in).
-fn files_now(cfg: &Config) -> Vec<Loaded> {
-    crate::engine::files::read_files(cfg, true).unwrap_or_default()
-}
-
-/// Look the held task ids up in the files.
-fn place(cfg: &Config, files: &[Loaded], ids: &[String]) -> Vec<Held> {
-    let tasks = crate::engine::files::all_tasks(files);
-    ids.iter()
-        .map(|id| {
-            let task = tasks.iter().find(|t| &t.id == id);
-            Held {
-                task_id: id.clone(),
-                tool: task
-                    .and_then(|t| crate::plan::tool_call(t, cfg.plain_tasks).map(|(name, _)| name)),
-                file: task.map(|t| t.file.to_path_buf()),
-                line: task.map(|t| t.line),
-                text: None,
-            }
-        })
-        .collect()
-}
-
-/// One-time reminders already given and not ticked yet: they wait for the person.
-fn reminded(
-    cfg: &Config,
-    files: &[Loaded],
-    now: chrono::DateTime<chrono::Utc>,
-) -> Result<Vec<Held>> {
-    let snapshot = crate::engine::files::read_snapshot(cfg, now)?;
-    if snapshot.reminded.is_empty() {
-        return Ok(Vec::new());
+/// `@shell HEARTBEAT.md:3 (task 0123abcd4567)`, or what of it is known.
+fn show(held: &Held, cwd: &std::path::Path) -> String {
+    let tool = held
+        .tool
+        .as_deref()
+        .map_or(String::new(), |t| format!("@{t} "));
+    match (&held.file, held.line) {
+        (Some(file), Some(line)) => format!(
+            "{tool}{}:{line} (task {})",
+            crate::render::show_path(file, cwd),
+            held.task_id
+        ),
+        _ => format!("{tool}task {} (not in the files any more)", held.task_id),
     }
-    Ok(crate::engine::files::all_tasks(files)
-        .into_iter()
-        .filter(|t| {
-            t.section == crate::model::Section::OneTime
-                && !t.done
-                && snapshot.reminded.contains(&t.id)
-                && crate::plan::tool_call(t, cfg.plain_tasks).is_none()
-        })
-        .map(|t| Held {
-            task_id: t.id.clone(),
-            tool: None,
-            file: Some(t.file.to_path_buf()),
-            line: Some(t.line),
-            text: Some(crate::report::safe_text(t)),
-        })
-        .collect())
-}
-
-impl Held {
-    fn json(&self) -> Value {
-        json!({"task_id": self.task_id, "tool": self.tool, "file": self.file, "line": self.line})
-    }
-
-    /// `@shell HEARTBEAT.md:3 (task 0123abcd4567)`, or what of it is known.
-    fn show(&self, cwd: &std::path::Path) -> String {
-        let tool = self
-            .tool
-            .as_deref()
-            .map_or(String::new(), |t| format!("@{t} "));
-        match (&self.file, self.line) {
-            (Some(file), Some(line)) => format!(
-                "{tool}{}:{line} (task {})",
-                crate::render::show_path(file, cwd),
-                self.task_id
-            ),
-            _ => format!("{tool}task {} (not in the files any more)", self.task_id),
-        }
-    }
-}
-
-fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
-    let store = Store::open_existing(&cfg.state_dir)?;
-    let interrupted = match &store {
-        Some(s) => s.unsettled()?,
-        None => Vec::new(),
-    };
-    let telegram_wait = match &store {
-        Some(s) => s
-            .meta(crate::engine::outbox::RETRY_AT_KEY)?
-            .filter(|at| crate::store::parse_ts(at).is_some_and(|at| at > ctx.now)),
-        None => None,
-    };
-    let (last_run, pending, spent, outbox, pause, tripped) = match &store {
-        Some(s) => {
-            // The budget day starts at local midnight in the configured zone.
-            let midnight = local_midnight(cfg.tz(), ctx.now);
-            // A timed pause that has ended no longer counts (the next run records it).
-            let pause = s.pause_row()?.filter(|p: &PauseRow| p.in_force(ctx.now));
-            (
-                s.last_run()?,
-                s.count_pending()?,
-                s.spent_since(midnight)?,
-                s.outbox_len()?,
-                pause,
-                s.tripped()?,
-            )
-        }
-        None => (None, 0, 0.0, 0, None, Vec::new()),
-    };
-    let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
-    let holder = lock::probe(&cfg.state_dir).map_err(|e| Error::io(&lock_path, e))?;
-    let daemon = lock::probe_daemon(&cfg.state_dir)
-        .map_err(|e| Error::io(cfg.state_dir.join(lock::DAEMON_FILE), e))?;
-    Ok(Facts {
-        last_run,
-        pending,
-        spent,
-        outbox,
-        pause,
-        tripped,
-        interrupted,
-        holder,
-        daemon,
-        telegram_wait,
-    })
-}
-
-/// `status --json` (also the `status` tool of `heartbeat mcp`).
-pub(super) fn json(ctx: &Ctx, cfg: &Config) -> Result<Value> {
-    let f = gather(ctx, cfg)?;
-    let files = files_now(cfg);
-    Ok(json!({
-        "paused": f.pause.is_some(),
-        "paused_until": f.pause.as_ref().and_then(|p| p.until.clone()),
-        "pause_reason": f.pause.as_ref().and_then(|p| p.reason.clone()),
-        "paused_by": f.pause.as_ref().map(|p| p.by.clone()),
-        "last_run": f.last_run.as_ref().map(|r| json!({
-            "run_id": r.run_id,
-            "at": r.started_at,
-            "succeeded": r.succeeded,
-            "failed": r.failed,
-        })),
-        "pending_approvals": f.pending,
-        "budget": {"spent_usd": f.spent, "daily_usd": cfg.daily_usd},
-        "tripped": f.tripped,
-        "tripped_tasks": place(cfg, &files, &f.tripped).iter().map(Held::json).collect::<Vec<_>>(),
-        "interrupted": f.interrupted,
-        "interrupted_tasks": place(cfg, &files, &f.interrupted).iter().map(Held::json).collect::<Vec<_>>(),
-        "reminded": reminded(cfg, &files, ctx.now)?
-            .iter()
-            .map(|r| json!({"task_id": r.task_id, "file": r.file, "line": r.line, "text": r.text}))
-            .collect::<Vec<_>>(),
-        "orphaned_grants": super::grants::orphaned(cfg, &files)?
-            .iter()
-            .map(|g| g.task_id.clone())
-            .collect::<Vec<_>>(),
-        "outbox": f.outbox,
-        "lock": {
-            "held": f.holder.is_some(),
-            "pid": f.holder.as_ref().and_then(|h| h.pid),
-            "since": f.holder.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
-        },
-        "daemon": {
-            "running": f.daemon.is_some(),
-            "pid": f.daemon.as_ref().and_then(|h| h.pid),
-            "since": f.daemon.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
-            "next_tick": f.daemon.as_ref().and_then(|h| h.next).map(crate::audit::format_ts),
-        },
-        "state_dir": cfg.state_dir,
-    }))
 }
 
 pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
+    let status = query::status(&cfg, ctx.now)?;
     if args.json {
-        out.json(&json(ctx, &cfg)?);
+        out.json(&status.json());
         return Ok(exit::OK);
     }
-    let Facts {
+    let Status {
+        state_dir,
+        daily_usd,
         last_run,
         pending,
         spent,
@@ -222,12 +41,13 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         pause,
         tripped,
         interrupted,
+        reminded,
+        orphaned_grants,
         holder,
         daemon,
         telegram_wait,
-    } = gather(ctx, &cfg)?;
-    let files = files_now(&cfg);
-    out.line(&format!("state dir:   {}", cfg.state_dir.display()));
+    } = status;
+    out.line(&format!("state dir:   {}", state_dir.display()));
     out.line(&match &last_run {
         Some(r) => format!(
             "last run:    {} at {} ({} succeeded, {} failed)",
@@ -257,27 +77,27 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             ""
         }
     ));
-    out.line(&if cfg.daily_usd > 0.0 {
-        format!("spent today: ${spent:.2} of ${:.2}", cfg.daily_usd)
+    out.line(&if daily_usd > 0.0 {
+        format!("spent today: ${spent:.2} of ${daily_usd:.2}")
     } else {
         format!("spent today: ${spent:.2} (no budget set)")
     });
-    for held in place(&cfg, &files, &tripped) {
+    for held in &tripped {
         out.line(&format!(
             "tripped:     {}: failed too often in a row; fix it, then `heartbeat reset {}`",
-            held.show(&ctx.cwd),
+            show(held, &ctx.cwd),
             held.task_id
         ));
     }
-    for held in place(&cfg, &files, &interrupted) {
+    for held in &interrupted {
         out.line(&format!(
             "interrupted: {}: its run stopped before its outcome was recorded; check what it \
              did, then `heartbeat reset {}` (or approve its approval)",
-            held.show(&ctx.cwd),
+            show(held, &ctx.cwd),
             held.task_id
         ));
     }
-    for r in reminded(&cfg, &files, ctx.now)? {
+    for r in &reminded {
         out.line(&format!(
             "reminded:    {}:{} {} (given; tick it when done)",
             r.file
@@ -289,11 +109,8 @@ pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
                 .first_line(80)
         ));
     }
-    for g in super::grants::orphaned(&cfg, &files)? {
-        out.line(&format!(
-            "warning:     {}",
-            super::grants::orphan_message(&g)
-        ));
+    for g in &orphaned_grants {
+        out.line(&format!("warning:     {}", query::orphan_message(g)));
     }
     out.line(&format!(
         "outbox:      {outbox} message(s) waiting{}",

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Ctx, Out};
+use super::Ctx;
 use crate::audit::{AuditLog, Secrets};
 use crate::cli::JsonArg;
 use crate::config::{Config, TelegramConfig};
@@ -47,7 +47,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
             "telegram.chat_ids is empty: `heartbeat telegram-chats` lists the chats that wrote to the bot".into(),
         ));
     }
-    let mut out = Out::new();
+    let mut out = ctx.out();
     let mut code = exit::OK;
     let text = secrets.redact(&format!(
         "<b>heartbeat</b>: test message from {} ✅",
@@ -109,7 +109,7 @@ pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         Err(e) => note = Some(e.to_string()),
     }
     let chats = store.chats()?;
-    let mut out = Out::new();
+    let mut out = ctx.out();
     if args.json {
         let list: Vec<Value> = chats
             .iter()

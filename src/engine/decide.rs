@@ -18,7 +18,7 @@ use crate::audit::event::{Decided, Ended, Pause};
 use crate::audit::{self, AuditLog, Event, Secrets};
 use crate::clock::Clock;
 use crate::config::Config;
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorkStarted};
 use crate::lock::{self, Holder};
 use crate::model::{ApprovalState, RunSkipReason};
 use crate::report::Report;
@@ -253,8 +253,8 @@ impl Decider {
 
     /// Run approved approvals now, under the run lock (waiting for it up to 30 s). `rows`:
     /// as this process last read them (only their ids and files are used: what runs is
-    /// claimed and re-read from the file by the session).
-    pub fn run_now(&mut self, rows: &[&ApprovalRow]) -> Result<RunNow> {
+    /// claimed and re-read from the file by the session). `work` is set when a tool starts.
+    pub fn run_now(&mut self, rows: &[&ApprovalRow], work: &WorkStarted) -> Result<RunNow> {
         let lock_path = self.cfg.state_dir.join(lock::LOCK_FILE);
         // This run starts now, after the decisions (a person may have taken minutes).
         let now = self.clock.now();
@@ -317,6 +317,7 @@ impl Decider {
                 trigger: crate::model::Trigger::Manual,
                 files: &files,
                 autonomy: self.cfg.autonomy,
+                work: work.clone(),
             },
         )?;
         session.recover_interrupted()?;

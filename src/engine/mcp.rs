@@ -130,7 +130,6 @@ impl<'a> Servers<'a> {
         if let Err(e) = spec.validate(input) {
             return failed(e, started);
         }
-        crate::error::work_started();
         let call = self.server(server, workdir).map(|s| {
             let (stderr_before, refused_before) = (s.stderr().len(), s.refused().len());
             let result = s.call_with_stop(tool, input, spec.timeout, stop);

@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod bot;
+pub mod daemon;
 pub mod decide;
 pub mod executor;
 pub mod files;
@@ -11,6 +12,8 @@ pub mod guard;
 pub mod ledger;
 pub mod mcp;
 pub mod outbox;
+pub mod propose;
+pub mod query;
 pub mod recovery;
 pub mod run;
 pub mod session;

@@ -23,7 +23,7 @@ use super::session::{self, RunStart, Session, new_run_id};
 use crate::audit::{self, Event, event::Pause};
 use crate::clock::Clock;
 use crate::config::{Autonomy, Config};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorkStarted};
 use crate::lock::{self, Attempt};
 use crate::model::RunSkipReason;
 use crate::plan::{self, PlanInput};
@@ -82,6 +82,8 @@ pub struct Tick<'a> {
     /// Apply the plan (false: only run what people approved, after a button press).
     pub plan: bool,
     pub diag: &'a dyn Fn(String),
+    /// The command's: set when a tool starts.
+    pub work: &'a WorkStarted,
 }
 
 /// One tick under the run lock. The report's `skipped` says when it did not run.
@@ -222,6 +224,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
                     trigger: t.trigger,
                     files: &paths,
                     autonomy: t.autonomy,
+                    work: t.work.clone(),
                 },
             )?;
             if let Some(pruned) = &pruned {

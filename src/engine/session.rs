@@ -33,7 +33,7 @@ use crate::audit::event::{Ended, TaskRun};
 use crate::audit::{AuditLog, Event, Secrets};
 use crate::clock::Clock;
 use crate::config::{Approval, Autonomy, Config, TelegramConfig};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, WorkStarted};
 use crate::lock::RunLock;
 use crate::markdown::SourceFile;
 use crate::model::{Outcome, RunMode, Section, Task, Trigger};
@@ -79,6 +79,8 @@ pub struct RunStart<'f> {
     /// The files it reads.
     pub files: &'f [&'f Path],
     pub autonomy: Autonomy,
+    /// Set just before a tool starts: from then on a late error exits 1, not 2.
+    pub work: WorkStarted,
 }
 
 pub struct Session<'a> {
@@ -110,6 +112,8 @@ pub struct Session<'a> {
     trigger: Trigger,
     /// The MCP servers this session started (or was given), stopped when it finishes.
     pub mcp: super::mcp::Servers<'a>,
+    /// Set before any tool starts: the command's errors no longer say "nothing run".
+    work: WorkStarted,
 }
 
 impl<'a> Session<'a> {
@@ -130,6 +134,7 @@ impl<'a> Session<'a> {
             trigger,
             files,
             autonomy,
+            work,
         } = run;
         let secrets = audit.secrets().clone();
         let mut ledger = Ledger::new(store, audit, clock);
@@ -177,6 +182,7 @@ impl<'a> Session<'a> {
             started: Instant::now(),
             trigger,
             mcp: super::mcp::Servers::new(cfg),
+            work,
         })
     }
 
@@ -474,6 +480,7 @@ impl<'a> Session<'a> {
                     continue;
                 }
                 self.record_start(task, call)?;
+                self.work.set();
                 pool.start(i, task, call);
             }
             while let Some((j, outcome)) = pool.wait() {
@@ -586,10 +593,14 @@ impl<'a> Session<'a> {
             ToolKind::Builtin(b) if b.name() == "notify" => self.notify(&call.input)?,
             ToolKind::Mcp { .. } => {
                 let workdir = task.file.parent().unwrap_or(Path::new("/"));
+                self.work.set();
                 self.mcp
                     .call(&call.spec, &call.input, workdir, self.stop.map(|s| &s.kill))
             }
-            _ => self.executor().run(task, call),
+            _ => {
+                self.work.set();
+                self.executor().run(task, call)
+            }
         };
         self.record_outcome(task, call, approval_id, outcome)
     }

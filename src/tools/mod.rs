@@ -425,7 +425,6 @@ pub fn execute_with_stop(
             ..Outcome::default()
         };
     }
-    crate::error::work_started();
     let mut outcome = match &spec.kind {
         ToolKind::Builtin(b) => b.execute(spec, input, inv, stop),
         ToolKind::Mcp { .. } => Outcome {

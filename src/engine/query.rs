@@ -1,0 +1,963 @@
+//! The read-only questions: what `status`, `check`, `approvals`, `grants` and `log` show, as
+//! data, and the JSON their `--json` prints. The commands (`cmd/`) render it as text or print
+//! the JSON; `heartbeat mcp` answers its agents with the same JSON, built by the same
+//! functions.
+//!
+//! Invariants: nothing here writes, and nothing creates the state dir (a state dir that does
+//! not exist yet reads as empty); the time is the caller's `now`.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use serde_json::{Map, Value, json};
+
+use super::files::{Loaded, all_tasks, read_files, read_snapshot};
+use super::mcp::{Servers, named_servers};
+use crate::audit::filter::{Filter, Selection};
+use crate::audit::reader::{AuditReader, ReadError};
+use crate::clock::{SINCE_FORMS, Since, TIME_FORMS};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::lock;
+use crate::mcp::{Catalog, Listing};
+use crate::model::{Problem, Section, Severity, Task};
+use crate::plan::{self, Decision, Plan, PlanInput};
+use crate::schedule::local_midnight;
+use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot, Store};
+use crate::tools::Registry;
+
+// ----- problems -----
+
+/// The files' warnings, in file order then position, each once. `check` lists exactly these
+/// and `run` prints exactly these: one function, so the two never disagree.
+pub fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
+    let mut warnings: Vec<Problem> = files
+        .iter()
+        .flat_map(|f| f.parsed.problems.iter())
+        .filter(|p| p.severity == Severity::Warning)
+        .cloned()
+        .collect();
+    sort_problems(&mut warnings);
+    warnings
+}
+
+/// By file, line and column (then message, so that equal ones sit together); identical ones
+/// once (the tasks below one bad heading share its error).
+pub fn sort_problems(problems: &mut Vec<Problem>) {
+    problems.sort_by(|a, b| {
+        (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
+    });
+    problems.dedup();
+}
+
+// ----- grants -----
+
+/// Whether a grant no longer matches a task: an edited task has a new id, so its grant is
+/// left behind silently unless someone says so. Judged for the grants of the files read
+/// (and of files that are gone); a grant of a file this command did not read (`check
+/// --file` of another one) is not judged.
+fn is_orphaned(g: &GrantRow, files: &[Loaded], ids: &HashSet<&str>) -> bool {
+    let file = Path::new(&g.file);
+    let read = files.iter().any(|f| f.source.path == file);
+    (read || !file.exists()) && !ids.contains(g.task_id.as_str())
+}
+
+/// The task ids of the files read.
+fn task_ids(files: &[Loaded]) -> HashSet<&str> {
+    files
+        .iter()
+        .flat_map(|f| &f.parsed.tasks)
+        .map(|t| t.id.as_str())
+        .collect()
+}
+
+/// The grants of the state dir that no longer match a task of `files`.
+pub fn orphaned(cfg: &Config, files: &[Loaded]) -> Result<Vec<GrantRow>> {
+    let Some(store) = Store::open_existing(&cfg.state_dir)? else {
+        return Ok(Vec::new());
+    };
+    let ids = task_ids(files);
+    Ok(store
+        .grants()?
+        .into_iter()
+        .filter(|g| is_orphaned(g, files, &ids))
+        .collect())
+}
+
+/// What `check`, `status` and `run` say about a grant left behind.
+pub fn orphan_message(g: &GrantRow) -> String {
+    format!(
+        "the grant for @{} (task {}) no longer matches a task: the task was edited or \
+         removed, so it asks again; approve it with --always to grant it again, or `heartbeat \
+         revoke {}`",
+        g.tool, g.task_id, g.task_id
+    )
+}
+
+/// The orphaned grants as warnings, at the line the task had.
+pub fn orphan_problems(cfg: &Config, files: &[Loaded]) -> Result<Vec<Problem>> {
+    Ok(orphaned(cfg, files)?
+        .iter()
+        .map(|g| Problem {
+            file: PathBuf::from(&g.file),
+            line: g.line.map_or(0, |l| l as usize),
+            column: 0,
+            severity: Severity::Warning,
+            message: orphan_message(g),
+        })
+        .collect())
+}
+
+/// An always-grant, and whether it was left behind by an edit.
+pub struct Grant {
+    pub row: GrantRow,
+    pub orphaned: bool,
+}
+
+/// Every always-grant (`heartbeat grants`). A file that cannot be read leaves its grants
+/// unjudged, as `check` would fail on it.
+pub fn grants(cfg: &Config) -> Result<Vec<Grant>> {
+    let rows = match Store::open_existing(&cfg.state_dir)? {
+        Some(store) => store.grants()?,
+        None => Vec::new(),
+    };
+    let files = if rows.is_empty() {
+        Vec::new()
+    } else {
+        read_files(cfg, true).unwrap_or_default()
+    };
+    let ids = task_ids(&files);
+    let orphaned: Vec<bool> = rows.iter().map(|g| is_orphaned(g, &files, &ids)).collect();
+    Ok(rows
+        .into_iter()
+        .zip(orphaned)
+        .map(|(row, orphaned)| Grant { row, orphaned })
+        .collect())
+}
+
+/// `grants --json`.
+pub fn grants_json(grants: &[Grant]) -> Value {
+    let list: Vec<Value> = grants
+        .iter()
+        .map(|Grant { row: g, orphaned }| {
+            json!({
+                "task_id": g.task_id,
+                "file": g.file,
+                "line": g.line,
+                "tool": g.tool,
+                "granted_at": g.created_at,
+                "granted_by": g.created_by,
+                "orphaned": orphaned,
+                "input": g.input,
+                "text": g.text,
+                "created_at": g.created_at,
+                "created_by": g.created_by,
+                "approval_id": g.approval_id,
+            })
+        })
+        .collect();
+    Value::Array(list)
+}
+
+// ----- approvals -----
+
+/// The approvals in `state` (None: all), from a state dir that may not exist yet.
+pub fn approvals(
+    cfg: &Config,
+    state: Option<crate::model::ApprovalState>,
+) -> Result<Vec<ApprovalRow>> {
+    Ok(match Store::open_existing(&cfg.state_dir)? {
+        Some(store) => store.approvals(state)?,
+        None => Vec::new(),
+    })
+}
+
+/// `approvals --json` of these rows (also the `approvals` tool of `heartbeat mcp`).
+pub fn approvals_json(rows: &[ApprovalRow]) -> Value {
+    let list: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "id": r.id,
+                "task_id": r.task_id,
+                "state": r.state,
+                "tool": r.tool,
+                "input": r.input,
+                "file": r.file,
+                "line": r.line,
+                "section": r.section,
+                "text": r.text,
+                "created_at": r.created_at,
+                "decided_at": r.decided_at,
+                "decided_by": r.decided_by,
+                "reason": r.reason,
+                "config": r.config,
+            })
+        })
+        .collect();
+    Value::Array(list)
+}
+
+// ----- status -----
+
+/// A held task (tripped, interrupted, or a reminder given) as a person finds it: its tool and
+/// place in the files as they are now, when it is still there.
+pub struct Held {
+    pub task_id: String,
+    pub tool: Option<String>,
+    pub file: Option<PathBuf>,
+    pub line: Option<usize>,
+    /// The task's text, for a reminder.
+    pub text: Option<String>,
+}
+
+impl Held {
+    fn json(&self) -> Value {
+        json!({"task_id": self.task_id, "tool": self.tool, "file": self.file, "line": self.line})
+    }
+}
+
+/// What `status` shows, read once.
+pub struct Status {
+    pub state_dir: PathBuf,
+    pub daily_usd: f64,
+    pub last_run: Option<RunSummary>,
+    pub pending: i64,
+    /// Spent since local midnight in the configured zone.
+    pub spent: f64,
+    pub outbox: i64,
+    /// The pause in force now (a timed pause that has ended no longer counts).
+    pub pause: Option<PauseRow>,
+    pub tripped: Vec<Held>,
+    /// One-time tasks held after an interrupted run.
+    pub interrupted: Vec<Held>,
+    /// One-time reminders already given and not ticked yet: they wait for the person.
+    pub reminded: Vec<Held>,
+    pub orphaned_grants: Vec<GrantRow>,
+    /// Who holds the run lock.
+    pub holder: Option<lock::Holder>,
+    /// The daemon running on this state dir.
+    pub daemon: Option<lock::Holder>,
+    /// Until when Telegram asked not to be sent anything (HTTP 429), if that is still ahead.
+    pub telegram_wait: Option<String>,
+}
+
+/// Look the held task ids up in the files.
+fn place(cfg: &Config, files: &[Loaded], ids: &[String]) -> Vec<Held> {
+    let tasks = all_tasks(files);
+    ids.iter()
+        .map(|id| {
+            let task = tasks.iter().find(|t| &t.id == id);
+            Held {
+                task_id: id.clone(),
+                tool: task.and_then(|t| plan::tool_call(t, cfg.plain_tasks).map(|(name, _)| name)),
+                file: task.map(|t| t.file.to_path_buf()),
+                line: task.map(|t| t.line),
+                text: None,
+            }
+        })
+        .collect()
+}
+
+/// One-time reminders already given and not ticked yet.
+fn reminded(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Result<Vec<Held>> {
+    let snapshot = read_snapshot(cfg, now)?;
+    if snapshot.reminded.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(all_tasks(files)
+        .into_iter()
+        .filter(|t| {
+            t.section == Section::OneTime
+                && !t.done
+                && snapshot.reminded.contains(&t.id)
+                && plan::tool_call(t, cfg.plain_tasks).is_none()
+        })
+        .map(|t| Held {
+            task_id: t.id.clone(),
+            tool: None,
+            file: Some(t.file.to_path_buf()),
+            line: Some(t.line),
+            text: Some(crate::report::safe_text(t)),
+        })
+        .collect())
+}
+
+/// `heartbeat status`: the state dir at `now`, and the files as they are now (one that
+/// cannot be read is left out: `status` works whatever state the files are in).
+pub fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
+    let store = Store::open_existing(&cfg.state_dir)?;
+    let interrupted = match &store {
+        Some(s) => s.unsettled()?,
+        None => Vec::new(),
+    };
+    let telegram_wait = match &store {
+        Some(s) => s
+            .meta(super::outbox::RETRY_AT_KEY)?
+            .filter(|at| crate::store::parse_ts(at).is_some_and(|at| at > now)),
+        None => None,
+    };
+    let (last_run, pending, spent, outbox, pause, tripped) = match &store {
+        Some(s) => {
+            // The budget day starts at local midnight in the configured zone.
+            let midnight = local_midnight(cfg.tz(), now);
+            // A timed pause that has ended no longer counts (the next run records it).
+            let pause = s.pause_row()?.filter(|p: &PauseRow| p.in_force(now));
+            (
+                s.last_run()?,
+                s.count_pending()?,
+                s.spent_since(midnight)?,
+                s.outbox_len()?,
+                pause,
+                s.tripped()?,
+            )
+        }
+        None => (None, 0, 0.0, 0, None, Vec::new()),
+    };
+    let lock_path = cfg.state_dir.join(lock::LOCK_FILE);
+    let holder = lock::probe(&cfg.state_dir).map_err(|e| Error::io(&lock_path, e))?;
+    let daemon = lock::probe_daemon(&cfg.state_dir)
+        .map_err(|e| Error::io(cfg.state_dir.join(lock::DAEMON_FILE), e))?;
+    let files = read_files(cfg, true).unwrap_or_default();
+    let tripped = place(cfg, &files, &tripped);
+    let interrupted = place(cfg, &files, &interrupted);
+    let reminded = reminded(cfg, &files, now)?;
+    let orphaned_grants = orphaned(cfg, &files)?;
+    Ok(Status {
+        state_dir: cfg.state_dir.clone(),
+        daily_usd: cfg.daily_usd,
+        last_run,
+        pending,
+        spent,
+        outbox,
+        pause,
+        tripped,
+        interrupted,
+        reminded,
+        orphaned_grants,
+        holder,
+        daemon,
+        telegram_wait,
+    })
+}
+
+impl Status {
+    /// `status --json` (also the `status` tool of `heartbeat mcp`).
+    pub fn json(&self) -> Value {
+        let ids = |held: &[Held]| held.iter().map(|h| h.task_id.clone()).collect::<Vec<_>>();
+        json!({
+            "paused": self.pause.is_some(),
+            "paused_until": self.pause.as_ref().and_then(|p| p.until.clone()),
+            "pause_reason": self.pause.as_ref().and_then(|p| p.reason.clone()),
+            "paused_by": self.pause.as_ref().map(|p| p.by.clone()),
+            "last_run": self.last_run.as_ref().map(|r| json!({
+                "run_id": r.run_id,
+                "at": r.started_at,
+                "succeeded": r.succeeded,
+                "failed": r.failed,
+            })),
+            "pending_approvals": self.pending,
+            "budget": {"spent_usd": self.spent, "daily_usd": self.daily_usd},
+            "tripped": ids(&self.tripped),
+            "tripped_tasks": self.tripped.iter().map(Held::json).collect::<Vec<_>>(),
+            "interrupted": ids(&self.interrupted),
+            "interrupted_tasks": self.interrupted.iter().map(Held::json).collect::<Vec<_>>(),
+            "reminded": self.reminded
+                .iter()
+                .map(|r| json!({"task_id": r.task_id, "file": r.file, "line": r.line, "text": r.text}))
+                .collect::<Vec<_>>(),
+            "orphaned_grants": self.orphaned_grants
+                .iter()
+                .map(|g| g.task_id.clone())
+                .collect::<Vec<_>>(),
+            "outbox": self.outbox,
+            "lock": {
+                "held": self.holder.is_some(),
+                "pid": self.holder.as_ref().and_then(|h| h.pid),
+                "since": self.holder.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
+            },
+            "daemon": {
+                "running": self.daemon.is_some(),
+                "pid": self.daemon.as_ref().and_then(|h| h.pid),
+                "since": self.daemon.as_ref().and_then(|h| h.since).map(crate::audit::format_ts),
+                "next_tick": self.daemon.as_ref().and_then(|h| h.next).map(crate::audit::format_ts),
+            },
+            "state_dir": self.state_dir,
+        })
+    }
+}
+
+// ----- check -----
+
+/// What `check` finds: every task with its decision, and the problems.
+pub struct Checked {
+    pub cfg: Config,
+    pub files: Vec<Loaded>,
+    pub plan: Plan,
+    pub snapshot: Snapshot,
+    pub problems: Vec<Problem>,
+    pub errors: usize,
+}
+
+/// Validate the config's files as `check` does, at `now`.
+pub fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Result<Checked> {
+    let files = read_files(&cfg, allow_missing)?;
+    // In file order: each file's tasks are the next `f.parsed.tasks.len()` of them.
+    let tasks = all_tasks(&files);
+    let registry = Registry::from_config(&cfg).with_catalog(&list_mcp_servers(&cfg, &tasks));
+    let snapshot = read_snapshot(&cfg, now)?;
+    let plan = plan::plan(
+        &tasks,
+        &PlanInput {
+            config: &cfg,
+            registry: &registry,
+            state: &snapshot,
+            now,
+            force: false,
+            autonomy: cfg.autonomy,
+        },
+    );
+
+    let mut problems: Vec<Problem> = file_warnings(&files);
+    problems.extend(orphan_problems(&cfg, &files)?);
+    // The config's own warnings (a file named twice, a glob that matches nothing), by the
+    // config file (or `--file`) they come from.
+    for warning in &cfg.warnings {
+        let config = cfg.source.as_ref().map(|p| format!("{}: ", p.display()));
+        let (file, message) = match warning.strip_prefix("--file: ") {
+            Some(rest) => ("--file".into(), rest),
+            None => match config.as_deref().and_then(|c| warning.strip_prefix(c)) {
+                Some(rest) => (cfg.source.clone().unwrap_or_default(), rest),
+                None => (cfg.source.clone().unwrap_or_default(), warning.as_str()),
+            },
+        };
+        problems.push(Problem {
+            message: message.to_string(),
+            file,
+            line: 0,
+            column: 0,
+            severity: Severity::Warning,
+        });
+    }
+    for (task, planned) in tasks.iter().zip(&plan.items) {
+        if let Decision::Invalid {
+            line,
+            column,
+            error,
+        } = &planned.decision
+        {
+            problems.push(Problem {
+                file: task.file.to_path_buf(),
+                line: *line,
+                column: *column,
+                severity: Severity::Error,
+                message: error.clone(),
+            });
+        }
+    }
+    // Secrets too short to be looked for inside other text: said, since they are not hidden.
+    for name in crate::audit::redact::short_secrets(&cfg) {
+        problems.push(Problem {
+            file: cfg.source.clone().unwrap_or_default(),
+            line: 0,
+            column: 0,
+            severity: Severity::Warning,
+            message: format!(
+                "the value of ${name} is shorter than {} characters: it is kept out of tools' \
+                 environments, but it is not hidden inside other text (audit lines, messages, \
+                 output), where it would cut out every ordinary occurrence; a secret needs a \
+                 longer value",
+                crate::audit::redact::MIN_SECRET
+            ),
+        });
+    }
+    if snapshot.future_times > 0 {
+        // Not a file's problem: it is named by the database that holds the times.
+        problems.push(Problem {
+            file: cfg.state_dir.join(crate::store::DB_FILE),
+            line: 0,
+            column: 0,
+            severity: Severity::Warning,
+            message: format!(
+                "{} stored attempt time(s) are later than now ({}); they count as now (a \
+                 clock that stepped back, or a run with a future --now) and the next run \
+                 stores them as now",
+                snapshot.future_times,
+                crate::audit::format_ts(now)
+            ),
+        });
+    }
+    sort_problems(&mut problems);
+    let errors = problems
+        .iter()
+        .filter(|p| p.severity == Severity::Error)
+        .count();
+    drop(tasks);
+    Ok(Checked {
+        cfg,
+        files,
+        plan,
+        snapshot,
+        problems,
+        errors,
+    })
+}
+
+/// What `heartbeat mcp` shows instead of the text of a task whose input does not parse.
+const INVALID_TEXT: &str = "(not shown: its input does not parse; see problems)";
+
+impl Checked {
+    /// Every task of every file, in file order: the plan's items belong to them in order.
+    pub fn tasks(&self) -> Vec<&Task> {
+        all_tasks(&self.files)
+    }
+
+    /// Who proposed a task: its mark in the file, or the store for a task proposed before
+    /// marks were written. None for a person's own task.
+    pub fn provenance<'a>(&'a self, task: &'a Task) -> Option<&'a str> {
+        task.proposed_by
+            .as_deref()
+            .or_else(|| self.snapshot.proposed_by.get(&task.id).map(String::as_str))
+    }
+
+    /// The decision for the task with this id, if it is in the files.
+    pub fn decision_of(&self, id: &str) -> Option<&Decision> {
+        self.tasks()
+            .iter()
+            .zip(&self.plan.items)
+            .find(|(t, _)| t.id == id)
+            .map(|(_, p)| &p.decision)
+    }
+
+    /// The `check` tool of `heartbeat mcp`: `check --json`, with a task whose input does not
+    /// parse shown by its place and error only: its source may hold a secret that redaction
+    /// cannot find (a password in single quotes), and the answer leaves the person's machine.
+    pub fn agent_json(&self) -> Value {
+        let mut json = self.json();
+        if let Some(shown) = json["tasks"].as_array_mut() {
+            for (task, shown) in self.tasks().into_iter().zip(shown) {
+                if matches!(task.body, crate::model::Body::Invalid { .. }) {
+                    shown["text"] = Value::from(INVALID_TEXT);
+                }
+            }
+        }
+        json
+    }
+
+    /// `check --json`.
+    pub fn json(&self) -> Value {
+        let tasks_json: Vec<Value> = self
+            .tasks()
+            .into_iter()
+            .zip(&self.plan.items)
+            .map(|(task, planned)| {
+                let (tool, input) = planned.shown_call(self.cfg.plain_tasks);
+                json!({
+                    "task_id": task.id,
+                    "file": &*task.file,
+                    "line": task.line,
+                    "section": task.section.as_str(),
+                    "text": task.text,
+                    "tool": tool.as_deref().or_else(|| task.tool_name()),
+                    "input": input,
+                    "schedule": task.schedule.as_ref().and(task.heading.as_deref()),
+                    "heading": task.heading.as_deref(),
+                    "done": task.done,
+                    "decision": planned.decision.as_str(),
+                    "reason": match &planned.decision {
+                        Decision::Skip(r) => Some(r.as_str()),
+                        _ => None,
+                    },
+                    "approval_id": match planned.decision {
+                        Decision::Pending(id) | Decision::Approved(id) => Some(id),
+                        _ => None,
+                    },
+                    "next_due": planned.next_due.map(crate::audit::format_ts),
+                    "provenance": self.provenance(task).unwrap_or("file"),
+                })
+            })
+            .collect();
+        json!({
+            "files": self.files.iter().map(|f| &f.source.path).collect::<Vec<_>>(),
+            "config": self.cfg.source,
+            "active": self.plan.active,
+            "next_active": self.plan.next_active.map(crate::audit::format_ts),
+            "tasks": tasks_json,
+            "problems": self.problems.iter().map(|p| json!({
+                "file": p.file,
+                "line": p.line,
+                "column": p.column,
+                "severity": p.severity,
+                "message": p.message,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// Every MCP server that an open task names, started and asked for its tools now (check
+/// writes nothing: the run's cache is left alone). A server that cannot be listed makes its
+/// tasks invalid, with the reason.
+fn list_mcp_servers(cfg: &Config, tasks: &[&Task]) -> Catalog {
+    let mut catalog = Catalog::new();
+    if cfg.mcp.is_empty() {
+        return catalog;
+    }
+    crate::audit::Secrets::from_config(cfg);
+    let named = named_servers(
+        cfg,
+        tasks
+            .iter()
+            .filter(|t| !t.done && t.section != Section::Other)
+            .filter_map(|t| Some((t.tool_name()?, &*t.file))),
+    );
+    let mut servers = Servers::new(cfg);
+    for (server, workdir) in named {
+        let listing = match servers.list(&server, workdir) {
+            Ok(tools) => Listing::Tools(tools),
+            Err(why) => Listing::Unavailable(why),
+        };
+        catalog.insert(server, listing);
+    }
+    catalog
+}
+
+/// What `check` decides for one task (a task about to be proposed), with the file's other
+/// tasks left out.
+pub fn decide_one(cfg: &Config, now: DateTime<Utc>, task: &Task) -> Result<Decision> {
+    let tasks = &[task];
+    let registry = Registry::from_config(cfg).with_catalog(&list_mcp_servers(cfg, tasks));
+    let snapshot = read_snapshot(cfg, now)?;
+    let plan = plan::plan(
+        tasks,
+        &PlanInput {
+            config: cfg,
+            registry: &registry,
+            state: &snapshot,
+            now,
+            force: false,
+            autonomy: cfg.autonomy,
+        },
+    );
+    Ok(plan
+        .items
+        .into_iter()
+        .next()
+        .map_or(Decision::Ignored, |p| p.decision))
+}
+
+// ----- log -----
+
+/// Which audit lines to show, as typed (`heartbeat log`'s options, or the `log` tool's input).
+#[derive(Default)]
+pub struct LogQuery<'a> {
+    /// `--since`: a duration back from now, or a time.
+    pub since: Option<&'a str>,
+    pub events: Vec<String>,
+    pub task: Option<&'a str>,
+    pub run: Option<&'a str>,
+}
+
+/// The filter `query` asks for at `now`; `zone` is asked for only when `since` is a local
+/// time.
+pub fn log_filter(
+    query: &LogQuery,
+    now: DateTime<Utc>,
+    zone: impl FnOnce() -> Tz,
+) -> Result<Filter> {
+    let since = query
+        .since
+        .map(|s| parse_since(s, now, zone))
+        .transpose()?
+        .flatten();
+    Filter::new(since, query.events.clone(), query.task, query.run).map_err(Error::Usage)
+}
+
+/// `--since` (see [`Since`]); a local time is read in `zone`. None: no lower bound (a
+/// duration reaching before the start of time).
+fn parse_since(
+    raw: &str,
+    now: DateTime<Utc>,
+    zone: impl FnOnce() -> Tz,
+) -> Result<Option<DateTime<Utc>>> {
+    let Some(since) = Since::parse(raw) else {
+        return Err(Error::Usage(format!(
+            "--since: {:?} is not a time: expected {SINCE_FORMS}, or {TIME_FORMS}",
+            crate::text::clean(raw)
+        )));
+    };
+    let tz = if since.is_local() { zone() } else { Tz::UTC };
+    Ok(since.start(now, tz))
+}
+
+/// A failed read of one of the log's files, as the command's error.
+pub fn read_error(e: ReadError) -> Error {
+    Error::io(e.path, e.source)
+}
+
+/// The log's lines that `filter` selects (as `log --json --all` would print them, parsed),
+/// the last `limit` of them: the `log` tool of `heartbeat mcp`.
+pub fn log_lines(cfg: &Config, filter: Filter, limit: usize) -> Result<Vec<Map<String, Value>>> {
+    let mut reader = AuditReader::from_start(&cfg.audit_log, filter.since());
+    let mut selection = Selection::new(filter, false, Some(limit));
+    let mut found = Vec::new();
+    while let Some(line) = reader.next_line().map_err(read_error)? {
+        selection.line(line, |_, obj| obj.clone(), &mut |obj| found.push(obj));
+    }
+    selection.end(&mut |obj| found.push(obj));
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::LoadOptions;
+    use crate::store::{NewGrant, TaskRunRecord};
+
+    /// A config in a temp dir: one HEARTBEAT.md with `md`, the state dir `state` beside it,
+    /// Berlin time.
+    fn setup(md: &str) -> (tempfile::TempDir, Config) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("HEARTBEAT.md"), md).unwrap();
+        let toml = dir.path().join("heartbeat.toml");
+        std::fs::write(
+            &toml,
+            "files = [\"HEARTBEAT.md\"]\nstate_dir = \"state\"\ntimezone = \"Europe/Berlin\"\n",
+        )
+        .unwrap();
+        let env = |_: &str| None;
+        let cfg = crate::config::load(&LoadOptions {
+            config: Some(toml),
+            files: Vec::new(),
+            state_dir: None,
+            cwd: dir.path().to_path_buf(),
+            env: &env,
+        })
+        .unwrap();
+        (dir, cfg)
+    }
+
+    fn ts(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn open_store(cfg: &Config) -> Store {
+        crate::engine::files::ensure_state_dir(&cfg.state_dir).unwrap();
+        Store::open(&cfg.state_dir).unwrap()
+    }
+
+    const NOW: &str = "2026-05-04T10:00:00Z";
+
+    const MD: &str = "# H\n\n## Recurring\n\n- [ ] @log {\"text\": \"hi\"}\n- [ ] @nosuchtool {}\n\n\
+                      ## One-time\n\n- [ ] water the plants\n";
+
+    fn task_id(cfg: &Config, text: &str) -> String {
+        let files = read_files(cfg, false).unwrap();
+        all_tasks(&files)
+            .iter()
+            .find(|t| t.text.contains(text))
+            .map(|t| t.id.clone())
+            .unwrap()
+    }
+
+    #[test]
+    fn status_of_a_state_dir_not_made_yet_is_empty_and_makes_nothing() {
+        let (_dir, cfg) = setup(MD);
+        let status = status(&cfg, ts(NOW)).unwrap();
+        assert!(status.last_run.is_none() && status.pause.is_none());
+        assert_eq!((status.pending, status.outbox, status.spent), (0, 0, 0.0));
+        assert!(status.tripped.is_empty() && status.reminded.is_empty());
+        assert!(!cfg.state_dir.exists(), "status created the state dir");
+        let json = status.json();
+        assert_eq!(json["paused"], false);
+        assert_eq!(json["last_run"], Value::Null);
+        assert_eq!(json["lock"]["held"], false);
+    }
+
+    #[test]
+    fn status_places_held_tasks_in_the_files_and_counts_the_local_day() {
+        let (_dir, cfg) = setup(MD);
+        let log = task_id(&cfg, "@log");
+        let plants = task_id(&cfg, "water");
+        let mut store = open_store(&cfg);
+        store
+            .start_run("r1", "once", ts("2026-05-04T09:00:00Z"))
+            .unwrap();
+        // 21:59 UTC on the 3rd is before Berlin's midnight; 22:01 is after it.
+        for (at, cost) in [
+            ("2026-05-03T21:59:00Z", 1.0),
+            ("2026-05-03T22:01:00Z", 0.25),
+        ] {
+            store
+                .record_task_run(&TaskRunRecord {
+                    run_id: "r1",
+                    task_id: &log,
+                    tool: "log",
+                    started_at: ts(at),
+                    finished_at: ts(at),
+                    succeeded: false,
+                    cost_usd: Some(cost),
+                    approval_id: None,
+                    error: None,
+                })
+                .unwrap();
+        }
+        store.trip(&log, ts("2026-05-04T09:00:00Z")).unwrap();
+        store
+            .trip("0123456789ab", ts("2026-05-04T09:00:00Z"))
+            .unwrap();
+        store
+            .record_reminded(&plants, ts("2026-05-04T09:00:00Z"))
+            .unwrap();
+        drop(store);
+
+        let status = status(&cfg, ts(NOW)).unwrap();
+        assert_eq!(status.spent, 0.25);
+        let tripped: Vec<_> = status.tripped.iter().map(|h| h.task_id.as_str()).collect();
+        assert_eq!(tripped, [log.as_str()]);
+        assert_eq!(status.tripped[0].tool.as_deref(), Some("log"));
+        assert_eq!(status.tripped[0].line, Some(5));
+        assert_eq!(status.reminded.len(), 1);
+        assert_eq!(status.reminded[0].task_id, plants);
+        assert_eq!(status.reminded[0].text.as_deref(), Some("water the plants"));
+        let json = status.json();
+        assert_eq!(json["tripped"], json!([log]));
+        assert_eq!(json["tripped_tasks"][0]["tool"], "log");
+        assert_eq!(json["budget"]["spent_usd"], 0.25);
+    }
+
+    #[test]
+    fn check_lists_every_task_with_its_decision_and_the_errors() {
+        let (_dir, cfg) = setup(MD);
+        let checked = check(cfg, ts(NOW), false).unwrap();
+        assert_eq!(checked.tasks().len(), 3);
+        assert_eq!(checked.errors, 1);
+        let error = checked
+            .problems
+            .iter()
+            .find(|p| p.severity == Severity::Error)
+            .unwrap();
+        assert_eq!(error.line, 6);
+        assert!(error.message.contains("nosuchtool"), "{}", error.message);
+        let log = checked.tasks()[0].id.clone();
+        assert_eq!(checked.decision_of(&log).map(Decision::as_str), Some("run"));
+        assert!(checked.decision_of("ffffffffffff").is_none());
+        let json = checked.json();
+        assert_eq!(json["tasks"][1]["decision"], "invalid");
+        assert_eq!(json["tasks"][0]["provenance"], "file");
+    }
+
+    #[test]
+    fn a_task_about_to_be_proposed_is_decided_alone() {
+        let (_dir, cfg) = setup(MD);
+        let files = read_files(&cfg, false).unwrap();
+        let tasks = all_tasks(&files);
+        let decided = decide_one(&cfg, ts(NOW), tasks[1]).unwrap();
+        assert!(matches!(decided, Decision::Invalid { .. }), "{decided:?}");
+        assert_eq!(decide_one(&cfg, ts(NOW), tasks[0]).unwrap().as_str(), "run");
+    }
+
+    #[test]
+    fn grants_left_behind_by_an_edit_are_orphaned() {
+        let (dir, cfg) = setup(MD);
+        let log = task_id(&cfg, "@log");
+        let file = dir.path().join("HEARTBEAT.md").display().to_string();
+        let mut store = open_store(&cfg);
+        for id in [log.as_str(), "0123456789ab"] {
+            store
+                .add_grant(&NewGrant {
+                    task_id: id.into(),
+                    tool: "log".into(),
+                    input: crate::audit::Secrets::default().redact_json(json!({})),
+                    file: file.clone(),
+                    text: "x".into(),
+                    created_at: "2026-05-01T10:00:00.000Z".into(),
+                    created_by: "cli:me".into(),
+                    approval_id: None,
+                })
+                .unwrap();
+        }
+        drop(store);
+        let grants = grants(&cfg).unwrap();
+        let judged: Vec<(&str, bool)> = grants
+            .iter()
+            .map(|g| (g.row.task_id.as_str(), g.orphaned))
+            .collect();
+        assert_eq!(judged.len(), 2);
+        assert!(judged.contains(&(log.as_str(), false)));
+        assert!(judged.contains(&("0123456789ab", true)));
+        let files = read_files(&cfg, false).unwrap();
+        let problems = orphan_problems(&cfg, &files).unwrap();
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].message.contains("revoke 0123456789ab"));
+        let json = grants_json(&grants);
+        assert_eq!(json.as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn approvals_of_a_state_dir_not_made_yet_are_none() {
+        let (_dir, cfg) = setup(MD);
+        assert!(approvals(&cfg, None).unwrap().is_empty());
+        assert_eq!(approvals_json(&[]), json!([]));
+        assert!(!cfg.state_dir.exists());
+    }
+
+    #[test]
+    fn a_local_since_is_read_in_the_zone_and_only_then_asks_for_it() {
+        let now = ts(NOW);
+        let local = LogQuery {
+            since: Some("2026-05-04 09:00"),
+            ..LogQuery::default()
+        };
+        let filter = log_filter(&local, now, || chrono_tz::Europe::Berlin).unwrap();
+        assert_eq!(filter.since(), Some(ts("2026-05-04T07:00:00Z")));
+        let back = LogQuery {
+            since: Some("2h"),
+            ..LogQuery::default()
+        };
+        let filter = log_filter(&back, now, || panic!("a duration needs no zone")).unwrap();
+        assert_eq!(filter.since(), Some(ts("2026-05-04T08:00:00Z")));
+        let bad = LogQuery {
+            since: Some("yesterday-ish"),
+            ..LogQuery::default()
+        };
+        assert!(matches!(
+            log_filter(&bad, now, || Tz::UTC),
+            Err(Error::Usage(_))
+        ));
+    }
+
+    #[test]
+    fn log_lines_are_the_last_matching_ones_in_order() {
+        let (_dir, cfg) = setup(MD);
+        std::fs::create_dir_all(cfg.audit_log.parent().unwrap()).unwrap();
+        let mut log = String::new();
+        for (i, event) in [
+            "run_started",
+            "task_failed",
+            "task_succeeded",
+            "task_failed",
+        ]
+        .iter()
+        .enumerate()
+        {
+            log.push_str(&format!(
+                "{{\"ts\":\"2026-05-04T09:0{i}:00.000Z\",\"event\":\"{event}\",\"n\":{i}}}\n"
+            ));
+        }
+        std::fs::write(&cfg.audit_log, log).unwrap();
+        let failed = LogQuery {
+            events: vec!["task_failed".into()],
+            ..LogQuery::default()
+        };
+        let filter = log_filter(&failed, ts(NOW), || Tz::UTC).unwrap();
+        let lines = log_lines(&cfg, filter, 10).unwrap();
+        let n: Vec<_> = lines.iter().map(|l| l["n"].clone()).collect();
+        assert_eq!(n, [json!(1), json!(3)]);
+        let filter = log_filter(&LogQuery::default(), ts(NOW), || Tz::UTC).unwrap();
+        let last = log_lines(&cfg, filter, 1).unwrap();
+        assert_eq!(last.len(), 1);
+        assert_eq!(last[0]["n"], 3);
+    }
+}
