@@ -7,7 +7,7 @@ use crate::audit::Secrets;
 use crate::cli::ApprovalsArgs;
 use crate::config::Config;
 use crate::error::{Result, exit};
-use crate::store::{ApprovalRow, Store};
+use crate::store::ApprovalRow;
 
 /// `approvals --json` of these rows (also the `approvals` tool of `heartbeat mcp`).
 pub(super) fn json(rows: &[ApprovalRow]) -> Value {
@@ -40,7 +40,7 @@ pub(super) fn rows(
     cfg: &Config,
     state: Option<crate::model::ApprovalState>,
 ) -> Result<Vec<ApprovalRow>> {
-    Ok(match Store::open_existing(&cfg.state_dir)? {
+    Ok(match crate::store::open_existing(cfg)? {
         Some(store) => store.approvals(state)?,
         None => Vec::new(),
     })

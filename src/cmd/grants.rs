@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::engine::files::{Loaded, read_files};
 use crate::error::{Error, Result, exit};
 use crate::model::{Problem, Severity};
-use crate::store::{GrantRow, Store};
+use crate::store::GrantRow;
 
 /// Whether a grant no longer matches a task: an edited task has a new id, so its grant is
 /// left behind silently unless someone says so. Judged for the grants of the files read
@@ -37,7 +37,7 @@ fn task_ids(files: &[Loaded]) -> HashSet<&str> {
 
 /// The grants of the state dir that no longer match a task of `files`.
 pub(super) fn orphaned(cfg: &Config, files: &[Loaded]) -> Result<Vec<GrantRow>> {
-    let Some(store) = Store::open_existing(&cfg.state_dir)? else {
+    let Some(store) = crate::store::open_existing(cfg)? else {
         return Ok(Vec::new());
     };
     let ids = task_ids(files);
@@ -74,7 +74,7 @@ pub(super) fn orphan_problems(cfg: &Config, files: &[Loaded]) -> Result<Vec<Prob
 
 pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
-    let grants = match Store::open_existing(&cfg.state_dir)? {
+    let grants = match crate::store::open_existing(&cfg)? {
         Some(store) => store.grants()?,
         None => Vec::new(),
     };

@@ -11,7 +11,7 @@ use crate::error::{Error, Result, exit};
 use crate::lock;
 use crate::render::show_local;
 use crate::schedule::local_midnight;
-use crate::store::{PauseRow, RunSummary, Store};
+use crate::store::{PauseRow, RunSummary};
 
 /// What `status` shows, read once.
 struct Facts {
@@ -116,7 +116,7 @@ impl Held {
 }
 
 fn gather(ctx: &Ctx, cfg: &Config) -> Result<Facts> {
-    let store = Store::open_existing(&cfg.state_dir)?;
+    let store = crate::store::open_existing(cfg)?;
     let interrupted = match &store {
         Some(s) => s.unsettled()?,
         None => Vec::new(),

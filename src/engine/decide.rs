@@ -29,7 +29,7 @@ use chrono::{DateTime, Utc};
 /// The state an approving command works with.
 pub struct Decider {
     pub cfg: Config,
-    pub store: Store,
+    pub store: Box<dyn Store>,
     pub audit: AuditLog,
     pub by: String,
     /// When the command started: what approvals expire against.
@@ -45,7 +45,7 @@ impl Decider {
     /// environment here: running approved work may print them.
     pub fn open(cfg: Config, by: String, clock: Clock) -> Result<Decider> {
         let audit = open_audit(&cfg, &Secrets::from_config(&cfg))?;
-        let store = Store::open(&cfg.state_dir)?;
+        let store = crate::store::open(&cfg)?;
         let mut d = Decider::from_parts(cfg, store, audit, by, clock);
         d.expire()?;
         Ok(d)
@@ -54,7 +54,7 @@ impl Decider {
     /// From state a caller already holds (a run that handles Telegram button presses).
     pub fn from_parts(
         cfg: Config,
-        store: Store,
+        store: Box<dyn Store>,
         audit: AuditLog,
         by: String,
         clock: Clock,
@@ -69,7 +69,7 @@ impl Decider {
         }
     }
 
-    pub fn into_parts(self) -> (Store, AuditLog) {
+    pub fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
         (self.store, self.audit)
     }
 
@@ -287,10 +287,10 @@ impl Decider {
             Ok(None) => {}
         }
         // The session takes its own handles; ours stay usable for the next decision.
-        let store = Store::open(&self.cfg.state_dir)?;
+        let store = crate::store::open(&self.cfg)?;
         // An approved MCP task's input is checked against its server's cached tools; the
         // call itself starts the server.
-        let (catalog, _) = super::mcp::cached(&self.cfg, Some(&store), now)?;
+        let (catalog, _) = super::mcp::cached(&self.cfg, Some(&*store), now)?;
         let registry = Registry::from_config(&self.cfg).with_catalog(&catalog);
         let audit = open_audit(&self.cfg, self.audit.secrets())?;
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
