@@ -348,3 +348,54 @@ fn decided_event<'a>(row: &'a ApprovalRow, d: &'a Decision) -> Decided<'a> {
         reason: d.reason.as_ref(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewApproval;
+
+    #[test]
+    fn a_decider_works_through_the_store_the_config_opens() {
+        // The store is the `Box<dyn Store>` that `store::open` picked for the config: the
+        // decider reaches it only through the trait.
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::plan::tests::config(Default::default());
+        cfg.state_dir = dir.path().to_path_buf();
+        cfg.audit_log = dir.path().join("audit.jsonl");
+        let clock = Clock::starting_at("2026-05-01T10:00:00Z".parse().unwrap());
+        let mut d = Decider::open(cfg.clone(), "ann".into(), clock).unwrap();
+        let input = Secrets::default().redact_json(serde_json::json!({"msg": "hi"}));
+        let id = d
+            .store
+            .queue_approval(
+                &NewApproval {
+                    task_id: "aaaaaaaaaaaa",
+                    file: "/h.md",
+                    line: 2,
+                    section: "recurring",
+                    tool: "log",
+                    input,
+                    text: "@log hi".into(),
+                    config: None,
+                },
+                d.now,
+            )
+            .unwrap()
+            .unwrap();
+        let row = d.decidable_by_id(&[id], false).unwrap().remove(0);
+        assert!(d.approve(&row, true).unwrap());
+        assert!(!d.deny(&row, None).unwrap(), "decided once");
+        let (store, _) = d.into_parts();
+        drop(store);
+
+        let store = crate::store::open_existing(&cfg).unwrap().unwrap();
+        let row = store.approval(id).unwrap().unwrap();
+        assert_eq!(row.state, ApprovalState::Approved);
+        assert_eq!(row.decided_by.as_deref(), Some("ann"));
+        let grants = store.grants().unwrap();
+        assert_eq!(grants.len(), 1);
+        assert_eq!(grants[0].task_id, "aaaaaaaaaaaa");
+        let audit = std::fs::read_to_string(&cfg.audit_log).unwrap();
+        assert!(audit.contains("\"approval_approved\""), "{audit}");
+    }
+}

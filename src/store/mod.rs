@@ -176,3 +176,40 @@ pub(crate) mod test_util {
             .unwrap();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_names_the_database_and_its_cause_in_the_stores_own_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::plan::tests::config(Default::default());
+        cfg.state_dir = dir.path().to_path_buf();
+        let path = dir.path().join(DB_FILE);
+        std::fs::write(&path, "this is not sqlite, just text ".repeat(100)).unwrap();
+        let err = open(&cfg).err().unwrap();
+        let shown = err.to_string();
+        let StoreError::Database {
+            path: named,
+            source,
+        } = err
+        else {
+            panic!("{shown}");
+        };
+        assert_eq!(named, path);
+        assert!(source.to_string().contains("not a database"), "{source}");
+        assert_eq!(shown, format!("{}: {source}", path.display()));
+    }
+
+    #[test]
+    fn nothing_is_opened_or_created_where_there_is_no_store_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::plan::tests::config(Default::default());
+        cfg.state_dir = dir.path().to_path_buf();
+        assert!(open_existing(&cfg).unwrap().is_none());
+        assert!(!dir.path().join(DB_FILE).exists());
+        drop(open(&cfg).unwrap());
+        assert!(open_existing(&cfg).unwrap().is_some());
+    }
+}
