@@ -19,7 +19,6 @@ use crate::error::{Error, Result, exit};
 use crate::model::{Outcome, RunSkipReason, Task, Trigger};
 use crate::plan::{self, Decision, PlanInput};
 use crate::report::{Report, TaskReport};
-use crate::store::Store;
 use crate::text::Redacted;
 use crate::tools::Registry;
 
@@ -47,8 +46,8 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let secrets = Secrets::from_config(&cfg);
     if args.dry_run {
         // What MCP servers offered when last listed: a dry run starts nothing.
-        let store = crate::store::Store::open_existing(&cfg.state_dir)?;
-        let (catalog, _) = crate::engine::mcp::cached(&cfg, store.as_ref(), ctx.now)?;
+        let store = crate::store::open_existing(&cfg)?;
+        let (catalog, _) = crate::engine::mcp::cached(&cfg, store.as_deref(), ctx.now)?;
         let registry = Registry::from_config(&cfg).with_catalog(&catalog);
         let tasks = all_tasks(&files);
         let run_id = new_run_id(ctx.now);
@@ -94,7 +93,7 @@ pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
 /// One line on why a run did nothing, when there is a reason to tell: skipped (paused,
 /// outside active hours, another run going) or tasks waiting for the budget.
 fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<String>> {
-    let store = || Store::open_existing(&cfg.state_dir);
+    let store = || crate::store::open_existing(cfg);
     Ok(match report.skipped {
         Some(RunSkipReason::Paused) => {
             let pause = match store()? {

@@ -11,7 +11,6 @@ use crate::config::{Config, TelegramConfig};
 use crate::engine::outbox::Notice;
 use crate::engine::session;
 use crate::error::{Error, Result, exit};
-use crate::store::Store;
 use crate::telegram::{PollError, Telegram};
 use crate::text::clean;
 
@@ -82,7 +81,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
 pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let (cfg, tc, tg, _) = setup(ctx)?;
     crate::engine::files::ensure_state_dir(&cfg.state_dir)?;
-    let mut store = Store::open(&cfg.state_dir)?;
+    let mut store = crate::store::open(&cfg)?;
     // Look without confirming anything: the updates stay for the next run or the daemon.
     let offset = store
         .meta("telegram_offset")?

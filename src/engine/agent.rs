@@ -159,7 +159,7 @@ fn tell(d: &mut Decider, line: &str) -> Result<()> {
             resets: Vec::new(),
         };
         // Every action is news: not folded into the daily cap, nor dropped as a repeat.
-        outbox::enqueue_all(&mut d.store, tc, &msg, true, d.now, d.audit.secrets())?;
+        outbox::enqueue_all(&mut *d.store, tc, &msg, true, d.now, d.audit.secrets())?;
     }
     Ok(())
 }

@@ -52,7 +52,7 @@ pub fn handle_updates(
     cfg: &TelegramConfig,
     wait: Duration,
 ) -> Result<Effects> {
-    match tg.updates(stored_offset(&d.store)?, wait) {
+    match tg.updates(stored_offset(&*d.store)?, wait) {
         Ok(updates) => process(tg, d, cfg, &updates),
         Err(e) => Ok(Effects {
             error: Some(e.to_string()),
@@ -62,7 +62,7 @@ pub fn handle_updates(
 }
 
 /// The offset to ask Telegram for next (the update after the last one acted on).
-pub fn stored_offset(store: &Store) -> Result<Option<i32>> {
+pub fn stored_offset(store: &dyn Store) -> Result<Option<i32>> {
     Ok(store.meta(OFFSET_KEY)?.and_then(|v| v.parse::<i32>().ok()))
 }
 
@@ -190,7 +190,7 @@ fn press(
             if d.deny(&row, None)? {
                 if let Some(m) = message_id {
                     let line = format!("🚫 #{id} denied by {}", d.by);
-                    edit_with(tg, &mut d.store, chat_id, m, id, &line, d.now)?;
+                    edit_with(tg, &mut *d.store, chat_id, m, id, &line, d.now)?;
                 }
                 format!("Denied #{id}.")
             } else {
@@ -213,7 +213,7 @@ fn press(
         (state, _) => {
             if let Some(m) = message_id {
                 let line = format!("#{id} is {state}");
-                edit_with(tg, &mut d.store, chat_id, m, id, &line, d.now)?;
+                edit_with(tg, &mut *d.store, chat_id, m, id, &line, d.now)?;
             }
             format!("#{id} is already {state}.")
         }
@@ -225,7 +225,7 @@ fn press(
 /// Append an outcome line to a message with buttons and drop that approval's buttons.
 fn edit_with(
     tg: &Telegram,
-    store: &mut Store,
+    store: &mut dyn Store,
     chat_id: i64,
     message_id: i64,
     approval_id: i64,
@@ -250,7 +250,7 @@ fn edit_with(
 /// After a run: show on each pressed message what became of its approval.
 pub fn show_outcomes(
     tg: &Telegram,
-    store: &mut Store,
+    store: &mut dyn Store,
     pressed: &[Pressed],
     now: DateTime<Utc>,
 ) -> Result<()> {
@@ -287,7 +287,7 @@ pub fn show_outcomes(
 /// Denials made elsewhere (at the terminal, by an agent) leave their message's buttons
 /// live: show each on its message, as a press would, and drop its buttons. An edit that
 /// does not go through is tried again at the next run.
-pub fn show_denials(tg: &Telegram, store: &mut Store, now: DateTime<Utc>) -> Result<()> {
+pub fn show_denials(tg: &Telegram, store: &mut dyn Store, now: DateTime<Utc>) -> Result<()> {
     for (chat_id, message_id, approvals) in store.open_button_messages()? {
         for id in approvals {
             let Some(row) = store.approval(id)? else {
@@ -332,7 +332,7 @@ fn command_reply(
 ) -> Result<()> {
     match command {
         "status" => {
-            let text = status_text(&d.store, d.now, d.cfg.tz())?;
+            let text = status_text(&*d.store, d.now, d.cfg.tz())?;
             reply(d, chat_id, &text, &[])
         }
         "pending" => {
@@ -456,7 +456,7 @@ pub fn resume(d: &mut Decider, reason: &'static str) -> Result<bool> {
 }
 
 /// A short status for `/status`.
-pub fn status_text(store: &Store, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Result<String> {
+pub fn status_text(store: &dyn Store, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Result<String> {
     let mut lines = vec!["<b>heartbeat</b> status".to_string()];
     match store.last_run()? {
         Some(r) => lines.push(format!(

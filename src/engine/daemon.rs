@@ -369,7 +369,7 @@ fn handle_updates(
         return Ok(bot::Effects::default());
     };
     let audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
-    let store = Store::open(&cfg.state_dir)?;
+    let store = crate::store::open(cfg)?;
     let mut d = Decider::from_parts(
         cfg.clone(),
         store,
@@ -381,7 +381,7 @@ fn handle_updates(
     let fx = bot::process(tg, &mut d, tc, updates)?;
     // Replies to commands go out now, not at the next tick.
     let (mut store, mut audit) = d.into_parts();
-    deliver_now(cfg, tg, &mut store, &mut audit, now)?;
+    deliver_now(cfg, tg, &mut *store, &mut audit, now)?;
     Ok(fx)
 }
 
@@ -389,7 +389,7 @@ fn handle_updates(
 fn deliver_now(
     cfg: &Config,
     tg: &Telegram,
-    store: &mut Store,
+    store: &mut dyn Store,
     audit: &mut crate::audit::AuditLog,
     now: DateTime<Utc>,
 ) -> Result<()> {
@@ -424,7 +424,7 @@ fn alert(
     };
     let secrets = Secrets::from_config(cfg);
     let mut audit = session::open_audit(cfg, &secrets)?;
-    let mut store = Store::open(&cfg.state_dir)?;
+    let mut store = crate::store::open(cfg)?;
     let msg = crate::render::telegram::Rendered {
         kind: "alert",
         html: format!("⚠️ <b>heartbeat</b>: {}", what.first_line(500).escape()),
@@ -432,8 +432,8 @@ fn alert(
         approvals: Vec::new(),
         resets: Vec::new(),
     };
-    super::outbox::enqueue_all(&mut store, tc, &msg, false, now, &secrets)?;
-    deliver_now(cfg, tg, &mut store, &mut audit, now)
+    super::outbox::enqueue_all(&mut *store, tc, &msg, false, now, &secrets)?;
+    deliver_now(cfg, tg, &mut *store, &mut audit, now)
 }
 
 fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
@@ -457,7 +457,7 @@ pub fn next_tick(tz: Tz, now: DateTime<Utc>, every: Duration) -> DateTime<Utc> {
 
 /// A tick at start when the last run is older than the interval (or there was none).
 fn last_run_older_than(cfg: &Config, now: DateTime<Utc>, every: Duration) -> Result<bool> {
-    let Some(store) = Store::open_existing(&cfg.state_dir)? else {
+    let Some(store) = crate::store::open_existing(cfg)? else {
         return Ok(true);
     };
     Ok(
@@ -510,8 +510,8 @@ fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) 
     if let Some(tc) = &cfg.telegram
         && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
     {
-        let start = Store::open_existing(&cfg.state_dir)?
-            .map(|s| bot::stored_offset(&s))
+        let start = crate::store::open_existing(cfg)?
+            .map(|s| bot::stored_offset(&*s))
             .transpose()?
             .flatten();
         spawn_poll_thread(poller, start, tx.clone(), generation.clone(), current);

@@ -29,7 +29,7 @@ use chrono::{DateTime, Utc};
 /// The state an approving command works with.
 pub struct Decider {
     pub cfg: Config,
-    pub store: Store,
+    pub store: Box<dyn Store>,
     pub audit: AuditLog,
     pub by: String,
     /// When the command started: what approvals expire against.
@@ -45,7 +45,7 @@ impl Decider {
     /// environment here: running approved work may print them.
     pub fn open(cfg: Config, by: String, clock: Clock) -> Result<Decider> {
         let audit = open_audit(&cfg, &Secrets::from_config(&cfg))?;
-        let store = Store::open(&cfg.state_dir)?;
+        let store = crate::store::open(&cfg)?;
         let mut d = Decider::from_parts(cfg, store, audit, by, clock);
         d.expire()?;
         Ok(d)
@@ -54,7 +54,7 @@ impl Decider {
     /// From state a caller already holds (a run that handles Telegram button presses).
     pub fn from_parts(
         cfg: Config,
-        store: Store,
+        store: Box<dyn Store>,
         audit: AuditLog,
         by: String,
         clock: Clock,
@@ -69,7 +69,7 @@ impl Decider {
         }
     }
 
-    pub fn into_parts(self) -> (Store, AuditLog) {
+    pub fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
         (self.store, self.audit)
     }
 
@@ -287,10 +287,10 @@ impl Decider {
             Ok(None) => {}
         }
         // The session takes its own handles; ours stay usable for the next decision.
-        let store = Store::open(&self.cfg.state_dir)?;
+        let store = crate::store::open(&self.cfg)?;
         // An approved MCP task's input is checked against its server's cached tools; the
         // call itself starts the server.
-        let (catalog, _) = super::mcp::cached(&self.cfg, Some(&store), now)?;
+        let (catalog, _) = super::mcp::cached(&self.cfg, Some(&*store), now)?;
         let registry = Registry::from_config(&self.cfg).with_catalog(&catalog);
         let audit = open_audit(&self.cfg, self.audit.secrets())?;
         let ids: Vec<i64> = rows.iter().map(|r| r.id).collect();
@@ -347,5 +347,56 @@ fn decided_event<'a>(row: &'a ApprovalRow, d: &'a Decision) -> Decided<'a> {
         by: &d.by,
         always: d.always,
         reason: d.reason.as_ref(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewApproval;
+
+    #[test]
+    fn a_decider_works_through_the_store_the_config_opens() {
+        // The store is the `Box<dyn Store>` that `store::open` picked for the config: the
+        // decider reaches it only through the trait.
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::plan::tests::config(Default::default());
+        cfg.state_dir = dir.path().to_path_buf();
+        cfg.audit_log = dir.path().join("audit.jsonl");
+        let clock = Clock::starting_at("2026-05-01T10:00:00Z".parse().unwrap());
+        let mut d = Decider::open(cfg.clone(), "ann".into(), clock).unwrap();
+        let input = Secrets::default().redact_json(serde_json::json!({"msg": "hi"}));
+        let id = d
+            .store
+            .queue_approval(
+                &NewApproval {
+                    task_id: "aaaaaaaaaaaa",
+                    file: "/h.md",
+                    line: 2,
+                    section: "recurring",
+                    tool: "log",
+                    input,
+                    text: "@log hi".into(),
+                    config: None,
+                },
+                d.now,
+            )
+            .unwrap()
+            .unwrap();
+        let row = d.decidable_by_id(&[id], false).unwrap().remove(0);
+        assert!(d.approve(&row, true).unwrap());
+        assert!(!d.deny(&row, None).unwrap(), "decided once");
+        let (store, _) = d.into_parts();
+        drop(store);
+
+        let store = crate::store::open_existing(&cfg).unwrap().unwrap();
+        let row = store.approval(id).unwrap().unwrap();
+        assert_eq!(row.state, ApprovalState::Approved);
+        assert_eq!(row.decided_by.as_deref(), Some("ann"));
+        let grants = store.grants().unwrap();
+        assert_eq!(grants.len(), 1);
+        assert_eq!(grants[0].task_id, "aaaaaaaaaaaa");
+        let audit = std::fs::read_to_string(&cfg.audit_log).unwrap();
+        assert!(audit.contains("\"approval_approved\""), "{audit}");
     }
 }

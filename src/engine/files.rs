@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::markdown::{self, FileError, SourceFile};
 use crate::model::{ParsedFile, Task};
-use crate::store::{Snapshot, Store};
+use crate::store::Snapshot;
 
 /// A HEARTBEAT.md as read and parsed at the start of a command.
 pub struct Loaded {
@@ -49,7 +49,7 @@ pub fn all_tasks(files: &[Loaded]) -> Vec<&Task> {
 
 /// Stored state for planning, without creating anything (read-only commands, dry runs).
 pub fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
-    Ok(match Store::open_existing(&cfg.state_dir)? {
+    Ok(match crate::store::open_existing(cfg)? {
         Some(store) => store.snapshot(
             now,
             cfg.approval_ttl,

@@ -86,7 +86,7 @@ impl Guard {
     /// The breaker: after a failure that makes `failures` in a row, at the tool's limit or
     /// past it, the task is tripped (stored) until `heartbeat reset`. True when it tripped.
     pub fn breaker(
-        store: &mut Store,
+        store: &mut dyn Store,
         cfg: &Config,
         task_id: &str,
         name: &str,
@@ -103,7 +103,7 @@ impl Guard {
 
     /// Whether a tripped task's skip is the first said today (local day), remembering it.
     pub fn first_mention_today(
-        store: &mut Store,
+        store: &mut dyn Store,
         cfg: &Config,
         task_id: &str,
         now: DateTime<Utc>,
@@ -113,7 +113,7 @@ impl Guard {
 
     /// Whether this budget stop is the first of the local day, remembering it.
     pub fn first_budget_stop_today(
-        store: &mut Store,
+        store: &mut dyn Store,
         cfg: &Config,
         now: DateTime<Utc>,
     ) -> store::Result<bool> {
@@ -123,7 +123,7 @@ impl Guard {
 
 /// Whether `key` was not yet marked on `now`'s local day, marking it.
 fn first_today(
-    store: &mut Store,
+    store: &mut dyn Store,
     cfg: &Config,
     key: &str,
     now: DateTime<Utc>,
@@ -140,7 +140,7 @@ fn first_today(
 mod tests {
     use super::*;
     use crate::config::ToolConfig;
-    use crate::store::TaskRunRecord;
+    use crate::store::{History, Sqlite, TaskRunRecord};
 
     const NOW: &str = "2026-05-01T10:00:00Z";
 
@@ -180,7 +180,7 @@ mod tests {
     #[test]
     fn opens_the_breaker_after_the_failures_in_a_row() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
+        let mut store = Sqlite::open(dir.path()).unwrap();
         let cfg = config();
         let now = NOW.parse().unwrap();
         let mut tripped = Vec::new();
@@ -210,7 +210,7 @@ mod tests {
     #[test]
     fn says_a_budget_stop_and_a_trip_once_a_local_day() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
+        let mut store = Sqlite::open(dir.path()).unwrap();
         let cfg = config();
         let now: DateTime<Utc> = NOW.parse().unwrap();
         let tomorrow = now + chrono::Duration::days(1);

@@ -21,7 +21,7 @@ use crate::tools;
 const SUMMARY_CHARS: usize = 200;
 
 pub struct Ledger {
-    pub store: Store,
+    pub store: Box<dyn Store>,
     audit: AuditLog,
     /// Where each audit line reads the time it happened.
     clock: Clock,
@@ -36,7 +36,7 @@ pub enum NotKept {
 }
 
 impl Ledger {
-    pub fn new(store: Store, audit: AuditLog, clock: Clock) -> Ledger {
+    pub fn new(store: Box<dyn Store>, audit: AuditLog, clock: Clock) -> Ledger {
         Ledger {
             store,
             audit,
@@ -96,7 +96,7 @@ impl Ledger {
     }
 
     /// The store and the audit log, for what follows the run.
-    pub fn into_parts(self) -> (Store, AuditLog) {
+    pub fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
         (self.store, self.audit)
     }
 }
@@ -161,7 +161,7 @@ pub(crate) mod tests {
 
     /// A ledger on a fresh store and audit log in `dir`, its clock fixed at [`NOW`].
     pub(crate) fn ledger(dir: &Path) -> Ledger {
-        let store = Store::open(dir).unwrap();
+        let store = Box::new(crate::store::Sqlite::open(dir).unwrap());
         let audit = AuditLog::open(&dir.join("audit.jsonl"), Secrets::default()).unwrap();
         Ledger::new(store, audit, Clock::starting_at(NOW.parse().unwrap()))
     }
@@ -233,19 +233,17 @@ pub(crate) mod tests {
                 .unwrap()
                 .starts_with("2026-05-01T10:00")
         );
-        let rows: i64 = crate::store::test_util::conn(&ledger.store)
-            .query_row("SELECT COUNT(*) FROM task_runs", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(rows, 2);
+        assert_eq!(
+            crate::store::test_util::count_rows(dir.path(), "task_runs"),
+            2
+        );
     }
 
     #[test]
     fn no_line_is_written_for_a_row_that_was_not_committed() {
         let dir = tempfile::tempdir().unwrap();
         let mut ledger = ledger(dir.path());
-        crate::store::test_util::conn(&ledger.store)
-            .execute_batch("DROP TABLE task_runs")
-            .unwrap();
+        crate::store::test_util::drop_table(dir.path(), "task_runs");
         let input = Secrets::default().redact_json(serde_json::json!({"cmd": "false"}));
         let err = ledger.tool_run(&row(false), &failed_line(&input));
         assert!(matches!(err, Err(NotKept::Row(_))), "{err:?}");

@@ -299,7 +299,7 @@ pub fn named_servers<'t>(
 /// which of them are older than [`LISTING_TTL`] at `now`.
 pub fn cached(
     cfg: &Config,
-    store: Option<&Store>,
+    store: Option<&dyn Store>,
     now: DateTime<Utc>,
 ) -> crate::error::Result<(Catalog, Vec<String>)> {
     let mut catalog = Catalog::new();
@@ -330,7 +330,7 @@ pub fn cached(
 /// its older listing, if any (its tasks then fail when they call it).
 pub fn refresh(
     servers: &mut Servers,
-    store: &mut Store,
+    store: &mut dyn Store,
     catalog: &mut Catalog,
     name: &str,
     workdir: &Path,

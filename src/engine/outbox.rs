@@ -35,7 +35,7 @@ use crate::text::Redacted;
 /// Put a message in the outbox for every configured Telegram chat, `secrets` redacted (the
 /// row is what is sent).
 pub fn enqueue_all(
-    store: &mut Store,
+    store: &mut dyn Store,
     cfg: &TelegramConfig,
     msg: &Rendered,
     direct: bool,
@@ -52,7 +52,7 @@ pub fn enqueue_all(
 /// Put a message in the outbox for every destination of `channel`, `secrets` redacted (the
 /// row is what is sent).
 pub fn enqueue(
-    store: &mut Store,
+    store: &mut dyn Store,
     channel: &dyn Channel,
     msg: &Rendered,
     direct: bool,
@@ -80,7 +80,7 @@ pub fn enqueue(
 
 /// The stored input of each approval a run queued, for its approval message to show.
 pub fn approval_inputs(
-    store: &Store,
+    store: &dyn Store,
     report: &crate::report::Report,
 ) -> store::Result<HashMap<i64, serde_json::Value>> {
     let mut inputs = HashMap::new();
@@ -252,7 +252,7 @@ impl Planned {
 /// A message waits in the outbox under `rule`: audited when it starts waiting under it, not
 /// again at every run while it waits.
 fn hold(
-    store: &mut Store,
+    store: &mut dyn Store,
     audit: &mut Vec<Notice>,
     to: &To,
     row: &OutboxRow,
@@ -279,7 +279,7 @@ pub fn retry_at_key(channel: &str) -> String {
 
 /// Send what the outbox holds for Telegram (see [`deliver_channel`]).
 pub fn deliver(
-    store: &mut Store,
+    store: &mut dyn Store,
     transport: Option<&dyn Transport>,
     cfg: &TelegramConfig,
     tz: Tz,
@@ -293,7 +293,7 @@ pub fn deliver(
 /// 24 h. Rows of other channels are left alone. Returns what happened and what to audit
 /// (the caller owns the audit log).
 pub fn deliver_channel(
-    store: &mut Store,
+    store: &mut dyn Store,
     channel: &dyn Channel,
     tz: Tz,
     now: DateTime<Utc>,
@@ -508,7 +508,7 @@ fn folded(to: &To, rows: &[OutboxRow]) -> Vec<Notice> {
 /// the rest, never part 1 again (docs/reference.md#outbox).
 fn send_parts(
     channel: &dyn Channel,
-    store: &mut Store,
+    store: &mut dyn Store,
     to: &To,
     p: &Planned,
     now: DateTime<Utc>,
@@ -606,6 +606,7 @@ mod tests {
     use super::*;
     use crate::render::telegram::split;
     use crate::schedule::Window;
+    use crate::store::{Outbox, Sqlite};
 
     /// A transport that records what it was given and fails as told.
     #[derive(Default)]
@@ -661,7 +662,7 @@ mod tests {
     #[test]
     fn queued_messages_survive_a_failure_and_go_out_later() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let cfg = tg(&[1, 2]);
         let t0 = ts("2026-01-01T10:00:00Z");
         enqueue_all(
@@ -695,7 +696,7 @@ mod tests {
     #[test]
     fn dedupe_within_six_hours_and_drop_after_a_day() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let cfg = tg(&[1]);
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
@@ -761,7 +762,7 @@ mod tests {
     #[test]
     fn identical_messages_waiting_together_go_out_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let cfg = tg(&[1]);
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
@@ -784,7 +785,7 @@ mod tests {
     #[test]
     fn an_explicit_notify_is_never_deduplicated_and_what_is_withheld_is_said() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
@@ -792,7 +793,7 @@ mod tests {
             kind: "notify",
             ..msg("call grandma", false)
         };
-        let put = |s: &mut Store, cfg: &TelegramConfig, m: &Rendered, at| {
+        let put = |s: &mut dyn Store, cfg: &TelegramConfig, m: &Rendered, at| {
             enqueue_all(s, cfg, m, false, at, &Secrets::default()).unwrap();
         };
         put(&mut s, &cfg, &notify, t0);
@@ -830,7 +831,7 @@ mod tests {
     #[test]
     fn quiet_hours_hold_all_but_urgent() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
         cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
         let t = Fake::default();
@@ -864,7 +865,7 @@ mod tests {
     #[test]
     fn past_the_daily_cap_messages_fold_into_one() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
         cfg.max_messages_per_day = 3;
         let t = Fake::default();
@@ -921,7 +922,7 @@ mod tests {
     #[test]
     fn replies_are_exempt_from_dedupe_and_cap() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
         cfg.max_messages_per_day = 1;
         let t = Fake::default();
@@ -944,7 +945,7 @@ mod tests {
     #[test]
     fn approval_buttons_go_only_on_a_message_of_one_part_and_are_remembered() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let cfg = tg(&[1]);
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
@@ -977,7 +978,7 @@ mod tests {
     #[test]
     fn a_folded_message_keeps_the_buttons_of_approvals_it_shows_whole_only() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let cfg = TelegramConfig {
             max_messages_per_day: 1,
             ..tg(&[1])
@@ -1070,7 +1071,7 @@ mod tests {
         }
     }
 
-    fn rows(s: &Store) -> Vec<(String, String, String)> {
+    fn rows(s: &dyn Store) -> Vec<(String, String, String)> {
         s.outbox()
             .unwrap()
             .into_iter()
@@ -1081,10 +1082,10 @@ mod tests {
     #[test]
     fn any_channel_queues_sends_retries_rejects_and_expires_through_the_trait() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let fake = FakeChannel::new(&["alice", "bob"]);
         let t0 = ts("2026-01-01T10:00:00Z");
-        let put = |s: &mut Store, html: &str, at| {
+        let put = |s: &mut dyn Store, html: &str, at| {
             enqueue(s, &fake, &msg(html, false), false, at, &Secrets::default()).unwrap();
         };
         // Queued: one row per destination, under the channel's kind.
@@ -1176,7 +1177,7 @@ mod tests {
     fn telegram_keeps_its_retry_key_and_its_rows_name_the_chat() {
         assert_eq!(retry_at_key(crate::notify::telegram::KIND), RETRY_AT_KEY);
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let t0 = ts("2026-01-01T10:00:00Z");
         enqueue_all(
             &mut s,

@@ -25,7 +25,7 @@ use crate::mcp::{Catalog, Listing};
 use crate::model::{Problem, Section, Severity, Task};
 use crate::plan::{self, Decision, Plan, PlanInput};
 use crate::schedule::local_midnight;
-use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot, Store};
+use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot};
 use crate::tools::Registry;
 
 // ----- problems -----
@@ -75,7 +75,7 @@ fn task_ids(files: &[Loaded]) -> HashSet<&str> {
 
 /// The grants of the state dir that no longer match a task of `files`.
 pub fn orphaned(cfg: &Config, files: &[Loaded]) -> Result<Vec<GrantRow>> {
-    let Some(store) = Store::open_existing(&cfg.state_dir)? else {
+    let Some(store) = crate::store::open_existing(cfg)? else {
         return Ok(Vec::new());
     };
     let ids = task_ids(files);
@@ -119,7 +119,7 @@ pub struct Grant {
 /// Every always-grant (`heartbeat grants`). A file that cannot be read leaves its grants
 /// unjudged, as `check` would fail on it.
 pub fn grants(cfg: &Config) -> Result<Vec<Grant>> {
-    let rows = match Store::open_existing(&cfg.state_dir)? {
+    let rows = match crate::store::open_existing(cfg)? {
         Some(store) => store.grants()?,
         None => Vec::new(),
     };
@@ -168,7 +168,7 @@ pub fn approvals(
     cfg: &Config,
     state: Option<crate::model::ApprovalState>,
 ) -> Result<Vec<ApprovalRow>> {
-    Ok(match Store::open_existing(&cfg.state_dir)? {
+    Ok(match crate::store::open_existing(cfg)? {
         Some(store) => store.approvals(state)?,
         None => Vec::new(),
     })
@@ -288,7 +288,7 @@ fn reminded(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Result<Vec<He
 /// `heartbeat status`: the state dir at `now`, and the files as they are now (one that
 /// cannot be read is left out: `status` works whatever state the files are in).
 pub fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
-    let store = Store::open_existing(&cfg.state_dir)?;
+    let store = crate::store::open_existing(cfg)?;
     let interrupted = match &store {
         Some(s) => s.unsettled()?,
         None => Vec::new(),
@@ -742,9 +742,9 @@ mod tests {
         s.parse().unwrap()
     }
 
-    fn open_store(cfg: &Config) -> Store {
+    fn open_store(cfg: &Config) -> Box<dyn crate::store::Store> {
         crate::engine::files::ensure_state_dir(&cfg.state_dir).unwrap();
-        Store::open(&cfg.state_dir).unwrap()
+        crate::store::open(cfg).unwrap()
     }
 
     const NOW: &str = "2026-05-04T10:00:00Z";

@@ -28,7 +28,6 @@ use crate::lock::{self, Attempt};
 use crate::model::RunSkipReason;
 use crate::plan::{self, PlanInput};
 use crate::report::Report;
-use crate::store::Store;
 use crate::telegram::Telegram;
 use crate::tools::Registry;
 
@@ -133,7 +132,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
     };
 
     // Decisions first: presses and commands waiting at Telegram, expired approvals.
-    let store = Store::open(&cfg.state_dir)?;
+    let store = crate::store::open(cfg)?;
     // A future attempt (a clock that stepped back) is planned as now; store it as now too.
     store.clamp_future_times(now)?;
     let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), t.clock);
@@ -164,7 +163,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         Ok(p) => p,
     };
     let (mut store, mut audit) = d.into_parts();
-    let pruned = housekeeping(cfg, &mut store, &mut audit, t.clock, now)?;
+    let pruned = housekeeping(cfg, &mut *store, &mut audit, t.clock, now)?;
     // Said once the run has said it started (or was skipped): a line of this run.
     let pruned = pruned.map(|rows| Event::StatePruned {
         run_id: &run_id,
@@ -207,7 +206,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
         None => {
             let tasks = all_tasks(t.files);
             let mut servers = super::mcp::Servers::new(cfg).with_stop(t.stop.map(|s| &s.kill));
-            let catalog = mcp_catalog(t, &tasks, &mut store, &mut servers, now)?;
+            let catalog = mcp_catalog(t, &tasks, &mut *store, &mut servers, now)?;
             let registry = Registry::from_config(cfg).with_catalog(&catalog);
             let paths: Vec<&Path> = t.files.iter().map(|f| f.source.path.as_path()).collect();
             let mut session = Session::begin(
@@ -263,17 +262,17 @@ pub fn tick(t: &Tick) -> Result<Report> {
     // Messages: stored first, then delivered; delivery never fails the run.
     if let Some(tc) = &cfg.telegram {
         if ran {
-            let inputs = outbox::approval_inputs(&store, &report)?;
+            let inputs = outbox::approval_inputs(&*store, &report)?;
             for msg in crate::render::telegram::summary(&report, tc.summary, &inputs, t.secrets) {
-                outbox::enqueue_all(&mut store, tc, &msg, false, now, t.secrets)?;
+                outbox::enqueue_all(&mut *store, tc, &msg, false, now, t.secrets)?;
             }
         }
         if let Some(tg) = t.telegram {
-            bot::show_outcomes(tg, &mut store, &fx.pressed, now)?;
-            bot::show_denials(tg, &mut store, now)?;
+            bot::show_outcomes(tg, &mut *store, &fx.pressed, now)?;
+            bot::show_denials(tg, &mut *store, now)?;
         }
         let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
-        let (stats, notices) = outbox::deliver(&mut store, transport, tc, cfg.tz(), now)?;
+        let (stats, notices) = outbox::deliver(&mut *store, transport, tc, cfg.tz(), now)?;
         for notice in &notices {
             audit
                 .record(t.clock.now(), &notice.event(Some(&run_id)))
@@ -303,7 +302,7 @@ pub fn tick(t: &Tick) -> Result<Report> {
 fn mcp_catalog(
     t: &Tick,
     tasks: &[&crate::model::Task],
-    store: &mut crate::store::Store,
+    store: &mut dyn crate::store::Store,
     servers: &mut super::mcp::Servers,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<crate::mcp::Catalog> {
@@ -341,7 +340,7 @@ fn mcp_catalog(
 /// pruned when it pruned (also 0), for the run's `state_pruned` line.
 fn housekeeping(
     cfg: &Config,
-    store: &mut crate::store::Store,
+    store: &mut dyn crate::store::Store,
     audit: &mut crate::audit::AuditLog,
     clock: crate::clock::Clock,
     now: chrono::DateTime<chrono::Utc>,
@@ -368,7 +367,7 @@ fn plan_now(
     t: &Tick,
     tasks: &[&crate::model::Task],
     registry: &Registry,
-    store: &crate::store::Store,
+    store: &dyn crate::store::Store,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<plan::Plan> {
     let cfg = t.cfg;

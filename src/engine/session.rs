@@ -122,7 +122,7 @@ impl<'a> Session<'a> {
         _lock: &RunLock,
         cfg: &'a Config,
         registry: &'a Registry,
-        store: Store,
+        store: Box<dyn Store>,
         audit: AuditLog,
         run: RunStart,
     ) -> Result<Session<'a>> {
@@ -187,8 +187,8 @@ impl<'a> Session<'a> {
     }
 
     /// The run's store, read-only (the plan's snapshot reads it).
-    pub fn store(&self) -> &Store {
-        &self.ledger.store
+    pub fn store(&self) -> &dyn Store {
+        &*self.ledger.store
     }
 
     /// A task's line in the report, with what started it.
@@ -516,7 +516,7 @@ impl<'a> Session<'a> {
             tool,
         })?;
         if reason == SkipReason::Tripped
-            && !Guard::first_mention_today(&mut self.ledger.store, self.cfg, &task.id, self.now)?
+            && !Guard::first_mention_today(&mut *self.ledger.store, self.cfg, &task.id, self.now)?
         {
             // Said at the trip and once a day since (docs/reference.md#guardrails): cron would mail
             // it every run.
@@ -529,7 +529,7 @@ impl<'a> Session<'a> {
     }
 
     fn budget_exhausted(&mut self) -> Result<()> {
-        if !Guard::first_budget_stop_today(&mut self.ledger.store, self.cfg, self.now)? {
+        if !Guard::first_budget_stop_today(&mut *self.ledger.store, self.cfg, self.now)? {
             return Ok(());
         }
         // What is spent or committed to the tools running now.
@@ -572,7 +572,7 @@ impl<'a> Session<'a> {
             resets,
         };
         crate::engine::outbox::enqueue_all(
-            &mut self.ledger.store,
+            &mut *self.ledger.store,
             tc,
             &msg,
             false,
@@ -702,7 +702,7 @@ impl<'a> Session<'a> {
             NotKept::Row(e) => unrecorded(task, name, "its outcome could not be recorded", e),
             NotKept::Line(e) => unrecorded(task, name, "its audit line could not be written", e),
         })?;
-        let store = &mut self.ledger.store;
+        let store = &mut *self.ledger.store;
         let trips = !outcome.success
             && Guard::breaker(store, self.cfg, &task.id, name, failures, self.now)?;
         if trips {
@@ -811,7 +811,7 @@ impl<'a> Session<'a> {
 
     /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
     /// and the audit log for what follows the run (notifications).
-    pub fn finish(mut self) -> Result<(Report, Store, AuditLog)> {
+    pub fn finish(mut self) -> Result<(Report, Box<dyn Store>, AuditLog)> {
         // No server outlives the run (docs/reference.md#mcp-tools); the run's end is the time after
         // this.
         self.mcp.stop_all();

@@ -15,7 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
-use super::{Result, Store, format_ts};
+use super::{Result, Sqlite, format_ts};
 
 /// One approval row, as `approvals --json` shows it.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,9 +94,54 @@ fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
     })
 }
 
-impl Store {
+/// The approval queue: a task that needs a yes waits here until it is decided, claimed, run
+/// and finished.
+pub trait Approvals {
     /// Queue a pending approval. None when the task already has an open one (never a second).
-    pub fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>> {
+    fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>>;
+
+    fn approval(&self, id: i64) -> Result<Option<ApprovalRow>>;
+
+    /// Approvals in a state (None = all), oldest first.
+    fn approvals(&self, state: Option<ApprovalState>) -> Result<Vec<ApprovalRow>>;
+
+    fn count_pending(&self) -> Result<i64>;
+
+    /// Whether approved approvals wait to run, or a `running` one needs recovering: such
+    /// work is done even outside active hours.
+    fn has_approved_work(&self) -> Result<bool>;
+
+    /// Pending approvals created at or before `now - ttl` become `expired`; returns them.
+    fn expire_pending(
+        &mut self,
+        now: DateTime<Utc>,
+        approval_ttl: Duration,
+    ) -> Result<Vec<ApprovalRow>>;
+
+    /// `pending → approved` or `pending → denied`. False when the approval was not pending
+    /// any more (someone else decided first).
+    fn decide(&mut self, id: i64, d: &Decision, now: DateTime<Utc>) -> Result<bool>;
+
+    /// Decide several approvals in one durable transaction (`approve --all`: one sync, not
+    /// one per approval): the ids that were still pending and are now decided, in the order
+    /// given, each once.
+    fn decide_many(&mut self, ids: &[i64], d: &Decision, now: DateTime<Utc>) -> Result<Vec<i64>>;
+
+    /// `approved → running`, as one statement in its own immediate transaction: of several
+    /// processes claiming the same approval, exactly one gets true.
+    fn claim(&mut self, id: i64, run_id: &str) -> Result<bool>;
+
+    /// `approved → stale`: the task changed or vanished before it could run.
+    fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool>;
+
+    /// Approvals left `running` by a process that died. Only call while holding the run
+    /// lock: then no live process is running any of them. They become `failed` with reason
+    /// `interrupted` and are never re-run silently.
+    fn interrupt_running(&mut self, now: DateTime<Utc>) -> Result<Vec<ApprovalRow>>;
+}
+
+impl Approvals for Sqlite {
+    fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>> {
         self.durable(|conn| {
             conn.query_row(
                 "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text,
@@ -121,7 +166,7 @@ impl Store {
         })
     }
 
-    pub fn approval(&self, id: i64) -> Result<Option<ApprovalRow>> {
+    fn approval(&self, id: i64) -> Result<Option<ApprovalRow>> {
         self.conn
             .query_row(
                 &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
@@ -132,8 +177,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Approvals in a state (None = all), oldest first.
-    pub fn approvals(&self, state: Option<ApprovalState>) -> Result<Vec<ApprovalRow>> {
+    fn approvals(&self, state: Option<ApprovalState>) -> Result<Vec<ApprovalRow>> {
         let sql = match state {
             Some(_) => format!("SELECT {COLUMNS} FROM approvals WHERE state = ?1 ORDER BY id"),
             None => format!("SELECT {COLUMNS} FROM approvals ORDER BY id"),
@@ -144,7 +188,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    pub fn count_pending(&self) -> Result<i64> {
+    fn count_pending(&self) -> Result<i64> {
         self.conn
             .query_row(
                 "SELECT COUNT(*) FROM approvals WHERE state = ?1",
@@ -154,9 +198,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Whether approved approvals wait to run, or a `running` one needs recovering: such
-    /// work is done even outside active hours.
-    pub fn has_approved_work(&self) -> Result<bool> {
+    fn has_approved_work(&self) -> Result<bool> {
         self.conn
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = ?1 OR state = ?2)",
@@ -166,8 +208,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Pending approvals created at or before `now - ttl` become `expired`; returns them.
-    pub fn expire_pending(
+    fn expire_pending(
         &mut self,
         now: DateTime<Utc>,
         approval_ttl: Duration,
@@ -199,21 +240,11 @@ impl Store {
         })
     }
 
-    /// `pending → approved` or `pending → denied`. False when the approval was not pending
-    /// any more (someone else decided first).
-    pub fn decide(&mut self, id: i64, d: &Decision, now: DateTime<Utc>) -> Result<bool> {
+    fn decide(&mut self, id: i64, d: &Decision, now: DateTime<Utc>) -> Result<bool> {
         self.decide_many(&[id], d, now).map(|ids| ids == [id])
     }
 
-    /// Decide several approvals in one durable transaction (`approve --all`: one sync, not
-    /// one per approval): the ids that were still pending and are now decided, in the order
-    /// given, each once.
-    pub fn decide_many(
-        &mut self,
-        ids: &[i64],
-        d: &Decision,
-        now: DateTime<Utc>,
-    ) -> Result<Vec<i64>> {
+    fn decide_many(&mut self, ids: &[i64], d: &Decision, now: DateTime<Utc>) -> Result<Vec<i64>> {
         let state = if d.approve {
             ApprovalState::Approved
         } else {
@@ -259,9 +290,7 @@ impl Store {
         })
     }
 
-    /// `approved → running`, as one statement in its own immediate transaction: of several
-    /// processes claiming the same approval, exactly one gets true.
-    pub fn claim(&mut self, id: i64, run_id: &str) -> Result<bool> {
+    fn claim(&mut self, id: i64, run_id: &str) -> Result<bool> {
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let claimed = tx
@@ -278,8 +307,7 @@ impl Store {
         })
     }
 
-    /// `approved → stale`: the task changed or vanished before it could run.
-    pub fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool> {
+    fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
             conn.execute(
                 "UPDATE approvals SET state = ?4, finished_at = ?2, reason = ?3
@@ -296,10 +324,7 @@ impl Store {
         .map(|n| n == 1)
     }
 
-    /// Approvals left `running` by a process that died. Only call while holding the run
-    /// lock: then no live process is running any of them. They become `failed` with reason
-    /// `interrupted` and are never re-run silently.
-    pub fn interrupt_running(&mut self, now: DateTime<Utc>) -> Result<Vec<ApprovalRow>> {
+    fn interrupt_running(&mut self, now: DateTime<Utc>) -> Result<Vec<ApprovalRow>> {
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut rows = tx
@@ -324,7 +349,7 @@ impl Store {
 }
 
 /// `running → succeeded | failed`, inside the transaction that records the tool run
-/// ([`Store::record_task_run`]): the approval's outcome and the history row are one commit.
+/// ([`History::record_task_run`]): the approval's outcome and the history row are one commit.
 pub(super) fn finish_approval(
     conn: &Connection,
     id: i64,
@@ -355,6 +380,7 @@ pub(super) fn finish_approval(
 pub(super) mod tests {
     use super::super::test_util::{conn, ts};
     use super::*;
+    use crate::store::{Approvals, Snapshots};
     use serde_json::json;
 
     pub(in crate::store) fn new_approval<'a>(
@@ -383,7 +409,7 @@ pub(super) mod tests {
     }
 
     /// Every column of an approval row, as stored (for comparing whole rows).
-    fn stored(s: &Store, id: i64) -> Vec<Option<String>> {
+    fn stored(s: &Sqlite, id: i64) -> Vec<Option<String>> {
         conn(s)
             .query_row(
                 "SELECT state, decided_at, decided_by, reason, CAST(always AS TEXT), run_id,
@@ -396,7 +422,7 @@ pub(super) mod tests {
 
     /// `n` approvals of tasks t0, t1, … (after the tasks' count so far), approved unless
     /// `decide` is false.
-    fn approvals_of(s: &mut Store, n: usize, decide: bool) -> Vec<i64> {
+    fn approvals_of(s: &mut Sqlite, n: usize, decide: bool) -> Vec<i64> {
         let before: i64 = conn(s)
             .query_row("SELECT COUNT(*) FROM approvals", [], |r| r.get(0))
             .unwrap();
@@ -421,7 +447,7 @@ pub(super) mod tests {
     #[test]
     fn one_pending_approval_per_task() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let input = json!({"cmd": "true"});
         let now = ts("2026-01-01T10:00:00Z");
         let first = s.queue_approval(&new_approval("aaa", &input), now).unwrap();
@@ -452,8 +478,8 @@ pub(super) mod tests {
     #[test]
     fn lifecycle_claims_exactly_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut a = Store::open(dir.path()).unwrap();
-        let mut b = Store::open(dir.path()).unwrap();
+        let mut a = Sqlite::open(dir.path()).unwrap();
+        let mut b = Sqlite::open(dir.path()).unwrap();
         let input = json!({});
         let now = ts("2026-01-01T10:00:00Z");
         let id = a
@@ -491,7 +517,7 @@ pub(super) mod tests {
     #[test]
     fn a_claim_and_a_finish_write_the_whole_row() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let ids = approvals_of(&mut s, 4, true);
         let now = ts("2026-01-01T12:00:00Z");
         conn(&s)
@@ -534,7 +560,7 @@ pub(super) mod tests {
     #[test]
     fn a_claim_that_cannot_be_written_claims_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let ids = approvals_of(&mut s, 1, true);
         // From here on, no approval row can change.
         conn(&s)
@@ -554,8 +580,8 @@ pub(super) mod tests {
     #[test]
     fn decide_many_decides_what_is_pending_once_in_the_order_given() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let mut other = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        let mut other = Sqlite::open(dir.path()).unwrap();
         let ids = approvals_of(&mut s, 5, false);
         let now = ts("2026-01-01T11:00:00Z");
         // Decided elsewhere first: one denied, one approved.
@@ -604,14 +630,14 @@ pub(super) mod tests {
     #[test]
     fn concurrent_decide_many_decide_each_approval_once() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = approvals_of(&mut Store::open(dir.path()).unwrap(), 300, false);
+        let ids = approvals_of(&mut Sqlite::open(dir.path()).unwrap(), 300, false);
         let now = ts("2026-01-01T11:00:00Z");
         let decided: Vec<Vec<i64>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..4)
                 .map(|i| {
                     let (path, ids) = (dir.path(), &ids);
                     scope.spawn(move || {
-                        let mut s = Store::open(path).unwrap();
+                        let mut s = Sqlite::open(path).unwrap();
                         // Overlapping sets, in different orders.
                         let mut mine: Vec<i64> = ids[i * 50..].to_vec();
                         if i % 2 == 1 {
@@ -631,14 +657,14 @@ pub(super) mod tests {
     #[test]
     fn concurrent_claims_claim_each_approval_once() {
         let dir = tempfile::tempdir().unwrap();
-        let ids = approvals_of(&mut Store::open(dir.path()).unwrap(), 40, true);
+        let ids = approvals_of(&mut Sqlite::open(dir.path()).unwrap(), 40, true);
         let now = ts("2026-01-01T12:00:00Z");
         let claimed: Vec<Vec<i64>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..4)
                 .map(|i| {
                     let (path, ids) = (dir.path(), &ids);
                     scope.spawn(move || {
-                        let mut s = Store::open(path).unwrap();
+                        let mut s = Sqlite::open(path).unwrap();
                         let run = format!("r{i}");
                         let mut mine = Vec::new();
                         for &id in ids {
@@ -656,7 +682,7 @@ pub(super) mod tests {
         let mut all = claimed.concat();
         all.sort_unstable();
         assert_eq!(all, ids, "each claimed exactly once");
-        let s = Store::open(dir.path()).unwrap();
+        let s = Sqlite::open(dir.path()).unwrap();
         for (i, mine) in claimed.iter().enumerate() {
             for &id in mine {
                 let row = stored(&s, id);
@@ -673,7 +699,7 @@ pub(super) mod tests {
     #[test]
     fn approvals_of_one_state_in_id_order() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let ids = approvals_of(&mut s, 4, false);
         let now = ts("2026-01-01T11:00:00Z");
         s.decide(ids[2], &by_cli(true), now).unwrap();
@@ -692,7 +718,7 @@ pub(super) mod tests {
     #[test]
     fn a_state_heartbeat_does_not_know_is_an_error_that_names_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let ids = approvals_of(&mut s, 1, false);
         // The CHECK refuses such a word; a file written by something else may still hold one.
         conn(&s)
@@ -709,7 +735,7 @@ pub(super) mod tests {
     #[test]
     fn running_rows_become_interrupted_failures() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let input = json!({});
         let now = ts("2026-01-01T10:00:00Z");
         let id = s
@@ -730,7 +756,7 @@ pub(super) mod tests {
     #[test]
     fn pending_approvals_expire_after_ttl() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let input = json!({});
         let ttl = Duration::from_secs(24 * 3600);
         s.queue_approval(&new_approval("aaa", &input), ts("2026-01-01T10:00:00Z"))

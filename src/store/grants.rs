@@ -6,7 +6,7 @@
 
 use rusqlite::{TransactionBehavior, params};
 
-use super::{Result, Store};
+use super::{Result, Sqlite};
 use crate::text::{Redacted, RedactedJson};
 
 /// An *always* grant: this exact task (tool + input) runs without asking.
@@ -38,14 +38,26 @@ pub struct NewGrant {
     pub approval_id: Option<i64>,
 }
 
-impl Store {
+/// Standing approvals (`heartbeat approve --always`), kept per task id.
+pub trait Grants {
     /// Record an *always* grant for a task id (replacing an older one).
-    pub fn add_grant(&mut self, g: &NewGrant) -> Result<()> {
+    fn add_grant(&mut self, g: &NewGrant) -> Result<()>;
+
+    /// Record several grants in one durable transaction (`approve --all --always`).
+    fn add_grants(&mut self, grants: &[NewGrant]) -> Result<()>;
+
+    fn grants(&self) -> Result<Vec<GrantRow>>;
+
+    /// Remove a grant; false when there was none.
+    fn revoke(&mut self, task_id: &str) -> Result<bool>;
+}
+
+impl Grants for Sqlite {
+    fn add_grant(&mut self, g: &NewGrant) -> Result<()> {
         self.add_grants(std::slice::from_ref(g))
     }
 
-    /// Record several grants in one durable transaction (`approve --all --always`).
-    pub fn add_grants(&mut self, grants: &[NewGrant]) -> Result<()> {
+    fn add_grants(&mut self, grants: &[NewGrant]) -> Result<()> {
         if grants.is_empty() {
             return Ok(());
         }
@@ -78,7 +90,7 @@ impl Store {
         })
     }
 
-    pub fn grants(&self) -> Result<Vec<GrantRow>> {
+    fn grants(&self) -> Result<Vec<GrantRow>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -108,8 +120,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Remove a grant; false when there was none.
-    pub fn revoke(&mut self, task_id: &str) -> Result<bool> {
+    fn revoke(&mut self, task_id: &str) -> Result<bool> {
         self.durable(|conn| conn.execute("DELETE FROM grants WHERE task_id = ?1", [task_id]))
             .map(|n| n == 1)
     }
@@ -120,6 +131,7 @@ mod tests {
     use super::super::test_util::ts;
     use super::*;
     use crate::audit::Secrets;
+    use crate::store::{Grants, Snapshots};
     use serde_json::json;
     use std::time::Duration;
 
@@ -141,7 +153,7 @@ mod tests {
     #[test]
     fn many_grants_at_once() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let grant = |task: &str, by: &str| NewGrant {
             task_id: task.into(),
             tool: "log".into(),
@@ -166,7 +178,7 @@ mod tests {
     #[test]
     fn grants_are_kept_per_task_id() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let g = NewGrant {
             task_id: "t".into(),
             tool: "shell".into(),

@@ -12,7 +12,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
-use super::{Result, Store, format_ts};
+use super::{Result, Sqlite, format_ts};
 use crate::report::RunCounts;
 
 /// A finished tool run, for history and the day's spend.
@@ -42,12 +42,53 @@ pub struct RunSummary {
 const SPENT_SINCE: &str = "SELECT COALESCE(SUM(cost_usd), 0.0) FROM task_runs
      WHERE started_at >= ?1 AND cost_usd IS NOT NULL";
 
-impl Store {
+/// What ran: tool runs (their history row, tool start, task state and, for approved work,
+/// the approval's outcome committed together), attempts, trips, runs and the day's spend.
+pub trait History {
     /// Record a finished tool run: history, the tool's start, the task's outcome and failure
     /// streak, and an approval's outcome. Returns the task's failures in a row after this run.
     /// Approved work is committed with `synchronous = FULL`, like every change of an
     /// approval's state.
-    pub fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
+    fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32>;
+
+    /// Remember that a task was attempted (run, queued or reminded) at `now`.
+    fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()>;
+
+    /// Remember a one-time reminder as given.
+    fn record_reminded(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()>;
+
+    /// Mark a task tripped by the failure breaker.
+    fn trip(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()>;
+
+    /// Clear a task's failure count and trip. None when heartbeat knows nothing of the
+    /// task; else the failures in a row it had and whether it was tripped.
+    fn reset(&mut self, task_id: &str) -> Result<Option<(u32, bool)>>;
+
+    /// Every task id with a stored state (for resolving an id prefix).
+    fn task_ids(&self) -> Result<Vec<String>>;
+
+    /// Whether the failure breaker tripped this task.
+    fn is_tripped(&self, task_id: &str) -> Result<bool>;
+
+    /// Tasks tripped by the failure breaker.
+    fn tripped(&self) -> Result<Vec<String>>;
+
+    /// Sum of reported costs of tool runs started at or after `since`.
+    fn spent_since(&self, since: DateTime<Utc>) -> Result<f64>;
+
+    /// When the latest run recorded in this state dir began (before this one is recorded).
+    fn last_start(&self) -> Result<Option<DateTime<Utc>>>;
+
+    fn start_run(&mut self, run_id: &str, mode: &str, now: DateTime<Utc>) -> Result<()>;
+
+    fn finish_run(&mut self, run_id: &str, now: DateTime<Utc>, c: RunCounts) -> Result<()>;
+
+    /// The most recent run that finished.
+    fn last_run(&self) -> Result<Option<RunSummary>>;
+}
+
+impl History for Sqlite {
+    fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
         let write = |conn: &mut Connection| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let failures = write_task_run(&tx, r)?;
@@ -62,8 +103,7 @@ impl Store {
         }
     }
 
-    /// Remember that a task was attempted (run, queued or reminded) at `now`.
-    pub fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
+    fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
         self.conn
             .execute(
                 "INSERT INTO task_state (task_id, last_attempt) VALUES (?1, ?2)
@@ -74,8 +114,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Remember a one-time reminder as given.
-    pub fn record_reminded(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
+    fn record_reminded(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
         self.conn
             .execute(
                 "INSERT INTO task_state (task_id, last_attempt, reminded_at) VALUES (?1, ?2, ?2)
@@ -86,8 +125,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Mark a task tripped by the failure breaker.
-    pub fn trip(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
+    fn trip(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
         self.durable(|conn| {
             conn.execute(
                 "UPDATE task_state SET tripped_at = ?2 WHERE task_id = ?1",
@@ -97,9 +135,7 @@ impl Store {
         .map(drop)
     }
 
-    /// Clear a task's failure count and trip. None when heartbeat knows nothing of the
-    /// task; else the failures in a row it had and whether it was tripped.
-    pub fn reset(&mut self, task_id: &str) -> Result<Option<(u32, bool)>> {
+    fn reset(&mut self, task_id: &str) -> Result<Option<(u32, bool)>> {
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let before = tx
@@ -122,8 +158,7 @@ impl Store {
         })
     }
 
-    /// Every task id with a stored state (for resolving an id prefix).
-    pub fn task_ids(&self) -> Result<Vec<String>> {
+    fn task_ids(&self) -> Result<Vec<String>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -135,8 +170,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Whether the failure breaker tripped this task.
-    pub fn is_tripped(&self, task_id: &str) -> Result<bool> {
+    fn is_tripped(&self, task_id: &str) -> Result<bool> {
         self.conn
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM task_state
@@ -147,8 +181,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Tasks tripped by the failure breaker.
-    pub fn tripped(&self) -> Result<Vec<String>> {
+    fn tripped(&self) -> Result<Vec<String>> {
         let mut stmt = self
             .conn
             .prepare("SELECT task_id FROM task_state WHERE tripped_at IS NOT NULL ORDER BY task_id")
@@ -158,15 +191,13 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Sum of reported costs of tool runs started at or after `since`.
-    pub fn spent_since(&self, since: DateTime<Utc>) -> Result<f64> {
+    fn spent_since(&self, since: DateTime<Utc>) -> Result<f64> {
         self.conn
             .query_row(SPENT_SINCE, [format_ts(since)], |r| r.get(0))
             .map_err(|e| self.err(e))
     }
 
-    /// When the latest run recorded in this state dir began (before this one is recorded).
-    pub fn last_start(&self) -> Result<Option<DateTime<Utc>>> {
+    fn last_start(&self) -> Result<Option<DateTime<Utc>>> {
         let at: Option<String> = self
             .conn
             .query_row(
@@ -179,7 +210,7 @@ impl Store {
         Ok(at.as_deref().and_then(super::parse_ts))
     }
 
-    pub fn start_run(&mut self, run_id: &str, mode: &str, now: DateTime<Utc>) -> Result<()> {
+    fn start_run(&mut self, run_id: &str, mode: &str, now: DateTime<Utc>) -> Result<()> {
         self.conn
             .execute(
                 "INSERT INTO runs (run_id, mode, started_at) VALUES (?1, ?2, ?3)",
@@ -189,7 +220,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    pub fn finish_run(&mut self, run_id: &str, now: DateTime<Utc>, c: RunCounts) -> Result<()> {
+    fn finish_run(&mut self, run_id: &str, now: DateTime<Utc>, c: RunCounts) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE runs SET finished_at = ?2, succeeded = ?3, failed = ?4, queued = ?5,
@@ -208,8 +239,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The most recent run that finished.
-    pub fn last_run(&self) -> Result<Option<RunSummary>> {
+    fn last_run(&self) -> Result<Option<RunSummary>> {
         self.conn
             .query_row(
                 "SELECT run_id, started_at, succeeded, failed FROM runs
@@ -229,7 +259,7 @@ impl Store {
     }
 }
 
-/// The statements of [`Store::record_task_run`], inside its transaction. They run at every
+/// The statements of [`History::record_task_run`], inside its transaction. They run at every
 /// tool run, so they are prepared once per connection (rusqlite's statement cache).
 fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> {
     let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
@@ -284,6 +314,7 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
 pub(super) mod tests {
     use super::super::test_util::{conn, ts};
     use super::*;
+    use crate::store::{History, Snapshots};
     use rusqlite::Connection;
     use std::time::Duration;
 
@@ -321,7 +352,7 @@ pub(super) mod tests {
     }
 
     /// tool_state holds what `MAX(started_at) ... GROUP BY tool` over the history says.
-    pub(in crate::store) fn assert_tool_state_matches_history(s: &Store) {
+    pub(in crate::store) fn assert_tool_state_matches_history(s: &Sqlite) {
         let read = |sql: &str| -> Vec<(String, String)> {
             let mut st = conn(s).prepare(sql).unwrap();
             st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -338,13 +369,13 @@ pub(super) mod tests {
     #[test]
     fn task_runs_track_spend_and_streaks() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let rec = |ok: bool, at: &str, cost: Option<f64>| TaskRunRecord {
             cost_usd: cost,
             finished_at: ts(at),
             ..run_of("t", "shell", at, ok)
         };
-        let fails = |s: &Store| -> i64 {
+        let fails = |s: &Sqlite| -> i64 {
             conn(s)
                 .query_row("SELECT consecutive_failures FROM task_state", [], |r| {
                     r.get(0)
@@ -373,7 +404,7 @@ pub(super) mod tests {
     #[test]
     fn every_run_is_a_history_row_and_one_time_successes_are_done() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let at = "2026-01-01T10:00:00Z";
         for r in [
             run_of("o1", "log", at, true),
@@ -437,7 +468,7 @@ pub(super) mod tests {
     #[test]
     fn tool_state_keeps_each_tools_latest_start() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         for (task, tool, at, ok) in [
             ("a", "log", "2026-01-01T10:00:00Z", true),
             ("b", "log", "2026-01-01T10:00:00Z", true),
@@ -479,7 +510,7 @@ pub(super) mod tests {
     #[test]
     fn a_run_that_cannot_be_recorded_records_nothing_of_it() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         conn(&s)
             .execute_batch(
                 "CREATE TRIGGER frozen BEFORE INSERT ON task_state
@@ -507,8 +538,8 @@ pub(super) mod tests {
     #[test]
     fn task_state_after_successes_and_failures() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        let row = |s: &Store| task_state_rows(conn(s)).remove(0);
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        let row = |s: &Sqlite| task_state_rows(conn(s)).remove(0);
         let some = |v: &str| Some(v.to_string());
         s.record_reminded("t", ts("2026-01-01T09:00:00Z")).unwrap();
         assert_eq!(
@@ -583,7 +614,7 @@ pub(super) mod tests {
     #[test]
     fn the_days_spend_is_read_from_the_cost_index() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         assert_eq!(s.spent_since(ts("2000-01-01T00:00:00Z")).unwrap(), 0.0);
         for (at, cost) in [
             ("2026-01-01T10:00:00Z", Some(0.5)),

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use rusqlite::params;
 
-use super::{Result, Store, parse_ts};
+use super::{Result, Sqlite, parse_ts};
 use crate::audit::format_ts;
 use crate::mcp::ToolInfo;
 use crate::text::RedactedJson;
@@ -25,9 +25,24 @@ pub struct CachedListing {
     pub tools: Vec<ToolInfo>,
 }
 
-impl Store {
+/// The tools each MCP server listed, one listing per server (a newer one replaces it).
+pub trait McpCache {
     /// Every cached listing, by server name.
-    pub fn mcp_listings(&self) -> Result<BTreeMap<String, CachedListing>> {
+    fn mcp_listings(&self) -> Result<BTreeMap<String, CachedListing>>;
+
+    /// Remember what a server listed: `tools` is its list of [`ToolInfo`], redacted (a server
+    /// may put its environment in a description).
+    fn save_mcp_listing(
+        &mut self,
+        server: &str,
+        fingerprint: &str,
+        listed_at: DateTime<Utc>,
+        tools: &RedactedJson,
+    ) -> Result<()>;
+}
+
+impl McpCache for Sqlite {
+    fn mcp_listings(&self) -> Result<BTreeMap<String, CachedListing>> {
         let mut stmt = self
             .conn
             .prepare("SELECT server, fingerprint, listed_at, tools FROM mcp_listings")
@@ -61,9 +76,7 @@ impl Store {
         Ok(listings)
     }
 
-    /// Remember what a server listed: `tools` is its list of [`ToolInfo`], redacted (a server
-    /// may put its environment in a description).
-    pub fn save_mcp_listing(
+    fn save_mcp_listing(
         &mut self,
         server: &str,
         fingerprint: &str,
@@ -88,13 +101,14 @@ impl Store {
 mod tests {
     use super::*;
     use crate::audit::Secrets;
+    use crate::store::McpCache;
     use crate::store::test_util::ts as at;
     use serde_json::json;
 
     #[test]
     fn a_listing_is_saved_replaced_and_read_back() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
+        let mut store = Sqlite::open(dir.path()).unwrap();
         assert!(store.mcp_listings().unwrap().is_empty());
         let tool = |name: &str| ToolInfo {
             name: name.into(),
@@ -107,7 +121,7 @@ mod tests {
             listed_at: at("2026-11-23T10:00:00Z"),
             tools: vec![tool("echo")],
         };
-        let save = |store: &mut Store, l: &CachedListing| {
+        let save = |store: &mut Sqlite, l: &CachedListing| {
             let tools = Secrets::default().redact_json(serde_json::to_value(&l.tools).unwrap());
             store
                 .save_mcp_listing("srv", &l.fingerprint, l.listed_at, &tools)

@@ -420,6 +420,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use crate::store::{Approvals, History, Outbox, Snapshots};
     use std::collections::HashSet;
     use std::path::Path;
     use std::time::Duration;
@@ -429,7 +430,7 @@ mod tests {
     use super::super::approvals::tests::new_approval;
     use super::super::history::tests::{assert_tool_state_matches_history, task_state_rows};
     use super::super::test_util::{conn, ts};
-    use super::super::{DB_FILE, Store};
+    use super::super::{DB_FILE, Sqlite};
     use super::*;
 
     /// A database as heartbeat with schema `version` left it.
@@ -481,7 +482,7 @@ mod tests {
         drop(db);
 
         // A read-only command after an upgrade brings it up to date too.
-        let s = Store::open_existing(dir.path()).unwrap().unwrap();
+        let s = Sqlite::open_existing(dir.path()).unwrap().unwrap();
         assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
         let runs: i64 = conn(&s)
             .query_row("SELECT COUNT(*) FROM task_history", [], |r| r.get(0))
@@ -510,7 +511,7 @@ mod tests {
         );
         drop(s);
         // Opened again: nothing more to do, nothing changed.
-        let s = Store::open(dir.path()).unwrap();
+        let s = Sqlite::open(dir.path()).unwrap();
         assert_eq!(task_state_rows(conn(&s)), before);
     }
 
@@ -548,7 +549,7 @@ mod tests {
         let before = approval_rows(&db);
         drop(db);
 
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         // The same rows; columns added since (the config it was queued under) are NULL.
         let after = approval_rows(conn(&s));
         let width = before[0].len();
@@ -649,7 +650,7 @@ mod tests {
         };
         drop(db);
 
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
         assert_eq!(history(conn(&s)), history_before);
         let runs: i64 = conn(&s)
@@ -718,7 +719,7 @@ mod tests {
         let before = task_state_rows(conn(&s));
         drop(s);
         // Opened again: nothing more to do, nothing changed.
-        let s = Store::open(dir.path()).unwrap();
+        let s = Sqlite::open(dir.path()).unwrap();
         assert_eq!(task_state_rows(conn(&s)), before);
         assert_eq!(history(conn(&s)), history_before);
     }
@@ -743,7 +744,7 @@ mod tests {
         .unwrap();
         drop(db);
 
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         assert_eq!(s.user_version().unwrap(), SCHEMA_VERSION);
         let row = |id, destination: &str, kind: &str, payload: &str| super::super::OutboxRow {
             id,

@@ -1,17 +1,25 @@
-//! State in SQLite (`<state_dir>/heartbeat.db`): task history, approvals, grants, runs, the
-//! outbox.
+//! State: task history, approvals, grants, runs, the outbox. The engine and the commands use
+//! it through the [`Store`] trait (a `Box<dyn Store>` from [`open`] or [`open_existing`]);
+//! SQLite (`<state_dir>/heartbeat.db`, [`Sqlite`]) is its one implementation.
 //!
-//! Invariants:
-//! - The schema is migrated inside one IMMEDIATE transaction that reads `user_version`
-//!   itself, so two processes opening a fresh database at once cannot both migrate.
-//! - Every write is its own short transaction, committed before the method returns (IMMEDIATE
-//!   where it reads, then writes): nothing is held back for later, so what a caller audits
-//!   after a call returned is on disk.
-//! - A task has at most one open approval: a partial unique index enforces it, not only the
-//!   code.
-//! - All times are stored as RFC 3339 UTC strings with milliseconds (they sort as text).
+//! The trait is the traits of its concerns combined, each declared beside its rows and its
+//! SQLite implementation: [`Approvals`], [`Grants`], [`History`], [`McpCache`], [`Notices`],
+//! [`Outbox`], [`Proposals`], [`Retention`], [`Snapshots`], [`Starts`]. What any
+//! implementation must keep:
+//! - Every write is committed before the method returns: nothing is held back for later, so
+//!   what a caller audits after a call returned is stored.
+//! - What one method does is atomic: all of it is committed or none of it (a tool run's
+//!   history row, its task's state and its approval's outcome; a claim; a batch of
+//!   decisions). Nothing in the trait spans several calls.
+//! - Approval changes, grants, starts, trips and the pause are durable when their method
+//!   returns.
+//! - A task has at most one open approval.
 //! - Approval rows hold the input already redacted: the input that runs is always re-read
 //!   from the HEARTBEAT.md.
+//! - No database type appears in the trait or in [`StoreError`]: a failure is a
+//!   [`DbError`], the database's own message.
+//!
+//! How SQLite keeps them is in `store/sqlite.rs`.
 
 mod approvals;
 mod grants;
@@ -23,47 +31,81 @@ mod outbox;
 mod proposals;
 mod retention;
 mod snapshot;
+mod sqlite;
 mod starts;
 mod words;
 
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
 
-use chrono::{DateTime, Utc};
-use rusqlite::{Connection, ErrorCode, OpenFlags};
-
-pub use approvals::{ApprovalRow, Decision, NewApproval, config_key};
-pub use grants::{GrantRow, NewGrant};
-pub use history::{RunSummary, TaskRunRecord};
-pub use mcp::CachedListing;
+pub use approvals::{ApprovalRow, Approvals, Decision, NewApproval, config_key};
+pub use grants::{GrantRow, Grants, NewGrant};
+pub use history::{History, RunSummary, TaskRunRecord};
+pub use mcp::{CachedListing, McpCache};
 pub use migrations::schema_at_version;
-pub use outbox::{AGENT_BY, Destination, NewMessage, NewPause, OutboxRow, PauseRow};
-pub use snapshot::Snapshot;
-pub use starts::{NewStart, StartRow};
+pub use notices::Notices;
+pub use outbox::{AGENT_BY, Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow};
+pub use proposals::Proposals;
+pub use retention::Retention;
+pub use snapshot::{Snapshot, Snapshots};
+pub use sqlite::{DB_FILE, Sqlite, sqlite_version};
+pub use starts::{NewStart, StartRow, Starts};
 
 use migrations::SCHEMA_VERSION;
+use sqlite::{format_ts, sql_err};
 
-pub const DB_FILE: &str = "heartbeat.db";
+use crate::config::Config;
 
-/// How long a statement waits for another connection's lock before failing as busy.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+/// The state the engine and the commands use, whatever holds it. Object-safe: callers hold
+/// a `Box<dyn Store>` or a `&mut dyn Store`.
+pub trait Store:
+    Approvals
+    + Grants
+    + History
+    + McpCache
+    + Notices
+    + Outbox
+    + Proposals
+    + Retention
+    + Snapshots
+    + Starts
+{
+}
+
+impl<T> Store for T where
+    T: Approvals
+        + Grants
+        + History
+        + McpCache
+        + Notices
+        + Outbox
+        + Proposals
+        + Retention
+        + Snapshots
+        + Starts
+{
+}
+
+/// Open (creating if needed) the store `cfg` names, brought to the current schema. The one
+/// place that picks the implementation: SQLite in `cfg.state_dir`.
+pub fn open(cfg: &Config) -> Result<Box<dyn Store>> {
+    Ok(Box::new(Sqlite::open(&cfg.state_dir)?))
+}
+
+/// Open the store `cfg` names without creating anything; None when there is none yet. For
+/// read-only commands (`status`, `approvals`, `check`, dry runs). Picks the implementation
+/// as [`open`] does.
+pub fn open_existing(cfg: &Config) -> Result<Option<Box<dyn Store>>> {
+    Ok(Sqlite::open_existing(&cfg.state_dir)?.map(|s| Box::new(s) as Box<dyn Store>))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{}: {source}", .path.display())]
-    Sqlite {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
-    /// SQLite could not write (`SQLITE_FULL`, or the `SQLITE_IOERR` a full disk can also
-    /// give) and the disk has no room: said plainly, since "disk I/O error" reads like
-    /// failing hardware.
+    Database { path: PathBuf, source: DbError },
+    /// The database could not write and the disk has no room: said plainly, since "disk I/O
+    /// error" reads like failing hardware.
     #[error("{}: its disk is full ({source})", .path.display())]
-    DiskFull {
-        path: PathBuf,
-        source: rusqlite::Error,
-    },
+    DiskFull { path: PathBuf, source: DbError },
     #[error(
         "{}: written by a newer heartbeat (schema {found}, this version knows {SCHEMA_VERSION}); nothing was run",
         .path.display()
@@ -76,164 +118,30 @@ pub enum StoreError {
     },
 }
 
+/// A failure the database reported, shown in its own words. Opaque, so that no database
+/// library's type reaches the engine: an implementation wraps its own error in it.
+#[derive(Debug)]
+pub struct DbError(Box<dyn std::error::Error + Send + Sync>);
+
+impl DbError {
+    pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> DbError {
+        DbError(Box::new(e))
+    }
+}
+
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::error::Error for DbError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
 pub type Result<T> = std::result::Result<T, StoreError>;
-
-pub struct Store {
-    conn: Connection,
-    path: PathBuf,
-}
-
-impl Store {
-    /// Open (creating if needed) the database in `state_dir`, migrated to the current schema.
-    pub fn open(state_dir: &Path) -> Result<Store> {
-        let path = state_dir.join(DB_FILE);
-        // Created private; SQLite gives its -wal and -shm files the same mode.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|source| StoreError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        let conn = Connection::open(&path).map_err(|e| sql_err(&path, e))?;
-        let mut store = Store { conn, path };
-        store.configure()?;
-        migrations::migrate(&mut store.conn, &store.path)?;
-        Ok(store)
-    }
-
-    /// Open an existing database without creating anything; None when there is no database
-    /// yet. For read-only commands (`status`, `approvals`, `check`, dry runs). A database of
-    /// an earlier schema is migrated (read-only, it would show nothing).
-    pub fn open_existing(state_dir: &Path) -> Result<Option<Store>> {
-        let path = state_dir.join(DB_FILE);
-        if !path.exists() {
-            return Ok(None);
-        }
-        let conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| sql_err(&path, e))?;
-        let store = Store { conn, path };
-        store
-            .conn
-            .busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| store.err(e))?;
-        let version = store.user_version()?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: store.path.clone(),
-                found: version,
-            });
-        }
-        if version == 0 {
-            // A database that was never migrated holds nothing to show.
-            return Ok(None);
-        }
-        if version < SCHEMA_VERSION {
-            // Written by an earlier heartbeat: brought up to date first, as the next run
-            // would, so that what it holds shows right after an upgrade.
-            drop(store);
-            return Store::open(state_dir).map(Some);
-        }
-        Ok(Some(store))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    fn configure(&mut self) -> Result<()> {
-        self.conn
-            .busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| self.err(e))?;
-        // journal_mode returns a row; it also fails here first when the file is not a database.
-        // Switching a new database to WAL reads its header under a SHARED lock, then upgrades
-        // to write it. Of several connections doing that at once, all but one fail that
-        // upgrade with SQLITE_BUSY without calling the busy handler (waiting could deadlock
-        // them); once the winner has switched, the same statement only reads and succeeds.
-        retry_busy(|| {
-            self.conn
-                .query_row("PRAGMA journal_mode = WAL", [], |_| Ok(()))
-        })
-        .map_err(|e| self.err(e))?;
-        self.conn
-            .execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
-            .map_err(|e| self.err(e))
-    }
-
-    fn user_version(&self) -> Result<i64> {
-        self.conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(|e| self.err(e))
-    }
-
-    fn err(&self, e: rusqlite::Error) -> StoreError {
-        sql_err(&self.path, e)
-    }
-
-    /// Run `f` with `synchronous = FULL`: its commit is on disk, not only in the WAL, when
-    /// it returns (approval changes, grants, trips, the pause).
-    fn durable<T>(&mut self, f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>) -> Result<T> {
-        self.conn
-            .execute_batch("PRAGMA synchronous = FULL")
-            .map_err(|e| self.err(e))?;
-        let result = f(&mut self.conn).map_err(|e| sql_err(&self.path, e));
-        self.conn
-            .execute_batch("PRAGMA synchronous = NORMAL")
-            .map_err(|e| self.err(e))?;
-        result
-    }
-}
-
-/// Run `op` again while it fails with SQLITE_BUSY, for up to [`BUSY_TIMEOUT`] in all: for a
-/// statement SQLite can answer with SQLITE_BUSY without waiting in the busy handler (a lock
-/// upgrade). Any other result, or the last busy error past the deadline, is returned.
-fn retry_busy<T>(mut op: impl FnMut() -> rusqlite::Result<T>) -> rusqlite::Result<T> {
-    let deadline = Instant::now() + BUSY_TIMEOUT;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match op() {
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy
-                    && Instant::now() + pause < deadline =>
-            {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            result => return result,
-        }
-    }
-}
-
-fn sql_err(path: &Path, source: rusqlite::Error) -> StoreError {
-    let path = path.to_path_buf();
-    let write_failed = matches!(
-        source.sqlite_error_code(),
-        Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure)
-    );
-    if write_failed && crate::sys::disk_full(&path) {
-        StoreError::DiskFull { path, source }
-    } else {
-        StoreError::Sqlite { path, source }
-    }
-}
-
-/// A stored time (see the invariants above).
-fn format_ts(t: DateTime<Utc>) -> String {
-    crate::audit::format_ts(t)
-}
-
-/// The version of the SQLite library heartbeat is built with (bundled, so the same on every
-/// machine; shown by `-v`). 3.51.3 or later: older ones have a WAL-reset race that a cron
-/// run beside a daemon can hit.
-pub fn sqlite_version() -> &'static str {
-    rusqlite::version()
-}
 
 pub use crate::audit::parse_ts;
 
@@ -247,108 +155,61 @@ pub(crate) mod test_util {
         s.parse().unwrap()
     }
 
-    pub fn conn(s: &super::Store) -> &Connection {
+    pub fn conn(s: &super::Sqlite) -> &Connection {
         &s.conn
+    }
+
+    /// The rows of `table` in the SQLite database in `state_dir`, read on a connection of
+    /// its own: for tests outside the store that hold only a `dyn Store`.
+    pub fn count_rows(state_dir: &std::path::Path, table: &str) -> i64 {
+        Connection::open(state_dir.join(super::DB_FILE))
+            .unwrap()
+            .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// Drop `table` from the SQLite database in `state_dir`: every later write to it fails.
+    pub fn drop_table(state_dir: &std::path::Path, table: &str) {
+        Connection::open(state_dir.join(super::DB_FILE))
+            .unwrap()
+            .execute_batch(&format!("DROP TABLE {table}"))
+            .unwrap();
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::test_util::ts;
     use super::*;
 
     #[test]
-    fn fresh_database_opened_by_several_connections_at_once() {
-        // Converting a new database to WAL takes a read lock, then upgrades it; SQLite
-        // answers a connection that loses that race with SQLITE_BUSY at once, without its
-        // busy handler. Every open must still succeed.
-        const THREADS: usize = 4;
-        const ROUNDS: usize = 40;
-        for round in 0..ROUNDS {
-            let dir = tempfile::tempdir().unwrap();
-            let start = std::sync::Barrier::new(THREADS);
-            std::thread::scope(|scope| {
-                let opens: Vec<_> = (0..THREADS)
-                    .map(|_| {
-                        scope.spawn(|| {
-                            start.wait();
-                            Store::open(dir.path()).map(|s| s.user_version())
-                        })
-                    })
-                    .collect();
-                for open in opens {
-                    match open.join().unwrap() {
-                        Ok(Ok(version)) => assert_eq!(version, SCHEMA_VERSION),
-                        Ok(Err(e)) | Err(e) => panic!("round {round}: {e}"),
-                    }
-                }
-            });
-        }
+    fn a_failure_names_the_database_and_its_cause_in_the_stores_own_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::plan::tests::config(Default::default());
+        cfg.state_dir = dir.path().to_path_buf();
+        let path = dir.path().join(DB_FILE);
+        std::fs::write(&path, "this is not sqlite, just text ".repeat(100)).unwrap();
+        let err = open(&cfg).err().unwrap();
+        let shown = err.to_string();
+        let StoreError::Database {
+            path: named,
+            source,
+        } = err
+        else {
+            panic!("{shown}");
+        };
+        assert_eq!(named, path);
+        assert!(source.to_string().contains("not a database"), "{source}");
+        assert_eq!(shown, format!("{}: {source}", path.display()));
     }
 
     #[test]
-    fn migration_is_idempotent_and_newer_schema_is_refused() {
+    fn nothing_is_opened_or_created_where_there_is_no_store_yet() {
         let dir = tempfile::tempdir().unwrap();
-        drop(Store::open(dir.path()).unwrap());
-        drop(Store::open(dir.path()).unwrap());
-        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-        conn.pragma_update(None, "user_version", 99).unwrap();
-        drop(conn);
-        let err = Store::open(dir.path()).err().unwrap();
-        assert!(err.to_string().contains("newer heartbeat"), "{err}");
-        assert!(Store::open_existing(dir.path()).is_err());
-    }
-
-    #[test]
-    fn a_database_one_schema_ahead_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        drop(Store::open(dir.path()).unwrap());
-        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1)
-            .unwrap();
-        drop(conn);
-        let err = Store::open(dir.path()).err().unwrap();
-        assert!(
-            matches!(err, StoreError::TooNew { found, .. } if found == SCHEMA_VERSION + 1),
-            "{err}"
-        );
-        assert!(matches!(
-            Store::open_existing(dir.path()),
-            Err(StoreError::TooNew { .. })
-        ));
-        // Left as it was.
-        let conn = Connection::open(dir.path().join(DB_FILE)).unwrap();
-        let version: i64 = conn
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(version, SCHEMA_VERSION + 1);
-    }
-
-    #[test]
-    fn the_database_is_private() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
-        s.record_attempt("t", ts("2026-01-01T00:00:00Z")).unwrap();
-        for name in [DB_FILE, "heartbeat.db-wal"] {
-            let mode = std::fs::metadata(dir.path().join(name))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600, "{name}: {mode:o}");
-        }
-    }
-
-    #[test]
-    fn a_file_that_is_not_a_database_is_a_clean_error() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(
-            dir.path().join(DB_FILE),
-            "this is not sqlite, just text ".repeat(100),
-        )
-        .unwrap();
-        let err = Store::open(dir.path()).err().unwrap().to_string();
-        assert!(err.contains("heartbeat.db"), "{err}");
-        assert!(err.contains("not a database"), "{err}");
+        let mut cfg = crate::plan::tests::config(Default::default());
+        cfg.state_dir = dir.path().to_path_buf();
+        assert!(open_existing(&cfg).unwrap().is_none());
+        assert!(!dir.path().join(DB_FILE).exists());
+        drop(open(&cfg).unwrap());
+        assert!(open_existing(&cfg).unwrap().is_some());
     }
 }

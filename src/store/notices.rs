@@ -8,11 +8,20 @@
 use chrono::{DateTime, Utc};
 use rusqlite::params;
 
-use super::{Result, Store, format_ts};
+use super::{Result, Sqlite, format_ts};
 use crate::text::Redacted;
 
-impl Store {
-    pub fn add_notice(&mut self, line: &Redacted, now: DateTime<Utc>) -> Result<()> {
+/// What agents did, waiting for the next run to print it: taken (read and deleted) at once,
+/// so two runs never both print a notice.
+pub trait Notices {
+    fn add_notice(&mut self, line: &Redacted, now: DateTime<Utc>) -> Result<()>;
+
+    /// Every waiting notice, oldest first; they are gone from the store afterwards.
+    fn take_notices(&mut self) -> Result<Vec<String>>;
+}
+
+impl Notices for Sqlite {
+    fn add_notice(&mut self, line: &Redacted, now: DateTime<Utc>) -> Result<()> {
         self.durable(|conn| {
             conn.execute(
                 "INSERT INTO agent_notices (line, created_at) VALUES (?1, ?2)",
@@ -22,8 +31,7 @@ impl Store {
         .map(drop)
     }
 
-    /// Every waiting notice, oldest first; they are gone from the store afterwards.
-    pub fn take_notices(&mut self) -> Result<Vec<String>> {
+    fn take_notices(&mut self) -> Result<Vec<String>> {
         let mut rows: Vec<(i64, String)> = {
             let mut stmt = self
                 .conn
@@ -43,11 +51,12 @@ impl Store {
 mod tests {
     use super::super::test_util::ts;
     use super::*;
+    use crate::store::Notices;
 
     #[test]
     fn notices_are_taken_once_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
+        let mut store = Sqlite::open(dir.path()).unwrap();
         assert!(store.take_notices().unwrap().is_empty());
         store
             .add_notice(&"first".into(), ts("2026-05-01T10:00:00Z"))

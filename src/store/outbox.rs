@@ -11,7 +11,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{OptionalExtension, params};
 
-use super::{Result, Store, format_ts, parse_ts};
+use super::{Result, Sqlite, format_ts, parse_ts};
 use crate::text::Redacted;
 
 /// A message waiting in the outbox.
@@ -111,8 +111,100 @@ fn pause_row(r: &rusqlite::Row) -> rusqlite::Result<PauseRow> {
     })
 }
 
-impl Store {
-    pub fn enqueue(&mut self, m: &NewMessage, now: DateTime<Utc>) -> Result<i64> {
+/// The outbox and what was sent (both keyed by channel and destination), messages with
+/// buttons, chats seen, `meta` values and the pause (durable).
+pub trait Outbox {
+    fn enqueue(&mut self, m: &NewMessage, now: DateTime<Utc>) -> Result<i64>;
+
+    /// The outbox, oldest first.
+    fn outbox(&self) -> Result<Vec<OutboxRow>>;
+
+    fn outbox_len(&self) -> Result<i64>;
+
+    fn outbox_delete(&mut self, id: i64) -> Result<()>;
+
+    /// Remember that the message was audited as held under `rule`.
+    fn outbox_held(&mut self, id: i64, rule: crate::model::HoldReason) -> Result<()>;
+
+    fn outbox_failed(&mut self, id: i64, error: &Redacted) -> Result<()>;
+
+    /// Remember a text sent to a destination (by hash) for the dedupe and, if `counted`,
+    /// the daily cap.
+    fn record_sent(
+        &mut self,
+        to: &Destination,
+        hash: &str,
+        counted: bool,
+        now: DateTime<Utc>,
+    ) -> Result<()>;
+
+    /// Whether this text went to this destination at or after `since`.
+    fn sent_since(&self, to: &Destination, hash: &str, since: DateTime<Utc>) -> Result<bool>;
+
+    /// Counted messages sent to a destination at or after `since`.
+    fn count_sent(&self, to: &Destination, since: DateTime<Utc>) -> Result<u32>;
+
+    /// Forget sends older than `before` (they no longer matter for dedupe or the cap).
+    fn prune_sent(&mut self, before: DateTime<Utc>) -> Result<()>;
+
+    fn save_button_message(
+        &mut self,
+        chat_id: i64,
+        message_id: i64,
+        html: &Redacted,
+        approvals: &[i64],
+        now: DateTime<Utc>,
+    ) -> Result<()>;
+
+    /// The stored HTML and still-open approvals of a message with buttons.
+    fn button_message(&self, chat_id: i64, message_id: i64) -> Result<Option<(String, Vec<i64>)>>;
+
+    /// Every message that still has approval buttons: (chat, message id, its approvals).
+    fn open_button_messages(&self) -> Result<Vec<(i64, i64, Vec<i64>)>>;
+
+    fn meta(&self, key: &str) -> Result<Option<String>>;
+
+    fn set_meta(&mut self, key: &str, value: &str) -> Result<()>;
+
+    /// Remember a chat that wrote to the bot.
+    fn saw_chat(
+        &mut self,
+        chat_id: i64,
+        kind: &str,
+        title: &Redacted,
+        now: DateTime<Utc>,
+    ) -> Result<()>;
+
+    /// Chats that wrote to the bot, most recent first: (id, kind, title, last seen).
+    fn chats(&self) -> Result<Vec<(i64, String, String, String)>>;
+
+    /// The pause as stored, without ending a timed one (read-only commands).
+    fn pause_row(&self) -> Result<Option<PauseRow>>;
+
+    /// The pause in force at `now`. A timed pause whose end has passed is removed here and
+    /// returned as `Err` (so the caller can audit `resumed`).
+    fn current_pause(
+        &mut self,
+        now: DateTime<Utc>,
+    ) -> Result<std::result::Result<Option<PauseRow>, PauseRow>>;
+
+    fn set_pause(&mut self, p: &NewPause) -> Result<()>;
+
+    /// Remove the pause; the removed row, if there was one.
+    fn clear_pause(&mut self) -> Result<Option<PauseRow>>;
+
+    /// Set an agent's pause, unless a person's pause is in force at `now`: checked and set
+    /// in one statement, so a person's pause made meanwhile is never replaced. False when a
+    /// person's pause stands.
+    fn set_agent_pause(&mut self, p: &NewPause, now: DateTime<Utc>) -> Result<bool>;
+
+    /// Remove the pause if an agent made it (one statement: a person's pause made
+    /// meanwhile stays); the removed row.
+    fn clear_agent_pause(&mut self) -> Result<Option<PauseRow>>;
+}
+
+impl Outbox for Sqlite {
+    fn enqueue(&mut self, m: &NewMessage, now: DateTime<Utc>) -> Result<i64> {
         self.conn
             .query_row(
                 "INSERT INTO outbox (channel, destination, kind, payload, urgent, direct,
@@ -134,8 +226,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The outbox, oldest first.
-    pub fn outbox(&self) -> Result<Vec<OutboxRow>> {
+    fn outbox(&self) -> Result<Vec<OutboxRow>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -167,21 +258,20 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    pub fn outbox_len(&self) -> Result<i64> {
+    fn outbox_len(&self) -> Result<i64> {
         self.conn
             .query_row("SELECT COUNT(*) FROM outbox", [], |r| r.get(0))
             .map_err(|e| self.err(e))
     }
 
-    pub fn outbox_delete(&mut self, id: i64) -> Result<()> {
+    fn outbox_delete(&mut self, id: i64) -> Result<()> {
         self.conn
             .execute("DELETE FROM outbox WHERE id = ?1", [id])
             .map(drop)
             .map_err(|e| self.err(e))
     }
 
-    /// Remember that the message was audited as held under `rule`.
-    pub fn outbox_held(&mut self, id: i64, rule: crate::model::HoldReason) -> Result<()> {
+    fn outbox_held(&mut self, id: i64, rule: crate::model::HoldReason) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE outbox SET held = ?2 WHERE id = ?1",
@@ -191,7 +281,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    pub fn outbox_failed(&mut self, id: i64, error: &Redacted) -> Result<()> {
+    fn outbox_failed(&mut self, id: i64, error: &Redacted) -> Result<()> {
         self.conn
             .execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ?2 WHERE id = ?1",
@@ -201,9 +291,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Remember a text sent to a destination (by hash) for the dedupe and, if `counted`,
-    /// the daily cap.
-    pub fn record_sent(
+    fn record_sent(
         &mut self,
         to: &Destination,
         hash: &str,
@@ -220,8 +308,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Whether this text went to this destination at or after `since`.
-    pub fn sent_since(&self, to: &Destination, hash: &str, since: DateTime<Utc>) -> Result<bool> {
+    fn sent_since(&self, to: &Destination, hash: &str, since: DateTime<Utc>) -> Result<bool> {
         self.conn
             .query_row(
                 "SELECT EXISTS (SELECT 1 FROM sent
@@ -232,8 +319,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Counted messages sent to a destination at or after `since`.
-    pub fn count_sent(&self, to: &Destination, since: DateTime<Utc>) -> Result<u32> {
+    fn count_sent(&self, to: &Destination, since: DateTime<Utc>) -> Result<u32> {
         self.conn
             .query_row(
                 "SELECT COUNT(*) FROM sent
@@ -244,15 +330,14 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Forget sends older than `before` (they no longer matter for dedupe or the cap).
-    pub fn prune_sent(&mut self, before: DateTime<Utc>) -> Result<()> {
+    fn prune_sent(&mut self, before: DateTime<Utc>) -> Result<()> {
         self.conn
             .execute("DELETE FROM sent WHERE sent_at < ?1", [format_ts(before)])
             .map(drop)
             .map_err(|e| self.err(e))
     }
 
-    pub fn save_button_message(
+    fn save_button_message(
         &mut self,
         chat_id: i64,
         message_id: i64,
@@ -276,12 +361,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The stored HTML and still-open approvals of a message with buttons.
-    pub fn button_message(
-        &self,
-        chat_id: i64,
-        message_id: i64,
-    ) -> Result<Option<(String, Vec<i64>)>> {
+    fn button_message(&self, chat_id: i64, message_id: i64) -> Result<Option<(String, Vec<i64>)>> {
         self.conn
             .query_row(
                 "SELECT html, approvals FROM tg_messages WHERE chat_id = ?1 AND message_id = ?2",
@@ -298,8 +378,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Every message that still has approval buttons: (chat, message id, its approvals).
-    pub fn open_button_messages(&self) -> Result<Vec<(i64, i64, Vec<i64>)>> {
+    fn open_button_messages(&self) -> Result<Vec<(i64, i64, Vec<i64>)>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -321,14 +400,14 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    pub fn meta(&self, key: &str) -> Result<Option<String>> {
+    fn meta(&self, key: &str) -> Result<Option<String>> {
         self.conn
             .query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))
     }
 
-    pub fn set_meta(&mut self, key: &str, value: &str) -> Result<()> {
+    fn set_meta(&mut self, key: &str, value: &str) -> Result<()> {
         self.conn
             .execute(
                 "INSERT INTO meta (key, value) VALUES (?1, ?2)
@@ -339,8 +418,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Remember a chat that wrote to the bot.
-    pub fn saw_chat(
+    fn saw_chat(
         &mut self,
         chat_id: i64,
         kind: &str,
@@ -358,8 +436,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Chats that wrote to the bot, most recent first: (id, kind, title, last seen).
-    pub fn chats(&self) -> Result<Vec<(i64, String, String, String)>> {
+    fn chats(&self) -> Result<Vec<(i64, String, String, String)>> {
         let mut stmt = self
             .conn
             .prepare("SELECT chat_id, kind, title, last_seen FROM tg_chats ORDER BY last_seen DESC")
@@ -371,8 +448,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The pause as stored, without ending a timed one (read-only commands).
-    pub fn pause_row(&self) -> Result<Option<PauseRow>> {
+    fn pause_row(&self) -> Result<Option<PauseRow>> {
         self.conn
             .query_row(
                 "SELECT since, until, reason, by FROM pause WHERE id = 1",
@@ -383,9 +459,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// The pause in force at `now`. A timed pause whose end has passed is removed here and
-    /// returned as `Err` (so the caller can audit `resumed`).
-    pub fn current_pause(
+    fn current_pause(
         &mut self,
         now: DateTime<Utc>,
     ) -> Result<std::result::Result<Option<PauseRow>, PauseRow>> {
@@ -398,7 +472,7 @@ impl Store {
         }
     }
 
-    pub fn set_pause(&mut self, p: &NewPause) -> Result<()> {
+    fn set_pause(&mut self, p: &NewPause) -> Result<()> {
         self.durable(|conn| {
             conn.execute(
                 "INSERT OR REPLACE INTO pause (id, since, until, reason, by)
@@ -409,17 +483,13 @@ impl Store {
         .map(drop)
     }
 
-    /// Remove the pause; the removed row, if there was one.
-    pub fn clear_pause(&mut self) -> Result<Option<PauseRow>> {
+    fn clear_pause(&mut self) -> Result<Option<PauseRow>> {
         let row = self.pause_row()?;
         self.durable(|conn| conn.execute("DELETE FROM pause", []))?;
         Ok(row)
     }
 
-    /// Set an agent's pause, unless a person's pause is in force at `now`: checked and set
-    /// in one statement, so a person's pause made meanwhile is never replaced. False when a
-    /// person's pause stands.
-    pub fn set_agent_pause(&mut self, p: &NewPause, now: DateTime<Utc>) -> Result<bool> {
+    fn set_agent_pause(&mut self, p: &NewPause, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
             conn.execute(
                 "INSERT OR REPLACE INTO pause (id, since, until, reason, by)
@@ -439,9 +509,7 @@ impl Store {
         .map(|n| n > 0)
     }
 
-    /// Remove the pause if an agent made it (one statement: a person's pause made
-    /// meanwhile stays); the removed row.
-    pub fn clear_agent_pause(&mut self) -> Result<Option<PauseRow>> {
+    fn clear_agent_pause(&mut self) -> Result<Option<PauseRow>> {
         self.durable(|conn| {
             conn.query_row(
                 "DELETE FROM pause WHERE substr(by, 1, length(?1)) = ?1
@@ -458,6 +526,7 @@ impl Store {
 mod tests {
     use super::super::test_util::ts;
     use super::*;
+    use crate::store::Outbox;
 
     fn pause<'a>(by: &'a str, until: Option<&str>) -> NewPause<'a> {
         NewPause {
@@ -481,7 +550,7 @@ mod tests {
     #[test]
     fn an_agent_never_replaces_or_clears_a_persons_pause() {
         let dir = tempfile::tempdir().unwrap();
-        let mut store = Store::open(dir.path()).unwrap();
+        let mut store = Sqlite::open(dir.path()).unwrap();
         let now = ts("2026-05-01T10:00:00Z");
         let agent = pause("mcp:a", Some("2026-05-01T11:00:00.000Z"));
         // No pause, or an agent's: the agent's is set.

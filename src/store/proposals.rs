@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::params;
 
-use super::{Result, Store};
+use super::{Result, Sqlite};
 use crate::audit::format_ts;
 
 /// `by` of everything decided or proposed through `heartbeat mcp`.
@@ -26,10 +26,30 @@ pub struct ProposalRow {
     pub approved_by: Option<String>,
 }
 
-impl Store {
+/// Tasks an agent proposed, and by whom.
+pub trait Proposals {
     /// Remember that an agent proposed this task (durably: the proposal's line is already in
     /// the file). False when it was proposed before.
-    pub fn record_proposal(
+    fn record_proposal(
+        &mut self,
+        task_id: &str,
+        by: &str,
+        file: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
+
+    fn proposals(&self) -> Result<Vec<ProposalRow>>;
+
+    /// How many tasks `by` proposed at or after `since` (each task once, however often it
+    /// was proposed).
+    fn proposals_since(&self, by: &str, since: DateTime<Utc>) -> Result<usize>;
+
+    /// Who proposed this task, when an agent did.
+    fn proposed_by(&self, task_id: &str) -> Result<Option<String>>;
+}
+
+impl Proposals for Sqlite {
+    fn record_proposal(
         &mut self,
         task_id: &str,
         by: &str,
@@ -47,7 +67,7 @@ impl Store {
         })
     }
 
-    pub fn proposals(&self) -> Result<Vec<ProposalRow>> {
+    fn proposals(&self) -> Result<Vec<ProposalRow>> {
         let mut stmt = self
             .conn
             .prepare(
@@ -70,9 +90,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// How many tasks `by` proposed at or after `since` (each task once, however often it
-    /// was proposed).
-    pub fn proposals_since(&self, by: &str, since: DateTime<Utc>) -> Result<usize> {
+    fn proposals_since(&self, by: &str, since: DateTime<Utc>) -> Result<usize> {
         self.conn
             .query_row(
                 "SELECT COUNT(*) FROM proposals WHERE proposed_by = ?1 AND proposed_at >= ?2",
@@ -83,8 +101,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// Who proposed this task, when an agent did.
-    pub fn proposed_by(&self, task_id: &str) -> Result<Option<String>> {
+    fn proposed_by(&self, task_id: &str) -> Result<Option<String>> {
         Ok(self
             .proposals()?
             .into_iter()
@@ -97,6 +114,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::test_util::{conn, ts};
+    use crate::store::{Approvals, Proposals, Snapshots};
     use crate::store::{Decision, NewApproval};
 
     fn approval<'a>(task_id: &'a str, input: &'a serde_json::Value) -> NewApproval<'a> {
@@ -124,7 +142,7 @@ mod tests {
     #[test]
     fn only_a_persons_approval_releases_a_proposal() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let now = ts("2026-05-01T10:00:00Z");
         assert!(
             s.record_proposal("aaaaaaaaaaaa", "mcp:agent", "/h.md", now)
@@ -134,7 +152,7 @@ mod tests {
             !s.record_proposal("aaaaaaaaaaaa", "mcp:other", "/h.md", now)
                 .unwrap()
         );
-        let snap = |s: &Store| {
+        let snap = |s: &Sqlite| {
             s.snapshot(now, std::time::Duration::from_secs(86400), now)
                 .unwrap()
         };
@@ -170,7 +188,7 @@ mod tests {
     #[test]
     fn proposals_are_counted_by_client_and_time() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let t = |h: u32| ts(&format!("2026-05-01T{h:02}:00:00Z"));
         for (id, by, h) in [("a", "mcp:x", 1), ("b", "mcp:x", 5), ("c", "mcp:y", 5)] {
             s.record_proposal(id, by, "/h.md", t(h)).unwrap();

@@ -13,18 +13,28 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{TransactionBehavior, params};
 
-use super::{Result, Store};
+use super::{Outbox, Result, Sqlite};
 use crate::audit::format_ts;
 
 /// `meta` key: the local day of the last prune.
 const PRUNED_DAY: &str = "pruned_day";
 
-impl Store {
+/// Pruning what is old, at most once a local day.
+pub trait Retention {
     /// Prune what is older than `cutoff`, unless already done on `day` (a local date).
     /// `holding_since` is `approval_ttl` back from now: a denial decided since still holds its
     /// task and stays, and so does a message with buttons sent since. Returns the rows
     /// removed, or None when it had already run that day.
-    pub fn prune_once_a_day(
+    fn prune_once_a_day(
+        &mut self,
+        day: &str,
+        cutoff: DateTime<Utc>,
+        holding_since: DateTime<Utc>,
+    ) -> Result<Option<u64>>;
+}
+
+impl Retention for Sqlite {
+    fn prune_once_a_day(
         &mut self,
         day: &str,
         cutoff: DateTime<Utc>,
@@ -73,9 +83,10 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::test_util::{conn, ts};
+    use crate::store::{Approvals, History, Outbox, Retention, Snapshots};
     use crate::store::{NewApproval, TaskRunRecord};
 
-    fn count(s: &Store, table: &str) -> i64 {
+    fn count(s: &Sqlite, table: &str) -> i64 {
         conn(s)
             .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
             .unwrap()
@@ -84,7 +95,7 @@ mod tests {
     #[test]
     fn old_history_and_decided_approvals_go_pending_work_and_task_state_stay() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let old = ts("2026-01-01T10:00:00Z");
         let new = ts("2026-05-01T10:00:00Z");
         for (run, at) in [("r-old", old), ("r-new", new)] {
@@ -159,7 +170,7 @@ mod tests {
     #[test]
     fn a_message_with_buttons_stays_while_its_approval_can_be_decided() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let sent = ts("2026-05-01T10:00:00Z");
         s.save_button_message(1, 7, &"<b>x</b>".into(), &[1], sent)
             .unwrap();

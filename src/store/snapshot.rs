@@ -13,7 +13,7 @@ use rusqlite::params;
 
 use crate::model::ApprovalState;
 
-use super::{Result, Store, format_ts, parse_ts};
+use super::{History, Outbox, Proposals, Result, Sqlite, Starts, format_ts, parse_ts};
 
 /// What a run needs to know about stored state to plan.
 #[derive(Clone, Debug, Default)]
@@ -71,11 +71,24 @@ impl Snapshot {
     }
 }
 
-impl Store {
+/// The planner's whole view of the stored state, read in one go and changing nothing.
+pub trait Snapshots {
     /// Stored attempt and start times later than `now` become `now` (run at a run's start:
     /// a future time read as now by the plan is then also stored as now, so it cannot hold a
     /// schedule back past one interval). Returns how many were changed.
-    pub fn clamp_future_times(&self, now: DateTime<Utc>) -> Result<usize> {
+    fn clamp_future_times(&self, now: DateTime<Utc>) -> Result<usize>;
+
+    /// Everything `plan` needs. `day_start`: local midnight, for the budget.
+    fn snapshot(
+        &self,
+        now: DateTime<Utc>,
+        approval_ttl: Duration,
+        day_start: DateTime<Utc>,
+    ) -> Result<Snapshot>;
+}
+
+impl Snapshots for Sqlite {
+    fn clamp_future_times(&self, now: DateTime<Utc>) -> Result<usize> {
         let now = format_ts(now);
         let clamp = |sql: &str| self.conn.execute(sql, [&now]).map_err(|e| self.err(e));
         Ok(
@@ -84,8 +97,7 @@ impl Store {
         )
     }
 
-    /// Everything `plan` needs. `day_start`: local midnight, for the budget.
-    pub fn snapshot(
+    fn snapshot(
         &self,
         now: DateTime<Utc>,
         approval_ttl: Duration,

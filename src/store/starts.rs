@@ -10,7 +10,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::params;
 
-use super::{Result, Store};
+use super::{Result, Sqlite};
 use crate::audit::format_ts;
 use crate::text::RedactedJson;
 
@@ -40,9 +40,25 @@ pub struct NewStart<'a> {
     pub section: &'a str,
 }
 
-impl Store {
+/// Start records of one-time tasks: durable before the tool starts, settled by its
+/// outcome's history row in the same transaction, held when a run left one unsettled.
+pub trait Starts {
     /// Record that this run starts the task now (replacing a released older start).
-    pub fn record_start(&mut self, row: &NewStart, now: DateTime<Utc>) -> Result<()> {
+    fn record_start(&mut self, row: &NewStart, now: DateTime<Utc>) -> Result<()>;
+
+    /// Starts of other runs that nobody settled, not reported yet: from now on held, and
+    /// returned once, for the run that holds the lock to report them.
+    fn hold_unsettled_starts(&mut self, run_id: &str) -> Result<Vec<StartRow>>;
+
+    /// Task ids with an unsettled start (held, or left by a run that may still be going).
+    fn unsettled(&self) -> Result<Vec<String>>;
+
+    /// `heartbeat reset`: the task may run again. True when it was held.
+    fn release_start(&mut self, task_id: &str) -> Result<bool>;
+}
+
+impl Starts for Sqlite {
+    fn record_start(&mut self, row: &NewStart, now: DateTime<Utc>) -> Result<()> {
         let ts = format_ts(now);
         crate::fault::point("record_start");
         self.durable(|conn| {
@@ -64,9 +80,7 @@ impl Store {
         })
     }
 
-    /// Starts of other runs that nobody settled, not reported yet: from now on held, and
-    /// returned once, for the run that holds the lock to report them.
-    pub fn hold_unsettled_starts(&mut self, run_id: &str) -> Result<Vec<StartRow>> {
+    fn hold_unsettled_starts(&mut self, run_id: &str) -> Result<Vec<StartRow>> {
         self.durable(|conn| {
             // Immediate: it writes, and a deferred read upgraded to a write fails at once
             // (SQLITE_BUSY) when another process wrote meanwhile.
@@ -100,8 +114,7 @@ impl Store {
         })
     }
 
-    /// Task ids with an unsettled start (held, or left by a run that may still be going).
-    pub fn unsettled(&self) -> Result<Vec<String>> {
+    fn unsettled(&self) -> Result<Vec<String>> {
         let mut stmt = self
             .conn
             .prepare("SELECT task_id FROM starts ORDER BY task_id")
@@ -111,8 +124,7 @@ impl Store {
             .map_err(|e| self.err(e))
     }
 
-    /// `heartbeat reset`: the task may run again. True when it was held.
-    pub fn release_start(&mut self, task_id: &str) -> Result<bool> {
+    fn release_start(&mut self, task_id: &str) -> Result<bool> {
         self.durable(|conn| {
             conn.execute("DELETE FROM starts WHERE task_id = ?1", [task_id])
                 .map(|n| n > 0)
@@ -125,6 +137,7 @@ mod tests {
     use super::*;
     use crate::store::TaskRunRecord;
     use crate::store::test_util::ts;
+    use crate::store::{History, Starts};
 
     fn start<'a>(task_id: &'a str, run_id: &'a str) -> NewStart<'a> {
         NewStart {
@@ -141,7 +154,7 @@ mod tests {
     #[test]
     fn an_outcome_settles_a_start_and_an_unsettled_one_is_held_until_released() {
         let dir = tempfile::tempdir().unwrap();
-        let mut s = Store::open(dir.path()).unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
         let now = ts("2026-05-01T10:00:00Z");
         s.record_start(&start("aaaaaaaaaaaa", "run1"), now).unwrap();
         s.record_start(&start("bbbbbbbbbbbb", "run1"), now).unwrap();
