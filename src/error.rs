@@ -1,41 +1,16 @@
 //! The errors that end a command, and the exit-code table of docs/reference.md#exit-codes.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::ConfigError;
 use crate::markdown::FileError;
 use crate::store::StoreError;
 use crate::text::Redacted;
 
-/// Exit codes (docs/reference.md#exit-codes).
-pub mod exit {
-    /// Done; nothing failed (also: skipped outside active hours or because of the lock).
-    pub const OK: u8 = 0;
-    /// At least one task failed, was invalid or tripped; or an error after work had started.
-    pub const TASK_FAILED: u8 = 1;
-    /// Usage error, invalid config, unreadable or invalid HEARTBEAT.md: nothing run.
-    pub const USAGE: u8 = 2;
-}
-
-/// Set once this process starts a tool: from then on an error is not "nothing run".
-static WORK_STARTED: AtomicBool = AtomicBool::new(false);
-
-/// Called by whatever starts a tool (docs/reference.md#exit-codes: an error after work had started
-/// exits 1).
-pub fn work_started() {
-    WORK_STARTED.store(true, Ordering::SeqCst);
-}
-
-/// The exit code of an error now: [`exit::USAGE`] while nothing has run, else
-/// [`exit::TASK_FAILED`] (a state or I/O failure after tools ran must not say "nothing run").
-pub fn failure_code() -> u8 {
-    if WORK_STARTED.load(Ordering::SeqCst) {
-        exit::TASK_FAILED
-    } else {
-        exit::USAGE
-    }
-}
+/// The exit-code table and whether work has started live in [`crate::exit`], below the
+/// modules that need them without this error type (`report`, `tools`); the commands take
+/// them from here with [`Error`].
+pub use crate::exit::{self, failure_code, work_started};
 
 /// Anything that stops a command. Printed as `heartbeat: <what>: <why>`; exits with
 /// [`failure_code`].
@@ -81,11 +56,11 @@ impl Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 /// A line on stderr: a redaction step. The line goes through the one redaction step
-/// ([`crate::audit::Secrets::redact`], with every secret this process took), and only the
+/// ([`crate::redact::Secrets::redact`], with every secret this process took), and only the
 /// [`Redacted`] text it makes is written ([`say_redacted`]): errors and warnings can carry a
 /// server's answer, a URL or a tool's output.
 pub fn say(line: &str) {
-    say_redacted(&crate::audit::Secrets::taken().redact(line));
+    say_redacted(&crate::redact::Secrets::taken().redact(line));
 }
 
 /// A line on stderr, already redacted: standard error is a sink, and takes only that.

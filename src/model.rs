@@ -193,3 +193,12 @@ pub struct ParsedFile {
     /// does not parse, are tasks with `Body::Invalid`, not problems.
     pub problems: Vec<Problem>,
 }
+
+/// A cost a tool reported (its last output line, an MCP result's `structuredContent`):
+/// a number of dollars, 0 or more. Anything else is ignored: a negative cost would give
+/// the day's budget back.
+pub fn reported_cost(value: Option<&Value>) -> Option<f64> {
+    value
+        .and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c >= 0.0)
+}
