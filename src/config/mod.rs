@@ -133,7 +133,8 @@ impl McpServerConfig {
     pub fn fingerprint(&self) -> String {
         use sha2::{Digest, Sha256};
         let text = format!("{:?}|{:?}|{:?}", self.transport, self.env, self.cwd);
-        format!("{:x}", Sha256::digest(text.as_bytes()))
+        let digest = Sha256::digest(text.as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
