@@ -6,8 +6,6 @@
 //! directory, and an environment without `HEARTBEAT_CONFIG`, `HEARTBEAT_NOW` and `TZ`, with
 //! `HOME`/`XDG_*` pointing into the temp dir so that the machine's own config never leaks in.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -822,14 +820,6 @@ impl Guarded {
     #[track_caller]
     pub fn signal(&self, sig: Signal) {
         send_signal(self.pid(), sig);
-    }
-
-    /// Still running?
-    pub fn alive(&mut self) -> bool {
-        matches!(
-            self.child.as_mut().expect("child still owned").try_wait(),
-            Ok(None)
-        )
     }
 
     /// Wait for it to exit (SIGKILL and panic after `timeout`) and collect its output.
