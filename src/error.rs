@@ -1,4 +1,5 @@
-//! The errors that end a command, and the exit-code table of docs/reference.md#exit-codes.
+//! The errors that end a command; the exit-code table of docs/reference.md#exit-codes is
+//! [`crate::exit`], re-exported here.
 
 use std::path::PathBuf;
 
