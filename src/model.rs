@@ -282,6 +282,32 @@ pub struct ParsedFile {
     pub problems: Vec<Problem>,
 }
 
+/// The built-in tools' names, reserved in the config (no `[tools.NAME] command`, no
+/// `[mcp.NAME]`). Here, below the config, because the config checks names against it;
+/// `tools::builtin::BUILTINS` implements each, and a test there keeps the two lists alike.
+pub const BUILTIN_TOOLS: [&str; 6] = [
+    "shell",
+    "log",
+    "write_file",
+    "append_file",
+    "http",
+    "notify",
+];
+
+/// Whether `name` is a built-in tool's.
+pub fn is_builtin_tool(name: &str) -> bool {
+    BUILTIN_TOOLS.contains(&name)
+}
+
+/// A cost a tool reported (its last output line, an MCP result's `structuredContent`):
+/// a number of dollars, 0 or more. Anything else is ignored: a negative cost would give
+/// the day's budget back.
+pub fn reported_cost(value: Option<&Value>) -> Option<f64> {
+    value
+        .and_then(Value::as_f64)
+        .filter(|c| c.is_finite() && *c >= 0.0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

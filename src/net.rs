@@ -1,4 +1,7 @@
-//! What the HTTP clients (the `http` tool, Telegram, MCP servers over Streamable HTTP) share.
+//! What the HTTP clients (the `http` tool, Telegram and the other channels, MCP servers over
+//! Streamable HTTP) share: whether a URL is loopback, and how a send that failed is classed.
+
+use std::time::Duration;
 
 use reqwest::Url;
 
@@ -13,6 +16,46 @@ pub fn is_loopback(url: &Url) -> bool {
             .trim_end_matches(']')
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Why a send did not go through: the one classification every channel answers with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SendError {
+    /// The channel answered with an error that may pass later: try the other messages, and
+    /// this one again at the next run.
+    Refused(String),
+    /// The channel answered that this message can never be sent (an HTTP 4xx other than
+    /// 408 and 429: a bad destination, a blocked bot, a text it cannot take): it is dropped
+    /// at once (`rejected`).
+    Rejected(String),
+    /// The channel could not be reached or failed (network, 5xx, a timeout, no token): stop
+    /// sending on it for now.
+    Unavailable(String),
+    /// The channel asked to wait this long before the next message (HTTP 429).
+    RetryAfter(Duration, String),
+}
+
+impl SendError {
+    pub fn message(&self) -> &str {
+        match self {
+            SendError::Refused(m)
+            | SendError::Rejected(m)
+            | SendError::Unavailable(m)
+            | SendError::RetryAfter(_, m) => m,
+        }
+    }
+
+    /// The classification of an HTTP error status, for channels that speak HTTP: 429 waits
+    /// (`retry_after`, else a minute), 408 and 5xx are unavailable, any other 4xx can never
+    /// pass, anything else may pass later.
+    pub fn from_status(status: u16, retry_after: Option<Duration>, message: String) -> SendError {
+        match status {
+            429 => SendError::RetryAfter(retry_after.unwrap_or(Duration::from_secs(60)), message),
+            408 | 500..=599 => SendError::Unavailable(message),
+            400..=499 => SendError::Rejected(message),
+            _ => SendError::Refused(message),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -32,5 +75,34 @@ mod tests {
         ] {
             assert_eq!(is_loopback(&Url::parse(url).unwrap()), want, "{url}");
         }
+    }
+
+    #[test]
+    fn only_a_4xx_other_than_408_and_429_is_rejected_for_good() {
+        let m = || "x".to_string();
+        assert_eq!(
+            SendError::from_status(400, None, m()),
+            SendError::Rejected(m())
+        );
+        assert_eq!(
+            SendError::from_status(404, None, m()),
+            SendError::Rejected(m())
+        );
+        assert_eq!(
+            SendError::from_status(408, None, m()),
+            SendError::Unavailable(m())
+        );
+        assert_eq!(
+            SendError::from_status(429, Some(Duration::from_secs(7)), m()),
+            SendError::RetryAfter(Duration::from_secs(7), m())
+        );
+        assert_eq!(
+            SendError::from_status(503, None, m()),
+            SendError::Unavailable(m())
+        );
+        assert_eq!(
+            SendError::from_status(302, None, m()),
+            SendError::Refused(m())
+        );
     }
 }

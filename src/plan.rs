@@ -433,44 +433,14 @@ fn tool_input(task: &Task) -> Option<Map<String, Value>> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::config::ToolConfig;
-    use crate::model::DaySet;
-    use crate::schedule::{ActiveHours, Window};
     use std::collections::BTreeMap;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::time::Duration;
 
-    /// A config of these tools, active 08:00-22:00 in Berlin, cautious, no budget.
-    pub(crate) fn config(tools: BTreeMap<String, ToolConfig>) -> Config {
-        Config {
-            source: None,
-            files: vec![],
-            active: ActiveHours {
-                tz: chrono_tz::Europe::Berlin,
-                window: Window::parse("08:00-22:00").unwrap(),
-                days: DaySet::ALL,
-            },
-            autonomy: Autonomy::Cautious,
-            plain_tasks: PlainTasks::Remind,
-            state_dir: PathBuf::from("/state"),
-            audit_log: PathBuf::from("/state/audit.jsonl"),
-            approval_ttl: Duration::from_secs(86400),
-            concurrency: 1,
-            max_tasks_per_run: 50,
-            stuck_after: Duration::from_secs(1800),
-            tools,
-            mcp: BTreeMap::new(),
-            agent_may_approve: false,
-            telegram: None,
-            daemon: Default::default(),
-            retention: Default::default(),
-            daily_usd: 0.0,
-            max_consecutive_failures: 3,
-            warnings: vec![],
-        }
-    }
+    use crate::config::ToolConfig;
+    use crate::config::test_util::config;
 
     fn tasks(md: &str) -> Vec<Task> {
         let p = Path::new("/x/HEARTBEAT.md");

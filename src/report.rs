@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::audit::{self, Secrets};
-use crate::error::exit;
+use crate::exit;
 use crate::model::{Body, Outcome, RunSkipReason, Task, Trigger};
+use crate::redact::{self, Secrets};
 use crate::text::Redacted;
 
 /// What happened to one task (the `tasks` of `run --once --json`). Its texts are redacted:
@@ -154,9 +154,9 @@ impl Report {
 /// as its tool and redacted input instead of its raw source text.
 pub fn safe_text(task: &Task) -> String {
     if let Body::Tool { name, input } = &task.body
-        && audit::has_secret_keys(input)
+        && redact::has_secret_keys(input)
     {
-        let shown = audit::Secrets::default().redact_map(input).to_text();
+        let shown = Secrets::default().redact_map(input).to_text();
         return format!("@{name} {shown}");
     }
     task.text.clone()

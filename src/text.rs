@@ -21,7 +21,7 @@ use std::fmt;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use crate::audit::Secrets;
+use crate::redact::Secrets;
 
 /// Text that went through redaction: the only text a sink takes.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]

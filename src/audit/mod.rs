@@ -19,7 +19,7 @@
 pub mod event;
 pub mod filter;
 pub mod reader;
-pub mod redact;
+mod secrets;
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -30,8 +30,9 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
+pub use crate::redact::{Secrets, has_secret_keys};
 pub use event::{Event, EventKind};
-pub use redact::{Secrets, has_secret_keys};
+pub use secrets::short_secrets;
 
 use crate::text::RedactedJson;
 

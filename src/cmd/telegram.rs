@@ -23,7 +23,7 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
         ));
     };
     let secrets = Secrets::from_config(&cfg);
-    let env = |name: &str| crate::audit::redact::take_env(name);
+    let env = |name: &str| crate::redact::take_env(name);
     let tg = match Telegram::connect(&tc, &env, Duration::from_secs(5)) {
         Ok(Some(tg)) => tg,
         Ok(None) => {

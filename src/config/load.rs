@@ -25,8 +25,8 @@ use super::{
     PlainTasks, Retention, TelegramConfig, ToolConfig,
 };
 use crate::model::DaySet;
+use crate::model::is_builtin_tool as is_builtin;
 use crate::schedule::{ActiveHours, Window};
-use crate::tools::builtin::is_builtin;
 
 /// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
 /// and zone.

@@ -133,7 +133,8 @@ impl McpServerConfig {
     pub fn fingerprint(&self) -> String {
         use sha2::{Digest, Sha256};
         let text = format!("{:?}|{:?}|{:?}", self.transport, self.env, self.cwd);
-        format!("{:x}", Sha256::digest(text.as_bytes()))
+        let digest = Sha256::digest(text.as_bytes());
+        digest.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
@@ -343,4 +344,46 @@ pub struct LoadOptions<'a> {
     pub cwd: PathBuf,
     /// Environment lookup (`HEARTBEAT_CONFIG`, `TZ`, `HOME`); injected for tests.
     pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// What tests elsewhere build a config from.
+#[cfg(test)]
+pub(crate) mod test_util {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::model::DaySet;
+    use crate::schedule::{ActiveHours, Window};
+
+    /// A config of these tools, active 08:00-22:00 in Berlin, cautious, no budget.
+    pub(crate) fn config(tools: BTreeMap<String, ToolConfig>) -> Config {
+        Config {
+            source: None,
+            files: vec![],
+            active: ActiveHours {
+                tz: chrono_tz::Europe::Berlin,
+                window: Window::parse("08:00-22:00").unwrap(),
+                days: DaySet::ALL,
+            },
+            autonomy: Autonomy::Cautious,
+            plain_tasks: PlainTasks::Remind,
+            state_dir: PathBuf::from("/state"),
+            audit_log: PathBuf::from("/state/audit.jsonl"),
+            approval_ttl: Duration::from_secs(86400),
+            concurrency: 1,
+            max_tasks_per_run: 50,
+            stuck_after: Duration::from_secs(1800),
+            tools,
+            mcp: BTreeMap::new(),
+            agent_may_approve: false,
+            telegram: None,
+            daemon: Default::default(),
+            retention: Default::default(),
+            daily_usd: 0.0,
+            max_consecutive_failures: 3,
+            warnings: vec![],
+        }
+    }
 }

@@ -1396,8 +1396,7 @@ const PINNED: &[(&str, &str)] = &[
 #[test]
 fn every_builtin_tool_name_is_reserved() {
     let w = World::new();
-    for b in crate::tools::builtin::BUILTINS {
-        let name = b.name();
+    for name in crate::model::BUILTIN_TOOLS {
         let err = w.error(&format!("[tools.{name}]\ncommand = [\"true\"]\n"));
         assert!(err.contains("is a built-in tool"), "[tools.{name}]: {err}");
         let err = w.error(&format!("[mcp.{name}]\ncommand = [\"true\"]\n"));

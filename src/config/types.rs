@@ -18,8 +18,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::DaySet;
+use crate::model::is_builtin_tool as is_builtin;
 use crate::schedule::{Window, parse_day};
-use crate::tools::builtin::is_builtin;
 
 /// A string as TOML writes it (`'x'` shows as `"x"`), so that a message reads the same
 /// however the value was quoted.

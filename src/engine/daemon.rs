@@ -506,7 +506,7 @@ fn spawn_signal_thread(tx: Sender<Event>, stop: Arc<Stop>) -> Result<()> {
 /// anything (what it fetched is not confirmed to Telegram, so the new thread gets it).
 fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) -> Result<()> {
     let current = generation.fetch_add(1, Ordering::SeqCst) + 1;
-    let env = |name: &str| crate::audit::redact::take_env(name);
+    let env = |name: &str| crate::redact::take_env(name);
     if let Some(tc) = &cfg.telegram
         && let Ok(Some(poller)) = Telegram::connect(tc, &env, POLL)
     {

@@ -360,7 +360,7 @@ mod tests {
         // The store is the `Box<dyn Store>` that `store::open` picked for the config: the
         // decider reaches it only through the trait.
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = crate::plan::tests::config(Default::default());
+        let mut cfg = crate::config::test_util::config(Default::default());
         cfg.state_dir = dir.path().to_path_buf();
         cfg.audit_log = dir.path().join("audit.jsonl");
         let clock = Clock::starting_at("2026-05-01T10:00:00Z".parse().unwrap());

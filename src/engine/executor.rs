@@ -146,7 +146,7 @@ mod tests {
     #[test]
     fn runs_a_log_call_as_planned() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = crate::plan::tests::config(Default::default());
+        let cfg = crate::config::test_util::config(Default::default());
         let task = task(
             dir.path(),
             "## Recurring\n- [ ] @log {\"text\": \"hello\"}\n",
@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn runs_shell_calls_in_the_tasks_directory_side_by_side() {
         let dir = tempfile::tempdir().unwrap();
-        let cfg = crate::plan::tests::config(Default::default());
+        let cfg = crate::config::test_util::config(Default::default());
         std::fs::write(dir.path().join("here.txt"), "here\n").unwrap();
         let tasks: Vec<Task> = ["cat here.txt", "echo $HEARTBEAT_RUN_ID; exit 3"]
             .iter()

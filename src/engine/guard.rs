@@ -145,7 +145,7 @@ mod tests {
     const NOW: &str = "2026-05-01T10:00:00Z";
 
     fn config() -> Config {
-        let mut cfg = crate::plan::tests::config(Default::default());
+        let mut cfg = crate::config::test_util::config(Default::default());
         cfg.daily_usd = 1.0;
         cfg.max_consecutive_failures = 3;
         cfg.tools.insert(

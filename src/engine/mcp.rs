@@ -9,7 +9,7 @@
 //!   fail at once with the same reason. One that died or timed out is stopped and started
 //!   again for the next call.
 //! - Its variables (`env`, `headers_env`) are taken from heartbeat's environment as secrets
-//!   (`audit::redact::take_env`): every sink redacts their values.
+//!   (`redact::take_env`): every sink redacts their values.
 //! - Nothing here redacts or records: outcomes go back to the session, which does.
 
 use std::collections::{BTreeMap, HashMap};
@@ -21,11 +21,11 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use crate::audit::Secrets;
-use crate::audit::redact::take_env;
 use crate::config::{Config, McpServerConfig, McpTransport};
 use crate::mcp::{
     CallOutcome, Catalog, Listing, McpError, PASSED_ENV, Server, ServerSpec, ToolInfo, Transport,
 };
+use crate::redact::take_env;
 use crate::store::Store;
 use crate::tools::{Outcome, ToolKind, ToolSpec};
 

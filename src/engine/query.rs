@@ -458,7 +458,7 @@ pub fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Result<Che
         }
     }
     // Secrets too short to be looked for inside other text: said, since they are not hidden.
-    for name in crate::audit::redact::short_secrets(&cfg) {
+    for name in crate::audit::short_secrets(&cfg) {
         problems.push(Problem {
             file: cfg.source.clone().unwrap_or_default(),
             line: 0,
@@ -469,7 +469,7 @@ pub fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Result<Che
                  environments, but it is not hidden inside other text (audit lines, messages, \
                  output), where it would cut out every ordinary occurrence; a secret needs a \
                  longer value",
-                crate::audit::redact::MIN_SECRET
+                crate::redact::MIN_SECRET
             ),
         });
     }

@@ -35,7 +35,7 @@ use crate::tools::Registry;
 /// a warning, never an error: messages wait in the outbox until it is fixed.
 pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> Option<Telegram> {
     let tc = cfg.telegram.as_ref()?;
-    let env = |name: &str| crate::audit::redact::take_env(name);
+    let env = |name: &str| crate::redact::take_env(name);
     match Telegram::connect(tc, &env, poll) {
         Ok(Some(tg)) => Some(tg),
         Ok(None) => {

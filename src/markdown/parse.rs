@@ -1815,17 +1815,16 @@ mod tests {
         assert_eq!(idx.line_end(4), 13);
     }
 
+    /// How long this takes (that parsing is linear) is a figure of `benches/figures.rs`
+    /// (`check` of 20,000 tasks), not a bound a loaded machine could miss here.
     #[test]
-    fn large_file_is_linear() {
+    fn large_file_has_every_task() {
         let mut text = String::from("## Recurring\n");
         for i in 0..20_000 {
             text.push_str(&format!("- [ ] @x {{\"n\": {i}, \"s\": \"some text\"}}\n"));
         }
-        let start = std::time::Instant::now();
         let parsed = p(&text);
         assert_eq!(parsed.tasks.len(), 20_000);
-        // Generous: a quadratic parser takes minutes here.
-        assert!(start.elapsed() < std::time::Duration::from_secs(20));
     }
 
     mod props {

@@ -854,7 +854,7 @@ fn outcome(result: CallToolResult) -> CallOutcome {
         push_capped(&mut out, &text);
     }
     if let Some(Value::Object(fields)) = &result.structured_content {
-        out.cost_usd = crate::tools::reported_cost(fields.get("cost_usd"));
+        out.cost_usd = crate::model::reported_cost(fields.get("cost_usd"));
         out.summary = fields
             .get("summary")
             .and_then(Value::as_str)

@@ -181,7 +181,7 @@ async fn failure(response: Response) -> Result<StreamableHttpPostResponse, Error
     // Redacted before it is cut: a page that echoes a credential must not show all of it but
     // the part past the cut.
     let text = String::from_utf8_lossy(&bytes);
-    let preview = crate::audit::Secrets::taken()
+    let preview = crate::redact::Secrets::taken()
         .redact(text.trim())
         .cut_chars(ERROR_PREVIEW);
     Err(StreamableHttpError::UnexpectedServerResponse(

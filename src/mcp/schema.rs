@@ -23,7 +23,7 @@ pub fn validate_input(schema: &Value, input: &Value) -> Result<(), String> {
     };
     let path = error.instance_path().to_string();
     // A key whose values redaction hides: the value is not shown in the message.
-    let secret = path.split('/').any(crate::audit::redact::is_secret_key);
+    let secret = path.split('/').any(crate::redact::is_secret_key);
     let message = if secret {
         error.masked_with("***").to_string()
     } else {

@@ -27,7 +27,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
 
-use crate::audit::Secrets;
+use crate::redact::Secrets;
 use crate::text::Redacted;
 
 /// The largest request, in bytes (without its newline): the SDK's own limit for one MCP
@@ -143,7 +143,7 @@ where
         // Every error leaves redacted, also those the SDK makes itself from what the client
         // sent (an unknown method is quoted back as the message).
         if let JsonRpcMessage::Error(e) = &mut item {
-            let secrets = crate::audit::Secrets::taken();
+            let secrets = crate::redact::Secrets::taken();
             e.error.message = secrets.redact(&e.error.message).into_string().into();
             if let Some(data) = e.error.data.take() {
                 e.error.data = Some(secrets.redact_json(data).into_value());

@@ -137,7 +137,6 @@ fn stderr_is_captured() {
 fn timeout_cancels_and_stop_kills_the_whole_group() {
     let mut server = Server::start(&spec(&[])).unwrap();
     let pid = server.pid().expect("a spawned server");
-    let started = Instant::now();
     let err = server
         .call(
             "sleep",
@@ -150,15 +149,13 @@ fn timeout_cancels_and_stop_kills_the_whole_group() {
         "{err}"
     );
     assert_eq!(err.to_string(), "timed out after 1s");
-    assert!(started.elapsed() < Duration::from_secs(20));
     assert!(!server.is_usable());
     // The `sleep` child is still in the group: the cancellation does not end it.
     assert_eq!(live_member(pid as i32), Some(true));
 
-    let stopping = Instant::now();
+    // Closing stdin, then SIGTERM after 2 s (how long that takes is no test's business on a
+    // loaded machine): the group is gone once `stop` returns.
     let stderr = server.stop();
-    // Closing stdin, then SIGTERM after 2 s: far less than the 7 s of a SIGKILL.
-    assert!(stopping.elapsed() < Duration::from_secs(30));
     assert_group_gone(pid);
     assert!(
         stderr.contains("sleep cancelled by the client"),
@@ -197,14 +194,11 @@ fn a_silent_server_is_a_start_error_within_its_timeout() {
         command: vec!["sleep".into(), "300".into()],
     };
     silent.startup_timeout = Duration::from_secs(1);
-    let started = Instant::now();
     let err = Server::start(&silent).unwrap_err();
     assert!(
         matches!(&err, McpError::Start(m) if m.contains("within 1s")),
         "{err}"
     );
-    // 1 s of waiting, then stdin closed and SIGTERM at most 2 s later.
-    assert!(started.elapsed() < Duration::from_secs(30));
 }
 
 #[test]

@@ -14,9 +14,9 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::audit::Secrets;
-use crate::audit::redact::STARS;
 use crate::config::SummaryMode;
 use crate::model::Outcome;
+use crate::redact::STARS;
 use crate::report::{Report, TaskReport};
 use crate::text::{Redacted, escape};
 

@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn a_failure_names_the_database_and_its_cause_in_the_stores_own_types() {
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = crate::plan::tests::config(Default::default());
+        let mut cfg = crate::config::test_util::config(Default::default());
         cfg.state_dir = dir.path().to_path_buf();
         let path = dir.path().join(DB_FILE);
         std::fs::write(&path, "this is not sqlite, just text ".repeat(100)).unwrap();
@@ -205,7 +205,7 @@ mod tests {
     #[test]
     fn nothing_is_opened_or_created_where_there_is_no_store_yet() {
         let dir = tempfile::tempdir().unwrap();
-        let mut cfg = crate::plan::tests::config(Default::default());
+        let mut cfg = crate::config::test_util::config(Default::default());
         cfg.state_dir = dir.path().to_path_buf();
         assert!(open_existing(&cfg).unwrap().is_none());
         assert!(!dir.path().join(DB_FILE).exists());

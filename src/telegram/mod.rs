@@ -33,7 +33,7 @@ const SLACK: Duration = Duration::from_secs(10);
 pub const REQUEST_LIMIT: Duration = Duration::from_secs(5);
 
 /// Why a send did not go through: the classification every channel shares.
-pub use crate::notify::SendError;
+pub use crate::net::SendError;
 
 /// Whether Telegram's error answer is an HTTP 4xx other than 408 and 429: one that the same
 /// request can never pass (docs/reference.md#outbox). teloxide keeps the answer's

@@ -395,15 +395,6 @@ pub struct Outcome {
     pub summary: Option<String>,
 }
 
-/// A cost a tool reported (its last output line, an MCP result's `structuredContent`):
-/// a number of dollars, 0 or more. Anything else is ignored: a negative cost would give
-/// the day's budget back.
-pub fn reported_cost(value: Option<&Value>) -> Option<f64> {
-    value
-        .and_then(Value::as_f64)
-        .filter(|c| c.is_finite() && *c >= 0.0)
-}
-
 pub fn execute(spec: &ToolSpec, input: &Map<String, Value>, inv: &Invocation) -> Outcome {
     execute_with_stop(spec, input, inv, None)
 }

@@ -326,7 +326,7 @@ fn parse_report(line: &[u8]) -> (Option<f64>, Option<String>) {
     let Ok(Value::Object(obj)) = serde_json::from_slice::<Value>(line) else {
         return (None, None);
     };
-    let cost = super::reported_cost(obj.get("cost_usd"));
+    let cost = crate::model::reported_cost(obj.get("cost_usd"));
     let summary = obj
         .get("summary")
         .and_then(Value::as_str)

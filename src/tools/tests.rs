@@ -62,6 +62,10 @@ fn shell(dir: &Path, input: Value) -> Outcome {
 
 /// True once `pid` is dead: gone, or a zombie waiting for init to reap it (some inits reap
 /// only every second or so).
+/// How long [`gone_within`] waits for a process that was just killed: a deadline for a hang,
+/// not a speed check (a loaded machine may take seconds to schedule the kill).
+const GONE: Duration = Duration::from_secs(30);
+
 fn gone_within(pid: i32, within: Duration) -> bool {
     let until = Instant::now() + within;
     loop {
@@ -609,8 +613,9 @@ fn command_tool_missing_key_runs_nothing() {
 }
 
 /// Run by `token_and_remove_env_are_not_inherited` in a child test process whose environment
-/// holds the secrets; a no-op otherwise.
+/// holds the secrets (ignored otherwise: alone it would test nothing).
 #[test]
+#[ignore = "run by token_and_remove_env_are_not_inherited in a child process"]
 fn env_probe_child() {
     if std::env::var_os("HB_TOOLS_ENV_PROBE").is_none() {
         return;
@@ -650,7 +655,7 @@ fn run_probe(name: &str, env: &[(&str, &str)]) {
         std::env::current_exe().unwrap()
     };
     let out = std::process::Command::new(exe)
-        .args(["--exact", name, "--test-threads=1"])
+        .args(["--exact", name, "--ignored", "--test-threads=1"])
         .envs(env.iter().copied())
         .output()
         .unwrap();
@@ -680,6 +685,7 @@ fn token_and_remove_env_are_not_inherited() {
 /// Run by `unread_stdin_never_raises_sigpipe`: with SIGPIPE at its default (as a CLI may set
 /// it), a tool that exits without reading a large input must not kill this process.
 #[test]
+#[ignore = "run by unread_stdin_never_raises_sigpipe in a child process"]
 fn sigpipe_probe_child() {
     if std::env::var_os("HB_TOOLS_SIGPIPE_PROBE").is_none() {
         return;
@@ -749,19 +755,16 @@ fn tools_start_with_no_signal_blocked_and_none_ignored_by_heartbeat() {
 #[test]
 fn timeout_kills_the_whole_group() {
     let dir = tempfile::tempdir().unwrap();
-    let started = Instant::now();
     let o = shell(
         dir.path(),
         json!({"cmd": "sleep 60 & echo $! > pidfile; echo started; sleep 60", "timeout": "1s"}),
     );
-    let took = started.elapsed();
     assert!(!o.success);
     assert_eq!(o.error.as_deref(), Some("timed out after 1s"));
     assert_eq!(o.exit_code, None);
     assert_eq!(o.stdout, "started\n");
-    assert!(took < Duration::from_secs(4), "{took:?}");
     let grandchild = read_pid(&dir.path().join("pidfile"));
-    assert!(gone_within(grandchild, Duration::from_secs(2)));
+    assert!(gone_within(grandchild, GONE));
 }
 
 #[test]
@@ -769,7 +772,6 @@ fn timeout_as_a_number_of_seconds() {
     let dir = tempfile::tempdir().unwrap();
     let o = shell(dir.path(), json!({"cmd": ["sleep", "30"], "timeout": 0.5}));
     assert_eq!(o.error.as_deref(), Some("timed out after 500ms"));
-    assert!(o.duration < Duration::from_secs(3));
 }
 
 #[test]
@@ -785,7 +787,6 @@ fn config_timeout_applies_to_command_tools() {
     )]);
     let o = run_in(dir.path(), &reg.get("slow").unwrap(), json!({}));
     assert_eq!(o.error.as_deref(), Some("timed out after 1s"));
-    assert!(o.duration < Duration::from_secs(3), "{:?}", o.duration);
     // `execute` uses the documented grace (docs/reference.md#tool-processes); the SIGKILL path
     // itself is tested on the runner with a shorter one.
     assert_eq!(process::KILL_GRACE, Duration::from_secs(5));
@@ -796,32 +797,30 @@ fn config_timeout_applies_to_command_tools() {
 #[test]
 fn background_child_holding_stdout_does_not_hang() {
     let dir = tempfile::tempdir().unwrap();
-    let started = Instant::now();
+    // Success: it did not wait for the background `sleep` until the timeout.
     let o = shell(
         dir.path(),
         json!({"cmd": "sleep 60 & echo $! > pidfile; echo done", "timeout": "30s"}),
     );
-    let took = started.elapsed();
     assert!(o.success, "{o:?}");
     assert_eq!(o.stdout, "done\n");
-    assert!(took < Duration::from_secs(3), "{took:?}");
     let bg = read_pid(&dir.path().join("pidfile"));
-    assert!(gone_within(bg, Duration::from_secs(2)));
+    assert!(gone_within(bg, GONE));
 }
 
 #[test]
 fn process_that_left_the_group_is_abandoned_not_waited_for() {
     let dir = tempfile::tempdir().unwrap();
-    let started = Instant::now();
+    // Success: had it waited for the escaped `sleep 300`, the 30 s timeout would have failed
+    // the task.
     let o = shell(
         dir.path(),
         json!({
-            "cmd": "setsid sh -c 'echo $$ > pidfile; exec sleep 30' & \
+            "cmd": "setsid sh -c 'echo $$ > pidfile; exec sleep 300' & \
                     while [ ! -s pidfile ]; do sleep 0.05; done; echo done",
             "timeout": "30s",
         }),
     );
-    let took = started.elapsed();
     let escaped = read_pid(&dir.path().join("pidfile"));
     // It left the group on purpose: still alive, and heartbeat did not wait for it.
     let alive = crate::sys::process_exists(escaped);
@@ -831,10 +830,6 @@ fn process_that_left_the_group_is_abandoned_not_waited_for() {
     );
     assert!(o.success, "{o:?}");
     assert_eq!(o.stdout, "done\n");
-    assert!(
-        took < process::READER_GRACE + Duration::from_secs(2),
-        "{took:?}"
-    );
     assert!(alive);
 }
 
@@ -1129,12 +1124,14 @@ fn runner_sigkills_a_term_ignoring_group_after_the_grace() {
     let took = started.elapsed();
     assert_eq!(o.error.as_deref(), Some("timed out after 500ms"));
     assert_eq!(o.exit_code, None);
+    // Not before the timeout and the grace; well before the minute of `sleep 60`, which
+    // only SIGKILL ends early.
     assert!(
-        took >= Duration::from_millis(1200) && took < Duration::from_secs(4),
+        took >= Duration::from_millis(1200) && took < Duration::from_secs(30),
         "{took:?}"
     );
     let bg = read_pid(&dir.path().join("pidfile"));
-    assert!(gone_within(bg, Duration::from_secs(2)));
+    assert!(gone_within(bg, GONE));
 }
 
 #[test]
@@ -1148,7 +1145,6 @@ fn runner_stops_on_request() {
         Duration::from_secs(30),
     );
     req.stop = Some(&stop);
-    let started = Instant::now();
     let o = std::thread::scope(|s| {
         s.spawn(|| {
             std::thread::sleep(Duration::from_millis(300));
@@ -1157,7 +1153,6 @@ fn runner_stops_on_request() {
         process::run(&req)
     });
     assert_eq!(o.error.as_deref(), Some("stopped"));
-    assert!(started.elapsed() < Duration::from_secs(3));
     assert!(!o.success);
 }
 

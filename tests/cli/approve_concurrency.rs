@@ -63,8 +63,7 @@ fn four_concurrent_approves_run_the_tool_exactly_once() {
 /// Send SIGKILL to a process group (a tool's; never ours or init's).
 fn kill_group(pgid: i32) {
     assert!(pgid > 1 && pgid != std::process::id() as i32, "pgid {pgid}");
-    // SAFETY: kill with a negative pid signals that process group; no memory is involved.
-    unsafe { libc::kill(-pgid, libc::SIGKILL) };
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), Signal::SIGKILL);
 }
 
 #[test]
@@ -158,15 +157,10 @@ fn approve_waits_for_a_run_lock_released_after_a_second_then_runs() {
     );
     assert_eq!(env.approval_state(1).as_deref(), Some("approved"));
     drop(lock);
-    let released = start.elapsed();
 
     let out = wait_output(child, "approve 1", T);
     out.code(0);
     assert!(env.exists("ran"));
-    assert!(
-        start.elapsed() < released + Duration::from_secs(3),
-        "ran promptly once the lock was free"
-    );
     assert_eq!(env.approval(1)["state"], "succeeded");
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1);
@@ -220,7 +214,7 @@ fn a_tool_does_not_outlive_a_killed_heartbeat() {
             })
             .unwrap_or(false)
     };
-    while alive() && start.elapsed() < Duration::from_secs(3) {
+    while alive() && start.elapsed() < WAIT {
         std::thread::sleep(Duration::from_millis(20));
     }
     let gone = !alive();

@@ -6,8 +6,6 @@
 //! directory, and an environment without `HEARTBEAT_CONFIG`, `HEARTBEAT_NOW` and `TZ`, with
 //! `HOME`/`XDG_*` pointing into the temp dir so that the machine's own config never leaks in.
 
-#![allow(dead_code)]
-
 use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::fs;
@@ -15,6 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+pub use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -22,6 +22,17 @@ use tempfile::TempDir;
 /// deadline for a hang, not a speed check (those are in `benches/figures.rs`), so that a
 /// loaded 2-core machine never fails a test that would pass.
 pub const WAIT: Duration = Duration::from_secs(30);
+
+/// For a test that needs what this machine lacks (a program, a kernel feature), before it
+/// returns: says why on stderr; under `HEARTBEAT_TEST_STRICT=1`, which `.ci/run` sets, fails
+/// instead, so that CI never passes a test it did not run.
+#[track_caller]
+pub fn cannot_run_here(why: &str) {
+    if std::env::var_os("HEARTBEAT_TEST_STRICT").is_some_and(|v| v == "1") {
+        panic!("cannot run here (HEARTBEAT_TEST_STRICT=1): {why}");
+    }
+    eprintln!("skipped: {why}");
+}
 
 /// The default `--now`: Friday 2026-05-01 10:00 UTC.
 pub const NOW: &str = "2026-05-01T10:00:00Z";
@@ -496,39 +507,18 @@ impl Cmd {
     /// Start with a pseudo-terminal as standard input (so the command sees a terminal);
     /// stdout and stderr are pipes, read in the background.
     pub fn spawn_on_pty(self) -> Interactive {
-        use std::os::fd::{FromRawFd, OwnedFd};
-        let (mut master, mut slave) = (-1, -1);
-        // SAFETY: openpty writes two fds into the out-pointers; name, termios and winsize may
-        // be null. We own both fds from here on.
-        let rc = unsafe {
-            libc::openpty(
-                &mut master,
-                &mut slave,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-            )
-        };
-        assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
-        // SAFETY: both fds were just returned by openpty and are owned by nobody else.
-        let (master, slave) =
-            unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+        use nix::fcntl::{F_SETFD, FdFlag, fcntl};
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        let nix::pty::OpenptyResult { master, slave } =
+            nix::pty::openpty(None, None).expect("openpty");
         for fd in [&master, &slave] {
-            use std::os::fd::AsRawFd;
-            // SAFETY: fcntl on a valid fd; keeps them out of other tests' children.
-            unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+            // Keeps them out of other tests' children.
+            fcntl(fd, F_SETFD(FdFlag::FD_CLOEXEC)).expect("FD_CLOEXEC");
         }
-        {
-            use std::os::fd::AsRawFd;
-            // No echo: what we type is not mixed into anything, and the pty buffer never fills.
-            // SAFETY: termios is plain data; tcgetattr fills it from a valid fd.
-            unsafe {
-                let mut t: libc::termios = std::mem::zeroed();
-                if libc::tcgetattr(slave.as_raw_fd(), &mut t) == 0 {
-                    t.c_lflag &= !(libc::ECHO | libc::ECHONL);
-                    libc::tcsetattr(slave.as_raw_fd(), libc::TCSANOW, &t);
-                }
-            }
+        // No echo: what we type is not mixed into anything, and the pty buffer never fills.
+        if let Ok(mut t) = tcgetattr(&slave) {
+            t.local_flags &= !(LocalFlags::ECHO | LocalFlags::ECHONL);
+            let _ = tcsetattr(&slave, SetArg::TCSANOW, &t);
         }
         let mut cmd = self.finish();
         let described = format!("{cmd:?}");
@@ -773,15 +763,14 @@ impl Cmd {
 
 /// Send `sig` to `pid`; panics when the process is gone.
 #[track_caller]
-pub fn send_signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) with a pid we started and a valid signal number.
-    let rc = unsafe { libc::kill(pid as libc::pid_t, sig) };
-    assert_eq!(
-        rc,
-        0,
-        "kill({pid}, {sig}): {}",
-        std::io::Error::last_os_error()
-    );
+pub fn send_signal(pid: u32, sig: Signal) {
+    nix::sys::signal::kill(Pid::from_raw(pid as i32), sig)
+        .unwrap_or_else(|e| panic!("kill({pid}, {sig}): {e}"));
+}
+
+/// Whether a process `pid` exists (a zombie too): kill(2) with no signal.
+pub fn process_exists(pid: i32) -> bool {
+    nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok()
 }
 
 /// A spawned heartbeat (a daemon) that is SIGKILLed and reaped when dropped, so a failing
@@ -829,16 +818,8 @@ impl Guarded {
     }
 
     #[track_caller]
-    pub fn signal(&self, sig: libc::c_int) {
+    pub fn signal(&self, sig: Signal) {
         send_signal(self.pid(), sig);
-    }
-
-    /// Still running?
-    pub fn alive(&mut self) -> bool {
-        matches!(
-            self.child.as_mut().expect("child still owned").try_wait(),
-            Ok(None)
-        )
     }
 
     /// Wait for it to exit (SIGKILL and panic after `timeout`) and collect its output.

@@ -1231,7 +1231,7 @@ fn concurrency_round(round: usize) {
         || open_one_time(&md, &env.read_bytes("HEARTBEAT.md")).is_empty(),
     );
     std::thread::sleep(Duration::from_millis(1200));
-    daemon.signal(libc::SIGTERM);
+    daemon.signal(Signal::SIGTERM);
     let out = daemon.finish(Duration::from_secs(20));
     out.code(0);
 

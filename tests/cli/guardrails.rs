@@ -1017,68 +1017,41 @@ fn a_pause_too_long_for_the_calendar_is_refused_not_a_panic() {
 /// Counts renames onto and in-place writes of `name` in `dir` (inotify), so a test can tell
 /// how many times a file was rewritten.
 struct Rewrites {
-    fd: std::os::fd::OwnedFd,
+    inotify: nix::sys::inotify::Inotify,
     name: String,
 }
 
 impl Rewrites {
     fn watch(dir: &std::path::Path, name: &str) -> Rewrites {
-        use std::os::fd::FromRawFd;
-        use std::os::unix::ffi::OsStrExt;
-        // SAFETY: inotify_init1 returns a new fd or -1.
-        let raw = unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) };
-        assert!(
-            raw >= 0,
-            "inotify_init1: {}",
-            std::io::Error::last_os_error()
-        );
-        // SAFETY: raw is a fresh fd that nobody else owns.
-        let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(raw) };
-        let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid fd and a NUL-terminated path.
-        let wd = unsafe {
-            libc::inotify_add_watch(raw, path.as_ptr(), libc::IN_MOVED_TO | libc::IN_CLOSE_WRITE)
-        };
-        assert!(
-            wd >= 0,
-            "inotify_add_watch: {}",
-            std::io::Error::last_os_error()
-        );
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let inotify =
+            Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).expect("inotify_init1");
+        inotify
+            .add_watch(
+                dir,
+                AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE,
+            )
+            .expect("inotify_add_watch");
         Rewrites {
-            fd,
+            inotify,
             name: name.to_string(),
         }
     }
 
     /// How many times the file was replaced or written since `watch`.
     fn count(&self) -> usize {
-        use std::os::fd::AsRawFd;
-        let mut buf = vec![0u8; 64 * 1024];
         let mut n = 0;
-        loop {
-            // SAFETY: reading into a buffer we own, of the length given.
-            let len =
-                unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-            if len <= 0 {
-                return n;
+        // Until reading would block: every event so far has been read.
+        while let Ok(events) = self.inotify.read_events() {
+            if events.is_empty() {
+                break;
             }
-            let mut off = 0usize;
-            let head = std::mem::size_of::<libc::inotify_event>();
-            while off + head <= len as usize {
-                // SAFETY: the kernel wrote a whole inotify_event at `off`; read unaligned.
-                let ev: libc::inotify_event =
-                    unsafe { std::ptr::read_unaligned(buf[off..].as_ptr().cast()) };
-                let name_bytes = &buf[off + head..off + head + ev.len as usize];
-                let end = name_bytes
-                    .iter()
-                    .position(|&b| b == 0)
-                    .unwrap_or(name_bytes.len());
-                if &name_bytes[..end] == self.name.as_bytes() {
-                    n += 1;
-                }
-                off += head + ev.len as usize;
-            }
+            n += events
+                .iter()
+                .filter(|e| e.name.as_deref() == Some(std::ffi::OsStr::new(&self.name)))
+                .count();
         }
+        n
     }
 }
 
@@ -1089,18 +1062,18 @@ fn eight_parallel_tasks_finish_together_and_are_ticked_in_one_rewrite() {
         md.push_str(&format!("- [ ] @nap {{\"n\": {n}}}\n"));
     }
     md.push_str("\n## Notes\n- [ ] stays open\n");
-    let env = Env::new(&md).config(
-        "concurrency = 8\n[tools.nap]\ncommand = [\"sleep\", \"0.5\"]\napproval = \"auto\"\n",
-    );
+    // Each task waits until all eight have started: they succeed only if all eight run at
+    // once (one that waits longer than its timeout fails).
+    let barrier = "touch \"here_$HEARTBEAT_TASK_ID\"; \
+                   until [ \"$(ls | grep -c '^here_')\" -ge 8 ]; do sleep 0.05; done";
+    let env = Env::new(&md).config(&format!(
+        "concurrency = 8\n[tools.nap]\ncommand = [\"sh\", \"-c\", {}]\ntimeout = \"30s\"\n\
+         approval = \"auto\"\n",
+        serde_json::to_string(barrier).unwrap()
+    ));
     let rewrites = Rewrites::watch(env.root(), "HEARTBEAT.md");
-    let started = Instant::now();
     let out = env.run_once(NOW);
-    let took = started.elapsed();
     out.code(0);
-    assert!(
-        took < Duration::from_secs(2),
-        "eight 0.5 s tasks at concurrency 8 took {took:?}"
-    );
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 8, "{:#?}", env.audit());
     let inputs: BTreeSet<i64> = ok

@@ -180,16 +180,15 @@ fn a_200_kb_input_reaches_a_config_tool_on_stdin() {
 // Many tasks.
 
 #[test]
-fn twenty_thousand_tasks_check_and_dry_run_in_reasonable_time() {
+fn twenty_thousand_tasks_check_and_dry_run() {
     let mut md = String::from("## One-time\n");
     for i in 0..20_000 {
         md.push_str(&format!("- [ ] @log {{\"text\": \"t{i}\"}}\n"));
     }
     let env = Env::new(&md);
 
-    let start = Instant::now();
+    // How long these take is a figure of `benches/figures.rs` (`check` of 20,000 tasks).
     let out = env.cmd(["check", "--json"]).output();
-    let check_took = start.elapsed();
     clean(&out, 0);
     let doc = out.json();
     let tasks = doc["tasks"].as_array().unwrap();
@@ -199,9 +198,7 @@ fn twenty_thousand_tasks_check_and_dry_run_in_reasonable_time() {
         .map(|t| t["task_id"].as_str().unwrap())
         .collect();
     assert_eq!(ids.len(), 20_000, "ids are distinct");
-    let start = Instant::now();
     let out = env.cmd(["run", "--once", "--dry-run", "--json"]).output();
-    let dry_took = start.elapsed();
     clean(&out, 0);
     let doc = out.json();
     let outcomes: Vec<&str> = doc["tasks"]
@@ -215,12 +212,6 @@ fn twenty_thousand_tasks_check_and_dry_run_in_reasonable_time() {
     assert_eq!(outcomes.iter().filter(|o| **o == "skipped").count(), 19_950);
     assert!(!env.state().exists(), "a dry run writes nothing");
     assert_eq!(env.read("HEARTBEAT.md"), md);
-    // Seconds, not minutes, even in a debug build on a loaded machine (the figure on an idle
-    // one is in `benches/figures.rs`).
-    for (what, took) in [("check", check_took), ("run --dry-run", dry_took)] {
-        assert!(took < Duration::from_secs(60), "{what} took {took:?}");
-    }
-    eprintln!("20,000 tasks: check {check_took:?}, run --dry-run {dry_took:?}");
 
     // A file this large is parsed like a small one: its first tasks read exactly as the same
     // lines in a small file at the same path.
@@ -368,7 +359,6 @@ fn two_hundred_levels_of_lists_and_blockquotes() {
         md.push_str(&format!("- [ ] @log {{\"text\": \"mixed {i}\"}}\n"));
     }
     let env = Env::new(&md).config(FULL);
-    let start = Instant::now();
     let out = env.cmd(["check", "--json"]).output();
     clean(&out, 0);
     let n = out.json()["tasks"].as_array().unwrap().len();
@@ -381,12 +371,6 @@ fn two_hundred_levels_of_lists_and_blockquotes() {
     run_clean(&env, &["-q"], 0);
     assert!(open_one_time(&env.md_path(), &env.read_bytes("HEARTBEAT.md")).is_empty());
     assert_eq!(env.events("task_marked_done").len(), n);
-    // Seconds, not minutes, even on a loaded machine.
-    assert!(
-        start.elapsed() < Duration::from_secs(60),
-        "{:?}",
-        start.elapsed()
-    );
 }
 
 #[test]
@@ -441,9 +425,11 @@ fn a_file_over_8_mib_is_refused_by_every_reader_naming_it() {
 #[test]
 fn a_fifo_or_a_directory_as_heartbeat_md_is_an_error_not_a_hang() {
     let env = Env::empty();
-    let path = std::ffi::CString::new(env.md_file()).unwrap();
-    // SAFETY: mkfifo with a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+    nix::unistd::mkfifo(
+        env.md_file().as_str(),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .expect("mkfifo");
     let child = env.cmd(["run", "--once"]).spawn();
     let out = wait_output(child, "run --once on a FIFO", Duration::from_secs(10));
     clean(&out, 2);
@@ -537,7 +523,7 @@ fn a_full_disk_under_the_state_dir_is_named_and_no_task_runs_twice() {
         .status()
         .is_ok_and(|s| s.success())
     {
-        eprintln!("skipped: no tmpfs in an unprivileged mount namespace here (`unshare -rm`)");
+        cannot_run_here("no tmpfs in an unprivileged mount namespace here (`unshare -rm`)");
         return;
     }
     let md = "## One-time\n- [ ] @append_file {\"path\": \"out.txt\", \"text\": \"once\\n\"}\n";
@@ -685,17 +671,29 @@ fn a_state_dir_that_cannot_be_created_exits_2_with_a_clear_message() {
     clean(&out, 0);
 }
 
+/// Unwritable: read-only, or for root, who ignores permissions, immutable (`chattr +i`).
 #[test]
 fn an_unwritable_state_dir_exits_2_with_a_clear_message() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        eprintln!("skipped: root ignores directory permissions (see the blocker-file test)");
-        return;
-    }
     let env = Env::new(ONE).config(FULL);
     fs::create_dir_all(env.state()).unwrap();
-    fs::set_permissions(env.state(), fs::Permissions::from_mode(0o500)).unwrap();
+    let guard = if nix::unistd::geteuid().is_root() {
+        let set = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(env.state())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !set {
+            cannot_run_here("running as root and chattr +i is not available here");
+            return;
+        }
+        Some(Immutable(env.state()))
+    } else {
+        fs::set_permissions(env.state(), fs::Permissions::from_mode(0o500)).unwrap();
+        None
+    };
     let out = env.cmd(["run", "--once"]).output();
+    drop(guard);
     fs::set_permissions(env.state(), fs::Permissions::from_mode(0o700)).unwrap();
     clean(&out, 2);
     assert!(
@@ -729,8 +727,7 @@ fn a_tick_that_cannot_be_written_is_audited_and_the_task_not_rerun() {
     env.write("ro/HEARTBEAT.md", ONE);
     let md = env.path("ro/HEARTBEAT.md");
     let md_s = md.display().to_string();
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
+    let root = nix::unistd::geteuid().is_root();
     let mut guard = None;
     if root {
         let set = std::process::Command::new("chattr")
@@ -740,7 +737,7 @@ fn a_tick_that_cannot_be_written_is_audited_and_the_task_not_rerun() {
             .status()
             .is_ok_and(|s| s.success());
         if !set {
-            eprintln!("skipped: running as root and chattr +i is not available here");
+            cannot_run_here("running as root and chattr +i is not available here");
             return;
         }
         guard = Some(Immutable(md.clone()));
@@ -822,7 +819,7 @@ fn the_daemon_survives_a_file_that_turns_hostile() {
             .any(|v| v["event"] == "task_succeeded" && v["input"]["text"] == "back")
     });
     assert!(count(&env) > n);
-    daemon.signal(libc::SIGTERM);
+    daemon.signal(Signal::SIGTERM);
     let out = daemon.finish(WAIT);
     clean(&out, 0);
     assert!(out.stderr.contains("8 MiB"), "{}", out.stderr);

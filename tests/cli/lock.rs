@@ -2,12 +2,32 @@
 //! `locked`), exits 0 at once, and warns naming the holder when it has held the lock past
 //! `stuck_after`.
 
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::common::*;
 
-const SLOW: &str = "## Recurring\n- [ ] @shell {\"cmd\": \"touch started; sleep 2\"}\n";
+/// Holds the lock until the file `go` appears.
+const SLOW: &str = "## Recurring\n- [ ] @shell {\"cmd\": \"touch started; until test -e go; do sleep 0.05; done\"}\n";
 const FIRST: &str = "2026-05-01T10:00:00Z";
+
+/// Creates `go` after [`WAIT`] if the test has not: a run that waited for the lock then
+/// ends, and the test fails instead of hanging.
+fn open_the_gate_later(go: PathBuf) {
+    std::thread::spawn(move || {
+        std::thread::sleep(WAIT);
+        let _ = std::fs::write(go, "");
+    });
+}
+
+/// The first run still holds the lock: the run that just returned did not wait for it.
+#[track_caller]
+fn still_held(first: &mut std::process::Child) {
+    assert!(
+        first.try_wait().unwrap().is_none(),
+        "waited for the lock: the first run had already ended"
+    );
+}
 
 #[test]
 fn a_second_run_skips_while_the_lock_is_held_and_reports_a_stuck_holder() {
@@ -18,19 +38,16 @@ fn a_second_run_skips_while_the_lock_is_held_and_reports_a_stuck_holder() {
         .spawn();
     let first_pid = first.id();
     wait_for(&env.path("started"), Duration::from_secs(10));
+    open_the_gate_later(env.path("go"));
 
     // Within stuck_after: skipped, quietly.
-    let t = Instant::now();
     let second = env
         .cmd(["run", "--once", "--autonomy", "full"])
         .now("2026-05-01T10:00:30Z")
         .env("TZ", "UTC")
         .output();
     second.code(0);
-    assert!(
-        t.elapsed() < Duration::from_millis(1500),
-        "waited for the lock"
-    );
+    still_held(&mut first);
     assert!(
         !second.stderr.contains(&first_pid.to_string()),
         "no warning before stuck_after: {}",
@@ -46,17 +63,13 @@ fn a_second_run_skips_while_the_lock_is_held_and_reports_a_stuck_holder() {
     assert_eq!(lock["since"], ts(FIRST), "{lock}");
 
     // Past stuck_after: skipped, with a warning naming the holder's pid and start time.
-    let t = Instant::now();
     let third = env
         .cmd(["run", "--once", "--autonomy", "full"])
         .now("2026-05-01T10:02:00Z")
         .env("TZ", "UTC")
         .output();
     third.code(0);
-    assert!(
-        t.elapsed() < Duration::from_millis(1500),
-        "waited for the lock"
-    );
+    still_held(&mut first);
     assert!(
         third.stderr.contains(&first_pid.to_string()),
         "the holder's pid {first_pid} in: {}",
@@ -69,6 +82,7 @@ fn a_second_run_skips_while_the_lock_is_held_and_reports_a_stuck_holder() {
     );
     assert!(third.stderr.starts_with("heartbeat: "), "{}", third.stderr);
 
+    std::fs::write(env.path("go"), "").unwrap();
     let status = first.wait().expect("wait for the first run");
     assert_eq!(status.code(), Some(0));
 
@@ -103,9 +117,12 @@ fn locked_run_json_says_so() {
         .now(FIRST)
         .spawn();
     wait_for(&env.path("started"), Duration::from_secs(10));
+    open_the_gate_later(env.path("go"));
     let out = env.run_with(FIRST, &["--json"]);
     out.code(0);
+    still_held(&mut first);
     assert_eq!(out.json()["skipped"], "locked");
+    std::fs::write(env.path("go"), "").unwrap();
     assert_eq!(first.wait().unwrap().code(), Some(0));
 }
 
@@ -115,19 +132,22 @@ fn locked_run_json_says_so() {
 #[test]
 fn deleting_the_lock_file_lets_no_second_run_in() {
     let env = Env::new(
-        "## One-time\n- [ ] @shell {\"cmd\": \"echo ran >> runs.log; touch started; sleep 2\"}\n",
+        "## One-time\n- [ ] @shell {\"cmd\": \"echo ran >> runs.log; touch started; until test -e go; do sleep 0.05; done\"}\n",
     );
-    let first = env
+    let mut first = env
         .cmd(["run", "--once", "--autonomy", "full"])
         .now(FIRST)
         .spawn();
     wait_for(&env.path("started"), Duration::from_secs(10));
+    open_the_gate_later(env.path("go"));
     std::fs::remove_file(env.state().join("heartbeat.lock")).expect("the lock file exists");
     let second = env
         .cmd(["run", "--once", "--autonomy", "full"])
         .now("2026-05-01T10:00:30Z")
         .output();
     second.code(0);
+    still_held(&mut first);
+    std::fs::write(env.path("go"), "").unwrap();
     wait_output(first, "first run", WAIT).code(0);
     assert_eq!(env.read("runs.log"), "ran\n");
     let skipped = env.events("run_skipped");

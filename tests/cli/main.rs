@@ -15,6 +15,7 @@ mod guardrails;
 mod hostile;
 mod init;
 mod invalid;
+mod layers;
 mod lock;
 mod log;
 mod lost_lines;

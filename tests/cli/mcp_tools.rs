@@ -504,22 +504,19 @@ fn config_errors_name_the_key() {
     );
 }
 
-/// With a widely used third-party server, when it is installed (`npm install -g
-/// @modelcontextprotocol/server-filesystem`); skipped with a message otherwise.
+/// With a widely used third-party server, which CI does not install: run it with
+/// `--ignored` after `npm install -g @modelcontextprotocol/server-filesystem`.
 #[test]
+#[ignore = "needs mcp-server-filesystem on PATH (npm install -g @modelcontextprotocol/server-filesystem)"]
 fn interop_with_the_reference_filesystem_server() {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join("mcp-server-filesystem"))
             .find(|p| p.is_file())
     });
-    let Some(server) = found else {
-        eprintln!(
-            "skipped: mcp-server-filesystem is not installed (npm install -g \
-             @modelcontextprotocol/server-filesystem)"
-        );
-        return;
-    };
+    let server = found.expect(
+        "mcp-server-filesystem on PATH (npm install -g @modelcontextprotocol/server-filesystem)",
+    );
     let env = Env::empty();
     env.write("notes/a.txt", "hello from a file\n");
     let dir = env.path("notes").display().to_string();

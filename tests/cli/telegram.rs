@@ -7,7 +7,6 @@
 //! points `telegram.api_url` at it, and the token is set in the child's environment only.
 
 use std::collections::BTreeSet;
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -346,12 +345,9 @@ fn telegram_502_is_a_queued_failure_and_costs_at_most_the_request_cap() {
         "text/html",
         "<html><body><h1>502 Bad Gateway</h1></body></html>",
     );
-    let start = Instant::now();
     run(&env, NOW).code(0);
-    let took = start.elapsed();
     // teloxide sleeps 10 s before reading a 5xx; heartbeat gives up after 5 s. The error
     // says which happened (a loaded machine can stretch the run's own time, not this).
-    assert!(took < WAIT, "took {took:?}");
     let failed = env.events("notification_failed");
     assert_eq!(failed.len(), 1, "{:#?}", env.audit());
     assert!(
@@ -379,9 +375,7 @@ fn telegram_429_is_a_queued_failure_and_its_retry_after_is_honoured_across_runs(
         "application/json",
         r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 3600","parameters":{"retry_after":3600}}"#,
     );
-    let start = Instant::now();
     run(&env, NOW).code(0);
-    assert!(start.elapsed() < WAIT, "took {:?}", start.elapsed());
     let failed = env.events("notification_failed");
     assert_eq!(failed.len(), 1, "{:#?}", env.audit());
     assert_eq!(failed[0]["queued"], true);

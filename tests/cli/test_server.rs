@@ -8,8 +8,6 @@
 //! that may wait must also end when the test's own state says so (see the Telegram double's
 //! long poll). tiny_http's own connection threads end when their clients hang up.
 
-#![allow(dead_code)]
-
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -125,10 +123,6 @@ impl TestServer {
     /// `http://127.0.0.1:PORT`, without a trailing slash.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
     }
 }
 

@@ -33,8 +33,6 @@
 //! failures for a method are used up in order, one per call; dropping the double ends its long
 //! polls and joins every handler thread.
 
-#![allow(dead_code)]
-
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -102,9 +102,7 @@ fn shell_argv_form_runs_without_a_shell() {
 
 /// Whether `pid` is gone (or a zombie nobody reaped yet: dead all the same).
 pub(crate) fn is_dead(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 only checks for existence.
-    let alive = unsafe { libc::kill(pid, 0) } == 0;
-    if !alive {
+    if !process_exists(pid) {
         return true;
     }
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -121,13 +119,8 @@ fn timeout_kills_the_whole_group_and_fails_the_task() {
         "## Recurring\n- [ ] @shell {\"cmd\": \"sleep 60 & echo $! > grandchild.pid; wait\"}\n",
     )
     .config("[tools.shell]\ntimeout = \"1s\"\napproval = \"auto\"\n");
-    let started = Instant::now();
     let out = env.run_once(NOW);
-    let took = started.elapsed();
     out.code(1);
-    // The timeout fired rather than the minute of `sleep 60` (a loaded machine may add
-    // seconds, never a minute).
-    assert!(took < Duration::from_secs(20), "took {took:?}");
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 1, "{:#?}", env.audit());
     let error = failed[0]["error"].as_str().unwrap_or_default();
@@ -148,10 +141,7 @@ fn timeout_kills_the_whole_group_and_fails_the_task() {
 #[test]
 fn input_timeout_applies_too() {
     let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"sleep 30\", \"timeout\": \"1s\"}\n");
-    let started = Instant::now();
     env.run_with(NOW, &["--autonomy", "full"]).code(1);
-    // Well under the 30 s of `sleep 30`, whatever the load.
-    assert!(started.elapsed() < Duration::from_secs(20));
     let failed = env.events("task_failed");
     assert_eq!(failed.len(), 1);
     assert!(
@@ -272,10 +262,9 @@ fn audit_lines_carry_at_most_4_kib_of_output() {
     let env = Env::new(
         "## Recurring\n- [ ] @shell {\"cmd\": \"head -c 3000000 /dev/zero | tr '\\\\0' a; head -c 3000000 /dev/zero | tr '\\\\0' e >&2\"}\n",
     );
-    let started = Instant::now();
+    // Succeeds: the output is drained as it comes, never held whole (a tool blocked on a
+    // full pipe would time out and fail).
     env.run_with(NOW, &["--autonomy", "full"]).code(0);
-    // Seconds, not minutes: the output is drained as it comes, never held whole.
-    assert!(started.elapsed() < WAIT);
     let ok = env.events("task_succeeded");
     assert_eq!(ok.len(), 1, "{:#?}", env.audit());
     let output = ok[0]["output"].as_str().unwrap();

@@ -335,14 +335,14 @@ fn the_daemon_prints_the_warnings_when_they_change() {
     };
     let d = env.cmd(["daemon", "--every", "1h"]).spawn_guarded();
     ticks(1);
-    d.signal(libc::SIGUSR1);
+    d.signal(Signal::SIGUSR1);
     ticks(2);
     env.write("HEARTBEAT.md", format!("{md}- []\n"));
-    d.signal(libc::SIGUSR1);
+    d.signal(Signal::SIGUSR1);
     ticks(3);
-    d.signal(libc::SIGUSR1);
+    d.signal(Signal::SIGUSR1);
     ticks(4);
-    d.signal(libc::SIGTERM);
+    d.signal(Signal::SIGTERM);
     let out = d.finish(WAIT);
     out.code(0);
     let near_miss = "heartbeat: HEARTBEAT.md:1:1: warning: heading \"Recurring tasks\" is not a \

@@ -91,7 +91,7 @@ pub fn builtin(name: &str) -> Option<&'static dyn BuiltinTool> {
 
 /// Whether `name` is a built-in tool's (reserved in the config).
 pub fn is_builtin(name: &str) -> bool {
-    builtin(name).is_some()
+    crate::model::is_builtin_tool(name)
 }
 
 /// A failed outcome that says why.
@@ -130,6 +130,14 @@ mod tests {
             assert!(!b.description().is_empty(), "{}", b.name());
         }
         assert!(builtin("agent").is_none());
+    }
+
+    /// The config reserves the names of `model::BUILTIN_TOOLS`: the same names, in the same
+    /// order, as the tools that exist.
+    #[test]
+    fn the_reserved_names_are_the_builtins() {
+        let names: Vec<&str> = BUILTINS.iter().map(|b| b.name()).collect();
+        assert_eq!(names, crate::model::BUILTIN_TOOLS);
     }
 
     #[test]

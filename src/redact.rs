@@ -31,9 +31,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
-use crate::config::{Config, McpTransport};
-use crate::mcp::PASSED_ENV;
-
 /// What a redacted value becomes.
 pub const STARS: &str = "***";
 
@@ -61,7 +58,8 @@ const SECRET_PARAMS: [&str; 4] = ["key", "sig", "signature", "accesstoken"];
 
 /// The shortest registered secret that is replaced inside other text: a shorter value
 /// (`DEBUG=1`) would cut ordinary words and digits out of every line. It is still removed
-/// from inputs and environments by its key, and `check` warns about it ([`short_secrets`]).
+/// from inputs and environments by its key, and `check` warns about it
+/// ([`crate::audit::short_secrets`]).
 pub const MIN_SECRET: usize = 6;
 
 /// The shortest derived spelling of a secret (a piece of a longer base64 text) replaced.
@@ -117,16 +115,6 @@ impl Secrets {
         Secrets {
             values: Arc::new(all),
         }
-    }
-
-    /// The secrets a command works with: the config's token variable, taken from the
-    /// environment (see [`take_env`]), with every secret this process took before (a
-    /// daemon whose reloaded config names another variable still hides the old token).
-    pub fn from_config(cfg: &Config) -> Secrets {
-        for name in secret_vars(cfg) {
-            take_env(name);
-        }
-        Secrets::taken()
     }
 
     /// These secrets and the values a task's input holds under secret keys, at any depth:
@@ -305,44 +293,6 @@ pub fn take_env(name: &str) -> Option<String> {
     taken.vars.push((name.to_string(), value.clone()));
     taken.secrets = None;
     Some(value).filter(|v| !v.is_empty())
-}
-
-/// The variables whose values are secrets: the Telegram token's, and MCP servers' `env` and
-/// `headers_env`. Not the variables every server gets anyway (`PATH`, `HOME`, `LANG`, `TZ`),
-/// even when an `env` names them: taken, they would leave every tool without them, and
-/// their values (`/home/me`) would be cut out of every path shown.
-fn secret_vars(cfg: &Config) -> Vec<&str> {
-    let mut names: Vec<&str> = cfg
-        .telegram
-        .iter()
-        .map(|t| t.bot_token_env.as_str())
-        .collect();
-    for server in cfg.mcp.values() {
-        names.extend(
-            server
-                .env
-                .iter()
-                .map(String::as_str)
-                .filter(|name| !PASSED_ENV.contains(name)),
-        );
-        if let McpTransport::Http { headers_env, .. } = &server.transport {
-            names.extend(headers_env.iter().map(|(_, name)| name.as_str()));
-        }
-    }
-    names
-}
-
-/// The config's secret variables whose value is too short to be replaced inside other text
-/// ([`MIN_SECRET`]), for `check` to warn about. Takes them ([`take_env`]).
-pub fn short_secrets(cfg: &Config) -> Vec<String> {
-    let mut short: Vec<String> = secret_vars(cfg)
-        .into_iter()
-        .filter(|name| take_env(name).is_some_and(|v| v.chars().count() < MIN_SECRET))
-        .map(str::to_string)
-        .collect();
-    short.sort();
-    short.dedup();
-    short
 }
 
 /// Push to `out` every spelling of the secret `value` that may reach a sink: itself; the
