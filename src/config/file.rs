@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
+use super::de::Spanned;
 use serde::Deserialize;
-use toml::Spanned;
 
 use super::types::{
     ApiUrl, ChatId, Concurrency, Days, Failures, Files, History, Hours, Human, Interval, Keep,

@@ -15,7 +15,6 @@ use std::time::Duration;
 use chrono::Weekday;
 use chrono_tz::Tz;
 use serde::Deserialize;
-use toml::Spanned;
 
 use crate::model::DaySet;
 use crate::schedule::{Window, parse_day};
@@ -184,20 +183,18 @@ impl TryFrom<String> for Day {
 
 /// `active_days`: at least one day.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
-#[serde(try_from = "Vec<Spanned<Day>>")]
+#[serde(try_from = "Vec<Day>")]
 pub struct Days(pub DaySet);
 
-impl TryFrom<Vec<Spanned<Day>>> for Days {
+impl TryFrom<Vec<Day>> for Days {
     type Error = &'static str;
 
-    // Each day is spanned so that an error about it points at it, not at the list.
-    fn try_from(days: Vec<Spanned<Day>>) -> Result<Days, &'static str> {
+    fn try_from(days: Vec<Day>) -> Result<Days, &'static str> {
         if days.is_empty() {
             return Err("[]: lists no days; leave the key out for every day");
         }
         Ok(Days(
-            days.iter()
-                .fold(DaySet::EMPTY, |set, d| set.with(d.get_ref().0)),
+            days.iter().fold(DaySet::EMPTY, |set, d| set.with(d.0)),
         ))
     }
 }
