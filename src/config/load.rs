@@ -377,19 +377,7 @@ impl Source {
                     &format!("{name_str} is a built-in tool; give your tool another name"),
                 ));
             }
-            Some(c) if c.get_ref().first().is_none_or(|p| p.is_empty()) => {
-                return Err(self.bad(
-                    &format!("{prefix}.command"),
-                    c.span(),
-                    "must start with a program to run",
-                ));
-            }
-            Some(c) => match super::shell::check(c.get_ref()) {
-                Some(why) => {
-                    return Err(self.err(&format!("{prefix}.command"), Some(c.span()), &why));
-                }
-                None => Some(c.get_ref().clone()),
-            },
+            Some(c) => Some(c.get_ref().0.clone()),
             None if builtin => None,
             None => {
                 return Err(self.err(
@@ -421,13 +409,6 @@ impl Source {
         let raw = server.get_ref();
         let transport = match (&raw.command, &raw.url) {
             (Some(c), None) => {
-                if c.get_ref().first().is_none_or(|p| p.is_empty()) {
-                    return Err(self.bad(
-                        &format!("{prefix}.command"),
-                        c.span(),
-                        "must start with a program to run",
-                    ));
-                }
                 if raw.headers_env.is_some() {
                     return Err(self.err(
                         &format!("{prefix}.headers_env"),
@@ -435,7 +416,7 @@ impl Source {
                         "only a server with a url takes headers",
                     ));
                 }
-                McpTransport::Stdio(c.get_ref().clone())
+                McpTransport::Stdio(c.get_ref().0.clone())
             }
             (None, Some(url)) => {
                 let mut headers_env = Vec::new();

@@ -262,6 +262,41 @@ impl TryFrom<String> for PathText {
     }
 }
 
+/// A command line (`[mcp.NAME] command`): a program to run, then its arguments.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct Command(pub Vec<String>);
+
+impl TryFrom<Vec<String>> for Command {
+    type Error = String;
+
+    fn try_from(argv: Vec<String>) -> Result<Command, String> {
+        if argv.first().is_none_or(|program| program.is_empty()) {
+            let shown = toml::Value::Array(argv.into_iter().map(toml::Value::String).collect());
+            return Err(format!("{shown}: must start with a program to run"));
+        }
+        Ok(Command(argv))
+    }
+}
+
+/// `[tools.NAME] command`: a [`Command`] whose shell script, if it runs one, holds no
+/// `{key}` placeholder (`shell`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct ToolCommand(pub Vec<String>);
+
+impl TryFrom<Vec<String>> for ToolCommand {
+    type Error = String;
+
+    fn try_from(argv: Vec<String>) -> Result<ToolCommand, String> {
+        let Command(argv) = Command::try_from(argv)?;
+        match super::shell::check(&argv) {
+            Some(why) => Err(why),
+            None => Ok(ToolCommand(argv)),
+        }
+    }
+}
+
 /// `files`: at least one entry (path or glob), as written.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "Vec<String>")]
@@ -604,5 +639,27 @@ mod tests {
             assert_eq!(s(bad), None, "{bad}");
         }
         assert_eq!(parse_size(&toml::Value::Integer(-1)), None);
+    }
+
+    #[test]
+    fn a_command_starts_with_a_program_and_a_tools_script_takes_no_placeholder() {
+        let argv = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            Command::try_from(argv(&["gh-mcp", "--stdio"])),
+            Ok(Command(argv(&["gh-mcp", "--stdio"])))
+        );
+        for bad in [&[][..], &["", "x"]] {
+            let why = Command::try_from(argv(bad)).unwrap_err();
+            assert!(why.ends_with(": must start with a program to run"), "{why}");
+        }
+        assert_eq!(
+            ToolCommand::try_from(argv(&[])).unwrap_err(),
+            "[]: must start with a program to run"
+        );
+        // A server's command is no shell script of ours; a tool's is.
+        let script = argv(&["sh", "-c", "echo {msg}"]);
+        assert!(Command::try_from(script.clone()).is_ok());
+        let why = ToolCommand::try_from(script).unwrap_err();
+        assert!(why.contains("as a positional parameter"), "{why}");
     }
 }
