@@ -392,11 +392,13 @@ impl<'de> de::Deserializer<'de> for ValueDe<'_, '_> {
         visitor: V,
     ) -> Result<V::Value, Error> {
         if name == SPANNED {
-            let span = self.node.span();
-            return visitor.visit_seq(SpanParts {
-                start: Some(span.start),
-                end: Some(span.end),
-                value: Some(self),
+            return self.placed(Want::Any, |this| {
+                let span = this.node.span();
+                visitor.visit_seq(SpanParts {
+                    start: Some(span.start),
+                    end: Some(span.end),
+                    value: Some(this),
+                })
             });
         }
         self.placed(Want::Any, |this| visitor.visit_newtype_struct(this))

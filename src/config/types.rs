@@ -5,10 +5,9 @@
 //! - Each error reads `<value as TOML writes it>: <why>` (a name reads `"<name>" is …`);
 //!   the loader puts the file, line, column and dotted key in front of it.
 //! - Only rules about one value live here; rules that join two keys live in `load`.
-//! - Each type has a `TryFrom` from what the file holds. Strings are read through
-//!   [`read_str`] rather than `#[serde(try_from)]`, so that an error about an item of an
-//!   array keeps the item's position; an amount and a chat id read any number (or any value)
-//!   themselves, to show it as written.
+//! - Each type has a `TryFrom` from what the file holds (`#[serde(try_from)]`); the reader
+//!   (`de`) places its error at the value it was read from, an item of an array too. An
+//!   amount and a chat id read any number (or any value) themselves, to show it as written.
 
 use std::time::Duration;
 
@@ -34,48 +33,10 @@ fn shown_value(value: &toml::Value) -> String {
     }
 }
 
-/// Each of these is read from a string by its `TryFrom<String>`.
-macro_rules! read_from_str {
-    ($($t:ty),*) => {$(
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
-                read_str(d)
-            }
-        }
-    )*};
-}
-
-read_from_str!(
-    Human, Interval, History, Hours, Zone, Day, ToolName, ServerName, TokenVar, SecretVar,
-    PathText, ApiUrl, McpUrl
-);
-
-/// A value read from a string by its `TryFrom<String>`. The error is raised while the
-/// deserializer still holds the value, not after it as `#[serde(try_from)]` would, so that
-/// it carries the value's own position (an item of an array too, not the array's).
-fn read_str<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<String, Error = String>,
-{
-    struct V<T>(std::marker::PhantomData<T>);
-    impl<T: TryFrom<String, Error = String>> serde::de::Visitor<'_> for V<T> {
-        type Value = T;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a string")
-        }
-
-        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
-            T::try_from(s.to_string()).map_err(E::custom)
-        }
-    }
-    d.deserialize_str(V(std::marker::PhantomData))
-}
-
 /// A humantime duration (`90s`, `10m`, `6h`, `1d`), longer than zero and at most
 /// [`LONGEST`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Human(pub Duration);
 
 /// 100 years (humantime's `100y`): longer would be no guardrail, and a time computed from it
@@ -99,7 +60,8 @@ impl TryFrom<String> for Human {
 }
 
 /// `[daemon] every`: a duration the daemon can tick at.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Interval(pub Duration);
 
 impl TryFrom<String> for Interval {
@@ -115,7 +77,8 @@ impl TryFrom<String> for Interval {
 
 /// `[retention] history`: at least a day, since less would prune what today's budget and
 /// daily message cap count.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct History(pub Duration);
 
 impl TryFrom<String> for History {
@@ -134,7 +97,8 @@ impl TryFrom<String> for History {
 }
 
 /// Hours of the day, `HH:MM-HH:MM` (`active_hours`, `quiet_hours`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Hours(pub Window);
 
 impl TryFrom<String> for Hours {
@@ -148,7 +112,8 @@ impl TryFrom<String> for Hours {
 }
 
 /// An IANA time zone name.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Zone(pub Tz);
 
 impl TryFrom<String> for Zone {
@@ -165,7 +130,8 @@ impl TryFrom<String> for Zone {
 }
 
 /// One day name: `mon` … `sun` or `monday` … `sunday`, any case.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Day(pub Weekday);
 
 impl TryFrom<String> for Day {
@@ -248,7 +214,8 @@ fn parse_size(value: &toml::Value) -> Option<u64> {
 
 /// A path as written (`state_dir`, `audit_log`, `[mcp.NAME] cwd`): not empty. The loader
 /// expands it (`~`, relative to the config's directory).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct PathText(pub String);
 
 impl TryFrom<String> for PathText {
@@ -315,7 +282,8 @@ impl TryFrom<Vec<String>> for Files {
 
 /// `[telegram] api_url`: an http:// or https:// URL with a host, kept without a trailing
 /// slash.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ApiUrl(pub String);
 
 impl TryFrom<String> for ApiUrl {
@@ -334,7 +302,8 @@ impl TryFrom<String> for ApiUrl {
 }
 
 /// `[mcp.NAME] url`: an http:// or https:// URL.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct McpUrl(pub String);
 
 impl TryFrom<String> for McpUrl {
@@ -529,7 +498,8 @@ fn usd(n: f64, shown: &str) -> Result<Usd, String> {
 }
 
 /// `[tools.NAME]`: a letter or `_`, then letters, digits, `_`, `.` or `-`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ToolName(pub String);
 
 impl TryFrom<String> for ToolName {
@@ -548,7 +518,8 @@ impl TryFrom<String> for ToolName {
 
 /// `[mcp.NAME]`: a letter or `_`, then letters, digits, `_` or `-` (no `.`, which separates
 /// the server from its tool in `@NAME.TOOL`), and not a built-in tool's name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ServerName(pub String);
 
 impl TryFrom<String> for ServerName {
@@ -586,7 +557,8 @@ fn env_name(name: &str) -> bool {
 }
 
 /// `[telegram] bot_token_env`: the name of the variable that holds the bot token.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct TokenVar(pub String);
 
 impl TryFrom<String> for TokenVar {
@@ -605,7 +577,8 @@ impl TryFrom<String> for TokenVar {
 }
 
 /// `[mcp.NAME] env` and `headers_env`: the name of a variable passed to a server.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct SecretVar(pub String);
 
 impl TryFrom<String> for SecretVar {
