@@ -6,8 +6,9 @@
 //!   the loader puts the file, line, column and dotted key in front of it.
 //! - Only rules about one value live here; rules that join two keys live in `load`.
 //! - Each type has a `TryFrom` from what the file holds (`#[serde(try_from)]`); the reader
-//!   (`de`) places its error at the value it was read from, an item of an array too. An
-//!   amount and a chat id read any number (or any value) themselves, to show it as written.
+//!   (`de`) places its error at the value it was read from, an item of an array too. A size
+//!   and a chat id are read from any value, to show a wrong one as written; an amount reads
+//!   any number itself.
 
 use std::time::Duration;
 
@@ -319,59 +320,21 @@ impl TryFrom<String> for McpUrl {
 
 /// `[telegram] chat_ids`: a non-zero integer. Any other value is read too, so that `["me"]`
 /// is reported as "not a chat id" with the value as written.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
 pub struct ChatId(pub i64);
 
-impl<'de> Deserialize<'de> for ChatId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ChatId, D::Error> {
-        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+impl TryFrom<toml::Value> for ChatId {
+    type Error = String;
 
-        fn not<E: serde::de::Error>(shown: &str) -> E {
-            E::custom(format!(
-                "{shown}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists \
-                 them)"
-            ))
+    fn try_from(value: toml::Value) -> Result<ChatId, String> {
+        match value {
+            toml::Value::Integer(n) if n != 0 => Ok(ChatId(n)),
+            other => Err(format!(
+                "{}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+                shown_value(&other)
+            )),
         }
-
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = ChatId;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a chat id")
-            }
-
-            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ChatId, E> {
-                match n {
-                    0 => Err(not(&n.to_string())),
-                    n => Ok(ChatId(n)),
-                }
-            }
-
-            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<ChatId, E> {
-                Err(not(&toml::Value::Float(n).to_string()))
-            }
-
-            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<ChatId, E> {
-                Err(not(&b.to_string()))
-            }
-
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ChatId, E> {
-                Err(not(&shown(s)))
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<ChatId, A::Error> {
-                let value = toml::Value::deserialize(SeqAccessDeserializer::new(seq))?;
-                Err(not(&shown_value(&value)))
-            }
-
-            // A table, or a date and time (which TOML's reader hands over as a table).
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ChatId, A::Error> {
-                let value = toml::Value::deserialize(MapAccessDeserializer::new(map))?;
-                Err(not(&shown_value(&value)))
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 
