@@ -9,13 +9,13 @@
 
 use std::collections::BTreeMap;
 
+use super::de::Spanned;
 use serde::Deserialize;
-use toml::Spanned;
 
 use super::types::{
-    ApiUrl, ChatId, Concurrency, Days, Failures, Files, History, Hours, Human, Interval, Keep,
-    McpUrl, MessageCap, PathText, SecretVar, ServerName, Size, TaskCap, TokenVar, ToolName, Usd,
-    Zone,
+    ApiUrl, ChatId, Command, Concurrency, Days, Failures, Files, History, Hours, Human, Interval,
+    Keep, McpUrl, MessageCap, PathText, SecretVar, ServerName, Size, TaskCap, TokenVar,
+    ToolCommand, ToolName, Usd, Zone,
 };
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
@@ -67,7 +67,7 @@ pub struct McpServerFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpFile {
-    pub command: Option<Spanned<Vec<String>>>,
+    pub command: Option<Spanned<Command>>,
     pub url: Option<McpUrl>,
     pub env: Option<Vec<Spanned<SecretVar>>>,
     pub headers_env: Option<BTreeMap<String, Spanned<SecretVar>>>,
@@ -96,7 +96,7 @@ pub struct McpToolFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolFile {
-    pub command: Option<Spanned<Vec<String>>>,
+    pub command: Option<Spanned<ToolCommand>>,
     pub timeout: Option<Human>,
     pub approval: Option<Approval>,
     pub description: Option<String>,

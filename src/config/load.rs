@@ -1,10 +1,10 @@
 //! Finding the config file, reading it, and turning it into a validated [`Config`].
 //!
 //! Invariants:
-//! - The file is parsed once into a spanned document that serde reads [`File`] from. Values
-//!   with a rule of their own are checked as they are read (`types`); a serde error is named
-//!   by the dotted key `serde_path_to_error` saw, and its span finds the value as written and
-//!   its line and column in the same document.
+//! - The file is parsed once into a spanned document that `de` reads [`File`] from. Values
+//!   with a rule of their own are checked as they are read (`types`); a reading error comes
+//!   as its kind and place (`de::Error`), and `translate` writes the message from them: the
+//!   dotted key, the value as written and its line and column in the same document.
 //! - The rules that join two keys (a tool's name and the MCP servers, `plain_tasks` and
 //!   `[tools.agent]`, a built-in tool and `command`) and the paths are here, with the key in
 //!   each message; no value is used before it is checked.
@@ -15,9 +15,9 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use chrono_tz::Tz;
-use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
+use super::de::{self, Kind, Seg, Spanned, Want, dotted};
 use super::file::{File, McpFile, RetentionFile, TelegramFile, ToolFile};
 use super::types::Human;
 use super::{
@@ -136,8 +136,7 @@ impl Source {
             key: None,
             message: e.to_string().trim_end().to_string(),
         })?;
-        serde_path_to_error::deserialize(toml::de::Deserializer::from(doc.clone()))
-            .map_err(|e| self.translate(e.inner(), &key_path(e.path()), doc.get_ref()))
+        de::from_document(doc).map_err(|e| self.translate(e))
     }
 
     /// Where `[table.key]` names its key, for an error about a name that serde read well.
@@ -378,19 +377,7 @@ impl Source {
                     &format!("{name_str} is a built-in tool; give your tool another name"),
                 ));
             }
-            Some(c) if c.get_ref().first().is_none_or(|p| p.is_empty()) => {
-                return Err(self.bad(
-                    &format!("{prefix}.command"),
-                    c.span(),
-                    "must start with a program to run",
-                ));
-            }
-            Some(c) => match super::shell::check(c.get_ref()) {
-                Some(why) => {
-                    return Err(self.err(&format!("{prefix}.command"), Some(c.span()), &why));
-                }
-                None => Some(c.get_ref().clone()),
-            },
+            Some(c) => Some(c.get_ref().0.clone()),
             None if builtin => None,
             None => {
                 return Err(self.err(
@@ -422,13 +409,6 @@ impl Source {
         let raw = server.get_ref();
         let transport = match (&raw.command, &raw.url) {
             (Some(c), None) => {
-                if c.get_ref().first().is_none_or(|p| p.is_empty()) {
-                    return Err(self.bad(
-                        &format!("{prefix}.command"),
-                        c.span(),
-                        "must start with a program to run",
-                    ));
-                }
                 if raw.headers_env.is_some() {
                     return Err(self.err(
                         &format!("{prefix}.headers_env"),
@@ -436,7 +416,7 @@ impl Source {
                         "only a server with a url takes headers",
                     ));
                 }
-                McpTransport::Stdio(c.get_ref().clone())
+                McpTransport::Stdio(c.get_ref().0.clone())
             }
             (None, Some(url)) => {
                 let mut headers_env = Vec::new();
@@ -535,107 +515,75 @@ impl Source {
         Ok(t)
     }
 
-    /// A serde error in our words: the dotted key, the value as written, what was expected,
-    /// and for an unknown key the nearest known one.
-    fn translate(&self, e: &toml::de::Error, path: &[Seg], doc: &DeTable) -> ConfigError {
-        let span = e.span();
-        let pointed = span.as_ref().and_then(|s| locate(doc, s));
-        let value = match pointed {
-            Some(At::Value(v)) => Some(v),
-            _ => None,
+    /// A reading error in our words: the dotted key, the value as written, what was
+    /// expected, and for an unknown key the nearest known one.
+    fn translate(&self, e: de::Error) -> ConfigError {
+        let Some(place) = e.place.as_deref() else {
+            return ConfigError {
+                file: self.path.clone(),
+                at: None,
+                key: None,
+                message: e.to_string(),
+            };
         };
-        let message = e.message();
-        let at = span.as_ref().map(|s| self.line_column(s.start));
-        let error = |key: Option<String>, message: String| ConfigError {
+        let error = |path: &[Seg], message: String| ConfigError {
             file: self.path.clone(),
-            at,
-            key,
+            at: Some(self.line_column(place.span.start)),
+            key: (!path.is_empty()).then(|| dotted(path)),
             message,
         };
-        let dotted = |path: &[Seg]| (!path.is_empty()).then(|| dotted(path));
-        let shown = |v: &Spanned<DeValue>| match v.get_ref() {
-            DeValue::Table(_) => "a table".to_string(),
-            other => format!("{} {}", other.type_str(), self.shown(&v.span())),
+        let path = place.path.as_slice();
+        let found = || match place.found {
+            Some(kind) => format!("{kind} {}", self.shown(&place.span)),
+            None => "a table".to_string(),
         };
-
-        if let Some(rest) = message.strip_prefix("unknown field `") {
-            let (field, expected) = rest.split_once('`').unwrap_or((rest, ""));
-            let known: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
-            // The error points at the key; the message names the table it is in.
-            let table = match path.last() {
-                Some(Seg::Key(k)) if k == field => &path[..path.len() - 1],
-                _ => path,
-            };
-            let mut text = format!("unknown key {field:?}");
-            if let Some(near) = crate::text::did_you_mean(field, &known) {
-                text.push_str(&format!(" (did you mean {near:?}?)"));
-            } else if let Some(home) = home_of(field) {
-                text.push_str(&match home {
-                    "" => " (a top-level key: every key after a [table] line belongs to that \
-                           table, so put it above the first one)"
-                        .to_string(),
-                    home => format!(" (it belongs in [{home}])"),
-                });
+        match &e.kind {
+            // Placed at the key, under the table it is in.
+            Kind::UnknownField { field, expected } => {
+                let mut text = format!("unknown key {field:?}");
+                if let Some(near) = crate::text::did_you_mean(field, expected) {
+                    text.push_str(&format!(" (did you mean {near:?}?)"));
+                } else if let Some(home) = home_of(field) {
+                    text.push_str(&match home {
+                        "" => " (a top-level key: every key after a [table] line belongs to \
+                               that table, so put it above the first one)"
+                            .to_string(),
+                        home => format!(" (it belongs in [{home}])"),
+                    });
+                }
+                error(path, text)
             }
-            return error(dotted(table), text);
+            // An enum written as a table names its variant by its one key.
+            Kind::UnknownVariant { .. } if place.on_key => {
+                error(path, "expected a string, found a table".into())
+            }
+            Kind::UnknownVariant { expected, .. } => error(
+                path,
+                format!("{}: expected {}", self.shown(&place.span), one_of(expected)),
+            ),
+            Kind::InvalidType { expected } => {
+                let expected = describe(place.want, path, expected);
+                error(path, format!("expected {expected}, found {}", found()))
+            }
+            // toml reads a table of ours from an array by position.
+            Kind::InvalidLength { .. } if place.want == Want::Table => {
+                error(path, format!("expected a table, found {}", found()))
+            }
+            // A value's own rule (a type of `types`) said no: an error about an item of a
+            // list or table of names names that key.
+            Kind::Custom(message) => {
+                let in_list = |list: &[Seg]| match list.last() {
+                    Some(Seg::Key(k)) => NAMED_BY_LIST.contains(&k.as_str()),
+                    _ => false,
+                };
+                let key = match path.split_last() {
+                    Some((_, list)) if !place.on_key && in_list(list) => list,
+                    _ => path,
+                };
+                error(key, message.clone())
+            }
+            Kind::InvalidLength { .. } | Kind::MissingField(_) => error(path, e.to_string()),
         }
-        if let Some(rest) = message.strip_prefix("unknown variant `") {
-            // serde reads an enum from a table as `{ variant = … }` and points at its key;
-            // the path ends at the enum's own key.
-            let Some(v) = value else {
-                return error(dotted(path), "expected a string, found a table".into());
-            };
-            let names: Vec<&str> = rest.split('`').skip(2).step_by(2).collect();
-            return error(
-                dotted(path),
-                format!("{}: expected {}", self.shown(&v.span()), one_of(&names)),
-            );
-        }
-        // A struct (a table of ours) given an array.
-        if message.starts_with("invalid length ")
-            && message.contains("expected struct ")
-            && let Some(v) = value
-        {
-            return error(
-                dotted(path),
-                format!("expected a table, found {}", shown(v)),
-            );
-        }
-        if message.starts_with("invalid type: ")
-            && let Some((_, expected)) = message.rsplit_once(", expected ")
-            && let Some(v) = value
-        {
-            let leaf = path.iter().rev().find_map(|s| match s {
-                Seg::Key(k) => Some(k.as_str()),
-                Seg::Index(_) => None,
-            });
-            let expected = describe(expected, leaf.unwrap_or(""));
-            return error(
-                dotted(path),
-                format!("expected {expected}, found {}", shown(v)),
-            );
-        }
-        // toml's own words when an enum (autonomy, approval, …) is given a number or a bool.
-        if message == "wanted string or table"
-            && let Some(v) = value
-        {
-            return error(
-                dotted(path),
-                format!("expected a string, found {}", shown(v)),
-            );
-        }
-        // A value's own rule (a type of `types`) said no: an error about a key names the table
-        // it is in, and one about an item of a list or table of names names that key.
-        let named_by_list = |list: &[Seg]| match list.last() {
-            Some(Seg::Key(k)) => NAMED_BY_LIST.contains(&k.as_str()),
-            _ => false,
-        };
-        let key = match (&pointed, path.split_last()) {
-            (Some(At::Key), Some((_, table))) => table,
-            (Some(At::Value(_)), Some((_, list))) if named_by_list(list) => list,
-            _ => path,
-        };
-        error(dotted(key), message.to_string())
     }
 }
 
@@ -644,99 +592,24 @@ impl Source {
 /// the place).
 const NAMED_BY_LIST: &[&str] = &["active_days", "env", "headers_env"];
 
-/// One step of a dotted key: `tools`, `backup`, `[1]`.
-enum Seg {
-    Key(String),
-    Index(usize),
-}
-
-fn dotted(path: &[Seg]) -> String {
-    let mut s = String::new();
-    for seg in path {
-        match seg {
-            Seg::Key(k) if s.is_empty() => s.push_str(k),
-            Seg::Key(k) => {
-                s.push('.');
-                s.push_str(k);
-            }
-            Seg::Index(i) => s.push_str(&format!("[{i}]")),
-        }
-    }
-    s
-}
-
-/// The dotted key serde was reading, as `serde_path_to_error` saw it: `tools.backup.timeout`,
-/// `files[1]`. The fields through which `Spanned` reads a value are not keys of the file.
-fn key_path(path: &serde_path_to_error::Path) -> Vec<Seg> {
-    use serde_path_to_error::Segment;
-    path.iter()
-        .filter_map(|segment| match segment {
-            Segment::Seq { index } => Some(Seg::Index(*index)),
-            Segment::Map { key } | Segment::Enum { variant: key } => {
-                (!key.starts_with("$__serde_spanned_private")).then(|| Seg::Key(key.clone()))
-            }
-            Segment::Unknown => None,
-        })
-        .collect()
-}
-
-/// What a serde error's span points at: a key, or a value.
-enum At<'d> {
-    Key,
-    Value(&'d Spanned<DeValue<'d>>),
-}
-
-type Best<'d> = Option<(usize, At<'d>)>;
-
-/// The innermost key or value that holds `span`.
-fn locate<'d>(doc: &'d DeTable<'d>, span: &Range<usize>) -> Option<At<'d>> {
-    let mut best = None;
-    walk_table(doc, span, &mut best);
-    best.map(|(_, at)| at)
-}
-
-fn walk_table<'d>(table: &'d DeTable<'d>, span: &Range<usize>, best: &mut Best<'d>) {
-    for (k, v) in table {
-        consider(k.span(), span, At::Key, best);
-        walk_value(v, span, best);
-    }
-}
-
-fn walk_value<'d>(value: &'d Spanned<DeValue<'d>>, span: &Range<usize>, best: &mut Best<'d>) {
-    consider(value.span(), span, At::Value(value), best);
-    match value.get_ref() {
-        DeValue::Table(table) => walk_table(table, span, best),
-        DeValue::Array(items) => {
-            for item in items {
-                walk_value(item, span, best);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// Keep the narrowest range that holds the error's span.
-fn consider<'d>(range: Range<usize>, span: &Range<usize>, at: At<'d>, best: &mut Best<'d>) {
-    let holds = range.start <= span.start && span.end <= range.end;
-    if holds && best.as_ref().is_none_or(|(width, _)| range.len() < *width) {
-        *best = Some((range.len(), at));
-    }
-}
-
-/// serde's name for what a type expects, in our own words.
-fn describe<'e>(expected: &'e str, key: &str) -> &'e str {
-    match expected {
-        "a sequence" => match key {
-            "active_days" => "an array of day names",
-            "chat_ids" => "an array of chat ids",
+/// What a type asked for, in our words; `serde_words` is the type's own description, for a
+/// type that read any value.
+fn describe<'e>(want: Want, path: &[Seg], serde_words: &'e str) -> &'e str {
+    match want {
+        Want::Array => match path.iter().rev().find_map(|s| match s {
+            Seg::Key(k) => Some(k.as_str()),
+            Seg::Index(_) => None,
+        }) {
+            Some("active_days") => "an array of day names",
+            Some("chat_ids") => "an array of chat ids",
             _ => "an array of strings",
         },
-        "i64" => "an integer",
-        "f64" => "a number",
-        "a map" => "a table",
-        e if e.starts_with("struct ") => "a table",
-        e if e.starts_with("enum ") => "a string",
-        e => e,
+        Want::String => "a string",
+        Want::Integer => "an integer",
+        Want::Number => "a number",
+        Want::Boolean => "a boolean",
+        Want::Table => "a table",
+        Want::Any => serde_words,
     }
 }
 

@@ -11,9 +11,11 @@
 //!   [`Host`]), so tests never depend on the machine they run on.
 //!
 //! `file` mirrors the TOML as written (serde, `deny_unknown_fields`) in the value types of
-//! `types`, each checked as it is read; `load` finds the file, reads it, applies the rules
-//! that join two keys and turns it into a `Config`.
+//! `types`, each checked as it is read; `de` reads it from the parsed document, with each
+//! error's kind and place; `load` finds the file, reads it, applies the rules that join two
+//! keys and turns it into a `Config`.
 
+mod de;
 mod file;
 mod load;
 mod shell;

@@ -1391,6 +1391,171 @@ const PINNED: &[(&str, &str)] = &[
         "every = \"1m\"",
         ":1:1: unknown key \"every\" (it belongs in [daemon])",
     ),
+    (
+        "autonomy = { a = 1 }",
+        ":1:14: autonomy: expected a string, found a table",
+    ),
+    (
+        "autonomy = { full = 1, observe = 2 }",
+        ":1:12: autonomy: wanted exactly 1 element, more than 1 element",
+    ),
+    (
+        "autonomy = {}",
+        ":1:12: autonomy: wanted exactly 1 element, found 0 elements",
+    ),
+    (
+        "autonomy = 1",
+        ":1:12: autonomy: expected a string, found integer 1",
+    ),
+    (
+        "budget = []",
+        ":1:10: budget: expected a table, found array []",
+    ),
+    (
+        "retention = 1",
+        ":1:13: retention: expected a table, found integer 1",
+    ),
+    (
+        "[tools]\nbackup = 1",
+        ":2:10: tools.backup: expected a table, found integer 1",
+    ),
+    (
+        "[tools.backup]\ncommand = \"x\"",
+        ":2:11: tools.backup.command: expected an array of strings, found string \"x\"",
+    ),
+    (
+        "[tools.backup]\ncommand = [1]",
+        ":2:12: tools.backup.command[0]: expected a string, found integer 1",
+    ),
+    (
+        "[tools.backup]\ncommand = [\"x\"]\ndescription = 1",
+        ":3:15: tools.backup.description: expected a string, found integer 1",
+    ),
+    (
+        "[tools.backup]\ncommand = [\"x\"]\ntimeout = 5",
+        ":3:11: tools.backup.timeout: expected a string, found integer 5",
+    ),
+    (
+        "[tools.backup]\ncommand = [\"x\"]\napproval = 'maybe'",
+        ":3:12: tools.backup.approval: \"maybe\": expected auto, ask or deny",
+    ),
+    (
+        "[tools.backup]\ncommand = [\"x\"]\napproval = true",
+        ":3:12: tools.backup.approval: expected a string, found boolean true",
+    ),
+    (
+        "[budget]\ndaily_usd = \"5\"",
+        ":2:13: budget.daily_usd: expected a number, found string \"5\"",
+    ),
+    (
+        "[telegram]\nchat_ids = 5",
+        ":2:12: telegram.chat_ids: expected an array of chat ids, found integer 5",
+    ),
+    (
+        "[telegram]\nsummary = \"loud\"",
+        ":2:11: telegram.summary: \"loud\": expected on_change, always or never",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\nheaders_env = 5",
+        ":3:15: mcp.gh.headers_env: expected a table, found integer 5",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\nenv = [1]",
+        ":3:8: mcp.gh.env[0]: expected a string, found integer 1",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\nenv = \"A\"",
+        ":3:7: mcp.gh.env: expected an array of strings, found string \"A\"",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\n[mcp.gh.tools]\nt = 1",
+        ":4:5: mcp.gh.tools.t: expected a table, found integer 1",
+    ),
+    (
+        "[mcp.gh]\nurl = \"https://x\"\nheader_env = {}",
+        ":3:1: mcp.gh: unknown key \"header_env\" (did you mean \"headers_env\"?)",
+    ),
+    (
+        "[mcp.gh]\nurl = \"https://x\"\ntrust_annotations = \"yes\"",
+        ":3:21: mcp.gh.trust_annotations: expected a boolean, found string \"yes\"",
+    ),
+    ("mcp = 1", ":1:7: mcp: expected a table, found integer 1"),
+    (
+        "tools = []",
+        ":1:9: tools: expected a table, found array []",
+    ),
+    (
+        "chat_ids = [1]",
+        ":1:1: unknown key \"chat_ids\" (it belongs in [telegram])",
+    ),
+    (
+        "[daemon]\nevery = \"1m\"\nfoo = 1",
+        ":3:1: daemon: unknown key \"foo\"",
+    ),
+    (
+        "timezone = 1979-05-27",
+        ":1:12: timezone: expected a string, found datetime 1979-05-27",
+    ),
+    (
+        "concurrency = 1979-05-27T07:32:00Z",
+        ":1:15: concurrency: expected an integer, found datetime 1979-05-27T07:32:00Z",
+    ),
+    (
+        "active_days = [\"mon\", { a = 1 }]",
+        ":1:23: active_days[1]: expected a string, found a table",
+    ),
+    (
+        "active_days = [[\"mon\"]]",
+        ":1:16: active_days[0]: expected a string, found array [\"mon\"]",
+    ),
+    (
+        "[telegram]\nchat_ids = [1]\nquiet_hours = [1]",
+        ":3:15: telegram.quiet_hours: expected a string, found array [1]",
+    ),
+    (
+        "files = [\"a\", 1.5]",
+        ":1:15: files[1]: expected a string, found float 1.5",
+    ),
+    (
+        "concurrency = 0x41",
+        ":1:15: concurrency: 65: must be between 1 and 64",
+    ),
+    (
+        "[budget]\ndaily_usd = inf",
+        ":2:13: budget.daily_usd: inf: must be 0 or more",
+    ),
+    (
+        "[budget]\ndaily_usd = -inf",
+        ":2:13: budget.daily_usd: -inf: must be 0 or more",
+    ),
+    (
+        "[retention]\naudit_max_size = 1979-05-27",
+        ":2:18: retention.audit_max_size: 1979-05-27: not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of bytes)",
+    ),
+    (
+        "[retention]\naudit_max_size = [1]",
+        ":2:18: retention.audit_max_size: [1]: not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of bytes)",
+    ),
+    (
+        "[retention]\naudit_max_size = 100",
+        ":2:18: retention.audit_max_size: 100: not a size of at least 1KiB (such as \"64MiB\", \"500KB\" or a number of bytes)",
+    ),
+    (
+        "[telegram]\nchat_ids = []\n[telegram.x]\ny = 1",
+        ":3:11: telegram: unknown key \"x\"",
+    ),
+    (
+        "[mcp.gh]\ncommand = [\"x\"]\nheaders_env = { A = 1 }",
+        ":3:21: mcp.gh.headers_env.A: expected a string, found integer 1",
+    ),
+    (
+        "[mcp_server]\nallow_approve = 1",
+        ":2:17: mcp_server.allow_approve: expected a boolean, found integer 1",
+    ),
+    (
+        "plain_tasks = { agent = 1 }",
+        ":1:25: plain_tasks.agent: expected table, found integer",
+    ),
 ];
 
 #[test]

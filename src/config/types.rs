@@ -5,17 +5,16 @@
 //! - Each error reads `<value as TOML writes it>: <why>` (a name reads `"<name>" is …`);
 //!   the loader puts the file, line, column and dotted key in front of it.
 //! - Only rules about one value live here; rules that join two keys live in `load`.
-//! - Each type has a `TryFrom` from what the file holds. Strings are read through
-//!   [`read_str`] rather than `#[serde(try_from)]`, so that an error about an item of an
-//!   array keeps the item's position; an amount and a chat id read any number (or any value)
-//!   themselves, to show it as written.
+//! - Each type has a `TryFrom` from what the file holds (`#[serde(try_from)]`); the reader
+//!   (`de`) places its error at the value it was read from, an item of an array too. A size
+//!   and a chat id are read from any value, to show a wrong one as written; an amount reads
+//!   any number itself.
 
 use std::time::Duration;
 
 use chrono::Weekday;
 use chrono_tz::Tz;
 use serde::Deserialize;
-use toml::Spanned;
 
 use crate::model::DaySet;
 use crate::model::is_builtin_tool as is_builtin;
@@ -35,48 +34,10 @@ fn shown_value(value: &toml::Value) -> String {
     }
 }
 
-/// Each of these is read from a string by its `TryFrom<String>`.
-macro_rules! read_from_str {
-    ($($t:ty),*) => {$(
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
-                read_str(d)
-            }
-        }
-    )*};
-}
-
-read_from_str!(
-    Human, Interval, History, Hours, Zone, Day, ToolName, ServerName, TokenVar, SecretVar,
-    PathText, ApiUrl, McpUrl
-);
-
-/// A value read from a string by its `TryFrom<String>`. The error is raised while the
-/// deserializer still holds the value, not after it as `#[serde(try_from)]` would, so that
-/// it carries the value's own position (an item of an array too, not the array's).
-fn read_str<'de, D, T>(d: D) -> Result<T, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: TryFrom<String, Error = String>,
-{
-    struct V<T>(std::marker::PhantomData<T>);
-    impl<T: TryFrom<String, Error = String>> serde::de::Visitor<'_> for V<T> {
-        type Value = T;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a string")
-        }
-
-        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<T, E> {
-            T::try_from(s.to_string()).map_err(E::custom)
-        }
-    }
-    d.deserialize_str(V(std::marker::PhantomData))
-}
-
 /// A humantime duration (`90s`, `10m`, `6h`, `1d`), longer than zero and at most
 /// [`LONGEST`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Human(pub Duration);
 
 /// 100 years (humantime's `100y`): longer would be no guardrail, and a time computed from it
@@ -100,7 +61,8 @@ impl TryFrom<String> for Human {
 }
 
 /// `[daemon] every`: a duration the daemon can tick at.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Interval(pub Duration);
 
 impl TryFrom<String> for Interval {
@@ -116,7 +78,8 @@ impl TryFrom<String> for Interval {
 
 /// `[retention] history`: at least a day, since less would prune what today's budget and
 /// daily message cap count.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct History(pub Duration);
 
 impl TryFrom<String> for History {
@@ -135,7 +98,8 @@ impl TryFrom<String> for History {
 }
 
 /// Hours of the day, `HH:MM-HH:MM` (`active_hours`, `quiet_hours`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Hours(pub Window);
 
 impl TryFrom<String> for Hours {
@@ -149,7 +113,8 @@ impl TryFrom<String> for Hours {
 }
 
 /// An IANA time zone name.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Zone(pub Tz);
 
 impl TryFrom<String> for Zone {
@@ -166,7 +131,8 @@ impl TryFrom<String> for Zone {
 }
 
 /// One day name: `mon` … `sun` or `monday` … `sunday`, any case.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct Day(pub Weekday);
 
 impl TryFrom<String> for Day {
@@ -184,20 +150,18 @@ impl TryFrom<String> for Day {
 
 /// `active_days`: at least one day.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
-#[serde(try_from = "Vec<Spanned<Day>>")]
+#[serde(try_from = "Vec<Day>")]
 pub struct Days(pub DaySet);
 
-impl TryFrom<Vec<Spanned<Day>>> for Days {
+impl TryFrom<Vec<Day>> for Days {
     type Error = &'static str;
 
-    // Each day is spanned so that an error about it points at it, not at the list.
-    fn try_from(days: Vec<Spanned<Day>>) -> Result<Days, &'static str> {
+    fn try_from(days: Vec<Day>) -> Result<Days, &'static str> {
         if days.is_empty() {
             return Err("[]: lists no days; leave the key out for every day");
         }
         Ok(Days(
-            days.iter()
-                .fold(DaySet::EMPTY, |set, d| set.with(d.get_ref().0)),
+            days.iter().fold(DaySet::EMPTY, |set, d| set.with(d.0)),
         ))
     }
 }
@@ -251,7 +215,8 @@ fn parse_size(value: &toml::Value) -> Option<u64> {
 
 /// A path as written (`state_dir`, `audit_log`, `[mcp.NAME] cwd`): not empty. The loader
 /// expands it (`~`, relative to the config's directory).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct PathText(pub String);
 
 impl TryFrom<String> for PathText {
@@ -262,6 +227,41 @@ impl TryFrom<String> for PathText {
             return Err(format!("{}: is empty", shown(&s)));
         }
         Ok(PathText(s))
+    }
+}
+
+/// A command line (`[mcp.NAME] command`): a program to run, then its arguments.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct Command(pub Vec<String>);
+
+impl TryFrom<Vec<String>> for Command {
+    type Error = String;
+
+    fn try_from(argv: Vec<String>) -> Result<Command, String> {
+        if argv.first().is_none_or(|program| program.is_empty()) {
+            let shown = toml::Value::Array(argv.into_iter().map(toml::Value::String).collect());
+            return Err(format!("{shown}: must start with a program to run"));
+        }
+        Ok(Command(argv))
+    }
+}
+
+/// `[tools.NAME] command`: a [`Command`] whose shell script, if it runs one, holds no
+/// `{key}` placeholder (`shell`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "Vec<String>")]
+pub struct ToolCommand(pub Vec<String>);
+
+impl TryFrom<Vec<String>> for ToolCommand {
+    type Error = String;
+
+    fn try_from(argv: Vec<String>) -> Result<ToolCommand, String> {
+        let Command(argv) = Command::try_from(argv)?;
+        match super::shell::check(&argv) {
+            Some(why) => Err(why),
+            None => Ok(ToolCommand(argv)),
+        }
     }
 }
 
@@ -283,7 +283,8 @@ impl TryFrom<Vec<String>> for Files {
 
 /// `[telegram] api_url`: an http:// or https:// URL with a host, kept without a trailing
 /// slash.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ApiUrl(pub String);
 
 impl TryFrom<String> for ApiUrl {
@@ -302,7 +303,8 @@ impl TryFrom<String> for ApiUrl {
 }
 
 /// `[mcp.NAME] url`: an http:// or https:// URL.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct McpUrl(pub String);
 
 impl TryFrom<String> for McpUrl {
@@ -318,59 +320,21 @@ impl TryFrom<String> for McpUrl {
 
 /// `[telegram] chat_ids`: a non-zero integer. Any other value is read too, so that `["me"]`
 /// is reported as "not a chat id" with the value as written.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "toml::Value")]
 pub struct ChatId(pub i64);
 
-impl<'de> Deserialize<'de> for ChatId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ChatId, D::Error> {
-        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+impl TryFrom<toml::Value> for ChatId {
+    type Error = String;
 
-        fn not<E: serde::de::Error>(shown: &str) -> E {
-            E::custom(format!(
-                "{shown}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists \
-                 them)"
-            ))
+    fn try_from(value: toml::Value) -> Result<ChatId, String> {
+        match value {
+            toml::Value::Integer(n) if n != 0 => Ok(ChatId(n)),
+            other => Err(format!(
+                "{}: not a chat id (a non-zero integer; `heartbeat telegram-chats` lists them)",
+                shown_value(&other)
+            )),
         }
-
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = ChatId;
-
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a chat id")
-            }
-
-            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<ChatId, E> {
-                match n {
-                    0 => Err(not(&n.to_string())),
-                    n => Ok(ChatId(n)),
-                }
-            }
-
-            fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<ChatId, E> {
-                Err(not(&toml::Value::Float(n).to_string()))
-            }
-
-            fn visit_bool<E: serde::de::Error>(self, b: bool) -> Result<ChatId, E> {
-                Err(not(&b.to_string()))
-            }
-
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ChatId, E> {
-                Err(not(&shown(s)))
-            }
-
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<ChatId, A::Error> {
-                let value = toml::Value::deserialize(SeqAccessDeserializer::new(seq))?;
-                Err(not(&shown_value(&value)))
-            }
-
-            // A table, or a date and time (which TOML's reader hands over as a table).
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<ChatId, A::Error> {
-                let value = toml::Value::deserialize(MapAccessDeserializer::new(map))?;
-                Err(not(&shown_value(&value)))
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 
@@ -497,7 +461,8 @@ fn usd(n: f64, shown: &str) -> Result<Usd, String> {
 }
 
 /// `[tools.NAME]`: a letter or `_`, then letters, digits, `_`, `.` or `-`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ToolName(pub String);
 
 impl TryFrom<String> for ToolName {
@@ -516,7 +481,8 @@ impl TryFrom<String> for ToolName {
 
 /// `[mcp.NAME]`: a letter or `_`, then letters, digits, `_` or `-` (no `.`, which separates
 /// the server from its tool in `@NAME.TOOL`), and not a built-in tool's name.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
 pub struct ServerName(pub String);
 
 impl TryFrom<String> for ServerName {
@@ -554,7 +520,8 @@ fn env_name(name: &str) -> bool {
 }
 
 /// `[telegram] bot_token_env`: the name of the variable that holds the bot token.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct TokenVar(pub String);
 
 impl TryFrom<String> for TokenVar {
@@ -573,7 +540,8 @@ impl TryFrom<String> for TokenVar {
 }
 
 /// `[mcp.NAME] env` and `headers_env`: the name of a variable passed to a server.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
 pub struct SecretVar(pub String);
 
 impl TryFrom<String> for SecretVar {
@@ -607,5 +575,27 @@ mod tests {
             assert_eq!(s(bad), None, "{bad}");
         }
         assert_eq!(parse_size(&toml::Value::Integer(-1)), None);
+    }
+
+    #[test]
+    fn a_command_starts_with_a_program_and_a_tools_script_takes_no_placeholder() {
+        let argv = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            Command::try_from(argv(&["gh-mcp", "--stdio"])),
+            Ok(Command(argv(&["gh-mcp", "--stdio"])))
+        );
+        for bad in [&[][..], &["", "x"]] {
+            let why = Command::try_from(argv(bad)).unwrap_err();
+            assert!(why.ends_with(": must start with a program to run"), "{why}");
+        }
+        assert_eq!(
+            ToolCommand::try_from(argv(&[])).unwrap_err(),
+            "[]: must start with a program to run"
+        );
+        // A server's command is no shell script of ours; a tool's is.
+        let script = argv(&["sh", "-c", "echo {msg}"]);
+        assert!(Command::try_from(script.clone()).is_ok());
+        let why = ToolCommand::try_from(script).unwrap_err();
+        assert!(why.contains("as a positional parameter"), "{why}");
     }
 }
