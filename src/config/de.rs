@@ -378,6 +378,13 @@ impl<'de> de::Deserializer<'de> for ValueDe<'_, '_> {
         _fields: &'static [&'static str],
         visitor: V,
     ) -> Result<V::Value, Error> {
+        // serde would read a struct from an array by position (`budget = [1]` as its first
+        // field): a config table is a table, or the value is refused.
+        if let DeValue::Array(_) = self.node.get_ref() {
+            return self.placed(Want::Table, |_| {
+                Err(de::Error::invalid_type(de::Unexpected::Seq, &"a table"))
+            });
+        }
         self.read(Want::Table, visitor)
     }
 
@@ -773,13 +780,12 @@ mod tests {
     }
 
     #[test]
-    fn a_table_read_from_an_empty_array_is_an_invalid_length() {
-        let (kind, path, at, _, want) = error("t = []");
-        assert!(
-            matches!(kind, Kind::InvalidLength { len: 0, .. }),
-            "{kind:?}"
-        );
-        assert_eq!((path.as_str(), at, want), ("t", "[]", Want::Table));
+    fn a_table_is_never_read_from_an_array() {
+        for text in ["t = []", "t = [1]"] {
+            let (kind, path, at, _, want) = error(text);
+            assert!(matches!(kind, Kind::InvalidType { .. }), "{kind:?}");
+            assert_eq!((path.as_str(), at, want), ("t", &text[4..], Want::Table));
+        }
     }
 
     #[test]

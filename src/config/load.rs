@@ -565,10 +565,6 @@ impl Source {
                 let expected = describe(place.want, path, expected);
                 error(path, format!("expected {expected}, found {}", found()))
             }
-            // toml reads a table of ours from an array by position.
-            Kind::InvalidLength { .. } if place.want == Want::Table => {
-                error(path, format!("expected a table, found {}", found()))
-            }
             // A value's own rule (a type of `types`) said no: an error about an item of a
             // list or table of names names that key.
             Kind::Custom(message) => {

@@ -1077,6 +1077,12 @@ fn wrong_types_read_as_before() {
             "max_consecutive_failures: expected an integer, found string \"3\"",
         ),
         ("budget = []", "budget: expected a table, found array []"),
+        // Not read by position as its first key.
+        ("budget = [1]", "budget: expected a table, found array [1]"),
+        (
+            "[tools]\nbackup = [\"x\"]",
+            "tools.backup: expected a table, found array [\"x\"]",
+        ),
         (
             "autonomy = { a = 1 }",
             "autonomy: expected a string, found a table",
