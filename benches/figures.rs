@@ -3,7 +3,8 @@
 //! much less).
 //!
 //! Run: `cargo bench --bench figures` (optimised build). `HEARTBEAT_BENCH_RUNS=N` sets the
-//! runs per side (default 11). Prints one line per figure: the ratio, its goal, and the
+//! runs per side (default 11); `HEARTBEAT_BENCH_BIN=path` measures another build of heartbeat
+//! (an earlier commit's, to compare). Prints one line per figure: the ratio, its goal, and the
 //! medians it came from; exits 1 if a goal is missed.
 
 use std::fs;
@@ -11,7 +12,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_heartbeat");
+/// The binary measured: this build's, unless `HEARTBEAT_BENCH_BIN` names another.
+fn bin() -> PathBuf {
+    std::env::var_os("HEARTBEAT_BENCH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_heartbeat")))
+}
 
 fn main() {
     let runs: usize = std::env::var("HEARTBEAT_BENCH_RUNS")
@@ -22,9 +28,10 @@ fn main() {
     let root = tempfile::tempdir().expect("a temp dir");
     let root = root.path();
     println!("heartbeat performance figures ({runs} interleaved runs per side, medians)");
-    println!("binary: {BIN}");
+    println!("binary: {}", bin().display());
     let mut missed = 0;
     missed += figure_run_1000_vs_empty(root, runs);
+    missed += figure_run_10000_vs_1000(root, runs);
     missed += figure_empty_vs_version(root, runs);
     missed += figure_realistic(root, runs);
     missed += figure_concurrency(root, runs.min(7));
@@ -60,7 +67,7 @@ impl Case {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = Command::new(bin());
         c.current_dir(&self.dir)
             .arg("--config")
             .arg(self.dir.join("heartbeat.toml"))
@@ -199,19 +206,39 @@ fn empty_case(root: &Path) -> Case {
     c
 }
 
-fn figure_run_1000_vs_empty(root: &Path, runs: usize) -> usize {
-    let empty = empty_case(root);
-    let mut big = Case::new(root, "big", FULL, &many_logs(1000));
-    // The same starting state as the empty run: a database that exists.
+/// `n` due one-time `@log` tasks over the same starting state as the empty run: a database
+/// that exists.
+fn many_logs_case(root: &Path, name: &str, empty: &Case, n: usize) -> Case {
+    let mut big = Case::new(root, name, FULL, &many_logs(n));
     fs::create_dir_all(big.dir.join("state")).unwrap();
     copy_dir(&empty.dir.join("state.template"), &big.dir.join("state"));
     big.freeze();
+    big
+}
+
+fn figure_run_1000_vs_empty(root: &Path, runs: usize) -> usize {
+    let empty = empty_case(root);
+    let big = many_logs_case(root, "big", &empty, 1000);
     compare(
         "run --once, 1,000 due @log tasks / empty run",
-        3.0,
+        5.0,
         runs,
         || big.time(&["run", "--once", "-q"]),
         || empty.time(&["run", "--once", "-q"]),
+    )
+}
+
+/// How a run grows with its tasks: ten times the tasks, at most ten times the time.
+fn figure_run_10000_vs_1000(root: &Path, runs: usize) -> usize {
+    let empty = empty_case(root);
+    let big = many_logs_case(root, "big1k", &empty, 1000);
+    let huge = many_logs_case(root, "big10k", &empty, 10_000);
+    compare(
+        "run --once, 10,000 due @log tasks / 1,000",
+        10.0,
+        runs,
+        || huge.time(&["run", "--once", "-q"]),
+        || big.time(&["run", "--once", "-q"]),
     )
 }
 
@@ -283,10 +310,7 @@ fn figure_concurrency(root: &Path, runs: usize) -> usize {
 
 fn figure_approve_all(root: &Path, runs: usize) -> usize {
     let empty = empty_case(root);
-    let mut big = Case::new(root, "big2", FULL, &many_logs(1000));
-    fs::create_dir_all(big.dir.join("state")).unwrap();
-    copy_dir(&empty.dir.join("state.template"), &big.dir.join("state"));
-    big.freeze();
+    let big = many_logs_case(root, "big2", &empty, 1000);
     // 1,000 pending approvals of the same tasks.
     let mut pending = Case::new(
         root,

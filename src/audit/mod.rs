@@ -4,8 +4,9 @@
 //! - Every line is an [`Event`] serialised by serde_json, the one serialiser: `ts` and
 //!   `event` are its first keys, `run_id` the third on lines of a run (see [`event`]).
 //! - A line is redacted ([`Secrets::value`]) before anything in it is cut, then serialised
-//!   completely and written with one `write` call on a file opened with O_APPEND, so lines
-//!   of concurrent processes never interleave. No line is longer than [`LINE_LIMIT`].
+//!   completely and written with one `write` call on a file opened with O_APPEND (a batch of
+//!   lines, [`AuditLog::append`], shares one), so lines of concurrent processes never
+//!   interleave. No line is longer than [`LINE_LIMIT`].
 //! - Each line is written under a shared `flock` on the file (waited for at most a second);
 //!   the repair of a torn last line at open takes the exclusive one, only when it is free at
 //!   once, so it never ends a line that another writer is still writing ([`end_torn_line`]).
@@ -106,12 +107,18 @@ impl AuditLog {
 
     /// Append one event that happened at `ts`.
     pub fn record(&mut self, ts: DateTime<Utc>, event: &Event) -> io::Result<()> {
-        self.follow_rotation()?;
         let line = self.render(ts, event);
+        self.append(&[line])
+    }
+
+    /// Append lines made by [`render`](AuditLog::render), in order, with one `write`.
+    pub fn append(&mut self, lines: &[Vec<u8>]) -> io::Result<()> {
+        self.follow_rotation()?;
+        let bytes = lines.concat();
         // Shared: appends go on side by side; only the torn-line repair waits for them.
         let locked = lock_shared_briefly(&self.file)?;
-        torn_point(&mut self.file, &line);
-        let written = self.file.write_all(&line);
+        torn_points(&mut self.file, lines, &bytes);
+        let written = self.file.write_all(&bytes);
         if locked {
             self.file.unlock()?;
         }
@@ -279,12 +286,16 @@ fn cap(mut value: RedactedJson) -> Vec<u8> {
     serde_json::to_vec(&value).unwrap_or_default()
 }
 
-/// The `audit_torn` fault point (debug builds): a crash while `line` is written, leaving
-/// half of it.
-fn torn_point(file: &mut File, line: &[u8]) {
-    crate::fault::point_then("audit_torn", || {
-        let _ = file.write_all(&line[..line.len() / 2]);
-    });
+/// The `audit_torn` fault point (debug builds), reached once per line: a crash while
+/// `bytes` (the `lines`, joined) is written, leaving the lines before that one and half of it.
+fn torn_points(file: &mut File, lines: &[Vec<u8>], bytes: &[u8]) {
+    let mut start = 0;
+    for line in lines {
+        crate::fault::point_then("audit_torn", || {
+            let _ = file.write_all(&bytes[..start + line.len() / 2]);
+        });
+        start += line.len();
+    }
 }
 
 /// RFC 3339, UTC, milliseconds, `Z`.
@@ -346,6 +357,36 @@ mod tests {
         }
         assert!(rotated_path(&path, 3).exists());
         assert!(!rotated_path(&path, 4).exists());
+    }
+
+    #[test]
+    fn appended_lines_follow_the_last_line_in_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let mut a = AuditLog::open(&path, Secrets::default()).unwrap();
+        let line = |rows| a.render(ts(), &Event::StatePruned { run_id: "r1", rows });
+        let (one, two, three) = (line(1), line(2), line(3));
+        a.record(
+            ts(),
+            &Event::StatePruned {
+                run_id: "r1",
+                rows: 0,
+            },
+        )
+        .unwrap();
+        a.append(&[one.clone(), two.clone(), three.clone()])
+            .unwrap();
+        let first = a.render(
+            ts(),
+            &Event::StatePruned {
+                run_id: "r1",
+                rows: 0,
+            },
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            [first, one, two, three].concat()
+        );
     }
 
     fn keys(line: &[u8]) -> Vec<String> {

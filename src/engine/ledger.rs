@@ -5,6 +5,14 @@
 //! decision that SQLite does not know. A tool run is recorded by [`Ledger::tool_run`]: its
 //! row first, its line only once the row is committed. Every other line of a session is
 //! written by [`Ledger::record`] after the store call that commits its fact returned.
+//!
+//! Batches: the success of a tool without outside effects (`@log`) changes nothing but
+//! heartbeat's own records, so losing it in a crash costs no more than running it again.
+//! Up to [`BATCH`] of them are kept (their rows, their lines rendered) and committed in one
+//! transaction ([`Store::record_task_runs`]), their lines written after that commit with one
+//! `write`. Every other record flushes the batch first ([`Ledger::flush`]), so the log keeps
+//! its order and nothing reads the store before the batch is in it; so do the session before
+//! it ticks or ends and at the end of its plan.
 
 use std::path::Path;
 
@@ -20,11 +28,53 @@ use crate::tools;
 /// The longest summary a tool can report, in characters (longer ones are cut, with `…`).
 const SUMMARY_CHARS: usize = 200;
 
+/// The most outcomes committed in one batch.
+pub const BATCH: usize = 50;
+
 pub struct Ledger {
     pub store: Box<dyn Store>,
     audit: AuditLog,
     /// Where each audit line reads the time it happened.
     clock: Clock,
+    /// Outcomes waiting for their batch's commit, each with its rendered line.
+    pending: Vec<(PendingRun, Vec<u8>)>,
+}
+
+/// A batched tool run's row, kept until its batch is committed: a success, of no approval.
+struct PendingRun {
+    run_id: String,
+    task_id: String,
+    tool: String,
+    started_at: DateTime<Utc>,
+    finished_at: DateTime<Utc>,
+    cost_usd: Option<f64>,
+}
+
+impl PendingRun {
+    fn of(r: &TaskRunRecord) -> PendingRun {
+        PendingRun {
+            run_id: r.run_id.to_string(),
+            task_id: r.task_id.to_string(),
+            tool: r.tool.to_string(),
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            cost_usd: r.cost_usd,
+        }
+    }
+
+    fn row(&self) -> TaskRunRecord<'_> {
+        TaskRunRecord {
+            run_id: &self.run_id,
+            task_id: &self.task_id,
+            tool: &self.tool,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            succeeded: true,
+            cost_usd: self.cost_usd,
+            approval_id: None,
+            error: None,
+        }
+    }
 }
 
 /// A tool run that could not be kept: its row (then no line was written), or its line (the
@@ -41,6 +91,7 @@ impl Ledger {
             store,
             audit,
             clock,
+            pending: Vec::new(),
         }
     }
 
@@ -59,8 +110,10 @@ impl Ledger {
         self.record_at(self.clock.now(), event)
     }
 
-    /// One audit line, stamped with `at` (`run_started` carries the run's start).
+    /// One audit line, stamped with `at` (`run_started` carries the run's start), after
+    /// the batch.
     pub fn record_at(&mut self, at: DateTime<Utc>, event: &Event) -> Result<()> {
+        self.flush().map_err(NotKept::into_error)?;
         self.audit
             .record(at, event)
             .map_err(|e| Error::io(self.audit.path(), e))
@@ -68,13 +121,25 @@ impl Ledger {
 
     /// A finished tool run: its row (history, the task's streak, an approval's outcome)
     /// committed, then its `task_succeeded` / `task_failed` line. Returns the task's
-    /// failures in a row.
+    /// failures in a row. `effect_free`: its tool changes nothing outside heartbeat; its
+    /// success then joins the batch.
     pub fn tool_run(
         &mut self,
         row: &TaskRunRecord,
         event: &Event,
+        effect_free: bool,
     ) -> std::result::Result<u32, NotKept> {
         crate::fault::point("task_done");
+        if effect_free && row.succeeded && row.approval_id.is_none() {
+            let line = self.audit.render(self.clock.now(), event);
+            self.pending.push((PendingRun::of(row), line));
+            if self.pending.len() >= BATCH {
+                self.flush()?;
+            }
+            // A success ends any streak of failures.
+            return Ok(0);
+        }
+        self.flush()?;
         let failures = self
             .store
             .record_task_run(row)
@@ -82,6 +147,28 @@ impl Ledger {
         self.record(event).map_err(NotKept::Line)?;
         crate::fault::point("task_recorded");
         Ok(failures)
+    }
+
+    /// Commit the batch, then write its lines.
+    pub fn flush(&mut self) -> std::result::Result<(), NotKept> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let rows: Vec<TaskRunRecord> = pending.iter().map(|(run, _)| run.row()).collect();
+        self.store
+            .record_task_runs(&rows)
+            .map_err(|e| NotKept::Row(e.into()))?;
+        crate::fault::point("batch_committed");
+        let lines: Vec<Vec<u8>> = pending.into_iter().map(|(_, line)| line).collect();
+        self.audit
+            .append(&lines)
+            .map_err(|e| NotKept::Line(Error::io(self.audit.path(), e)))?;
+        // Reached once per tool run, as in `tool_run`.
+        for _ in &lines {
+            crate::fault::point("task_recorded");
+        }
+        Ok(())
     }
 
     /// Flush the audit log to disk.
@@ -95,9 +182,19 @@ impl Ledger {
         self.audit.path()
     }
 
-    /// The store and the audit log, for what follows the run.
+    /// The store and the audit log, for what follows the run (the batch flushed before).
     pub fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
+        debug_assert!(self.pending.is_empty(), "a batch was not flushed");
         (self.store, self.audit)
+    }
+}
+
+impl NotKept {
+    /// The error, whichever record it was.
+    pub fn into_error(self) -> Error {
+        match self {
+            NotKept::Row(e) | NotKept::Line(e) => e,
+        }
     }
 }
 
@@ -190,7 +287,11 @@ pub(crate) mod tests {
     }
 
     fn failed_line(input: &RedactedJson) -> Event<'_> {
-        Event::TaskFailed(TaskRun {
+        Event::TaskFailed(run_line(input))
+    }
+
+    fn run_line(input: &RedactedJson) -> TaskRun<'_> {
+        TaskRun {
             run_id: "run1",
             task_id: "aaaaaaaaaaaa",
             file: Path::new("/h.md"),
@@ -208,7 +309,65 @@ pub(crate) mod tests {
             trigger: crate::model::Trigger::Schedule,
             summary: None,
             stderr: None,
-        })
+        }
+    }
+
+    fn task_runs(state_dir: &Path) -> i64 {
+        crate::store::test_util::count_rows(state_dir, "task_runs")
+    }
+
+    #[test]
+    fn effect_free_successes_wait_for_their_batch_and_the_log_keeps_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut ledger = ledger(dir.path());
+        let input = Secrets::default().redact_json(serde_json::json!({"text": "hi"}));
+        let succeeded = Event::TaskSucceeded(run_line(&input));
+        for _ in 0..3 {
+            assert_eq!(ledger.tool_run(&row(true), &succeeded, true).unwrap(), 0);
+        }
+        assert_eq!(task_runs(dir.path()), 0);
+        assert!(lines(dir.path()).is_empty());
+        // Any other line flushes the batch first: committed, then written, in order.
+        ledger
+            .record(&Event::StatePruned {
+                run_id: "run1",
+                rows: 0,
+            })
+            .unwrap();
+        assert_eq!(task_runs(dir.path()), 3);
+        let events: Vec<String> = lines(dir.path())
+            .iter()
+            .map(|l| l["event"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(
+            events,
+            [
+                "task_succeeded",
+                "task_succeeded",
+                "task_succeeded",
+                "state_pruned"
+            ]
+        );
+        // A full batch is committed at once.
+        for _ in 0..BATCH {
+            ledger.tool_run(&row(true), &succeeded, true).unwrap();
+        }
+        assert_eq!(task_runs(dir.path()), 3 + BATCH as i64);
+        assert_eq!(lines(dir.path()).len(), 4 + BATCH);
+        // A success of a tool with outside effects, and a failure, are not batched; each
+        // commits what waits before it.
+        ledger.tool_run(&row(true), &succeeded, true).unwrap();
+        ledger.tool_run(&row(true), &succeeded, false).unwrap();
+        assert_eq!(task_runs(dir.path()), 5 + BATCH as i64);
+        ledger.tool_run(&row(true), &succeeded, true).unwrap();
+        assert_eq!(
+            ledger
+                .tool_run(&row(false), &failed_line(&input), true)
+                .unwrap(),
+            1
+        );
+        assert_eq!(task_runs(dir.path()), 7 + BATCH as i64);
+        assert_eq!(lines(dir.path()).len(), 8 + BATCH);
     }
 
     #[test]
@@ -217,11 +376,15 @@ pub(crate) mod tests {
         let mut ledger = ledger(dir.path());
         let input = Secrets::default().redact_json(serde_json::json!({"cmd": "false"}));
         assert_eq!(
-            ledger.tool_run(&row(false), &failed_line(&input)).unwrap(),
+            ledger
+                .tool_run(&row(false), &failed_line(&input), false)
+                .unwrap(),
             1
         );
         assert_eq!(
-            ledger.tool_run(&row(false), &failed_line(&input)).unwrap(),
+            ledger
+                .tool_run(&row(false), &failed_line(&input), false)
+                .unwrap(),
             2
         );
         let lines = lines(dir.path());
@@ -245,7 +408,7 @@ pub(crate) mod tests {
         let mut ledger = ledger(dir.path());
         crate::store::test_util::drop_table(dir.path(), "task_runs");
         let input = Secrets::default().redact_json(serde_json::json!({"cmd": "false"}));
-        let err = ledger.tool_run(&row(false), &failed_line(&input));
+        let err = ledger.tool_run(&row(false), &failed_line(&input), false);
         assert!(matches!(err, Err(NotKept::Row(_))), "{err:?}");
         assert!(lines(dir.path()).is_empty());
     }

@@ -8,7 +8,9 @@
 //! - Only constructed while the caller holds the run lock (`Session::begin` takes the lock
 //!   guard by reference to make that visible at every call site).
 //! - A tool's outcome is recorded (SQLite, audit) right after it finishes, before the next
-//!   tool starts, so a crash loses at most the task that was running.
+//!   tool starts, so a crash loses at most the task that was running; or, for successes of
+//!   tools without outside effects, the batch they wait in ([`super::ledger`]), which is
+//!   flushed at the end of the plan and before the ticks.
 //! - An approved task runs only after its file was re-read and the task found unchanged and
 //!   open, its tool's policy, its trip and the budget checked again, and only after the
 //!   one-statement claim `approved → running` succeeded.
@@ -447,6 +449,13 @@ impl<'a> Session<'a> {
     /// started in file order; everything else (checks, records, the audit) stays on this
     /// thread, so lines stay whole and the guardrails see every start and every outcome.
     pub fn apply_all(&mut self, items: &[Planned]) -> Result<()> {
+        let applied = self.apply_each(items);
+        // What ran is recorded whatever stopped the plan.
+        let flushed = self.ledger.flush().map_err(NotKept::into_error);
+        applied.and(flushed)
+    }
+
+    fn apply_each(&mut self, items: &[Planned]) -> Result<()> {
         let limit = self.cfg.concurrency.max(1);
         if limit == 1 {
             for planned in items {
@@ -698,10 +707,17 @@ impl<'a> Session<'a> {
         } else {
             Event::TaskFailed(run)
         };
-        let failures = self.ledger.tool_run(&row, &event).map_err(|e| match e {
-            NotKept::Row(e) => unrecorded(task, name, "its outcome could not be recorded", e),
-            NotKept::Line(e) => unrecorded(task, name, "its audit line could not be written", e),
-        })?;
+        // No effect outside heartbeat: its record may wait for the batch (super::ledger).
+        let effect_free = matches!(call.spec.kind, ToolKind::Builtin(b) if !b.outside_effects());
+        let failures = self
+            .ledger
+            .tool_run(&row, &event, effect_free)
+            .map_err(|e| match e {
+                NotKept::Row(e) => unrecorded(task, name, "its outcome could not be recorded", e),
+                NotKept::Line(e) => {
+                    unrecorded(task, name, "its audit line could not be written", e)
+                }
+            })?;
         let store = &mut *self.ledger.store;
         let trips = !outcome.success
             && Guard::breaker(store, self.cfg, &task.id, name, failures, self.now)?;
@@ -815,6 +831,8 @@ impl<'a> Session<'a> {
         // No server outlives the run (docs/reference.md#mcp-tools); the run's end is the time after
         // this.
         self.mcp.stop_all();
+        // A tick follows what SQLite knows.
+        self.ledger.flush().map_err(NotKept::into_error)?;
         let errors =
             std::mem::take(&mut self.ticks).write(&mut self.ledger, &self.run_id, &self.known)?;
         self.report.errors.extend(errors);

@@ -3,7 +3,7 @@
 //! before the byte is written), and each mark audited: `task_marked_done`, or
 //! `task_mark_skipped` with why.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -20,13 +20,16 @@ use crate::text::Redacted;
 #[derive(Debug, Default)]
 pub struct Ticks {
     files: BTreeMap<Arc<Path>, Vec<String>>,
+    /// Every (file, id) in `files`: whether a task is already wanted is one look-up, not a
+    /// scan of its file's list (a run of 10,000 one-time tasks asks 10,000 times).
+    wanted: HashSet<(Arc<Path>, String)>,
 }
 
 impl Ticks {
     /// Tick this task at the end of the run (once, however often it is asked for).
     pub fn want(&mut self, task: &Task) {
-        let ids = self.files.entry(task.file.clone()).or_default();
-        if !ids.contains(&task.id) {
+        if self.wanted.insert((task.file.clone(), task.id.clone())) {
+            let ids = self.files.entry(task.file.clone()).or_default();
             ids.push(task.id.clone());
         }
     }

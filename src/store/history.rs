@@ -4,7 +4,8 @@
 //! Invariants:
 //! - A tool run is recorded in one IMMEDIATE transaction: its history row, its tool's start,
 //!   its task's state and, for approved work, the approval's outcome (`running → succeeded |
-//!   failed`) are committed together or not at all.
+//!   failed`) are committed together or not at all. Successes of tools without outside
+//!   effects may share one transaction ([`Store::record_task_runs`]); approved work never does.
 //! - A task that succeeded has `last_success` set: that is what keeps a one-time task from
 //!   running again.
 //! - `tool_state` holds, per tool, the latest `started_at` of its `task_runs` rows.
@@ -50,6 +51,14 @@ pub trait History {
     /// Approved work is committed with `synchronous = FULL`, like every change of an
     /// approval's state.
     fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32>;
+
+    /// Record several finished tool runs in one transaction, each as [`record_task_run`]
+    /// records it, committed at `synchronous = NORMAL`. Only for runs whose loss in a crash
+    /// costs nothing but running them again: successes of tools without outside effects,
+    /// never approved work (docs/reference.md#at-most-once).
+    ///
+    /// [`record_task_run`]: History::record_task_run
+    fn record_task_runs(&mut self, runs: &[TaskRunRecord]) -> Result<()>;
 
     /// Remember that a task was attempted (run, queued or reminded) at `now`.
     fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()>;
@@ -101,6 +110,20 @@ impl History for Sqlite {
         } else {
             write(&mut self.conn).map_err(|e| self.err(e))
         }
+    }
+
+    fn record_task_runs(&mut self, runs: &[TaskRunRecord]) -> Result<()> {
+        debug_assert!(runs.iter().all(|r| r.approval_id.is_none()));
+        let write = |conn: &mut Connection| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for r in runs {
+                write_task_run(&tx, r)?;
+                // Reached once per run, as in `record_task_run`.
+                crate::fault::point("sqlite_commit");
+            }
+            tx.commit()
+        };
+        write(&mut self.conn).map_err(|e| self.err(e))
     }
 
     fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {

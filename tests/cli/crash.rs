@@ -25,6 +25,14 @@
 //!   SIGKILL there): SQLite knows it, so it never runs again, and its only outcome line is
 //!   the torn one, or none.
 //!
+//!
+//! The successes of `@log` (no effect outside heartbeat) are recorded in batches of up to 50
+//! (`engine::ledger`): one transaction, then their lines in one write. A crash loses the
+//! batch in flight (`task_done`, `sqlite_commit`: those tasks run again, once, at the next
+//! run, like the task in flight above), or, once it is committed, the lines of the batch from
+//! the torn one on (`audit_torn`) or all of them (`batch_committed`): SQLite knows those
+//! outcomes, so nothing runs twice, and no line shows what SQLite does not know.
+//!
 //! Every other point (`task_recorded`, `tick_before_write`, `tick_after_write`,
 //! `audit_torn` on any other line) loses nothing and runs nothing twice. Approved work
 //! (`approval_claimed`, and the points above inside `approve`): see the approval tests below.
@@ -277,7 +285,13 @@ enum Lost {
     /// Its outcome line, torn: SQLite knows the outcome, the task runs nothing twice, and its
     /// only `task_succeeded` line is the torn one.
     Line,
+    /// The lines of a committed batch, from the torn one (if any) on: SQLite knows those
+    /// outcomes, they run nothing twice, and they have no whole `task_succeeded` line.
+    Lines,
 }
+
+/// The most `@log` outcomes committed in one batch (`engine::ledger::BATCH`).
+const BATCH: usize = 50;
 
 /// The tool of the generated tasks.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -395,11 +409,23 @@ fn crash_case(tool: Tool, fault: &str, after: After, lost: Lost) {
         .filter(|id| !whole_before.contains_key(*id))
         .cloned()
         .collect();
-    let want_unlogged: BTreeSet<String> = match lost {
-        Lost::Line => torn_id.clone().into_iter().collect(),
-        Lost::Nothing | Lost::Outcome => BTreeSet::new(),
-    };
-    assert_eq!(unlogged, want_unlogged, "{ctx}: recorded but not logged");
+    if lost == Lost::Lines {
+        assert!(
+            (1..=BATCH).contains(&unlogged.len()),
+            "{ctx}: {} outcomes recorded but not logged",
+            unlogged.len()
+        );
+        assert!(
+            torn_id.iter().all(|id| unlogged.contains(id)),
+            "{ctx}: the torn line's task has a whole line"
+        );
+    } else {
+        let want_unlogged: BTreeSet<String> = match lost {
+            Lost::Line => torn_id.clone().into_iter().collect(),
+            Lost::Nothing | Lost::Outcome | Lost::Lines => BTreeSet::new(),
+        };
+        assert_eq!(unlogged, want_unlogged, "{ctx}: recorded but not logged");
+    }
     if lost == Lost::Line {
         assert_eq!(unlogged.len(), 1, "{ctx}: no outcome line was torn");
     }
@@ -642,6 +668,88 @@ fn log_crash_at_task_recorded() {
     }
 }
 
+/// Between a batch's commit and its lines: SQLite knows all of it, the log none of it.
+#[test]
+fn log_crash_after_a_batch_commit_runs_nothing_twice() {
+    crash_case(
+        Tool::Log,
+        "batch_committed:1",
+        After::Untouched,
+        Lost::Lines,
+    );
+    crash_case(
+        Tool::Log,
+        "batch_committed:4",
+        After::Untouched,
+        Lost::Lines,
+    );
+}
+
+/// `@log` successes waiting in a batch while a one-time `@mark` (an effect outside) starts
+/// and ends: a crash loses the batch, whose tasks run once more at the next run, and never
+/// runs a `@mark` twice; no line shows an outcome SQLite does not know.
+#[test]
+fn a_crash_with_a_batch_waiting_reruns_only_the_batch() {
+    // Tasks 0..=8 and 10..=18 are `@log`, 9 and 19 `@mark`.
+    let task = |i: usize| {
+        if i % 10 == 9 {
+            format!("- [ ] @mark {{\"n\": \"{i}\"}}")
+        } else {
+            format!("- [ ] @log {{\"text\": \"task {i:03}\"}}")
+        }
+    };
+    // Before the first `@mark`'s start record, after it ran (its outcome is the 10th), and
+    // inside the transaction of the `@log` batch that its outcome flushed (before its own).
+    for (fault, held) in [
+        ("record_start:1", false),
+        ("task_done:10", true),
+        ("sqlite_commit:5", true),
+    ] {
+        let env = Env::new(&document((0..20).map(task))).config(&format!("{FULL}{MARK_TOOL}"));
+        let tasks = open_one_time(&env.md_path(), &env.read_bytes("HEARTBEAT.md"));
+        let out = env
+            .cmd(["run", "--once", "-q"])
+            .env("HEARTBEAT_FAULT", fault)
+            .output();
+        assert_eq!(out.code, None, "{fault}: not aborted\n{}", out.stderr);
+        let recorded = recorded_successes(&env);
+        let logged = successes(&scan_audit(&env).lines);
+        assert!(
+            logged.keys().all(|id| recorded.contains_key(id)),
+            "{fault}: a line without its record"
+        );
+        // The batch before the first `@mark` (tasks 0..=8) was not committed.
+        assert!(
+            tasks[..9].iter().all(|t| !recorded.contains_key(&t.id)),
+            "{fault}: {recorded:?}"
+        );
+
+        let rec = env.cmd(["run", "--once", "--json"]).output();
+        rec.code(if held { 1 } else { 0 });
+        let scan = scan_audit(&env);
+        let logged = successes(&scan.lines);
+        let recorded = recorded_successes(&env);
+        for (i, t) in tasks.iter().enumerate() {
+            let want = usize::from(!(held && i == 9));
+            assert_eq!(
+                logged.get(&t.id).copied().unwrap_or(0),
+                want,
+                "{fault}: task {i}"
+            );
+            assert_eq!(
+                recorded.get(&t.id).copied().unwrap_or(0),
+                want,
+                "{fault}: task {i}"
+            );
+        }
+        // Each `@mark` ran once, the held one included (before the crash).
+        let m = marks(&env);
+        assert_eq!(m.get("9"), Some(&1), "{fault}: {m:?}");
+        assert_eq!(m.get("19"), Some(&1), "{fault}: {m:?}");
+        assert_db_ok(&env);
+    }
+}
+
 #[test]
 fn log_crash_inside_the_sqlite_transaction() {
     crash_case(
@@ -670,7 +778,10 @@ fn log_crash_around_the_tick_write() {
 
 #[test]
 fn log_crash_tearing_audit_lines() {
-    crash_case(Tool::Log, "audit_torn:40", After::Untouched, Lost::Line);
+    // Lines 1 and 2 are run_started and state_pruned, 3..=52 the first batch's outcomes:
+    // line 40 is in that batch, line 52 its last (the lines before it are whole).
+    crash_case(Tool::Log, "audit_torn:40", After::Untouched, Lost::Lines);
+    crash_case(Tool::Log, "audit_torn:52", After::Untouched, Lost::Line);
     crash_case(Tool::Log, "audit_torn:250", After::AllTicked, Lost::Nothing);
 }
 
@@ -850,13 +961,15 @@ fn kill_at_random_moments(tool: Tool, n: usize, iterations: usize) {
             "{ctx}: {unknown_but_logged:?}"
         );
         // Recorded but with no whole outcome line (killed between the commit and the line):
-        // at most the task in flight; a torn outcome line is its line.
+        // at most the task in flight, or the batch in flight for `@log`; a torn outcome line
+        // is one of theirs.
         let unlogged: BTreeSet<String> = recorded_before
             .keys()
             .filter(|id| !audited_before.contains_key(*id))
             .cloned()
             .collect();
-        assert!(unlogged.len() <= 1, "{ctx}: {unlogged:?}");
+        let most = if tool == Tool::Log { BATCH } else { 1 };
+        assert!(unlogged.len() <= most, "{ctx}: {unlogged:?}");
         if let Some(id) = &torn_id {
             assert!(unlogged.contains(id), "{ctx}: {unlogged:?}");
         }
