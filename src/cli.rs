@@ -295,7 +295,7 @@ pub enum StateFilter {
 
 impl StateFilter {
     /// The state it keeps; None for all.
-    pub fn as_state(self) -> Option<ApprovalState> {
+    pub(crate) fn as_state(self) -> Option<ApprovalState> {
         Some(match self {
             StateFilter::All => return None,
             StateFilter::Pending => ApprovalState::Pending,

@@ -14,14 +14,14 @@ use chrono_tz::Tz;
 use crate::schedule::{local_instant, local_midnight};
 
 #[derive(Clone, Copy, Debug)]
-pub struct Clock {
+pub(crate) struct Clock {
     start: DateTime<Utc>,
     at: Instant,
 }
 
 impl Clock {
     /// A clock that reads `start` now.
-    pub fn starting_at(start: DateTime<Utc>) -> Clock {
+    pub(crate) fn starting_at(start: DateTime<Utc>) -> Clock {
         Clock {
             start,
             at: Instant::now(),
@@ -29,12 +29,12 @@ impl Clock {
     }
 
     /// The time this clock started at.
-    pub fn start(&self) -> DateTime<Utc> {
+    pub(crate) fn start(&self) -> DateTime<Utc> {
         self.start
     }
 
     /// The start plus the time elapsed since.
-    pub fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         TimeDelta::from_std(self.at.elapsed())
             .ok()
             .and_then(|d| self.start.checked_add_signed(d))
@@ -43,7 +43,7 @@ impl Clock {
 }
 
 /// The forms a time takes on the command line (`--now`, `--since`), for messages.
-pub const TIME_FORMS: &str = "an RFC 3339 time (2026-12-07T02:00:00+01:00), a local time \
+pub(crate) const TIME_FORMS: &str = "an RFC 3339 time (2026-12-07T02:00:00+01:00), a local time \
      in the configured zone (2026-12-07T02:00, or \"2026-12-07 02:00\") or a local date \
      (2026-12-07, its midnight)";
 
@@ -95,12 +95,12 @@ impl When {
 }
 
 /// The forms `--since` takes, for messages.
-pub const SINCE_FORMS: &str =
+pub(crate) const SINCE_FORMS: &str =
     "a duration back from now (30m, 2h, 2d, 1w), today or yesterday (from local midnight)";
 
 /// `--since`: where a look back starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Since {
+pub(crate) enum Since {
     /// This long before now.
     Ago(std::time::Duration),
     /// From local midnight this many days back (`today` 0, `yesterday` 1).
@@ -109,7 +109,7 @@ pub enum Since {
 }
 
 impl Since {
-    pub fn parse(s: &str) -> Option<Since> {
+    pub(crate) fn parse(s: &str) -> Option<Since> {
         let s = s.trim();
         match s.to_ascii_lowercase().as_str() {
             "today" => return Some(Since::Midnight(0)),
@@ -123,7 +123,7 @@ impl Since {
     }
 
     /// Whether [`Since::start`] needs the zone.
-    pub fn is_local(&self) -> bool {
+    pub(crate) fn is_local(&self) -> bool {
         match self {
             Since::Ago(_) => false,
             Since::Midnight(_) => true,
@@ -133,7 +133,7 @@ impl Since {
 
     /// The first instant it takes in, seen at `now` in zone `tz`. None: no lower bound (a
     /// duration reaching before the start of time).
-    pub fn start(self, now: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
+    pub(crate) fn start(self, now: DateTime<Utc>, tz: Tz) -> Option<DateTime<Utc>> {
         match self {
             Since::Ago(d) => TimeDelta::from_std(d)
                 .ok()

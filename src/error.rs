@@ -11,12 +11,12 @@ use crate::text::Redacted;
 /// The exit-code table and whether work has started live in [`crate::exit`], below the
 /// modules that need them without this error type (`report`, the engine); the commands take
 /// them from here with [`Error`].
-pub use crate::exit::{self, WorkStarted};
+pub(crate) use crate::exit::{self, WorkStarted};
 
 /// Anything that stops a command. Printed as `heartbeat: <what>: <why>`; exits with
 /// [`WorkStarted::failure_code`].
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     #[error("{0}")]
     Usage(String),
     #[error("{0}")]
@@ -42,7 +42,7 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
         Error::Io {
             path: path.into(),
             source,
@@ -50,18 +50,18 @@ impl Error {
     }
 }
 
-pub type Result<T> = std::result::Result<T, Error>;
+pub(crate) type Result<T> = std::result::Result<T, Error>;
 
 /// A line on stderr: a redaction step. The line goes through the one redaction step
 /// ([`crate::redact::Secrets::redact`], with every secret this process took), and only the
 /// [`Redacted`] text it makes is written ([`say_redacted`]): errors and warnings can carry a
 /// server's answer, a URL or a tool's output.
-pub fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     say_redacted(&crate::redact::Secrets::taken().redact(line));
 }
 
 /// A line on stderr, already redacted: standard error is a sink, and takes only that.
-pub fn say_redacted(line: &Redacted) {
+pub(crate) fn say_redacted(line: &Redacted) {
     use std::io::Write;
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }

@@ -4,13 +4,13 @@
 //! has no fault points at all.
 
 /// Abort here when the environment asks for it.
-pub fn point(name: &str) {
+pub(crate) fn point(name: &str) {
     point_then(name, || {});
 }
 
 /// Like [`point`], doing `before` just before aborting (e.g. write half an audit line).
 #[cfg(debug_assertions)]
-pub fn point_then(name: &str, before: impl FnOnce()) {
+pub(crate) fn point_then(name: &str, before: impl FnOnce()) {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
     static HITS: Mutex<Vec<(String, usize)>> = Mutex::new(Vec::new());

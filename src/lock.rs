@@ -22,24 +22,24 @@ use chrono::{DateTime, Utc};
 use crate::audit::format_ts;
 use crate::store::parse_ts;
 
-pub const LOCK_FILE: &str = "heartbeat.lock";
+pub(crate) const LOCK_FILE: &str = "heartbeat.lock";
 
 /// Held until dropped.
 #[derive(Debug)]
-pub struct RunLock {
+pub(crate) struct RunLock {
     _dir: File,
 }
 
 /// Who holds the lock, as far as the lock file tells.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Holder {
+pub(crate) struct Holder {
     pub pid: Option<u32>,
     pub since: Option<DateTime<Utc>>,
     /// The daemon's next tick (the daemon file only).
     pub next: Option<DateTime<Utc>>,
 }
 
-pub enum Attempt {
+pub(crate) enum Attempt {
     Acquired(RunLock),
     Held(Holder),
 }
@@ -53,7 +53,7 @@ fn open_dir(state_dir: &Path) -> io::Result<File> {
 }
 
 /// Take the lock without waiting. `now` is recorded as the holder's start time.
-pub fn try_acquire(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Attempt> {
+pub(crate) fn try_acquire(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Attempt> {
     let dir = open_dir(state_dir)?;
     match dir.try_lock() {
         Ok(()) => {
@@ -110,7 +110,7 @@ fn holder_text(now: DateTime<Utc>) -> String {
 
 /// Take the lock, waiting up to `timeout` for the holder to finish (`approve` waits; a
 /// run does not). Err: who still held it when the time ran out.
-pub fn acquire_wait(
+pub(crate) fn acquire_wait(
     state_dir: &Path,
     now: DateTime<Utc>,
     timeout: Duration,
@@ -127,7 +127,7 @@ pub fn acquire_wait(
 }
 
 /// Whether the lock is held right now, and by whom. Never creates the state dir.
-pub fn probe(state_dir: &Path) -> io::Result<Option<Holder>> {
+pub(crate) fn probe(state_dir: &Path) -> io::Result<Option<Holder>> {
     let dir = match open_dir(state_dir) {
         Ok(d) => d,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -176,11 +176,11 @@ fn holder_in(file: &File) -> Holder {
 /// The file a daemon holds locked for its whole life (docs/reference.md#daemon; one daemon per
 /// state dir: a second would race the first for every tick's run lock, and Telegram answers two
 /// pollers of one bot with 409 Conflict).
-pub const DAEMON_FILE: &str = "heartbeat.daemon";
+pub(crate) const DAEMON_FILE: &str = "heartbeat.daemon";
 
 /// Held by the daemon until it exits; the kernel drops it when the daemon dies.
 #[derive(Debug)]
-pub struct DaemonLock {
+pub(crate) struct DaemonLock {
     file: File,
     since: DateTime<Utc>,
 }
@@ -188,7 +188,7 @@ pub struct DaemonLock {
 impl DaemonLock {
     /// Record when the next tick is due, for `status` (rewritten in place: the lock is on
     /// the open file, not its contents).
-    pub fn set_next(&mut self, next: DateTime<Utc>) -> io::Result<()> {
+    pub(crate) fn set_next(&mut self, next: DateTime<Utc>) -> io::Result<()> {
         let text = format!("{}next {}\n", holder_text(self.since), format_ts(next));
         // Written over the old text, then cut to length: a reader never finds it empty.
         self.file.write_all_at(text.as_bytes(), 0)?;
@@ -197,7 +197,10 @@ impl DaemonLock {
 }
 
 /// Become the state dir's daemon, started at `now`. `Err`: another daemon is.
-pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<DaemonLock, Holder>> {
+pub(crate) fn hold_daemon(
+    state_dir: &Path,
+    now: DateTime<Utc>,
+) -> io::Result<Result<DaemonLock, Holder>> {
     let mut file = OpenOptions::new()
         .read(true)
         .write(true)
@@ -220,7 +223,7 @@ pub fn hold_daemon(state_dir: &Path, now: DateTime<Utc>) -> io::Result<Result<Da
 }
 
 /// The daemon running on this state dir, if any (for `status`). Never creates anything.
-pub fn probe_daemon(state_dir: &Path) -> io::Result<Option<Holder>> {
+pub(crate) fn probe_daemon(state_dir: &Path) -> io::Result<Option<Holder>> {
     let file = match OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK)

@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 mod words;
-pub use words::{ApprovalState, ButtonAction, HoldReason, RunSkipReason, UnknownWord};
+pub(crate) use words::{ApprovalState, ButtonAction, HoldReason, RunSkipReason, UnknownWord};
 
 /// The level-2 section a task sits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -40,25 +40,16 @@ impl Section {
 /// in `run --once --json` (docs/reference.md#audit-events).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Trigger {
+pub(crate) enum Trigger {
     Schedule,
     Manual,
-}
-
-impl Trigger {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Trigger::Schedule => "schedule",
-            Trigger::Manual => "manual",
-        }
-    }
 }
 
 /// What became of one task in a run: the `outcome` of `run --once --json`'s tasks, of
 /// `task_runs` rows (succeeded, failed), of the report lines (docs/reference.md#run-json).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Succeeded,
     Failed,
     /// A failure: the run before died while the task ran.
@@ -76,7 +67,8 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 10] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [Outcome; 10] = [
         Outcome::Succeeded,
         Outcome::Failed,
         Outcome::Interrupted,
@@ -90,7 +82,7 @@ impl Outcome {
     ];
 
     /// The spelling in JSON and SQLite.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Outcome::Succeeded => "succeeded",
             Outcome::Failed => "failed",
@@ -106,7 +98,7 @@ impl Outcome {
     }
 
     /// A tool run's outcome: succeeded or failed.
-    pub fn of_run(success: bool) -> Outcome {
+    pub(crate) fn of_run(success: bool) -> Outcome {
         if success {
             Outcome::Succeeded
         } else {
@@ -118,7 +110,7 @@ impl Outcome {
 /// What kind of run a run is: the `mode` of `run_started` and of the `runs` rows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RunMode {
+pub(crate) enum RunMode {
     /// `run --once`.
     Once,
     /// A daemon tick.
@@ -128,9 +120,10 @@ pub enum RunMode {
 }
 
 impl RunMode {
-    pub const ALL: [RunMode; 3] = [RunMode::Once, RunMode::Daemon, RunMode::Approve];
+    #[cfg(test)]
+    pub(crate) const ALL: [RunMode; 3] = [RunMode::Once, RunMode::Daemon, RunMode::Approve];
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             RunMode::Once => "once",
             RunMode::Daemon => "daemon",
@@ -285,7 +278,7 @@ pub struct ParsedFile {
 /// The built-in tools' names, reserved in the config (no `[tools.NAME] command`, no
 /// `[mcp.NAME]`). Here, below the config, because the config checks names against it;
 /// `tools::builtin::BUILTINS` implements each, and a test there keeps the two lists alike.
-pub const BUILTIN_TOOLS: [&str; 6] = [
+pub(crate) const BUILTIN_TOOLS: [&str; 6] = [
     "shell",
     "log",
     "write_file",
@@ -295,14 +288,14 @@ pub const BUILTIN_TOOLS: [&str; 6] = [
 ];
 
 /// Whether `name` is a built-in tool's.
-pub fn is_builtin_tool(name: &str) -> bool {
+pub(crate) fn is_builtin_tool(name: &str) -> bool {
     BUILTIN_TOOLS.contains(&name)
 }
 
 /// A cost a tool reported (its last output line, an MCP result's `structuredContent`):
 /// a number of dollars, 0 or more. Anything else is ignored: a negative cost would give
 /// the day's budget back.
-pub fn reported_cost(value: Option<&Value>) -> Option<f64> {
+pub(crate) fn reported_cost(value: Option<&Value>) -> Option<f64> {
     value
         .and_then(Value::as_f64)
         .filter(|c| c.is_finite() && *c >= 0.0)

@@ -8,7 +8,7 @@ use reqwest::Url;
 /// Whether `url` names this machine (`localhost`, `127.0.0.0/8`, `[::1]`). Such a URL is
 /// always reached directly: a proxy set for the whole machine (`HTTP_PROXY`, often there for
 /// package registries) cannot reach the caller's loopback, and tests' doubles live there.
-pub fn is_loopback(url: &Url) -> bool {
+pub(crate) fn is_loopback(url: &Url) -> bool {
     let host = url.host_str().unwrap_or_default();
     host.eq_ignore_ascii_case("localhost")
         || host
@@ -20,7 +20,7 @@ pub fn is_loopback(url: &Url) -> bool {
 
 /// Why a send did not go through: the one classification every channel answers with.
 #[derive(Clone, Debug, PartialEq)]
-pub enum SendError {
+pub(crate) enum SendError {
     /// The channel answered with an error that may pass later: try the other messages, and
     /// this one again at the next run.
     Refused(String),
@@ -36,24 +36,12 @@ pub enum SendError {
 }
 
 impl SendError {
-    pub fn message(&self) -> &str {
+    pub(crate) fn message(&self) -> &str {
         match self {
             SendError::Refused(m)
             | SendError::Rejected(m)
             | SendError::Unavailable(m)
             | SendError::RetryAfter(_, m) => m,
-        }
-    }
-
-    /// The classification of an HTTP error status, for channels that speak HTTP: 429 waits
-    /// (`retry_after`, else a minute), 408 and 5xx are unavailable, any other 4xx can never
-    /// pass, anything else may pass later.
-    pub fn from_status(status: u16, retry_after: Option<Duration>, message: String) -> SendError {
-        match status {
-            429 => SendError::RetryAfter(retry_after.unwrap_or(Duration::from_secs(60)), message),
-            408 | 500..=599 => SendError::Unavailable(message),
-            400..=499 => SendError::Rejected(message),
-            _ => SendError::Refused(message),
         }
     }
 }
@@ -75,34 +63,5 @@ mod tests {
         ] {
             assert_eq!(is_loopback(&Url::parse(url).unwrap()), want, "{url}");
         }
-    }
-
-    #[test]
-    fn only_a_4xx_other_than_408_and_429_is_rejected_for_good() {
-        let m = || "x".to_string();
-        assert_eq!(
-            SendError::from_status(400, None, m()),
-            SendError::Rejected(m())
-        );
-        assert_eq!(
-            SendError::from_status(404, None, m()),
-            SendError::Rejected(m())
-        );
-        assert_eq!(
-            SendError::from_status(408, None, m()),
-            SendError::Unavailable(m())
-        );
-        assert_eq!(
-            SendError::from_status(429, Some(Duration::from_secs(7)), m()),
-            SendError::RetryAfter(Duration::from_secs(7), m())
-        );
-        assert_eq!(
-            SendError::from_status(503, None, m()),
-            SendError::Unavailable(m())
-        );
-        assert_eq!(
-            SendError::from_status(302, None, m()),
-            SendError::Refused(m())
-        );
     }
 }

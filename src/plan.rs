@@ -13,7 +13,7 @@ use crate::tools::{Registry, ToolSpec};
 
 /// Why a task that could run was not run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SkipReason {
+pub(crate) enum SkipReason {
     Observe,
     DeniedByPolicy,
     RunCap,
@@ -22,7 +22,7 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             SkipReason::Observe => "observe",
             SkipReason::DeniedByPolicy => "denied_by_policy",
@@ -36,20 +36,20 @@ impl SkipReason {
 /// A tool call as planned: the tool resolved and the input validated once, at planning.
 /// The session carries it out as it is; it does not resolve or validate it again.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ToolCall {
+pub(crate) struct ToolCall {
     pub spec: ToolSpec,
     pub input: Map<String, Value>,
 }
 
 impl ToolCall {
     /// The tool's name as the task wrote it (`shell`, `agent`, `server.tool`).
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         &self.spec.name
     }
 
     /// The call a task makes, resolved against the registry and validated: None for a
     /// reminder; Err with why for an unknown tool or an input it refuses.
-    pub fn resolve(
+    pub(crate) fn resolve(
         task: &Task,
         plain_tasks: PlainTasks,
         registry: &Registry,
@@ -70,7 +70,7 @@ impl ToolCall {
 
 /// Why a task's call cannot be made.
 #[derive(Clone, Debug, PartialEq)]
-pub enum CallError {
+pub(crate) enum CallError {
     /// No such tool (or MCP server, or server tool).
     Unknown { name: String, why: String },
     /// The tool refuses the input.
@@ -78,7 +78,7 @@ pub enum CallError {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// Run this call now.
     Run(ToolCall),
     /// Queue this call for approval.
@@ -112,7 +112,7 @@ pub enum Decision {
 
 impl Decision {
     /// The `decision` word of `check --json`.
-    pub fn as_str(&self) -> &'static str {
+    pub(crate) fn as_str(&self) -> &'static str {
         match self {
             Decision::Run(_) => "run",
             Decision::Approve(_) => "approve",
@@ -135,7 +135,7 @@ impl Decision {
 
 /// The decision for one task. A decision that runs or queues carries its call.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Planned {
+pub(crate) struct Planned {
     pub task: Task,
     pub decision: Decision,
     /// When the task is (or becomes) due, within active hours; None for tasks that never
@@ -147,7 +147,7 @@ impl Planned {
     /// The tool and input `check` and the reports show for this task: the call it
     /// resolved to (`agent` for plain tasks with `plain_tasks = "agent"`); for a done or
     /// ignored task what its text names; for an invalid one the tool it names, no input.
-    pub fn shown_call(
+    pub(crate) fn shown_call(
         &self,
         plain_tasks: PlainTasks,
     ) -> (Option<String>, Option<Map<String, Value>>) {
@@ -171,19 +171,19 @@ impl Planned {
     }
 
     /// The tool [`Planned::shown_call`] shows.
-    pub fn shown_tool(&self, plain_tasks: PlainTasks) -> Option<String> {
+    pub(crate) fn shown_tool(&self, plain_tasks: PlainTasks) -> Option<String> {
         self.shown_call(plain_tasks).0
     }
 }
 
-pub struct Plan {
+pub(crate) struct Plan {
     pub active: bool,
     pub next_active: Option<DateTime<Utc>>,
     /// One per task given to [`plan`], in the same order.
     pub items: Vec<Planned>,
 }
 
-pub struct PlanInput<'a> {
+pub(crate) struct PlanInput<'a> {
     pub config: &'a Config,
     pub registry: &'a Registry,
     pub state: &'a Snapshot,
@@ -195,7 +195,7 @@ pub struct PlanInput<'a> {
 
 /// Takes the tasks as owned values or references (`&[Task]`, `&[&Task]`): callers need not
 /// copy a file's tasks to plan them.
-pub fn plan<T: std::borrow::Borrow<Task>>(tasks: &[T], input: &PlanInput) -> Plan {
+pub(crate) fn plan<T: std::borrow::Borrow<Task>>(tasks: &[T], input: &PlanInput) -> Plan {
     let tasks: Vec<&Task> = tasks.iter().map(std::borrow::Borrow::borrow).collect();
     let tasks = tasks.as_slice();
     let cfg = input.config;
@@ -413,7 +413,10 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
 /// The tool a task calls and its input: `@name {…}`, or for a plain task with
 /// `plain_tasks = "agent"` the `agent` tool with `{"prompt": text}`. None for a reminder or
 /// an invalid task.
-pub fn tool_call(task: &Task, plain_tasks: PlainTasks) -> Option<(String, Map<String, Value>)> {
+pub(crate) fn tool_call(
+    task: &Task,
+    plain_tasks: PlainTasks,
+) -> Option<(String, Map<String, Value>)> {
     match &task.body {
         Body::Tool { name, input } => Some((name.clone(), input.clone())),
         Body::Plain if plain_tasks == PlainTasks::Agent => {

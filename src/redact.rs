@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use serde_json::{Map, Value};
 
 /// What a redacted value becomes.
-pub const STARS: &str = "***";
+pub(crate) const STARS: &str = "***";
 
 /// Fragments of key names whose values are secret (compared without case, `-` or `_`).
 const SECRET_KEY_PARTS: [&str; 11] = [
@@ -60,7 +60,7 @@ const SECRET_PARAMS: [&str; 4] = ["key", "sig", "signature", "accesstoken"];
 /// (`DEBUG=1`) would cut ordinary words and digits out of every line. It is still removed
 /// from inputs and environments by its key, and `check` warns about it
 /// ([`crate::audit::short_secrets`]).
-pub const MIN_SECRET: usize = 6;
+pub(crate) const MIN_SECRET: usize = 6;
 
 /// The shortest derived spelling of a secret (a piece of a longer base64 text) replaced.
 const MIN_SPELLING: usize = 8;
@@ -68,7 +68,7 @@ const MIN_SPELLING: usize = 8;
 /// The strings this process must never show: the Telegram token, MCP servers' secret values,
 /// and every spelling of each (see `spellings`). Cheap to clone; never printed by `Debug`.
 #[derive(Clone, Default)]
-pub struct Secrets {
+pub(crate) struct Secrets {
     values: Arc<Vec<String>>,
 }
 
@@ -93,7 +93,7 @@ static TAKEN: Mutex<Taken> = Mutex::new(Taken {
 impl Secrets {
     /// These registered secrets, each in every spelling; values shorter than
     /// [`MIN_SECRET`] characters are left out (see there).
-    pub fn new(values: impl IntoIterator<Item = String>) -> Secrets {
+    pub(crate) fn new(values: impl IntoIterator<Item = String>) -> Secrets {
         Secrets::of(
             values
                 .into_iter()
@@ -121,7 +121,7 @@ impl Secrets {
     /// a tool given `{"env": {"API_TOKEN": "…"}}` may print the value back, bare, in its
     /// output or errors. Values shorter than [`MIN_INPUT_SECRET`] characters are left out:
     /// they would cut ordinary words out of the output.
-    pub fn with_input(&self, input: &Map<String, Value>) -> Secrets {
+    pub(crate) fn with_input(&self, input: &Map<String, Value>) -> Secrets {
         fn leaves(v: &Value, out: &mut Vec<String>) {
             match v {
                 Value::String(s) => out.push(s.clone()),
@@ -164,7 +164,7 @@ impl Secrets {
 
     /// Every secret this process took from its environment so far. Used for its standard
     /// output and error, which are the process's own, whatever the command.
-    pub fn taken() -> Secrets {
+    pub(crate) fn taken() -> Secrets {
         let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
         let Taken { vars, secrets } = &mut *taken;
         secrets
@@ -281,7 +281,7 @@ impl Secrets {
 /// blank). The first time, it is taken out of the environment: removed from heartbeat's
 /// own, overwritten in the original block that `/proc/<pid>/environ` shows, and the process
 /// becomes non-dumpable. Later calls return the value remembered.
-pub fn take_env(name: &str) -> Option<String> {
+pub(crate) fn take_env(name: &str) -> Option<String> {
     let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some((_, v)) = taken.vars.iter().find(|(n, _)| n == name) {
         return Some(v.clone()).filter(|v| !v.is_empty());
@@ -428,7 +428,7 @@ fn normal(key: &str) -> String {
 }
 
 /// Whether values under this key are never shown (docs/reference.md#redaction).
-pub fn is_secret_key(key: &str) -> bool {
+pub(crate) fn is_secret_key(key: &str) -> bool {
     // A key shorter than every part cannot hold one (most keys: `text`, `cmd`, `url`), and
     // free text asks this of every quoted key it meets.
     if key.len() < SECRET_KEY_PARTS.iter().map(|p| p.len()).min().unwrap_or(0) {
@@ -449,7 +449,7 @@ fn hides(key: &str, v: &Value) -> bool {
 }
 
 /// Whether [`Secrets::value`] would hide a value under a key anywhere in `map`.
-pub fn has_secret_keys(map: &Map<String, Value>) -> bool {
+pub(crate) fn has_secret_keys(map: &Map<String, Value>) -> bool {
     fn value(v: &Value) -> bool {
         match v {
             Value::Object(m) => has_secret_keys(m),

@@ -15,7 +15,7 @@ use crate::text::Redacted;
 /// What happened to one task (the `tasks` of `run --once --json`). Its texts are redacted:
 /// they are shown on stdout and in messages, cut to a line.
 #[derive(Clone, Debug)]
-pub struct TaskReport {
+pub(crate) struct TaskReport {
     pub task_id: String,
     pub file: Arc<Path>,
     pub line: usize,
@@ -38,11 +38,16 @@ pub struct TaskReport {
 
 impl TaskReport {
     /// Whether it failed: ran and failed, or was interrupted by a run that died.
-    pub fn failed(&self) -> bool {
+    pub(crate) fn failed(&self) -> bool {
         matches!(self.outcome, Outcome::Failed | Outcome::Interrupted)
     }
 
-    pub fn new(task: &Task, tool: Option<&str>, outcome: Outcome, secrets: &Secrets) -> TaskReport {
+    pub(crate) fn new(
+        task: &Task,
+        tool: Option<&str>,
+        outcome: Outcome,
+        secrets: &Secrets,
+    ) -> TaskReport {
         TaskReport {
             task_id: task.id.clone(),
             file: task.file.clone(),
@@ -62,7 +67,7 @@ impl TaskReport {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         json!({
             "task_id": self.task_id,
             "tool": self.tool,
@@ -85,7 +90,7 @@ impl TaskReport {
 
 /// How many tasks ended each way (stored with the run's row).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RunCounts {
+pub(crate) struct RunCounts {
     pub succeeded: usize,
     pub failed: usize,
     pub queued: usize,
@@ -95,7 +100,7 @@ pub struct RunCounts {
 
 /// What a session did.
 #[derive(Default)]
-pub struct Report {
+pub(crate) struct Report {
     pub run_id: String,
     pub skipped: Option<RunSkipReason>,
     pub tasks: Vec<TaskReport>,
@@ -107,11 +112,11 @@ pub struct Report {
 }
 
 impl Report {
-    pub fn count(&self, outcome: Outcome) -> usize {
+    pub(crate) fn count(&self, outcome: Outcome) -> usize {
         self.tasks.iter().filter(|t| t.outcome == outcome).count()
     }
 
-    pub fn counts(&self) -> RunCounts {
+    pub(crate) fn counts(&self) -> RunCounts {
         RunCounts {
             succeeded: self.count(Outcome::Succeeded),
             // An interrupted task failed too (`task_failed`): the run exits 1 for it.
@@ -122,7 +127,7 @@ impl Report {
         }
     }
 
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         let c = self.counts();
         if c.failed > 0 || c.invalid > 0 || !self.errors.is_empty() {
             exit::TASK_FAILED
@@ -131,7 +136,7 @@ impl Report {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let c = self.counts();
         json!({
             "run_id": self.run_id,
@@ -152,7 +157,7 @@ impl Report {
 
 /// The task's text, for records and output: a tool task whose input holds a secret is shown
 /// as its tool and redacted input instead of its raw source text.
-pub fn safe_text(task: &Task) -> String {
+pub(crate) fn safe_text(task: &Task) -> String {
     if let Body::Tool { name, input } = &task.body
         && redact::has_secret_keys(input)
     {

@@ -21,19 +21,19 @@ use crate::model::{DaySet, Schedule, Section};
 /// A daily window in local minutes since midnight: start inclusive, end exclusive.
 /// `end` may be 1440 (`24:00`). `start > end` crosses midnight. `start == end` is invalid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Window {
+pub(crate) struct Window {
     pub start: u32,
     pub end: u32,
 }
 
 impl Window {
-    pub const ALWAYS: Window = Window {
+    pub(crate) const ALWAYS: Window = Window {
         start: 0,
         end: 1440,
     };
 
     /// Parse `HH:MM-HH:MM`. Errors describe what is wrong (`8am`, `24:30`, start == end).
-    pub fn parse(s: &str) -> Result<Window, String> {
+    pub(crate) fn parse(s: &str) -> Result<Window, String> {
         let s = s.trim();
         let Some((a, b)) = s.split_once('-') else {
             return Err(format!("{s:?} is not a window (expected HH:MM-HH:MM)"));
@@ -52,13 +52,13 @@ impl Window {
     }
 
     /// Whether the window runs past midnight into the next day.
-    pub fn crosses_midnight(self) -> bool {
+    pub(crate) fn crosses_midnight(self) -> bool {
         self.start > self.end
     }
 
     /// Whether the wall-clock time `t` is inside the window (start inclusive, end exclusive,
     /// across midnight when the window crosses it).
-    pub fn contains(self, t: NaiveDateTime) -> bool {
+    pub(crate) fn contains(self, t: NaiveDateTime) -> bool {
         self.owning_date(t).is_some()
     }
 
@@ -109,7 +109,7 @@ fn parse_time_of_day(s: &str) -> Option<NaiveTime> {
 }
 
 /// `mon`, `Monday`, … (any case) → weekday.
-pub fn parse_day(s: &str) -> Option<Weekday> {
+pub(crate) fn parse_day(s: &str) -> Option<Weekday> {
     let day = match s.trim().to_ascii_lowercase().as_str() {
         "mon" | "monday" => Weekday::Mon,
         "tue" | "tuesday" => Weekday::Tue,
@@ -138,13 +138,15 @@ pub fn local_instant(tz: Tz, local: NaiveDateTime) -> DateTime<Utc> {
 /// The daemon's tick interval must lie in this range (`[daemon] every` and `daemon --every`
 /// alike): under a second is a busy loop, and past a year the time arithmetic of "the next
 /// tick" has no meaning (and would overflow for absurd values).
-pub const TICK_RANGE: (std::time::Duration, std::time::Duration) = (
+pub(crate) const TICK_RANGE: (std::time::Duration, std::time::Duration) = (
     std::time::Duration::from_secs(1),
     std::time::Duration::from_secs(366 * 24 * 3600),
 );
 
 /// `every` if it is a usable tick interval; else why not, for the key or flag's message.
-pub fn check_tick_interval(every: std::time::Duration) -> Result<std::time::Duration, String> {
+pub(crate) fn check_tick_interval(
+    every: std::time::Duration,
+) -> Result<std::time::Duration, String> {
     if every < TICK_RANGE.0 {
         Err("must be at least 1s".into())
     } else if every > TICK_RANGE.1 {
@@ -159,7 +161,7 @@ pub fn check_tick_interval(every: std::time::Duration) -> Result<std::time::Dura
 /// America/Sao_Paulo until 2019), the day starts at the end of the gap, exactly as
 /// [`local_instant`] places any time in a gap; never at `now`, which would restart the day at
 /// every run.
-pub fn local_midnight(tz: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
+pub(crate) fn local_midnight(tz: Tz, now: DateTime<Utc>) -> DateTime<Utc> {
     let day = now.with_timezone(&tz).date_naive();
     local_instant(tz, day.and_time(NaiveTime::MIN))
 }
@@ -220,7 +222,7 @@ fn local_date(tz: Tz, now: DateTime<Utc>) -> NaiveDate {
 
 /// When the tool may run at all: zone, daily window, active days.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ActiveHours {
+pub(crate) struct ActiveHours {
     pub tz: Tz,
     pub window: Window,
     pub days: DaySet,
@@ -232,7 +234,7 @@ impl ActiveHours {
     /// For a window that crosses midnight, the part after midnight belongs to the day the
     /// window started: with `22:00-06:00` and active days mon–fri, Saturday 02:00 is active
     /// (the window opened on Friday) and Monday 02:00 is not (it opened on Sunday).
-    pub fn is_active(&self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn is_active(&self, now: DateTime<Utc>) -> bool {
         let wall = now.with_timezone(&self.tz).naive_local();
         self.window
             .owning_date(wall)
@@ -243,7 +245,7 @@ impl ActiveHours {
     ///
     /// Activity can only begin where the wall clock reaches a window start or where it jumps
     /// (a DST transition), so those instants are the only candidates.
-    pub fn next_active(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    pub(crate) fn next_active(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         if self.days.is_empty() {
             return None;
         }
@@ -289,7 +291,7 @@ fn shift(d: NaiveDate, days: i64) -> Option<NaiveDate> {
 
 /// What a level-3 heading means in a section.
 #[derive(Clone, Debug, PartialEq)]
-pub enum HeadingKind {
+pub(crate) enum HeadingKind {
     Schedule(Schedule),
     /// Meant as a schedule (it starts with a schedule word or looks like a cron line) but is
     /// not a valid one for this section: the tasks below it must not run. The message names
@@ -300,9 +302,9 @@ pub enum HeadingKind {
 }
 
 /// The forms a Recurring section accepts, for messages.
-pub const RECURRING_FORMS: &str = r#"expected "Every <duration>", "Daily at HH:MM", "Weekdays at HH:MM", "Weekends at HH:MM", "<Day>s at HH:MM""#;
+pub(crate) const RECURRING_FORMS: &str = r#"expected "Every <duration>", "Daily at HH:MM", "Weekdays at HH:MM", "Weekends at HH:MM", "<Day>s at HH:MM""#;
 /// The forms a One-time section accepts, for messages.
-pub const ONE_TIME_FORMS: &str = r#"expected "At YYYY-MM-DD HH:MM" or "At YYYY-MM-DD""#;
+pub(crate) const ONE_TIME_FORMS: &str = r#"expected "At YYYY-MM-DD HH:MM" or "At YYYY-MM-DD""#;
 
 /// Read a level-3 heading under `section`. Keywords are compared without case and runs of
 /// whitespace count as one space.
@@ -310,7 +312,7 @@ pub const ONE_TIME_FORMS: &str = r#"expected "At YYYY-MM-DD HH:MM" or "At YYYY-M
 /// Fails closed (docs/reference.md#schedule-headings): a heading that looks meant as a schedule but
 /// does not parse as one of this section is [`HeadingKind::Invalid`], never a title, so that a typo
 /// never makes a task due at every run or a future one-time task due now.
-pub fn parse_heading(section: Section, text: &str) -> HeadingKind {
+pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
     if section == Section::Other {
         return HeadingKind::Title;
     }
@@ -386,7 +388,7 @@ const DAY_NAMES: [&str; 14] = [
 ///   at every run;
 /// - it is a schedule but for one slip in its first word (`Evrey 6h`: see [`corrected`]);
 /// - or it looks like a cron line ([`cron_like`]).
-pub fn looks_like_schedule(text: &str) -> bool {
+pub(crate) fn looks_like_schedule(text: &str) -> bool {
     let text = text.trim();
     if cron_like(text) || has_date_or_time(text) || corrected(text).is_some() {
         return true;
@@ -433,7 +435,7 @@ fn day_or_days(word: &str) -> Option<Weekday> {
 /// letter away from a schedule word or a day (`Evrey 6h`, `Dialy at 09:00`, `Mondys at
 /// 09:00`). Only when it then parses: `Early` is one letter from `yearly`, but `Early tasks`
 /// is a title.
-pub fn corrected(text: &str) -> Option<String> {
+pub(crate) fn corrected(text: &str) -> Option<String> {
     let mut words: Vec<String> = Vec::new();
     for w in text.split_whitespace() {
         let b = w.as_bytes();
@@ -640,7 +642,7 @@ fn has_date_or_time(text: &str) -> bool {
 }
 
 /// Any schedule grammar, regardless of section.
-pub fn parse_schedule(text: &str) -> Option<Schedule> {
+pub(crate) fn parse_schedule(text: &str) -> Option<Schedule> {
     let words: Vec<&str> = text.split_whitespace().collect();
     let (first, rest) = words.split_first()?;
     let first = first.to_ascii_lowercase();

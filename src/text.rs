@@ -25,32 +25,32 @@ use crate::redact::Secrets;
 
 /// Text that went through redaction: the only text a sink takes.
 #[derive(Clone, Default, PartialEq, Eq, Hash)]
-pub struct Redacted(String);
+pub(crate) struct Redacted(String);
 
 /// A JSON value that went through redaction (secret keys at any depth, every string).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RedactedJson(Value);
+pub(crate) struct RedactedJson(Value);
 
 impl Secrets {
     /// `text` through the one redaction step.
-    pub fn redact(&self, text: &str) -> Redacted {
+    pub(crate) fn redact(&self, text: &str) -> Redacted {
         Redacted(self.text(text).into_owned())
     }
 
     /// `value` through the one redaction step.
-    pub fn redact_json(&self, mut value: Value) -> RedactedJson {
+    pub(crate) fn redact_json(&self, mut value: Value) -> RedactedJson {
         self.value(&mut value);
         RedactedJson(value)
     }
 
     /// A task's input through the one redaction step.
-    pub fn redact_map(&self, input: &serde_json::Map<String, Value>) -> RedactedJson {
+    pub(crate) fn redact_map(&self, input: &serde_json::Map<String, Value>) -> RedactedJson {
         self.redact_json(Value::Object(input.clone()))
     }
 
     /// Every string of `value` through the one redaction step, its keys' values kept: for a
     /// JSON Schema, whose property named `token` describes a value and holds none.
-    pub fn redact_strings(&self, mut value: Value) -> RedactedJson {
+    pub(crate) fn redact_strings(&self, mut value: Value) -> RedactedJson {
         fn walk(secrets: &Secrets, v: &mut Value) {
             match v {
                 Value::String(s) => {
@@ -69,20 +69,20 @@ impl Secrets {
 }
 
 impl Redacted {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 
-    pub fn into_string(self) -> String {
+    pub(crate) fn into_string(self) -> String {
         self.0
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The first non-blank line, cleaned ([`clean`]) and cut to `max_chars` characters.
-    pub fn first_line(&self, max_chars: usize) -> Redacted {
+    pub(crate) fn first_line(&self, max_chars: usize) -> Redacted {
         let line = self
             .0
             .lines()
@@ -99,7 +99,7 @@ impl Redacted {
     }
 
     /// The first `max_chars` characters, with an ellipsis when there were more.
-    pub fn cut_chars(&self, max_chars: usize) -> Redacted {
+    pub(crate) fn cut_chars(&self, max_chars: usize) -> Redacted {
         match self.0.char_indices().nth(max_chars) {
             Some((end, _)) => Redacted(format!("{}…", &self.0[..end])),
             None => self.clone(),
@@ -108,7 +108,7 @@ impl Redacted {
 
     /// Cut to at most `limit` bytes on a character boundary, with a note of how much was
     /// left out: what was cut here plus `dropped`, bytes the producer never kept.
-    pub fn truncate(&self, limit: usize, dropped: u64) -> Redacted {
+    pub(crate) fn truncate(&self, limit: usize, dropped: u64) -> Redacted {
         let text = &self.0;
         if text.len() <= limit && dropped == 0 {
             return self.clone();
@@ -124,7 +124,7 @@ impl Redacted {
     /// Cut into parts of at most `limit` units (`units` measures a character), at line
     /// boundaries; a line longer than the limit is cut at a character boundary. Always at
     /// least one part.
-    pub fn split_lines(&self, limit: usize, units: fn(char) -> usize) -> Vec<Redacted> {
+    pub(crate) fn split_lines(&self, limit: usize, units: fn(char) -> usize) -> Vec<Redacted> {
         let measure = |s: &str| s.chars().map(units).sum::<usize>();
         let mut parts = Vec::new();
         let mut current = String::new();
@@ -166,13 +166,13 @@ impl Redacted {
     }
 
     /// Followed by heartbeat's own words.
-    pub fn append(mut self, words: &'static str) -> Redacted {
+    pub(crate) fn append(mut self, words: &'static str) -> Redacted {
         self.0.push_str(words);
         self
     }
 
     /// Without `prefix`, when it starts with it.
-    pub fn strip_prefix(&self, prefix: &str) -> Redacted {
+    pub(crate) fn strip_prefix(&self, prefix: &str) -> Redacted {
         match self.0.strip_prefix(prefix) {
             Some(rest) => Redacted(rest.to_string()),
             None => self.clone(),
@@ -180,12 +180,12 @@ impl Redacted {
     }
 
     /// Safe for a terminal ([`clean`]).
-    pub fn clean(&self) -> Redacted {
+    pub(crate) fn clean(&self) -> Redacted {
         Redacted(clean(&self.0))
     }
 
     /// Escaped for Telegram's HTML parse mode ([`escape`]).
-    pub fn escape(&self) -> Redacted {
+    pub(crate) fn escape(&self) -> Redacted {
         Redacted(escape(&self.0))
     }
 }
@@ -216,16 +216,16 @@ impl Serialize for Redacted {
 }
 
 impl RedactedJson {
-    pub fn as_value(&self) -> &Value {
+    pub(crate) fn as_value(&self) -> &Value {
         &self.0
     }
 
-    pub fn into_value(self) -> Value {
+    pub(crate) fn into_value(self) -> Value {
         self.0
     }
 
     /// Every string longer than `limit` bytes cut ([`Redacted::truncate`]).
-    pub fn cut_strings(self, limit: usize) -> RedactedJson {
+    pub(crate) fn cut_strings(self, limit: usize) -> RedactedJson {
         fn cut(v: &mut Value, limit: usize) {
             match v {
                 Value::String(s) if s.len() > limit => {
@@ -242,12 +242,12 @@ impl RedactedJson {
     }
 
     /// As JSON text, pretty-printed.
-    pub fn to_pretty(&self) -> Redacted {
+    pub(crate) fn to_pretty(&self) -> Redacted {
         Redacted(serde_json::to_string_pretty(&self.0).unwrap_or_else(|_| "null".into()))
     }
 
     /// As compact JSON text.
-    pub fn to_text(&self) -> Redacted {
+    pub(crate) fn to_text(&self) -> Redacted {
         Redacted(serde_json::to_string(&self.0).unwrap_or_else(|_| "null".into()))
     }
 }
@@ -260,7 +260,7 @@ impl Serialize for RedactedJson {
 
 /// Untrusted text made safe for a terminal (and a message): control and bidi control
 /// characters are escaped, lines joined (also at U+2028 and U+2029).
-pub fn clean(text: &str) -> String {
+pub(crate) fn clean(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -275,7 +275,7 @@ pub fn clean(text: &str) -> String {
 /// The name in `known` nearest to a misspelt `name`, when it is near enough to be a typo:
 /// at most two edits, or a quarter of the known name's length for a long one, ignoring case.
 /// Of two equally near, the first in sort order. The one helper for every "did you mean".
-pub fn did_you_mean<'k>(name: &str, known: &'k [impl AsRef<str>]) -> Option<&'k str> {
+pub(crate) fn did_you_mean<'k>(name: &str, known: &'k [impl AsRef<str>]) -> Option<&'k str> {
     let name = name.to_lowercase();
     known
         .iter()
@@ -289,7 +289,7 @@ pub fn did_you_mean<'k>(name: &str, known: &'k [impl AsRef<str>]) -> Option<&'k 
 /// What a character that is not shown as itself is (a line break other than `\n`, a
 /// control, zero-width, bidi control or other invisible character), to name it; None for
 /// any other. A proposal may hold none of these.
-pub fn unseen(c: char) -> Option<&'static str> {
+pub(crate) fn unseen(c: char) -> Option<&'static str> {
     Some(match c {
         '\u{2028}' => "a line separator",
         '\u{2029}' => "a paragraph separator",
@@ -330,7 +330,7 @@ fn is_bidi_control(c: char) -> bool {
 }
 
 /// Escape text for Telegram's HTML parse mode.
-pub fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -29,25 +29,25 @@ use serde::{Serialize, Serializer};
 macro_rules! events {
     (
         $(#[$meta:meta])*
-        pub enum $name:ident<$lt:lifetime> {
+        $vis:vis enum $name:ident<$lt:lifetime> {
             $( $(#[$vmeta:meta])* $variant:ident $fields:tt ),* $(,)?
         }
     ) => {
         $(#[$meta])*
-        pub enum $name<$lt> {
+        $vis enum $name<$lt> {
             $( $(#[$vmeta])* $variant $fields ),*
         }
 
         /// Which event an [`Event`] is, without its fields: what `log --event` names and what
         /// `heartbeat log` matches on to describe a line.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum EventKind {
+        $vis enum EventKind {
             $( $variant ),*
         }
 
         impl EventKind {
             /// Every event, in the order of [`Event`].
-            pub const ALL: &'static [EventKind] = &[$(EventKind::$variant),*];
+            $vis const ALL: &'static [EventKind] = &[$(EventKind::$variant),*];
 
             /// Every variant's name as written in Rust (`RunStarted`), parallel to `ALL`.
             #[cfg(test)]
@@ -55,7 +55,8 @@ macro_rules! events {
         }
 
         impl $name<'_> {
-            pub fn kind(&self) -> EventKind {
+            #[cfg(test)]
+            $vis fn kind(&self) -> EventKind {
                 match self {
                     $( $name::$variant { .. } => EventKind::$variant ),*
                 }
@@ -68,7 +69,7 @@ events! {
 /// One audit event. See docs/reference.md#audit-events for what each means.
 #[derive(Debug, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     RunStarted {
         run_id: &'a str,
         mode: &'a str,
@@ -225,7 +226,7 @@ pub enum Event<'a> {
 impl EventKind {
     /// The `event` word of its lines: serde's snake_case of the variant's name (a unit test
     /// holds the two together).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             EventKind::RunStarted => "run_started",
             EventKind::RunSkipped => "run_skipped",
@@ -266,7 +267,7 @@ impl EventKind {
     }
 
     /// Every `event` word heartbeat writes, in the order of [`Event`].
-    pub fn names() -> impl Iterator<Item = &'static str> {
+    pub(crate) fn names() -> impl Iterator<Item = &'static str> {
         Self::ALL.iter().map(|k| k.as_str())
     }
 }
@@ -294,7 +295,7 @@ impl fmt::Display for EventKind {
 
 /// `task_succeeded` / `task_failed`.
 #[derive(Debug, Serialize)]
-pub struct TaskRun<'a> {
+pub(crate) struct TaskRun<'a> {
     pub run_id: &'a str,
     pub task_id: &'a str,
     #[serde(serialize_with = "path")]
@@ -321,7 +322,7 @@ pub struct TaskRun<'a> {
 
 /// `task_marked_done` / `task_mark_skipped`.
 #[derive(Debug, Serialize)]
-pub struct Mark<'a> {
+pub(crate) struct Mark<'a> {
     pub run_id: &'a str,
     pub task_id: &'a str,
     #[serde(serialize_with = "path")]
@@ -332,7 +333,7 @@ pub struct Mark<'a> {
 
 /// `approval_approved` / `approval_denied`: written by whoever decided, outside any run.
 #[derive(Debug, Serialize)]
-pub struct Decided<'a> {
+pub(crate) struct Decided<'a> {
     pub approval_id: i64,
     pub task_id: &'a str,
     pub by: &'a str,
@@ -342,7 +343,7 @@ pub struct Decided<'a> {
 
 /// `approval_expired` / `approval_stale`.
 #[derive(Debug, Serialize)]
-pub struct Ended<'a> {
+pub(crate) struct Ended<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<&'a str>,
     pub approval_id: i64,
@@ -352,7 +353,7 @@ pub struct Ended<'a> {
 
 /// `notification_sent` / `notification_failed`.
 #[derive(Debug, Serialize)]
-pub struct Notified<'a> {
+pub(crate) struct Notified<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<&'a str>,
     pub channel: &'static str,
@@ -364,7 +365,7 @@ pub struct Notified<'a> {
 
 /// `notification_held` / `notification_folded` / `notification_dropped`.
 #[derive(Debug, Serialize)]
-pub struct Withheld<'a> {
+pub(crate) struct Withheld<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<&'a str>,
     pub channel: &'static str,
@@ -375,7 +376,7 @@ pub struct Withheld<'a> {
 
 /// `paused` / `resumed`.
 #[derive(Debug, Serialize)]
-pub struct Pause<'a> {
+pub(crate) struct Pause<'a> {
     pub until: Option<&'a str>,
     pub reason: Option<&'a Redacted>,
     pub by: &'a str,
@@ -383,7 +384,7 @@ pub struct Pause<'a> {
 
 /// `daemon_started` / `daemon_stopped` / `config_reloaded`.
 #[derive(Debug, Serialize)]
-pub struct Daemon<'a> {
+pub(crate) struct Daemon<'a> {
     pub signal: Option<&'a str>,
     pub error: Option<&'a Redacted>,
     /// `daemon_started` only: which process, which build.
@@ -394,7 +395,7 @@ pub struct Daemon<'a> {
 }
 
 impl<'a> Daemon<'a> {
-    pub fn new(signal: Option<&'a str>, error: Option<&'a Redacted>) -> Daemon<'a> {
+    pub(crate) fn new(signal: Option<&'a str>, error: Option<&'a Redacted>) -> Daemon<'a> {
         Daemon {
             signal,
             error,
@@ -404,7 +405,7 @@ impl<'a> Daemon<'a> {
     }
 
     /// `daemon_started`: which process, which build.
-    pub fn started() -> Daemon<'a> {
+    pub(crate) fn started() -> Daemon<'a> {
         Daemon {
             pid: Some(std::process::id()),
             version: Some(env!("CARGO_PKG_VERSION")),

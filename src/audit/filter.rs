@@ -22,7 +22,7 @@ use super::{EventKind, parse_ts};
 use crate::text::clean;
 
 /// What a line must be to be shown.
-pub struct Filter {
+pub(crate) struct Filter {
     since: Option<DateTime<Utc>>,
     events: Vec<String>,
     /// Lowercase; a prefix when shorter than 12.
@@ -34,7 +34,7 @@ impl Filter {
     /// Lines at or after `since`, of one of `events` (any when empty), of the task whose id
     /// is or starts with `task` (4 to 12 hex digits, any case), of the run whose id is or
     /// starts with `run` (4 or more characters). Err: why `task` is not a task id.
-    pub fn new(
+    pub(crate) fn new(
         since: Option<DateTime<Utc>>,
         events: Vec<String>,
         task: Option<&str>,
@@ -62,7 +62,7 @@ impl Filter {
     }
 
     /// The earliest time a line may have.
-    pub fn since(&self) -> Option<DateTime<Utc>> {
+    pub(crate) fn since(&self) -> Option<DateTime<Utc>> {
         self.since
     }
 
@@ -111,7 +111,7 @@ impl Filter {
 /// The lines to show, chosen as the log is read: one [`Selection::line`] per line of the
 /// log, in order; `T` is what is shown of a matching line (a rendered line, the stored one,
 /// the parsed object).
-pub struct Selection<T> {
+pub(crate) struct Selection<T> {
     filter: Filter,
     /// Runs that did nothing are left out.
     quiet: Option<QuietRuns<T>>,
@@ -121,7 +121,7 @@ pub struct Selection<T> {
 
 impl<T> Selection<T> {
     /// `hide_quiet_runs`: leave out runs that did nothing. `last`: only the last N.
-    pub fn new(filter: Filter, hide_quiet_runs: bool, last: Option<usize>) -> Selection<T> {
+    pub(crate) fn new(filter: Filter, hide_quiet_runs: bool, last: Option<usize>) -> Selection<T> {
         Selection {
             filter,
             quiet: hide_quiet_runs.then(QuietRuns::new),
@@ -132,7 +132,7 @@ impl<T> Selection<T> {
     /// One complete line of the log (its newline included or not). When it matches, `show`
     /// makes what is shown of it from the stored line (without its newline, from where the
     /// whole line starts) and its object; `out` gets what is to be shown now, in order.
-    pub fn line(
+    pub(crate) fn line(
         &mut self,
         line: &[u8],
         show: impl FnOnce(&[u8], &Map<String, Value>) -> T,
@@ -215,7 +215,7 @@ impl<T> Selection<T> {
     /// Following, at the end of the log: what `-n` kept is shown (once), and what was held
     /// back since the last look too (a run still busy after a poll did something, or is
     /// taking long).
-    pub fn caught_up(&mut self, out: &mut impl FnMut(T)) {
+    pub(crate) fn caught_up(&mut self, out: &mut impl FnMut(T)) {
         self.last_lines(out);
         let Some(q) = self.quiet.as_mut() else {
             return;
@@ -231,7 +231,7 @@ impl<T> Selection<T> {
 
     /// Not following, at the end of the log: runs not finished yet are shown as they are,
     /// then what `-n` kept.
-    pub fn end(&mut self, out: &mut impl FnMut(T)) {
+    pub(crate) fn end(&mut self, out: &mut impl FnMut(T)) {
         let held = self
             .quiet
             .as_mut()

@@ -17,9 +17,9 @@
 //!   rename): a writer that still holds the old file appends to `audit.jsonl.1`, whole lines, and
 //!   every [`AuditLog`] notices the new file at its next line and writes there.
 
-pub mod event;
-pub mod filter;
-pub mod reader;
+pub(crate) mod event;
+pub(crate) mod filter;
+pub(crate) mod reader;
 mod secrets;
 
 use std::fs::{File, OpenOptions};
@@ -31,18 +31,18 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 use serde_json::Value;
 
-pub use crate::redact::{Secrets, has_secret_keys};
-pub use event::{Event, EventKind};
-pub use secrets::short_secrets;
+pub(crate) use crate::redact::{Secrets, has_secret_keys};
+pub(crate) use event::{Event, EventKind};
+pub(crate) use secrets::short_secrets;
 
 use crate::text::RedactedJson;
 
 /// The most bytes of a tool's output (or any other free text) kept in one audit line.
-pub const TEXT_LIMIT: usize = 4096;
+pub(crate) const TEXT_LIMIT: usize = 4096;
 
 /// The most bytes of one line. A task input is kept whole up to this (it is what ran), but
 /// a file can hold anything, and a reader should not have to hold a line of any size.
-pub const LINE_LIMIT: usize = 1024 * 1024;
+pub(crate) const LINE_LIMIT: usize = 1024 * 1024;
 
 /// What is written: the time, then the event with its tag and fields.
 #[derive(Serialize)]
@@ -52,7 +52,7 @@ struct Line<'a> {
     event: &'a Event<'a>,
 }
 
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     file: File,
     /// The open file's device and inode: the name points elsewhere once it was rotated.
     id: (u64, u64),
@@ -61,7 +61,7 @@ pub struct AuditLog {
 }
 
 /// `audit.jsonl.N`: the N-th most recent rotated file.
-pub fn rotated_path(path: &Path, n: usize) -> PathBuf {
+pub(crate) fn rotated_path(path: &Path, n: usize) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(format!(".{n}"));
     PathBuf::from(name)
@@ -78,7 +78,7 @@ impl std::fmt::Debug for AuditLog {
 
 impl AuditLog {
     /// Open (creating, mode 0600) the log for appending; `secrets` never reach it.
-    pub fn open(path: &Path, secrets: Secrets) -> io::Result<AuditLog> {
+    pub(crate) fn open(path: &Path, secrets: Secrets) -> io::Result<AuditLog> {
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
@@ -96,23 +96,23 @@ impl AuditLog {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// The secrets this log hides, for the other sinks of the same command.
-    pub fn secrets(&self) -> &Secrets {
+    pub(crate) fn secrets(&self) -> &Secrets {
         &self.secrets
     }
 
     /// Append one event that happened at `ts`.
-    pub fn record(&mut self, ts: DateTime<Utc>, event: &Event) -> io::Result<()> {
+    pub(crate) fn record(&mut self, ts: DateTime<Utc>, event: &Event) -> io::Result<()> {
         let line = self.render(ts, event);
         self.append(&[line])
     }
 
     /// Append lines made by [`render`](AuditLog::render), in order, with one `write`.
-    pub fn append(&mut self, lines: &[Vec<u8>]) -> io::Result<()> {
+    pub(crate) fn append(&mut self, lines: &[Vec<u8>]) -> io::Result<()> {
         self.follow_rotation()?;
         let bytes = lines.concat();
         // Shared: appends go on side by side; only the torn-line repair waits for them.
@@ -145,7 +145,12 @@ impl AuditLog {
     /// Rotate when the log is larger than `max_size` bytes (docs/reference.md#retention), keeping
     /// `keep` rotated files; the new file starts with `audit_rotated` at `ts`. Call with the run
     /// lock held. Returns whether it rotated.
-    pub fn rotate(&mut self, max_size: u64, keep: usize, ts: DateTime<Utc>) -> io::Result<bool> {
+    pub(crate) fn rotate(
+        &mut self,
+        max_size: u64,
+        keep: usize,
+        ts: DateTime<Utc>,
+    ) -> io::Result<bool> {
         let size = match std::fs::metadata(&self.path) {
             Ok(m) => m.len(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -195,7 +200,7 @@ impl AuditLog {
     }
 
     /// The full line, redacted, capped and newline-terminated, as `record` writes it.
-    pub fn render(&self, ts: DateTime<Utc>, event: &Event) -> Vec<u8> {
+    pub(crate) fn render(&self, ts: DateTime<Utc>, event: &Event) -> Vec<u8> {
         let line = Line {
             ts: format_ts(ts),
             event,
@@ -212,7 +217,7 @@ impl AuditLog {
     }
 
     /// Flush everything written so far to disk (once per run).
-    pub fn sync(&self) -> io::Result<()> {
+    pub(crate) fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
 }
@@ -299,12 +304,12 @@ fn torn_points(file: &mut File, lines: &[Vec<u8>], bytes: &[u8]) {
 }
 
 /// RFC 3339, UTC, milliseconds, `Z`.
-pub fn format_ts(ts: DateTime<Utc>) -> String {
+pub(crate) fn format_ts(ts: DateTime<Utc>) -> String {
     ts.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
 /// A time as the log (or any RFC 3339 text) has it; None when it is not one.
-pub fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
+pub(crate) fn parse_ts(s: &str) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(s)
         .ok()
         .map(|t| t.with_timezone(&Utc))

@@ -31,14 +31,14 @@ const LINE_START: &str = r#"{"ts":""#;
 
 /// A failed read, and of which file.
 #[derive(Debug)]
-pub struct ReadError {
+pub(crate) struct ReadError {
     pub path: PathBuf,
     pub source: io::Error,
 }
 
 /// The log's files, read in order: the rotated ones (oldest first), then the log itself,
 /// which can then be followed.
-pub struct AuditReader {
+pub(crate) struct AuditReader {
     path: PathBuf,
     /// Rotated files not opened yet, oldest first.
     rotated: VecDeque<PathBuf>,
@@ -50,7 +50,7 @@ pub struct AuditReader {
 impl AuditReader {
     /// Every line of the log at `path` and its rotated files, without the rotated files
     /// last written before `since`.
-    pub fn from_start(path: &Path, since: Option<DateTime<Utc>>) -> AuditReader {
+    pub(crate) fn from_start(path: &Path, since: Option<DateTime<Utc>>) -> AuditReader {
         AuditReader {
             path: path.to_path_buf(),
             rotated: rotated_files(path, since).into(),
@@ -61,7 +61,7 @@ impl AuditReader {
 
     /// Only the lines written from now on (`tail -f`); a line being written at this moment
     /// is skipped whole.
-    pub fn from_end(path: &Path) -> Result<AuditReader, ReadError> {
+    pub(crate) fn from_end(path: &Path) -> Result<AuditReader, ReadError> {
         let mut tail = Tail::open(path).map_err(|e| read_error(path, e))?;
         tail.skip_to_end().map_err(|e| read_error(path, e))?;
         Ok(AuditReader {
@@ -74,7 +74,7 @@ impl AuditReader {
 
     /// The next complete line, newline included. None at the end of what is there now (an
     /// unfinished line is kept for a later call).
-    pub fn next_line(&mut self) -> Result<Option<&[u8]>, ReadError> {
+    pub(crate) fn next_line(&mut self) -> Result<Option<&[u8]>, ReadError> {
         loop {
             let tail = match &mut self.tail {
                 Some(tail) => tail,
@@ -103,7 +103,7 @@ impl AuditReader {
 
     /// Following, at the end of the log: see whether the log was replaced (rotated) or
     /// truncated since, and read on from what came after.
-    pub fn check_replaced(&mut self) -> Result<(), ReadError> {
+    pub(crate) fn check_replaced(&mut self) -> Result<(), ReadError> {
         match &mut self.tail {
             Some(tail) if self.on_log => {
                 tail.check_replaced().map_err(|e| read_error(&self.path, e))
@@ -143,7 +143,7 @@ fn rotated_files(path: &Path, since: Option<DateTime<Utc>>) -> Vec<PathBuf> {
 /// A line as a JSON object, read by `parse` (None: not one), and where it starts: 0, or,
 /// when a torn line was continued by a later write, where the whole line that follows the
 /// torn part begins.
-pub fn parse_line<T>(line: &[u8], parse: impl Fn(&[u8]) -> Option<T>) -> Option<(usize, T)> {
+pub(crate) fn parse_line<T>(line: &[u8], parse: impl Fn(&[u8]) -> Option<T>) -> Option<(usize, T)> {
     if let Some(obj) = parse(line) {
         return Some((0, obj));
     }
@@ -155,7 +155,7 @@ pub fn parse_line<T>(line: &[u8], parse: impl Fn(&[u8]) -> Option<T>) -> Option<
 }
 
 /// A line as a JSON object.
-pub fn object(line: &[u8]) -> Option<Map<String, Value>> {
+pub(crate) fn object(line: &[u8]) -> Option<Map<String, Value>> {
     serde_json::from_slice(line).ok()
 }
 

@@ -10,7 +10,7 @@ impl Secrets {
     /// The secrets a command works with: the config's token variable, taken from the
     /// environment (see [`take_env`]), with every secret this process took before (a
     /// daemon whose reloaded config names another variable still hides the old token).
-    pub fn from_config(cfg: &Config) -> Secrets {
+    pub(crate) fn from_config(cfg: &Config) -> Secrets {
         for name in secret_vars(cfg) {
             take_env(name);
         }
@@ -45,7 +45,7 @@ fn secret_vars(cfg: &Config) -> Vec<&str> {
 
 /// The config's secret variables whose value is too short to be replaced inside other text
 /// ([`MIN_SECRET`]), for `check` to warn about. Takes them ([`take_env`]).
-pub fn short_secrets(cfg: &Config) -> Vec<String> {
+pub(crate) fn short_secrets(cfg: &Config) -> Vec<String> {
     let mut short: Vec<String> = secret_vars(cfg)
         .into_iter()
         .filter(|name| take_env(name).is_some_and(|v| v.chars().count() < MIN_SECRET))

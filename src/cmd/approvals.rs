@@ -6,7 +6,7 @@ use crate::cli::ApprovalsArgs;
 use crate::engine::query;
 use crate::error::{Result, exit};
 
-pub fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
     let rows = query::approvals(&cfg, args.state.as_state())?;
     let mut out = ctx.out();

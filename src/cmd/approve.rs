@@ -26,7 +26,7 @@ use crate::render::{show_local, show_path};
 use crate::store::{ApprovalRow, config_key};
 use crate::text::clean;
 
-pub fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     let mut d = ctx.decider()?;
     let mut out = ctx.out();
     let interactive = std::io::stdin().is_terminal();

@@ -8,7 +8,7 @@ use crate::error::{Result, exit};
 use crate::plan::Decision;
 use crate::render::show_path;
 
-pub fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
     let c = query::check(cfg, ctx.now, args.files.allow_missing)?;
     let tasks = c.tasks();

@@ -11,7 +11,7 @@ use crate::engine::daemon::{self, Host, Notice, Options};
 use crate::error::{Result, exit, say};
 use crate::model::Problem;
 
-pub fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &DaemonArgs) -> Result<u8> {
     let host = Terminal {
         ctx,
         args,

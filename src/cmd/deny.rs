@@ -7,7 +7,7 @@ use crate::cli::DenyArgs;
 use crate::error::{Result, exit};
 use crate::model::ApprovalState;
 
-pub fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &DenyArgs) -> Result<u8> {
     let mut d = ctx.decider()?;
     let mut out = ctx.out();
     let targets = if args.all {

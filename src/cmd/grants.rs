@@ -10,7 +10,7 @@ use crate::cli::JsonArg;
 use crate::engine::query::{self, Grant};
 use crate::error::{Error, Result, exit};
 
-pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
+pub(crate) fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
     let grants = query::grants(&cfg)?;
     let mut out = ctx.out();
@@ -46,7 +46,7 @@ pub fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     Ok(exit::OK)
 }
 
-pub fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
+pub(crate) fn revoke(ctx: &Ctx, task_id: &str) -> Result<u8> {
     let mut d = ctx.decider()?;
     let granted: Vec<String> = d.store.grants()?.into_iter().map(|g| g.task_id).collect();
     let task_id = super::resolve_task_id(task_id, &granted, "`heartbeat grants` and `check`")?;

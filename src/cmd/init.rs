@@ -21,10 +21,10 @@ use chrono::{DateTime, Local, TimeDelta, Utc};
 use super::Ctx;
 use crate::error::{Error, Result, exit};
 
-pub const MARKDOWN_NAME: &str = "HEARTBEAT.md";
-pub const CONFIG_NAME: &str = "heartbeat.toml";
+pub(crate) const MARKDOWN_NAME: &str = "HEARTBEAT.md";
+pub(crate) const CONFIG_NAME: &str = "heartbeat.toml";
 
-pub fn run(ctx: &Ctx, dir: Option<&Path>) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, dir: Option<&Path>) -> Result<u8> {
     let dir = match dir {
         Some(d) => normalize(&ctx.cwd.join(d)),
         None => ctx.cwd.clone(),
@@ -150,7 +150,7 @@ fn cron_line(dir: &Path) -> String {
 
 /// The HEARTBEAT.md: safe examples of every kind of task, and notes on how they work. Its
 /// one-time example is due a week after `now`.
-pub fn markdown(now: DateTime<Utc>) -> String {
+pub(crate) fn markdown(now: DateTime<Utc>) -> String {
     let in_a_week = (now + TimeDelta::days(7))
         .with_timezone(&Local)
         .format("%Y-%m-%d");
@@ -158,7 +158,7 @@ pub fn markdown(now: DateTime<Utc>) -> String {
 }
 
 /// The heartbeat.toml: every key, commented, with its default and what it does.
-pub fn config() -> &'static str {
+pub(crate) fn config() -> &'static str {
     CONFIG
 }
 

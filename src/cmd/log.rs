@@ -40,7 +40,7 @@ use crate::text::clean;
 /// How often `-f` looks for new lines.
 const POLL: Duration = Duration::from_millis(200);
 
-pub fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &LogArgs) -> Result<u8> {
     let query = LogQuery {
         since: args.since.as_deref(),
         events: args.events.clone(),

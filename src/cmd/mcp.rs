@@ -33,7 +33,7 @@ use crate::mcp::server::{Handler, ToolDef, serve_stdio};
 use crate::model::Section;
 use crate::text::{Redacted, RedactedJson};
 
-pub fn run(ctx: &Ctx) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx) -> Result<u8> {
     // The config is read at every call (a person may edit it while an agent is connected);
     // a broken one now is a usage error, as for any command. Its secrets are taken now,
     // before the server's threads start: every answer hides them.

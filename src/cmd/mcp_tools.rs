@@ -11,7 +11,7 @@ use crate::cli::McpToolsArgs;
 use crate::engine::mcp::Servers;
 use crate::error::{Error, Result, exit};
 
-pub fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
     let cfg = ctx.load_config(&[])?;
     let names: Vec<&String> = match &args.server {
         Some(name) if !cfg.mcp.contains_key(name) => {

@@ -1,21 +1,21 @@
 //! One file per subcommand; this module holds what they share: the context built from the
 //! global flags, loading config and files, and terminal-safe output.
 
-pub mod approvals;
-pub mod approve;
-pub mod check;
-pub mod daemon;
-pub mod deny;
-pub mod grants;
-pub mod init;
-pub mod log;
-pub mod mcp;
-pub mod mcp_tools;
-pub mod pause;
-pub mod reset;
-pub mod run;
-pub mod status;
-pub mod telegram;
+pub(crate) mod approvals;
+pub(crate) mod approve;
+pub(crate) mod check;
+pub(crate) mod daemon;
+pub(crate) mod deny;
+pub(crate) mod grants;
+pub(crate) mod init;
+pub(crate) mod log;
+pub(crate) mod mcp;
+pub(crate) mod mcp_tools;
+pub(crate) mod pause;
+pub(crate) mod reset;
+pub(crate) mod run;
+pub(crate) mod status;
+pub(crate) mod telegram;
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -36,12 +36,12 @@ use crate::store::ApprovalRow;
 use crate::text::Redacted;
 
 /// Local time for people, in the configured zone.
-pub fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
+pub(crate) fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
     crate::render::show_time(t, cfg.tz())
 }
 
 /// `file:line:column: warning: message`, as `check` shows a problem.
-pub fn show_problem(p: &Problem, cwd: &Path) -> String {
+pub(crate) fn show_problem(p: &Problem, cwd: &Path) -> String {
     let severity = match p.severity {
         Severity::Error => "error",
         Severity::Warning => "warning",
@@ -57,7 +57,7 @@ pub fn show_problem(p: &Problem, cwd: &Path) -> String {
 
 /// The files' warnings on stderr (docs/reference.md#file-warnings: once per run, also with `-q`;
 /// they never change the exit code).
-pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
+pub(crate) fn print_file_warnings(files: &[Loaded], cwd: &Path) {
     for w in query::file_warnings(files) {
         say(&format!("heartbeat: {}", show_problem(&w, cwd)));
     }
@@ -66,7 +66,7 @@ pub fn print_file_warnings(files: &[Loaded], cwd: &Path) {
 /// The configured zone (the system's when the config sets none, or does not load), for a
 /// local time typed on the command line. Quiet: the command itself reports the config's
 /// problems.
-pub fn configured_zone(config: Option<&Path>, state_dir: Option<&Path>, cwd: &Path) -> Tz {
+pub(crate) fn configured_zone(config: Option<&Path>, state_dir: Option<&Path>, cwd: &Path) -> Tz {
     let env = |name: &str| std::env::var(name).ok();
     let opts = LoadOptions {
         config: config.map(Path::to_path_buf),
@@ -82,7 +82,7 @@ pub fn configured_zone(config: Option<&Path>, state_dir: Option<&Path>, cwd: &Pa
 }
 
 /// What every command gets from the global flags.
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// When the command started (`--now`, else the real time, read once): what decisions
     /// compare. The same as `clock.start()`.
     pub now: DateTime<Utc>,
@@ -100,17 +100,17 @@ pub struct Ctx {
 
 impl Ctx {
     /// Standard output for this command (see [`Out`]).
-    pub fn out(&self) -> Out {
+    pub(crate) fn out(&self) -> Out {
         Out::new(self.output.clone())
     }
 
     /// The configured zone: see [`configured_zone`].
-    pub fn zone(&self) -> Tz {
+    pub(crate) fn zone(&self) -> Tz {
         configured_zone(self.config.as_deref(), self.state_dir.as_deref(), &self.cwd)
     }
 
     /// A diagnostic on stderr at `-v` (level 1) or `-vv` (level 2).
-    pub fn diag(&self, level: u8, msg: impl FnOnce() -> String) {
+    pub(crate) fn diag(&self, level: u8, msg: impl FnOnce() -> String) {
         if self.verbose >= level {
             crate::error::say(&format!("heartbeat: {}", msg()));
         }
@@ -120,7 +120,7 @@ impl Ctx {
     /// `approvals`, `grants`): when it does not load, the error is a warning and the state
     /// dir is found without it (docs/reference.md#config), so the person can still see what
     /// happened.
-    pub fn load_config_to_read(&self) -> Result<Config> {
+    pub(crate) fn load_config_to_read(&self) -> Result<Config> {
         match self.load_config(&[]) {
             Ok(cfg) => Ok(cfg),
             Err(Error::Config(broken)) => {
@@ -146,12 +146,12 @@ impl Ctx {
     }
 
     /// A [`Decider`] for a person at this terminal (`cli:USER`), over the config as loaded.
-    pub fn decider(&self) -> Result<Decider> {
+    pub(crate) fn decider(&self) -> Result<Decider> {
         let cfg = self.load_config(&[])?;
         Decider::open(cfg, format!("cli:{}", user_name()), self.clock)
     }
 
-    pub fn load_config(&self, files: &[PathBuf]) -> Result<Config> {
+    pub(crate) fn load_config(&self, files: &[PathBuf]) -> Result<Config> {
         let env = |name: &str| std::env::var(name).ok();
         let opts = LoadOptions {
             config: self.config.clone(),
@@ -188,7 +188,7 @@ fn user_name() -> String {
 
 /// `  (proposed by an agent, mcp:…)` for a task an agent proposed, else nothing: said
 /// wherever a person decides (docs/reference.md#proposal-mark).
-pub fn proposal_note(row: &ApprovalRow) -> String {
+pub(crate) fn proposal_note(row: &ApprovalRow) -> String {
     row.text
         .find(crate::engine::session::PROPOSED_BY)
         .map(|at| format!("  ({}", crate::text::clean(&row.text[at..])))
@@ -196,7 +196,7 @@ pub fn proposal_note(row: &ApprovalRow) -> String {
 }
 
 /// One line about an approval: id, tool, place, input.
-pub fn describe(row: &ApprovalRow, cwd: &Path) -> String {
+pub(crate) fn describe(row: &ApprovalRow, cwd: &Path) -> String {
     format!(
         "#{} @{} {}:{}  {}{}",
         row.id,
@@ -214,7 +214,7 @@ pub fn describe(row: &ApprovalRow, cwd: &Path) -> String {
 /// takes), any case, resolved against the ids that `known` holds. An unknown id is returned
 /// as typed (lowercased) for the caller's own "no record" message; a prefix that fits several
 /// ids is an error naming them. `shown_by` says where ids are listed.
-pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<String> {
+pub(crate) fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<String> {
     let id = raw.trim().to_ascii_lowercase();
     if !(4..=12).contains(&id.len()) || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::Usage(format!(
@@ -243,7 +243,7 @@ pub fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Result<St
 /// process took) when it is flushed, whole lines at a time, and only the [`Redacted`] text
 /// it makes is written. Stops quietly when the reader went away (`heartbeat check | head`).
 /// Flushed when dropped; call [`Out::flush`] before asking a person anything.
-pub struct Out {
+pub(crate) struct Out {
     buf: String,
     broken: bool,
     error: OutputError,
@@ -253,11 +253,11 @@ pub struct Out {
 /// error), shared by every [`Out`] of one command: the command then ends with that error
 /// instead of exiting as if all was printed.
 #[derive(Clone, Debug, Default)]
-pub struct OutputError(Arc<Mutex<Option<String>>>);
+pub(crate) struct OutputError(Arc<Mutex<Option<String>>>);
 
 impl OutputError {
     /// The error that writing to standard output met, if any.
-    pub fn take(&self) -> Option<String> {
+    pub(crate) fn take(&self) -> Option<String> {
         self.0.lock().ok().and_then(|mut e| e.take())
     }
 
@@ -270,7 +270,7 @@ impl OutputError {
 
 impl Out {
     /// Standard output for a command whose write errors go to `error`.
-    pub fn new(error: OutputError) -> Out {
+    pub(crate) fn new(error: OutputError) -> Out {
         Out {
             buf: String::new(),
             broken: false,
@@ -279,20 +279,20 @@ impl Out {
     }
 
     /// A write failed (or the reader went away): nothing more will be shown.
-    pub fn broken(&self) -> bool {
+    pub(crate) fn broken(&self) -> bool {
         self.broken
     }
 
     /// Nobody reads stdout any more (a closed pipe, a hung-up terminal): asked by a command
     /// that may have nothing to write for a long time (`log -f`).
-    pub fn gone(&mut self) -> bool {
+    pub(crate) fn gone(&mut self) -> bool {
         if !self.broken && crate::sys::stdout_hung_up() {
             self.broken = true;
         }
         self.broken
     }
 
-    pub fn line(&mut self, text: &str) {
+    pub(crate) fn line(&mut self, text: &str) {
         if self.broken {
             return;
         }
@@ -303,18 +303,18 @@ impl Out {
         }
     }
 
-    pub fn lines(&mut self, lines: impl IntoIterator<Item = String>) {
+    pub(crate) fn lines(&mut self, lines: impl IntoIterator<Item = String>) {
         for l in lines {
             self.line(&l);
         }
     }
 
-    pub fn json(&mut self, value: &serde_json::Value) {
+    pub(crate) fn json(&mut self, value: &serde_json::Value) {
         let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
         self.line(&text);
     }
 
-    pub fn flush(&mut self) {
+    pub(crate) fn flush(&mut self) {
         if self.buf.is_empty() || self.broken {
             self.buf.clear();
             return;

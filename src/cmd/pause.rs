@@ -6,7 +6,7 @@ use crate::cli::PauseArgs;
 use crate::engine::bot;
 use crate::error::{Result, exit};
 
-pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
+pub(crate) fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
     let mut d = ctx.decider()?;
     let until = match args.for_ {
         None => None,
@@ -29,7 +29,7 @@ pub fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
-pub fn resume(ctx: &Ctx) -> Result<u8> {
+pub(crate) fn resume(ctx: &Ctx) -> Result<u8> {
     let mut d = ctx.decider()?;
     let resumed = bot::resume(&mut d, "resumed")?;
     ctx.out()

@@ -4,7 +4,7 @@
 use super::Ctx;
 use crate::error::{Error, Result, exit};
 
-pub fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, task_id: &str) -> Result<u8> {
     let mut d = ctx.decider()?;
     let known = d.store.task_ids()?;
     let task_id = super::resolve_task_id(task_id, &known, "`heartbeat check` and `status`")?;

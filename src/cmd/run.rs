@@ -22,7 +22,7 @@ use crate::report::{Report, TaskReport};
 use crate::text::Redacted;
 use crate::tools::Registry;
 
-pub fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     if !args.once {
         return Err(Error::Usage(
             "`heartbeat run` needs --once: `heartbeat run --once` runs the due tasks once \

@@ -23,7 +23,7 @@ fn show(held: &Held, cwd: &std::path::Path) -> String {
     }
 }
 
-pub fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
+pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let cfg = ctx.load_config_to_read()?;
     let mut out = ctx.out();
     let status = query::status(&cfg, ctx.now)?;

@@ -38,7 +38,7 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
     Ok((cfg, tc, tg, audit))
 }
 
-pub fn notify_test(ctx: &Ctx) -> Result<u8> {
+pub(crate) fn notify_test(ctx: &Ctx) -> Result<u8> {
     let (_, tc, tg, mut audit) = setup(ctx)?;
     let secrets = audit.secrets().clone();
     if tc.chat_ids.is_empty() {
@@ -78,7 +78,7 @@ pub fn notify_test(ctx: &Ctx) -> Result<u8> {
     Ok(code)
 }
 
-pub fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
+pub(crate) fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     let (cfg, tc, tg, _) = setup(ctx)?;
     crate::engine::files::ensure_state_dir(&cfg.state_dir)?;
     let mut store = crate::store::open(&cfg)?;

@@ -24,7 +24,7 @@ use toml::de::{DeFloat, DeInteger, DeString, DeTable, DeValue};
 type Node<'d> = toml::Spanned<DeValue<'d>>;
 
 /// Read a `T` from a parsed document.
-pub fn from_document<'de, T: de::Deserialize<'de>>(
+pub(super) fn from_document<'de, T: de::Deserialize<'de>>(
     doc: toml::Spanned<DeTable>,
 ) -> Result<T, Error> {
     let span = doc.span();
@@ -37,13 +37,13 @@ pub fn from_document<'de, T: de::Deserialize<'de>>(
 
 /// One step of a dotted key: `tools`, `backup`, `[1]`.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Seg {
+pub(super) enum Seg {
     Key(String),
     Index(usize),
 }
 
 /// `tools.backup.timeout`, `files[1]`.
-pub fn dotted(path: &[Seg]) -> String {
+pub(super) fn dotted(path: &[Seg]) -> String {
     let mut s = String::new();
     for seg in path {
         match seg {
@@ -60,7 +60,7 @@ pub fn dotted(path: &[Seg]) -> String {
 
 /// What a type asked the reader for (the `deserialize_*` it called).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Want {
+pub(super) enum Want {
     Any,
     String,
     Integer,
@@ -72,7 +72,7 @@ pub enum Want {
 
 /// What went wrong: serde's own kinds of error.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Kind {
+pub(super) enum Kind {
     UnknownField {
         field: String,
         expected: &'static [&'static str],
@@ -95,7 +95,7 @@ pub enum Kind {
 
 /// Where an error was raised.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Place {
+pub(super) struct Place {
     /// The value's dotted key; for a key, the dotted key of its table.
     pub path: Vec<Seg>,
     /// The value or key as written.
@@ -107,7 +107,7 @@ pub struct Place {
 }
 
 #[derive(Debug, PartialEq)]
-pub struct Error {
+pub(super) struct Error {
     pub kind: Kind,
     pub place: Option<Box<Place>>,
 }
@@ -182,17 +182,17 @@ impl de::Error for Error {
 
 /// A value and where it is written: toml's `Spanned`, for this reader.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Spanned<T> {
+pub(super) struct Spanned<T> {
     span: Range<usize>,
     value: T,
 }
 
 impl<T> Spanned<T> {
-    pub fn span(&self) -> Range<usize> {
+    pub(super) fn span(&self) -> Range<usize> {
         self.span.clone()
     }
 
-    pub fn get_ref(&self) -> &T {
+    pub(super) fn get_ref(&self) -> &T {
         &self.value
     }
 }

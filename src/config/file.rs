@@ -22,7 +22,7 @@ use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct File {
+pub(super) struct File {
     pub files: Option<Spanned<Files>>,
     pub timezone: Option<Zone>,
     pub active_hours: Option<Hours>,
@@ -50,7 +50,7 @@ pub struct File {
 /// `[retention]` (docs/reference.md#retention).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RetentionFile {
+pub(super) struct RetentionFile {
     pub history: Option<History>,
     pub audit_max_size: Option<Size>,
     pub audit_keep: Option<Keep>,
@@ -59,14 +59,14 @@ pub struct RetentionFile {
 /// `[mcp_server]`: what `heartbeat mcp` lets agents do (docs/reference.md#heartbeat-mcp).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpServerFile {
+pub(super) struct McpServerFile {
     pub allow_approve: Option<bool>,
 }
 
 /// `[mcp.NAME]`: an MCP server (docs/reference.md#mcp-tools).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpFile {
+pub(super) struct McpFile {
     pub command: Option<Spanned<Command>>,
     pub url: Option<McpUrl>,
     pub env: Option<Vec<Spanned<SecretVar>>>,
@@ -84,7 +84,7 @@ pub struct McpFile {
 /// `[mcp.NAME.tools.TOOL]`: one tool's policy.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct McpToolFile {
+pub(super) struct McpToolFile {
     pub approval: Option<Approval>,
     pub cost_usd: Option<Usd>,
     pub cooldown: Option<Human>,
@@ -95,7 +95,7 @@ pub struct McpToolFile {
 /// `[tools.NAME]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ToolFile {
+pub(super) struct ToolFile {
     pub command: Option<Spanned<ToolCommand>>,
     pub timeout: Option<Human>,
     pub approval: Option<Approval>,
@@ -108,7 +108,7 @@ pub struct ToolFile {
 /// `[telegram]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TelegramFile {
+pub(super) struct TelegramFile {
     pub bot_token_env: Option<TokenVar>,
     pub chat_ids: Option<Vec<ChatId>>,
     pub api_url: Option<ApiUrl>,
@@ -120,13 +120,13 @@ pub struct TelegramFile {
 /// `[daemon]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DaemonFile {
+pub(super) struct DaemonFile {
     pub every: Option<Interval>,
 }
 
 /// `[budget]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BudgetFile {
+pub(super) struct BudgetFile {
     pub daily_usd: Option<Usd>,
 }

@@ -30,7 +30,7 @@ use crate::schedule::{ActiveHours, Window};
 
 /// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
 /// and zone.
-pub fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
+pub(crate) fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
     load_from(opts, &Host::detect())
 }
 
@@ -57,7 +57,7 @@ pub(super) fn load_from(opts: &LoadOptions, host: &Host) -> Result<Config, Confi
 /// For the read-only commands when the config does not load (docs/reference.md#config): every
 /// default, with the state dir from `--state-dir`, else the broken file's own `state_dir = "…"`
 /// line when one can be read, else the default one. None when even that cannot be found.
-pub fn fallback(opts: &LoadOptions, broken: &ConfigError) -> Option<Config> {
+pub(crate) fn fallback(opts: &LoadOptions, broken: &ConfigError) -> Option<Config> {
     fallback_from(opts, broken, &Host::detect())
 }
 
@@ -668,7 +668,7 @@ fn home_of(key: &str) -> Option<&'static str> {
 /// config and data directories and the system time zone. `load` detects them; tests inject
 /// them (`load_from`) so that nothing depends on the real home directory.
 #[derive(Clone, Debug, Default)]
-pub struct Host {
+pub(crate) struct Host {
     /// The platform config dir (`directories::BaseDirs::config_dir`), e.g. `~/.config`.
     pub config_dir: Option<PathBuf>,
     /// heartbeat's data dir (`ProjectDirs::from("", "", "heartbeat").data_dir()`).
@@ -678,7 +678,7 @@ pub struct Host {
 }
 
 impl Host {
-    pub fn detect() -> Host {
+    pub(crate) fn detect() -> Host {
         Host {
             config_dir: directories::BaseDirs::new().map(|b| b.config_dir().to_path_buf()),
             data_dir: directories::ProjectDirs::from("", "", "heartbeat")

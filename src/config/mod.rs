@@ -32,18 +32,18 @@ use serde::Deserialize;
 
 use crate::schedule::{ActiveHours, Window};
 
-pub use load::{Host, fallback, load};
+pub(crate) use load::{fallback, load};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Autonomy {
+pub(crate) enum Autonomy {
     Observe,
     Cautious,
     Full,
 }
 
 impl Autonomy {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Autonomy::Observe => "observe",
             Autonomy::Cautious => "cautious",
@@ -54,7 +54,7 @@ impl Autonomy {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum PlainTasks {
+pub(crate) enum PlainTasks {
     Remind,
     Agent,
 }
@@ -62,25 +62,17 @@ pub enum PlainTasks {
 /// A tool's approval policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Approval {
+pub(crate) enum Approval {
     Auto,
     Ask,
     Deny,
 }
 
-impl Approval {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Approval::Auto => "auto",
-            Approval::Ask => "ask",
-            Approval::Deny => "deny",
-        }
-    }
-}
+impl Approval {}
 
 /// `[tools.NAME]` as written; absent keys are None (the tool's defaults apply).
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct ToolConfig {
+pub(crate) struct ToolConfig {
     pub command: Option<Vec<String>>,
     pub timeout: Option<Duration>,
     pub approval: Option<Approval>,
@@ -95,7 +87,7 @@ pub struct ToolConfig {
 
 /// How heartbeat reaches an MCP server.
 #[derive(Clone, Debug, PartialEq)]
-pub enum McpTransport {
+pub(crate) enum McpTransport {
     /// `command`: a child process speaking MCP on its stdin and stdout.
     Stdio(Vec<String>),
     /// `url`: Streamable HTTP, with `headers_env` (header name, variable name).
@@ -107,7 +99,7 @@ pub enum McpTransport {
 
 /// `[mcp.NAME]` (docs/reference.md#mcp-tools).
 #[derive(Clone, Debug, PartialEq)]
-pub struct McpServerConfig {
+pub(crate) struct McpServerConfig {
     pub transport: McpTransport,
     /// Names of the variables passed through; their values are secrets.
     pub env: Vec<String>,
@@ -132,7 +124,7 @@ pub struct McpServerConfig {
 impl McpServerConfig {
     /// What decides how the server starts and which tools it lists: a listing cached under
     /// another fingerprint is out of date.
-    pub fn fingerprint(&self) -> String {
+    pub(crate) fn fingerprint(&self) -> String {
         use sha2::{Digest, Sha256};
         let text = format!("{:?}|{:?}|{:?}", self.transport, self.env, self.cwd);
         let digest = Sha256::digest(text.as_bytes());
@@ -143,7 +135,7 @@ impl McpServerConfig {
 /// When a run's summary goes to Telegram.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SummaryMode {
+pub(crate) enum SummaryMode {
     /// After runs that did something (default).
     OnChange,
     /// After every run, empty ones too.
@@ -154,7 +146,7 @@ pub enum SummaryMode {
 
 /// `[telegram]`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct TelegramConfig {
+pub(crate) struct TelegramConfig {
     /// The name of the environment variable that holds the bot token (never the token).
     pub bot_token_env: String,
     /// The only chats that receive messages and may approve.
@@ -183,7 +175,7 @@ impl Default for TelegramConfig {
 
 /// `[daemon]`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct DaemonConfig {
+pub(crate) struct DaemonConfig {
     /// Tick interval; ticks align to multiples of it in local time.
     pub every: Duration,
 }
@@ -198,7 +190,7 @@ impl Default for DaemonConfig {
 
 /// `[retention]` (docs/reference.md#retention).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Retention {
+pub(crate) struct Retention {
     /// History rows, decided approvals and delivered messages older than this are pruned.
     pub history: Duration,
     /// The audit log is rotated when it passes this many bytes.
@@ -219,7 +211,7 @@ impl Default for Retention {
 
 /// A loaded, validated config. Every value is parsed once here.
 #[derive(Clone, Debug)]
-pub struct Config {
+pub(crate) struct Config {
     /// The file it came from; None when no config file was found.
     pub source: Option<PathBuf>,
     /// HEARTBEAT.md files, absolute, globs expanded, in order, without duplicates.
@@ -256,12 +248,15 @@ pub struct Config {
 }
 
 impl Config {
-    pub fn tz(&self) -> Tz {
+    pub(crate) fn tz(&self) -> Tz {
         self.active.tz
     }
 
     /// The server and tool of an MCP tool name `SERVER.TOOL`, when `SERVER` is configured.
-    pub fn mcp_tool<'n>(&self, name: &'n str) -> Option<(&McpServerConfig, &'n str, &'n str)> {
+    pub(crate) fn mcp_tool<'n>(
+        &self,
+        name: &'n str,
+    ) -> Option<(&McpServerConfig, &'n str, &'n str)> {
         let (server, tool) = name.split_once('.')?;
         Some((self.mcp.get(server)?, server, tool))
     }
@@ -276,7 +271,7 @@ impl Config {
 
     /// The estimated cost of one call of a tool (its `cost_usd`, an MCP server's
     /// `cost_usd`, else 0).
-    pub fn cost_estimate(&self, tool: &str) -> f64 {
+    pub(crate) fn cost_estimate(&self, tool: &str) -> f64 {
         self.tool_config(tool)
             .and_then(|t| t.cost_usd)
             .or_else(|| self.mcp_tool(tool).and_then(|(s, _, _)| s.cost_usd))
@@ -284,12 +279,12 @@ impl Config {
     }
 
     /// A tool's cooldown, if it has one.
-    pub fn cooldown(&self, tool: &str) -> Option<Duration> {
+    pub(crate) fn cooldown(&self, tool: &str) -> Option<Duration> {
         self.tool_config(tool).and_then(|t| t.cooldown)
     }
 
     /// Failures in a row after which a task of this tool is tripped; 0 = never.
-    pub fn failure_limit(&self, tool: &str) -> u32 {
+    pub(crate) fn failure_limit(&self, tool: &str) -> u32 {
         self.tool_config(tool)
             .and_then(|t| t.max_consecutive_failures)
             .unwrap_or(self.max_consecutive_failures)
@@ -298,7 +293,7 @@ impl Config {
     /// Whether a task with this estimate may start after `spent` today
     /// (docs/reference.md#guardrails): not once the cap is reached, nor when the estimate would
     /// pass it. Always with no budget.
-    pub fn within_budget(&self, spent: f64, estimate: f64) -> bool {
+    pub(crate) fn within_budget(&self, spent: f64, estimate: f64) -> bool {
         self.daily_usd <= 0.0 || (spent < self.daily_usd && spent + estimate <= self.daily_usd)
     }
 }
@@ -308,7 +303,7 @@ impl Config {
 /// Rendered `FILE:LINE:COLUMN: KEY: MESSAGE`, each part only when known.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{}", self.render())]
-pub struct ConfigError {
+pub(crate) struct ConfigError {
     pub file: Option<PathBuf>,
     /// Where in the file, 1-based (line, column), when the error is about a value in it.
     pub at: Option<(usize, usize)>,
@@ -336,7 +331,7 @@ impl ConfigError {
 }
 
 /// What the command line and environment contribute to loading.
-pub struct LoadOptions<'a> {
+pub(crate) struct LoadOptions<'a> {
     /// `--config PATH`.
     pub config: Option<PathBuf>,
     /// `--file PATH`… (overrides `files`); relative to `cwd`.

@@ -4,7 +4,7 @@ use std::os::unix::ffi::OsStrExt;
 use chrono::Weekday;
 use tempfile::TempDir;
 
-use super::load::{load_from, zone_name};
+use super::load::{Host, load_from, zone_name};
 use super::*;
 use crate::model::DaySet;
 

@@ -38,7 +38,7 @@ fn shown_value(value: &toml::Value) -> String {
 /// [`LONGEST`].
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct Human(pub Duration);
+pub(super) struct Human(pub Duration);
 
 /// 100 years (humantime's `100y`): longer would be no guardrail, and a time computed from it
 /// (a cooldown's next due time) could pass what RFC 3339 can write.
@@ -63,7 +63,7 @@ impl TryFrom<String> for Human {
 /// `[daemon] every`: a duration the daemon can tick at.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct Interval(pub Duration);
+pub(super) struct Interval(pub Duration);
 
 impl TryFrom<String> for Interval {
     type Error = String;
@@ -80,7 +80,7 @@ impl TryFrom<String> for Interval {
 /// daily message cap count.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct History(pub Duration);
+pub(super) struct History(pub Duration);
 
 impl TryFrom<String> for History {
     type Error = String;
@@ -100,7 +100,7 @@ impl TryFrom<String> for History {
 /// Hours of the day, `HH:MM-HH:MM` (`active_hours`, `quiet_hours`).
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct Hours(pub Window);
+pub(super) struct Hours(pub Window);
 
 impl TryFrom<String> for Hours {
     type Error = String;
@@ -115,7 +115,7 @@ impl TryFrom<String> for Hours {
 /// An IANA time zone name.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct Zone(pub Tz);
+pub(super) struct Zone(pub Tz);
 
 impl TryFrom<String> for Zone {
     type Error = String;
@@ -133,7 +133,7 @@ impl TryFrom<String> for Zone {
 /// One day name: `mon` … `sun` or `monday` … `sunday`, any case.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct Day(pub Weekday);
+pub(super) struct Day(pub Weekday);
 
 impl TryFrom<String> for Day {
     type Error = String;
@@ -151,7 +151,7 @@ impl TryFrom<String> for Day {
 /// `active_days`: at least one day.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "Vec<Day>")]
-pub struct Days(pub DaySet);
+pub(super) struct Days(pub DaySet);
 
 impl TryFrom<Vec<Day>> for Days {
     type Error = &'static str;
@@ -169,7 +169,7 @@ impl TryFrom<Vec<Day>> for Days {
 /// A size in bytes: an integer, or a string like `64MiB`, `500 KB`, `1GiB`; at least 1 KiB.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "toml::Value")]
-pub struct Size(pub u64);
+pub(super) struct Size(pub u64);
 
 impl TryFrom<toml::Value> for Size {
     type Error = String;
@@ -217,7 +217,7 @@ fn parse_size(value: &toml::Value) -> Option<u64> {
 /// expands it (`~`, relative to the config's directory).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct PathText(pub String);
+pub(super) struct PathText(pub String);
 
 impl TryFrom<String> for PathText {
     type Error = String;
@@ -233,7 +233,7 @@ impl TryFrom<String> for PathText {
 /// A command line (`[mcp.NAME] command`): a program to run, then its arguments.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "Vec<String>")]
-pub struct Command(pub Vec<String>);
+pub(super) struct Command(pub Vec<String>);
 
 impl TryFrom<Vec<String>> for Command {
     type Error = String;
@@ -251,7 +251,7 @@ impl TryFrom<Vec<String>> for Command {
 /// `{key}` placeholder (`shell`).
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "Vec<String>")]
-pub struct ToolCommand(pub Vec<String>);
+pub(super) struct ToolCommand(pub Vec<String>);
 
 impl TryFrom<Vec<String>> for ToolCommand {
     type Error = String;
@@ -268,7 +268,7 @@ impl TryFrom<Vec<String>> for ToolCommand {
 /// `files`: at least one entry (path or glob), as written.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "Vec<String>")]
-pub struct Files(pub Vec<String>);
+pub(super) struct Files(pub Vec<String>);
 
 impl TryFrom<Vec<String>> for Files {
     type Error = &'static str;
@@ -285,7 +285,7 @@ impl TryFrom<Vec<String>> for Files {
 /// slash.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct ApiUrl(pub String);
+pub(super) struct ApiUrl(pub String);
 
 impl TryFrom<String> for ApiUrl {
     type Error = String;
@@ -305,7 +305,7 @@ impl TryFrom<String> for ApiUrl {
 /// `[mcp.NAME] url`: an http:// or https:// URL.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct McpUrl(pub String);
+pub(super) struct McpUrl(pub String);
 
 impl TryFrom<String> for McpUrl {
     type Error = String;
@@ -322,7 +322,7 @@ impl TryFrom<String> for McpUrl {
 /// is reported as "not a chat id" with the value as written.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "toml::Value")]
-pub struct ChatId(pub i64);
+pub(super) struct ChatId(pub i64);
 
 impl TryFrom<toml::Value> for ChatId {
     type Error = String;
@@ -341,7 +341,7 @@ impl TryFrom<toml::Value> for ChatId {
 /// `concurrency`: tasks run at once, 1 to 64.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "i64")]
-pub struct Concurrency(pub usize);
+pub(super) struct Concurrency(pub usize);
 
 impl TryFrom<i64> for Concurrency {
     type Error = String;
@@ -357,7 +357,7 @@ impl TryFrom<i64> for Concurrency {
 /// `max_tasks_per_run`: 0 (no cap) or more.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "i64")]
-pub struct TaskCap(pub usize);
+pub(super) struct TaskCap(pub usize);
 
 impl TryFrom<i64> for TaskCap {
     type Error = String;
@@ -372,7 +372,7 @@ impl TryFrom<i64> for TaskCap {
 /// `[retention] audit_keep`: rotated audit files kept, 1 to 1000.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "i64")]
-pub struct Keep(pub usize);
+pub(super) struct Keep(pub usize);
 
 impl TryFrom<i64> for Keep {
     type Error = String;
@@ -399,7 +399,7 @@ fn count(n: i64, zero: &str) -> Result<u32, String> {
 /// `max_consecutive_failures`: failures in a row before a task is tripped; 0 = never.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "i64")]
-pub struct Failures(pub u32);
+pub(super) struct Failures(pub u32);
 
 impl TryFrom<i64> for Failures {
     type Error = String;
@@ -412,7 +412,7 @@ impl TryFrom<i64> for Failures {
 /// `[telegram] max_messages_per_day`: 0 (no limit) or more.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "i64")]
-pub struct MessageCap(pub u32);
+pub(super) struct MessageCap(pub u32);
 
 impl TryFrom<i64> for MessageCap {
     type Error = String;
@@ -424,7 +424,7 @@ impl TryFrom<i64> for MessageCap {
 
 /// An amount of US dollars, 0 or more: an integer or a float in the file, shown as written.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Usd(pub f64);
+pub(super) struct Usd(pub f64);
 
 impl<'de> Deserialize<'de> for Usd {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
@@ -463,7 +463,7 @@ fn usd(n: f64, shown: &str) -> Result<Usd, String> {
 /// `[tools.NAME]`: a letter or `_`, then letters, digits, `_`, `.` or `-`.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(try_from = "String")]
-pub struct ToolName(pub String);
+pub(super) struct ToolName(pub String);
 
 impl TryFrom<String> for ToolName {
     type Error = String;
@@ -483,7 +483,7 @@ impl TryFrom<String> for ToolName {
 /// the server from its tool in `@NAME.TOOL`), and not a built-in tool's name.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(try_from = "String")]
-pub struct ServerName(pub String);
+pub(super) struct ServerName(pub String);
 
 impl TryFrom<String> for ServerName {
     type Error = String;
@@ -522,7 +522,7 @@ fn env_name(name: &str) -> bool {
 /// `[telegram] bot_token_env`: the name of the variable that holds the bot token.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct TokenVar(pub String);
+pub(super) struct TokenVar(pub String);
 
 impl TryFrom<String> for TokenVar {
     type Error = String;
@@ -542,7 +542,7 @@ impl TryFrom<String> for TokenVar {
 /// `[mcp.NAME] env` and `headers_env`: the name of a variable passed to a server.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "String")]
-pub struct SecretVar(pub String);
+pub(super) struct SecretVar(pub String);
 
 impl TryFrom<String> for SecretVar {
     type Error = String;

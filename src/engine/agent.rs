@@ -28,10 +28,10 @@ use crate::render::{show_path, show_time};
 use crate::store::{ApprovalRow, NewPause};
 
 /// The longest an agent's pause lasts.
-pub const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_PAUSE: Duration = Duration::from_secs(24 * 3600);
 
 /// An agent's pause as made.
-pub struct Paused {
+pub(crate) struct Paused {
     pub until: DateTime<Utc>,
     /// Asked for longer than [`MAX_PAUSE`] (or for no end), and cut to it.
     pub capped: bool,
@@ -53,7 +53,11 @@ fn persons_pause(d: &Decider, what: &str) -> Result<Error> {
 }
 
 /// Pause runs for `asked` (at most [`MAX_PAUSE`]), as the agent `d.by`. Audited `paused`.
-pub fn pause(d: &mut Decider, asked: Option<Duration>, reason: Option<&str>) -> Result<Paused> {
+pub(crate) fn pause(
+    d: &mut Decider,
+    asked: Option<Duration>,
+    reason: Option<&str>,
+) -> Result<Paused> {
     let capped = asked.is_none_or(|a| a > MAX_PAUSE);
     let length = asked.unwrap_or(MAX_PAUSE).min(MAX_PAUSE);
     let until = bot::pause_end(d.now, length)
@@ -92,7 +96,7 @@ pub fn pause(d: &mut Decider, asked: Option<Duration>, reason: Option<&str>) -> 
 
 /// End an agent's pause, as the agent `d.by`; false when runs were not paused. A person's
 /// pause is refused, and stays. Audited `resumed`.
-pub fn resume(d: &mut Decider) -> Result<bool> {
+pub(crate) fn resume(d: &mut Decider) -> Result<bool> {
     let Some(ended) = d.store.clear_agent_pause()? else {
         return match d.store.pause_row()? {
             Some(p) if p.in_force(d.now) => Err(persons_pause(
@@ -125,7 +129,7 @@ pub fn resume(d: &mut Decider) -> Result<bool> {
 
 /// Tell the person that the agent `d.by` decided approval `row` (`state`: denied or
 /// approved). `cwd` is where its file is shown from.
-pub fn decided(
+pub(crate) fn decided(
     d: &mut Decider,
     row: &ApprovalRow,
     state: ApprovalState,

@@ -28,7 +28,7 @@ const OFFSET_KEY: &str = "telegram_offset";
 
 /// A pressed message whose text must show the outcome once the approval ran.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Pressed {
+pub(crate) struct Pressed {
     pub chat_id: i64,
     pub message_id: i64,
     pub approval_id: i64,
@@ -36,7 +36,7 @@ pub struct Pressed {
 
 /// What the updates asked of the caller.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Effects {
+pub(crate) struct Effects {
     /// Approved from Telegram: edit these messages after the run.
     pub pressed: Vec<Pressed>,
     /// `/run`: tick now (the daemon; a run is ticking anyway).
@@ -46,7 +46,7 @@ pub struct Effects {
 }
 
 /// Read the updates waiting at the Bot API (`wait` 0: without waiting) and act on them.
-pub fn handle_updates(
+pub(crate) fn handle_updates(
     tg: &Telegram,
     d: &mut Decider,
     cfg: &TelegramConfig,
@@ -62,12 +62,12 @@ pub fn handle_updates(
 }
 
 /// The offset to ask Telegram for next (the update after the last one acted on).
-pub fn stored_offset(store: &dyn Store) -> Result<Option<i32>> {
+pub(crate) fn stored_offset(store: &dyn Store) -> Result<Option<i32>> {
     Ok(store.meta(OFFSET_KEY)?.and_then(|v| v.parse::<i32>().ok()))
 }
 
 /// Act on updates already fetched, storing the offset after each.
-pub fn process(
+pub(crate) fn process(
     tg: &Telegram,
     d: &mut Decider,
     cfg: &TelegramConfig,
@@ -248,7 +248,7 @@ fn edit_with(
 }
 
 /// After a run: show on each pressed message what became of its approval.
-pub fn show_outcomes(
+pub(crate) fn show_outcomes(
     tg: &Telegram,
     store: &mut dyn Store,
     pressed: &[Pressed],
@@ -287,7 +287,7 @@ pub fn show_outcomes(
 /// Denials made elsewhere (at the terminal, by an agent) leave their message's buttons
 /// live: show each on its message, as a press would, and drop its buttons. An edit that
 /// does not go through is tried again at the next run.
-pub fn show_denials(tg: &Telegram, store: &mut dyn Store, now: DateTime<Utc>) -> Result<()> {
+pub(crate) fn show_denials(tg: &Telegram, store: &mut dyn Store, now: DateTime<Utc>) -> Result<()> {
     for (chat_id, message_id, approvals) in store.open_button_messages()? {
         for id in approvals {
             let Some(row) = store.approval(id)? else {
@@ -415,7 +415,7 @@ fn command_reply(
 
 /// When a pause of `dur` from `now` ends; None when that is after the year 9999, which no
 /// RFC 3339 time (in `status --json`, the audit log) can name.
-pub fn pause_end(now: DateTime<Utc>, dur: Duration) -> Option<DateTime<Utc>> {
+pub(crate) fn pause_end(now: DateTime<Utc>, dur: Duration) -> Option<DateTime<Utc>> {
     chrono::Duration::from_std(dur)
         .ok()
         .and_then(|d| now.checked_add_signed(d))
@@ -423,7 +423,11 @@ pub fn pause_end(now: DateTime<Utc>, dur: Duration) -> Option<DateTime<Utc>> {
 }
 
 /// Pause runs (until a time, or until resumed); audited `paused`.
-pub fn pause(d: &mut Decider, until: Option<DateTime<Utc>>, reason: Option<&str>) -> Result<()> {
+pub(crate) fn pause(
+    d: &mut Decider,
+    until: Option<DateTime<Utc>>,
+    reason: Option<&str>,
+) -> Result<()> {
     let reason = reason.map(|r| d.audit.secrets().redact(r));
     let by = d.by.clone();
     let row = NewPause {
@@ -442,7 +446,7 @@ pub fn pause(d: &mut Decider, until: Option<DateTime<Utc>>, reason: Option<&str>
 }
 
 /// End a pause; false when there was none. Audited `resumed`.
-pub fn resume(d: &mut Decider, reason: &'static str) -> Result<bool> {
+pub(crate) fn resume(d: &mut Decider, reason: &'static str) -> Result<bool> {
     let Some(row) = d.store.clear_pause()? else {
         return Ok(false);
     };
@@ -456,7 +460,11 @@ pub fn resume(d: &mut Decider, reason: &'static str) -> Result<bool> {
 }
 
 /// A short status for `/status`.
-pub fn status_text(store: &dyn Store, now: DateTime<Utc>, tz: chrono_tz::Tz) -> Result<String> {
+pub(crate) fn status_text(
+    store: &dyn Store,
+    now: DateTime<Utc>,
+    tz: chrono_tz::Tz,
+) -> Result<String> {
     let mut lines = vec!["<b>heartbeat</b> status".to_string()];
     match store.last_run()? {
         Some(r) => lines.push(format!(

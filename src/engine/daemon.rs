@@ -63,7 +63,7 @@ enum Event {
 }
 
 /// What the daemon tells its person as it goes, for its front end to show.
-pub enum Notice<'a> {
+pub(crate) enum Notice<'a> {
     Started {
         pid: u32,
         every: Duration,
@@ -89,7 +89,7 @@ pub enum Notice<'a> {
 }
 
 /// What the daemon asks of the command that runs it.
-pub trait Host {
+pub(crate) trait Host {
     /// The config as it is now (read again at every tick and on SIGHUP).
     fn load_config(&self) -> Result<Config>;
     fn notice(&self, notice: Notice);
@@ -98,7 +98,7 @@ pub trait Host {
 }
 
 /// How the daemon was started.
-pub struct Options {
+pub(crate) struct Options {
     /// The start time (`--now`); the daemon runs on from it in real time.
     pub now: DateTime<Utc>,
     /// `--every`: the tick interval instead of the config's.
@@ -106,7 +106,7 @@ pub struct Options {
 }
 
 /// Run the daemon until SIGTERM or SIGINT. `work` is set when a tool starts.
-pub fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result<()> {
+pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result<()> {
     let stop = Arc::new(Stop::default());
     let (tx, rx) = mpsc::channel();
     spawn_signal_thread(tx.clone(), stop.clone())?;
@@ -446,7 +446,7 @@ fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
 
 /// The next multiple of `every` after `now`, counted from local midnight (every 30m →
 /// :00 and :30); a new local day starts the count again.
-pub fn next_tick(tz: Tz, now: DateTime<Utc>, every: Duration) -> DateTime<Utc> {
+pub(crate) fn next_tick(tz: Tz, now: DateTime<Utc>, every: Duration) -> DateTime<Utc> {
     let midnight = local_midnight(tz, now);
     let every_ms = every.as_millis().max(1) as i64;
     let since = (now - midnight).num_milliseconds().max(0);

@@ -27,7 +27,7 @@ use crate::tools::Registry;
 use chrono::{DateTime, Utc};
 
 /// The state an approving command works with.
-pub struct Decider {
+pub(crate) struct Decider {
     pub cfg: Config,
     pub store: Box<dyn Store>,
     pub audit: AuditLog,
@@ -43,7 +43,7 @@ impl Decider {
     /// past its `approval_ttl` can no longer be approved. `by` is who decides
     /// (`cli:<user>`, `telegram:<chat id>`). The config's secrets are taken from the
     /// environment here: running approved work may print them.
-    pub fn open(cfg: Config, by: String, clock: Clock) -> Result<Decider> {
+    pub(crate) fn open(cfg: Config, by: String, clock: Clock) -> Result<Decider> {
         let audit = open_audit(&cfg, &Secrets::from_config(&cfg))?;
         let store = crate::store::open(&cfg)?;
         let mut d = Decider::from_parts(cfg, store, audit, by, clock);
@@ -52,7 +52,7 @@ impl Decider {
     }
 
     /// From state a caller already holds (a run that handles Telegram button presses).
-    pub fn from_parts(
+    pub(crate) fn from_parts(
         cfg: Config,
         store: Box<dyn Store>,
         audit: AuditLog,
@@ -69,12 +69,12 @@ impl Decider {
         }
     }
 
-    pub fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
+    pub(crate) fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
         (self.store, self.audit)
     }
 
     /// Pending approvals past `approval_ttl` become `expired` (audited).
-    pub fn expire(&mut self) -> Result<()> {
+    pub(crate) fn expire(&mut self) -> Result<()> {
         for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
             self.record(&Event::ApprovalExpired(Ended {
                 run_id: None,
@@ -87,7 +87,7 @@ impl Decider {
     }
 
     /// One audit line, synced.
-    pub fn record(&mut self, event: &Event) -> Result<()> {
+    pub(crate) fn record(&mut self, event: &Event) -> Result<()> {
         self.append(event)?;
         self.sync_audit()
     }
@@ -107,7 +107,11 @@ impl Decider {
 
     /// The rows for these ids, all pending (or, with `approved_too`, already approved and
     /// waiting to run); otherwise an error naming what is wrong.
-    pub fn decidable_by_id(&self, ids: &[i64], approved_too: bool) -> Result<Vec<ApprovalRow>> {
+    pub(crate) fn decidable_by_id(
+        &self,
+        ids: &[i64],
+        approved_too: bool,
+    ) -> Result<Vec<ApprovalRow>> {
         let mut rows = Vec::with_capacity(ids.len());
         let mut problems = Vec::new();
         let mut seen = Vec::with_capacity(ids.len());
@@ -148,7 +152,7 @@ impl Decider {
 
     /// `pending → approved`, audited; with `always`, grant the task id. False when someone
     /// else decided it first.
-    pub fn approve(&mut self, row: &ApprovalRow, always: bool) -> Result<bool> {
+    pub(crate) fn approve(&mut self, row: &ApprovalRow, always: bool) -> Result<bool> {
         let decision = Decision {
             approve: true,
             by: self.by.clone(),
@@ -166,7 +170,7 @@ impl Decider {
     }
 
     /// Grant the approval's exact task from now on.
-    pub fn grant(&mut self, row: &ApprovalRow) -> Result<()> {
+    pub(crate) fn grant(&mut self, row: &ApprovalRow) -> Result<()> {
         self.store.add_grant(&self.grant_row(row))?;
         Ok(())
     }
@@ -189,7 +193,11 @@ impl Decider {
 
     /// Approve several pending approvals at once (one durable transaction, one audit
     /// sync); with `always`, grant each task. The ids that were decided here.
-    pub fn approve_many(&mut self, rows: &[&ApprovalRow], always: bool) -> Result<HashSet<i64>> {
+    pub(crate) fn approve_many(
+        &mut self,
+        rows: &[&ApprovalRow],
+        always: bool,
+    ) -> Result<HashSet<i64>> {
         let decision = Decision {
             approve: true,
             by: self.by.clone(),
@@ -219,7 +227,7 @@ impl Decider {
     /// `heartbeat reset` (and Telegram's Reset button): clear a task's failure count and
     /// release it if it was held after an interrupted run; audited `task_reset`. None when
     /// heartbeat has no record of the task; else (failures, tripped, interrupted).
-    pub fn reset_task(&mut self, task_id: &str) -> Result<Option<(u32, bool, bool)>> {
+    pub(crate) fn reset_task(&mut self, task_id: &str) -> Result<Option<(u32, bool, bool)>> {
         let interrupted = self.store.release_start(task_id)?;
         let (failures, tripped) = match self.store.reset(task_id)? {
             Some(counts) => counts,
@@ -237,7 +245,7 @@ impl Decider {
         Ok(Some((failures, tripped, interrupted)))
     }
 
-    pub fn deny(&mut self, row: &ApprovalRow, reason: Option<&str>) -> Result<bool> {
+    pub(crate) fn deny(&mut self, row: &ApprovalRow, reason: Option<&str>) -> Result<bool> {
         let decision = Decision {
             approve: false,
             by: self.by.clone(),
@@ -254,7 +262,7 @@ impl Decider {
     /// Run approved approvals now, under the run lock (waiting for it up to 30 s). `rows`:
     /// as this process last read them (only their ids and files are used: what runs is
     /// claimed and re-read from the file by the session). `work` is set when a tool starts.
-    pub fn run_now(&mut self, rows: &[&ApprovalRow], work: &WorkStarted) -> Result<RunNow> {
+    pub(crate) fn run_now(&mut self, rows: &[&ApprovalRow], work: &WorkStarted) -> Result<RunNow> {
         let lock_path = self.cfg.state_dir.join(lock::LOCK_FILE);
         // This run starts now, after the decisions (a person may have taken minutes).
         let now = self.clock.now();
@@ -328,7 +336,7 @@ impl Decider {
 }
 
 /// What [`Decider::run_now`] did.
-pub enum RunNow {
+pub(crate) enum RunNow {
     Ran(Report),
     /// Another run held the lock past the wait: the approvals stand for the next run.
     Locked(Holder),
@@ -337,7 +345,7 @@ pub enum RunNow {
 }
 
 /// How long running approved work waits for a run that holds the lock.
-pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 /// What `approval_approved` / `approval_denied` say.
 fn decided_event<'a>(row: &'a ApprovalRow, d: &'a Decision) -> Decided<'a> {

@@ -19,20 +19,20 @@ use crate::tools::{self, Invocation, Outcome};
 /// A stop request (the daemon's SIGTERM): `no_new` keeps tasks from starting, `kill` stops
 /// the tools that are running.
 #[derive(Debug, Default)]
-pub struct Stop {
+pub(crate) struct Stop {
     pub no_new: AtomicBool,
     pub kill: AtomicBool,
 }
 
 impl Stop {
-    pub fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.no_new.load(Ordering::SeqCst)
     }
 }
 
 /// Where and how the run's tools run.
 #[derive(Clone)]
-pub struct Executor<'a> {
+pub(crate) struct Executor<'a> {
     run_id: String,
     /// The Telegram token's variable, removed from every tool's environment.
     remove_env: Vec<String>,
@@ -40,7 +40,7 @@ pub struct Executor<'a> {
 }
 
 impl<'a> Executor<'a> {
-    pub fn new(cfg: &Config, run_id: &str, stop: Option<&'a Stop>) -> Executor<'a> {
+    pub(crate) fn new(cfg: &Config, run_id: &str, stop: Option<&'a Stop>) -> Executor<'a> {
         Executor {
             run_id: run_id.to_string(),
             remove_env: cfg
@@ -54,7 +54,7 @@ impl<'a> Executor<'a> {
 
     /// Run one call on this thread, in its task's directory, until it ends or the stop
     /// request's `kill` is set.
-    pub fn run(&self, task: &Task, call: &ToolCall) -> Outcome {
+    pub(crate) fn run(&self, task: &Task, call: &ToolCall) -> Outcome {
         let workdir = task.file.parent().unwrap_or(Path::new("/"));
         tools::execute_with_stop(
             &call.spec,
@@ -72,7 +72,7 @@ impl<'a> Executor<'a> {
 
 /// Up to `limit` calls running at once, each on a thread of `scope`; each outcome comes
 /// back with the number it was started with.
-pub struct Pool<'scope, 'env> {
+pub(crate) struct Pool<'scope, 'env> {
     scope: &'scope Scope<'scope, 'env>,
     executor: &'env Executor<'env>,
     limit: usize,
@@ -82,7 +82,7 @@ pub struct Pool<'scope, 'env> {
 }
 
 impl<'scope, 'env> Pool<'scope, 'env> {
-    pub fn new(
+    pub(crate) fn new(
         scope: &'scope Scope<'scope, 'env>,
         executor: &'env Executor<'env>,
         limit: usize,
@@ -99,12 +99,12 @@ impl<'scope, 'env> Pool<'scope, 'env> {
     }
 
     /// Every slot is taken: [`Pool::wait`] for one before starting another.
-    pub fn full(&self) -> bool {
+    pub(crate) fn full(&self) -> bool {
         self.running >= self.limit
     }
 
     /// Start `call` of `task` on a thread of its own; its outcome comes back as `(i, …)`.
-    pub fn start(&mut self, i: usize, task: &'env Task, call: &'env ToolCall) {
+    pub(crate) fn start(&mut self, i: usize, task: &'env Task, call: &'env ToolCall) {
         let (tx, executor) = (self.tx.clone(), self.executor);
         self.scope.spawn(move || {
             let outcome = executor.run(task, call);
@@ -115,7 +115,7 @@ impl<'scope, 'env> Pool<'scope, 'env> {
     }
 
     /// The next call to finish; None when none is running.
-    pub fn wait(&mut self) -> Option<(usize, Outcome)> {
+    pub(crate) fn wait(&mut self) -> Option<(usize, Outcome)> {
         if self.running == 0 {
             return None;
         }

@@ -18,13 +18,13 @@ use crate::model::{ParsedFile, Task};
 use crate::store::Snapshot;
 
 /// A HEARTBEAT.md as read and parsed at the start of a command.
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub source: SourceFile,
     pub parsed: ParsedFile,
 }
 
 /// Read and parse every configured file; a missing one is an error unless `allow_missing`.
-pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
+pub(crate) fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
     let mut sources = Vec::with_capacity(cfg.files.len());
     for path in &cfg.files {
         match markdown::read_source(path) {
@@ -43,12 +43,12 @@ pub fn read_files(cfg: &Config, allow_missing: bool) -> Result<Vec<Loaded>> {
 }
 
 /// All tasks of all files, in file order.
-pub fn all_tasks(files: &[Loaded]) -> Vec<&Task> {
+pub(crate) fn all_tasks(files: &[Loaded]) -> Vec<&Task> {
     files.iter().flat_map(|f| &f.parsed.tasks).collect()
 }
 
 /// Stored state for planning, without creating anything (read-only commands, dry runs).
-pub fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
+pub(crate) fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
     Ok(match crate::store::open_existing(cfg)? {
         Some(store) => store.snapshot(
             now,
@@ -60,7 +60,7 @@ pub fn read_snapshot(cfg: &Config, now: DateTime<Utc>) -> Result<Snapshot> {
 }
 
 /// Create the state dir (0700) if needed.
-pub fn ensure_state_dir(dir: &Path) -> Result<()> {
+pub(crate) fn ensure_state_dir(dir: &Path) -> Result<()> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -72,7 +72,7 @@ pub fn ensure_state_dir(dir: &Path) -> Result<()> {
 /// thousand approvals in one file read it once, and a tool that edits the file makes the
 /// next lookup read it again.
 #[derive(Default)]
-pub struct FileCache {
+pub(crate) struct FileCache {
     files: HashMap<PathBuf, (Stamp, HashMap<String, Task>)>,
 }
 
@@ -81,7 +81,7 @@ type Stamp = (u64, i64, i64, i64, i64, u64);
 
 impl FileCache {
     /// The task with this id as the file is now. Err: the file could not be read.
-    pub fn find(
+    pub(crate) fn find(
         &mut self,
         path: &Path,
         task_id: &str,

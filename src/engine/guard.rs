@@ -17,7 +17,7 @@ use crate::store::{self, Store};
 const BUDGET_DAY_KEY: &str = "budget_exhausted_day";
 
 #[derive(Debug, Default)]
-pub struct Guard {
+pub(crate) struct Guard {
     /// Spent since local midnight, including what this run ran.
     spent: f64,
     /// Estimated costs of the tools running now.
@@ -28,7 +28,7 @@ pub struct Guard {
 
 /// Whether a task may start now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Start {
+pub(crate) enum Start {
     /// It may: its tool counts as started and its estimate is reserved.
     Go,
     /// Another task of its tool, which has a cooldown, started in this run: not due.
@@ -39,7 +39,7 @@ pub enum Start {
 
 impl Guard {
     /// A guard for a run that finds `spent` spent since local midnight.
-    pub fn new(spent: f64) -> Guard {
+    pub(crate) fn new(spent: f64) -> Guard {
         Guard {
             spent,
             ..Guard::default()
@@ -49,7 +49,7 @@ impl Guard {
     /// Whether a planned task of tool `name` may start, given what this run already started
     /// and spent. On [`Start::Go`] its tool counts as started and its estimate is reserved
     /// until [`Guard::settle`].
-    pub fn may_start(&mut self, cfg: &Config, name: &str) -> Start {
+    pub(crate) fn may_start(&mut self, cfg: &Config, name: &str) -> Start {
         if cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
             return Start::Cooldown;
         }
@@ -64,13 +64,13 @@ impl Guard {
 
     /// Whether approved work of tool `name` fits in what is spent (approved work starts
     /// alone, nothing reserved).
-    pub fn within_budget(&self, cfg: &Config, name: &str) -> bool {
+    pub(crate) fn within_budget(&self, cfg: &Config, name: &str) -> bool {
         cfg.within_budget(self.spent, cfg.cost_estimate(name))
     }
 
     /// A run of tool `name` finished: what it cost is spent; `reserved` when it started
     /// through [`Guard::may_start`], whose reservation it gives back.
-    pub fn settle(&mut self, cfg: &Config, name: &str, cost: Option<f64>, reserved: bool) {
+    pub(crate) fn settle(&mut self, cfg: &Config, name: &str, cost: Option<f64>, reserved: bool) {
         self.spent += cost.unwrap_or(0.0);
         if reserved {
             self.reserved = (self.reserved - cfg.cost_estimate(name)).max(0.0);
@@ -79,13 +79,13 @@ impl Guard {
     }
 
     /// What is spent or committed to the tools running now.
-    pub fn committed(&self) -> f64 {
+    pub(crate) fn committed(&self) -> f64 {
         self.spent + self.reserved
     }
 
     /// The breaker: after a failure that makes `failures` in a row, at the tool's limit or
     /// past it, the task is tripped (stored) until `heartbeat reset`. True when it tripped.
-    pub fn breaker(
+    pub(crate) fn breaker(
         store: &mut dyn Store,
         cfg: &Config,
         task_id: &str,
@@ -102,7 +102,7 @@ impl Guard {
     }
 
     /// Whether a tripped task's skip is the first said today (local day), remembering it.
-    pub fn first_mention_today(
+    pub(crate) fn first_mention_today(
         store: &mut dyn Store,
         cfg: &Config,
         task_id: &str,
@@ -112,7 +112,7 @@ impl Guard {
     }
 
     /// Whether this budget stop is the first of the local day, remembering it.
-    pub fn first_budget_stop_today(
+    pub(crate) fn first_budget_stop_today(
         store: &mut dyn Store,
         cfg: &Config,
         now: DateTime<Utc>,

@@ -14,8 +14,6 @@
 //! its order and nothing reads the store before the batch is in it; so do the session before
 //! it ticks or ends and at the end of its plan.
 
-use std::path::Path;
-
 use chrono::{DateTime, Utc};
 
 use crate::audit::{AuditLog, Event, Secrets, TEXT_LIMIT};
@@ -29,9 +27,9 @@ use crate::tools;
 const SUMMARY_CHARS: usize = 200;
 
 /// The most outcomes committed in one batch.
-pub const BATCH: usize = 50;
+pub(crate) const BATCH: usize = 50;
 
-pub struct Ledger {
+pub(crate) struct Ledger {
     pub store: Box<dyn Store>,
     audit: AuditLog,
     /// Where each audit line reads the time it happened.
@@ -80,13 +78,13 @@ impl PendingRun {
 /// A tool run that could not be kept: its row (then no line was written), or its line (the
 /// row is committed).
 #[derive(Debug)]
-pub enum NotKept {
+pub(crate) enum NotKept {
     Row(Error),
     Line(Error),
 }
 
 impl Ledger {
-    pub fn new(store: Box<dyn Store>, audit: AuditLog, clock: Clock) -> Ledger {
+    pub(crate) fn new(store: Box<dyn Store>, audit: AuditLog, clock: Clock) -> Ledger {
         Ledger {
             store,
             audit,
@@ -96,23 +94,23 @@ impl Ledger {
     }
 
     /// What no sink of the run shows: the audit log's secrets.
-    pub fn secrets(&self) -> &Secrets {
+    pub(crate) fn secrets(&self) -> &Secrets {
         self.audit.secrets()
     }
 
     /// The time now, as audit lines read it.
-    pub fn now(&self) -> DateTime<Utc> {
+    pub(crate) fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
 
     /// One audit line, stamped with the time it is written.
-    pub fn record(&mut self, event: &Event) -> Result<()> {
+    pub(crate) fn record(&mut self, event: &Event) -> Result<()> {
         self.record_at(self.clock.now(), event)
     }
 
     /// One audit line, stamped with `at` (`run_started` carries the run's start), after
     /// the batch.
-    pub fn record_at(&mut self, at: DateTime<Utc>, event: &Event) -> Result<()> {
+    pub(crate) fn record_at(&mut self, at: DateTime<Utc>, event: &Event) -> Result<()> {
         self.flush().map_err(NotKept::into_error)?;
         self.audit
             .record(at, event)
@@ -123,7 +121,7 @@ impl Ledger {
     /// committed, then its `task_succeeded` / `task_failed` line. Returns the task's
     /// failures in a row. `effect_free`: its tool changes nothing outside heartbeat; its
     /// success then joins the batch.
-    pub fn tool_run(
+    pub(crate) fn tool_run(
         &mut self,
         row: &TaskRunRecord,
         event: &Event,
@@ -150,7 +148,7 @@ impl Ledger {
     }
 
     /// Commit the batch, then write its lines.
-    pub fn flush(&mut self) -> std::result::Result<(), NotKept> {
+    pub(crate) fn flush(&mut self) -> std::result::Result<(), NotKept> {
         if self.pending.is_empty() {
             return Ok(());
         }
@@ -172,18 +170,14 @@ impl Ledger {
     }
 
     /// Flush the audit log to disk.
-    pub fn sync(&mut self) -> Result<()> {
+    pub(crate) fn sync(&mut self) -> Result<()> {
         self.audit
             .sync()
             .map_err(|e| Error::io(self.audit.path(), e))
     }
 
-    pub fn audit_path(&self) -> &Path {
-        self.audit.path()
-    }
-
     /// The store and the audit log, for what follows the run (the batch flushed before).
-    pub fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
+    pub(crate) fn into_parts(self) -> (Box<dyn Store>, AuditLog) {
         debug_assert!(self.pending.is_empty(), "a batch was not flushed");
         (self.store, self.audit)
     }
@@ -191,7 +185,7 @@ impl Ledger {
 
 impl NotKept {
     /// The error, whichever record it was.
-    pub fn into_error(self) -> Error {
+    pub(crate) fn into_error(self) -> Error {
         match self {
             NotKept::Row(e) | NotKept::Line(e) => e,
         }
@@ -201,7 +195,7 @@ impl NotKept {
 /// A tool's outcome as its records show it. Redacted before anything is cut: a secret
 /// straddling the cut would keep all but its tail.
 #[derive(Debug)]
-pub struct Shown {
+pub(crate) struct Shown {
     /// Standard output, cut to the line limit.
     pub output: Redacted,
     /// Standard error, cut to the line limit.
@@ -215,7 +209,7 @@ pub struct Shown {
 }
 
 impl Shown {
-    pub fn of(outcome: &tools::Outcome, secrets: &Secrets) -> Shown {
+    pub(crate) fn of(outcome: &tools::Outcome, secrets: &Secrets) -> Shown {
         let stdout = secrets.redact(&outcome.stdout);
         let stderr = secrets.redact(&outcome.stderr);
         // An error may repeat a tool's whole first line (an MCP tool's `isError` text, an
@@ -250,6 +244,8 @@ impl Shown {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    use std::path::Path;
+
     use super::*;
     use crate::audit::event::TaskRun;
     use crate::text::RedactedJson;

@@ -30,9 +30,9 @@ use crate::store::Store;
 use crate::tools::{Outcome, ToolKind, ToolSpec};
 
 /// How long a cached listing is trusted by `run`.
-pub const LISTING_TTL: Duration = Duration::from_secs(3600);
+pub(crate) const LISTING_TTL: Duration = Duration::from_secs(3600);
 
-pub struct Servers<'a> {
+pub(crate) struct Servers<'a> {
     cfg: &'a Config,
     /// Set when heartbeat is stopping (the daemon's SIGTERM): a server starting or listing
     /// its tools is abandoned and stopped.
@@ -43,7 +43,7 @@ pub struct Servers<'a> {
 }
 
 impl<'a> Servers<'a> {
-    pub fn new(cfg: &'a Config) -> Servers<'a> {
+    pub(crate) fn new(cfg: &'a Config) -> Servers<'a> {
         Servers {
             cfg,
             stop: None,
@@ -53,7 +53,7 @@ impl<'a> Servers<'a> {
     }
 
     /// Abandon a server's start or listing once `stop` is set.
-    pub fn with_stop(mut self, stop: Option<&'a AtomicBool>) -> Servers<'a> {
+    pub(crate) fn with_stop(mut self, stop: Option<&'a AtomicBool>) -> Servers<'a> {
         self.stop = stop;
         self
     }
@@ -86,7 +86,7 @@ impl<'a> Servers<'a> {
 
     /// Starts the server of `tool` when it is an MCP tool (`SERVER.TOOL`) and its server is
     /// not running yet. `Err`: why it would not start, as the failure of a call to it reads.
-    pub fn start_for(&mut self, tool: &str, workdir: &Path) -> Result<(), String> {
+    pub(crate) fn start_for(&mut self, tool: &str, workdir: &Path) -> Result<(), String> {
         let Some((_, server, _)) = self.cfg.mcp_tool(tool) else {
             return Ok(());
         };
@@ -98,7 +98,7 @@ impl<'a> Servers<'a> {
     }
 
     /// The tools server `name` offers (following pagination).
-    pub fn list(&mut self, name: &str, workdir: &Path) -> Result<Vec<ToolInfo>, String> {
+    pub(crate) fn list(&mut self, name: &str, workdir: &Path) -> Result<Vec<ToolInfo>, String> {
         let stop = self.stop;
         let server = self.server(name, workdir)?;
         match server.list_tools_with_stop(stop) {
@@ -116,7 +116,7 @@ impl<'a> Servers<'a> {
     /// One `tools/call` of an MCP tool task, as an [`Outcome`] like any tool's. Once `stop`
     /// is set (the daemon shutting down) the call is abandoned, its server stopped, and the
     /// task fails with `stopped`, as a tool's process does.
-    pub fn call(
+    pub(crate) fn call(
         &mut self,
         spec: &ToolSpec,
         input: &Map<String, Value>,
@@ -176,7 +176,7 @@ impl<'a> Servers<'a> {
     }
 
     /// Stop every server still running.
-    pub fn stop_all(&mut self) {
+    pub(crate) fn stop_all(&mut self) {
         for (_, server) in self.running.drain() {
             server.stop();
         }
@@ -280,7 +280,7 @@ fn with_stderr(why: String, stderr: &str) -> String {
 }
 
 /// The servers the tasks name, each with the directory of the first file that names it.
-pub fn named_servers<'t>(
+pub(crate) fn named_servers<'t>(
     cfg: &Config,
     tools: impl IntoIterator<Item = (&'t str, &'t Path)>,
 ) -> BTreeMap<String, &'t Path> {
@@ -297,7 +297,7 @@ pub fn named_servers<'t>(
 
 /// The cached listings that still describe the configured servers (same fingerprint), and
 /// which of them are older than [`LISTING_TTL`] at `now`.
-pub fn cached(
+pub(crate) fn cached(
     cfg: &Config,
     store: Option<&dyn Store>,
     now: DateTime<Utc>,
@@ -328,7 +328,7 @@ pub fn cached(
 
 /// List server `name` now and remember what it offers. A server that cannot be listed keeps
 /// its older listing, if any (its tasks then fail when they call it).
-pub fn refresh(
+pub(crate) fn refresh(
     servers: &mut Servers,
     store: &mut dyn Store,
     catalog: &mut Catalog,

@@ -2,19 +2,19 @@
 //! plan, ticks), approvals, the Telegram bot's updates and outbox delivery. Commands call in
 //! here; nothing here knows about the command line.
 
-pub mod agent;
-pub mod bot;
-pub mod daemon;
-pub mod decide;
-pub mod executor;
-pub mod files;
-pub mod guard;
-pub mod ledger;
-pub mod mcp;
-pub mod outbox;
-pub mod propose;
-pub mod query;
-pub mod recovery;
-pub mod run;
-pub mod session;
-pub mod ticks;
+pub(crate) mod agent;
+pub(crate) mod bot;
+pub(crate) mod daemon;
+pub(crate) mod decide;
+pub(crate) mod executor;
+pub(crate) mod files;
+pub(crate) mod guard;
+pub(crate) mod ledger;
+pub(crate) mod mcp;
+pub(crate) mod outbox;
+pub(crate) mod propose;
+pub(crate) mod query;
+pub(crate) mod recovery;
+pub(crate) mod run;
+pub(crate) mod session;
+pub(crate) mod ticks;

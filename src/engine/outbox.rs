@@ -34,7 +34,7 @@ use crate::text::Redacted;
 
 /// Put a message in the outbox for every configured Telegram chat, `secrets` redacted (the
 /// row is what is sent).
-pub fn enqueue_all(
+pub(crate) fn enqueue_all(
     store: &mut dyn Store,
     cfg: &TelegramConfig,
     msg: &Rendered,
@@ -51,7 +51,7 @@ pub fn enqueue_all(
 
 /// Put a message in the outbox for every destination of `channel`, `secrets` redacted (the
 /// row is what is sent).
-pub fn enqueue(
+pub(crate) fn enqueue(
     store: &mut dyn Store,
     channel: &dyn Channel,
     msg: &Rendered,
@@ -79,7 +79,7 @@ pub fn enqueue(
 }
 
 /// The stored input of each approval a run queued, for its approval message to show.
-pub fn approval_inputs(
+pub(crate) fn approval_inputs(
     store: &dyn Store,
     report: &crate::report::Report,
 ) -> store::Result<HashMap<i64, serde_json::Value>> {
@@ -96,13 +96,13 @@ pub fn approval_inputs(
 }
 
 /// Identical text to the same destination within this time is not sent again.
-pub const DEDUPE: Duration = Duration::from_secs(6 * 3600);
+pub(crate) const DEDUPE: Duration = Duration::from_secs(6 * 3600);
 /// Undelivered messages older than this are dropped.
-pub const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const MAX_AGE: Duration = Duration::from_secs(24 * 3600);
 
 /// What `deliver` did, for the caller's report.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Delivery {
+pub(crate) struct Delivery {
     pub sent: usize,
     pub failed: usize,
     pub waiting: usize,
@@ -113,7 +113,7 @@ pub struct Delivery {
 /// rules: the caller writes it to the audit log (`notification_sent`, `notification_failed`,
 /// `notification_held`, `notification_folded`, `notification_dropped`).
 #[derive(Clone, Debug, PartialEq)]
-pub struct Notice {
+pub(crate) struct Notice {
     /// The channel's kind (`telegram`).
     pub channel: &'static str,
     /// The destination in the channel's terms (a Telegram chat id as text).
@@ -129,7 +129,7 @@ pub struct Notice {
 
 /// What a noise rule did with a message (docs/reference.md#outbox).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Withhold {
+pub(crate) enum Withhold {
     /// Waits in the outbox (`quiet_hours`).
     Held(&'static str),
     /// Sent inside another message (`daily_cap`).
@@ -171,7 +171,7 @@ impl Notice {
 
     /// The audit line. Its `chat_id` is the destination as a number: every channel's
     /// destinations are Telegram chat ids so far.
-    pub fn event<'a>(&'a self, run_id: Option<&'a str>) -> Event<'a> {
+    pub(crate) fn event<'a>(&'a self, run_id: Option<&'a str>) -> Event<'a> {
         let chat_id = self.destination.parse().unwrap_or_default();
         if let Some(w) = self.withheld {
             let line = |reason| Withheld {
@@ -270,15 +270,15 @@ fn hold(
 }
 
 /// The `meta` key of the time before which Telegram asked not to be sent anything.
-pub const RETRY_AT_KEY: &str = "telegram_retry_at";
+pub(crate) const RETRY_AT_KEY: &str = "telegram_retry_at";
 
 /// The `meta` key of the time before which a channel asked not to be sent anything.
-pub fn retry_at_key(channel: &str) -> String {
+pub(crate) fn retry_at_key(channel: &str) -> String {
     format!("{channel}_retry_at")
 }
 
 /// Send what the outbox holds for Telegram (see [`deliver_channel`]).
-pub fn deliver(
+pub(crate) fn deliver(
     store: &mut dyn Store,
     transport: Option<&dyn Transport>,
     cfg: &TelegramConfig,
@@ -292,7 +292,7 @@ pub fn deliver(
 /// and the channel's "retry after"; drop what the channel rejects for good and what waited
 /// 24 h. Rows of other channels are left alone. Returns what happened and what to audit
 /// (the caller owns the audit log).
-pub fn deliver_channel(
+pub(crate) fn deliver_channel(
     store: &mut dyn Store,
     channel: &dyn Channel,
     tz: Tz,
@@ -1047,9 +1047,6 @@ mod tests {
         }
         fn connected(&self) -> bool {
             true
-        }
-        fn timeout(&self) -> Duration {
-            Duration::from_secs(1)
         }
         fn max_len(&self) -> usize {
             100

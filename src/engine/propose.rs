@@ -31,7 +31,7 @@ const PROPOSALS_PER_DAY: usize = 100;
 const KEEP_FREE: u64 = 1 << 20;
 
 /// Why a proposal wrote nothing: the audit's word, and the error the agent is given.
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub reason: &'static str,
     pub error: Error,
 }
@@ -56,7 +56,7 @@ impl From<markdown::proposal::Refusal> for Refusal {
 }
 
 /// A refusal for `reason`, telling the agent `message`.
-pub fn refuse(reason: &'static str, message: String) -> Refusal {
+pub(crate) fn refuse(reason: &'static str, message: String) -> Refusal {
     Refusal {
         reason,
         error: Error::Usage(message),
@@ -65,7 +65,7 @@ pub fn refuse(reason: &'static str, message: String) -> Refusal {
 
 /// A task as an agent asked for it, its own checks passed (the caller made `line` with
 /// [`markdown::proposal::line`]).
-pub struct Proposal<'a> {
+pub(crate) struct Proposal<'a> {
     pub section: Section,
     /// The schedule heading it goes under, if any.
     pub heading: Option<&'a str>,
@@ -78,7 +78,7 @@ pub struct Proposal<'a> {
 /// Append `p` to its file as the agent `by`, after checking it as `check` would at `now`.
 /// Returns the task, where it is and `check`'s decision for it now (with the config as
 /// `load_config` reads it then); the task already there when the agent proposed it before.
-pub fn propose(
+pub(crate) fn propose(
     d: &mut Decider,
     p: &Proposal,
     by: &str,

@@ -32,7 +32,7 @@ use crate::tools::Registry;
 
 /// The files' warnings, in file order then position, each once. `check` lists exactly these
 /// and `run` prints exactly these: one function, so the two never disagree.
-pub fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
+pub(crate) fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
     let mut warnings: Vec<Problem> = files
         .iter()
         .flat_map(|f| f.parsed.problems.iter())
@@ -45,7 +45,7 @@ pub fn file_warnings(files: &[Loaded]) -> Vec<Problem> {
 
 /// By file, line and column (then message, so that equal ones sit together); identical ones
 /// once (the tasks below one bad heading share its error).
-pub fn sort_problems(problems: &mut Vec<Problem>) {
+pub(crate) fn sort_problems(problems: &mut Vec<Problem>) {
     problems.sort_by(|a, b| {
         (&a.file, a.line, a.column, &a.message).cmp(&(&b.file, b.line, b.column, &b.message))
     });
@@ -74,7 +74,7 @@ fn task_ids(files: &[Loaded]) -> HashSet<&str> {
 }
 
 /// The grants of the state dir that no longer match a task of `files`.
-pub fn orphaned(cfg: &Config, files: &[Loaded]) -> Result<Vec<GrantRow>> {
+pub(crate) fn orphaned(cfg: &Config, files: &[Loaded]) -> Result<Vec<GrantRow>> {
     let Some(store) = crate::store::open_existing(cfg)? else {
         return Ok(Vec::new());
     };
@@ -87,7 +87,7 @@ pub fn orphaned(cfg: &Config, files: &[Loaded]) -> Result<Vec<GrantRow>> {
 }
 
 /// What `check`, `status` and `run` say about a grant left behind.
-pub fn orphan_message(g: &GrantRow) -> String {
+pub(crate) fn orphan_message(g: &GrantRow) -> String {
     format!(
         "the grant for @{} (task {}) no longer matches a task: the task was edited or \
          removed, so it asks again; approve it with --always to grant it again, or `heartbeat \
@@ -97,7 +97,7 @@ pub fn orphan_message(g: &GrantRow) -> String {
 }
 
 /// The orphaned grants as warnings, at the line the task had.
-pub fn orphan_problems(cfg: &Config, files: &[Loaded]) -> Result<Vec<Problem>> {
+pub(crate) fn orphan_problems(cfg: &Config, files: &[Loaded]) -> Result<Vec<Problem>> {
     Ok(orphaned(cfg, files)?
         .iter()
         .map(|g| Problem {
@@ -111,14 +111,14 @@ pub fn orphan_problems(cfg: &Config, files: &[Loaded]) -> Result<Vec<Problem>> {
 }
 
 /// An always-grant, and whether it was left behind by an edit.
-pub struct Grant {
+pub(crate) struct Grant {
     pub row: GrantRow,
     pub orphaned: bool,
 }
 
 /// Every always-grant (`heartbeat grants`). A file that cannot be read leaves its grants
 /// unjudged, as `check` would fail on it.
-pub fn grants(cfg: &Config) -> Result<Vec<Grant>> {
+pub(crate) fn grants(cfg: &Config) -> Result<Vec<Grant>> {
     let rows = match crate::store::open_existing(cfg)? {
         Some(store) => store.grants()?,
         None => Vec::new(),
@@ -138,7 +138,7 @@ pub fn grants(cfg: &Config) -> Result<Vec<Grant>> {
 }
 
 /// `grants --json`.
-pub fn grants_json(grants: &[Grant]) -> Value {
+pub(crate) fn grants_json(grants: &[Grant]) -> Value {
     let list: Vec<Value> = grants
         .iter()
         .map(|Grant { row: g, orphaned }| {
@@ -164,7 +164,7 @@ pub fn grants_json(grants: &[Grant]) -> Value {
 // ----- approvals -----
 
 /// The approvals in `state` (None: all), from a state dir that may not exist yet.
-pub fn approvals(
+pub(crate) fn approvals(
     cfg: &Config,
     state: Option<crate::model::ApprovalState>,
 ) -> Result<Vec<ApprovalRow>> {
@@ -175,7 +175,7 @@ pub fn approvals(
 }
 
 /// `approvals --json` of these rows (also the `approvals` tool of `heartbeat mcp`).
-pub fn approvals_json(rows: &[ApprovalRow]) -> Value {
+pub(crate) fn approvals_json(rows: &[ApprovalRow]) -> Value {
     let list: Vec<Value> = rows
         .iter()
         .map(|r| {
@@ -204,7 +204,7 @@ pub fn approvals_json(rows: &[ApprovalRow]) -> Value {
 
 /// A held task (tripped, interrupted, or a reminder given) as a person finds it: its tool and
 /// place in the files as they are now, when it is still there.
-pub struct Held {
+pub(crate) struct Held {
     pub task_id: String,
     pub tool: Option<String>,
     pub file: Option<PathBuf>,
@@ -220,7 +220,7 @@ impl Held {
 }
 
 /// What `status` shows, read once.
-pub struct Status {
+pub(crate) struct Status {
     pub state_dir: PathBuf,
     pub daily_usd: f64,
     pub last_run: Option<RunSummary>,
@@ -287,7 +287,7 @@ fn reminded(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Result<Vec<He
 
 /// `heartbeat status`: the state dir at `now`, and the files as they are now (one that
 /// cannot be read is left out: `status` works whatever state the files are in).
-pub fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
+pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
     let store = crate::store::open_existing(cfg)?;
     let interrupted = match &store {
         Some(s) => s.unsettled()?,
@@ -345,7 +345,7 @@ pub fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
 
 impl Status {
     /// `status --json` (also the `status` tool of `heartbeat mcp`).
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let ids = |held: &[Held]| held.iter().map(|h| h.task_id.clone()).collect::<Vec<_>>();
         json!({
             "paused": self.pause.is_some(),
@@ -392,7 +392,7 @@ impl Status {
 // ----- check -----
 
 /// What `check` finds: every task with its decision, and the problems.
-pub struct Checked {
+pub(crate) struct Checked {
     pub cfg: Config,
     pub files: Vec<Loaded>,
     pub plan: Plan,
@@ -402,7 +402,7 @@ pub struct Checked {
 }
 
 /// Validate the config's files as `check` does, at `now`.
-pub fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Result<Checked> {
+pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Result<Checked> {
     let files = read_files(&cfg, allow_missing)?;
     // In file order: each file's tasks are the next `f.parsed.tasks.len()` of them.
     let tasks = all_tasks(&files);
@@ -510,20 +510,20 @@ const INVALID_TEXT: &str = "(not shown: its input does not parse; see problems)"
 
 impl Checked {
     /// Every task of every file, in file order: the plan's items belong to them in order.
-    pub fn tasks(&self) -> Vec<&Task> {
+    pub(crate) fn tasks(&self) -> Vec<&Task> {
         all_tasks(&self.files)
     }
 
     /// Who proposed a task: its mark in the file, or the store for a task proposed before
     /// marks were written. None for a person's own task.
-    pub fn provenance<'a>(&'a self, task: &'a Task) -> Option<&'a str> {
+    pub(crate) fn provenance<'a>(&'a self, task: &'a Task) -> Option<&'a str> {
         task.proposed_by
             .as_deref()
             .or_else(|| self.snapshot.proposed_by.get(&task.id).map(String::as_str))
     }
 
     /// The decision for the task with this id, if it is in the files.
-    pub fn decision_of(&self, id: &str) -> Option<&Decision> {
+    pub(crate) fn decision_of(&self, id: &str) -> Option<&Decision> {
         self.tasks()
             .iter()
             .zip(&self.plan.items)
@@ -534,7 +534,7 @@ impl Checked {
     /// The `check` tool of `heartbeat mcp`: `check --json`, with a task whose input does not
     /// parse shown by its place and error only: its source may hold a secret that redaction
     /// cannot find (a password in single quotes), and the answer leaves the person's machine.
-    pub fn agent_json(&self) -> Value {
+    pub(crate) fn agent_json(&self) -> Value {
         let mut json = self.json();
         if let Some(shown) = json["tasks"].as_array_mut() {
             for (task, shown) in self.tasks().into_iter().zip(shown) {
@@ -547,7 +547,7 @@ impl Checked {
     }
 
     /// `check --json`.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let tasks_json: Vec<Value> = self
             .tasks()
             .into_iter()
@@ -625,7 +625,7 @@ fn list_mcp_servers(cfg: &Config, tasks: &[&Task]) -> Catalog {
 
 /// What `check` decides for one task (a task about to be proposed), with the file's other
 /// tasks left out.
-pub fn decide_one(cfg: &Config, now: DateTime<Utc>, task: &Task) -> Result<Decision> {
+pub(crate) fn decide_one(cfg: &Config, now: DateTime<Utc>, task: &Task) -> Result<Decision> {
     let tasks = &[task];
     let registry = Registry::from_config(cfg).with_catalog(&list_mcp_servers(cfg, tasks));
     let snapshot = read_snapshot(cfg, now)?;
@@ -651,7 +651,7 @@ pub fn decide_one(cfg: &Config, now: DateTime<Utc>, task: &Task) -> Result<Decis
 
 /// Which audit lines to show, as typed (`heartbeat log`'s options, or the `log` tool's input).
 #[derive(Default)]
-pub struct LogQuery<'a> {
+pub(crate) struct LogQuery<'a> {
     /// `--since`: a duration back from now, or a time.
     pub since: Option<&'a str>,
     pub events: Vec<String>,
@@ -661,7 +661,7 @@ pub struct LogQuery<'a> {
 
 /// The filter `query` asks for at `now`; `zone` is asked for only when `since` is a local
 /// time.
-pub fn log_filter(
+pub(crate) fn log_filter(
     query: &LogQuery,
     now: DateTime<Utc>,
     zone: impl FnOnce() -> Tz,
@@ -692,13 +692,17 @@ fn parse_since(
 }
 
 /// A failed read of one of the log's files, as the command's error.
-pub fn read_error(e: ReadError) -> Error {
+pub(crate) fn read_error(e: ReadError) -> Error {
     Error::io(e.path, e.source)
 }
 
 /// The log's lines that `filter` selects (as `log --json --all` would print them, parsed),
 /// the last `limit` of them: the `log` tool of `heartbeat mcp`.
-pub fn log_lines(cfg: &Config, filter: Filter, limit: usize) -> Result<Vec<Map<String, Value>>> {
+pub(crate) fn log_lines(
+    cfg: &Config,
+    filter: Filter,
+    limit: usize,
+) -> Result<Vec<Map<String, Value>>> {
     let mut reader = AuditReader::from_start(&cfg.audit_log, filter.since());
     let mut selection = Selection::new(filter, false, Some(limit));
     let mut found = Vec::new();

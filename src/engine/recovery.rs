@@ -18,7 +18,7 @@ use crate::report::TaskReport;
 use crate::store::TaskRunRecord;
 
 /// The run that recovers: its id, its start and what started it.
-pub struct Recovering<'a> {
+pub(crate) struct Recovering<'a> {
     pub run_id: &'a str,
     pub now: DateTime<Utc>,
     pub trigger: Trigger,
@@ -27,7 +27,7 @@ pub struct Recovering<'a> {
 /// Settle and say what died: one-time tasks' unsettled starts are held until `heartbeat
 /// reset` (they may have had their effect), approvals left `running` become failed. Returns
 /// the report lines, in the order said.
-pub fn recover(ledger: &mut Ledger, run: &Recovering) -> Result<Vec<TaskReport>> {
+pub(crate) fn recover(ledger: &mut Ledger, run: &Recovering) -> Result<Vec<TaskReport>> {
     let mut reports = Vec::new();
     for row in ledger.store.hold_unsettled_starts(run.run_id)? {
         let reason = format!(

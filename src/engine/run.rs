@@ -33,7 +33,11 @@ use crate::tools::Registry;
 
 /// The Telegram client when `[telegram]` is configured and its token is set. A problem is
 /// a warning, never an error: messages wait in the outbox until it is fixed.
-pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> Option<Telegram> {
+pub(crate) fn connect_telegram(
+    cfg: &Config,
+    poll: Duration,
+    diag: &dyn Fn(String),
+) -> Option<Telegram> {
     let tc = cfg.telegram.as_ref()?;
     let env = |name: &str| crate::redact::take_env(name);
     match Telegram::connect(tc, &env, poll) {
@@ -56,7 +60,7 @@ pub fn connect_telegram(cfg: &Config, poll: Duration, diag: &dyn Fn(String)) -> 
 }
 
 /// What one tick works with.
-pub struct Tick<'a> {
+pub(crate) struct Tick<'a> {
     pub cfg: &'a Config,
     pub files: &'a [Loaded],
     /// Started at the run's start time, which schedules compare; audit lines read it as
@@ -86,7 +90,7 @@ pub struct Tick<'a> {
 }
 
 /// One tick under the run lock. The report's `skipped` says when it did not run.
-pub fn tick(t: &Tick) -> Result<Report> {
+pub(crate) fn tick(t: &Tick) -> Result<Report> {
     let cfg = t.cfg;
     let now = t.clock.start();
     let run_id = new_run_id(now);

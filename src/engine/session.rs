@@ -54,11 +54,11 @@ fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Err
 }
 
 /// How an approval of a task an agent proposed names its proposer.
-pub const PROPOSED_BY: &str = "proposed by an agent, ";
+pub(crate) const PROPOSED_BY: &str = "proposed by an agent, ";
 
 /// Create the state dir and the audit log's directory (0700) and open the audit log, which
 /// never shows `secrets`.
-pub fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
+pub(crate) fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
     super::files::ensure_state_dir(&cfg.state_dir)?;
     if let Some(dir) = cfg.audit_log.parent() {
         super::files::ensure_state_dir(dir)?;
@@ -66,10 +66,10 @@ pub fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
     AuditLog::open(&cfg.audit_log, secrets.clone()).map_err(|e| Error::io(&cfg.audit_log, e))
 }
 
-pub use super::executor::Stop;
+pub(crate) use super::executor::Stop;
 
 /// What a run is, for its `run_started` line and its `runs` row.
-pub struct RunStart<'f> {
+pub(crate) struct RunStart<'f> {
     pub run_id: String,
     /// Where each audit line reads the time it happened.
     pub clock: Clock,
@@ -85,7 +85,7 @@ pub struct RunStart<'f> {
     pub work: WorkStarted,
 }
 
-pub struct Session<'a> {
+pub(crate) struct Session<'a> {
     /// Set by the daemon: honoured before every task.
     pub stop: Option<&'a Stop>,
     cfg: &'a Config,
@@ -120,7 +120,7 @@ pub struct Session<'a> {
 
 impl<'a> Session<'a> {
     /// Write `run_started` and open the run's record.
-    pub fn begin(
+    pub(crate) fn begin(
         _lock: &RunLock,
         cfg: &'a Config,
         registry: &'a Registry,
@@ -189,7 +189,7 @@ impl<'a> Session<'a> {
     }
 
     /// The run's store, read-only (the plan's snapshot reads it).
-    pub fn store(&self) -> &dyn Store {
+    pub(crate) fn store(&self) -> &dyn Store {
         &*self.ledger.store
     }
 
@@ -200,13 +200,13 @@ impl<'a> Session<'a> {
     }
 
     /// One audit line, stamped with the time it is written.
-    pub fn record(&mut self, event: &Event) -> Result<()> {
+    pub(crate) fn record(&mut self, event: &Event) -> Result<()> {
         self.ledger.record(event)
     }
 
     /// What a run that died left behind: one-time tasks started without an outcome, and
     /// approvals left `running`, each said once as `interrupted` (docs/reference.md#at-most-once).
-    pub fn recover_interrupted(&mut self) -> Result<()> {
+    pub(crate) fn recover_interrupted(&mut self) -> Result<()> {
         let run = Recovering {
             run_id: &self.run_id,
             now: self.now,
@@ -240,7 +240,7 @@ impl<'a> Session<'a> {
     }
 
     /// Run approved tasks (all of them, or only these ids), each after re-reading its file.
-    pub fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
+    pub(crate) fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
         let only: Option<HashSet<i64>> = only.map(|ids| ids.iter().copied().collect());
         let rows = self
             .ledger
@@ -332,7 +332,7 @@ impl<'a> Session<'a> {
     }
 
     /// Carry out one planned decision.
-    pub fn apply(&mut self, planned: &Planned) -> Result<()> {
+    pub(crate) fn apply(&mut self, planned: &Planned) -> Result<()> {
         let task = &planned.task;
         if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
@@ -448,7 +448,7 @@ impl<'a> Session<'a> {
     /// Carry out the plan. With `concurrency` above 1, up to that many tools run at once,
     /// started in file order; everything else (checks, records, the audit) stays on this
     /// thread, so lines stay whole and the guardrails see every start and every outcome.
-    pub fn apply_all(&mut self, items: &[Planned]) -> Result<()> {
+    pub(crate) fn apply_all(&mut self, items: &[Planned]) -> Result<()> {
         let applied = self.apply_each(items);
         // What ran is recorded whatever stopped the plan.
         let flushed = self.ledger.flush().map_err(NotKept::into_error);
@@ -827,7 +827,7 @@ impl<'a> Session<'a> {
 
     /// Tick what succeeded, write `run_finished`, sync the audit log. Hands back the store
     /// and the audit log for what follows the run (notifications).
-    pub fn finish(mut self) -> Result<(Report, Box<dyn Store>, AuditLog)> {
+    pub(crate) fn finish(mut self) -> Result<(Report, Box<dyn Store>, AuditLog)> {
         // No server outlives the run (docs/reference.md#mcp-tools); the run's end is the time after
         // this.
         self.mcp.stop_all();
@@ -879,7 +879,7 @@ fn row_report(row: &ApprovalRow, outcome: Outcome, secrets: &Secrets) -> TaskRep
 }
 
 /// 12 hex digits, unique across processes and runs.
-pub fn new_run_id(now: DateTime<Utc>) -> String {
+pub(crate) fn new_run_id(now: DateTime<Utc>) -> String {
     let real = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -895,4 +895,4 @@ pub fn new_run_id(now: DateTime<Utc>) -> String {
     digest[..6].iter().map(|b| format!("{b:02x}")).collect()
 }
 
-pub use crate::sys::hostname;
+pub(crate) use crate::sys::hostname;

@@ -18,7 +18,7 @@ use crate::text::Redacted;
 
 /// File → one-time task ids to tick, in the order they succeeded.
 #[derive(Debug, Default)]
-pub struct Ticks {
+pub(crate) struct Ticks {
     files: BTreeMap<Arc<Path>, Vec<String>>,
     /// Every (file, id) in `files`: whether a task is already wanted is one look-up, not a
     /// scan of its file's list (a run of 10,000 one-time tasks asks 10,000 times).
@@ -27,7 +27,7 @@ pub struct Ticks {
 
 impl Ticks {
     /// Tick this task at the end of the run (once, however often it is asked for).
-    pub fn want(&mut self, task: &Task) {
+    pub(crate) fn want(&mut self, task: &Task) {
         if self.wanted.insert((task.file.clone(), task.id.clone())) {
             let ids = self.files.entry(task.file.clone()).or_default();
             ids.push(task.id.clone());
@@ -37,7 +37,7 @@ impl Ticks {
     /// Write the ticks, each file once, and audit each mark. `known`: the files as read at
     /// the start of the run, which need not be parsed again if unchanged. Returns, for the
     /// report, why a file could not be ticked.
-    pub fn write(
+    pub(crate) fn write(
         self,
         ledger: &mut Ledger,
         run_id: &str,

@@ -25,7 +25,7 @@ use crate::model::{Section, Task};
 
 /// The line ending of `text`: that of its first line break (`\r\n`, a lone `\r`, or `\n`),
 /// `\n` when it has none.
-pub fn line_ending(text: &str) -> &'static str {
+pub(crate) fn line_ending(text: &str) -> &'static str {
     let b = text.as_bytes();
     match memchr::memchr2(b'\n', b'\r', b) {
         Some(i) if b[i] == b'\r' && b.get(i + 1) == Some(&b'\n') => "\r\n",
@@ -43,7 +43,7 @@ fn ends_line(last: Option<u8>) -> bool {
 /// `- [ ] …` line, without line break) is the last task, in `section` below `heading`, and
 /// that task as the parser reads it. `Err` says why it cannot land there. The block starts
 /// at a line start: [`append`] writes the line break the file may lack before it.
-pub fn block(
+pub(crate) fn block(
     path: &Path,
     canonical: &Path,
     text: &str,
@@ -99,13 +99,13 @@ fn section_heading(section: Section) -> &'static str {
 
 /// How long a proposal waits for the file's lock (a tick or another proposal holds it for
 /// a moment only).
-pub const PROPOSAL_LOCK_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const PROPOSAL_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// The file opened for appending, with an exclusive `flock` that other proposers (other
 /// `heartbeat mcp` processes, other calls of this one) and ticks wait for: between reading
 /// the end of the file and appending to it, no other proposal or tick lands. People's
 /// editors take no such lock, and need not: an append never overwrites what they wrote.
-pub fn lock(path: &Path) -> io::Result<File> {
+pub(crate) fn lock(path: &Path) -> io::Result<File> {
     let file = OpenOptions::new().read(true).append(true).open(path)?;
     lock_open(&file, PROPOSAL_LOCK_WAIT)?;
     Ok(file)
@@ -114,7 +114,7 @@ pub fn lock(path: &Path) -> io::Result<File> {
 /// The one lock of a HEARTBEAT.md's writers (proposals and ticks): an exclusive `flock` on
 /// the open file, released when it is closed. Waits at most `wait` for another writer, then
 /// fails (`WouldBlock`) rather than hold up a run.
-pub fn lock_open(file: &File, wait: Duration) -> io::Result<()> {
+pub(crate) fn lock_open(file: &File, wait: Duration) -> io::Result<()> {
     let start = Instant::now();
     loop {
         match file.try_lock() {
@@ -139,7 +139,7 @@ pub fn lock_open(file: &File, wait: Duration) -> io::Result<()> {
 /// Append `block` at the end of the file in one write, and make it durable. The file's last
 /// byte is read just before: when it is not a line break (a person's edit since the file was
 /// read), `eol` goes first, in the same write.
-pub fn append(mut file: &File, block: &str, eol: &str) -> io::Result<()> {
+pub(crate) fn append(mut file: &File, block: &str, eol: &str) -> io::Result<()> {
     let len = file.metadata()?.len();
     let mut last = [0u8];
     let last = if len == 0 {

@@ -4,10 +4,10 @@
 //! [`MAX_FILE_BYTES`] (without reading past the limit) and text that is not UTF-8, and
 //! resolves symlinks once so that ids and rewrites use the same target.
 
-pub mod append;
+pub(crate) mod append;
 pub mod parse;
-pub mod proposal;
-pub mod tick;
+pub(crate) mod proposal;
+pub(crate) mod tick;
 
 use std::fs;
 use std::io::{self, Read};
@@ -16,10 +16,10 @@ use std::path::{Path, PathBuf};
 pub use parse::parse;
 
 /// Files larger than this are refused.
-pub const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+pub(crate) const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
-pub enum FileError {
+pub(crate) enum FileError {
     #[error(
         "{}: no such file (`heartbeat init` writes one to start from; --file names another)",
         .0.display()
@@ -38,7 +38,7 @@ pub enum FileError {
 
 /// A HEARTBEAT.md read from disk.
 #[derive(Clone, Debug)]
-pub struct SourceFile {
+pub(crate) struct SourceFile {
     /// As the user named it, made absolute (not symlink-resolved).
     pub path: PathBuf,
     /// Symlinks resolved: used for task ids and as the rewrite target.
@@ -49,7 +49,7 @@ pub struct SourceFile {
 
 impl FileError {
     /// An I/O error on `path`: a missing file is [`FileError::Missing`] (with its hint).
-    pub fn from_io(path: &Path, source: io::Error) -> FileError {
+    pub(crate) fn from_io(path: &Path, source: io::Error) -> FileError {
         if source.kind() == io::ErrorKind::NotFound {
             FileError::Missing(path.to_path_buf())
         } else {
@@ -62,7 +62,7 @@ impl FileError {
 }
 
 /// Read `path` (made absolute by the caller) with the size and UTF-8 checks.
-pub fn read_source(path: &Path) -> Result<SourceFile, FileError> {
+pub(crate) fn read_source(path: &Path) -> Result<SourceFile, FileError> {
     let io_err = |source| FileError::from_io(path, source);
     let meta = fs::metadata(path).map_err(io_err)?;
     // A FIFO or device would block or never end; a directory cannot be a check-list.

@@ -16,18 +16,18 @@ use super::parse::{AGENT, mark};
 use crate::text::unseen;
 
 /// The longest proposal taken, in bytes of the reminder's text or of `@tool {input}`.
-pub const MAX_BYTES: usize = 2048;
+pub(crate) const MAX_BYTES: usize = 2048;
 
 /// Why a proposal is refused: a fixed word for the audit log (`proposal_refused`'s
 /// `reason`) and a message for the agent.
 #[derive(Debug, PartialEq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     pub reason: &'static str,
     pub message: String,
 }
 
 impl Refusal {
-    pub fn new(reason: &'static str, message: impl Into<String>) -> Refusal {
+    pub(crate) fn new(reason: &'static str, message: impl Into<String>) -> Refusal {
         Refusal {
             reason,
             message: message.into(),
@@ -36,7 +36,7 @@ impl Refusal {
 }
 
 /// `Err` naming the first character of `s` a proposal may not hold; `what` names where it is.
-pub fn plain(what: &str, s: &str) -> Result<(), Refusal> {
+pub(crate) fn plain(what: &str, s: &str) -> Result<(), Refusal> {
     match s.chars().find_map(|c| unseen(c).map(|kind| (c, kind))) {
         None => Ok(()),
         Some((c, kind)) => Err(Refusal::new(
@@ -64,7 +64,7 @@ fn plain_value(what: &str, v: &Value) -> Result<(), Refusal> {
 }
 
 /// `Err` when `s` holds a character that opens markup (`<`, `>`, a backtick, a backslash).
-pub fn no_markup(what: &str, s: &str) -> Result<(), Refusal> {
+pub(crate) fn no_markup(what: &str, s: &str) -> Result<(), Refusal> {
     match s.chars().find(|c| matches!(c, '<' | '>' | '`' | '\\')) {
         None => Ok(()),
         Some(c) => Err(Refusal::new(
@@ -75,7 +75,7 @@ pub fn no_markup(what: &str, s: &str) -> Result<(), Refusal> {
 }
 
 /// What the agent asks for: a reminder's text, or a tool and its input.
-pub enum Proposed<'a> {
+pub(crate) enum Proposed<'a> {
     Reminder(&'a str),
     Tool {
         name: &'a str,
@@ -87,7 +87,11 @@ pub enum Proposed<'a> {
 /// included, without a line break. Refused when it holds what a proposal may not, or is
 /// longer than [`MAX_BYTES`] with its `schedule` heading (written with it when the file
 /// does not end below that heading yet).
-pub fn line(proposed: &Proposed, schedule: Option<&str>, by: &str) -> Result<String, Refusal> {
+pub(crate) fn line(
+    proposed: &Proposed,
+    schedule: Option<&str>,
+    by: &str,
+) -> Result<String, Refusal> {
     let body = match proposed {
         Proposed::Reminder(text) => {
             plain("\"text\"", text)?;

@@ -31,7 +31,7 @@ use super::{FileError, MAX_FILE_BYTES, SourceFile, line_breaks};
 use crate::model::Task;
 
 /// How long a tick waits for the file's lock (a proposal holds it for a moment only).
-pub const LOCK_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TickOutcome {
@@ -108,7 +108,7 @@ const ATTEMPTS: usize = 3;
 /// and write each open marker's inside byte at its offset, then `fsync`. `known`: the file as
 /// it was read earlier, with its tasks; while it is byte for byte the same (same target too),
 /// those tasks are used instead of parsing it again.
-pub fn tick_file(
+pub(crate) fn tick_file(
     path: &Path,
     ids: &[&str],
     known: Option<(&SourceFile, &[Task])>,

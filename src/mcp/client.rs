@@ -56,15 +56,15 @@ use crate::sys::supervisor::{self, Environment, Group, Launch};
 
 /// Variables passed from heartbeat's environment to every server (when set); everything else
 /// is cleared (docs/reference.md#mcp-tools).
-pub const PASSED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
+pub(crate) const PASSED_ENV: [&str; 4] = ["PATH", "HOME", "LANG", "TZ"];
 
 /// Bytes of a server's stderr kept, like a tool's (docs/reference.md#tool-processes); the rest is
 /// counted.
-pub const STDERR_CAP: usize = 1024 * 1024;
+pub(crate) const STDERR_CAP: usize = 1024 * 1024;
 
 /// Bytes of a call's text output kept, like a tool's standard output
 /// (docs/reference.md#tool-processes).
-pub const OUTPUT_CAP: usize = 1024 * 1024;
+pub(crate) const OUTPUT_CAP: usize = 1024 * 1024;
 
 /// From closing the server's stdin to SIGTERM (docs/reference.md#mcp-tools).
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
@@ -103,7 +103,7 @@ const MAX_DEPTH: usize = 127;
 
 /// How to reach a server.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// A child process speaking MCP on its stdin and stdout. `command[0]` is looked up in
     /// `PATH` unless it holds a `/`; a relative path is relative to [`ServerSpec::cwd`].
     Stdio { command: Vec<String> },
@@ -117,7 +117,7 @@ pub enum Transport {
 
 /// Everything needed to start one server.
 #[derive(Clone, Debug)]
-pub struct ServerSpec {
+pub(crate) struct ServerSpec {
     /// The config key (`[mcp.NAME]`), for messages.
     pub name: String,
     pub transport: Transport,
@@ -132,7 +132,7 @@ pub struct ServerSpec {
 
 /// One tool as the server lists it (also as cached in SQLite).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct ToolInfo {
+pub(crate) struct ToolInfo {
     pub name: String,
     pub description: Option<String>,
     /// The JSON Schema of its input (an object schema).
@@ -144,7 +144,7 @@ pub struct ToolInfo {
 
 /// What a completed `tools/call` returned. A tool-level failure is `is_error`, not an `Err`.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct CallOutcome {
+pub(crate) struct CallOutcome {
     /// `isError: true`: the task fails.
     pub is_error: bool,
     /// Text items (and embedded text resources) joined by newlines, at most [`OUTPUT_CAP`]
@@ -165,7 +165,7 @@ pub struct CallOutcome {
 /// Why a server could not be used. Messages read as the end of a sentence about the server:
 /// the caller prefixes the server's (and the task's) name.
 #[derive(Debug, thiserror::Error)]
-pub enum McpError {
+pub(crate) enum McpError {
     /// The server could not be spawned, or did not complete `initialize`. Its tasks fail.
     #[error("did not start: {0}")]
     Start(String),
@@ -190,7 +190,7 @@ pub enum McpError {
 }
 
 /// A running MCP server and the connection to it. Not `Sync`: one caller at a time.
-pub struct Server {
+pub(crate) struct Server {
     name: String,
     /// Declared before `rt` on purpose: nothing here relies on field drop order (`Drop`
     /// shuts everything down explicitly), but the service must never outlive the runtime.
@@ -220,13 +220,14 @@ impl Server {
     ///
     /// A spawned server gets SIGTERM if heartbeat dies: the kernel sends it when the *thread*
     /// that spawned it ends, so call this from a thread that outlives the server (the run's).
-    pub fn start(spec: &ServerSpec) -> Result<Server, McpError> {
+    #[cfg(test)]
+    pub(crate) fn start(spec: &ServerSpec) -> Result<Server, McpError> {
         Server::start_with_stop(spec, None)
     }
 
     /// [`Server::start`], abandoned as soon as `stop` is set: [`McpError::Stopped`], and
     /// nothing of the server is left running.
-    pub fn start_with_stop(
+    pub(crate) fn start_with_stop(
         spec: &ServerSpec,
         stop: Option<&AtomicBool>,
     ) -> Result<Server, McpError> {
@@ -411,13 +412,9 @@ impl Server {
         }
     }
 
-    /// The config name it was started under.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// A spawned server's process id, which is also its process group id.
-    pub fn pid(&self) -> Option<u32> {
+    #[cfg(test)]
+    pub(crate) fn pid(&self) -> Option<u32> {
         self.group.as_ref().map(|g| g.id() as u32)
     }
 
@@ -425,19 +422,20 @@ impl Server {
     /// server and start a new one for the next call (docs/reference.md#mcp-tools).
     ///
     /// [`stop`]: Server::stop
-    pub fn is_usable(&self) -> bool {
+    pub(crate) fn is_usable(&self) -> bool {
         self.usable
     }
 
     /// Every tool the server offers, following `nextCursor` to the last page, within the
     /// spec's `startup_timeout`.
-    pub fn list_tools(&mut self) -> Result<Vec<ToolInfo>, McpError> {
+    #[cfg(test)]
+    pub(crate) fn list_tools(&mut self) -> Result<Vec<ToolInfo>, McpError> {
         self.list_tools_with_stop(None)
     }
 
     /// [`Server::list_tools`], abandoned as soon as `stop` is set: [`McpError::Stopped`],
     /// and the server is no longer usable.
-    pub fn list_tools_with_stop(
+    pub(crate) fn list_tools_with_stop(
         &mut self,
         stop: Option<&AtomicBool>,
     ) -> Result<Vec<ToolInfo>, McpError> {
@@ -488,7 +486,8 @@ impl Server {
     /// Calls one tool. Past `timeout` the request is cancelled (`notifications/cancelled`)
     /// and the result is [`McpError::Timeout`]; the server is then no longer
     /// [`is_usable`](Server::is_usable).
-    pub fn call(
+    #[cfg(test)]
+    pub(crate) fn call(
         &mut self,
         tool: &str,
         input: &Map<String, Value>,
@@ -500,7 +499,7 @@ impl Server {
     /// [`Server::call`], abandoned as soon as `stop` is set (the daemon shutting down):
     /// the result is [`McpError::Stopped`] and the server is no longer usable, so the caller
     /// stops it.
-    pub fn call_with_stop(
+    pub(crate) fn call_with_stop(
         &mut self,
         tool: &str,
         input: &Map<String, Value>,
@@ -554,7 +553,7 @@ impl Server {
 
     /// The server's stderr so far: at most [`STDERR_CAP`] bytes, then a note of how many more
     /// were written. Unredacted.
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         let cap = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
         let mut text = String::from_utf8_lossy(&cap.kept).into_owned();
         let dropped = cap.dropped();
@@ -566,7 +565,7 @@ impl Server {
 
     /// The server-initiated requests refused so far (`sampling/createMessage`,
     /// `elicitation/create`, `roots/list`), in order.
-    pub fn refused(&self) -> Vec<String> {
+    pub(crate) fn refused(&self) -> Vec<String> {
         self.refused
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -575,7 +574,7 @@ impl Server {
 
     /// Ends the server: closes its stdin, SIGTERMs its group after 2 s if a member still
     /// lives, SIGKILLs it 5 s later, and reaps it. Returns its whole captured stderr.
-    pub fn stop(mut self) -> String {
+    pub(crate) fn stop(mut self) -> String {
         self.shutdown();
         self.stderr()
     }

@@ -35,7 +35,7 @@ type Error = StreamableHttpError<HttpError>;
 /// refused`), which the SDK's message would otherwise leave out.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub struct HttpError(String);
+pub(super) struct HttpError(String);
 
 fn sent(e: reqwest::Error) -> Error {
     StreamableHttpError::Client(HttpError(causes(&e)))
@@ -43,7 +43,7 @@ fn sent(e: reqwest::Error) -> Error {
 
 /// The client of one server. Redirects are not followed: the headers carry secrets.
 #[derive(Clone)]
-pub struct HttpClient {
+pub(super) struct HttpClient {
     client: reqwest::Client,
     /// Why the last request or stream failed: the SDK only says that the connection
     /// closed.
@@ -55,7 +55,10 @@ pub struct HttpClient {
 
 impl HttpClient {
     /// For the server at `url` (a loopback one is reached without a proxy).
-    pub fn new(url: &reqwest::Url, connect_timeout: Duration) -> reqwest::Result<HttpClient> {
+    pub(super) fn new(
+        url: &reqwest::Url,
+        connect_timeout: Duration,
+    ) -> reqwest::Result<HttpClient> {
         let mut client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .redirect(reqwest::redirect::Policy::none());
@@ -71,7 +74,7 @@ impl HttpClient {
     }
 
     /// The message that could not be read, if one could not.
-    pub fn fault(&self) -> Option<String> {
+    pub(super) fn fault(&self) -> Option<String> {
         self.fault
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -90,7 +93,7 @@ impl HttpClient {
     }
 
     /// Why the last request or event stream failed, if one did.
-    pub fn last_error(&self) -> Option<String> {
+    pub(super) fn last_error(&self) -> Option<String> {
         self.last_error
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -388,7 +391,7 @@ impl StreamableHttpClient for HttpClient {
 
 /// An error and its sources, each said once: `error sending request …: tcp connect error:
 /// Connection refused`.
-pub fn causes(error: &(dyn std::error::Error + 'static)) -> String {
+pub(super) fn causes(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(cause) = source {

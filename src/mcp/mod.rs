@@ -16,25 +16,24 @@
 
 mod client;
 mod http;
-pub mod schema;
-pub mod server;
+pub(crate) mod schema;
+pub(crate) mod server;
 mod stdio;
 
 use std::collections::BTreeMap;
 
-pub use client::{
-    CallOutcome, McpError, OUTPUT_CAP, PASSED_ENV, STDERR_CAP, Server, ServerSpec, ToolInfo,
-    Transport,
+pub(crate) use client::{
+    CallOutcome, McpError, PASSED_ENV, Server, ServerSpec, ToolInfo, Transport,
 };
-pub use schema::validate_input;
+pub(crate) use schema::validate_input;
 
 /// What is known of each server's tools, by server name. A server that is absent is not
 /// known (never listed, or it could not be reached this time): its tasks' inputs cannot be
 /// checked yet, and the call itself finds out.
-pub type Catalog = BTreeMap<String, Listing>;
+pub(crate) type Catalog = BTreeMap<String, Listing>;
 
 #[derive(Clone, Debug, PartialEq)]
-pub enum Listing {
+pub(crate) enum Listing {
     /// Its tools, as listed.
     Tools(Vec<ToolInfo>),
     /// `check` and `mcp-tools` could not list them: why.

@@ -15,7 +15,7 @@ use serde_json::Value;
 /// Checks `input` against `schema` (a tool's `inputSchema`). `Err` holds the first violation
 /// with its JSON path, e.g. `/owner: 5 is not of type "string"`, or why the schema itself
 /// cannot be used.
-pub fn validate_input(schema: &Value, input: &Value) -> Result<(), String> {
+pub(crate) fn validate_input(schema: &Value, input: &Value) -> Result<(), String> {
     let validator = jsonschema::validator_for(schema)
         .map_err(|e| format!("the tool's inputSchema cannot be used: {}", e.masked()))?;
     let Err(error) = validator.validate(input) else {

@@ -31,7 +31,7 @@ use crate::text::{Redacted, RedactedJson};
 
 /// One tool as heartbeat offers it.
 #[derive(Clone, Debug)]
-pub struct ToolDef {
+pub(crate) struct ToolDef {
     pub name: &'static str,
     pub description: &'static str,
     /// A JSON Schema object.
@@ -41,7 +41,7 @@ pub struct ToolDef {
 }
 
 /// What `heartbeat mcp` serves.
-pub trait Handler: Send + Sync + 'static {
+pub(crate) trait Handler: Send + Sync + 'static {
     fn tools(&self) -> Vec<ToolDef>;
 
     /// Carries out one call for the client named `client` (its `clientInfo.name` as
@@ -59,13 +59,13 @@ pub trait Handler: Send + Sync + 'static {
 }
 
 /// The longest client name kept.
-pub const MAX_CLIENT_NAME: usize = crate::markdown::parse::MAX_NAME;
+pub(crate) const MAX_CLIENT_NAME: usize = crate::markdown::parse::MAX_NAME;
 
 /// The name a client is known by (`mcp:NAME` in records and in the file): every character
 /// of `clientInfo.name` outside `[A-Za-z0-9._-]` becomes `_`, and the result is cut to 64
 /// characters; no name, or one of spaces only, is `unknown`. The same name always gives
 /// the same result.
-pub fn client_name(raw: &str) -> String {
+pub(crate) fn client_name(raw: &str) -> String {
     let raw = raw.trim();
     if raw.is_empty() {
         return "unknown".into();
@@ -199,7 +199,7 @@ impl<H: Handler> ServerHandler for Adapter<H> {
 
 /// Serves `handler` on stdin/stdout until the client closes the connection (also before
 /// it initialized: that is a client that left, not an error).
-pub fn serve_stdio(handler: impl Handler, name: &str, version: &str) -> std::io::Result<()> {
+pub(crate) fn serve_stdio(handler: impl Handler, name: &str, version: &str) -> std::io::Result<()> {
     let adapter = Adapter {
         tools: handler.tools(),
         handler: Arc::new(handler),

@@ -32,12 +32,12 @@ use crate::text::Redacted;
 
 /// The largest request, in bytes (without its newline): the SDK's own limit for one MCP
 /// message, so that heartbeat takes from an agent what it takes from an MCP server.
-pub const MAX_MESSAGE: usize = DEFAULT_MAX_LINE_LENGTH;
+pub(super) const MAX_MESSAGE: usize = DEFAULT_MAX_LINE_LENGTH;
 
 type Sending = Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>;
 
 /// Reads requests from `R`, answers on `W`.
-pub struct Guarded<R, W: AsyncWrite> {
+pub(super) struct Guarded<R, W: AsyncWrite> {
     read: BufReader<R>,
     limit: usize,
     /// The line read so far.
@@ -58,7 +58,7 @@ where
     R: AsyncRead + Send + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    pub fn new(read: R, write: W, limit: usize) -> Self {
+    pub(super) fn new(read: R, write: W, limit: usize) -> Self {
         Guarded {
             read: BufReader::new(read),
             limit,

@@ -17,7 +17,7 @@ use serde::{Serialize, Serializer};
 
 /// A word read from SQLite, callback data or input that names no value of its set.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnknownWord {
+pub(crate) struct UnknownWord {
     /// What the word should have named (`approval state`).
     pub what: &'static str,
     pub word: String,
@@ -36,22 +36,23 @@ impl std::error::Error for UnknownWord {}
 macro_rules! words {
     (
         $(#[$meta:meta])*
-        pub enum $name:ident ($what:literal) {
+        $vis:vis enum $name:ident ($what:literal) {
             $( $(#[$vmeta:meta])* $variant:ident = $word:literal ),* $(,)?
         }
     ) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum $name {
+        $vis enum $name {
             $( $(#[$vmeta])* $variant ),*
         }
 
         impl $name {
             /// Every value, in declaration order.
-            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+            #[cfg(test)]
+            $vis const ALL: &'static [$name] = &[$($name::$variant),*];
 
             /// The word as stored and sent.
-            pub fn as_str(self) -> &'static str {
+            $vis fn as_str(self) -> &'static str {
                 match self {
                     $( $name::$variant => $word ),*
                 }
@@ -90,7 +91,7 @@ words! {
     /// Where an approval is (docs/reference.md#approvals): `pending` → `approved` → `running`
     /// → `succeeded` | `failed`; `pending` → `denied` | `expired`; `approved` → `stale`.
     /// The `state` column of `approvals` and the `state` of `approvals --json`.
-    pub enum ApprovalState("approval state") {
+    pub(crate) enum ApprovalState("approval state") {
         Pending = "pending",
         Approved = "approved",
         Running = "running",
@@ -105,7 +106,7 @@ words! {
 words! {
     /// Why a run did not run its tasks: the `reason` of `run_skipped` and the `skipped` of
     /// `run --once --json` (docs/reference.md#audit-events).
-    pub enum RunSkipReason("run skip reason") {
+    pub(crate) enum RunSkipReason("run skip reason") {
         /// Another run holds the run lock.
         Locked = "locked",
         /// A pause is in force (and the run was not forced).
@@ -118,7 +119,7 @@ words! {
 words! {
     /// Why a message waits in the outbox (docs/reference.md#outbox): the `held` column, which
     /// remembers the rule it was last audited under, and the `reason` of `notification_held`.
-    pub enum HoldReason("hold reason") {
+    pub(crate) enum HoldReason("hold reason") {
         /// Quiet hours: only urgent messages and replies are sent.
         QuietHours = "quiet_hours",
         /// No messages left for the day, and no urgent message to ride along with.
@@ -131,7 +132,7 @@ words! {
     /// `hb:<action>:<approval id>` (docs/reference.md#telegram-buttons-and-commands). A
     /// tripped task's Reset button (`hb:r:<task id>`) names a task, not an approval, and is
     /// not one of these.
-    pub enum ButtonAction("button action") {
+    pub(crate) enum ButtonAction("button action") {
         Approve = "y",
         Always = "a",
         Deny = "n",

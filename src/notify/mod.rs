@@ -1,5 +1,5 @@
 //! Channels: where messages to people go (docs/reference.md#outbox). Every channel is one
-//! implementation of [`Channel`] and one entry in [`CHANNELS`]; the outbox
+//! implementation of [`Channel`], named by its [`kind`](Channel::kind); the outbox
 //! (`engine/outbox.rs`) queues, sends, retries, drops and expires messages for all of them
 //! alike, through the trait.
 //!
@@ -7,27 +7,22 @@
 //! - A channel only sends and classifies: what becomes of a message (kept for the next run,
 //!   dropped `rejected`, dropped `expired`, held, folded, deduplicated) is decided once, in
 //!   `engine/outbox.rs`, from the [`SendError`] the channel answers with.
-//! - Every send has a time limit ([`Channel::timeout`]): a hung channel never blocks a run
-//!   for long.
+//! - Every send gives up by its channel's own time limit (Telegram: `REQUEST_LIMIT`): a
+//!   hung channel never blocks a run for long.
 //! - What a channel is given is redacted ([`Redacted`]): a message leaves the process.
 
-pub mod telegram;
-
-use std::time::Duration;
+pub(crate) mod telegram;
 
 use crate::schedule::Window;
 use crate::text::Redacted;
 
-/// Every kind of channel, by the name its outbox rows and audit lines carry.
-pub const CHANNELS: [&str; 1] = [telegram::KIND];
-
 /// Why a send did not go through: the one classification every channel answers with.
-pub use crate::net::SendError;
+pub(crate) use crate::net::SendError;
 
 /// One message as a channel is given it: the payload in the channel's own format (Telegram:
 /// HTML), and the approvals and tripped tasks it may show buttons for.
 #[derive(Clone, Copy, Debug)]
-pub struct Message<'a> {
+pub(crate) struct Message<'a> {
     pub payload: &'a Redacted,
     pub approvals: &'a [i64],
     pub resets: &'a [String],
@@ -35,7 +30,7 @@ pub struct Message<'a> {
 
 /// The noise rules' settings of one channel (docs/reference.md#outbox).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// Non-urgent messages wait until these hours end.
     pub quiet_hours: Option<Window>,
     /// Past this many messages a local day, non-urgent ones are folded; 0 = no limit.
@@ -47,8 +42,8 @@ pub struct Rules {
 ///
 /// [`kind`]: Channel::kind
 /// [`send`]: Channel::send
-pub trait Channel {
-    /// Its name in [`CHANNELS`], in its outbox rows and in its audit lines.
+pub(crate) trait Channel {
+    /// Its kind's name, in its outbox rows and in its audit lines.
     fn kind(&self) -> &'static str;
 
     /// The destinations configured now, as the outbox stores them. A queued message to any
@@ -64,10 +59,6 @@ pub trait Channel {
     /// Whether it can send at all now (a token is set, a client is built). When it cannot,
     /// every message waits in the outbox.
     fn connected(&self) -> bool;
-
-    /// The longest one send may wait for an answer; a send that takes longer is
-    /// [`SendError::Unavailable`].
-    fn timeout(&self) -> Duration;
 
     /// The longest payload one message may carry; a longer one is sent in parts, cut at
     /// lines by [`split`].
@@ -88,20 +79,6 @@ pub trait Channel {
     }
 
     /// Send one message (one part) to `destination`; the channel's id for it (0 if it has
-    /// none). Gives up after [`Channel::timeout`].
+    /// none). Gives up by the channel's own time limit.
     fn send(&self, destination: &str, message: &Message) -> Result<i64, SendError>;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_channel_kind_is_listed_once() {
-        let mut kinds = CHANNELS.to_vec();
-        kinds.sort_unstable();
-        kinds.dedup();
-        assert_eq!(kinds.len(), CHANNELS.len());
-        assert!(CHANNELS.contains(&"telegram"));
-    }
 }

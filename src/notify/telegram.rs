@@ -2,25 +2,23 @@
 //! [`Transport`] trait, which tests replace with a fake). Destinations are chat ids as
 //! text; the payload is Telegram HTML (`render/telegram.rs`).
 
-use std::time::Duration;
-
 use super::{Channel, Message, Rules, SendError};
 use crate::config::TelegramConfig;
 use crate::render::telegram::{MAX_MESSAGE, split};
-use crate::telegram::{REQUEST_LIMIT, Transport};
+use crate::telegram::Transport;
 use crate::text::Redacted;
 
 /// The channel's name in outbox rows and audit lines.
-pub const KIND: &str = "telegram";
+pub(crate) const KIND: &str = "telegram";
 
 /// The Telegram channel: its config, and the client if one could be built.
-pub struct TelegramChannel<'a> {
+pub(crate) struct TelegramChannel<'a> {
     pub cfg: &'a TelegramConfig,
     pub transport: Option<&'a dyn Transport>,
 }
 
 /// A chat id as an outbox destination.
-pub fn destination(chat_id: i64) -> String {
+pub(crate) fn destination(chat_id: i64) -> String {
     chat_id.to_string()
 }
 
@@ -46,10 +44,6 @@ impl Channel for TelegramChannel<'_> {
 
     fn connected(&self) -> bool {
         self.transport.is_some()
-    }
-
-    fn timeout(&self) -> Duration {
-        REQUEST_LIMIT
     }
 
     fn max_len(&self) -> usize {
@@ -127,7 +121,6 @@ mod tests {
             cfg: &cfg,
             transport: Some(&bot),
         };
-        assert!(super::super::CHANNELS.contains(&channel.kind()));
         assert_eq!(channel.destinations(), ["5", "-100200"]);
         assert_eq!(channel.rules().max_per_day, 3);
         assert!(channel.connected());

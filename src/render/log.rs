@@ -22,7 +22,7 @@ use crate::text::clean;
 const TEXT_MAX: usize = 120;
 
 /// How audit lines are shown: in which zone, relative to which directory, hiding what.
-pub struct LogView<'a> {
+pub(crate) struct LogView<'a> {
     pub tz: Tz,
     pub cwd: &'a Path,
     /// Hidden again when shown: the log is redacted when written, but a config read later
@@ -32,7 +32,7 @@ pub struct LogView<'a> {
 
 impl LogView<'_> {
     /// One event for people: `<local time>  <event>  <what happened>`.
-    pub fn line(&self, obj: &Map<String, Value>) -> String {
+    pub(crate) fn line(&self, obj: &Map<String, Value>) -> String {
         let ts = obj.get("ts").and_then(Value::as_str);
         let time = match ts.and_then(parse_ts) {
             Some(t) => t

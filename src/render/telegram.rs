@@ -22,13 +22,13 @@ use crate::text::{Redacted, escape};
 
 /// Telegram's limit is 4096 characters of text; HTML markup only makes ours longer, so
 /// counting the markup too (in UTF-16 units, as Telegram does) stays on the safe side.
-pub const MAX_MESSAGE: usize = 4096;
+pub(crate) const MAX_MESSAGE: usize = 4096;
 /// Approval buttons on one message at most (one row each).
-pub const MAX_BUTTON_ROWS: usize = 8;
+pub(crate) const MAX_BUTTON_ROWS: usize = 8;
 
 /// A message ready for the outbox.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Rendered {
+pub(crate) struct Rendered {
     pub kind: &'static str,
     pub html: String,
     pub urgent: bool,
@@ -39,7 +39,7 @@ pub struct Rendered {
 }
 
 /// The same message as plain text (for when Telegram rejects the HTML).
-pub fn html_to_plain(html: &str) -> String {
+pub(crate) fn html_to_plain(html: &str) -> String {
     let mut out = String::with_capacity(html.len());
     let mut in_tag = false;
     for c in html.chars() {
@@ -64,13 +64,13 @@ fn units(s: &str) -> usize {
 /// Cut a message into parts of at most `limit` UTF-16 units, at line boundaries (a line
 /// longer than the limit is cut at a character boundary). Redacted first: a part never
 /// shows a secret minus its tail.
-pub fn split(html: &Redacted, limit: usize) -> Vec<Redacted> {
+pub(crate) fn split(html: &Redacted, limit: usize) -> Vec<Redacted> {
     html.split_lines(limit, char::len_utf16)
 }
 
 /// One approval as a message shows it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ApprovalView<'a> {
+pub(crate) struct ApprovalView<'a> {
     pub id: i64,
     pub tool: &'a str,
     /// `FILE:LINE` of its task, where a person reads what the message cannot show.
@@ -80,7 +80,7 @@ pub struct ApprovalView<'a> {
 }
 
 /// A line of a message, followed by the input of the approval it announces, if any.
-pub struct Entry<'a> {
+pub(crate) struct Entry<'a> {
     pub html: String,
     pub approval: Option<ApprovalView<'a>>,
 }
@@ -112,7 +112,7 @@ fn block(input: &Value, secrets: &Secrets) -> Block {
 
 /// How many values of an approval's input its message cannot show (redaction hides them):
 /// such an approval is never decided by a button.
-pub fn hidden_values(input: &Value, secrets: &Secrets) -> usize {
+pub(crate) fn hidden_values(input: &Value, secrets: &Secrets) -> usize {
     block(input, secrets).hidden
 }
 
@@ -150,7 +150,7 @@ fn joined_units<'s>(lines: impl IntoIterator<Item = &'s String>) -> usize {
 
 /// A message composed by [`with_approvals`].
 #[derive(Debug)]
-pub struct Composed<'a> {
+pub(crate) struct Composed<'a> {
     pub html: String,
     /// The approvals whose buttons it carries.
     pub buttons: Vec<i64>,
@@ -161,7 +161,7 @@ pub struct Composed<'a> {
 
 /// A message of one approval: where it is, its tool, its whole input and, when nothing in it
 /// is hidden and it fits, its buttons.
-pub fn approval_alone(view: ApprovalView, secrets: &Secrets) -> (String, Vec<i64>) {
+pub(crate) fn approval_alone(view: ApprovalView, secrets: &Secrets) -> (String, Vec<i64>) {
     let head = format!(
         "⏳ <b>heartbeat</b>: approval #{} <b>@{}</b> {}: <code>heartbeat approve {}</code>",
         view.id,
@@ -186,7 +186,7 @@ pub fn approval_alone(view: ApprovalView, secrets: &Secrets) -> (String, Vec<i64
 /// shows, with nothing hidden, in a message that fits one part, at most [`MAX_BUTTON_ROWS`]
 /// of them. An approval it has no room for is spilled to a message of its own when that
 /// would show it whole; every other one says where to read it and what to run.
-pub fn with_approvals<'a>(
+pub(crate) fn with_approvals<'a>(
     entries: Vec<Entry<'a>>,
     tail: Vec<String>,
     secrets: &Secrets,
@@ -299,7 +299,7 @@ fn compose<'a>(
 /// said), then a message of its own for each approval the summary had no room to show whole.
 /// `inputs` holds the stored input of each approval the run queued; an approval missing from it
 /// gets no buttons. Every text is redacted with `secrets`.
-pub fn summary(
+pub(crate) fn summary(
     report: &Report,
     mode: SummaryMode,
     inputs: &HashMap<i64, Value>,

@@ -12,7 +12,7 @@ use super::show_path;
 
 /// What agents did since the last run, one line each (printed also with `-q`: a person
 /// hears what an agent did, at the terminal too).
-pub fn agent_actions(r: &Report) -> Vec<String> {
+pub(crate) fn agent_actions(r: &Report) -> Vec<String> {
     r.agent_actions
         .iter()
         .map(|line| format!("{:<9} {}", "AGENT", line.clean().as_str()))
@@ -27,7 +27,7 @@ fn reason(t: &crate::report::TaskReport) -> Option<&str> {
 /// happened that a person should see (cron mails any output, docs/reference.md#run-output); tasks
 /// skipped by policy, the budget or the run cap alone are not news. `quiet` keeps only failures.
 /// `all_skips`: every skip is news (a person just approved and waits for the result).
-pub fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<String> {
+pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Vec<String> {
     let mut out = Vec::new();
     let observe = Some(SkipReason::Observe.as_str());
     let news = !r.errors.is_empty()

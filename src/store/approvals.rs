@@ -19,7 +19,7 @@ use super::{Result, Sqlite, format_ts};
 
 /// One approval row, as `approvals --json` shows it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ApprovalRow {
+pub(crate) struct ApprovalRow {
     pub id: i64,
     pub task_id: String,
     pub state: ApprovalState,
@@ -39,14 +39,14 @@ pub struct ApprovalRow {
 
 /// How an approval records the config file it was queued under: absolute, symlinks
 /// resolved, so that the same file named from another directory compares equal.
-pub fn config_key(source: Option<&std::path::Path>) -> Option<String> {
+pub(crate) fn config_key(source: Option<&std::path::Path>) -> Option<String> {
     source
         .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()))
         .map(|p| p.to_string_lossy().into_owned())
 }
 
 /// A person's decision on a pending approval.
-pub struct Decision {
+pub(crate) struct Decision {
     pub approve: bool,
     /// `cli:<user>` or `telegram:<chat id>`.
     pub by: String,
@@ -56,7 +56,7 @@ pub struct Decision {
 }
 
 /// A new approval to queue.
-pub struct NewApproval<'a> {
+pub(crate) struct NewApproval<'a> {
     pub task_id: &'a str,
     pub file: &'a str,
     pub line: usize,
@@ -96,7 +96,7 @@ fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
 
 /// The approval queue: a task that needs a yes waits here until it is decided, claimed, run
 /// and finished.
-pub trait Approvals {
+pub(crate) trait Approvals {
     /// Queue a pending approval. None when the task already has an open one (never a second).
     fn queue_approval(&mut self, a: &NewApproval, now: DateTime<Utc>) -> Result<Option<i64>>;
 

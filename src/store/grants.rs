@@ -11,7 +11,7 @@ use crate::text::{Redacted, RedactedJson};
 
 /// An *always* grant: this exact task (tool + input) runs without asking.
 #[derive(Clone, Debug, PartialEq)]
-pub struct GrantRow {
+pub(crate) struct GrantRow {
     pub task_id: String,
     pub tool: String,
     pub input: serde_json::Value,
@@ -27,7 +27,7 @@ pub struct GrantRow {
 
 /// An *always* grant to record: its input and text redacted, as every row is.
 #[derive(Clone, Debug)]
-pub struct NewGrant {
+pub(crate) struct NewGrant {
     pub task_id: String,
     pub tool: String,
     pub input: RedactedJson,
@@ -39,7 +39,7 @@ pub struct NewGrant {
 }
 
 /// Standing approvals (`heartbeat approve --always`), kept per task id.
-pub trait Grants {
+pub(crate) trait Grants {
     /// Record an *always* grant for a task id (replacing an older one).
     fn add_grant(&mut self, g: &NewGrant) -> Result<()>;
 

@@ -17,7 +17,7 @@ use super::{Result, Sqlite, format_ts};
 use crate::report::RunCounts;
 
 /// A finished tool run, for history and the day's spend.
-pub struct TaskRunRecord<'a> {
+pub(crate) struct TaskRunRecord<'a> {
     pub run_id: &'a str,
     pub task_id: &'a str,
     pub tool: &'a str,
@@ -31,7 +31,7 @@ pub struct TaskRunRecord<'a> {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct RunSummary {
+pub(crate) struct RunSummary {
     pub run_id: String,
     pub started_at: String,
     pub succeeded: i64,
@@ -45,7 +45,7 @@ const SPENT_SINCE: &str = "SELECT COALESCE(SUM(cost_usd), 0.0) FROM task_runs
 
 /// What ran: tool runs (their history row, tool start, task state and, for approved work,
 /// the approval's outcome committed together), attempts, trips, runs and the day's spend.
-pub trait History {
+pub(crate) trait History {
     /// Record a finished tool run: history, the tool's start, the task's outcome and failure
     /// streak, and an approval's outcome. Returns the task's failures in a row after this run.
     /// Approved work is committed with `synchronous = FULL`, like every change of an

@@ -18,7 +18,7 @@ use crate::text::RedactedJson;
 
 /// One server's tools as last listed.
 #[derive(Clone, Debug, PartialEq)]
-pub struct CachedListing {
+pub(crate) struct CachedListing {
     /// [`crate::config::McpServerConfig::fingerprint`] of the config that listed them.
     pub fingerprint: String,
     pub listed_at: DateTime<Utc>,
@@ -26,7 +26,7 @@ pub struct CachedListing {
 }
 
 /// The tools each MCP server listed, one listing per server (a newer one replaces it).
-pub trait McpCache {
+pub(crate) trait McpCache {
     /// Every cached listing, by server name.
     fn mcp_listings(&self) -> Result<BTreeMap<String, CachedListing>>;
 

@@ -37,18 +37,18 @@ mod words;
 
 use std::path::PathBuf;
 
-pub use approvals::{ApprovalRow, Approvals, Decision, NewApproval, config_key};
-pub use grants::{GrantRow, Grants, NewGrant};
-pub use history::{History, RunSummary, TaskRunRecord};
-pub use mcp::{CachedListing, McpCache};
+pub(crate) use approvals::{ApprovalRow, Approvals, Decision, NewApproval, config_key};
+pub(crate) use grants::{GrantRow, Grants, NewGrant};
+pub(crate) use history::{History, RunSummary, TaskRunRecord};
+pub(crate) use mcp::McpCache;
 pub use migrations::schema_at_version;
-pub use notices::Notices;
-pub use outbox::{AGENT_BY, Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow};
-pub use proposals::Proposals;
-pub use retention::Retention;
-pub use snapshot::{Snapshot, Snapshots};
-pub use sqlite::{DB_FILE, Sqlite, sqlite_version};
-pub use starts::{NewStart, StartRow, Starts};
+pub(crate) use notices::Notices;
+pub(crate) use outbox::{Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow};
+pub(crate) use proposals::Proposals;
+pub(crate) use retention::Retention;
+pub(crate) use snapshot::{Snapshot, Snapshots};
+pub(crate) use sqlite::{DB_FILE, Sqlite, sqlite_version};
+pub(crate) use starts::{NewStart, Starts};
 
 use migrations::SCHEMA_VERSION;
 use sqlite::{format_ts, sql_err};
@@ -57,7 +57,7 @@ use crate::config::Config;
 
 /// The state the engine and the commands use, whatever holds it. Object-safe: callers hold
 /// a `Box<dyn Store>` or a `&mut dyn Store`.
-pub trait Store:
+pub(crate) trait Store:
     Approvals
     + Grants
     + History
@@ -87,19 +87,19 @@ impl<T> Store for T where
 
 /// Open (creating if needed) the store `cfg` names, brought to the current schema. The one
 /// place that picks the implementation: SQLite in `cfg.state_dir`.
-pub fn open(cfg: &Config) -> Result<Box<dyn Store>> {
+pub(crate) fn open(cfg: &Config) -> Result<Box<dyn Store>> {
     Ok(Box::new(Sqlite::open(&cfg.state_dir)?))
 }
 
 /// Open the store `cfg` names without creating anything; None when there is none yet. For
 /// read-only commands (`status`, `approvals`, `check`, dry runs). Picks the implementation
 /// as [`open`] does.
-pub fn open_existing(cfg: &Config) -> Result<Option<Box<dyn Store>>> {
+pub(crate) fn open_existing(cfg: &Config) -> Result<Option<Box<dyn Store>>> {
     Ok(Sqlite::open_existing(&cfg.state_dir)?.map(|s| Box::new(s) as Box<dyn Store>))
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     #[error("{}: {source}", .path.display())]
     Database { path: PathBuf, source: DbError },
     /// The database could not write and the disk has no room: said plainly, since "disk I/O
@@ -121,10 +121,10 @@ pub enum StoreError {
 /// A failure the database reported, shown in its own words. Opaque, so that no database
 /// library's type reaches the engine: an implementation wraps its own error in it.
 #[derive(Debug)]
-pub struct DbError(Box<dyn std::error::Error + Send + Sync>);
+pub(crate) struct DbError(Box<dyn std::error::Error + Send + Sync>);
 
 impl DbError {
-    pub fn new(e: impl std::error::Error + Send + Sync + 'static) -> DbError {
+    pub(crate) fn new(e: impl std::error::Error + Send + Sync + 'static) -> DbError {
         DbError(Box::new(e))
     }
 }
@@ -141,9 +141,9 @@ impl std::error::Error for DbError {
     }
 }
 
-pub type Result<T> = std::result::Result<T, StoreError>;
+pub(crate) type Result<T> = std::result::Result<T, StoreError>;
 
-pub use crate::audit::parse_ts;
+pub(crate) use crate::audit::parse_ts;
 
 /// Helpers for the unit tests of every part of the store.
 #[cfg(test)]
@@ -151,17 +151,17 @@ pub(crate) mod test_util {
     use chrono::{DateTime, Utc};
     use rusqlite::Connection;
 
-    pub fn ts(s: &str) -> DateTime<Utc> {
+    pub(crate) fn ts(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
     }
 
-    pub fn conn(s: &super::Sqlite) -> &Connection {
+    pub(crate) fn conn(s: &super::Sqlite) -> &Connection {
         &s.conn
     }
 
     /// The rows of `table` in the SQLite database in `state_dir`, read on a connection of
     /// its own: for tests outside the store that hold only a `dyn Store`.
-    pub fn count_rows(state_dir: &std::path::Path, table: &str) -> i64 {
+    pub(crate) fn count_rows(state_dir: &std::path::Path, table: &str) -> i64 {
         Connection::open(state_dir.join(super::DB_FILE))
             .unwrap()
             .query_row(&format!("SELECT COUNT(*) FROM {table}"), [], |r| r.get(0))
@@ -169,7 +169,7 @@ pub(crate) mod test_util {
     }
 
     /// Drop `table` from the SQLite database in `state_dir`: every later write to it fails.
-    pub fn drop_table(state_dir: &std::path::Path, table: &str) {
+    pub(crate) fn drop_table(state_dir: &std::path::Path, table: &str) {
         Connection::open(state_dir.join(super::DB_FILE))
             .unwrap()
             .execute_batch(&format!("DROP TABLE {table}"))

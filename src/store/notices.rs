@@ -13,7 +13,7 @@ use crate::text::Redacted;
 
 /// What agents did, waiting for the next run to print it: taken (read and deleted) at once,
 /// so two runs never both print a notice.
-pub trait Notices {
+pub(crate) trait Notices {
     fn add_notice(&mut self, line: &Redacted, now: DateTime<Utc>) -> Result<()>;
 
     /// Every waiting notice, oldest first; they are gone from the store afterwards.

@@ -16,9 +16,9 @@ use crate::text::Redacted;
 
 /// A message waiting in the outbox.
 #[derive(Clone, Debug, PartialEq)]
-pub struct OutboxRow {
+pub(crate) struct OutboxRow {
     pub id: i64,
-    /// The channel that sends it (one of `notify::CHANNELS`).
+    /// The channel that sends it (its `notify::Channel::kind`).
     pub channel: String,
     /// Where, in that channel's terms (a Telegram chat id as text).
     pub destination: String,
@@ -39,22 +39,13 @@ pub struct OutboxRow {
 /// Where a message goes: a channel and a destination in that channel's terms (the key of
 /// the outbox and of what was sent).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Destination {
+pub(crate) struct Destination {
     pub channel: String,
     pub destination: String,
 }
 
-impl OutboxRow {
-    pub fn to(&self) -> Destination {
-        Destination {
-            channel: self.channel.clone(),
-            destination: self.destination.clone(),
-        }
-    }
-}
-
 /// A message to put in the outbox.
-pub struct NewMessage<'a> {
+pub(crate) struct NewMessage<'a> {
     pub channel: &'a str,
     pub destination: &'a str,
     pub kind: &'a str,
@@ -69,7 +60,7 @@ pub struct NewMessage<'a> {
 
 /// The current pause.
 #[derive(Clone, Debug, PartialEq)]
-pub struct PauseRow {
+pub(crate) struct PauseRow {
     pub since: String,
     pub until: Option<String>,
     pub reason: Option<String>,
@@ -77,7 +68,7 @@ pub struct PauseRow {
 }
 
 /// A pause to set: its reason redacted, as every row is.
-pub struct NewPause<'a> {
+pub(crate) struct NewPause<'a> {
     pub since: String,
     pub until: Option<String>,
     pub reason: Option<&'a Redacted>,
@@ -85,16 +76,16 @@ pub struct NewPause<'a> {
 }
 
 /// What every agent's `by` starts with (`mcp:<client>`), on pauses and decisions alike.
-pub const AGENT_BY: &str = "mcp:";
+pub(crate) const AGENT_BY: &str = "mcp:";
 
 impl PauseRow {
     /// Made by an agent, not by a person.
-    pub fn by_agent(&self) -> bool {
+    pub(crate) fn by_agent(&self) -> bool {
         self.by.starts_with(AGENT_BY)
     }
 
     /// In force at `now`: no end, or an end still to come.
-    pub fn in_force(&self, now: DateTime<Utc>) -> bool {
+    pub(crate) fn in_force(&self, now: DateTime<Utc>) -> bool {
         self.until
             .as_deref()
             .and_then(parse_ts)
@@ -113,7 +104,7 @@ fn pause_row(r: &rusqlite::Row) -> rusqlite::Result<PauseRow> {
 
 /// The outbox and what was sent (both keyed by channel and destination), messages with
 /// buttons, chats seen, `meta` values and the pause (durable).
-pub trait Outbox {
+pub(crate) trait Outbox {
     fn enqueue(&mut self, m: &NewMessage, now: DateTime<Utc>) -> Result<i64>;
 
     /// The outbox, oldest first.

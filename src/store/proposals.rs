@@ -14,10 +14,10 @@ use super::{Result, Sqlite};
 use crate::audit::format_ts;
 
 /// `by` of everything decided or proposed through `heartbeat mcp`.
-pub const AGENT_PREFIX: &str = "mcp:";
+pub(super) const AGENT_PREFIX: &str = "mcp:";
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct ProposalRow {
+pub(crate) struct ProposalRow {
     pub task_id: String,
     /// `mcp:<client name>`.
     pub proposed_by: String,
@@ -27,7 +27,7 @@ pub struct ProposalRow {
 }
 
 /// Tasks an agent proposed, and by whom.
-pub trait Proposals {
+pub(crate) trait Proposals {
     /// Remember that an agent proposed this task (durably: the proposal's line is already in
     /// the file). False when it was proposed before.
     fn record_proposal(

@@ -20,7 +20,7 @@ use crate::audit::format_ts;
 const PRUNED_DAY: &str = "pruned_day";
 
 /// Pruning what is old, at most once a local day.
-pub trait Retention {
+pub(crate) trait Retention {
     /// Prune what is older than `cutoff`, unless already done on `day` (a local date).
     /// `holding_since` is `approval_ttl` back from now: a denial decided since still holds its
     /// task and stays, and so does a message with buttons sent since. Returns the rows

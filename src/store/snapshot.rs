@@ -17,7 +17,7 @@ use super::{History, Outbox, Proposals, Result, Sqlite, Starts, format_ts, parse
 
 /// What a run needs to know about stored state to plan.
 #[derive(Clone, Debug, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     pub last_attempt: HashMap<String, DateTime<Utc>>,
     /// One-time reminders already given.
     pub reminded: HashSet<String>,
@@ -72,7 +72,7 @@ impl Snapshot {
 }
 
 /// The planner's whole view of the stored state, read in one go and changing nothing.
-pub trait Snapshots {
+pub(crate) trait Snapshots {
     /// Stored attempt and start times later than `now` become `now` (run at a run's start:
     /// a future time read as now by the plan is then also stored as now, so it cannot hold a
     /// schedule back past one interval). Returns how many were changed.

@@ -22,20 +22,20 @@ use rusqlite::{Connection, ErrorCode, OpenFlags};
 use super::migrations::{self, SCHEMA_VERSION};
 use super::{DbError, Result, StoreError};
 
-pub const DB_FILE: &str = "heartbeat.db";
+pub(crate) const DB_FILE: &str = "heartbeat.db";
 
 /// How long a statement waits for another connection's lock before failing as busy.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The SQLite store: one connection to `<state_dir>/heartbeat.db`.
-pub struct Sqlite {
+pub(crate) struct Sqlite {
     pub(super) conn: Connection,
     path: PathBuf,
 }
 
 impl Sqlite {
     /// Open (creating if needed) the database in `state_dir`, migrated to the current schema.
-    pub fn open(state_dir: &Path) -> Result<Sqlite> {
+    pub(crate) fn open(state_dir: &Path) -> Result<Sqlite> {
         let path = state_dir.join(DB_FILE);
         // Created private; SQLite gives its -wal and -shm files the same mode.
         std::fs::OpenOptions::new()
@@ -58,7 +58,7 @@ impl Sqlite {
     /// Open an existing database without creating anything; None when there is no database
     /// yet. For read-only commands (`status`, `approvals`, `check`, dry runs). A database of
     /// an earlier schema is migrated (read-only, it would show nothing).
-    pub fn open_existing(state_dir: &Path) -> Result<Option<Sqlite>> {
+    pub(crate) fn open_existing(state_dir: &Path) -> Result<Option<Sqlite>> {
         let path = state_dir.join(DB_FILE);
         if !path.exists() {
             return Ok(None);
@@ -91,10 +91,6 @@ impl Sqlite {
             return Sqlite::open(state_dir).map(Some);
         }
         Ok(Some(store))
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     fn configure(&mut self) -> Result<()> {
@@ -190,7 +186,7 @@ pub(super) fn format_ts(t: DateTime<Utc>) -> String {
 /// The version of the SQLite library heartbeat is built with (bundled, so the same on every
 /// machine; shown by `-v`). 3.51.3 or later: older ones have a WAL-reset race that a cron
 /// run beside a daemon can hit.
-pub fn sqlite_version() -> &'static str {
+pub(crate) fn sqlite_version() -> &'static str {
     rusqlite::version()
 }
 

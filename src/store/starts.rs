@@ -16,7 +16,7 @@ use crate::text::RedactedJson;
 
 /// A started one-time task, as recorded before its tool ran.
 #[derive(Clone, Debug, PartialEq)]
-pub struct StartRow {
+pub(crate) struct StartRow {
     pub task_id: String,
     pub run_id: String,
     pub started_at: String,
@@ -30,7 +30,7 @@ pub struct StartRow {
 
 /// A start to record: its input redacted, as every row is.
 #[derive(Clone, Debug)]
-pub struct NewStart<'a> {
+pub(crate) struct NewStart<'a> {
     pub task_id: &'a str,
     pub run_id: &'a str,
     pub tool: &'a str,
@@ -42,7 +42,7 @@ pub struct NewStart<'a> {
 
 /// Start records of one-time tasks: durable before the tool starts, settled by its
 /// outcome's history row in the same transaction, held when a run left one unsettled.
-pub trait Starts {
+pub(crate) trait Starts {
     /// Record that this run starts the task now (replacing a released older start).
     fn record_start(&mut self, row: &NewStart, now: DateTime<Utc>) -> Result<()>;
 

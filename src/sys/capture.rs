@@ -18,7 +18,7 @@ const ABANDON_POLL: Duration = Duration::from_millis(100);
 
 /// What was read of one pipe so far.
 #[derive(Clone, Debug, Default)]
-pub struct Capture {
+pub(crate) struct Capture {
     /// The first `cap` bytes.
     pub kept: Vec<u8>,
     /// Every byte read.
@@ -31,7 +31,7 @@ pub struct Capture {
 
 impl Capture {
     /// Keep the first `cap` bytes, and the last `tail_keep` (0: no tail).
-    pub fn new(cap: usize, tail_keep: usize) -> Capture {
+    pub(crate) fn new(cap: usize, tail_keep: usize) -> Capture {
         Capture {
             cap,
             tail_keep,
@@ -40,7 +40,7 @@ impl Capture {
     }
 
     /// Bytes read beyond the cap (counted, not kept).
-    pub fn dropped(&self) -> u64 {
+    pub(crate) fn dropped(&self) -> u64 {
         self.total - self.kept.len() as u64
     }
 
@@ -59,7 +59,7 @@ impl Capture {
 }
 
 /// What `cap` holds now, leaving it empty (with its limits).
-pub fn take(cap: &Mutex<Capture>) -> Capture {
+pub(crate) fn take(cap: &Mutex<Capture>) -> Capture {
     let mut c = cap.lock().unwrap_or_else(PoisonError::into_inner);
     let empty = Capture::new(c.cap, c.tail_keep);
     std::mem::replace(&mut *c, empty)
@@ -67,7 +67,11 @@ pub fn take(cap: &Mutex<Capture>) -> Capture {
 
 /// Read `pipe` to its end into `cap`, or, given `abandon`, until it is set. Progress is
 /// shared through `cap`, so an abandoned reader's output so far is still there.
-pub fn read_capped(mut pipe: impl Read + AsFd, cap: &Mutex<Capture>, abandon: Option<&AtomicBool>) {
+pub(crate) fn read_capped(
+    mut pipe: impl Read + AsFd,
+    cap: &Mutex<Capture>,
+    abandon: Option<&AtomicBool>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         if let Some(abandon) = abandon {

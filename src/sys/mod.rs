@@ -24,8 +24,8 @@ compile_error!(
      prctl(PR_SET_PDEATHSIG) (so that tools stop when heartbeat dies)"
 );
 
-pub mod capture;
-pub mod supervisor;
+pub(crate) mod capture;
+pub(crate) mod supervisor;
 
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -33,38 +33,38 @@ use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Duration;
 
-use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{self, SigSet, SigmaskHow};
 use nix::unistd::{Pid, Uid, User};
 
-pub use nix::sys::signal::Signal;
+pub(crate) use nix::sys::signal::Signal;
 
 /// Whether a process with this pid exists (a zombie counts), also one of another user.
-pub fn process_exists(pid: i32) -> bool {
+#[cfg(test)]
+pub(crate) fn process_exists(pid: i32) -> bool {
     pid > 0
         && matches!(
             signal::kill(Pid::from_raw(pid), None),
-            Ok(()) | Err(Errno::EPERM)
+            Ok(()) | Err(nix::errno::Errno::EPERM)
         )
 }
 
 /// Sends `sig` to the process group led by `pgid`; a vanished group is not an error.
-pub fn signal_group(pgid: i32, sig: Signal) {
+pub(crate) fn signal_group(pgid: i32, sig: Signal) {
     if pgid > 1 {
         let _ = signal::killpg(Pid::from_raw(pgid), sig);
     }
 }
 
 /// Whether any process (a zombie counts) is in the group led by `pgid` and ours to signal.
-pub fn group_exists(pgid: i32) -> bool {
+pub(crate) fn group_exists(pgid: i32) -> bool {
     pgid > 1 && signal::killpg(Pid::from_raw(pgid), None).is_ok()
 }
 
 /// Makes the child started by `cmd` start with no signal blocked (std passes the spawning
 /// thread's mask on), get SIGTERM when the thread that spawned it ends (so when heartbeat
 /// dies: kill -9, OOM), and fail to start when heartbeat is already gone.
-pub fn stop_with_parent(cmd: &mut Command) {
+pub(crate) fn stop_with_parent(cmd: &mut Command) {
     let parent = Pid::this();
     // SAFETY: the closure runs in the child between fork and exec, where only
     // async-signal-safe calls are allowed: pthread_sigmask, prctl and getppid are, and the
@@ -86,21 +86,21 @@ pub fn stop_with_parent(cmd: &mut Command) {
 /// Makes a write to a closed pipe fail with EPIPE in this thread instead of raising SIGPIPE,
 /// whatever the process's SIGPIPE disposition is. A SIGPIPE left pending on the thread is
 /// discarded when the thread ends.
-pub fn block_sigpipe_in_this_thread() {
+pub(crate) fn block_sigpipe_in_this_thread() {
     let mut set = SigSet::empty();
     set.add(Signal::SIGPIPE);
     let _ = signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
 }
 
 /// Whether `fd` has something to read (or has hung up) within `wait`.
-pub fn readable_within(fd: BorrowedFd<'_>, wait: Duration) -> bool {
+pub(crate) fn readable_within(fd: BorrowedFd<'_>, wait: Duration) -> bool {
     let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
     let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
     matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0)
 }
 
 /// Nobody reads stdout any more (a closed pipe, a hung-up terminal).
-pub fn stdout_hung_up() -> bool {
+pub(crate) fn stdout_hung_up() -> bool {
     let stdout = io::stdout();
     let mut fds = [PollFd::new(stdout.as_fd(), PollFlags::empty())];
     matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
@@ -110,7 +110,7 @@ pub fn stdout_hung_up() -> bool {
 }
 
 /// This machine's host name; empty when it cannot be read.
-pub fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     nix::unistd::gethostname()
         .map(|h| h.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -118,7 +118,7 @@ pub fn hostname() -> String {
 
 /// The name in the passwd entry of the real uid (looked up with the thread-safe
 /// `getpwuid_r`), else `uid<N>`.
-pub fn real_user_name() -> String {
+pub(crate) fn real_user_name() -> String {
     let uid = Uid::current();
     match User::from_uid(uid) {
         Ok(Some(user)) => user.name,
@@ -128,7 +128,7 @@ pub fn real_user_name() -> String {
 
 /// Whether the file system holding `path` has (almost) no room left for an ordinary user:
 /// less than 1 MiB or no free inode. False when that cannot be asked.
-pub fn disk_full(path: &std::path::Path) -> bool {
+pub(crate) fn disk_full(path: &std::path::Path) -> bool {
     const ROOM: u64 = 1 << 20;
     nix::sys::statvfs::statvfs(path).is_ok_and(|s| {
         s.blocks_available().saturating_mul(s.fragment_size()) < ROOM
@@ -137,7 +137,8 @@ pub fn disk_full(path: &std::path::Path) -> bool {
 }
 
 /// Whether heartbeat runs with root's effective uid (which ignores file permissions).
-pub fn is_root() -> bool {
+#[cfg(test)]
+pub(crate) fn is_root() -> bool {
     Uid::effective().is_root()
 }
 
@@ -145,7 +146,7 @@ pub fn is_root() -> bool {
 /// `std::env` no longer see it) and overwrite its value with zero bytes in the original
 /// environment block, which `/proc/<pid>/environ` shows and `remove_var` leaves as it was.
 /// Best effort: a failure leaves the block as it was (non-dumpable still hides it).
-pub fn forget_env(name: &str) {
+pub(crate) fn forget_env(name: &str) {
     let _ = overwrite_original_env(name);
     // SAFETY: heartbeat takes its secret variables while it starts a command, before it
     // spawns a thread (a daemon whose reloaded config names a new variable is the
@@ -194,13 +195,13 @@ fn overwrite_original_env(name: &str) -> io::Result<()> {
 
 /// Make this process non-dumpable: no core dump, and `/proc/<pid>/{mem,environ,…}` and
 /// ptrace are closed to other processes of the same (non-root) user, tools included.
-pub fn set_non_dumpable() {
+pub(crate) fn set_non_dumpable() {
     let _ = nix::sys::prctl::set_dumpable(false);
 }
 
 /// Scans `/proc` for a member of group `pgid` that is not a zombie; None when `/proc` cannot
 /// be read (then the caller trusts `kill`).
-pub fn live_member_in_group(pgid: i32) -> Option<bool> {
+pub(crate) fn live_member_in_group(pgid: i32) -> Option<bool> {
     let entries = std::fs::read_dir("/proc").ok()?;
     let mut seen_any = false;
     for entry in entries.flatten() {
@@ -228,7 +229,7 @@ pub fn live_member_in_group(pgid: i32) -> Option<bool> {
 
 /// State and process group from `/proc/PID/stat`: `pid (comm) state ppid pgrp …`, where comm
 /// may itself contain spaces and parentheses.
-pub fn parse_stat(stat: &[u8]) -> Option<(u8, i32)> {
+pub(crate) fn parse_stat(stat: &[u8]) -> Option<(u8, i32)> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
     let mut fields = rest.split_ascii_whitespace();
@@ -240,7 +241,7 @@ pub fn parse_stat(stat: &[u8]) -> Option<(u8, i32)> {
 
 /// How the process `pid` (a child of ours) ended, if it has, without reaping it: its pid
 /// (which is its group's id) stays reserved until the caller waits for it.
-pub fn exit_without_reaping(pid: i32) -> Option<String> {
+pub(crate) fn exit_without_reaping(pid: i32) -> Option<String> {
     use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
     let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
     match waitid(Id::Pid(Pid::from_raw(pid)), flags) {
@@ -258,7 +259,7 @@ pub fn exit_without_reaping(pid: i32) -> Option<String> {
 /// the pipe reads as closed and the watch sends SIGTERM to the group, then SIGKILL `grace`
 /// later. Standing down (dropping this) ends it without a signal, and reaps it.
 #[derive(Debug)]
-pub struct GroupWatch {
+pub(crate) struct GroupWatch {
     stand_down: Option<std::os::fd::OwnedFd>,
     pid: Pid,
 }
@@ -285,7 +286,7 @@ impl Drop for GroupWatch {
 }
 
 /// Start a [`GroupWatch`] over the process group `pgid` (which must be more than 1).
-pub fn watch_group(pgid: i32, grace: Duration) -> io::Result<GroupWatch> {
+pub(crate) fn watch_group(pgid: i32, grace: Duration) -> io::Result<GroupWatch> {
     use nix::libc;
     use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
     if pgid <= 1 {

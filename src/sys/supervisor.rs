@@ -37,7 +37,7 @@ const POLL: Duration = Duration::from_millis(20);
 
 /// The environment a child starts with.
 #[derive(Clone, Copy, Debug)]
-pub enum Environment<'a> {
+pub(crate) enum Environment<'a> {
     /// heartbeat's own, less the variables named.
     Inherited { remove: &'a [String] },
     /// Empty but for the variables named that are set in heartbeat's.
@@ -46,7 +46,7 @@ pub enum Environment<'a> {
 
 /// One child to start. Its standard output and error are pipes.
 #[derive(Clone, Copy, Debug)]
-pub struct Launch<'a> {
+pub(crate) struct Launch<'a> {
     /// Program and arguments (not empty). A program without `/` is looked up in `PATH`; a
     /// relative one with a `/` (`./check.sh`) is taken relative to `cwd`.
     pub argv: &'a [String],
@@ -63,7 +63,7 @@ pub struct Launch<'a> {
 /// Starts `launch`'s child in a new process group, with the parent-death signal and a watch
 /// over its group. The signal fires when the *thread* that spawned the child ends, so call
 /// this from a thread that outlives the child.
-pub fn spawn(launch: &Launch) -> io::Result<(Child, Group)> {
+pub(crate) fn spawn(launch: &Launch) -> io::Result<(Child, Group)> {
     let Some(program) = launch.argv.first() else {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty command"));
     };
@@ -124,14 +124,14 @@ pub fn spawn(launch: &Launch) -> io::Result<(Child, Group)> {
 /// exit with a deadline instead of polling. Start it before the child, so that no child is
 /// ever left without one; dropped before it was handed a child, the thread ends.
 #[derive(Debug)]
-pub struct Reaper {
+pub(crate) struct Reaper {
     child: mpsc::Sender<Child>,
     exit: mpsc::Receiver<io::Result<ExitStatus>>,
 }
 
 impl Reaper {
     /// Starts the thread, named `name`.
-    pub fn start(name: &str) -> io::Result<Reaper> {
+    pub(crate) fn start(name: &str) -> io::Result<Reaper> {
         let (child_tx, child_rx) = mpsc::channel::<Child>();
         let (exit_tx, exit_rx) = mpsc::channel();
         thread::Builder::new()
@@ -148,13 +148,13 @@ impl Reaper {
     }
 
     /// Hands the leader over: from now on it is reaped whatever happens.
-    pub fn reap(&self, child: Child) {
+    pub(crate) fn reap(&self, child: Child) {
         // The thread only ends after it received a child, so the send cannot fail.
         let _ = self.child.send(child);
     }
 
     /// The leader's exit status, if it comes within `wait`.
-    pub fn wait_for(&self, wait: Duration) -> Option<io::Result<ExitStatus>> {
+    pub(crate) fn wait_for(&self, wait: Duration) -> Option<io::Result<ExitStatus>> {
         match self.exit.recv_timeout(wait) {
             Ok(status) => Some(status),
             Err(mpsc::RecvTimeoutError::Timeout) => None,
@@ -163,7 +163,7 @@ impl Reaper {
     }
 
     /// The leader's exit status, however long it takes.
-    pub fn wait(&self) -> io::Result<ExitStatus> {
+    pub(crate) fn wait(&self) -> io::Result<ExitStatus> {
         self.exit.recv().unwrap_or_else(|_| Err(reaper_gone()))
     }
 }
@@ -174,7 +174,7 @@ fn reaper_gone() -> io::Error {
 
 /// The process group of a child started by [`spawn`], watched until this is dropped.
 #[derive(Debug)]
-pub struct Group {
+pub(crate) struct Group {
     pgid: i32,
     /// Held for its drop, which stands the watch down.
     _watch: Option<GroupWatch>,
@@ -182,12 +182,12 @@ pub struct Group {
 
 impl Group {
     /// The group's id, which is its leader's pid.
-    pub fn id(&self) -> i32 {
+    pub(crate) fn id(&self) -> i32 {
         self.pgid
     }
 
     /// Sends `sig` to every member; a vanished group is not an error.
-    pub fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         super::signal_group(self.pgid, sig);
     }
 
@@ -196,7 +196,7 @@ impl Group {
     /// one lasts until init reaps it (slowly under some inits, never under a container's
     /// missing one). When `/proc` cannot be read, an unreaped leader that has exited counts
     /// as gone and anything else as alive.
-    pub fn alive(&self) -> bool {
+    pub(crate) fn alive(&self) -> bool {
         super::group_exists(self.pgid)
             && super::live_member_in_group(self.pgid)
                 .unwrap_or_else(|| super::exit_without_reaping(self.pgid).is_none())
@@ -204,7 +204,7 @@ impl Group {
 
     /// Waits until the group has no live member or `until` passes (None: no limit); whether
     /// it is gone.
-    pub fn wait_gone(&self, until: Option<Instant>) -> bool {
+    pub(crate) fn wait_gone(&self, until: Option<Instant>) -> bool {
         while self.alive() {
             if until.is_some_and(|u| Instant::now() >= u) {
                 return false;
@@ -217,7 +217,7 @@ impl Group {
     /// Ends what is left of the group: SIGTERM (unless it was already sent, at `term_sent`),
     /// then SIGKILL `kill_grace` after it if a member still lives. Nothing is sent to a group
     /// without a live member.
-    pub fn terminate(&self, term_sent: Option<Instant>, kill_grace: Duration) {
+    pub(crate) fn terminate(&self, term_sent: Option<Instant>, kill_grace: Duration) {
         if !self.alive() {
             return;
         }
@@ -233,7 +233,7 @@ impl Group {
     /// Stops a leader handed to `reaper` and its group: SIGTERM to the group, SIGKILL
     /// `kill_grace` later if the leader has not exited by then. Returns its exit status and
     /// when the SIGTERM was sent (for [`terminate`](Group::terminate)).
-    pub fn stop_leader(
+    pub(crate) fn stop_leader(
         &self,
         reaper: &Reaper,
         kill_grace: Duration,
@@ -251,7 +251,7 @@ impl Group {
     /// `term_at` to end on its own, then [`terminate`](Group::terminate)d with `kill_grace`;
     /// only then is the leader reaped (so the group id stays reserved while it is signalled)
     /// and the watch stood down.
-    pub fn stop_and_reap(
+    pub(crate) fn stop_and_reap(
         self,
         mut leader: Child,
         term_at: Instant,

@@ -30,10 +30,10 @@ use crate::render::telegram::html_to_plain;
 const SLACK: Duration = Duration::from_secs(10);
 /// The longest a request other than a long poll may take. teloxide waits 10 s before it
 /// reads any 5xx answer; a run must not stall that long per message when Telegram is down.
-pub const REQUEST_LIMIT: Duration = Duration::from_secs(5);
+pub(crate) const REQUEST_LIMIT: Duration = Duration::from_secs(5);
 
 /// Why a send did not go through: the classification every channel shares.
-pub use crate::net::SendError;
+pub(crate) use crate::net::SendError;
 
 /// Whether Telegram's error answer is an HTTP 4xx other than 408 and 429: one that the same
 /// request can never pass (docs/reference.md#outbox). teloxide keeps the answer's
@@ -60,7 +60,7 @@ fn never_succeeds(e: &ApiError) -> bool {
 
 /// Why reading updates failed.
 #[derive(Clone, Debug, PartialEq)]
-pub enum PollError {
+pub(crate) enum PollError {
     /// Telegram does not know the bot token (401 `Unauthorized`, or 404 `Not Found` for a
     /// token that is not even shaped like one): nothing will work until it is fixed.
     TokenRejected(String),
@@ -78,7 +78,7 @@ impl fmt::Display for PollError {
 
 /// The Bot API's send, as the Telegram channel (`notify/telegram.rs`) uses it. Implemented
 /// by the Telegram client; tests use a fake.
-pub trait Transport {
+pub(crate) trait Transport {
     /// Send one message (HTML, falling back to plain text if the HTML is refused), with a
     /// row of Approve / Always / Deny buttons per approval id and a Reset button per task id
     /// in `resets`. Returns the message id. The text is redacted: a message leaves the process.
@@ -94,12 +94,12 @@ pub trait Transport {
 /// One update from the Bot API: what it means (None for kinds heartbeat ignores) and the
 /// offset that confirms it.
 #[derive(Clone, Debug)]
-pub struct Received {
+pub(crate) struct Received {
     pub next_offset: i32,
     pub read: Option<(Incoming, ChatSeen)>,
 }
 
-pub struct Telegram {
+pub(crate) struct Telegram {
     bot: Bot,
     rt: tokio::runtime::Runtime,
     token: String,
@@ -113,7 +113,7 @@ impl fmt::Debug for Telegram {
 
 /// A button press or a message, reduced to what heartbeat acts on.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Incoming {
+pub(crate) enum Incoming {
     Press {
         callback_id: String,
         chat_id: i64,
@@ -133,25 +133,25 @@ pub enum Incoming {
 
 /// Who wrote: for `heartbeat telegram-chats`.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ChatSeen {
+pub(crate) struct ChatSeen {
     pub chat_id: i64,
     pub kind: String,
     pub title: String,
 }
 
 /// The callback data of a button: `hb:<action>:<approval id>` (well under 64 bytes).
-pub fn button_data(action: ButtonAction, approval: i64) -> String {
+pub(crate) fn button_data(action: ButtonAction, approval: i64) -> String {
     format!("hb:{}:{approval}", action.as_str())
 }
 
 /// The callback data of a tripped task's Reset button: `hb:r:<task id>`.
-pub fn reset_data(task_id: &str) -> String {
+pub(crate) fn reset_data(task_id: &str) -> String {
     format!("hb:r:{task_id}")
 }
 
 /// What a button of heartbeat's asks for.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Button {
+pub(crate) enum Button {
     /// Approve, always or deny, and the approval's id.
     Approval(ButtonAction, i64),
     /// Reset a tripped task (its id).
@@ -169,7 +169,7 @@ fn parse_button(data: &str) -> Option<Button> {
 }
 
 /// Approve / Always / Deny, one row per approval; a Reset button per tripped task.
-pub fn keyboard(approvals: &[i64], resets: &[String]) -> InlineKeyboardMarkup {
+pub(crate) fn keyboard(approvals: &[i64], resets: &[String]) -> InlineKeyboardMarkup {
     let approve = approvals.iter().map(|&id| {
         vec![
             InlineKeyboardButton::callback(
@@ -192,7 +192,7 @@ pub fn keyboard(approvals: &[i64], resets: &[String]) -> InlineKeyboardMarkup {
 impl Telegram {
     /// Build the client from the config; None when the token variable is unset or empty.
     /// `poll` is the longest long-poll this client will make.
-    pub fn connect(
+    pub(crate) fn connect(
         cfg: &TelegramConfig,
         env: &dyn Fn(&str) -> Option<String>,
         poll: Duration,
@@ -221,7 +221,7 @@ impl Telegram {
     }
 
     /// `text` with the token replaced by `***`.
-    pub fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         text.replace(&self.token, "***")
     }
 
@@ -258,7 +258,7 @@ impl Telegram {
     }
 
     /// Send one message; Telegram's message id.
-    pub fn send_message(
+    pub(crate) fn send_message(
         &self,
         chat_id: i64,
         html: &Redacted,
@@ -293,7 +293,7 @@ impl Telegram {
     }
 
     /// Replace a message's text and buttons.
-    pub fn edit(
+    pub(crate) fn edit(
         &self,
         chat_id: i64,
         message_id: i64,
@@ -325,7 +325,7 @@ impl Telegram {
     }
 
     /// Answer a button press (Telegram shows `text` briefly).
-    pub fn answer(&self, callback_id: &str, text: &Redacted) -> Result<(), String> {
+    pub(crate) fn answer(&self, callback_id: &str, text: &Redacted) -> Result<(), String> {
         let req = self
             .bot
             .answer_callback_query(teloxide::types::CallbackQueryId(callback_id.to_string()))
@@ -337,7 +337,7 @@ impl Telegram {
 
     /// Updates after `offset` (exclusive of those already confirmed). `timeout` 0 returns at
     /// once (for `run --once`); the daemon long-polls.
-    pub fn updates(
+    pub(crate) fn updates(
         &self,
         offset: Option<i32>,
         timeout: Duration,

@@ -57,10 +57,10 @@ use super::{Outcome, input_timeout, type_name};
 use serde::Deserialize;
 
 /// Redirects followed before the request fails (reqwest's default is 10).
-pub const MAX_REDIRECTS: usize = 5;
+pub(crate) const MAX_REDIRECTS: usize = 5;
 
 /// The methods the tool sends.
-pub const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
+pub(crate) const METHODS: [&str; 7] = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 
 const KEYS: [&str; 6] = [
     "url",
@@ -79,7 +79,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// One `expect_status` pattern.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StatusPattern {
+pub(crate) enum StatusPattern {
     /// One status code, 100–599.
     Code(u16),
     /// A class `Nxx`: the codes N00–N99, N in 1–5.
@@ -87,7 +87,7 @@ pub enum StatusPattern {
 }
 
 impl StatusPattern {
-    pub fn matches(self, status: u16) -> bool {
+    pub(crate) fn matches(self, status: u16) -> bool {
         match self {
             StatusPattern::Code(c) => c == status,
             StatusPattern::Class(n) => status / 100 == u16::from(n),
@@ -95,7 +95,7 @@ impl StatusPattern {
     }
 
     /// A number or a string: `204`, `"204"`, `"2xx"` (any case).
-    pub fn parse(v: &Value) -> Option<StatusPattern> {
+    pub(crate) fn parse(v: &Value) -> Option<StatusPattern> {
         match v {
             Value::Number(n) => {
                 let c = n.as_u64()?;

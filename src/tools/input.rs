@@ -20,14 +20,14 @@ use serde_json::{Map, Value};
 /// `log` and `notify`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TextInput {
+pub(crate) struct TextInput {
     pub text: String,
 }
 
 /// `write_file` and `append_file`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FileInput {
+pub(crate) struct FileInput {
     pub path: String,
     pub text: String,
 }
@@ -36,7 +36,7 @@ pub struct FileInput {
 /// `stdin` is passed as it is (a NUL byte is fine on a pipe).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ShellInput {
+pub(crate) struct ShellInput {
     cmd: Value,
     pub cwd: Option<String>,
     pub env: Option<BTreeMap<String, String>>,
@@ -46,7 +46,7 @@ pub struct ShellInput {
 
 /// What `shell` runs.
 #[derive(Clone, Debug, PartialEq)]
-pub enum ShellCmd {
+pub(crate) enum ShellCmd {
     /// Run by `sh -c`.
     Script(String),
     /// Run directly.
@@ -58,13 +58,16 @@ const FILE_KEYS: &[&str] = &["path", "text"];
 const SHELL_KEYS: &[&str] = &["cmd", "cwd", "env", "stdin", "timeout"];
 
 impl TextInput {
-    pub fn parse(tool: &str, input: &Map<String, Value>) -> Result<TextInput, String> {
+    pub(crate) fn parse(tool: &str, input: &Map<String, Value>) -> Result<TextInput, String> {
         parse(tool, input, TEXT_KEYS)
     }
 
     /// A message to send (`notify`): Telegram refuses an empty one, and it would stay in the
     /// outbox, failing at every run for a day.
-    pub fn parse_message(tool: &str, input: &Map<String, Value>) -> Result<TextInput, String> {
+    pub(crate) fn parse_message(
+        tool: &str,
+        input: &Map<String, Value>,
+    ) -> Result<TextInput, String> {
         let message = TextInput::parse(tool, input)?;
         if message.text.trim().is_empty() {
             return Err(format!("key \"text\" for {tool} must not be empty"));
@@ -74,7 +77,7 @@ impl TextInput {
 }
 
 impl FileInput {
-    pub fn parse(tool: &str, input: &Map<String, Value>) -> Result<FileInput, String> {
+    pub(crate) fn parse(tool: &str, input: &Map<String, Value>) -> Result<FileInput, String> {
         let file: FileInput = parse(tool, input, FILE_KEYS)?;
         if file.path.is_empty() {
             return Err(format!("key \"path\" for {tool} must not be empty"));
@@ -85,7 +88,7 @@ impl FileInput {
 }
 
 impl ShellInput {
-    pub fn parse(tool: &str, input: &Map<String, Value>) -> Result<ShellInput, String> {
+    pub(crate) fn parse(tool: &str, input: &Map<String, Value>) -> Result<ShellInput, String> {
         let shell: ShellInput = parse(tool, input, SHELL_KEYS)?;
         shell.cmd(tool)?;
         if let Some(cwd) = &shell.cwd {
@@ -107,7 +110,7 @@ impl ShellInput {
     }
 
     /// The command: a non-empty script, or a non-empty argv whose program is not empty.
-    pub fn cmd(&self, tool: &str) -> Result<ShellCmd, String> {
+    pub(crate) fn cmd(&self, tool: &str) -> Result<ShellCmd, String> {
         let bad = || {
             format!(
                 "key \"cmd\" for {tool} must be a non-empty string or a non-empty array of strings"
@@ -141,7 +144,7 @@ impl ShellInput {
     }
 
     /// The task's own timeout, when it sets one.
-    pub fn timeout(&self, tool: &str) -> Result<Option<Duration>, String> {
+    pub(crate) fn timeout(&self, tool: &str) -> Result<Option<Duration>, String> {
         self.timeout
             .as_ref()
             .map(|v| input_timeout(tool, v))
@@ -150,7 +153,7 @@ impl ShellInput {
 }
 
 /// A `timeout` input value: a humantime string (`"30s"`) or a positive number of seconds.
-pub fn input_timeout(tool: &str, v: &Value) -> Result<Duration, String> {
+pub(crate) fn input_timeout(tool: &str, v: &Value) -> Result<Duration, String> {
     let bad = |why: String| format!("key \"timeout\" for {tool} {why}");
     let d = match v {
         Value::String(s) => humantime::parse_duration(s.trim()).map_err(|e| {
@@ -245,7 +248,7 @@ fn serde_kind(got: &str) -> &'static str {
 }
 
 /// What a JSON value is, for messages.
-pub fn type_name(v: &Value) -> &'static str {
+pub(crate) fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -14,10 +14,10 @@
 //! - `write_file` never leaves a partial file: the target holds its old content or the whole
 //!   new one, keeps its mode, and no temp file stays behind (docs/reference.md#built-in-tools).
 
-pub mod builtin;
-pub mod http;
-pub mod input;
-pub mod process;
+pub(crate) mod builtin;
+pub(crate) mod http;
+pub(crate) mod input;
+pub(crate) mod process;
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -29,24 +29,24 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-pub use builtin::{BUILTINS, BuiltinTool};
-pub use input::{FileInput, ShellCmd, ShellInput, TextInput, input_timeout, type_name};
+pub(crate) use builtin::BuiltinTool;
+pub(crate) use input::{FileInput, input_timeout, type_name};
 
 use crate::config::{Approval, Config, McpServerConfig, ToolConfig};
 use crate::mcp::{Catalog, Listing};
 
 /// The largest input also given in `$HEARTBEAT_INPUT` (Linux's limit for one environment
 /// string is 128 KiB, name included).
-pub const MAX_ENV_INPUT: usize = 120 * 1024;
+pub(crate) const MAX_ENV_INPUT: usize = 120 * 1024;
 
 /// A tool's timeout when neither its config nor its input sets one.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// Always removed from a tool's environment, whatever `telegram.bot_token_env` says.
-pub const TOKEN_ENV: &str = "HEARTBEAT_TELEGRAM_TOKEN";
+pub(crate) const TOKEN_ENV: &str = "HEARTBEAT_TELEGRAM_TOKEN";
 
 #[derive(Clone, Debug, PartialEq)]
-pub enum ToolKind {
+pub(crate) enum ToolKind {
     /// One of [`builtin::BUILTINS`].
     Builtin(&'static dyn BuiltinTool),
     /// A config tool (also `agent`): argv with `{key}` placeholders, no shell.
@@ -62,7 +62,7 @@ pub enum ToolKind {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub struct ToolSpec {
+pub(crate) struct ToolSpec {
     pub name: String,
     pub kind: ToolKind,
     pub timeout: Duration,
@@ -71,7 +71,7 @@ pub struct ToolSpec {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     tools: BTreeMap<String, ToolSpec>,
     /// `[mcp.NAME]` servers, and what is known of their tools.
     mcp: BTreeMap<String, McpServer>,
@@ -86,7 +86,7 @@ struct McpServer {
 impl Registry {
     /// Built-ins, config tools and the MCP servers, whose tools are not known yet (see
     /// [`Registry::with_catalog`]).
-    pub fn from_config(cfg: &Config) -> Registry {
+    pub(crate) fn from_config(cfg: &Config) -> Registry {
         let mut registry = Registry::new(&cfg.tools);
         registry.mcp = cfg
             .mcp
@@ -103,7 +103,7 @@ impl Registry {
     }
 
     /// What is known of the MCP servers' tools.
-    pub fn with_catalog(mut self, catalog: &Catalog) -> Registry {
+    pub(crate) fn with_catalog(mut self, catalog: &Catalog) -> Registry {
         for (name, server) in &mut self.mcp {
             server.listing = catalog.get(name).cloned();
         }
@@ -115,7 +115,7 @@ impl Registry {
     /// A `[tools.NAME]` with a `command` and a built-in's name replaces that built-in; one
     /// without a `command` and without a built-in's name is not a tool (the config loader
     /// reports it).
-    pub fn new(tools: &BTreeMap<String, ToolConfig>) -> Registry {
+    pub(crate) fn new(tools: &BTreeMap<String, ToolConfig>) -> Registry {
         let mut map = BTreeMap::new();
         for b in builtin::BUILTINS {
             map.insert(
@@ -159,14 +159,15 @@ impl Registry {
         }
     }
 
-    pub fn get(&self, name: &str) -> Option<Cow<'_, ToolSpec>> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, name: &str) -> Option<Cow<'_, ToolSpec>> {
         self.resolve(name).ok()
     }
 
     /// The tool a task names, or why there is none: an unknown tool (with the names there
     /// are and a did-you-mean), an unknown MCP server or tool, or a server that could not be
     /// listed. An MCP tool of a server whose tools are not known yet resolves, with no schema.
-    pub fn resolve(&self, name: &str) -> Result<Cow<'_, ToolSpec>, String> {
+    pub(crate) fn resolve(&self, name: &str) -> Result<Cow<'_, ToolSpec>, String> {
         if let Some(spec) = self.tools.get(name) {
             return Ok(Cow::Borrowed(spec));
         }
@@ -239,13 +240,8 @@ impl Registry {
         message
     }
 
-    /// The configured MCP servers' names.
-    pub fn mcp_servers(&self) -> impl Iterator<Item = &str> {
-        self.mcp.keys().map(String::as_str)
-    }
-
     /// Names of every tool that exists, sorted.
-    pub fn names(&self) -> Vec<&str> {
+    pub(crate) fn names(&self) -> Vec<&str> {
         self.tools.keys().map(String::as_str).collect()
     }
 }
@@ -253,7 +249,7 @@ impl Registry {
 impl ToolSpec {
     /// Carried out by the session itself (the outbox, the run's MCP connections), never on
     /// a worker thread.
-    pub fn runs_in_session(&self) -> bool {
+    pub(crate) fn runs_in_session(&self) -> bool {
         match &self.kind {
             ToolKind::Builtin(b) => b.runs_in_session(),
             ToolKind::Mcp { .. } => true,
@@ -263,7 +259,7 @@ impl ToolSpec {
 
     /// Check the input's shape before anything runs (missing `cmd`, a placeholder key that
     /// the input lacks, …). The error is shown as the task's reason.
-    pub fn validate(&self, input: &Map<String, Value>) -> Result<(), String> {
+    pub(crate) fn validate(&self, input: &Map<String, Value>) -> Result<(), String> {
         match &self.kind {
             ToolKind::Builtin(b) => b.validate(&self.name, input),
             ToolKind::Command(argv) => self.command_argv(argv, input).map(drop),
@@ -367,7 +363,7 @@ fn string_form(v: &Value) -> String {
 }
 
 /// Where and as what a tool runs.
-pub struct Invocation<'a> {
+pub(crate) struct Invocation<'a> {
     pub task_id: &'a str,
     pub run_id: &'a str,
     /// The HEARTBEAT.md's directory.
@@ -378,7 +374,7 @@ pub struct Invocation<'a> {
 
 /// What a tool did.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub success: bool,
     pub exit_code: Option<i32>,
     /// Standard output, lossy UTF-8, at most 1 MiB kept.
@@ -395,14 +391,15 @@ pub struct Outcome {
     pub summary: Option<String>,
 }
 
-pub fn execute(spec: &ToolSpec, input: &Map<String, Value>, inv: &Invocation) -> Outcome {
+#[cfg(test)]
+pub(crate) fn execute(spec: &ToolSpec, input: &Map<String, Value>, inv: &Invocation) -> Outcome {
     execute_with_stop(spec, input, inv, None)
 }
 
 /// [`execute`], with an external "stop now" flag: once it is set, a running process's group
 /// is stopped (SIGTERM, SIGKILL after the grace period) and the outcome's error is `stopped`.
 /// An `http` request is not sent once it is set, and a running one is abandoned.
-pub fn execute_with_stop(
+pub(crate) fn execute_with_stop(
     spec: &ToolSpec,
     input: &Map<String, Value>,
     inv: &Invocation,

@@ -46,14 +46,14 @@ use crate::sys::supervisor::{self, Environment, Launch, Reaper};
 use crate::sys::{self, Signal};
 
 /// Bytes of standard output (and, separately, of standard error) kept per process.
-pub const OUTPUT_CAP: usize = 1024 * 1024;
+pub(crate) const OUTPUT_CAP: usize = 1024 * 1024;
 
 /// SIGTERM → SIGKILL grace period (docs/reference.md#tool-processes).
-pub const KILL_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(5);
 
 /// How long reader threads may take to finish once the group is gone; after that they are
 /// abandoned (something outside the group holds the pipes).
-pub const READER_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const READER_GRACE: Duration = Duration::from_secs(2);
 
 /// How much of the end of standard output is kept to find the last line (cost/summary),
 /// also when the output passed [`OUTPUT_CAP`].
@@ -64,7 +64,7 @@ const POLL: Duration = Duration::from_millis(50);
 
 /// One process to run.
 #[derive(Clone, Debug)]
-pub struct Request<'a> {
+pub(crate) struct Request<'a> {
     /// Program and arguments. A program without `/` is looked up in `PATH`; a relative one
     /// with a `/` (`./check.sh`) is taken relative to `cwd`.
     pub argv: Vec<String>,
@@ -86,7 +86,7 @@ pub struct Request<'a> {
 impl<'a> Request<'a> {
     /// A request with no extra environment, `/dev/null` as stdin, [`KILL_GRACE`] and no stop
     /// flag.
-    pub fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration) -> Request<'a> {
+    pub(crate) fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration) -> Request<'a> {
         Request {
             argv,
             cwd,
@@ -110,7 +110,7 @@ enum End {
 
 /// Runs one process to completion and describes what it did. Never panics: every failure
 /// (cannot start, non-zero exit, signal, timeout) is an `Outcome` with `success == false`.
-pub fn run(req: &Request) -> Outcome {
+pub(crate) fn run(req: &Request) -> Outcome {
     let started = Instant::now();
     let mut outcome = run_inner(req);
     outcome.duration = started.elapsed();

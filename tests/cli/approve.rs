@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 /// The user every decision in these tests is made by.
-pub const USER: &str = "tester";
-pub const BY: &str = "cli:tester";
+pub(crate) const USER: &str = "tester";
+pub(crate) const BY: &str = "cli:tester";
 
 /// Generous, but a hang still fails fast.
 const T: Duration = Duration::from_secs(10);
@@ -1515,7 +1515,7 @@ fn a_database_from_an_earlier_version_is_brought_up_to_date_by_a_read_only_comma
     // What heartbeat with schema 7 left: its batch table, and one pending approval.
     std::fs::create_dir_all(env.state()).unwrap();
     let old = rusqlite::Connection::open(env.db_path()).unwrap();
-    heartbeat::store::schema_at_version(&old, 7).expect("make an older database");
+    heartbeat::testing::schema_at_version(&old, 7).expect("make an older database");
     old.execute(
         "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text, \
          created_at) VALUES ('aaaaaaaaaaaa', 'pending', ?1, 2, 'recurring', 'shell', \

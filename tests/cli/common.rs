@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-pub use nix::sys::signal::Signal;
+pub(crate) use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use serde_json::Value;
 use tempfile::TempDir;
@@ -21,13 +21,13 @@ use tempfile::TempDir;
 /// How long a test waits for something that takes well under a second on an idle machine: a
 /// deadline for a hang, not a speed check (those are in `benches/figures.rs`), so that a
 /// loaded 2-core machine never fails a test that would pass.
-pub const WAIT: Duration = Duration::from_secs(30);
+pub(crate) const WAIT: Duration = Duration::from_secs(30);
 
 /// For a test that needs what this machine lacks (a program, a kernel feature), before it
 /// returns: says why on stderr; under `HEARTBEAT_TEST_STRICT=1`, which `.ci/run` sets, fails
 /// instead, so that CI never passes a test it did not run.
 #[track_caller]
-pub fn cannot_run_here(why: &str) {
+pub(crate) fn cannot_run_here(why: &str) {
     if std::env::var_os("HEARTBEAT_TEST_STRICT").is_some_and(|v| v == "1") {
         panic!("cannot run here (HEARTBEAT_TEST_STRICT=1): {why}");
     }
@@ -35,26 +35,26 @@ pub fn cannot_run_here(why: &str) {
 }
 
 /// The default `--now`: Friday 2026-05-01 10:00 UTC.
-pub const NOW: &str = "2026-05-01T10:00:00Z";
+pub(crate) const NOW: &str = "2026-05-01T10:00:00Z";
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_heartbeat");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_heartbeat");
 
 /// A sandbox for one test.
-pub struct Env {
+pub(crate) struct Env {
     dir: TempDir,
     config: Option<PathBuf>,
 }
 
 impl Env {
     /// A temp dir with `HEARTBEAT.md` holding `md`.
-    pub fn new(md: &str) -> Env {
+    pub(crate) fn new(md: &str) -> Env {
         let env = Env::empty();
         env.write("HEARTBEAT.md", md);
         env
     }
 
     /// A temp dir with nothing in it.
-    pub fn empty() -> Env {
+    pub(crate) fn empty() -> Env {
         let dir = tempfile::Builder::new()
             .prefix("heartbeat-cli-")
             .tempdir()
@@ -63,35 +63,35 @@ impl Env {
     }
 
     /// Write `heartbeat.toml` and pass it with `--config`.
-    pub fn config(mut self, toml: &str) -> Env {
+    pub(crate) fn config(mut self, toml: &str) -> Env {
         let path = self.path("heartbeat.toml");
         fs::write(&path, toml).expect("write config");
         self.config = Some(path);
         self
     }
 
-    pub fn root(&self) -> &Path {
+    pub(crate) fn root(&self) -> &Path {
         self.dir.path()
     }
 
-    pub fn path(&self, rel: &str) -> PathBuf {
+    pub(crate) fn path(&self, rel: &str) -> PathBuf {
         self.dir.path().join(rel)
     }
 
-    pub fn state(&self) -> PathBuf {
+    pub(crate) fn state(&self) -> PathBuf {
         self.path("state")
     }
 
-    pub fn md_path(&self) -> PathBuf {
+    pub(crate) fn md_path(&self) -> PathBuf {
         self.path("HEARTBEAT.md")
     }
 
     /// The `file` value the program writes for HEARTBEAT.md (absolute, as named).
-    pub fn md_file(&self) -> String {
+    pub(crate) fn md_file(&self) -> String {
         self.md_path().display().to_string()
     }
 
-    pub fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) {
+    pub(crate) fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) {
         let path = self.path(rel);
         if let Some(parent) = path.parent() {
             fs::create_dir_all(parent).expect("create parent dir");
@@ -99,22 +99,22 @@ impl Env {
         fs::write(&path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
     }
 
-    pub fn read(&self, rel: &str) -> String {
+    pub(crate) fn read(&self, rel: &str) -> String {
         let path = self.path(rel);
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
     }
 
-    pub fn read_bytes(&self, rel: &str) -> Vec<u8> {
+    pub(crate) fn read_bytes(&self, rel: &str) -> Vec<u8> {
         let path = self.path(rel);
         fs::read(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
     }
 
-    pub fn exists(&self, rel: &str) -> bool {
+    pub(crate) fn exists(&self, rel: &str) -> bool {
         self.path(rel).exists()
     }
 
     /// A command with the harness's global flags; add arguments with [`Cmd::args`].
-    pub fn cmd<I, S>(&self, args: I) -> Cmd
+    pub(crate) fn cmd<I, S>(&self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -144,26 +144,26 @@ impl Env {
     }
 
     /// `run --once` at `now`.
-    pub fn run_once(&self, now: &str) -> Output {
+    pub(crate) fn run_once(&self, now: &str) -> Output {
         self.cmd(["run", "--once"]).now(now).output()
     }
 
     /// `run --once` at `now` with extra arguments.
-    pub fn run_with(&self, now: &str, extra: &[&str]) -> Output {
+    pub(crate) fn run_with(&self, now: &str, extra: &[&str]) -> Output {
         self.cmd(["run", "--once"]).args(extra).now(now).output()
     }
 
-    pub fn audit_path(&self) -> PathBuf {
+    pub(crate) fn audit_path(&self) -> PathBuf {
         self.state().join("audit.jsonl")
     }
 
     /// The raw audit log ("" when it does not exist).
-    pub fn audit_text(&self) -> String {
+    pub(crate) fn audit_text(&self) -> String {
         fs::read_to_string(self.audit_path()).unwrap_or_default()
     }
 
     /// Every audit line, parsed; panics on a line that is not one JSON object.
-    pub fn audit(&self) -> Vec<Value> {
+    pub(crate) fn audit(&self) -> Vec<Value> {
         let text = self.audit_text();
         assert!(
             text.is_empty() || text.ends_with('\n'),
@@ -180,7 +180,7 @@ impl Env {
     }
 
     /// Audit lines with this event.
-    pub fn events(&self, event: &str) -> Vec<Value> {
+    pub(crate) fn events(&self, event: &str) -> Vec<Value> {
         self.audit()
             .into_iter()
             .filter(|v| v["event"] == event)
@@ -189,25 +189,25 @@ impl Env {
 
     /// Audit lines with this event, which must be `n`.
     #[track_caller]
-    pub fn events_n(&self, event: &str, n: usize) -> Vec<Value> {
+    pub(crate) fn events_n(&self, event: &str, n: usize) -> Vec<Value> {
         let found = self.events(event);
         assert_eq!(found.len(), n, "{}", self.audit_text());
         found
     }
 
     /// The events of the audit log, in order.
-    pub fn event_names(&self) -> Vec<String> {
+    pub(crate) fn event_names(&self) -> Vec<String> {
         self.audit()
             .iter()
             .map(|v| v["event"].as_str().unwrap_or("?").to_string())
             .collect()
     }
 
-    pub fn db_path(&self) -> PathBuf {
+    pub(crate) fn db_path(&self) -> PathBuf {
         self.state().join("heartbeat.db")
     }
 
-    pub fn db(&self) -> rusqlite::Connection {
+    pub(crate) fn db(&self) -> rusqlite::Connection {
         rusqlite::Connection::open_with_flags(
             self.db_path(),
             rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
@@ -216,7 +216,7 @@ impl Env {
     }
 
     /// Rows of `SELECT state, tool, task_id FROM approvals ORDER BY id`.
-    pub fn approval_rows(&self) -> Vec<(String, String, String)> {
+    pub(crate) fn approval_rows(&self) -> Vec<(String, String, String)> {
         let db = self.db();
         let mut stmt = db
             .prepare("SELECT state, tool, task_id FROM approvals ORDER BY id")
@@ -229,7 +229,7 @@ impl Env {
 }
 
 /// A command being built.
-pub struct Cmd {
+pub(crate) struct Cmd {
     cmd: Command,
     globals: Vec<OsString>,
     config: Option<PathBuf>,
@@ -237,7 +237,7 @@ pub struct Cmd {
 }
 
 impl Cmd {
-    pub fn args<I, S>(mut self, args: I) -> Cmd
+    pub(crate) fn args<I, S>(mut self, args: I) -> Cmd
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
@@ -247,30 +247,30 @@ impl Cmd {
         self
     }
 
-    pub fn now(mut self, now: &str) -> Cmd {
+    pub(crate) fn now(mut self, now: &str) -> Cmd {
         self.globals[3] = now.into();
         self
     }
 
-    pub fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
+    pub(crate) fn env(mut self, key: &str, value: impl AsRef<OsStr>) -> Cmd {
         self.cmd.env(key, value);
         self
     }
 
     /// Run in `dir` instead of the sandbox's root (a person in another directory).
-    pub fn in_dir(mut self, dir: impl AsRef<Path>) -> Cmd {
+    pub(crate) fn in_dir(mut self, dir: impl AsRef<Path>) -> Cmd {
         self.cmd.current_dir(dir);
         self
     }
 
     /// Do not pass `--config` even though the sandbox has one.
-    pub fn without_config_flag(mut self) -> Cmd {
+    pub(crate) fn without_config_flag(mut self) -> Cmd {
         self.config = None;
         self
     }
 
     /// Leave `--state-dir` out: the config (or the default) names the state dir.
-    pub fn without_state_dir(mut self) -> Cmd {
+    pub(crate) fn without_state_dir(mut self) -> Cmd {
         if let Some(i) = self.globals.iter().position(|a| a == "--state-dir") {
             self.globals.drain(i..i + 2);
         }
@@ -286,7 +286,7 @@ impl Cmd {
         self.cmd
     }
 
-    pub fn output(self) -> Output {
+    pub(crate) fn output(self) -> Output {
         let mut cmd = self.finish();
         let described = format!("{cmd:?}");
         let out = cmd.output().expect("start heartbeat");
@@ -299,7 +299,7 @@ impl Cmd {
     }
 
     /// Start as a server to talk to: stdin and stdout piped, stderr dropped.
-    pub fn spawn_piped(self) -> Child {
+    pub(crate) fn spawn_piped(self) -> Child {
         let mut cmd = self.finish();
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -309,7 +309,7 @@ impl Cmd {
     }
 
     /// Start without waiting (stdout and stderr piped).
-    pub fn spawn(self) -> Child {
+    pub(crate) fn spawn(self) -> Child {
         let mut cmd = self.finish();
         cmd.stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -320,7 +320,7 @@ impl Cmd {
 
 /// What a finished command did.
 #[derive(Debug)]
-pub struct Output {
+pub(crate) struct Output {
     pub command: String,
     /// None when killed by a signal.
     pub code: Option<i32>,
@@ -331,7 +331,7 @@ pub struct Output {
 impl Output {
     /// Assert the exit code, showing everything on failure.
     #[track_caller]
-    pub fn code(&self, expected: i32) -> &Output {
+    pub(crate) fn code(&self, expected: i32) -> &Output {
         assert_eq!(
             self.code,
             Some(expected),
@@ -346,7 +346,7 @@ impl Output {
 
     /// Never a Rust panic or backtrace (docs/reference.md#run-output).
     #[track_caller]
-    pub fn no_panic(&self) -> &Output {
+    pub(crate) fn no_panic(&self) -> &Output {
         assert!(
             !self.stderr.contains("panicked at") && !self.stderr.contains("RUST_BACKTRACE"),
             "heartbeat panicked\ncommand: {}\n--- stderr\n{}",
@@ -358,7 +358,7 @@ impl Output {
 
     /// stdout as one JSON document.
     #[track_caller]
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
                 "stdout is not one JSON document ({e})\ncommand: {}\n--- stdout\n{}--- stderr\n{}",
@@ -369,7 +369,7 @@ impl Output {
 }
 
 /// Keys of a JSON object, as a set.
-pub fn keys(v: &Value) -> BTreeSet<String> {
+pub(crate) fn keys(v: &Value) -> BTreeSet<String> {
     v.as_object()
         .unwrap_or_else(|| panic!("not an object: {v}"))
         .keys()
@@ -378,7 +378,7 @@ pub fn keys(v: &Value) -> BTreeSet<String> {
 }
 
 /// The keys of an approval in `approvals --json` (docs/reference.md#approvals-json).
-pub const APPROVAL_KEYS: [&str; 13] = [
+pub(crate) const APPROVAL_KEYS: [&str; 13] = [
     "id",
     "task_id",
     "state",
@@ -396,14 +396,14 @@ pub const APPROVAL_KEYS: [&str; 13] = [
 
 /// Assert that `v` is an object with at least these keys.
 #[track_caller]
-pub fn assert_has_keys(v: &Value, expected: &[&str]) {
+pub(crate) fn assert_has_keys(v: &Value, expected: &[&str]) {
     let have = keys(v);
     let missing: Vec<&&str> = expected.iter().filter(|k| !have.contains(**k)).collect();
     assert!(missing.is_empty(), "missing keys {missing:?} in {v:#}");
 }
 
 /// A 12-hex-digit task id.
-pub fn is_task_id(v: &Value) -> bool {
+pub(crate) fn is_task_id(v: &Value) -> bool {
     v.as_str().is_some_and(|s| {
         s.len() == 12
             && s.bytes()
@@ -412,7 +412,7 @@ pub fn is_task_id(v: &Value) -> bool {
 }
 
 /// `--now` as the audit log writes it: RFC 3339, UTC, milliseconds, `Z`.
-pub fn ts(rfc3339: &str) -> String {
+pub(crate) fn ts(rfc3339: &str) -> String {
     chrono::DateTime::parse_from_rfc3339(rfc3339)
         .expect("valid RFC 3339")
         .with_timezone(&chrono::Utc)
@@ -421,7 +421,7 @@ pub fn ts(rfc3339: &str) -> String {
 
 /// Poll until `path` exists; panics after `timeout`.
 #[track_caller]
-pub fn wait_for(path: &Path, timeout: Duration) {
+pub(crate) fn wait_for(path: &Path, timeout: Duration) {
     let start = Instant::now();
     while !path.exists() {
         assert!(
@@ -434,20 +434,20 @@ pub fn wait_for(path: &Path, timeout: Duration) {
 }
 
 /// Lines of `text` that contain `needle`.
-pub fn count_matches(text: &str, needle: &str) -> usize {
+pub(crate) fn count_matches(text: &str, needle: &str) -> usize {
     text.matches(needle).count()
 }
 
 /// The `error` of an audit event (a `task_failed`).
 #[track_caller]
-pub fn error_of(event: &Value) -> &str {
+pub(crate) fn error_of(event: &Value) -> &str {
     event["error"]
         .as_str()
         .unwrap_or_else(|| panic!("no error in {event}"))
 }
 
 /// A JSON string literal for embedding in a HEARTBEAT.md line.
-pub fn json_str(s: &str) -> String {
+pub(crate) fn json_str(s: &str) -> String {
     serde_json::to_string(s).expect("serialise")
 }
 
@@ -457,7 +457,7 @@ pub fn json_str(s: &str) -> String {
 
 impl Env {
     /// A writable connection to `heartbeat.db` (to tamper with it as a user or a bug might).
-    pub fn db_rw(&self) -> rusqlite::Connection {
+    pub(crate) fn db_rw(&self) -> rusqlite::Connection {
         let conn = rusqlite::Connection::open(self.db_path()).expect("open heartbeat.db");
         conn.busy_timeout(Duration::from_secs(5))
             .expect("busy timeout");
@@ -466,7 +466,7 @@ impl Env {
 
     /// One approval row as `approvals --state all --json` shows it; panics when missing.
     #[track_caller]
-    pub fn approval(&self, id: i64) -> Value {
+    pub(crate) fn approval(&self, id: i64) -> Value {
         let list = self.cmd(["approvals", "--state", "all", "--json"]).output();
         list.code(0);
         list.json()
@@ -479,7 +479,7 @@ impl Env {
     }
 
     /// The state of approval `id`, read straight from the database.
-    pub fn approval_state(&self, id: i64) -> Option<String> {
+    pub(crate) fn approval_state(&self, id: i64) -> Option<String> {
         use rusqlite::OptionalExtension;
         self.db()
             .query_row("SELECT state FROM approvals WHERE id = ?1", [id], |r| {
@@ -490,7 +490,7 @@ impl Env {
     }
 
     /// Hold the run lock (a `flock` on the state dir) as another run would, until dropped.
-    pub fn hold_lock(&self) -> fs::File {
+    pub(crate) fn hold_lock(&self) -> fs::File {
         fs::create_dir_all(self.state()).expect("create state dir");
         let dir = fs::File::open(self.state()).expect("open the state dir");
         dir.try_lock().expect("take the run lock");
@@ -500,13 +500,13 @@ impl Env {
 
 impl Cmd {
     /// Decide as this user: `by` is recorded as `cli:<name>`.
-    pub fn user(self, name: &str) -> Cmd {
+    pub(crate) fn user(self, name: &str) -> Cmd {
         self.env("USER", name).env("LOGNAME", name)
     }
 
     /// Start with a pseudo-terminal as standard input (so the command sees a terminal);
     /// stdout and stderr are pipes, read in the background.
-    pub fn spawn_on_pty(self) -> Interactive {
+    pub(crate) fn spawn_on_pty(self) -> Interactive {
         use nix::fcntl::{F_SETFD, FdFlag, fcntl};
         use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
         let nix::pty::OpenptyResult { master, slave } =
@@ -563,7 +563,7 @@ impl Cmd {
 }
 
 /// A command on a pseudo-terminal: wait for its prompts, answer them line by line.
-pub struct Interactive {
+pub(crate) struct Interactive {
     command: String,
     child: Child,
     master: Option<fs::File>,
@@ -575,14 +575,14 @@ pub struct Interactive {
 }
 
 impl Interactive {
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Wait until stdout (after what earlier calls consumed) contains `needle`; returns the
     /// text up to and including it. Panics after `timeout`, showing what was printed.
     #[track_caller]
-    pub fn expect(&mut self, needle: &str, timeout: Duration) -> String {
+    pub(crate) fn expect(&mut self, needle: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
         loop {
             let text = String::from_utf8_lossy(&self.stdout[self.seen..]).into_owned();
@@ -614,7 +614,7 @@ impl Interactive {
     }
 
     /// Like [`Interactive::expect`], but None when stdout closes or the time runs out first.
-    pub fn try_expect(&mut self, needle: &str, timeout: Duration) -> Option<String> {
+    pub(crate) fn try_expect(&mut self, needle: &str, timeout: Duration) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
             let text = String::from_utf8_lossy(&self.stdout[self.seen..]).into_owned();
@@ -635,7 +635,7 @@ impl Interactive {
     }
 
     /// Type one line (a newline is added).
-    pub fn send(&mut self, line: &str) {
+    pub(crate) fn send(&mut self, line: &str) {
         use std::io::Write;
         let master = self.master.as_mut().expect("terminal still open");
         master
@@ -646,7 +646,7 @@ impl Interactive {
 
     /// Wait for the command to exit (killing it after `timeout`) and collect everything.
     #[track_caller]
-    pub fn finish(mut self, timeout: Duration) -> Output {
+    pub(crate) fn finish(mut self, timeout: Duration) -> Output {
         let deadline = Instant::now() + timeout;
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("wait for heartbeat") {
@@ -696,7 +696,7 @@ impl Drop for Interactive {
 
 /// Wait for a child with a deadline (killing it and panicking when it does not end).
 #[track_caller]
-pub fn wait_output(mut child: Child, command: &str, timeout: Duration) -> Output {
+pub(crate) fn wait_output(mut child: Child, command: &str, timeout: Duration) -> Output {
     use std::io::Read;
     let deadline = Instant::now() + timeout;
     let status = loop {
@@ -728,7 +728,7 @@ pub fn wait_output(mut child: Child, command: &str, timeout: Duration) -> Output
 
 /// Poll `cond` every 10 ms; panics with `what` after `timeout`.
 #[track_caller]
-pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
         assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
@@ -742,11 +742,11 @@ pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
 
 /// The bot token the Telegram tests give heartbeat (and expect at the double). Shaped like a
 /// real one so that a leak is easy to grep for.
-pub const TG_TOKEN: &str = "7000000001:AAHbTestSecretTokenXYZ-0123456789abcd";
+pub(crate) const TG_TOKEN: &str = "7000000001:AAHbTestSecretTokenXYZ-0123456789abcd";
 
 /// A `[telegram]` table for the double at `api_url`, sending to `chat_ids`, plus `extra`
 /// lines (e.g. `summary = "always"`).
-pub fn tg_toml(api_url: &str, chat_ids: &[i64], extra: &str) -> String {
+pub(crate) fn tg_toml(api_url: &str, chat_ids: &[i64], extra: &str) -> String {
     let ids: Vec<String> = chat_ids.iter().map(i64::to_string).collect();
     format!(
         "[telegram]\napi_url = \"{api_url}\"\nchat_ids = [{}]\n{extra}\n",
@@ -756,26 +756,26 @@ pub fn tg_toml(api_url: &str, chat_ids: &[i64], extra: &str) -> String {
 
 impl Cmd {
     /// Set the bot token variable (the default name, `HEARTBEAT_TELEGRAM_TOKEN`).
-    pub fn token(self) -> Cmd {
+    pub(crate) fn token(self) -> Cmd {
         self.env("HEARTBEAT_TELEGRAM_TOKEN", TG_TOKEN)
     }
 }
 
 /// Send `sig` to `pid`; panics when the process is gone.
 #[track_caller]
-pub fn send_signal(pid: u32, sig: Signal) {
+pub(crate) fn send_signal(pid: u32, sig: Signal) {
     nix::sys::signal::kill(Pid::from_raw(pid as i32), sig)
         .unwrap_or_else(|e| panic!("kill({pid}, {sig}): {e}"));
 }
 
 /// Whether a process `pid` exists (a zombie too): kill(2) with no signal.
-pub fn process_exists(pid: i32) -> bool {
+pub(crate) fn process_exists(pid: i32) -> bool {
     nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok()
 }
 
 /// A spawned heartbeat (a daemon) that is SIGKILLed and reaped when dropped, so a failing
 /// test never leaves it behind. Its stderr is drained in the background so it never blocks.
-pub struct Guarded {
+pub(crate) struct Guarded {
     child: Option<Child>,
     command: String,
     stdout: Option<std::thread::JoinHandle<String>>,
@@ -783,7 +783,7 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    pub fn new(mut child: Child, command: &str) -> Guarded {
+    pub(crate) fn new(mut child: Child, command: &str) -> Guarded {
         let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
             pipe.map(|mut p| {
                 std::thread::spawn(move || {
@@ -813,18 +813,18 @@ impl Guarded {
         }
     }
 
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("child still owned").id()
     }
 
     #[track_caller]
-    pub fn signal(&self, sig: Signal) {
+    pub(crate) fn signal(&self, sig: Signal) {
         send_signal(self.pid(), sig);
     }
 
     /// Wait for it to exit (SIGKILL and panic after `timeout`) and collect its output.
     #[track_caller]
-    pub fn finish(mut self, timeout: Duration) -> Output {
+    pub(crate) fn finish(mut self, timeout: Duration) -> Output {
         let mut child = self.child.take().expect("child still owned");
         let deadline = Instant::now() + timeout;
         let status = loop {
@@ -874,7 +874,7 @@ impl Drop for Guarded {
 
 impl Cmd {
     /// Start in the background, killed (SIGKILL) when the guard is dropped.
-    pub fn spawn_guarded(self) -> Guarded {
+    pub(crate) fn spawn_guarded(self) -> Guarded {
         let described = format!("{:?}", self.args);
         let child = self.spawn();
         Guarded::new(child, &format!("heartbeat {described}"))
@@ -883,7 +883,7 @@ impl Cmd {
 
 impl Cmd {
     /// Run with standard output going to `/dev/full` (every write fails with ENOSPC).
-    pub fn output_to_full_disk(self) -> Output {
+    pub(crate) fn output_to_full_disk(self) -> Output {
         let full = fs::OpenOptions::new()
             .write(true)
             .open("/dev/full")
@@ -907,7 +907,7 @@ impl Cmd {
 /// Whether `ts` (a line's `ts`, a row's `decided_at`) is a time of the command started at
 /// `now`: the log (docs/reference.md#clock) stamps what happened with the start plus the time
 /// elapsed since, so a little after `now` (these tests' commands take well under 10 s).
-pub fn is_ts_of(ts: &Value, now: &str) -> bool {
+pub(crate) fn is_ts_of(ts: &Value, now: &str) -> bool {
     let now = chrono::DateTime::parse_from_rfc3339(now).expect("valid RFC 3339");
     ts.as_str()
         .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
@@ -918,7 +918,7 @@ pub fn is_ts_of(ts: &Value, now: &str) -> bool {
 }
 
 #[track_caller]
-pub fn assert_ts_of(ts: &Value, now: &str) {
+pub(crate) fn assert_ts_of(ts: &Value, now: &str) {
     assert!(
         is_ts_of(ts, now),
         "{ts} is not a time of the command at {now}"

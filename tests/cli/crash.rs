@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use heartbeat::model::Section;
+use heartbeat::testing::Section;
 use serde_json::Value;
 
 use crate::common::*;
@@ -102,7 +102,7 @@ pub(crate) struct Seen {
 pub(crate) fn tasks_in(path: &Path, bytes: &[u8]) -> Vec<Seen> {
     let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let text = std::str::from_utf8(bytes).expect("HEARTBEAT.md is UTF-8");
-    heartbeat::markdown::parse(path, &canonical, text)
+    heartbeat::testing::parse(path, &canonical, text)
         .tasks
         .into_iter()
         .map(|t| Seen {
@@ -867,7 +867,7 @@ fn a_crash_before_the_tick_leaves_no_file_behind_and_the_next_run_ticks() {
 pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -875,7 +875,7 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         if n == 0 { 0 } else { self.next() % n }
     }
 }

@@ -16,14 +16,14 @@ use crate::test_server::{Reply, Request, TestServer};
 const SESSION: &str = "session-7f3a";
 
 /// The double and every request it received.
-pub struct McpHttpDouble {
+pub(crate) struct McpHttpDouble {
     server: TestServer,
     requests: Arc<Mutex<Vec<Request>>>,
 }
 
 impl McpHttpDouble {
     /// Requests must carry `Authorization: <authorization>`.
-    pub fn start(authorization: &str) -> McpHttpDouble {
+    pub(crate) fn start(authorization: &str) -> McpHttpDouble {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&requests);
         let authorization = authorization.to_string();
@@ -34,16 +34,16 @@ impl McpHttpDouble {
         McpHttpDouble { server, requests }
     }
 
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("{}/mcp", self.server.url())
     }
 
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 
     /// The JSON-RPC methods posted, in order.
-    pub fn methods(&self) -> Vec<String> {
+    pub(crate) fn methods(&self) -> Vec<String> {
         self.requests()
             .iter()
             .filter(|r| r.method == "POST")
@@ -194,7 +194,7 @@ fn answer(r: &Request, authorization: &str) -> Reply {
 }
 
 /// `[mcp.web]` at the double's URL, its Authorization header read from `WEB_MCP_AUTH`.
-pub fn web_toml(url: &str) -> String {
+pub(crate) fn web_toml(url: &str) -> String {
     format!(
         "[mcp.web]\nurl = \"{url}\"\nheaders_env = {{ Authorization = \"WEB_MCP_AUTH\" }}\n\
          timeout = \"10s\"\napproval = \"auto\"\n"
@@ -226,7 +226,7 @@ fn assert_the_next_task_ran(env: &Env) {
     assert_eq!(ok[0]["output"], "after (sent with ***)");
 }
 
-pub const AUTH: &str = "Bearer web-mcp-token-51d9c0";
+pub(crate) const AUTH: &str = "Bearer web-mcp-token-51d9c0";
 
 #[test]
 fn a_url_server_is_checked_listed_and_called_over_streamable_http() {

@@ -11,7 +11,7 @@ use crate::common::*;
 use crate::tools::is_dead;
 
 /// `<target>/debug/examples/mcp_test_server`, beside the heartbeat binary's directory.
-pub fn server_bin() -> PathBuf {
+pub(crate) fn server_bin() -> PathBuf {
     let bin = PathBuf::from(BIN);
     let path = bin
         .parent()

@@ -17,10 +17,10 @@ use std::path::Path;
 
 use chrono::{DateTime, Datelike, NaiveDate, NaiveTime, Offset, TimeDelta, TimeZone, Utc};
 use chrono_tz::Tz;
-use heartbeat::markdown::parse;
-use heartbeat::markdown::tick::{TickOutcome, tick_text};
-use heartbeat::model::{DaySet, Schedule};
-use heartbeat::schedule::{is_due, local_instant, next_due};
+use heartbeat::testing::parse;
+use heartbeat::testing::{DaySet, Schedule};
+use heartbeat::testing::{TickOutcome, tick_text};
+use heartbeat::testing::{is_due, local_instant, next_due};
 use proptest::prelude::*;
 
 use crate::common::*;

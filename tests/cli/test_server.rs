@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// One request as the server received it.
 #[derive(Clone, Debug)]
-pub struct Request {
+pub(crate) struct Request {
     /// `GET`, `POST`, … as sent.
     pub method: String,
     /// The request target: path and query (`/bot123:abc/SendMessage`).
@@ -29,7 +29,7 @@ pub struct Request {
 
 impl Request {
     /// The first value of a header (names are case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -37,13 +37,13 @@ impl Request {
     }
 
     /// The target without its query.
-    pub fn path(&self) -> &str {
+    pub(crate) fn path(&self) -> &str {
         self.url.split('?').next().unwrap_or_default()
     }
 }
 
 /// What the handler answers.
-pub enum Reply {
+pub(crate) enum Reply {
     /// A response with this status, `Content-Type`, other headers and body.
     Body {
         status: u16,
@@ -57,11 +57,11 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn json(status: u16, body: &Value) -> Reply {
+    pub(crate) fn json(status: u16, body: &Value) -> Reply {
         Reply::raw(status, "application/json", body.to_string())
     }
 
-    pub fn raw(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
+    pub(crate) fn raw(status: u16, content_type: &str, body: impl Into<Vec<u8>>) -> Reply {
         Reply::Body {
             status,
             content_type: content_type.into(),
@@ -71,7 +71,7 @@ impl Reply {
     }
 
     /// The same reply with one more header.
-    pub fn with_header(mut self, name: &str, value: &str) -> Reply {
+    pub(crate) fn with_header(mut self, name: &str, value: &str) -> Reply {
         if let Reply::Body { headers, .. } = &mut self {
             headers.push((name.into(), value.into()));
         }
@@ -82,7 +82,7 @@ impl Reply {
 type Handler = dyn Fn(&Request) -> Reply + Send + Sync;
 
 /// The running server; stops on drop.
-pub struct TestServer {
+pub(crate) struct TestServer {
     addr: SocketAddr,
     server: Arc<tiny_http::Server>,
     dispatcher: Option<JoinHandle<()>>,
@@ -90,7 +90,7 @@ pub struct TestServer {
 
 impl TestServer {
     /// Binds 127.0.0.1 on a free port and answers every request with `handler`.
-    pub fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> TestServer {
+    pub(crate) fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> TestServer {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").expect("bind 127.0.0.1"));
         let addr = server
             .server_addr()
@@ -121,7 +121,7 @@ impl TestServer {
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.addr)
     }
 }

@@ -42,23 +42,23 @@ use serde_json::{Value, json};
 use crate::test_server::{Reply, Request, TestServer};
 
 /// The bot's `first_name` in `from` of the messages it sends.
-pub const BOT_FIRST_NAME: &str = "Heartbeat Test";
+pub(crate) const BOT_FIRST_NAME: &str = "Heartbeat Test";
 /// The bot's username.
-pub const BOT_USERNAME: &str = "heartbeat_test_bot";
+pub(crate) const BOT_USERNAME: &str = "heartbeat_test_bot";
 /// The bot's id when the token does not start with `<digits>:` (real tokens do, and then the
 /// bot id is those digits, as on Telegram).
-pub const DEFAULT_BOT_ID: i64 = 7_000_000_001;
+pub(crate) const DEFAULT_BOT_ID: i64 = 7_000_000_001;
 /// Long polls never wait longer than this, whatever `timeout` asks.
-pub const MAX_LONG_POLL: Duration = Duration::from_secs(5);
+pub(crate) const MAX_LONG_POLL: Duration = Duration::from_secs(5);
 /// Telegram's limit on a message text, in characters after entity parsing.
-pub const MAX_TEXT_CHARS: usize = 4096;
+pub(crate) const MAX_TEXT_CHARS: usize = 4096;
 
 const FIRST_UPDATE_ID: i64 = 500_000_001;
 const FIRST_MESSAGE_ID: i64 = 1001;
 
 /// One request as the double received it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Call {
+pub(crate) struct Call {
     /// The Bot API method as the Bot API docs spell it (`sendMessage`): teloxide writes it
     /// capitalised (`/SendMessage`) and the Bot API ignores case; the first letter is
     /// lower-cased here, the rest kept as sent.
@@ -110,14 +110,14 @@ impl Shared {
 }
 
 /// The fake Bot API server. Stops on drop.
-pub struct TgDouble {
+pub(crate) struct TgDouble {
     shared: Arc<Shared>,
     server: TestServer,
 }
 
 impl TgDouble {
     /// Binds 127.0.0.1 on a free port and starts serving.
-    pub fn start() -> TgDouble {
+    pub(crate) fn start() -> TgDouble {
         let shared = Arc::new(Shared::default());
         {
             let mut state = shared.state();
@@ -131,22 +131,22 @@ impl TgDouble {
     }
 
     /// The base URL for `telegram.api_url`: `http://127.0.0.1:PORT`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         self.server.url()
     }
 
     /// From now on, any other token answers 401 `Unauthorized` (still recorded).
-    pub fn expect_token(&self, token: &str) {
+    pub(crate) fn expect_token(&self, token: &str) {
         self.shared.state().expected_token = Some(token.to_owned());
     }
 
     /// Every request so far, in arrival order.
-    pub fn calls(&self) -> Vec<Call> {
+    pub(crate) fn calls(&self) -> Vec<Call> {
         self.shared.state().calls.clone()
     }
 
     /// The requests to `method` (case-insensitive, like the Bot API), in arrival order.
-    pub fn calls_to(&self, method: &str) -> Vec<Call> {
+    pub(crate) fn calls_to(&self, method: &str) -> Vec<Call> {
         let state = self.shared.state();
         state
             .calls
@@ -159,7 +159,7 @@ impl TgDouble {
     /// Waits until at least `n` calls to `method` were received and returns all of them.
     /// Panics, listing what was received, if that takes longer than `timeout`.
     #[track_caller]
-    pub fn wait_for_calls(&self, method: &str, n: usize, timeout: Duration) -> Vec<Call> {
+    pub(crate) fn wait_for_calls(&self, method: &str, n: usize, timeout: Duration) -> Vec<Call> {
         let deadline = Instant::now() + timeout;
         loop {
             let calls = self.calls_to(method);
@@ -186,14 +186,14 @@ impl TgDouble {
     /// The next `times` calls to `method` answer `status` with
     /// `{"ok":false,"error_code":status,"description":description}`.
     /// Scripted failures for one method queue up behind each other.
-    pub fn fail_next(&self, method: &str, times: usize, status: u16, description: &str) {
+    pub(crate) fn fail_next(&self, method: &str, times: usize, status: u16, description: &str) {
         let body = json!({"ok": false, "error_code": status, "description": description});
         self.script(method, times, || Failure::Json(status, body.clone()));
     }
 
     /// The next `times` calls to `method` answer `status` with a non-JSON body, like the page
     /// a proxy in front of a down Telegram serves.
-    pub fn fail_next_raw(
+    pub(crate) fn fail_next_raw(
         &self,
         method: &str,
         times: usize,
@@ -208,13 +208,13 @@ impl TgDouble {
 
     /// The next `times` calls to `method` are answered as usual (a scripted failure queued
     /// after them then hits a later call).
-    pub fn pass_next(&self, method: &str, times: usize) {
+    pub(crate) fn pass_next(&self, method: &str, times: usize) {
         self.script(method, times, || Failure::Pass);
     }
 
     /// The next `times` calls to `method` are recorded and answered with bytes that are not
     /// HTTP: a network error for the client at once, without teloxide's 10 s 5xx sleep.
-    pub fn drop_next(&self, method: &str, times: usize) {
+    pub(crate) fn drop_next(&self, method: &str, times: usize) {
         self.script(method, times, || Failure::NotHttp);
     }
 
@@ -230,7 +230,7 @@ impl TgDouble {
     /// Until the double is dropped, `sendMessage` and `editMessageText` to `chat_id` answer
     /// this error (e.g. 403 `Forbidden: bot was blocked by the user`), after any scripted
     /// per-method failure.
-    pub fn fail_chat(&self, chat_id: i64, status: u16, description: &str) {
+    pub(crate) fn fail_chat(&self, chat_id: i64, status: u16, description: &str) {
         self.shared
             .state()
             .chat_failures
@@ -240,7 +240,7 @@ impl TgDouble {
     /// Queues an update for `getUpdates` and returns its `update_id`: the given one if the value
     /// has it (later automatic ids continue above it), else the next one. A message the update
     /// carries becomes known, so it can be edited.
-    pub fn push_update(&self, mut update: Value) -> i64 {
+    pub(crate) fn push_update(&self, mut update: Value) -> i64 {
         let mut state = self.shared.state();
         let id = match update.get("update_id").and_then(Value::as_i64) {
             Some(id) => id,
@@ -270,13 +270,13 @@ impl TgDouble {
     }
 
     /// Updates still queued (not yet confirmed by an `offset`).
-    pub fn pending_updates(&self) -> Vec<Value> {
+    pub(crate) fn pending_updates(&self) -> Vec<Value> {
         self.shared.state().updates.iter().cloned().collect()
     }
 
     /// A message the double knows (sent through it or carried by a pushed update), as it is
     /// after the edits it received.
-    pub fn message(&self, chat_id: i64, message_id: i64) -> Option<Value> {
+    pub(crate) fn message(&self, chat_id: i64, message_id: i64) -> Option<Value> {
         self.shared
             .state()
             .messages
@@ -288,7 +288,7 @@ impl TgDouble {
     /// `message_id` in chat `chat_id`. The message is the one the double sent if it knows it
     /// (text and keyboard included), else a plain bot message. Push it with
     /// [`push_update`](Self::push_update).
-    pub fn callback_update(
+    pub(crate) fn callback_update(
         &self,
         chat_id: i64,
         from_id: i64,
@@ -328,7 +328,7 @@ impl TgDouble {
 
     /// An update with a text message from `from_id` in chat `chat_id` (private when positive, a
     /// group when negative). A text starting with `/` carries a `bot_command` entity at offset 0.
-    pub fn text_update(&self, chat_id: i64, from_id: i64, text: &str) -> Value {
+    pub(crate) fn text_update(&self, chat_id: i64, from_id: i64, text: &str) -> Value {
         let mut state = self.shared.state();
         let message_id = state.next_message_id;
         state.next_message_id += 1;
@@ -352,7 +352,13 @@ impl TgDouble {
 
     /// A text message written in a group chat (`chat_id` negative: `-100…` is a supergroup,
     /// other negative ids a basic group) titled `title`: what `telegram-chats` lists.
-    pub fn group_text_update(&self, chat_id: i64, title: &str, from_id: i64, text: &str) -> Value {
+    pub(crate) fn group_text_update(
+        &self,
+        chat_id: i64,
+        title: &str,
+        from_id: i64,
+        text: &str,
+    ) -> Value {
         assert!(chat_id < 0, "group chat ids are negative, got {chat_id}");
         let mut update = self.text_update(chat_id, from_id, text);
         update["message"]["chat"]["title"] = json!(title);
@@ -627,7 +633,7 @@ fn bot_user(token: Option<&str>) -> Value {
 }
 
 /// A human user `id`.
-pub fn user_json(id: i64) -> Value {
+pub(crate) fn user_json(id: i64) -> Value {
     json!({
         "id": id,
         "is_bot": false,
@@ -640,7 +646,7 @@ pub fn user_json(id: i64) -> Value {
 
 /// A chat: private for a positive id (a private chat's id is the user's id), a supergroup for
 /// `-100…` ids, a basic group for other negative ids.
-pub fn chat_json(id: i64) -> Value {
+pub(crate) fn chat_json(id: i64) -> Value {
     if id > 0 {
         json!({
             "id": id,
@@ -678,7 +684,7 @@ const HTML_TAGS: &[&str] = &[
 
 /// Telegram's HTML parse mode: the text without tags and with entities decoded, or the reason
 /// Telegram gives after `can't parse entities: ` (messages and byte offsets as in tdlib).
-pub fn parse_html(s: &str) -> Result<String, String> {
+pub(crate) fn parse_html(s: &str) -> Result<String, String> {
     let b = s.as_bytes();
     let is_space = |c: u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
     let mut out = String::with_capacity(s.len());

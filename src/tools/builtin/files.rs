@@ -10,8 +10,8 @@ use crate::config::Approval;
 use crate::tools::input::FileInput;
 use crate::tools::{Invocation, Outcome, ToolSpec, write_file};
 
-pub struct WriteFile;
-pub struct AppendFile;
+pub(super) struct WriteFile;
+pub(super) struct AppendFile;
 
 fn run(spec: &ToolSpec, input: &Map<String, Value>, inv: &Invocation, append: bool) -> Outcome {
     match FileInput::parse(&spec.name, input) {

@@ -8,7 +8,7 @@ use super::BuiltinTool;
 use crate::config::Approval;
 use crate::tools::{Invocation, Outcome, ToolSpec, http};
 
-pub struct Http;
+pub(super) struct Http;
 
 impl BuiltinTool for Http {
     fn name(&self) -> &'static str {

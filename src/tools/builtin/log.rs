@@ -9,7 +9,7 @@ use crate::config::Approval;
 use crate::tools::input::TextInput;
 use crate::tools::{Invocation, Outcome, ToolSpec};
 
-pub struct Log;
+pub(super) struct Log;
 
 impl BuiltinTool for Log {
     fn name(&self) -> &'static str {

@@ -25,7 +25,7 @@ use super::{Invocation, Outcome, ToolSpec};
 use crate::config::Approval;
 
 /// Every built-in tool (the registry lists tools by name, whatever the order here).
-pub const BUILTINS: [&dyn BuiltinTool; 6] = [
+pub(crate) const BUILTINS: [&dyn BuiltinTool; 6] = [
     &shell::Shell,
     &log::Log,
     &files::WriteFile,
@@ -35,7 +35,7 @@ pub const BUILTINS: [&dyn BuiltinTool; 6] = [
 ];
 
 /// One tool that exists without a `command`.
-pub trait BuiltinTool: Sync {
+pub(crate) trait BuiltinTool: Sync {
     /// What a task calls it (`@name`); also the `[tools.name]` that tunes it.
     fn name(&self) -> &'static str;
 
@@ -85,12 +85,13 @@ impl PartialEq for dyn BuiltinTool {
 }
 
 /// The built-in tool called `name`.
-pub fn builtin(name: &str) -> Option<&'static dyn BuiltinTool> {
+pub(crate) fn builtin(name: &str) -> Option<&'static dyn BuiltinTool> {
     BUILTINS.into_iter().find(|b| b.name() == name)
 }
 
 /// Whether `name` is a built-in tool's (reserved in the config).
-pub fn is_builtin(name: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn is_builtin(name: &str) -> bool {
     crate::model::is_builtin_tool(name)
 }
 

@@ -10,7 +10,7 @@ use crate::config::Approval;
 use crate::tools::input::TextInput;
 use crate::tools::{Invocation, Outcome, ToolSpec};
 
-pub struct Notify;
+pub(super) struct Notify;
 
 impl BuiltinTool for Notify {
     fn name(&self) -> &'static str {

@@ -9,7 +9,7 @@ use crate::config::Approval;
 use crate::tools::input::{ShellCmd, ShellInput};
 use crate::tools::{Invocation, Outcome, ToolSpec, base_request, process};
 
-pub struct Shell;
+pub(super) struct Shell;
 
 impl BuiltinTool for Shell {
     fn name(&self) -> &'static str {
