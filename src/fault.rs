@@ -51,4 +51,4 @@ pub(crate) fn point_then(name: &str, before: impl FnOnce()) {
 
 #[cfg(not(debug_assertions))]
 #[inline(always)]
-pub fn point_then(_name: &str, _before: impl FnOnce()) {}
+pub(crate) fn point_then(_name: &str, _before: impl FnOnce()) {}
