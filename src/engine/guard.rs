@@ -53,13 +53,28 @@ impl Guard {
         if cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
             return Start::Cooldown;
         }
-        let estimate = cfg.cost_estimate(name);
-        if !cfg.within_budget(self.spent + self.reserved, estimate) {
+        if !self.reserve(cfg, name) {
             return Start::Budget;
         }
         self.started_tools.insert(name.to_string());
-        self.reserved += estimate;
         Start::Go
+    }
+
+    /// Whether a run of tool `name` fits in what is spent and reserved; when it does, its
+    /// estimate is reserved until [`Guard::settle`] (or [`Guard::release`]). Approved work
+    /// claimed in a batch reserves this way, before any of the batch runs.
+    pub(crate) fn reserve(&mut self, cfg: &Config, name: &str) -> bool {
+        let estimate = cfg.cost_estimate(name);
+        if !cfg.within_budget(self.spent + self.reserved, estimate) {
+            return false;
+        }
+        self.reserved += estimate;
+        true
+    }
+
+    /// Give back the reservation of a run of tool `name` that did not start.
+    pub(crate) fn release(&mut self, cfg: &Config, name: &str) {
+        self.reserved = (self.reserved - cfg.cost_estimate(name)).max(0.0);
     }
 
     /// Whether approved work of tool `name` fits in what is spent (approved work starts
@@ -73,7 +88,7 @@ impl Guard {
     pub(crate) fn settle(&mut self, cfg: &Config, name: &str, cost: Option<f64>, reserved: bool) {
         self.spent += cost.unwrap_or(0.0);
         if reserved {
-            self.reserved = (self.reserved - cfg.cost_estimate(name)).max(0.0);
+            self.release(cfg, name);
         }
         self.started_tools.insert(name.to_string());
     }

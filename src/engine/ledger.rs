@@ -7,8 +7,9 @@
 //! written by [`Ledger::record`] after the store call that commits its fact returned.
 //!
 //! Batches: the success of a tool without outside effects (`@log`) changes nothing but
-//! heartbeat's own records, so losing it in a crash costs no more than running it again.
-//! Up to [`BATCH`] of them are kept (their rows, their lines rendered) and committed in one
+//! heartbeat's own records, so losing it in a crash costs no more than running it again;
+//! for approved work, claimed durably before it ran, no more than its being reported
+//! interrupted at the next run (docs/reference.md#at-most-once). Up to [`BATCH`] of them are kept (their rows, their lines rendered) and committed in one
 //! transaction ([`Store::record_task_runs`]), their lines written after that commit with one
 //! `write`. Every other record flushes the batch first ([`Ledger::flush`]), so the log keeps
 //! its order and nothing reads the store before the batch is in it; so do the session before
@@ -38,7 +39,7 @@ pub(crate) struct Ledger {
     pending: Vec<(PendingRun, Vec<u8>)>,
 }
 
-/// A batched tool run's row, kept until its batch is committed: a success, of no approval.
+/// A batched tool run's row, kept until its batch is committed: a success.
 struct PendingRun {
     run_id: String,
     task_id: String,
@@ -46,6 +47,7 @@ struct PendingRun {
     started_at: DateTime<Utc>,
     finished_at: DateTime<Utc>,
     cost_usd: Option<f64>,
+    approval_id: Option<i64>,
 }
 
 impl PendingRun {
@@ -57,6 +59,7 @@ impl PendingRun {
             started_at: r.started_at,
             finished_at: r.finished_at,
             cost_usd: r.cost_usd,
+            approval_id: r.approval_id,
         }
     }
 
@@ -69,7 +72,7 @@ impl PendingRun {
             finished_at: self.finished_at,
             succeeded: true,
             cost_usd: self.cost_usd,
-            approval_id: None,
+            approval_id: self.approval_id,
             error: None,
         }
     }
@@ -128,7 +131,7 @@ impl Ledger {
         effect_free: bool,
     ) -> std::result::Result<u32, NotKept> {
         crate::fault::point("task_done");
-        if effect_free && row.succeeded && row.approval_id.is_none() {
+        if effect_free && row.succeeded {
             let line = self.audit.render(self.clock.now(), event);
             self.pending.push((PendingRun::of(row), line));
             if self.pending.len() >= BATCH {

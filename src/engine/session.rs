@@ -12,8 +12,9 @@
 //!   tools without outside effects, the batch they wait in ([`super::ledger`]), which is
 //!   flushed at the end of the plan and before the ticks.
 //! - An approved task runs only after its file was re-read and the task found unchanged and
-//!   open, its tool's policy, its trip and the budget checked again, and only after the
-//!   one-statement claim `approved → running` succeeded.
+//!   open, its tool's policy, its trip and the budget checked again, and only after its
+//!   claim `approved → running` was committed: alone, or, for tools without outside
+//!   effects, with up to [`BATCH`] others in one commit before any of them starts.
 //! - One-time ticks are written once per file, in `finish`, after re-reading the file.
 
 use std::collections::HashSet;
@@ -28,7 +29,7 @@ use sha2::{Digest, Sha256};
 use super::executor::{Executor, Pool};
 use super::files::FileCache;
 use super::guard::{Guard, Start};
-use super::ledger::{Ledger, NotKept, Shown};
+use super::ledger::{BATCH, Ledger, NotKept, Shown};
 use super::recovery::{self, Recovering};
 use super::ticks::Ticks;
 use crate::audit::event::{Ended, TaskRun};
@@ -240,21 +241,68 @@ impl<'a> Session<'a> {
     }
 
     /// Run approved tasks (all of them, or only these ids), each after re-reading its file.
+    /// Approved work of tools without outside effects is claimed up to [`BATCH`] at a time
+    /// ([`Session::run_batch`]); any other approval is claimed and run alone, after the
+    /// batch gathered before it ran, so the log keeps the order of the approvals.
     pub(crate) fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
         let only: Option<HashSet<i64>> = only.map(|ids| ids.iter().copied().collect());
         let rows = self
             .ledger
             .store
             .approvals(Some(crate::model::ApprovalState::Approved))?;
+        let mut batch = Vec::new();
         for row in rows {
-            if only.as_ref().is_none_or(|ids| ids.contains(&row.id)) {
-                self.run_one_approved(&row)?;
+            if only.as_ref().is_some_and(|ids| !ids.contains(&row.id)) {
+                continue;
             }
+            let (task, call) = match self.check_approved(&row)? {
+                Checked::Left => continue,
+                Checked::Ready(task, call) => (task, *call),
+                Checked::Stale(reason) => {
+                    self.run_batch(&mut batch)?;
+                    self.stale(&row, &reason)?;
+                    continue;
+                }
+                Checked::Blocked(task, name, reason) => {
+                    self.run_batch(&mut batch)?;
+                    self.skip(&task, Some(&name), reason)?;
+                    continue;
+                }
+            };
+            let name = call.name().to_string();
+            if effect_free(&call) {
+                // The budget counts the estimates of the batch's approvals, not yet run.
+                if self.guard.reserve(self.cfg, &name) {
+                    batch.push((row.id, task, call));
+                    if batch.len() == BATCH {
+                        self.run_batch(&mut batch)?;
+                    }
+                } else {
+                    self.run_batch(&mut batch)?;
+                    self.skip(&task, Some(&name), SkipReason::Budget)?;
+                }
+                continue;
+            }
+            self.run_batch(&mut batch)?;
+            if !self.guard.within_budget(self.cfg, &name) {
+                self.skip(&task, Some(&name), SkipReason::Budget)?;
+                continue;
+            }
+            if !self.ledger.store.claim(row.id, &self.run_id)? {
+                // Another process claimed it first: it runs there, exactly once.
+                continue;
+            }
+            crate::fault::point("approval_claimed");
+            // Its outcome, the approval's included, is recorded with the tool run.
+            self.run_tool(&task, &call, Some(row.id))?;
+            self.handled.insert(task.id.clone());
         }
-        Ok(())
+        self.run_batch(&mut batch)
     }
 
-    fn run_one_approved(&mut self, row: &ApprovalRow) -> Result<()> {
+    /// What must hold before an approved task may run: its file re-read, the task found
+    /// unchanged and open, its call valid, its tool not denied, the task not tripped.
+    fn check_approved(&mut self, row: &ApprovalRow) -> Result<Checked> {
         // Queued under another config that still exists (a second config on this state
         // dir): its tools and files are not these, so it would go stale here. It stays
         // approved for a run under its own config.
@@ -262,49 +310,84 @@ impl<'a> Session<'a> {
             && Some(recorded) != crate::store::config_key(self.cfg.source.as_deref()).as_deref()
             && Path::new(recorded).is_file()
         {
-            return Ok(());
+            return Ok(Checked::Left);
         }
         let task = match self.file_cache.find(Path::new(&row.file), &row.task_id) {
-            Err(reason) => return self.stale(row, &reason),
-            Ok(None) => return self.stale(row, "the task changed or was removed"),
-            Ok(Some(t)) if t.done => return self.stale(row, "the task is already done"),
+            Err(reason) => return Ok(Checked::Stale(reason)),
+            Ok(None) => return Ok(Checked::Stale("the task changed or was removed".into())),
+            Ok(Some(t)) if t.done => return Ok(Checked::Stale("the task is already done".into())),
             Ok(Some(t)) => t,
         };
         // The call as the file says it now, resolved and validated again.
         let call = match ToolCall::resolve(&task, self.cfg.plain_tasks, self.registry) {
             Ok(Some(call)) => call,
-            Ok(None) => return self.stale(row, "the task is no longer a valid tool call"),
+            Ok(None) => {
+                return Ok(Checked::Stale(
+                    "the task is no longer a valid tool call".into(),
+                ));
+            }
             Err(CallError::Unknown { name, .. }) => {
-                return self.stale(row, &format!("tool \"{name}\" no longer exists"));
+                return Ok(Checked::Stale(format!("tool \"{name}\" no longer exists")));
             }
             Err(CallError::Input { why, .. }) => {
-                return self.stale(row, &format!("invalid input: {why}"));
+                return Ok(Checked::Stale(format!("invalid input: {why}")));
             }
         };
-        let (name, spec) = (call.name().to_string(), &call.spec);
         if self.stopping() {
             // Shutting down: it stays approved and runs at the next tick.
-            return Ok(());
+            return Ok(Checked::Left);
         }
         // A yes does not outrank the guardrails: a tool now denied by policy, a trip or the
-        // budget blocks it; it stays approved (not used up) and the run says why.
-        if spec.approval == Approval::Deny {
-            return self.skip(&task, Some(&name), SkipReason::DeniedByPolicy);
+        // budget (checked by the caller) blocks it; it stays approved (not used up) and the
+        // run says why.
+        let name = call.name().to_string();
+        if call.spec.approval == Approval::Deny {
+            return Ok(Checked::Blocked(task, name, SkipReason::DeniedByPolicy));
         }
         if self.ledger.store.is_tripped(&task.id)? {
-            return self.skip(&task, Some(&name), SkipReason::Tripped);
+            return Ok(Checked::Blocked(task, name, SkipReason::Tripped));
         }
-        if !self.guard.within_budget(self.cfg, &name) {
-            return self.skip(&task, Some(&name), SkipReason::Budget);
-        }
-        if !self.ledger.store.claim(row.id, &self.run_id)? {
-            // Another process claimed it first: it runs there, exactly once.
+        Ok(Checked::Ready(task, Box::new(call)))
+    }
+
+    /// Run a batch of approved work of tools without outside effects, each checked and its
+    /// estimate reserved: all claimed in one durable commit before any of them starts, then
+    /// run one after another, their outcomes committed together ([`super::ledger`]). A crash
+    /// in between leaves them `running`: reported interrupted, never run again
+    /// (docs/reference.md#at-most-once). Empties `batch`.
+    fn run_batch(&mut self, batch: &mut Vec<(i64, Task, ToolCall)>) -> Result<()> {
+        if batch.is_empty() {
             return Ok(());
         }
-        crate::fault::point("approval_claimed");
-        // Its outcome, the approval's included, is recorded with the tool run.
-        self.run_tool(&task, &call, Some(row.id))?;
-        self.handled.insert(task.id.clone());
+        let batch = std::mem::take(batch);
+        let ids: Vec<i64> = batch.iter().map(|(id, _, _)| *id).collect();
+        let claimed: HashSet<i64> = self
+            .ledger
+            .store
+            .claim_many(&ids, &self.run_id)?
+            .into_iter()
+            .collect();
+        let ran = self.run_claimed(batch, &claimed);
+        // What ran is recorded whatever stopped the batch.
+        let flushed = self.ledger.flush().map_err(NotKept::into_error);
+        ran.and(flushed)
+    }
+
+    fn run_claimed(
+        &mut self,
+        batch: Vec<(i64, Task, ToolCall)>,
+        claimed: &HashSet<i64>,
+    ) -> Result<()> {
+        for (id, task, call) in batch {
+            if !claimed.contains(&id) {
+                // Another process claimed it first: it runs there, exactly once.
+                self.guard.release(self.cfg, call.name());
+                continue;
+            }
+            crate::fault::point("approval_claimed");
+            self.run_tool(&task, &call, Some(id))?;
+            self.handled.insert(task.id.clone());
+        }
         Ok(())
     }
 
@@ -667,10 +750,12 @@ impl<'a> Session<'a> {
         // What it cost: as reported by the tool, else the configured estimate.
         let estimate = self.cfg.cost_estimate(name);
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
-        // Approved work started alone; the rest through `may_start`, which reserved the
-        // estimate.
+        // No effect outside heartbeat: its record may wait for the batch (super::ledger).
+        let effect_free = effect_free(call);
+        // Approved work with outside effects started alone; the rest through `may_start`
+        // or a batch of approvals, which reserved the estimate.
         self.guard
-            .settle(self.cfg, name, cost, approval_id.is_none());
+            .settle(self.cfg, name, cost, approval_id.is_none() || effect_free);
         let row = TaskRunRecord {
             run_id: &self.run_id,
             task_id: &task.id,
@@ -707,8 +792,6 @@ impl<'a> Session<'a> {
         } else {
             Event::TaskFailed(run)
         };
-        // No effect outside heartbeat: its record may wait for the batch (super::ledger).
-        let effect_free = matches!(call.spec.kind, ToolKind::Builtin(b) if !b.outside_effects());
         let failures = self
             .ledger
             .tool_run(&row, &event, effect_free)
@@ -855,6 +938,23 @@ impl<'a> Session<'a> {
         let (store, audit) = self.ledger.into_parts();
         Ok((self.report, store, audit))
     }
+}
+
+/// What [`Session::check_approved`] found.
+enum Checked {
+    /// It stays approved, nothing said: queued under another config, or the run stops.
+    Left,
+    /// It can no longer run as approved (why).
+    Stale(String),
+    /// A guardrail holds it: it stays approved, the run says why (with its tool's name).
+    Blocked(Task, String, SkipReason),
+    /// It may run, its budget aside: the task as the file says it now, and its call.
+    Ready(Task, Box<ToolCall>),
+}
+
+/// Whether the call's tool changes nothing outside heartbeat (`log`).
+fn effect_free(call: &ToolCall) -> bool {
+    matches!(call.spec.kind, ToolKind::Builtin(b) if !b.outside_effects())
 }
 
 /// A report for an approval row (when its task could not be found in its file).

@@ -6,7 +6,9 @@
 //!   `synchronous = FULL` before the method returns: of several processes making the same
 //!   change, exactly one sees a changed row.
 //! - Claiming (`approved → running`) is that UPDATE in its own IMMEDIATE transaction, with
-//!   RETURNING: a claimed approval is `running` on disk before its tool can start.
+//!   RETURNING: a claimed approval is `running` on disk before its tool can start. Several
+//!   approvals may be claimed in one such transaction ([`Approvals::claim_many`]): each is
+//!   claimed or not on its own, and all of them are on disk before any of their tools starts.
 
 use crate::model::ApprovalState;
 use crate::text::{Redacted, RedactedJson};
@@ -130,6 +132,12 @@ pub(crate) trait Approvals {
     /// `approved → running`, as one statement in its own immediate transaction: of several
     /// processes claiming the same approval, exactly one gets true.
     fn claim(&mut self, id: i64, run_id: &str) -> Result<bool>;
+
+    /// `approved → running` for each of `ids`, all in one immediate transaction committed
+    /// with `synchronous = FULL` (approved work of tools without outside effects, claimed
+    /// by the batch): the ids claimed here, in the order given. An id another process
+    /// claimed first, or not approved, is left out.
+    fn claim_many(&mut self, ids: &[i64], run_id: &str) -> Result<Vec<i64>>;
 
     /// `approved → stale`: the task changed or vanished before it could run.
     fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool>;
@@ -291,17 +299,30 @@ impl Approvals for Sqlite {
     }
 
     fn claim(&mut self, id: i64, run_id: &str) -> Result<bool> {
+        Ok(!self.claim_many(&[id], run_id)?.is_empty())
+    }
+
+    fn claim_many(&mut self, ids: &[i64], run_id: &str) -> Result<Vec<i64>> {
         self.durable(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let claimed = tx
-                .query_row(
+            let mut claimed = Vec::with_capacity(ids.len());
+            {
+                let mut claim = tx.prepare_cached(
                     "UPDATE approvals SET state = ?3, run_id = ?2
                      WHERE id = ?1 AND state = ?4 RETURNING id",
-                    params![id, run_id, ApprovalState::Running, ApprovalState::Approved],
-                    |r| r.get::<_, i64>(0),
-                )
-                .optional()?
-                .is_some();
+                )?;
+                for &id in ids {
+                    let row = claim
+                        .query_row(
+                            params![id, run_id, ApprovalState::Running, ApprovalState::Approved],
+                            |r| r.get::<_, i64>(0),
+                        )
+                        .optional()?;
+                    claimed.extend(row);
+                    // Inside the transaction: a crash here claims none of them.
+                    crate::fault::point("claiming");
+                }
+            }
             tx.commit()?;
             Ok(claimed)
         })
@@ -555,6 +576,70 @@ pub(super) mod tests {
             interrupted.iter().map(|r| r.id).collect::<Vec<_>>(),
             [ids[2]]
         );
+    }
+
+    #[test]
+    fn a_batch_claims_each_approved_approval_once_in_one_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut a = Sqlite::open(dir.path()).unwrap();
+        let mut b = Sqlite::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut a, 5, true);
+        let now = ts("2026-01-01T12:00:00Z");
+        // One is claimed elsewhere first, one was never approved (pending again here).
+        assert!(b.claim(ids[1], "other").unwrap());
+        conn(&a)
+            .execute(
+                "UPDATE approvals SET state = 'pending' WHERE id = ?1",
+                [ids[3]],
+            )
+            .unwrap();
+        // Asked twice in one batch: claimed once.
+        let asked = [ids[4], ids[0], ids[1], ids[2], ids[3], ids[0]];
+        assert_eq!(
+            a.claim_many(&asked, "r1").unwrap(),
+            [ids[4], ids[0], ids[2]]
+        );
+        // Committed: every other connection sees them running, and none can claim them.
+        for id in [ids[0], ids[2], ids[4]] {
+            let row = stored(&b, id);
+            assert_eq!(row[0].as_deref(), Some("running"));
+            assert_eq!(row[5].as_deref(), Some("r1"));
+        }
+        assert_eq!(stored(&b, ids[1])[5].as_deref(), Some("other"));
+        assert_eq!(stored(&b, ids[3])[0].as_deref(), Some("pending"));
+        assert!(b.claim_many(&ids, "r2").unwrap().is_empty());
+        assert!(a.claim_many(&[], "r3").unwrap().is_empty());
+        // Left running by a run that died: each is recovered once.
+        let interrupted: Vec<i64> = b
+            .interrupt_running(now)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(interrupted, [ids[0], ids[1], ids[2], ids[4]]);
+        assert!(b.interrupt_running(now).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_batch_claim_that_cannot_be_written_claims_none_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        let ids = approvals_of(&mut s, 3, true);
+        // The last one's claim fails: the first two's are rolled back with it.
+        conn(&s)
+            .execute_batch(&format!(
+                "CREATE TRIGGER frozen BEFORE UPDATE ON approvals WHEN OLD.id = {}
+                 BEGIN SELECT RAISE(ABORT, 'frozen'); END;",
+                ids[2]
+            ))
+            .unwrap();
+        let err = s.claim_many(&ids, "r").unwrap_err();
+        assert!(err.to_string().contains("frozen"), "{err}");
+        for &id in &ids {
+            assert_eq!(stored(&s, id)[0].as_deref(), Some("approved"));
+        }
+        conn(&s).execute_batch("DROP TRIGGER frozen").unwrap();
+        assert_eq!(s.claim_many(&ids, "r").unwrap(), ids);
     }
 
     #[test]

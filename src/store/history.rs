@@ -5,7 +5,8 @@
 //! - A tool run is recorded in one IMMEDIATE transaction: its history row, its tool's start,
 //!   its task's state and, for approved work, the approval's outcome (`running → succeeded |
 //!   failed`) are committed together or not at all. Successes of tools without outside
-//!   effects may share one transaction ([`Store::record_task_runs`]); approved work never does.
+//!   effects may share one transaction ([`Store::record_task_runs`]), approved ones too: that
+//!   transaction is then committed with `synchronous = FULL`, like every approval's outcome.
 //! - A task that succeeded has `last_success` set: that is what keeps a one-time task from
 //!   running again.
 //! - `tool_state` holds, per tool, the latest `started_at` of its `task_runs` rows.
@@ -53,9 +54,10 @@ pub(crate) trait History {
     fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32>;
 
     /// Record several finished tool runs in one transaction, each as [`record_task_run`]
-    /// records it, committed at `synchronous = NORMAL`. Only for runs whose loss in a crash
-    /// costs nothing but running them again: successes of tools without outside effects,
-    /// never approved work (docs/reference.md#at-most-once).
+    /// records it. Only for successes of tools without outside effects, whose loss in a
+    /// crash costs nothing but running them again, or, for approved work (claimed before it
+    /// ran), its being reported interrupted (docs/reference.md#at-most-once). Committed at
+    /// `synchronous = NORMAL`; with approved work among them, `FULL`.
     ///
     /// [`record_task_run`]: History::record_task_run
     fn record_task_runs(&mut self, runs: &[TaskRunRecord]) -> Result<()>;
@@ -113,7 +115,6 @@ impl History for Sqlite {
     }
 
     fn record_task_runs(&mut self, runs: &[TaskRunRecord]) -> Result<()> {
-        debug_assert!(runs.iter().all(|r| r.approval_id.is_none()));
         let write = |conn: &mut Connection| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             for r in runs {
@@ -123,7 +124,11 @@ impl History for Sqlite {
             }
             tx.commit()
         };
-        write(&mut self.conn).map_err(|e| self.err(e))
+        if runs.iter().any(|r| r.approval_id.is_some()) {
+            self.durable(write)
+        } else {
+            write(&mut self.conn).map_err(|e| self.err(e))
+        }
     }
 
     fn record_attempt(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<()> {
@@ -387,6 +392,42 @@ pub(super) mod tests {
             read("SELECT tool, last_start FROM tool_state ORDER BY tool"),
             read("SELECT tool, MAX(started_at) FROM task_runs GROUP BY tool ORDER BY tool")
         );
+    }
+
+    #[test]
+    fn a_batch_of_runs_finishes_the_approvals_among_them() {
+        use crate::store::Approvals;
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        let now = ts("2026-01-01T10:00:00Z");
+        let input = serde_json::json!({"text": "x"});
+        let approval = super::super::approvals::tests::new_approval("a", &input);
+        let id = s.queue_approval(&approval, now).unwrap().unwrap();
+        let yes = crate::store::Decision {
+            approve: true,
+            by: "cli:ann".into(),
+            reason: None,
+            always: false,
+        };
+        assert!(s.decide(id, &yes, now).unwrap());
+        assert_eq!(s.claim_many(&[id], "r").unwrap(), [id]);
+        let approved = TaskRunRecord {
+            approval_id: Some(id),
+            ..run_of("a", "log", "2026-01-01T10:00:00Z", true)
+        };
+        s.record_task_runs(&[run_of("b", "log", "2026-01-01T10:00:00Z", true), approved])
+            .unwrap();
+        let state = s.approval(id).unwrap().unwrap().state;
+        assert_eq!(state, crate::model::ApprovalState::Succeeded);
+        let with_approval: i64 = conn(&s)
+            .query_row(
+                "SELECT COUNT(*) FROM task_runs WHERE approval_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(with_approval, 1);
+        assert_eq!(task_state_rows(conn(&s)).len(), 2);
     }
 
     #[test]

@@ -35,7 +35,8 @@
 //!
 //! Every other point (`task_recorded`, `tick_before_write`, `tick_after_write`,
 //! `audit_torn` on any other line) loses nothing and runs nothing twice. Approved work
-//! (`approval_claimed`, and the points above inside `approve`): see the approval tests below.
+//! (`approval_claimed`, and the points above inside `approve`): see the approval tests below,
+//! and `approve_batch_crash.rs` for approved `@log` work claimed in batches (`claiming`).
 //!
 //! Also here: several runs, two `approve`s and a daemon on one state dir at once.
 //! `HEARTBEAT_SOAK=1` makes the random-kill and concurrency tests much longer.

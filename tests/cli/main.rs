@@ -5,6 +5,7 @@ mod common;
 
 mod active;
 mod approve;
+mod approve_batch_crash;
 mod approve_concurrency;
 mod audit;
 mod commands;
