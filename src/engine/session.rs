@@ -506,7 +506,7 @@ impl<'a> Session<'a> {
 
     fn finish_parallel(&mut self, planned: &Planned, outcome: tools::Outcome) -> Result<()> {
         if let Decision::Run(call) = &planned.decision {
-            self.record_outcome(&planned.task, call, None, outcome)?;
+            self.record_outcome(planned.task, call, None, outcome)?;
         }
         Ok(())
     }
