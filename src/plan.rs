@@ -1,6 +1,8 @@
 //! The decision table of docs/reference.md#policy: one decision per task, from the tasks, the
 //! config, a snapshot of stored state and `now`. Pure: `check`, `run --dry-run` and `run` share it.
 
+use std::borrow::Cow;
+
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
@@ -34,14 +36,16 @@ impl SkipReason {
 }
 
 /// A tool call as planned: the tool resolved and the input validated once, at planning.
-/// The session carries it out as it is; it does not resolve or validate it again.
+/// The session carries it out as it is; it does not resolve or validate it again. It
+/// borrows the registry's spec and the task's parsed input where it can (an MCP tool's spec
+/// and a plain task's `agent` input are made for the call).
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ToolCall {
-    pub spec: ToolSpec,
-    pub input: Map<String, Value>,
+pub(crate) struct ToolCall<'a> {
+    pub spec: Cow<'a, ToolSpec>,
+    pub input: Cow<'a, Map<String, Value>>,
 }
 
-impl ToolCall {
+impl<'a> ToolCall<'a> {
     /// The tool's name as the task wrote it (`shell`, `agent`, `server.tool`).
     pub(crate) fn name(&self) -> &str {
         &self.spec.name
@@ -50,21 +54,33 @@ impl ToolCall {
     /// The call a task makes, resolved against the registry and validated: None for a
     /// reminder; Err with why for an unknown tool or an input it refuses.
     pub(crate) fn resolve(
-        task: &Task,
+        task: &'a Task,
         plain_tasks: PlainTasks,
-        registry: &Registry,
-    ) -> Result<Option<ToolCall>, CallError> {
+        registry: &'a Registry,
+    ) -> Result<Option<ToolCall<'a>>, CallError> {
         let Some((name, input)) = tool_call(task, plain_tasks) else {
             return Ok(None);
         };
-        let spec = match registry.resolve(&name) {
-            Ok(spec) => spec.into_owned(),
-            Err(why) => return Err(CallError::Unknown { name, why }),
+        let spec = match registry.resolve(name) {
+            Ok(spec) => spec,
+            Err(why) => {
+                let name = name.to_string();
+                return Err(CallError::Unknown { name, why });
+            }
         };
         if let Err(why) = spec.validate(&input) {
+            let name = name.to_string();
             return Err(CallError::Input { name, why });
         }
         Ok(Some(ToolCall { spec, input }))
+    }
+
+    /// The call with its own copy of the spec and input, free of the registry and task.
+    pub(crate) fn into_owned(self) -> ToolCall<'static> {
+        ToolCall {
+            spec: Cow::Owned(self.spec.into_owned()),
+            input: Cow::Owned(self.input.into_owned()),
+        }
     }
 }
 
@@ -78,11 +94,11 @@ pub(crate) enum CallError {
 }
 
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) enum Decision {
+pub(crate) enum Decision<'a> {
     /// Run this call now.
-    Run(ToolCall),
+    Run(ToolCall<'a>),
     /// Queue this call for approval.
-    Approve(ToolCall),
+    Approve(ToolCall<'a>),
     /// Already queued: the id of its pending approval.
     Pending(i64),
     /// Approved to run at the next run (`approve --later`): the id of its approval.
@@ -110,7 +126,35 @@ pub(crate) enum Decision {
     Inactive,
 }
 
-impl Decision {
+impl Decision<'_> {
+    /// The decision with its call (if any) owning its spec and input.
+    pub(crate) fn into_owned(self) -> Decision<'static> {
+        match self {
+            Decision::Run(call) => Decision::Run(call.into_owned()),
+            Decision::Approve(call) => Decision::Approve(call.into_owned()),
+            Decision::Pending(id) => Decision::Pending(id),
+            Decision::Approved(id) => Decision::Approved(id),
+            Decision::NotDue => Decision::NotDue,
+            Decision::Denied => Decision::Denied,
+            Decision::Skip(reason) => Decision::Skip(reason),
+            Decision::Remind => Decision::Remind,
+            Decision::Reminded => Decision::Reminded,
+            Decision::Ignored => Decision::Ignored,
+            Decision::Interrupted => Decision::Interrupted,
+            Decision::Invalid {
+                line,
+                column,
+                error,
+            } => Decision::Invalid {
+                line,
+                column,
+                error,
+            },
+            Decision::Done => Decision::Done,
+            Decision::Inactive => Decision::Inactive,
+        }
+    }
+
     /// The `decision` word of `check --json`.
     pub(crate) fn as_str(&self) -> &'static str {
         match self {
@@ -135,15 +179,15 @@ impl Decision {
 
 /// The decision for one task. A decision that runs or queues carries its call.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Planned {
-    pub task: Task,
-    pub decision: Decision,
+pub(crate) struct Planned<'a> {
+    pub task: &'a Task,
+    pub decision: Decision<'a>,
     /// When the task is (or becomes) due, within active hours; None for tasks that never
     /// will be (done, ignored, invalid, a reminder already given).
     pub next_due: Option<DateTime<Utc>>,
 }
 
-impl Planned {
+impl Planned<'_> {
     /// The tool and input `check` and the reports show for this task: the call it
     /// resolved to (`agent` for plain tasks with `plain_tasks = "agent"`); for a done or
     /// ignored task what its text names; for an invalid one the tool it names, no input.
@@ -151,20 +195,21 @@ impl Planned {
         &self,
         plain_tasks: PlainTasks,
     ) -> (Option<String>, Option<Map<String, Value>>) {
-        let task = &self.task;
+        let task = self.task;
         match &self.decision {
-            Decision::Run(call) | Decision::Approve(call) => {
-                (Some(call.name().to_string()), Some(call.input.clone()))
-            }
+            Decision::Run(call) | Decision::Approve(call) => (
+                Some(call.name().to_string()),
+                Some(call.input.clone().into_owned()),
+            ),
             _ if task.done || task.section == Section::Other => {
                 (task.tool_name().map(str::to_string), tool_input(task))
             }
             Decision::Invalid { .. } => {
-                let name = tool_call(task, plain_tasks).map(|(name, _)| name);
+                let name = tool_call(task, plain_tasks).map(|(name, _)| name.to_string());
                 (name.or_else(|| task.tool_name().map(str::to_string)), None)
             }
             _ => match tool_call(task, plain_tasks) {
-                Some((name, input)) => (Some(name), Some(input)),
+                Some((name, input)) => (Some(name.to_string()), Some(input.into_owned())),
                 None => (None, None),
             },
         }
@@ -176,16 +221,18 @@ impl Planned {
     }
 }
 
-pub(crate) struct Plan {
+/// The plan borrows the tasks it decides and the registry their calls resolve against.
+pub(crate) struct Plan<'a> {
     pub active: bool,
     pub next_active: Option<DateTime<Utc>>,
     /// One per task given to [`plan`], in the same order.
-    pub items: Vec<Planned>,
+    pub items: Vec<Planned<'a>>,
 }
 
-pub(crate) struct PlanInput<'a> {
+/// `'r`: the registry, which the plan's calls borrow their specs from.
+pub(crate) struct PlanInput<'a, 'r> {
     pub config: &'a Config,
-    pub registry: &'a Registry,
+    pub registry: &'r Registry,
     pub state: &'a Snapshot,
     pub now: DateTime<Utc>,
     /// Run even outside active hours.
@@ -193,11 +240,9 @@ pub(crate) struct PlanInput<'a> {
     pub autonomy: Autonomy,
 }
 
-/// Takes the tasks as owned values or references (`&[Task]`, `&[&Task]`): callers need not
-/// copy a file's tasks to plan them.
-pub(crate) fn plan<T: std::borrow::Borrow<Task>>(tasks: &[T], input: &PlanInput) -> Plan {
-    let tasks: Vec<&Task> = tasks.iter().map(std::borrow::Borrow::borrow).collect();
-    let tasks = tasks.as_slice();
+/// Takes the tasks by reference: the plan's items borrow them (and the registry), so
+/// planning copies no task.
+pub(crate) fn plan<'a>(tasks: &[&'a Task], input: &PlanInput<'_, 'a>) -> Plan<'a> {
     let cfg = input.config;
     let now = input.now;
     // Paused counts as not active: nothing runs unless forced.
@@ -280,12 +325,12 @@ fn apply_run_cap(items: &mut [Planned], cap: usize, state: &Snapshot) {
     }
 }
 
-fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
+fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planned<'a> {
     let cfg = input.config;
     let state = input.state;
     let now = input.now;
     let planned = |decision, next_due| Planned {
-        task: task.clone(),
+        task,
         decision,
         next_due,
     };
@@ -416,13 +461,13 @@ fn decide(task: &Task, input: &PlanInput, active: bool) -> Planned {
 pub(crate) fn tool_call(
     task: &Task,
     plain_tasks: PlainTasks,
-) -> Option<(String, Map<String, Value>)> {
+) -> Option<(&str, Cow<'_, Map<String, Value>>)> {
     match &task.body {
-        Body::Tool { name, input } => Some((name.clone(), input.clone())),
+        Body::Tool { name, input } => Some((name, Cow::Borrowed(input))),
         Body::Plain if plain_tasks == PlainTasks::Agent => {
             let mut map = Map::new();
             map.insert("prompt".into(), Value::String(task.text.clone()));
-            Some(("agent".to_string(), map))
+            Some(("agent", Cow::Owned(map)))
         }
         Body::Plain | Body::Invalid { .. } => None,
     }
@@ -456,11 +501,11 @@ mod tests {
         state: &Snapshot,
         now: &str,
         autonomy: Autonomy,
-    ) -> Vec<Decision> {
+    ) -> Vec<Decision<'static>> {
         let registry = Registry::new(&cfg.tools);
         let tasks = tasks(md);
         let p = plan(
-            &tasks,
+            &tasks.iter().collect::<Vec<_>>(),
             &PlanInput {
                 config: cfg,
                 registry: &registry,
@@ -470,7 +515,10 @@ mod tests {
                 autonomy,
             },
         );
-        p.items.into_iter().map(|i| i.decision).collect()
+        p.items
+            .into_iter()
+            .map(|i| i.decision.into_owned())
+            .collect()
     }
 
     /// The decisions' words, as `check` shows them (a run's call left out).
@@ -807,7 +855,7 @@ mod tests {
         let registry = Registry::new(&cfg.tools);
         let tasks = tasks("## Recurring\n- [ ] Summarise   my mail\n");
         let p = plan(
-            &tasks,
+            &tasks.iter().collect::<Vec<_>>(),
             &PlanInput {
                 config: &cfg,
                 registry: &registry,
@@ -842,7 +890,7 @@ mod tests {
         let registry = Registry::new(&cfg.tools);
         let tasks = tasks(md);
         let p = plan(
-            &tasks,
+            &tasks.iter().collect::<Vec<_>>(),
             &PlanInput {
                 config: &cfg,
                 registry: &registry,

@@ -3,7 +3,7 @@
 
 use super::{Ctx, show_time};
 use crate::cli::CheckArgs;
-use crate::engine::query::{self, Checked};
+use crate::engine::query::{self, CheckReport};
 use crate::error::{Result, exit};
 use crate::plan::Decision;
 use crate::render::show_path;
@@ -11,19 +11,18 @@ use crate::render::show_path;
 pub(crate) fn run(ctx: &Ctx, args: &CheckArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
     let c = query::check(cfg, ctx.now, args.files.allow_missing)?;
-    let tasks = c.tasks();
-    let Checked {
-        cfg,
-        files,
+    let report = c.report();
+    let CheckReport {
+        tasks,
         plan,
-        snapshot,
         problems,
         errors,
-    } = &c;
-    let (errors, cfg) = (*errors, cfg);
+        ..
+    } = &report;
+    let (errors, cfg, files, snapshot) = (*errors, &c.cfg, &c.files, &c.snapshot);
     let mut out = ctx.out();
     if args.json {
-        out.json(&c.json());
+        out.json(&report.json());
     } else {
         out.line(&format!(
             "config: {}",

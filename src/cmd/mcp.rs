@@ -258,7 +258,7 @@ impl Agents {
         Secrets::from_config(&cfg);
         match tool {
             "status" => Ok(query::status(&cfg, ctx.now)?.json()),
-            "check" => Ok(query::check(cfg, ctx.now, false)?.agent_json()),
+            "check" => Ok(query::check(cfg, ctx.now, false)?.report().agent_json()),
             "approvals" => {
                 let rows = match text(input, "state")?.unwrap_or("pending") {
                     "all" => query::approvals(&cfg, None)?,

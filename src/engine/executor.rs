@@ -136,11 +136,12 @@ mod tests {
         crate::markdown::parse(&path, &path, md).tasks.remove(0)
     }
 
-    fn call(task: &Task, cfg: &Config) -> ToolCall {
+    fn call(task: &Task, cfg: &Config) -> ToolCall<'static> {
         let registry = Registry::from_config(cfg);
         ToolCall::resolve(task, cfg.plain_tasks, &registry)
             .unwrap()
             .unwrap()
+            .into_owned()
     }
 
     #[test]

@@ -193,6 +193,7 @@ fn answer(
 ) -> Result<Value> {
     let checked = query::check(cfg, now, false)?;
     let decision = checked
+        .report()
         .decision_of(&task.id)
         .map_or("unknown", Decision::as_str);
     Ok(json!({

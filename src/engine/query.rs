@@ -252,7 +252,9 @@ fn place(cfg: &Config, files: &[Loaded], ids: &[String]) -> Vec<Held> {
             let task = tasks.iter().find(|t| &t.id == id);
             Held {
                 task_id: id.clone(),
-                tool: task.and_then(|t| plan::tool_call(t, cfg.plain_tasks).map(|(name, _)| name)),
+                tool: task.and_then(|t| {
+                    plan::tool_call(t, cfg.plain_tasks).map(|(name, _)| name.to_string())
+                }),
                 file: task.map(|t| t.file.to_path_buf()),
                 line: task.map(|t| t.line),
                 text: None,
@@ -391,34 +393,36 @@ impl Status {
 
 // ----- check -----
 
-/// What `check` finds: every task with its decision, and the problems.
+/// What `check` reads: the config, its files, the tools their tasks name and the stored
+/// state. [`Checked::report`] plans the tasks (borrowed from the files) and finds the
+/// problems.
 pub(crate) struct Checked {
     pub cfg: Config,
     pub files: Vec<Loaded>,
-    pub plan: Plan,
     pub snapshot: Snapshot,
+    registry: Registry,
+    now: DateTime<Utc>,
+    /// The problems found without the plan: the files' warnings, orphaned state, the
+    /// config's warnings, short secrets, future attempt times.
+    problems: Vec<Problem>,
+}
+
+/// What `check` finds: every task with its decision, and the problems.
+pub(crate) struct CheckReport<'a> {
+    pub checked: &'a Checked,
+    /// Every task of every file, in file order; the plan's items belong to them in order.
+    pub tasks: Vec<&'a Task>,
+    pub plan: Plan<'a>,
     pub problems: Vec<Problem>,
     pub errors: usize,
 }
 
-/// Validate the config's files as `check` does, at `now`.
+/// Read the config's files and state as `check` does, at `now`.
 pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Result<Checked> {
     let files = read_files(&cfg, allow_missing)?;
-    // In file order: each file's tasks are the next `f.parsed.tasks.len()` of them.
-    let tasks = all_tasks(&files);
-    let registry = Registry::from_config(&cfg).with_catalog(&list_mcp_servers(&cfg, &tasks));
+    let registry =
+        Registry::from_config(&cfg).with_catalog(&list_mcp_servers(&cfg, &all_tasks(&files)));
     let snapshot = read_snapshot(&cfg, now)?;
-    let plan = plan::plan(
-        &tasks,
-        &PlanInput {
-            config: &cfg,
-            registry: &registry,
-            state: &snapshot,
-            now,
-            force: false,
-            autonomy: cfg.autonomy,
-        },
-    );
 
     let mut problems: Vec<Problem> = file_warnings(&files);
     problems.extend(orphan_problems(&cfg, &files)?);
@@ -440,22 +444,6 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
             column: 0,
             severity: Severity::Warning,
         });
-    }
-    for (task, planned) in tasks.iter().zip(&plan.items) {
-        if let Decision::Invalid {
-            line,
-            column,
-            error,
-        } = &planned.decision
-        {
-            problems.push(Problem {
-                file: task.file.to_path_buf(),
-                line: *line,
-                column: *column,
-                severity: Severity::Error,
-                message: error.clone(),
-            });
-        }
     }
     // Secrets too short to be looked for inside other text: said, since they are not hidden.
     for name in crate::audit::short_secrets(&cfg) {
@@ -489,19 +477,13 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
             ),
         });
     }
-    sort_problems(&mut problems);
-    let errors = problems
-        .iter()
-        .filter(|p| p.severity == Severity::Error)
-        .count();
-    drop(tasks);
     Ok(Checked {
         cfg,
         files,
-        plan,
         snapshot,
+        registry,
+        now,
         problems,
-        errors,
     })
 }
 
@@ -509,9 +491,50 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
 const INVALID_TEXT: &str = "(not shown: its input does not parse; see problems)";
 
 impl Checked {
-    /// Every task of every file, in file order: the plan's items belong to them in order.
-    pub(crate) fn tasks(&self) -> Vec<&Task> {
-        all_tasks(&self.files)
+    /// The plan of every task, and every problem (an invalid task's among them), sorted.
+    pub(crate) fn report(&self) -> CheckReport<'_> {
+        let cfg = &self.cfg;
+        let tasks = all_tasks(&self.files);
+        let plan = plan::plan(
+            &tasks,
+            &PlanInput {
+                config: cfg,
+                registry: &self.registry,
+                state: &self.snapshot,
+                now: self.now,
+                force: false,
+                autonomy: cfg.autonomy,
+            },
+        );
+        let mut problems = self.problems.clone();
+        for (task, planned) in tasks.iter().zip(&plan.items) {
+            if let Decision::Invalid {
+                line,
+                column,
+                error,
+            } = &planned.decision
+            {
+                problems.push(Problem {
+                    file: task.file.to_path_buf(),
+                    line: *line,
+                    column: *column,
+                    severity: Severity::Error,
+                    message: error.clone(),
+                });
+            }
+        }
+        sort_problems(&mut problems);
+        let errors = problems
+            .iter()
+            .filter(|p| p.severity == Severity::Error)
+            .count();
+        CheckReport {
+            checked: self,
+            tasks,
+            plan,
+            problems,
+            errors,
+        }
     }
 
     /// Who proposed a task: its mark in the file, or the store for a task proposed before
@@ -521,14 +544,16 @@ impl Checked {
             .as_deref()
             .or_else(|| self.snapshot.proposed_by.get(&task.id).map(String::as_str))
     }
+}
 
+impl CheckReport<'_> {
     /// The decision for the task with this id, if it is in the files.
-    pub(crate) fn decision_of(&self, id: &str) -> Option<&Decision> {
-        self.tasks()
+    pub(crate) fn decision_of(&self, id: &str) -> Option<&Decision<'_>> {
+        self.plan
+            .items
             .iter()
-            .zip(&self.plan.items)
-            .find(|(t, _)| t.id == id)
-            .map(|(_, p)| &p.decision)
+            .find(|p| p.task.id == id)
+            .map(|p| &p.decision)
     }
 
     /// The `check` tool of `heartbeat mcp`: `check --json`, with a task whose input does not
@@ -537,7 +562,7 @@ impl Checked {
     pub(crate) fn agent_json(&self) -> Value {
         let mut json = self.json();
         if let Some(shown) = json["tasks"].as_array_mut() {
-            for (task, shown) in self.tasks().into_iter().zip(shown) {
+            for (task, shown) in self.tasks.iter().zip(shown) {
                 if matches!(task.body, crate::model::Body::Invalid { .. }) {
                     shown["text"] = Value::from(INVALID_TEXT);
                 }
@@ -548,12 +573,13 @@ impl Checked {
 
     /// `check --json`.
     pub(crate) fn json(&self) -> Value {
+        let checked = self.checked;
         let tasks_json: Vec<Value> = self
-            .tasks()
-            .into_iter()
+            .tasks
+            .iter()
             .zip(&self.plan.items)
             .map(|(task, planned)| {
-                let (tool, input) = planned.shown_call(self.cfg.plain_tasks);
+                let (tool, input) = planned.shown_call(checked.cfg.plain_tasks);
                 json!({
                     "task_id": task.id,
                     "file": &*task.file,
@@ -575,13 +601,13 @@ impl Checked {
                         _ => None,
                     },
                     "next_due": planned.next_due.map(crate::audit::format_ts),
-                    "provenance": self.provenance(task).unwrap_or("file"),
+                    "provenance": checked.provenance(task).unwrap_or("file"),
                 })
             })
             .collect();
         json!({
-            "files": self.files.iter().map(|f| &f.source.path).collect::<Vec<_>>(),
-            "config": self.cfg.source,
+            "files": checked.files.iter().map(|f| &f.source.path).collect::<Vec<_>>(),
+            "config": checked.cfg.source,
             "active": self.plan.active,
             "next_active": self.plan.next_active.map(crate::audit::format_ts),
             "tasks": tasks_json,
@@ -624,8 +650,12 @@ fn list_mcp_servers(cfg: &Config, tasks: &[&Task]) -> Catalog {
 }
 
 /// What `check` decides for one task (a task about to be proposed), with the file's other
-/// tasks left out.
-pub(crate) fn decide_one(cfg: &Config, now: DateTime<Utc>, task: &Task) -> Result<Decision> {
+/// tasks left out; a call it makes is copied out of the registry made for it.
+pub(crate) fn decide_one(
+    cfg: &Config,
+    now: DateTime<Utc>,
+    task: &Task,
+) -> Result<Decision<'static>> {
     let tasks = &[task];
     let registry = Registry::from_config(cfg).with_catalog(&list_mcp_servers(cfg, tasks));
     let snapshot = read_snapshot(cfg, now)?;
@@ -644,7 +674,7 @@ pub(crate) fn decide_one(cfg: &Config, now: DateTime<Utc>, task: &Task) -> Resul
         .items
         .into_iter()
         .next()
-        .map_or(Decision::Ignored, |p| p.decision))
+        .map_or(Decision::Ignored, |p| p.decision.into_owned()))
 }
 
 // ----- log -----
@@ -834,8 +864,9 @@ mod tests {
     #[test]
     fn check_lists_every_task_with_its_decision_and_the_errors() {
         let (_dir, cfg) = setup(MD);
-        let checked = check(cfg, ts(NOW), false).unwrap();
-        assert_eq!(checked.tasks().len(), 3);
+        let loaded = check(cfg, ts(NOW), false).unwrap();
+        let checked = loaded.report();
+        assert_eq!(checked.tasks.len(), 3);
         assert_eq!(checked.errors, 1);
         let error = checked
             .problems
@@ -844,7 +875,7 @@ mod tests {
             .unwrap();
         assert_eq!(error.line, 6);
         assert!(error.message.contains("nosuchtool"), "{}", error.message);
-        let log = checked.tasks()[0].id.clone();
+        let log = checked.tasks[0].id.clone();
         assert_eq!(checked.decision_of(&log).map(Decision::as_str), Some("run"));
         assert!(checked.decision_of("ffffffffffff").is_none());
         let json = checked.json();

@@ -367,13 +367,13 @@ fn housekeeping(
 }
 
 /// The plan of this tick from the stored state as it is now.
-fn plan_now(
+fn plan_now<'a>(
     t: &Tick,
-    tasks: &[&crate::model::Task],
-    registry: &Registry,
+    tasks: &[&'a crate::model::Task],
+    registry: &'a Registry,
     store: &dyn crate::store::Store,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<plan::Plan> {
+) -> Result<plan::Plan<'a>> {
     let cfg = t.cfg;
     let snapshot = store.snapshot(
         now,

@@ -320,7 +320,8 @@ impl<'a> Session<'a> {
         };
         // The call as the file says it now, resolved and validated again.
         let call = match ToolCall::resolve(&task, self.cfg.plain_tasks, self.registry) {
-            Ok(Some(call)) => call,
+            // Its own copy: the task it borrows from moves on with it.
+            Ok(Some(call)) => call.into_owned(),
             Ok(None) => {
                 return Ok(Checked::Stale(
                     "the task is no longer a valid tool call".into(),
@@ -355,7 +356,7 @@ impl<'a> Session<'a> {
     /// run one after another, their outcomes committed together ([`super::ledger`]). A crash
     /// in between leaves them `running`: reported interrupted, never run again
     /// (docs/reference.md#at-most-once). Empties `batch`.
-    fn run_batch(&mut self, batch: &mut Vec<(i64, Task, ToolCall)>) -> Result<()> {
+    fn run_batch(&mut self, batch: &mut Vec<(i64, Task, ToolCall<'static>)>) -> Result<()> {
         if batch.is_empty() {
             return Ok(());
         }
@@ -375,7 +376,7 @@ impl<'a> Session<'a> {
 
     fn run_claimed(
         &mut self,
-        batch: Vec<(i64, Task, ToolCall)>,
+        batch: Vec<(i64, Task, ToolCall<'static>)>,
         claimed: &HashSet<i64>,
     ) -> Result<()> {
         for (id, task, call) in batch {
@@ -589,7 +590,7 @@ impl<'a> Session<'a> {
 
     fn finish_parallel(&mut self, planned: &Planned, outcome: tools::Outcome) -> Result<()> {
         if let Decision::Run(call) = &planned.decision {
-            self.record_outcome(&planned.task, call, None, outcome)?;
+            self.record_outcome(planned.task, call, None, outcome)?;
         }
         Ok(())
     }
@@ -949,7 +950,7 @@ enum Checked {
     /// A guardrail holds it: it stays approved, the run says why (with its tool's name).
     Blocked(Task, String, SkipReason),
     /// It may run, its budget aside: the task as the file says it now, and its call.
-    Ready(Task, Box<ToolCall>),
+    Ready(Task, Box<ToolCall<'static>>),
 }
 
 /// Whether the call's tool changes nothing outside heartbeat (`log`).

@@ -525,6 +525,12 @@ fn near_miss_section(level: HeadingLevel, text: &str) -> Option<&'static str> {
 /// What identifies a task inside its section: see docs/reference.md#task-identity.
 fn normalised_content(body: &Body, text: &str) -> String {
     match body {
+        // Most inputs are written with their keys in order: those are shown as they are,
+        // without building a sorted copy first (the same text either way).
+        Body::Tool { name, input } if keys_sorted(input) => {
+            let input = serde_json::to_string(input).expect("a JSON map always serialises");
+            format!("@{name} {input}")
+        }
         Body::Tool { name, input } => {
             format!("@{name} {}", sorted_object(input))
         }
@@ -559,6 +565,19 @@ fn sorted_object(map: &Map<String, Value>) -> Value {
             .map(|(k, v)| (k.clone(), sorted_keys(v)))
             .collect(),
     )
+}
+
+/// Whether every object in `map` (itself included) has its keys in sorted order.
+fn keys_sorted(map: &Map<String, Value>) -> bool {
+    map.keys().is_sorted() && map.values().all(value_keys_sorted)
+}
+
+fn value_keys_sorted(v: &Value) -> bool {
+    match v {
+        Value::Object(map) => keys_sorted(map),
+        Value::Array(items) => items.iter().all(value_keys_sorted),
+        _ => true,
+    }
 }
 
 /// The words of `text` joined by single spaces.
@@ -1599,6 +1618,14 @@ mod tests {
             "## Recurring\n\n### Every 6h\n\n* [x] @x   {\"b\":{\"c\":\"s\",\n  \"d\":[1,2]},\"a\":1}\n",
         );
         assert_eq!(a, b);
+        // Written in sorted order already (shown as it is), the same id.
+        let sorted =
+            id("## Recurring\n- [ ] @x {\"a\": 1, \"b\": {\"c\": \"s\", \"d\": [1, 2]}}\n");
+        assert_eq!(a, sorted);
+        assert_eq!(
+            id("## Recurring\n- [ ] @x {\"l\": [{\"b\": 1, \"a\": 2}]}\n"),
+            id("## Recurring\n- [ ] @x {\"l\": [{\"a\": 2, \"b\": 1}]}\n")
+        );
         assert_eq!(
             id("## Once\n- [ ] drink   water"),
             id("## Once\n1. [x] drink\n   water\n")
