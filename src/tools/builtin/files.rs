@@ -10,19 +10,29 @@ use crate::config::Approval;
 use crate::tools::input::FileInput;
 use crate::tools::{Invocation, Outcome, ToolSpec, write_file};
 
-pub(super) struct WriteFile;
-pub(super) struct AppendFile;
-
-fn run(spec: &ToolSpec, input: &Map<String, Value>, inv: &Invocation, append: bool) -> Outcome {
-    match FileInput::parse(&spec.name, input) {
-        Ok(file) => write_file(&file, inv, append),
-        Err(e) => failed(e),
-    }
+/// One of the two file tools: they differ only in their name, description and whether they
+/// append.
+pub(super) struct FileTool {
+    name: &'static str,
+    description: &'static str,
+    append: bool,
 }
 
-impl BuiltinTool for WriteFile {
+pub(super) const WRITE_FILE: FileTool = FileTool {
+    name: "write_file",
+    description: "Replace a file's content",
+    append: false,
+};
+
+pub(super) const APPEND_FILE: FileTool = FileTool {
+    name: "append_file",
+    description: "Append text to a file",
+    append: true,
+};
+
+impl BuiltinTool for FileTool {
     fn name(&self) -> &'static str {
-        "write_file"
+        self.name
     }
 
     fn approval(&self) -> Approval {
@@ -30,7 +40,7 @@ impl BuiltinTool for WriteFile {
     }
 
     fn description(&self) -> &'static str {
-        "Replace a file's content"
+        self.description
     }
 
     fn validate(&self, tool: &str, input: &Map<String, Value>) -> Result<(), String> {
@@ -44,34 +54,9 @@ impl BuiltinTool for WriteFile {
         inv: &Invocation,
         _stop: Option<&AtomicBool>,
     ) -> Outcome {
-        run(spec, input, inv, false)
-    }
-}
-
-impl BuiltinTool for AppendFile {
-    fn name(&self) -> &'static str {
-        "append_file"
-    }
-
-    fn approval(&self) -> Approval {
-        Approval::Ask
-    }
-
-    fn description(&self) -> &'static str {
-        "Append text to a file"
-    }
-
-    fn validate(&self, tool: &str, input: &Map<String, Value>) -> Result<(), String> {
-        FileInput::parse(tool, input).map(drop)
-    }
-
-    fn execute(
-        &self,
-        spec: &ToolSpec,
-        input: &Map<String, Value>,
-        inv: &Invocation,
-        _stop: Option<&AtomicBool>,
-    ) -> Outcome {
-        run(spec, input, inv, true)
+        match FileInput::parse(&spec.name, input) {
+            Ok(file) => write_file(&file, inv, self.append),
+            Err(e) => failed(e),
+        }
     }
 }

@@ -28,8 +28,8 @@ use crate::config::Approval;
 pub(crate) const BUILTINS: [&dyn BuiltinTool; 6] = [
     &shell::Shell,
     &log::Log,
-    &files::WriteFile,
-    &files::AppendFile,
+    &files::WRITE_FILE,
+    &files::APPEND_FILE,
     &http::Http,
     &notify::Notify,
 ];
