@@ -11,8 +11,8 @@
 //!   redact what they are given and write only the result), Telegram messages, edits and
 //!   button answers, and `heartbeat mcp` answers.
 //! - Cutting a text to a length exists only on [`Redacted`] ([`Redacted::first_line`],
-//!   [`Redacted::truncate`], [`Redacted::split_lines`]): a text is redacted before it is cut, so that a secret that
-//!   straddles the cut is never shown minus its tail.
+//!   [`Redacted::truncate`], [`Redacted::split_lines`]): a text is redacted before it is cut,
+//!   so that a secret that straddles the cut is never shown minus its tail.
 //! - `clean` output holds no control characters; `first_line` output holds at most its limit
 //!   of characters plus an ellipsis; `escape` output is safe inside Telegram HTML.
 

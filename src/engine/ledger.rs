@@ -9,11 +9,12 @@
 //! Batches: the success of a tool without outside effects (`@log`) changes nothing but
 //! heartbeat's own records, so losing it in a crash costs no more than running it again;
 //! for approved work, claimed durably before it ran, no more than its being reported
-//! interrupted at the next run (docs/reference.md#at-most-once). Up to [`BATCH`] of them are kept (their rows, their lines rendered) and committed in one
-//! transaction ([`Store::record_task_runs`]), their lines written after that commit with one
-//! `write`. Every other record flushes the batch first ([`Ledger::flush`]), so the log keeps
-//! its order and nothing reads the store before the batch is in it; so do the session before
-//! it ticks or ends and at the end of its plan.
+//! interrupted at the next run (docs/reference.md#at-most-once). Up to [`BATCH`] of them are
+//! kept (their rows, their lines rendered) and committed in one transaction
+//! ([`Store::record_task_runs`]), their lines written after that commit with one `write`.
+//! Every other record flushes the batch first ([`Ledger::flush`]), so the log keeps its
+//! order and nothing reads the store before the batch is in it; so do the session before it
+//! ticks or ends and at the end of its plan.
 
 use chrono::{DateTime, Utc};
 

@@ -3,8 +3,9 @@
 //!
 //! Invariants:
 //!
-//! - Only [`client`], `http`, [`server`] and `stdio` know the SDK (`rmcp`, pinned exactly in `Cargo.toml`); every other part
-//!   of heartbeat sees the blocking types re-exported here, so an SDK upgrade touches one file.
+//! - Only [`client`], `http`, [`server`] and `stdio` know the SDK (`rmcp`, pinned exactly in
+//!   `Cargo.toml`); every other part of heartbeat sees the blocking types re-exported here,
+//!   so an SDK upgrade touches one file.
 //! - The API is synchronous: heartbeat has no async code. Each [`Server`] owns a private
 //!   current-thread runtime that runs only while one of its methods is being called.
 //! - A [`Server`] never outlives its value: [`Server::stop`] and `Drop` both close its stdin,

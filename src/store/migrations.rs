@@ -332,10 +332,10 @@ CREATE TABLE agent_notices (
 ALTER TABLE approvals ADD COLUMN config TEXT;
 "#,
     // 16: the outbox and the sent hashes are keyed by channel and destination, so that
-    // channels other than Telegram can share them: `channel` names a channel's kind (`notify::Channel::kind`)
-    // (every row so far is Telegram's), `destination` is where it goes in that channel's
-    // terms (a Telegram chat id as text), `payload` is what that channel sends (Telegram's
-    // HTML, as `html` was). Ids and the id sequence are kept.
+    // channels other than Telegram can share them: `channel` names a channel's kind
+    // (`notify::Channel::kind`; every row so far is Telegram's), `destination` is where it
+    // goes in that channel's terms (a Telegram chat id as text), `payload` is what that
+    // channel sends (Telegram's HTML, as `html` was). Ids and the id sequence are kept.
     r#"
 CREATE TABLE outbox_v16 (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
