@@ -568,12 +568,8 @@ impl Source {
             // A value's own rule (a type of `types`) said no: an error about an item of a
             // list or table of names names that key.
             Kind::Custom(message) => {
-                let in_list = |list: &[Seg]| match list.last() {
-                    Some(Seg::Key(k)) => NAMED_BY_LIST.contains(&k.as_str()),
-                    _ => false,
-                };
                 let key = match path.split_last() {
-                    Some((_, list)) if !place.on_key && in_list(list) => list,
+                    Some((_, list)) if !place.on_key && named_by_list(list) => list,
                     _ => path,
                 };
                 error(key, message.clone())
@@ -583,10 +579,23 @@ impl Source {
     }
 }
 
-/// Lists and tables whose items an error names by the list's key, not the item's place:
-/// `active_days: "funday": …`, `mcp.gh.env: "1BAD": …` (where `telegram.chat_ids[1]` names
-/// the place).
-const NAMED_BY_LIST: &[&str] = &["active_days", "env", "headers_env"];
+/// Whether `list` is a list or table whose items an error names by the list's key, not the
+/// item's place: `active_days: "funday": …`, `mcp.gh.env: "1BAD": …` (where
+/// `telegram.chat_ids[1]` names the place). Matched on the whole path: a tool or server may
+/// itself be named `env`.
+fn named_by_list(list: &[Seg]) -> bool {
+    let keys: Option<Vec<&str>> = list
+        .iter()
+        .map(|s| match s {
+            Seg::Key(k) => Some(k.as_str()),
+            Seg::Index(_) => None,
+        })
+        .collect();
+    matches!(
+        keys.as_deref(),
+        Some(["active_days"] | ["mcp", _, "env" | "headers_env"])
+    )
+}
 
 /// What a type asked for, in our words; `serde_words` is the type's own description, for a
 /// type that read any value.

@@ -514,6 +514,15 @@ fn tool_errors_name_the_dotted_key() {
             "[tools.backup]\ncommand = [\"restic\"]\ntimeout = \"0m\"",
             r#"tools.backup.timeout: "0m": must be longer than zero"#,
         ),
+        // A tool named like a list whose items are named by the list: its own key is named.
+        (
+            "[tools.env]\ncommand = [\"restic\"]\ntimeout = \"0m\"",
+            r#"tools.env.timeout: "0m": must be longer than zero"#,
+        ),
+        (
+            "[mcp.headers_env]\ncommand = [\"x\"]\ntimeout = \"0m\"",
+            r#"mcp.headers_env.timeout: "0m": must be longer than zero"#,
+        ),
         (
             "[tools.backup]\ncomand = [\"restic\"]",
             r#"tools.backup: unknown key "comand" (did you mean "command"?)"#,
