@@ -125,7 +125,7 @@ impl Handler for Agents {
                 "approvals",
                 "heartbeat approvals --json: approvals (pending by default)",
                 schema(
-                    json!({"state": {"type": "string", "enum": ["pending", "approved", "running", "succeeded", "failed", "denied", "expired", "stale", "all"]}}),
+                    json!({"state": {"type": "string", "enum": APPROVAL_STATES}}),
                     &[],
                 ),
             ),
@@ -218,6 +218,19 @@ impl Handler for Agents {
     }
 }
 
+/// What the `approvals` tool's `state` may be: an approval's states, and `all`.
+const APPROVAL_STATES: [&str; 9] = [
+    "pending",
+    "approved",
+    "running",
+    "succeeded",
+    "failed",
+    "denied",
+    "expired",
+    "stale",
+    "all",
+];
+
 fn text<'a>(input: &'a Map<String, Value>, key: &str) -> Result<Option<&'a str>> {
     match input.get(key) {
         None | Some(Value::Null) => Ok(None),
@@ -262,10 +275,15 @@ impl Agents {
             "approvals" => {
                 let rows = match text(input, "state")?.unwrap_or("pending") {
                     "all" => query::approvals(&cfg, None)?,
-                    // A state heartbeat does not know has no approvals.
                     s => match s.parse() {
                         Ok(state) => query::approvals(&cfg, Some(state))?,
-                        Err(_) => Vec::new(),
+                        // As the CLI's --state does: a typo is said, not an empty list.
+                        Err(_) => {
+                            return Err(Error::Usage(format!(
+                                "\"state\" is {s:?}: expected one of {}",
+                                APPROVAL_STATES.join(", ")
+                            )));
+                        }
                     },
                 };
                 Ok(query::approvals_json(&rows))
@@ -496,4 +514,17 @@ fn proposal<'a>(
         line,
         path,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::APPROVAL_STATES;
+    use crate::model::ApprovalState;
+
+    #[test]
+    fn the_approvals_tool_offers_every_approval_state_and_all() {
+        let words: Vec<&str> = ApprovalState::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(APPROVAL_STATES[..APPROVAL_STATES.len() - 1], words[..]);
+        assert_eq!(APPROVAL_STATES.last(), Some(&"all"));
+    }
 }

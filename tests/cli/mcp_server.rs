@@ -206,6 +206,14 @@ fn tools_are_listed_with_annotations_and_no_approve_tool_by_default() {
         keys(&env.cmd(["check", "--json"]).output().json())
     );
     assert_eq!(client.call("approvals", json!({})).unwrap(), json!([]));
+    // A state heartbeat does not know is an error naming the ones it does, not an empty list.
+    let unknown = client
+        .call("approvals", json!({"state": "pendng"}))
+        .unwrap_err();
+    assert!(
+        unknown.contains("\"pendng\"") && unknown.contains("pending") && unknown.contains("all"),
+        "{unknown}"
+    );
     let absent = client.call("approve", json!({"id": 1})).unwrap_err();
     assert!(absent.contains("no tool named \"approve\""), "{absent}");
     // stdout carried nothing but JSON-RPC.
