@@ -19,6 +19,20 @@ pub(crate) fn agent_actions(r: &Report) -> Vec<String> {
         .collect()
 }
 
+/// The one line `-q` prints for an approval this run queued or a reminder it gave.
+fn quiet_notice(t: &crate::report::TaskReport, what: &str, place: &str) -> Option<String> {
+    match (t.outcome, t.approval_id) {
+        (Outcome::Queued, Some(id)) => Some(format!(
+            "APPROVE   #{id} {what} {place} — heartbeat approve {id}"
+        )),
+        (Outcome::Reminded, _) => Some(format!(
+            "REMIND    {place} {}",
+            t.text.first_line(120).clean().as_str()
+        )),
+        _ => None,
+    }
+}
+
 fn reason(t: &crate::report::TaskReport) -> Option<&str> {
     t.reason.as_ref().map(Redacted::as_str)
 }
@@ -40,9 +54,6 @@ pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Ve
     let mut invalid_lines: HashMap<String, (usize, usize)> = HashMap::new();
     for t in &r.tasks {
         let failure = t.failed() || t.outcome == Outcome::Invalid;
-        if quiet && !failure {
-            continue;
-        }
         let mut place = format!("{}:{}", show_path(&t.file, cwd), t.line);
         if let Some(column) = t.column {
             place.push_str(&format!(":{column}"));
@@ -51,6 +62,12 @@ pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Ve
             Some(tool) => format!("@{tool}"),
             None => "reminder".into(),
         };
+        if quiet && !failure {
+            // What waits for a person is said under -q too: cron's mail is a channel of its
+            // own (docs/reference.md#run-output).
+            out.extend(quiet_notice(t, &what, &place));
+            continue;
+        }
         let observed = t.outcome == Outcome::Skipped && reason(t) == observe;
         let detail = match t.outcome {
             Outcome::Succeeded => t

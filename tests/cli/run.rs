@@ -298,6 +298,30 @@ fn nothing_due_prints_nothing() {
 }
 
 #[test]
+fn quiet_still_says_what_waits_for_a_person() {
+    // An approval queued and a reminder due: cron mails what -q prints, so both are said.
+    let env = Env::new(
+        "## Recurring\n- [ ] @log {\"text\": \"fine\"}\n- [ ] @shell {\"cmd\": \"true\"}\n- [ ] water the plants\n",
+    );
+    let out = env.run_with(NOW, &["-q"]);
+    out.code(0);
+    let id = env.events("approval_requested")[0]["approval_id"]
+        .as_i64()
+        .unwrap();
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            format!("APPROVE   #{id} @shell HEARTBEAT.md:3 — heartbeat approve {id}").as_str(),
+            "REMIND    HEARTBEAT.md:4 water the plants",
+        ],
+        "stdout: {}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("fine"), "a success stays quiet");
+}
+
+#[test]
 fn quiet_prints_only_failures() {
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"fine\"}\n");
     let out = env.run_with(NOW, &["-q"]);
