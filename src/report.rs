@@ -48,13 +48,33 @@ impl TaskReport {
         outcome: Outcome,
         secrets: &Secrets,
     ) -> TaskReport {
+        TaskReport::at(
+            task.id.clone(),
+            task.file.clone(),
+            task.line,
+            secrets.redact(&safe_text(task)),
+            tool.map(str::to_string),
+            outcome,
+        )
+    }
+
+    /// Who, where, what and its outcome, nothing else yet: also for a task known only by a
+    /// stored row (an approval's, a start's) when its file no longer says it.
+    pub(crate) fn at(
+        task_id: String,
+        file: Arc<Path>,
+        line: usize,
+        text: Redacted,
+        tool: Option<String>,
+        outcome: Outcome,
+    ) -> TaskReport {
         TaskReport {
-            task_id: task.id.clone(),
-            file: task.file.clone(),
-            line: task.line,
+            task_id,
+            file,
+            line,
             column: None,
-            text: secrets.redact(&safe_text(task)),
-            tool: tool.map(str::to_string),
+            text,
+            tool,
             outcome,
             reason: None,
             approval_id: None,

@@ -119,21 +119,16 @@ fn interrupted(
         stderr: None,
     }))?;
     Ok(TaskReport {
-        task_id: lost.task_id.to_string(),
-        file: Arc::from(Path::new(lost.file)),
-        line: usize::try_from(lost.line).unwrap_or(0),
-        column: None,
-        text,
-        tool: Some(lost.tool.to_string()),
-        outcome: Outcome::Interrupted,
         reason: Some(reason),
         approval_id: lost.approval_id,
-        exit_code: None,
-        output: None,
-        summary: None,
-        duration_ms: None,
-        tripped: None,
-        trigger: None,
+        ..TaskReport::at(
+            lost.task_id.to_string(),
+            Arc::from(Path::new(lost.file)),
+            usize::try_from(lost.line).unwrap_or(0),
+            text,
+            Some(lost.tool.to_string()),
+            Outcome::Interrupted,
+        )
     })
 }
 

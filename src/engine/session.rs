@@ -961,21 +961,15 @@ fn effect_free(call: &ToolCall) -> bool {
 /// A report for an approval row (when its task could not be found in its file).
 fn row_report(row: &ApprovalRow, outcome: Outcome, secrets: &Secrets) -> TaskReport {
     TaskReport {
-        task_id: row.task_id.clone(),
-        file: Arc::from(Path::new(&row.file)),
-        line: row.line.max(0) as usize,
-        column: None,
-        text: secrets.redact(&row.text),
-        tool: Some(row.tool.clone()),
-        outcome,
-        reason: None,
         approval_id: Some(row.id),
-        exit_code: None,
-        output: None,
-        summary: None,
-        duration_ms: None,
-        tripped: None,
-        trigger: None,
+        ..TaskReport::at(
+            row.task_id.clone(),
+            Arc::from(Path::new(&row.file)),
+            row.line.max(0) as usize,
+            secrets.redact(&row.text),
+            Some(row.tool.clone()),
+            outcome,
+        )
     }
 }
 
