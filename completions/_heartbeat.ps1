@@ -42,7 +42,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('reset', 'reset', [CompletionResultType]::ParameterValue, 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again')
             [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
-            [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
+            [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured channel (Telegram chats included), or one')
             [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
             [CompletionResult]::new('mcp-tools', 'mcp-tools', [CompletionResultType]::ParameterValue, 'List the tools the configured MCP servers offer (starts each server)')
             [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides')
@@ -224,6 +224,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;notify-test' {
+            [CompletionResult]::new('--channel', '--channel', [CompletionResultType]::ParameterName, 'Only this channel (`telegram`, or a [channels.NAME] name)')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
             [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
@@ -332,7 +333,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('reset', 'reset', [CompletionResultType]::ParameterValue, 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again')
             [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
-            [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured Telegram chat')
+            [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured channel (Telegram chats included), or one')
             [CompletionResult]::new('telegram-chats', 'telegram-chats', [CompletionResultType]::ParameterValue, 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)')
             [CompletionResult]::new('mcp-tools', 'mcp-tools', [CompletionResultType]::ParameterValue, 'List the tools the configured MCP servers offer (starts each server)')
             [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides')

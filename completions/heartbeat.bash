@@ -793,12 +793,16 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__notify__subcmd__test)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version"
+            opts="-v -h -V --channel --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --channel)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

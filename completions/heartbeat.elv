@@ -39,7 +39,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand reset 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again'
             cand pause 'Pause runs (until resumed, or for a while)'
             cand resume 'End a pause'
-            cand notify-test 'Send a test message to every configured Telegram chat'
+            cand notify-test 'Send a test message to every configured channel (Telegram chats included), or one'
             cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
             cand mcp-tools 'List the tools the configured MCP servers offer (starts each server)'
             cand mcp 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides'
@@ -208,6 +208,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand --version 'Print version'
         }
         &'heartbeat;notify-test'= {
+            cand --channel 'Only this channel (`telegram`, or a [channels.NAME] name)'
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
             cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
@@ -309,7 +310,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand reset 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again'
             cand pause 'Pause runs (until resumed, or for a while)'
             cand resume 'End a pause'
-            cand notify-test 'Send a test message to every configured Telegram chat'
+            cand notify-test 'Send a test message to every configured channel (Telegram chats included), or one'
             cand telegram-chats 'List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)'
             cand mcp-tools 'List the tools the configured MCP servers offer (starts each server)'
             cand mcp 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides'

@@ -107,7 +107,7 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::Reset { task_id } => cmd::reset::run(&ctx, &task_id),
         Command::Pause(args) => cmd::pause::pause(&ctx, &args),
         Command::Resume => cmd::pause::resume(&ctx),
-        Command::NotifyTest => cmd::telegram::notify_test(&ctx),
+        Command::NotifyTest(args) => cmd::notify_test::notify_test(&ctx, args.channel.as_deref()),
         Command::TelegramChats(args) => cmd::telegram::chats(&ctx, &args),
         Command::McpTools(args) => cmd::mcp_tools::run(&ctx, &args),
         Command::Mcp => cmd::mcp::run(&ctx),

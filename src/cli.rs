@@ -25,6 +25,13 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
+pub struct NotifyTestArgs {
+    /// Only this channel (`telegram`, or a [channels.NAME] name)
+    #[arg(long, value_name = "NAME")]
+    pub channel: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md,
     /// then the platform config dir)
@@ -77,8 +84,8 @@ pub enum Command {
     Pause(PauseArgs),
     /// End a pause
     Resume,
-    /// Send a test message to every configured Telegram chat
-    NotifyTest,
+    /// Send a test message to every configured channel (Telegram chats included), or one
+    NotifyTest(NotifyTestArgs),
     /// List the chats that recently wrote to the bot, with their ids (for telegram.chat_ids)
     TelegramChats(JsonArg),
     /// List the tools the configured MCP servers offer (starts each server)

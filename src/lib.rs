@@ -9,6 +9,7 @@ mod audit;
 pub mod cli;
 mod clock;
 mod cmd;
+mod codec;
 mod config;
 mod engine;
 mod error;

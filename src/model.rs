@@ -13,7 +13,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 mod words;
-pub(crate) use words::{ApprovalState, ButtonAction, HoldReason, RunSkipReason, UnknownWord};
+pub(crate) use words::{
+    ApprovalState, ButtonAction, HoldReason, MessageKind, RunSkipReason, UnknownWord,
+};
 
 /// The level-2 section a task sits in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -68,7 +68,10 @@ impl<'a> ToolCall<'a> {
                 return Err(CallError::Unknown { name, why });
             }
         };
-        if let Err(why) = spec.validate(&input) {
+        if let Err(why) = spec
+            .validate(&input)
+            .and_then(|()| registry.check_config(&spec, &input))
+        {
             let name = name.to_string();
             return Err(CallError::Input { name, why });
         }

@@ -31,6 +31,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
+use crate::codec::{BASE64, BASE64_URL, base64, base64_decode};
+
 /// What a redacted value becomes.
 pub(crate) const STARS: &str = "***";
 
@@ -97,6 +99,10 @@ impl Secrets {
         Secrets::of(
             values
                 .into_iter()
+                .flat_map(|v| {
+                    let parts = url_parts(&v);
+                    std::iter::once(v).chain(parts)
+                })
                 .filter(|v| v.chars().count() >= MIN_SECRET),
         )
     }
@@ -295,6 +301,34 @@ pub(crate) fn take_env(name: &str) -> Option<String> {
     Some(value).filter(|v| !v.is_empty())
 }
 
+/// The parts of a secret URL that are secrets of their own (docs/reference.md#redaction): a
+/// webhook's path and query (`/services/T0/B0/XYZ`, which an error may quote without the
+/// host) and the password of its user info (`smtps://me:pw@host`). Nothing for a value that
+/// is not a URL.
+fn url_parts(value: &str) -> Vec<String> {
+    let Some((_, rest)) = value.trim().split_once("://") else {
+        return Vec::new();
+    };
+    let mut parts = Vec::new();
+    let (authority, path) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    if let Some((user_info, _)) = authority.rsplit_once('@')
+        && let Some((_, password)) = user_info.split_once(':')
+    {
+        parts.push(password.to_string());
+    }
+    let path = path.trim_start_matches('/');
+    if path.len() > 1 {
+        parts.push(path.to_string());
+        if let Some((before, query)) = path.split_once('?') {
+            parts.extend([before.to_string(), query.to_string()]);
+        }
+    }
+    parts
+}
+
 /// Push to `out` every spelling of the secret `value` that may reach a sink: itself; the
 /// credential of an HTTP header value (`Bearer X`, `Basic X`, and for Basic the decoded
 /// `user:password` and the password); and each of these URL-encoded, base64 (standard and
@@ -348,8 +382,6 @@ fn spellings(value: &str, out: &mut Vec<String>) {
 
 const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 const HEX_LOWER: &[u8; 16] = b"0123456789abcdef";
-const BASE64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-const BASE64_URL: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 fn hex(bytes: &[u8], digits: &[u8; 16]) -> String {
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -373,50 +405,6 @@ fn url_encode(s: &str, digits: &[u8; 16]) -> String {
         }
     }
     out
-}
-
-/// Base64 with padding.
-fn base64(bytes: &[u8], alphabet: &[u8; 64]) -> String {
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let n = chunk
-            .iter()
-            .enumerate()
-            .fold(0u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(alphabet[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
-/// Standard or URL-safe base64, padded or not; None when it is not base64.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0);
-    for c in text.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        };
-        acc = acc << 6 | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
 }
 
 /// A key name without case, `-` or `_`.
@@ -1099,5 +1087,23 @@ mod tests {
         let input = json!({"password": "pw-9"});
         let s = Secrets::default().with_input(input.as_object().unwrap());
         assert_eq!(s.text("it was pw-9"), "it was ***");
+    }
+
+    #[test]
+    fn a_secret_url_hides_its_path_query_and_password_on_their_own() {
+        let s = Secrets::new([
+            "https://hooks.slack.com/services/T000/B000/XXXXXXXX".to_string(),
+            "smtps://me:hunter2pw@mail.example:465".to_string(),
+        ]);
+        let shown = s
+            .redact("POST /services/T000/B000/XXXXXXXX failed; pass hunter2pw")
+            .into_string();
+        assert_eq!(shown, "POST /*** failed; pass ***");
+        // The host alone is no secret.
+        assert_eq!(
+            s.redact("hooks.slack.com: refused").as_str(),
+            "hooks.slack.com: refused"
+        );
+        assert!(url_parts("not a url").is_empty());
     }
 }

@@ -356,8 +356,10 @@ pub(crate) struct Ended<'a> {
 pub(crate) struct Notified<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<&'a str>,
-    pub channel: &'static str,
-    pub chat_id: i64,
+    pub channel: &'a str,
+    /// A Telegram message's chat; other channels have none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<i64>,
     pub kind: &'a str,
     pub error: Option<&'a Redacted>,
     pub queued: bool,
@@ -368,8 +370,10 @@ pub(crate) struct Notified<'a> {
 pub(crate) struct Withheld<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_id: Option<&'a str>,
-    pub channel: &'static str,
-    pub chat_id: i64,
+    pub channel: &'a str,
+    /// A Telegram message's chat; other channels have none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_id: Option<i64>,
     pub kind: &'a str,
     pub reason: &'static str,
 }
@@ -478,7 +482,7 @@ mod tests {
         let withheld = |_| Withheld {
             run_id: None,
             channel: "telegram",
-            chat_id: 1,
+            chat_id: Some(1),
             kind: "summary",
             reason: "quiet_hours",
         };

@@ -18,7 +18,7 @@ impl Secrets {
     }
 }
 
-/// The variables whose values are secrets: the Telegram token's, and MCP servers' `env` and
+/// The variables whose values are secrets: the Telegram token's, every channel's `*_env`, and MCP servers' `env` and
 /// `headers_env`. Not the variables every server gets anyway (`PATH`, `HOME`, `LANG`, `TZ`),
 /// even when an `env` names them: taken, they would leave every tool without them, and
 /// their values (`/home/me`) would be cut out of every path shown.
@@ -28,6 +28,9 @@ fn secret_vars(cfg: &Config) -> Vec<&str> {
         .iter()
         .map(|t| t.bot_token_env.as_str())
         .collect();
+    for channel in &cfg.channels {
+        names.extend(channel.kind.secret_vars());
+    }
     for server in cfg.mcp.values() {
         names.extend(
             server

@@ -1,4 +1,4 @@
-//! `heartbeat notify-test` and `heartbeat telegram-chats`: setting up Telegram.
+//! `heartbeat telegram-chats`: finding the chat ids for `[telegram] chat_ids`.
 
 use std::time::Duration;
 
@@ -8,7 +8,6 @@ use super::Ctx;
 use crate::audit::{AuditLog, Secrets};
 use crate::cli::JsonArg;
 use crate::config::{Config, TelegramConfig};
-use crate::engine::outbox::Notice;
 use crate::engine::session;
 use crate::error::{Error, Result, exit};
 use crate::telegram::{PollError, Telegram};
@@ -36,46 +35,6 @@ fn setup(ctx: &Ctx) -> Result<(Config, TelegramConfig, Telegram, AuditLog)> {
     };
     let audit = session::open_audit(&cfg, &secrets)?;
     Ok((cfg, tc, tg, audit))
-}
-
-pub(crate) fn notify_test(ctx: &Ctx) -> Result<u8> {
-    let (_, tc, tg, mut audit) = setup(ctx)?;
-    let secrets = audit.secrets().clone();
-    if tc.chat_ids.is_empty() {
-        return Err(Error::Usage(
-            "telegram.chat_ids is empty: `heartbeat telegram-chats` lists the chats that wrote to the bot".into(),
-        ));
-    }
-    let mut out = ctx.out();
-    let mut code = exit::OK;
-    let text = secrets.redact(&format!(
-        "<b>heartbeat</b>: test message from {} ✅",
-        crate::text::escape(&session::hostname())
-    ));
-    for &chat in &tc.chat_ids {
-        // A test of the connection, now: sent directly, not through the outbox.
-        let result = tg.send_message(chat, &text, &[], &[]);
-        let notice = Notice {
-            channel: crate::notify::telegram::KIND,
-            destination: crate::notify::telegram::destination(chat),
-            kind: "test".into(),
-            error: result.as_ref().err().map(|e| secrets.redact(e.message())),
-            queued: false,
-            withheld: None,
-        };
-        audit
-            .record(ctx.clock.now(), &notice.event(None))
-            .map_err(|e| Error::io(audit.path(), e))?;
-        match result {
-            Ok(id) => out.line(&format!("sent to chat {chat} (message {id})")),
-            Err(e) => {
-                code = exit::TASK_FAILED;
-                out.line(&format!("FAILED for chat {chat}: {}", clean(e.message())));
-            }
-        }
-    }
-    audit.sync().map_err(|e| Error::io(audit.path(), e))?;
-    Ok(code)
 }
 
 pub(crate) fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {

@@ -13,9 +13,9 @@ use super::de::Spanned;
 use serde::Deserialize;
 
 use super::types::{
-    ApiUrl, ChatId, Command, Concurrency, Days, Failures, Files, History, Hours, Human, Interval,
-    Keep, McpUrl, MessageCap, PathText, SecretVar, ServerName, Size, TaskCap, TokenVar,
-    ToolCommand, ToolName, Usd, Zone,
+    ApiUrl, ChannelName, ChatId, Command, Concurrency, Days, Failures, Files, History, Hours,
+    Human, Interval, Keep, McpUrl, MessageCap, PathText, SecretVar, ServerName, Size, TaskCap,
+    TokenVar, ToolCommand, ToolName, Usd, Zone,
 };
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
@@ -45,6 +45,109 @@ pub(super) struct File {
     pub mcp: BTreeMap<ServerName, Spanned<McpFile>>,
     pub mcp_server: Option<McpServerFile>,
     pub retention: Option<RetentionFile>,
+    #[serde(default)]
+    pub channels: BTreeMap<ChannelName, Spanned<ChannelFile>>,
+}
+
+/// `[channels.NAME]` (docs/reference.md#channels): the keys of every kind; `load` refuses
+/// the ones that do not belong to the channel's kind.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ChannelFile {
+    pub kind: Option<KindName>,
+    pub events: Option<Vec<Spanned<EventName>>>,
+    pub quiet_hours: Option<Hours>,
+    pub max_messages_per_day: Option<MessageCap>,
+    pub timeout: Option<Human>,
+    // ntfy
+    pub server: Option<Spanned<ApiUrl>>,
+    pub topic_env: Option<Spanned<SecretVar>>,
+    pub token_env: Option<Spanned<SecretVar>>,
+    pub approvals: Option<Spanned<bool>>,
+    pub reply_topic_env: Option<Spanned<SecretVar>>,
+    pub tags: Option<Spanned<Vec<String>>>,
+    // slack, discord, webhook
+    pub url: Option<Spanned<ApiUrl>>,
+    pub url_env: Option<Spanned<SecretVar>>,
+    pub secret_env: Option<Spanned<SecretVar>>,
+    // email
+    pub transport: Option<Spanned<MailKind>>,
+    pub smtp_url_env: Option<Spanned<SecretVar>>,
+    pub sendmail: Option<Spanned<String>>,
+    pub from: Option<Spanned<String>>,
+    pub to: Option<Spanned<Vec<String>>>,
+    // command
+    pub command: Option<Spanned<Command>>,
+}
+
+impl ChannelFile {
+    /// The keys of one kind or another that are written, with where.
+    pub(super) fn kind_keys(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
+        let mut keys = Vec::new();
+        let mut add = |name, span: Option<std::ops::Range<usize>>| {
+            if let Some(span) = span {
+                keys.push((name, span));
+            }
+        };
+        add("server", self.server.as_ref().map(Spanned::span));
+        add("topic_env", self.topic_env.as_ref().map(Spanned::span));
+        add("token_env", self.token_env.as_ref().map(Spanned::span));
+        add("approvals", self.approvals.as_ref().map(Spanned::span));
+        add(
+            "reply_topic_env",
+            self.reply_topic_env.as_ref().map(Spanned::span),
+        );
+        add("tags", self.tags.as_ref().map(Spanned::span));
+        add("url", self.url.as_ref().map(Spanned::span));
+        add("url_env", self.url_env.as_ref().map(Spanned::span));
+        add("secret_env", self.secret_env.as_ref().map(Spanned::span));
+        add("transport", self.transport.as_ref().map(Spanned::span));
+        add(
+            "smtp_url_env",
+            self.smtp_url_env.as_ref().map(Spanned::span),
+        );
+        add("sendmail", self.sendmail.as_ref().map(Spanned::span));
+        add("from", self.from.as_ref().map(Spanned::span));
+        add("to", self.to.as_ref().map(Spanned::span));
+        add("command", self.command.as_ref().map(Spanned::span));
+        keys
+    }
+}
+
+/// `[channels.NAME] kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum KindName {
+    Ntfy,
+    Slack,
+    Discord,
+    Webhook,
+    Email,
+    Command,
+}
+
+/// `[channels.NAME] transport` of an e-mail channel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum MailKind {
+    Smtp,
+    Sendmail,
+}
+
+/// A name in a channel's `events`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum EventName {
+    Approval,
+    Reminder,
+    Failure,
+    Trip,
+    Missed,
+    Notify,
+    Budget,
+    Agent,
+    Summary,
+    Test,
 }
 
 /// `[retention]` (docs/reference.md#retention).
@@ -115,6 +218,7 @@ pub(super) struct TelegramFile {
     pub summary: Option<SummaryMode>,
     pub quiet_hours: Option<Hours>,
     pub max_messages_per_day: Option<MessageCap>,
+    pub events: Option<Vec<Spanned<EventName>>>,
 }
 
 /// `[daemon]`.

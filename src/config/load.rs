@@ -17,15 +17,19 @@ use std::time::Duration;
 use chrono_tz::Tz;
 use toml::de::{DeTable, DeValue};
 
+use super::channel::{ChannelConfig, ChannelKind, EmailConfig, MailTransport, NtfyConfig, Target};
 use super::de::{self, Kind, Seg, Spanned, Want, dotted};
-use super::file::{File, McpFile, RetentionFile, TelegramFile, ToolFile};
-use super::types::Human;
+use super::file::{
+    ChannelFile, EventName, File, KindName, MailKind, McpFile, RetentionFile, TelegramFile,
+    ToolFile,
+};
+use super::types::{Human, SecretVar};
 use super::{
     Approval, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig, McpTransport,
     PlainTasks, Retention, TelegramConfig, ToolConfig,
 };
-use crate::model::DaySet;
 use crate::model::is_builtin_tool as is_builtin;
+use crate::model::{DaySet, MessageKind};
 use crate::schedule::{ActiveHours, Window};
 
 /// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
@@ -233,6 +237,10 @@ impl Source {
             Some(t) => Some(self.telegram(t)?),
             None => None,
         };
+        let mut channels = Vec::new();
+        for (name, channel) in &raw.channels {
+            channels.push(self.channel(&name.0, channel)?);
+        }
         let daemon = match raw.daemon.as_ref().and_then(|d| d.every) {
             Some(every) => DaemonConfig { every: every.0 },
             None => DaemonConfig::default(),
@@ -357,6 +365,7 @@ impl Source {
                 .and_then(|m| m.allow_approve)
                 .unwrap_or(false),
             telegram,
+            channels,
             daemon,
             retention,
             daily_usd,
@@ -512,7 +521,227 @@ impl Source {
         if let Some(n) = raw.max_messages_per_day {
             t.max_messages_per_day = n.0;
         }
+        if let Some(events) = &raw.events {
+            t.events = events_of(events);
+        }
         Ok(t)
+    }
+
+    /// `[channels.NAME]`: its kind, the keys of that kind (and no other kind's), and the
+    /// rules that join keys (`approvals` needs `reply_topic_env`, an e-mail needs `to`).
+    fn channel(
+        &self,
+        name: &str,
+        table: &Spanned<ChannelFile>,
+    ) -> Result<ChannelConfig, ConfigError> {
+        let raw = table.get_ref();
+        let prefix = format!("channels.{name}");
+        let key = |k: &str| format!("{prefix}.{k}");
+        let Some(kind) = raw.kind else {
+            return Err(self.err(
+                &key("kind"),
+                Some(table.span()),
+                "missing key \"kind\" (ntfy, slack, discord, webhook, email or command)",
+            ));
+        };
+        let allowed: &[&str] = match kind {
+            KindName::Ntfy => &[
+                "server",
+                "topic_env",
+                "token_env",
+                "approvals",
+                "reply_topic_env",
+                "tags",
+            ],
+            KindName::Slack | KindName::Discord => &["url_env"],
+            KindName::Webhook => &["url", "url_env", "secret_env"],
+            KindName::Email => &["transport", "smtp_url_env", "sendmail", "from", "to"],
+            KindName::Command => &["command"],
+        };
+        let kind_word = |k: KindName| match k {
+            KindName::Ntfy => "ntfy",
+            KindName::Slack => "slack",
+            KindName::Discord => "discord",
+            KindName::Webhook => "webhook",
+            KindName::Email => "email",
+            KindName::Command => "command",
+        };
+        for (k, span) in raw.kind_keys() {
+            if !allowed.contains(&k) {
+                return Err(self.err(
+                    &key(k),
+                    Some(span),
+                    &format!(
+                        "not a key of a {} channel (its own keys: {})",
+                        kind_word(kind),
+                        allowed.join(", ")
+                    ),
+                ));
+            }
+        }
+        let missing = |k: &str, why: &str| {
+            self.err(
+                &key(k),
+                Some(table.span()),
+                &format!("missing key {k:?}: {why}"),
+            )
+        };
+        let var = |v: &Option<Spanned<SecretVar>>| v.as_ref().map(|v| v.get_ref().0.clone());
+        let url = |what: &str| -> Result<Target, ConfigError> {
+            match (&raw.url, &raw.url_env) {
+                (Some(u), None) => Ok(Target::Url(u.get_ref().0.clone())),
+                (None, Some(v)) => Ok(Target::Env(v.get_ref().0.clone())),
+                (Some(u), Some(_)) => Err(self.err(
+                    &key("url"),
+                    Some(u.span()),
+                    "has both url and url_env: write one",
+                )),
+                (None, None) => Err(missing("url_env", what)),
+            }
+        };
+        let channel_kind = match kind {
+            KindName::Ntfy => {
+                let Some(topic_env) = var(&raw.topic_env) else {
+                    return Err(missing(
+                        "topic_env",
+                        "the variable that holds the topic (on a public server the topic \
+                         name is the secret)",
+                    ));
+                };
+                let approvals = raw.approvals.as_ref().is_some_and(|a| *a.get_ref());
+                let reply_topic_env = var(&raw.reply_topic_env);
+                if approvals && reply_topic_env.is_none() {
+                    return Err(self.err(
+                        &key("reply_topic_env"),
+                        raw.approvals.as_ref().map(Spanned::span),
+                        "approvals = true needs reply_topic_env: the variable that holds the \
+                         topic the Approve and Deny buttons answer on",
+                    ));
+                }
+                ChannelKind::Ntfy(NtfyConfig {
+                    server: raw
+                        .server
+                        .as_ref()
+                        .map_or_else(|| "https://ntfy.sh".to_string(), |s| s.get_ref().0.clone()),
+                    topic_env,
+                    token_env: var(&raw.token_env),
+                    approvals,
+                    reply_topic_env,
+                    tags: raw
+                        .tags
+                        .as_ref()
+                        .map(|t| t.get_ref().clone())
+                        .unwrap_or_default(),
+                })
+            }
+            KindName::Slack => ChannelKind::Slack {
+                url: url("the variable that holds the incoming webhook's URL")?,
+            },
+            KindName::Discord => ChannelKind::Discord {
+                url: url("the variable that holds the Discord webhook's URL")?,
+            },
+            KindName::Webhook => ChannelKind::Webhook {
+                url: url("the URL to POST to (url), or the variable that holds it (url_env)")?,
+                secret_env: var(&raw.secret_env),
+            },
+            KindName::Email => {
+                let transport = match raw.transport.as_ref().map(|t| *t.get_ref()) {
+                    None | Some(MailKind::Smtp) => {
+                        if raw.sendmail.is_some() {
+                            return Err(self.err(
+                                &key("sendmail"),
+                                raw.sendmail.as_ref().map(Spanned::span),
+                                "only transport = \"sendmail\" runs sendmail",
+                            ));
+                        }
+                        let Some(url_env) = var(&raw.smtp_url_env) else {
+                            return Err(missing(
+                                "smtp_url_env",
+                                "the variable that holds the SMTP server's URL \
+                                 (smtps://user:pass@host or smtp://user:pass@host:587), or \
+                                 transport = \"sendmail\"",
+                            ));
+                        };
+                        MailTransport::Smtp { url_env }
+                    }
+                    Some(MailKind::Sendmail) => {
+                        if let Some(v) = &raw.smtp_url_env {
+                            return Err(self.err(
+                                &key("smtp_url_env"),
+                                Some(v.span()),
+                                "transport = \"sendmail\" takes no SMTP URL",
+                            ));
+                        }
+                        MailTransport::Sendmail {
+                            program: raw.sendmail.as_ref().map_or_else(
+                                || "/usr/sbin/sendmail".to_string(),
+                                |p| p.get_ref().clone(),
+                            ),
+                        }
+                    }
+                };
+                let Some(from) = raw.from.as_ref() else {
+                    return Err(missing("from", "the sender's address"));
+                };
+                let to = raw
+                    .to
+                    .as_ref()
+                    .map(|t| t.get_ref().clone())
+                    .unwrap_or_default();
+                if to.is_empty() {
+                    return Err(match &raw.to {
+                        Some(t) => {
+                            self.err(&key("to"), Some(t.span()), "names nobody: add an address")
+                        }
+                        None => missing("to", "the list of addresses to write to"),
+                    });
+                }
+                for (k, address, span) in std::iter::once(("from", from.get_ref(), from.span()))
+                    .chain(to.iter().map(|a| {
+                        (
+                            "to",
+                            a,
+                            raw.to.as_ref().map(Spanned::span).unwrap_or_default(),
+                        )
+                    }))
+                {
+                    if !mailbox(address) {
+                        return Err(self.bad(
+                            &key(k),
+                            span,
+                            &format!("{address:?} is not an e-mail address"),
+                        ));
+                    }
+                }
+                ChannelKind::Email(EmailConfig {
+                    transport,
+                    from: from.get_ref().clone(),
+                    to,
+                })
+            }
+            KindName::Command => match &raw.command {
+                Some(c) => ChannelKind::Command {
+                    argv: c.get_ref().0.clone(),
+                },
+                None => {
+                    return Err(missing(
+                        "command",
+                        "the program to run, as an argv array: [\"/path/to/program\", \"arg\"]",
+                    ));
+                }
+            },
+        };
+        Ok(ChannelConfig {
+            name: name.to_string(),
+            events: match &raw.events {
+                Some(events) => events_of(events),
+                None => MessageKind::DEFAULT.to_vec(),
+            },
+            quiet_hours: raw.quiet_hours.map(|h| h.0),
+            max_messages_per_day: raw.max_messages_per_day.map_or(20, |n| n.0),
+            timeout: raw.timeout.map_or(Duration::from_secs(10), |h| h.0),
+            kind: channel_kind,
+        })
     }
 
     /// A reading error in our words: the dotted key, the value as written, what was
@@ -577,6 +806,39 @@ impl Source {
             Kind::InvalidLength { .. } | Kind::MissingField(_) => error(path, e.to_string()),
         }
     }
+}
+
+/// The kinds an `events` list names, in its order, each once.
+fn events_of(events: &[Spanned<EventName>]) -> Vec<MessageKind> {
+    let mut kinds = Vec::new();
+    for e in events {
+        let kind = match e.get_ref() {
+            EventName::Approval => MessageKind::Approval,
+            EventName::Reminder => MessageKind::Reminder,
+            EventName::Failure => MessageKind::Failure,
+            EventName::Trip => MessageKind::Trip,
+            EventName::Missed => MessageKind::Missed,
+            EventName::Notify => MessageKind::Notify,
+            EventName::Budget => MessageKind::Budget,
+            EventName::Agent => MessageKind::Agent,
+            EventName::Summary => MessageKind::Summary,
+            EventName::Test => MessageKind::Test,
+        };
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
+/// Whether `s` looks like an e-mail address (`local@domain`, no spaces or angle brackets):
+/// the mail server has the last word.
+fn mailbox(s: &str) -> bool {
+    s.split_once('@').is_some_and(|(local, domain)| {
+        !local.is_empty()
+            && !domain.is_empty()
+            && !s.chars().any(|c| c.is_whitespace() || "<>,;\"".contains(c))
+    })
 }
 
 /// Whether `list` is a list or table whose items an error names by the list's key, not the
@@ -659,6 +921,7 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
             "summary",
             "quiet_hours",
             "max_messages_per_day",
+            "events",
         ],
     ),
     ("retention", &["history", "audit_max_size", "audit_keep"]),

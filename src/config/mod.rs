@@ -15,6 +15,7 @@
 //! error's kind and place; `load` finds the file, reads it, applies the rules that join two
 //! keys and turns it into a `Config`.
 
+mod channel;
 mod de;
 mod file;
 mod load;
@@ -32,6 +33,7 @@ use serde::Deserialize;
 
 use crate::schedule::{ActiveHours, Window};
 
+pub(crate) use channel::{ChannelConfig, ChannelKind, Target};
 pub(crate) use load::{fallback, load};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -158,6 +160,8 @@ pub(crate) struct TelegramConfig {
     pub quiet_hours: Option<Window>,
     /// Past this many messages a local day, non-urgent ones are folded; 0 = no limit.
     pub max_messages_per_day: u32,
+    /// The kinds of message it takes; `summary` governs only the run summary.
+    pub events: Vec<crate::model::MessageKind>,
 }
 
 impl Default for TelegramConfig {
@@ -169,6 +173,10 @@ impl Default for TelegramConfig {
             summary: SummaryMode::OnChange,
             quiet_hours: None,
             max_messages_per_day: 20,
+            events: crate::model::MessageKind::DEFAULT
+                .into_iter()
+                .chain([crate::model::MessageKind::Summary])
+                .collect(),
         }
     }
 }
@@ -237,6 +245,8 @@ pub(crate) struct Config {
     pub agent_may_approve: bool,
     /// `[telegram]`; None when the table is absent.
     pub telegram: Option<TelegramConfig>,
+    /// `[channels.NAME]`, by name.
+    pub channels: Vec<ChannelConfig>,
     pub daemon: DaemonConfig,
     pub retention: Retention,
     /// `[budget] daily_usd`; 0 = no budget.
@@ -376,6 +386,7 @@ pub(crate) mod test_util {
             mcp: BTreeMap::new(),
             agent_may_approve: false,
             telegram: None,
+            channels: Vec::new(),
             daemon: Default::default(),
             retention: Default::default(),
             daily_usd: 0.0,

@@ -504,6 +504,35 @@ impl TryFrom<String> for ServerName {
     }
 }
 
+/// `[channels.NAME]`: a lowercase letter, then lowercase letters, digits, `_` or `-`; not
+/// `telegram`, which is `[telegram]`'s.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(try_from = "String")]
+pub(super) struct ChannelName(pub String);
+
+impl TryFrom<String> for ChannelName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<ChannelName, String> {
+        let mut chars = name.chars();
+        let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+            && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+        if !ok {
+            return Err(format!(
+                "{name:?} is not a valid channel name (a lowercase letter, then lowercase \
+                 letters, digits, _ or -)"
+            ));
+        }
+        if name == "telegram" {
+            return Err(
+                "\"telegram\" is the [telegram] table's name; give this channel another name"
+                    .into(),
+            );
+        }
+        Ok(ChannelName(name))
+    }
+}
+
 /// A name of a letter or `_`, then letters, digits, `_` or one of `also`: the one rule
 /// behind tool, server and variable names.
 fn identifier(name: &str, also: &[char]) -> bool {

@@ -22,7 +22,7 @@ use super::decide::Decider;
 use super::outbox;
 use crate::audit::{self, Event, event::Pause};
 use crate::error::{Error, Result};
-use crate::model::ApprovalState;
+use crate::model::{ApprovalState, MessageKind};
 use crate::render::telegram::Rendered;
 use crate::render::{show_path, show_time};
 use crate::store::{ApprovalRow, NewPause};
@@ -154,16 +154,13 @@ pub(crate) fn decided(
 fn tell(d: &mut Decider, line: &str) -> Result<()> {
     let line = d.audit.secrets().redact(line);
     d.store.add_notice(&line, d.now)?;
-    if let Some(tc) = &d.cfg.telegram {
-        let msg = Rendered {
-            kind: "agent",
-            html: format!("🤖 {}", line.escape()),
-            urgent: true,
-            approvals: Vec::new(),
-            resets: Vec::new(),
-        };
-        // Every action is news: not folded into the daily cap, nor dropped as a repeat.
-        outbox::enqueue_all(&mut *d.store, tc, &msg, true, d.now, d.audit.secrets())?;
-    }
+    let mut msg = Rendered::new(
+        MessageKind::Agent,
+        line.first_line(80).into_string(),
+        format!("🤖 {}", line.escape()),
+    );
+    msg.data = serde_json::json!({ "text": line.as_str() });
+    // Every action is news: not folded into the daily cap, nor dropped as a repeat.
+    outbox::enqueue_all(&mut *d.store, &d.cfg, &msg, true, d.now, d.audit.secrets())?;
     Ok(())
 }

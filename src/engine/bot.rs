@@ -16,7 +16,7 @@ use crate::audit::{self, Event, event::Pause};
 use crate::config::TelegramConfig;
 use crate::engine::decide::Decider;
 use crate::error::Result;
-use crate::model::{ApprovalState, ButtonAction};
+use crate::model::{ApprovalState, ButtonAction, MessageKind};
 use crate::render::show_time;
 use crate::render::telegram::{ApprovalView, Entry, approval_alone, with_approvals};
 use crate::store::{NewMessage, NewPause, Store};
@@ -308,8 +308,11 @@ fn reply(d: &mut Decider, chat_id: i64, html: &str, approvals: &[i64]) -> Result
     d.store.enqueue(
         &NewMessage {
             channel: crate::notify::telegram::KIND,
+            delivery_id: &super::outbox::delivery_id(),
+            title: &"reply".into(),
+            data: &"{}".into(),
             destination: &crate::notify::telegram::destination(chat_id),
-            kind: "reply",
+            kind: MessageKind::Reply.as_str(),
             payload: &html,
             urgent: true,
             direct: true,

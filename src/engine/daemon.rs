@@ -381,28 +381,20 @@ fn handle_updates(
     let fx = bot::process(tg, &mut d, tc, updates)?;
     // Replies to commands go out now, not at the next tick.
     let (mut store, mut audit) = d.into_parts();
-    deliver_now(cfg, tg, &mut *store, &mut audit, now)?;
+    deliver_now(cfg, Some(tg), &mut *store, &mut audit, now)?;
     Ok(fx)
 }
 
 /// Send what the outbox holds now, between ticks, and audit what became of it.
 fn deliver_now(
     cfg: &Config,
-    tg: &Telegram,
+    tg: Option<&Telegram>,
     store: &mut dyn Store,
     audit: &mut crate::audit::AuditLog,
     now: DateTime<Utc>,
 ) -> Result<()> {
-    let Some(tc) = &cfg.telegram else {
-        return Ok(());
-    };
-    let (_, lines) = super::outbox::deliver(
-        store,
-        Some(tg as &dyn crate::telegram::Transport),
-        tc,
-        cfg.tz(),
-        now,
-    )?;
+    let transport = tg.map(|tg| tg as &dyn crate::telegram::Transport);
+    let (_, lines) = super::outbox::deliver(store, transport, cfg, now)?;
     for notice in &lines {
         audit
             .record(now, &notice.event(None))
@@ -411,29 +403,28 @@ fn deliver_now(
     audit.sync().map_err(|e| Error::io(audit.path(), e))
 }
 
-/// An urgent message to every chat, sent now (and kept in the outbox if Telegram is down):
-/// a daemon whose ticks run nothing says so where its person looks.
+/// An urgent message to every channel, sent now (and kept in the outbox if a channel is
+/// down): a daemon whose ticks run nothing says so where its person looks.
 fn alert(
     cfg: &Config,
     telegram: Option<&Telegram>,
     what: &Redacted,
     now: DateTime<Utc>,
 ) -> Result<()> {
-    let (Some(tg), Some(tc)) = (telegram, &cfg.telegram) else {
+    if cfg.telegram.is_none() && cfg.channels.is_empty() {
         return Ok(());
-    };
+    }
     let secrets = Secrets::from_config(cfg);
     let mut audit = session::open_audit(cfg, &secrets)?;
     let mut store = crate::store::open(cfg)?;
-    let msg = crate::render::telegram::Rendered {
-        kind: "alert",
-        html: format!("⚠️ <b>heartbeat</b>: {}", what.first_line(500).escape()),
-        urgent: true,
-        approvals: Vec::new(),
-        resets: Vec::new(),
-    };
-    super::outbox::enqueue_all(&mut *store, tc, &msg, false, now, &secrets)?;
-    deliver_now(cfg, tg, &mut *store, &mut audit, now)
+    let mut msg = crate::render::telegram::Rendered::new(
+        crate::model::MessageKind::Failure,
+        "the daemon's ticks cannot run",
+        format!("⚠️ <b>heartbeat</b>: {}", what.first_line(500).escape()),
+    );
+    msg.data = serde_json::json!({ "error": what.as_str() });
+    super::outbox::enqueue_all(&mut *store, cfg, &msg, false, now, &secrets)?;
+    deliver_now(cfg, telegram, &mut *store, &mut audit, now)
 }
 
 fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {

@@ -22,35 +22,126 @@ use sha2::{Digest, Sha256};
 
 use crate::audit::event::{Notified, Withheld};
 use crate::audit::{Event, Secrets};
-use crate::config::TelegramConfig;
-use crate::model::HoldReason;
-use crate::notify::telegram::TelegramChannel;
-use crate::notify::{Channel, Message, SendError};
+use crate::config::Config;
+use crate::model::{HoldReason, MessageKind};
+use crate::notify::{self, Channel, Message, SendError};
 use crate::render::telegram::{MAX_BUTTON_ROWS, Rendered};
 use crate::schedule::local_midnight;
 use crate::store::{self, Destination, NewMessage, OutboxRow, Store};
 use crate::telegram::Transport;
 use crate::text::Redacted;
 
-/// Put a message in the outbox for every configured Telegram chat, `secrets` redacted (the
-/// row is what is sent).
+/// Put a message in the outbox for every configured channel that takes its kind
+/// (docs/reference.md#channels), `secrets` redacted (the row is what is sent). The number
+/// of channels it went to.
 pub(crate) fn enqueue_all(
     store: &mut dyn Store,
-    cfg: &TelegramConfig,
+    cfg: &Config,
     msg: &Rendered,
     direct: bool,
     now: DateTime<Utc>,
     secrets: &Secrets,
-) -> store::Result<()> {
-    let channel = TelegramChannel {
-        cfg,
-        transport: None,
-    };
-    enqueue(store, &channel, msg, direct, now, secrets)
+) -> store::Result<usize> {
+    let mut n = 0;
+    for channel in notify::open(cfg, None) {
+        if channel.takes(msg.kind) {
+            enqueue(store, &*channel, msg, direct, now, secrets)?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
-/// Put a message in the outbox for every destination of `channel`, `secrets` redacted (the
-/// row is what is sent).
+/// Put a message in the outbox for the channel named `name` only, whatever its `events`
+/// say (an `@notify` that names its channel). False when no channel has that name.
+pub(crate) fn enqueue_to(
+    store: &mut dyn Store,
+    cfg: &Config,
+    name: &str,
+    msg: &Rendered,
+    now: DateTime<Utc>,
+    secrets: &Secrets,
+) -> store::Result<bool> {
+    for channel in notify::open(cfg, None) {
+        if channel.name() == name {
+            enqueue(store, &*channel, msg, false, now, secrets)?;
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The messages after a run, to every channel: a channel that takes `summary` gets the
+/// run's summary (Telegram by default, as its `summary` key says), which already shows the
+/// run's approvals, reminders and failures; any other channel gets a message of its own for
+/// each of those it takes. An invalid task's failure goes to those only when its error is
+/// new or changed (docs/reference.md#channels).
+pub(crate) fn enqueue_run(
+    store: &mut dyn Store,
+    cfg: &Config,
+    report: &crate::report::Report,
+    now: DateTime<Utc>,
+    secrets: &Secrets,
+) -> store::Result<()> {
+    let channels = notify::open(cfg, None);
+    if channels.is_empty() {
+        return Ok(());
+    }
+    let inputs = approval_inputs(store, report)?;
+    let fresh = fresh_invalid(store, report)?;
+    let events = crate::render::telegram::run_events(report, &inputs, &fresh, secrets);
+    for channel in &channels {
+        if channel.takes(MessageKind::Summary) {
+            let mode = match &cfg.telegram {
+                Some(tc) if channel.name() == notify::telegram::KIND => tc.summary,
+                _ => crate::config::SummaryMode::OnChange,
+            };
+            for msg in crate::render::telegram::summary(report, mode, &inputs, secrets) {
+                enqueue(store, &**channel, &msg, false, now, secrets)?;
+            }
+        } else {
+            for msg in events.iter().filter(|m| channel.takes(m.kind)) {
+                enqueue(store, &**channel, msg, false, now, secrets)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `meta` key of the invalid tasks' errors already reported.
+const INVALID_KEY: &str = "invalid_reported";
+
+/// The places of the run's invalid tasks whose error was not reported the run before (or
+/// changed since); remembers this run's.
+fn fresh_invalid(
+    store: &mut dyn Store,
+    report: &crate::report::Report,
+) -> store::Result<std::collections::HashSet<(String, usize)>> {
+    let before: Vec<String> = store
+        .meta(INVALID_KEY)?
+        .and_then(|v| serde_json::from_str(&v).ok())
+        .unwrap_or_default();
+    let mut now_seen = Vec::new();
+    let mut fresh = std::collections::HashSet::new();
+    for t in &report.tasks {
+        if t.outcome == crate::model::Outcome::Invalid {
+            let error = t.reason.as_ref().map(Redacted::as_str).unwrap_or("");
+            let key = hash(&format!("{}:{}:{error}", t.file.display(), t.line));
+            if !before.contains(&key) {
+                fresh.insert((t.file.display().to_string(), t.line));
+            }
+            now_seen.push(key);
+        }
+    }
+    if now_seen != before {
+        let value = serde_json::to_string(&now_seen).unwrap_or_else(|_| "[]".into());
+        store.set_meta(INVALID_KEY, &value)?;
+    }
+    Ok(fresh)
+}
+
+/// Put a message in the outbox for every destination of `channel`, rendered for it,
+/// `secrets` redacted (the row is what is sent), each with a delivery id of its own.
 pub(crate) fn enqueue(
     store: &mut dyn Store,
     channel: &dyn Channel,
@@ -59,13 +150,18 @@ pub(crate) fn enqueue(
     now: DateTime<Utc>,
     secrets: &Secrets,
 ) -> store::Result<()> {
-    let payload = secrets.redact(&msg.html);
+    let payload = secrets.redact(&channel.render(msg));
+    let title = secrets.redact(&msg.title);
+    let data = secrets.redact(&secrets.redact_json(msg.data.clone()).as_value().to_string());
     for destination in channel.destinations() {
         store.enqueue(
             &NewMessage {
-                channel: channel.kind(),
+                channel: channel.name(),
+                delivery_id: &delivery_id(),
+                title: &title,
+                data: &data,
                 destination: &destination,
-                kind: msg.kind,
+                kind: msg.kind.as_str(),
                 payload: &payload,
                 urgent: msg.urgent,
                 direct,
@@ -76,6 +172,52 @@ pub(crate) fn enqueue(
         )?;
     }
     Ok(())
+}
+
+/// A new delivery id: `hb_` and 16 random bytes in hex, unique across hosts and databases,
+/// so that a receiver that de-duplicates by it never drops a message as a repeat of
+/// another's.
+pub(crate) fn delivery_id() -> String {
+    let bytes = crate::sys::random_bytes::<16>();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("hb_{hex}")
+}
+
+/// Send `msg` to every destination of `channel` now, past the outbox and its rules (a test
+/// of the connection, `heartbeat notify-test`); what each destination answered, and the
+/// notices to audit.
+pub(crate) fn send_now(
+    channel: &dyn Channel,
+    msg: &Rendered,
+    now: DateTime<Utc>,
+    secrets: &Secrets,
+) -> Vec<(Notice, Result<i64, SendError>)> {
+    let payload = secrets.redact(&channel.render(msg));
+    let title = secrets.redact(&msg.title);
+    let data = secrets.redact_json(msg.data.clone()).into_value();
+    let created_at = crate::audit::format_ts(now);
+    let mut out = Vec::new();
+    for destination in channel.destinations() {
+        let id = delivery_id();
+        let message = Message {
+            id: &id,
+            kind: msg.kind.as_str(),
+            title: &title,
+            payload: &payload,
+            data: &data,
+            created_at: &created_at,
+            approvals: &[],
+            resets: &[],
+        };
+        let result = channel.send(&destination, &message);
+        let to = To::new(channel, destination);
+        let notice = match &result {
+            Ok(_) => Notice::sent(&to, msg.kind.as_str()),
+            Err(e) => Notice::failed(&to, msg.kind.as_str(), secrets.redact(e.message()), false),
+        };
+        out.push((notice, result));
+    }
+    out
 }
 
 /// The stored input of each approval a run queued, for its approval message to show.
@@ -114,8 +256,8 @@ pub(crate) struct Delivery {
 /// `notification_held`, `notification_folded`, `notification_dropped`).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Notice {
-    /// The channel's kind (`telegram`).
-    pub channel: &'static str,
+    /// The channel's name (`telegram`, or `[channels.NAME]`'s).
+    pub channel: String,
     /// The destination in the channel's terms (a Telegram chat id as text).
     pub destination: String,
     pub kind: String,
@@ -141,7 +283,7 @@ pub(crate) enum Withhold {
 impl Notice {
     fn withheld(to: &To, kind: &str, w: Withhold) -> Notice {
         Notice {
-            channel: to.channel,
+            channel: to.channel.clone(),
             destination: to.destination.clone(),
             kind: kind.to_string(),
             error: None,
@@ -152,7 +294,7 @@ impl Notice {
 
     fn sent(to: &To, kind: &str) -> Notice {
         Notice {
-            channel: to.channel,
+            channel: to.channel.clone(),
             destination: to.destination.clone(),
             kind: kind.to_string(),
             error: None,
@@ -169,14 +311,15 @@ impl Notice {
         }
     }
 
-    /// The audit line. Its `chat_id` is the destination as a number: every channel's
-    /// destinations are Telegram chat ids so far.
+    /// The audit line. A Telegram message's has its chat id.
     pub(crate) fn event<'a>(&'a self, run_id: Option<&'a str>) -> Event<'a> {
-        let chat_id = self.destination.parse().unwrap_or_default();
+        let chat_id = (self.channel == notify::telegram::KIND)
+            .then(|| self.destination.parse().ok())
+            .flatten();
         if let Some(w) = self.withheld {
             let line = |reason| Withheld {
                 run_id,
-                channel: self.channel,
+                channel: &self.channel,
                 chat_id,
                 kind: &self.kind,
                 reason,
@@ -189,7 +332,7 @@ impl Notice {
         }
         let n = Notified {
             run_id,
-            channel: self.channel,
+            channel: &self.channel,
             chat_id,
             kind: &self.kind,
             error: self.error.as_ref(),
@@ -205,7 +348,7 @@ impl Notice {
 
 /// One destination of one channel, as delivery works through it.
 struct To {
-    channel: &'static str,
+    channel: String,
     destination: String,
     key: Destination,
 }
@@ -213,9 +356,9 @@ struct To {
 impl To {
     fn new(channel: &dyn Channel, destination: String) -> To {
         To {
-            channel: channel.kind(),
+            channel: channel.name().to_string(),
             key: Destination {
-                channel: channel.kind().to_string(),
+                channel: channel.name().to_string(),
                 destination: destination.clone(),
             },
             destination,
@@ -227,6 +370,11 @@ impl To {
 /// whole (rows are stored redacted) before anything cuts it into parts.
 struct Planned {
     rows: Vec<OutboxRow>,
+    /// The first row's delivery id, title, audit keys and time.
+    id: String,
+    title: Redacted,
+    data: serde_json::Value,
+    created_at: String,
     payload: Redacted,
     approvals: Vec<i64>,
     resets: Vec<String>,
@@ -239,6 +387,10 @@ impl Planned {
     /// toward the daily cap.
     fn one(r: OutboxRow) -> Planned {
         Planned {
+            id: r.delivery_id.clone(),
+            title: Secrets::taken().redact(&r.title),
+            data: serde_json::from_str(&r.data).unwrap_or(serde_json::Value::Null),
+            created_at: r.created_at.clone(),
             payload: Secrets::taken().redact(&r.payload),
             approvals: r.approvals.clone(),
             resets: r.resets.clone(),
@@ -277,15 +429,49 @@ pub(crate) fn retry_at_key(channel: &str) -> String {
     format!("{channel}_retry_at")
 }
 
-/// Send what the outbox holds for Telegram (see [`deliver_channel`]).
+/// Send what the outbox holds for every configured channel (Telegram through
+/// `transport`; see [`deliver_channel`]), and drop what waits for a channel no longer
+/// configured.
 pub(crate) fn deliver(
     store: &mut dyn Store,
     transport: Option<&dyn Transport>,
-    cfg: &TelegramConfig,
-    tz: Tz,
+    cfg: &Config,
     now: DateTime<Utc>,
 ) -> store::Result<(Delivery, Vec<Notice>)> {
-    deliver_channel(store, &TelegramChannel { cfg, transport }, tz, now)
+    let channels = notify::open(cfg, transport);
+    let mut stats = Delivery::default();
+    let mut audit = Vec::new();
+    for row in store.outbox()? {
+        if !channels.iter().any(|c| c.name() == row.channel) {
+            store.outbox_delete(row.id)?;
+            stats.dropped += 1;
+            audit.push(Notice {
+                channel: row.channel.clone(),
+                destination: row.destination.clone(),
+                kind: row.kind.clone(),
+                error: Some("the channel is no longer configured".into()),
+                queued: false,
+                withheld: None,
+            });
+        }
+    }
+    for channel in &channels {
+        let (s, a) = deliver_channel(store, &**channel, cfg.tz(), now)?;
+        stats.sent += s.sent;
+        stats.failed += s.failed;
+        stats.waiting += s.waiting;
+        stats.dropped += s.dropped;
+        audit.extend(a);
+    }
+    Ok((stats, audit))
+}
+
+/// The `meta` keys of a channel's last delivery and last failure (`status`, `check`).
+pub(crate) fn state_keys(channel: &str) -> (String, String) {
+    (
+        format!("channel_last_sent:{channel}"),
+        format!("channel_last_error:{channel}"),
+    )
 }
 
 /// Send what the outbox holds for `channel`, obeying quiet hours, the dedupe, the daily cap
@@ -302,7 +488,7 @@ pub(crate) fn deliver_channel(
     let mut audit = Vec::new();
     let mut by_destination: BTreeMap<String, Vec<OutboxRow>> = BTreeMap::new();
     for row in store.outbox()? {
-        if row.channel == channel.kind() {
+        if row.channel == channel.name() {
             by_destination
                 .entry(row.destination.clone())
                 .or_default()
@@ -320,7 +506,7 @@ pub(crate) fn deliver_channel(
     let day_start = local_midnight(tz, now);
     let configured = channel.destinations();
     // After the channel's "retry after" nothing is sent before that time; it all waits.
-    let retry_key = retry_at_key(channel.kind());
+    let retry_key = retry_at_key(channel.name());
     let wait_until = store.meta(&retry_key)?.as_deref().and_then(store::parse_ts);
     let mut sending = channel.connected() && wait_until.is_none_or(|at| now >= at);
 
@@ -450,6 +636,7 @@ pub(crate) fn deliver_channel(
                         )?;
                     }
                     stats.sent += 1;
+                    store.set_meta(&state_keys(channel.name()).0, &crate::audit::format_ts(now))?;
                     audit.push(Notice::sent(&to, &p.kind));
                 }
                 Err(SendError::Rejected(why)) => {
@@ -459,6 +646,7 @@ pub(crate) fn deliver_channel(
                         store.outbox_delete(r.id)?;
                     }
                     stats.dropped += 1;
+                    store.set_meta(&state_keys(channel.name()).1, error.as_str())?;
                     audit.push(Notice::failed(&to, &p.kind, error, false));
                     audit.push(Notice::withheld(
                         &to,
@@ -473,6 +661,7 @@ pub(crate) fn deliver_channel(
                         store.outbox_failed(r.id, &error)?;
                     }
                     stats.failed += 1;
+                    store.set_meta(&state_keys(channel.name()).1, error.as_str())?;
                     audit.push(Notice::failed(&to, &p.kind, error, true));
                     match &e {
                         SendError::Refused(_) | SendError::Rejected(_) => {}
@@ -531,9 +720,19 @@ fn send_parts(
         } else {
             (&[], &[])
         };
-        // Each part cut from the whole message redacted (see [`Planned`]).
+        // Each part cut from the whole message redacted (see [`Planned`]); each part its own
+        // delivery id, so that a receiver that de-duplicates keeps them all.
+        let id_of_part = match i {
+            0 => p.id.clone(),
+            i => format!("{}.{i}", p.id),
+        };
         let message = Message {
+            id: &id_of_part,
+            kind: &p.kind,
+            title: &p.title,
             payload: part,
+            data: &p.data,
+            created_at: &p.created_at,
             approvals: buttons,
             resets,
         };
@@ -583,16 +782,27 @@ fn fold(channel: &dyn Channel, rows: Vec<OutboxRow>, head: Option<Planned>) -> P
     }
     approvals.truncate(MAX_BUTTON_ROWS);
     resets.truncate(MAX_BUTTON_ROWS);
-    let mut all = head.map(|h| h.rows).unwrap_or_default();
-    let kind = all.first().map_or("folded".to_string(), |r| r.kind.clone());
+    let first = match head {
+        Some(h) => h,
+        None => Planned::one(rows[0].clone()),
+    };
+    let title = Secrets::taken().redact(&format!("{} (+{n} folded)", first.title));
+    let mut all = first.rows;
+    if all.first().map(|r| r.id) == rows.first().map(|r| r.id) {
+        all.clear();
+    }
     all.extend(rows);
     Planned {
         rows: all,
+        id: first.id,
+        title,
+        data: first.data,
+        created_at: first.created_at,
+        kind: first.kind,
         payload,
         approvals,
         resets,
         counted: true,
-        kind,
     }
 }
 
@@ -604,6 +814,7 @@ fn hash(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::TelegramConfig;
     use crate::render::telegram::split;
     use crate::schedule::Window;
     use crate::store::{Outbox, Sqlite};
@@ -638,21 +849,26 @@ mod tests {
         }
     }
 
-    fn tg(chats: &[i64]) -> TelegramConfig {
-        TelegramConfig {
+    /// A config whose only channel is Telegram, to these chats, in UTC.
+    fn tg(chats: &[i64]) -> Config {
+        let mut cfg = crate::config::test_util::config(Default::default());
+        cfg.active.tz = chrono_tz::UTC;
+        cfg.telegram = Some(TelegramConfig {
             chat_ids: chats.to_vec(),
             ..TelegramConfig::default()
-        }
+        });
+        cfg
+    }
+
+    /// Its Telegram table, to change a rule.
+    fn rules(cfg: &mut Config) -> &mut TelegramConfig {
+        cfg.telegram.as_mut().unwrap()
     }
 
     fn msg(html: &str, urgent: bool) -> Rendered {
-        Rendered {
-            kind: "summary",
-            html: html.into(),
-            urgent,
-            approvals: vec![],
-            resets: vec![],
-        }
+        let mut m = Rendered::new(MessageKind::Summary, "summary", html.into());
+        m.urgent = urgent;
+        m
     }
 
     fn ts(s: &str) -> DateTime<Utc> {
@@ -678,13 +894,13 @@ mod tests {
             fail: Some(SendError::Unavailable("502 Bad Gateway".into())),
             ..Fake::default()
         };
-        let (d, lines) = deliver(&mut s, Some(&down), &cfg, chrono_tz::UTC, t0).unwrap();
+        let (d, lines) = deliver(&mut s, Some(&down), &cfg, t0).unwrap();
         assert_eq!(d.failed, 1, "stops at the first unavailable");
         assert!(lines[0].error.is_some());
         assert!(lines[0].queued);
         assert_eq!(s.outbox_len().unwrap(), 2);
         let up = Fake::default();
-        let (d, _) = deliver(&mut s, Some(&up), &cfg, chrono_tz::UTC, t0).unwrap();
+        let (d, _) = deliver(&mut s, Some(&up), &cfg, t0).unwrap();
         assert_eq!(d.sent, 2);
         assert_eq!(s.outbox_len().unwrap(), 0);
         assert_eq!(
@@ -709,7 +925,7 @@ mod tests {
             &Secrets::default(),
         )
         .unwrap();
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         let t1 = ts("2026-01-01T15:59:00Z");
         enqueue_all(
             &mut s,
@@ -720,7 +936,7 @@ mod tests {
             &Secrets::default(),
         )
         .unwrap();
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t1).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t1).unwrap();
         assert_eq!(t.sent().len(), 1, "identical text within 6h is not re-sent");
         assert_eq!(s.outbox_len().unwrap(), 0);
         let t2 = ts("2026-01-01T16:00:01Z");
@@ -733,7 +949,7 @@ mod tests {
             &Secrets::default(),
         )
         .unwrap();
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t2).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t2).unwrap();
         assert_eq!(t.sent().len(), 2, "after 6h it goes again");
 
         enqueue_all(
@@ -745,10 +961,10 @@ mod tests {
             &Secrets::default(),
         )
         .unwrap();
-        let (d, lines) = deliver(&mut s, None, &cfg, chrono_tz::UTC, t2).unwrap();
+        let (d, lines) = deliver(&mut s, None, &cfg, t2).unwrap();
         assert_eq!(d.waiting, 1);
         let later = ts("2026-01-02T16:00:01Z");
-        let (d, lines2) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, later).unwrap();
+        let (d, lines2) = deliver(&mut s, Some(&t), &cfg, later).unwrap();
         assert!(lines.is_empty());
         assert_eq!(d.dropped, 1);
         assert_eq!(lines2[0].withheld, Some(Withhold::Dropped("expired")));
@@ -777,7 +993,7 @@ mod tests {
             )
             .unwrap();
         }
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         assert_eq!(t.sent().len(), 1);
         assert_eq!(s.outbox_len().unwrap(), 0);
     }
@@ -790,17 +1006,17 @@ mod tests {
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         let notify = Rendered {
-            kind: "notify",
+            kind: MessageKind::Notify,
             ..msg("call grandma", false)
         };
-        let put = |s: &mut dyn Store, cfg: &TelegramConfig, m: &Rendered, at| {
+        let put = |s: &mut dyn Store, cfg: &Config, m: &Rendered, at| {
             enqueue_all(s, cfg, m, false, at, &Secrets::default()).unwrap();
         };
         put(&mut s, &cfg, &notify, t0);
         put(&mut s, &cfg, &notify, t0);
         put(&mut s, &cfg, &msg("same summary", false), t0);
         put(&mut s, &cfg, &msg("same summary", false), t0);
-        let (_, notices) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        let (_, notices) = deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         let texts: Vec<String> = t.sent().into_iter().map(|(_, html, _)| html).collect();
         assert_eq!(
             texts.iter().filter(|h| *h == "call grandma").count(),
@@ -814,16 +1030,16 @@ mod tests {
         assert_eq!(dropped[0].kind, "summary");
 
         // Quiet hours: held, with a line.
-        cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
+        rules(&mut cfg).quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
         let night = ts("2026-01-01T23:00:00Z");
         put(&mut s, &cfg, &msg("later", false), night);
-        let (_, notices) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, night).unwrap();
+        let (_, notices) = deliver(&mut s, Some(&t), &cfg, night).unwrap();
         assert_eq!(notices.len(), 1, "{notices:?}");
         assert_eq!(notices[0].withheld, Some(Withhold::Held("quiet_hours")));
         assert!(matches!(notices[0].event(None), Event::NotificationHeld(_)));
         // Still waiting at the next run: said once, not at every run.
         let later = ts("2026-01-01T23:05:00Z");
-        let (d, notices) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, later).unwrap();
+        let (d, notices) = deliver(&mut s, Some(&t), &cfg, later).unwrap();
         assert_eq!(d.waiting, 1);
         assert!(notices.is_empty(), "{notices:?}");
     }
@@ -833,7 +1049,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Sqlite::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
-        cfg.quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
+        rules(&mut cfg).quiet_hours = Some(Window::parse("22:00-07:00").unwrap());
         let t = Fake::default();
         let night = ts("2026-01-01T23:00:00Z");
         enqueue_all(
@@ -854,11 +1070,11 @@ mod tests {
             &Secrets::default(),
         )
         .unwrap();
-        let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, night).unwrap();
+        let (d, _) = deliver(&mut s, Some(&t), &cfg, night).unwrap();
         assert_eq!((d.sent, d.waiting), (1, 1));
         assert_eq!(t.sent()[0].1, "broken");
         let morning = ts("2026-01-02T07:00:00Z");
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, morning).unwrap();
+        deliver(&mut s, Some(&t), &cfg, morning).unwrap();
         assert_eq!(t.sent()[1].1, "fine");
     }
 
@@ -867,7 +1083,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Sqlite::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
-        cfg.max_messages_per_day = 3;
+        rules(&mut cfg).max_messages_per_day = 3;
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for i in 0..6 {
@@ -881,7 +1097,7 @@ mod tests {
             )
             .unwrap();
         }
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         assert_eq!(t.sent().len(), 3);
         assert_eq!(t.sent()[0].1, "m0");
         assert_eq!(t.sent()[1].1, "m1");
@@ -902,7 +1118,7 @@ mod tests {
             &Secrets::default(),
         )
         .unwrap();
-        let (d, _) = deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        let (d, _) = deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         assert_eq!(d.waiting, 1);
         enqueue_all(
             &mut s,
@@ -913,7 +1129,7 @@ mod tests {
             &Secrets::default(),
         )
         .unwrap();
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         assert_eq!(t.sent().len(), 4);
         assert!(t.sent()[3].1.starts_with("fire\n\n"), "{}", t.sent()[3].1);
         assert!(t.sent()[3].1.contains("later"));
@@ -924,7 +1140,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Sqlite::open(dir.path()).unwrap();
         let mut cfg = tg(&[1]);
-        cfg.max_messages_per_day = 1;
+        rules(&mut cfg).max_messages_per_day = 1;
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
         for _ in 0..3 {
@@ -938,7 +1154,7 @@ mod tests {
             )
             .unwrap();
         }
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         assert_eq!(t.sent().len(), 3);
     }
 
@@ -951,15 +1167,10 @@ mod tests {
         let t0 = ts("2026-01-01T10:00:00Z");
         // In two parts, no part shows all that the buttons would approve: none.
         let long = vec!["y".repeat(1000); 6].join("\n");
-        let m = Rendered {
-            kind: "summary",
-            html: long,
-            urgent: false,
-            approvals: vec![7],
-            resets: vec![],
-        };
+        let mut m = Rendered::new(MessageKind::Summary, "summary", long);
+        m.approvals = vec![7];
         enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         assert_eq!(t.sent().len(), 2);
         assert!(t.sent().iter().all(|(_, _, buttons)| buttons.is_empty()));
         assert_eq!(s.button_message(1, 2).unwrap(), None);
@@ -969,7 +1180,7 @@ mod tests {
             ..m
         };
         enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         assert_eq!(t.sent()[2].2, vec![7]);
         let (_, approvals) = s.button_message(1, 3).unwrap().unwrap();
         assert_eq!(approvals, vec![7]);
@@ -979,18 +1190,14 @@ mod tests {
     fn a_folded_message_keeps_the_buttons_of_approvals_it_shows_whole_only() {
         let dir = tempfile::tempdir().unwrap();
         let mut s = Sqlite::open(dir.path()).unwrap();
-        let cfg = TelegramConfig {
-            max_messages_per_day: 1,
-            ..tg(&[1])
-        };
+        let mut cfg = tg(&[1]);
+        rules(&mut cfg).max_messages_per_day = 1;
         let t = Fake::default();
         let t0 = ts("2026-01-01T10:00:00Z");
-        let with = |html: String, id: i64| Rendered {
-            kind: "summary",
-            html,
-            urgent: false,
-            approvals: vec![id],
-            resets: vec![],
+        let with = |html: String, id: i64| {
+            let mut m = Rendered::new(MessageKind::Summary, "summary", html);
+            m.approvals = vec![id];
+            m
         };
         // The first fits whole in the folded message, the second is cut off.
         for m in [
@@ -999,7 +1206,7 @@ mod tests {
         ] {
             enqueue_all(&mut s, &cfg, &m, false, t0, &Secrets::default()).unwrap();
         }
-        deliver(&mut s, Some(&t), &cfg, chrono_tz::UTC, t0).unwrap();
+        deliver(&mut s, Some(&t), &cfg, t0).unwrap();
         let sent = t.sent();
         assert_eq!(sent.len(), 1, "{sent:?}");
         assert!(sent[0].1.contains("cut to fit"), "{}", sent[0].1);
@@ -1033,8 +1240,14 @@ mod tests {
     }
 
     impl Channel for FakeChannel {
+        fn name(&self) -> &str {
+            "fake"
+        }
         fn kind(&self) -> &'static str {
             "fake"
+        }
+        fn events(&self) -> &[MessageKind] {
+            &MessageKind::DEFAULT
         }
         fn destinations(&self) -> Vec<String> {
             self.destinations.clone()
@@ -1095,7 +1308,12 @@ mod tests {
             ]
         );
         // Telegram's delivery leaves another channel's rows alone.
-        let (d, notices) = deliver(&mut s, None, &tg(&[1]), chrono_tz::UTC, t0).unwrap();
+        let cfg = tg(&[1]);
+        let telegram = crate::notify::telegram::TelegramChannel {
+            cfg: cfg.telegram.as_ref().unwrap(),
+            transport: None,
+        };
+        let (d, notices) = deliver_channel(&mut s, &telegram, chrono_tz::UTC, t0).unwrap();
         assert_eq!((d, notices), (Delivery::default(), vec![]));
         assert_eq!(s.outbox_len().unwrap(), 2);
 
@@ -1189,5 +1407,30 @@ mod tests {
             rows(&s),
             [("telegram".into(), "-100200".into(), "<b>hi</b>".into())]
         );
+    }
+
+    #[test]
+    fn messages_for_a_channel_no_longer_configured_are_dropped_and_said_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        let fake = FakeChannel::new(&["alice"]);
+        let t0 = ts("2026-01-01T10:00:00Z");
+        enqueue(
+            &mut s,
+            &fake,
+            &msg("hello", false),
+            false,
+            t0,
+            &Secrets::default(),
+        )
+        .unwrap();
+        let (d, notices) = deliver(&mut s, None, &tg(&[1]), t0).unwrap();
+        assert_eq!(d.dropped, 1);
+        assert_eq!(notices[0].channel, "fake");
+        assert_eq!(
+            notices[0].error.as_ref().map(Redacted::as_str),
+            Some("the channel is no longer configured")
+        );
+        assert_eq!(s.outbox_len().unwrap(), 0);
     }
 }

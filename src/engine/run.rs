@@ -264,26 +264,23 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
     };
 
     // Messages: stored first, then delivered; delivery never fails the run.
-    if let Some(tc) = &cfg.telegram {
-        if ran {
-            let inputs = outbox::approval_inputs(&*store, &report)?;
-            for msg in crate::render::telegram::summary(&report, tc.summary, &inputs, t.secrets) {
-                outbox::enqueue_all(&mut *store, tc, &msg, false, now, t.secrets)?;
-            }
-        }
-        if let Some(tg) = t.telegram {
-            bot::show_outcomes(tg, &mut *store, &fx.pressed, now)?;
-            bot::show_denials(tg, &mut *store, now)?;
-        }
-        let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
-        let (stats, notices) = outbox::deliver(&mut *store, transport, tc, cfg.tz(), now)?;
-        for notice in &notices {
-            audit
-                .record(t.clock.now(), &notice.event(Some(&run_id)))
-                .map_err(&audit_err)?;
-        }
+    if ran {
+        outbox::enqueue_run(&mut *store, cfg, &report, now, t.secrets)?;
+    }
+    if let Some(tg) = t.telegram {
+        bot::show_outcomes(tg, &mut *store, &fx.pressed, now)?;
+        bot::show_denials(tg, &mut *store, now)?;
+    }
+    let transport = t.telegram.map(|tg| tg as &dyn crate::telegram::Transport);
+    let (stats, notices) = outbox::deliver(&mut *store, transport, cfg, now)?;
+    for notice in &notices {
+        audit
+            .record(t.clock.now(), &notice.event(Some(&run_id)))
+            .map_err(&audit_err)?;
+    }
+    if !notices.is_empty() || stats != outbox::Delivery::default() {
         (t.diag)(format!(
-            "telegram: {} sent, {} failed, {} waiting, {} dropped",
+            "channels: {} sent, {} failed, {} waiting, {} dropped",
             stats.sent, stats.failed, stats.waiting, stats.dropped
         ));
     }

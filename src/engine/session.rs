@@ -30,17 +30,19 @@ use super::executor::{Executor, Pool};
 use super::files::FileCache;
 use super::guard::{Guard, Start};
 use super::ledger::{BATCH, Ledger, NotKept, Shown};
+use super::outbox;
 use super::recovery::{self, Recovering};
 use super::ticks::Ticks;
 use crate::audit::event::{Ended, TaskRun};
 use crate::audit::{AuditLog, Event, Secrets};
 use crate::clock::Clock;
-use crate::config::{Approval, Autonomy, Config, TelegramConfig};
+use crate::config::{Approval, Autonomy, Config};
 use crate::error::{Error, Result, WorkStarted};
 use crate::lock::RunLock;
 use crate::markdown::SourceFile;
-use crate::model::{Outcome, RunMode, Section, Task, Trigger};
+use crate::model::{MessageKind, Outcome, RunMode, Section, Task, Trigger};
 use crate::plan::{CallError, Decision, Planned, SkipReason, ToolCall};
+use crate::render::telegram::Rendered;
 use crate::report::{Report, TaskReport, safe_text};
 use crate::store::{ApprovalRow, NewApproval, Store, TaskRunRecord};
 use crate::tools::{self, Registry, ToolKind};
@@ -633,40 +635,25 @@ impl<'a> Session<'a> {
             spent_usd: spent,
             daily_usd: daily,
         })?;
-        self.alert(&format!(
-            "💸 <b>heartbeat</b>: the daily budget is used up (${spent:.2} of ${daily:.2}); paid \
-             tasks wait until tomorrow"
-        ), Vec::new())
+        let mut msg = Rendered::new(
+            MessageKind::Budget,
+            format!("daily budget used up (${spent:.2} of ${daily:.2})"),
+            format!(
+                "💸 <b>heartbeat</b>: the daily budget is used up (${spent:.2} of ${daily:.2}); \
+                 paid tasks wait until tomorrow"
+            ),
+        );
+        msg.data = serde_json::json!({ "spent_usd": spent, "daily_usd": daily });
+        self.alert(msg)
     }
 
-    /// An urgent message to the Telegram chats (trips, the budget), with a Reset button for
-    /// each task id in `resets`.
-    fn alert(&mut self, html: &str, resets: Vec<String>) -> Result<()> {
-        if let Some(tc) = &self.cfg.telegram {
-            self.enqueue(tc, "alert", html.to_string(), true, resets)?;
-        }
-        Ok(())
-    }
-
-    /// A message of its own to every configured chat, through the outbox.
-    fn enqueue(
-        &mut self,
-        tc: &TelegramConfig,
-        kind: &'static str,
-        html: String,
-        urgent: bool,
-        resets: Vec<String>,
-    ) -> Result<()> {
-        let msg = crate::render::telegram::Rendered {
-            kind,
-            html,
-            urgent,
-            approvals: Vec::new(),
-            resets,
-        };
+    /// An urgent message to every channel that takes its kind (trips, the budget), with a
+    /// Reset button for each task id in `resets`.
+    fn alert(&mut self, mut msg: Rendered) -> Result<()> {
+        msg.urgent = true;
         crate::engine::outbox::enqueue_all(
             &mut *self.ledger.store,
-            tc,
+            self.cfg,
             &msg,
             false,
             self.now,
@@ -698,34 +685,57 @@ impl<'a> Session<'a> {
         self.record_outcome(task, call, approval_id, outcome)
     }
 
-    /// `notify`: put the text in the outbox for every chat; delivered at the end of the run.
+    /// `notify`: put the text in the outbox for every channel that takes `notify`, or for
+    /// the one it names; delivered at the end of the run.
     fn notify(&mut self, input: &Map<String, Value>) -> Result<tools::Outcome> {
         let started = Instant::now();
         let text = input
             .get("text")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let Some(tc) = &self.cfg.telegram else {
-            return Ok(tools::Outcome {
-                error: Some("notify needs a [telegram] table in the config".into()),
+        let outcome = |result: std::result::Result<String, String>| {
+            let mut o = tools::Outcome {
                 duration: started.elapsed(),
                 ..tools::Outcome::default()
-            });
+            };
+            match result {
+                Ok(out) => {
+                    o.success = true;
+                    o.stdout = out;
+                }
+                Err(e) => o.error = Some(e),
+            }
+            Ok(o)
         };
-        if tc.chat_ids.is_empty() {
-            return Ok(tools::Outcome {
-                error: Some("telegram.chat_ids is empty: nobody to notify".into()),
-                duration: started.elapsed(),
-                ..tools::Outcome::default()
-            });
+        if let Some(tc) = &self.cfg.telegram
+            && tc.chat_ids.is_empty()
+            && self.cfg.channels.is_empty()
+        {
+            return outcome(Err("telegram.chat_ids is empty: nobody to notify".into()));
         }
-        self.enqueue(tc, "notify", crate::text::escape(text), false, Vec::new())?;
-        Ok(tools::Outcome {
-            success: true,
-            stdout: format!("queued for {} chat(s)", tc.chat_ids.len()),
-            duration: started.elapsed(),
-            ..tools::Outcome::default()
-        })
+        let first = self.secrets.redact(text).first_line(80).into_string();
+        let mut msg = Rendered::new(MessageKind::Notify, first, crate::text::escape(text));
+        msg.data = serde_json::json!({ "text": text });
+        let store = &mut *self.ledger.store;
+        match input.get("channel").and_then(Value::as_str) {
+            Some(name) => {
+                let sent =
+                    outbox::enqueue_to(store, self.cfg, name, &msg, self.now, &self.secrets)?;
+                outcome(match sent {
+                    true => Ok(format!("queued for channel {name}")),
+                    false => Err(format!("no channel named {name:?} is configured")),
+                })
+            }
+            None => {
+                let n = outbox::enqueue_all(store, self.cfg, &msg, false, self.now, &self.secrets)?;
+                outcome(match n {
+                    0 => Err("no channel takes notify: add a [telegram] table or a \
+                              [channels.NAME] table (docs: Channels)"
+                        .into()),
+                    n => Ok(format!("queued for {n} channel(s)")),
+                })
+            }
+        }
     }
 
     /// Audit and store a tool's outcome, and remember a one-time success for its tick.
@@ -820,16 +830,26 @@ impl<'a> Session<'a> {
             // The tool once: a task's text usually starts with it.
             let text = safe_text(task);
             let rest = text.strip_prefix(&format!("@{name}")).unwrap_or(&text);
-            self.alert(
-                &format!(
+            let mut msg = Rendered::new(
+                MessageKind::Trip,
+                format!("@{name} stopped after {failures} failures in a row"),
+                format!(
                     "⛔ <b>heartbeat</b>: <b>@{}</b> {} failed {failures} times in a row and is \
-                 stopped: <code>heartbeat reset {}</code>",
+                     stopped: <code>heartbeat reset {}</code>",
                     crate::text::escape(name),
                     self.secrets.redact(rest.trim()).first_line(80).escape(),
                     task.id
                 ),
-                vec![task.id.clone()],
-            )?;
+            );
+            msg.resets = vec![task.id.clone()];
+            msg.data = serde_json::json!({
+                "task_id": task.id,
+                "tool": name,
+                "failures": failures,
+                "file": task.file.display().to_string(),
+                "line": task.line,
+            });
+            self.alert(msg)?;
         }
         if outcome.success && task.section == Section::OneTime {
             self.ticks.want(task);

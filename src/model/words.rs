@@ -139,6 +139,62 @@ words! {
     }
 }
 
+words! {
+    /// What a message to a person is about (docs/reference.md#channels): the `kind` of an
+    /// outbox row and of `notification_*` lines, and the names a channel's `events` list.
+    pub(crate) enum MessageKind("message kind") {
+        /// An approval queued, or what became of it.
+        Approval = "approval",
+        /// A plain task due.
+        Reminder = "reminder",
+        /// A task failed or is invalid; a daemon tick that could not run.
+        Failure = "failure",
+        /// A task stopped by its failure breaker.
+        Trip = "trip",
+        /// Slots that passed without a run.
+        Missed = "missed",
+        /// An explicit `@notify`.
+        Notify = "notify",
+        /// The daily budget used up.
+        Budget = "budget",
+        /// An agent's pause, resume, deny or approval.
+        Agent = "agent",
+        /// The summary of a run.
+        Summary = "summary",
+        /// `heartbeat notify-test`.
+        Test = "test",
+        /// A Telegram bot's answer to a command (never chosen in `events`).
+        Reply = "reply",
+    }
+}
+
+impl MessageKind {
+    /// A channel's `events` when it has none: all but `summary` and `test` (a test is always
+    /// delivered).
+    pub(crate) const DEFAULT: [MessageKind; 8] = [
+        MessageKind::Approval,
+        MessageKind::Reminder,
+        MessageKind::Failure,
+        MessageKind::Trip,
+        MessageKind::Missed,
+        MessageKind::Notify,
+        MessageKind::Budget,
+        MessageKind::Agent,
+    ];
+
+    /// Sent in quiet hours too.
+    pub(crate) fn urgent(self) -> bool {
+        matches!(
+            self,
+            MessageKind::Failure
+                | MessageKind::Trip
+                | MessageKind::Missed
+                | MessageKind::Budget
+                | MessageKind::Agent
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +244,28 @@ mod tests {
             ],
             RunSkipReason::ALL,
         );
+    }
+
+    #[test]
+    fn message_kinds_keep_their_words() {
+        use MessageKind::*;
+        pinned(
+            &[
+                (Approval, "approval"),
+                (Reminder, "reminder"),
+                (Failure, "failure"),
+                (Trip, "trip"),
+                (Missed, "missed"),
+                (Notify, "notify"),
+                (Budget, "budget"),
+                (Agent, "agent"),
+                (Summary, "summary"),
+                (Test, "test"),
+                (Reply, "reply"),
+            ],
+            MessageKind::ALL,
+        );
+        assert!(!MessageKind::DEFAULT.contains(&Summary) && !MessageKind::DEFAULT.contains(&Test));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 
 use super::{Channel, Message, Rules, SendError};
 use crate::config::TelegramConfig;
-use crate::render::telegram::{MAX_MESSAGE, split};
+use crate::model::MessageKind;
+use crate::render::telegram::{MAX_MESSAGE, Rendered, split};
 use crate::telegram::Transport;
 use crate::text::Redacted;
 
@@ -23,8 +24,20 @@ pub(crate) fn destination(chat_id: i64) -> String {
 }
 
 impl Channel for TelegramChannel<'_> {
+    fn name(&self) -> &str {
+        KIND
+    }
+
     fn kind(&self) -> &'static str {
         KIND
+    }
+
+    fn events(&self) -> &[MessageKind] {
+        &self.cfg.events
+    }
+
+    fn render(&self, msg: &Rendered) -> String {
+        msg.html.clone()
     }
 
     fn destinations(&self) -> Vec<String> {
@@ -126,8 +139,14 @@ mod tests {
         assert!(channel.connected());
         let payload = Redacted::from("<b>hi</b>");
         let resets = vec!["0123456789ab".to_string()];
+        let title = Redacted::from("hi");
         let message = Message {
+            id: "d1",
+            kind: "approval",
+            title: &title,
             payload: &payload,
+            data: &serde_json::Value::Null,
+            created_at: "2026-01-01T00:00:00.000Z",
             approvals: &[7],
             resets: &resets,
         };

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::audit::Secrets;
 use crate::config::SummaryMode;
-use crate::model::Outcome;
+use crate::model::{MessageKind, Outcome};
 use crate::redact::STARS;
 use crate::report::{Report, TaskReport};
 use crate::text::{Redacted, escape};
@@ -26,16 +26,37 @@ pub(crate) const MAX_MESSAGE: usize = 4096;
 /// Approval buttons on one message at most (one row each).
 pub(crate) const MAX_BUTTON_ROWS: usize = 8;
 
-/// A message ready for the outbox.
+/// A message ready for the outbox: what it is about, a one-line title, its lines in
+/// Telegram's HTML (other channels show them as plain text, [`html_to_plain`]), and the
+/// audit keys of its event (docs/reference.md#channels).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Rendered {
-    pub kind: &'static str,
+    pub kind: MessageKind,
+    /// Plain text, one line.
+    pub title: String,
     pub html: String,
     pub urgent: bool,
     /// Approvals that get a row of buttons.
     pub approvals: Vec<i64>,
     /// Tripped tasks that get a Reset button.
     pub resets: Vec<String>,
+    /// The keys of the audit line of what it is about (an object).
+    pub data: Value,
+}
+
+impl Rendered {
+    /// A message of `kind`, urgent when its kind is, with no buttons and no data.
+    pub(crate) fn new(kind: MessageKind, title: impl Into<String>, html: String) -> Rendered {
+        Rendered {
+            kind,
+            title: title.into(),
+            html,
+            urgent: kind.urgent(),
+            approvals: Vec::new(),
+            resets: Vec::new(),
+            data: Value::Object(serde_json::Map::new()),
+        }
+    }
 }
 
 /// The same message as plain text (for when Telegram rejects the HTML).
@@ -179,6 +200,22 @@ pub(crate) fn approval_alone(view: ApprovalView, secrets: &Secrets) -> (String, 
         false,
     );
     (composed.html, composed.buttons)
+}
+
+/// The message of one approval queued: [`approval_alone`] with its title and audit keys.
+pub(crate) fn approval_message(view: ApprovalView, secrets: &Secrets) -> Rendered {
+    let title = format!("approval #{} @{} {}", view.id, view.tool, view.place);
+    let data = serde_json::json!({
+        "approval_id": view.id,
+        "tool": view.tool,
+        "input": secrets.redact_json(view.input.clone()).into_value(),
+        "place": view.place,
+    });
+    let (html, approvals) = approval_alone(view, secrets);
+    let mut m = Rendered::new(MessageKind::Approval, title, html);
+    m.approvals = approvals;
+    m.data = data;
+    m
 }
 
 /// A message of `entries` then `tail` lines, every line redacted, with each approval's input
@@ -369,24 +406,126 @@ pub(crate) fn summary(
         }
     }
     let composed = with_approvals(entries, tail, secrets);
-    let mut messages = vec![Rendered {
-        kind: if urgent { "failure" } else { "summary" },
-        html: composed.html,
-        urgent,
-        approvals: composed.buttons,
-        resets: Vec::new(),
-    }];
+    let kind = if urgent {
+        MessageKind::Failure
+    } else {
+        MessageKind::Summary
+    };
+    let mut first = Rendered::new(kind, headline, composed.html);
+    first.urgent = urgent;
+    first.approvals = composed.buttons;
+    first.data = serde_json::json!({
+        "run_id": report.run_id,
+        "succeeded": c.succeeded,
+        "failed": c.failed,
+        "queued": c.queued,
+        "invalid": c.invalid,
+    });
+    let mut messages = vec![first];
     for view in composed.spilled {
-        let (html, approvals) = approval_alone(view, secrets);
-        messages.push(Rendered {
-            kind: "approval",
-            html,
-            urgent: false,
-            approvals,
-            resets: Vec::new(),
-        });
+        messages.push(approval_message(view, secrets));
     }
     messages
+}
+
+/// The run's news as messages of one kind each, for a channel that does not take the
+/// summary (docs/reference.md#channels): each approval queued (its whole input, and buttons
+/// where nothing is hidden), each reminder due, each task that failed, each invalid task in
+/// `fresh` (an error not reported before), and the run's own errors.
+pub(crate) fn run_events(
+    report: &Report,
+    inputs: &HashMap<i64, Value>,
+    fresh: &std::collections::HashSet<(String, usize)>,
+    secrets: &Secrets,
+) -> Vec<Rendered> {
+    let mut out = Vec::new();
+    for t in &report.tasks {
+        let place = format!("{}:{}", t.file.display(), t.line);
+        let tool = t.tool.as_deref().unwrap_or("?");
+        let base = serde_json::json!({
+            "task_id": t.task_id,
+            "file": t.file.display().to_string(),
+            "line": t.line,
+        });
+        let with = |extra: Value| merged(&base, extra);
+        match t.outcome {
+            Outcome::Queued => {
+                let Some(id) = t.approval_id else { continue };
+                let mut m = match inputs.get(&id) {
+                    Some(input) => approval_message(
+                        ApprovalView {
+                            id,
+                            tool,
+                            place,
+                            input,
+                        },
+                        secrets,
+                    ),
+                    None => Rendered::new(
+                        MessageKind::Approval,
+                        format!("approval #{id} @{tool} {place}"),
+                        task_line(t),
+                    ),
+                };
+                m.data = with(m.data);
+                out.push(m);
+            }
+            Outcome::Reminded => {
+                let mut m = Rendered::new(
+                    MessageKind::Reminder,
+                    t.text.first_line(80).into_string(),
+                    task_line(t),
+                );
+                m.data = with(serde_json::json!({"text": t.text.as_str()}));
+                out.push(m);
+            }
+            Outcome::Failed | Outcome::Interrupted => {
+                let mut m = Rendered::new(
+                    MessageKind::Failure,
+                    format!("@{tool} failed ({place})"),
+                    task_line(t),
+                );
+                m.data = with(serde_json::json!({
+                    "tool": tool,
+                    "error": t.reason.as_ref().map(Redacted::as_str),
+                    "exit_code": t.exit_code,
+                }));
+                out.push(m);
+            }
+            Outcome::Invalid if fresh.contains(&(t.file.display().to_string(), t.line)) => {
+                let mut m = Rendered::new(
+                    MessageKind::Failure,
+                    format!("invalid task at {place}"),
+                    task_line(t),
+                );
+                m.data = with(serde_json::json!({
+                    "column": t.column,
+                    "error": t.reason.as_ref().map(Redacted::as_str),
+                }));
+                out.push(m);
+            }
+            _ => {}
+        }
+    }
+    for e in &report.errors {
+        let mut m = Rendered::new(
+            MessageKind::Failure,
+            "a run could not finish its work",
+            format!("⚠️ {}", e.first_line(300).escape()),
+        );
+        m.data = serde_json::json!({"run_id": report.run_id, "error": e.as_str()});
+        out.push(m);
+    }
+    out
+}
+
+/// `base`'s keys, then `extra`'s (both objects).
+fn merged(base: &Value, extra: Value) -> Value {
+    let mut out = base.clone();
+    if let (Some(o), Value::Object(e)) = (out.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    out
 }
 
 /// One line per task: ✅ / ❌ / ⏳ / 🔔 …, the tool and text, the summary or first output line.
@@ -649,7 +788,7 @@ mod tests {
         let input = serde_json::json!({"text": "<b>&"});
         let m = summary(&r, SummaryMode::OnChange, &inputs(&[(3, &input)]), &none()).remove(0);
         assert!(m.urgent);
-        assert_eq!(m.kind, "failure");
+        assert_eq!(m.kind, MessageKind::Failure);
         assert_eq!(m.approvals, vec![3]);
         let lines: Vec<&str> = m.html.lines().collect();
         assert_eq!(

@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 16] = [
+pub(super) const MIGRATIONS: [&str; 17] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -375,6 +375,22 @@ INSERT INTO sent_v16 (channel, destination, text_hash, sent_at, counted)
 DROP TABLE sent;
 ALTER TABLE sent_v16 RENAME TO sent;
 CREATE INDEX sent_destination_time ON sent(channel, destination, sent_at);
+"#,
+    // 17: every channel of docs/reference.md#channels shares the outbox. `channel` is now a
+    // channel's name (`telegram`, or `[channels.NAME]`); a message keeps its delivery id (the
+    // idempotency key a channel sends; NULL on rows queued before: `hb-<id>`), its title and
+    // its audit keys (`data`, JSON). The replies a channel read back (an ntfy approval's
+    // token), so that a token is used once.
+    r#"
+ALTER TABLE outbox ADD COLUMN delivery_id TEXT;
+ALTER TABLE outbox ADD COLUMN title TEXT NOT NULL DEFAULT '';
+ALTER TABLE outbox ADD COLUMN data TEXT NOT NULL DEFAULT '{}';
+CREATE TABLE channel_replies (
+    channel TEXT NOT NULL,
+    token TEXT NOT NULL,
+    seen_at TEXT NOT NULL,
+    PRIMARY KEY (channel, token)
+);
 "#,
 ];
 
@@ -759,6 +775,10 @@ mod tests {
             created_at: String::new(),
             attempts: 0,
             held: None,
+            // Queued before delivery ids: one made of its row id.
+            delivery_id: format!("hb-{id}"),
+            title: String::new(),
+            data: "{}".into(),
         };
         assert_eq!(
             s.outbox().unwrap(),
@@ -803,6 +823,9 @@ mod tests {
             .enqueue(
                 &super::super::NewMessage {
                     channel: "telegram",
+                    delivery_id: "hb_next",
+                    title: &payload,
+                    data: &"{}".into(),
                     destination: "123",
                     kind: "summary",
                     payload: &payload,

@@ -18,8 +18,15 @@ use crate::text::Redacted;
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct OutboxRow {
     pub id: i64,
-    /// The channel that sends it (its `notify::Channel::kind`).
+    /// The channel that sends it (its name: `telegram`, or `[channels.NAME]`).
     pub channel: String,
+    /// The idempotency key the channel sends with it (`webhook-id`, `Message-ID`, …).
+    pub delivery_id: String,
+    /// A line that says what it is about, plain text, redacted.
+    pub title: String,
+    /// The audit keys of what it is about (JSON, redacted), for the channels that send the
+    /// event as data.
+    pub data: String,
     /// Where, in that channel's terms (a Telegram chat id as text).
     pub destination: String,
     pub kind: String,
@@ -47,6 +54,10 @@ pub(crate) struct Destination {
 /// A message to put in the outbox.
 pub(crate) struct NewMessage<'a> {
     pub channel: &'a str,
+    pub delivery_id: &'a str,
+    pub title: &'a Redacted,
+    /// JSON, redacted.
+    pub data: &'a Redacted,
     pub destination: &'a str,
     pub kind: &'a str,
     /// What is sent, in the channel's format: redacted, as every row is.
@@ -199,7 +210,8 @@ impl Outbox for Sqlite {
         self.conn
             .query_row(
                 "INSERT INTO outbox (channel, destination, kind, payload, urgent, direct,
-                    approvals, created_at, resets) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                    approvals, created_at, resets, delivery_id, title, data)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                     RETURNING id",
                 params![
                     m.channel,
@@ -210,7 +222,10 @@ impl Outbox for Sqlite {
                     m.direct,
                     serde_json::to_string(m.approvals).unwrap_or_else(|_| "[]".into()),
                     format_ts(now),
-                    serde_json::to_string(m.resets).unwrap_or_else(|_| "[]".into())
+                    serde_json::to_string(m.resets).unwrap_or_else(|_| "[]".into()),
+                    m.delivery_id,
+                    m.title.as_str(),
+                    m.data.as_str()
                 ],
                 |r| r.get(0),
             )
@@ -222,7 +237,9 @@ impl Outbox for Sqlite {
             .conn
             .prepare(
                 "SELECT id, channel, destination, kind, payload, urgent, direct, approvals,
-                    created_at, attempts, resets, held FROM outbox ORDER BY id",
+                    created_at, attempts, resets, held,
+                    COALESCE(delivery_id, 'hb-' || id), title, data
+                 FROM outbox ORDER BY id",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -242,6 +259,9 @@ impl Outbox for Sqlite {
                     created_at: r.get(8)?,
                     attempts: r.get(9)?,
                     held: r.get(11)?,
+                    delivery_id: r.get(12)?,
+                    title: r.get(13)?,
+                    data: r.get(14)?,
                 })
             })
             .map_err(|e| self.err(e))?;

@@ -24,6 +24,15 @@ pub(crate) struct TextInput {
     pub text: String,
 }
 
+/// `notify`: the text, and the one channel it goes to (else every channel that takes
+/// `notify`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NotifyInput {
+    pub text: String,
+    pub channel: Option<String>,
+}
+
 /// `write_file` and `append_file`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -54,6 +63,7 @@ pub(crate) enum ShellCmd {
 }
 
 const TEXT_KEYS: &[&str] = &["text"];
+const NOTIFY_KEYS: &[&str] = &["text", "channel"];
 const FILE_KEYS: &[&str] = &["path", "text"];
 const SHELL_KEYS: &[&str] = &["cmd", "cwd", "env", "stdin", "timeout"];
 
@@ -61,16 +71,18 @@ impl TextInput {
     pub(crate) fn parse(tool: &str, input: &Map<String, Value>) -> Result<TextInput, String> {
         parse(tool, input, TEXT_KEYS)
     }
+}
 
+impl NotifyInput {
     /// A message to send (`notify`): Telegram refuses an empty one, and it would stay in the
     /// outbox, failing at every run for a day.
-    pub(crate) fn parse_message(
-        tool: &str,
-        input: &Map<String, Value>,
-    ) -> Result<TextInput, String> {
-        let message = TextInput::parse(tool, input)?;
+    pub(crate) fn parse(tool: &str, input: &Map<String, Value>) -> Result<NotifyInput, String> {
+        let message: NotifyInput = parse(tool, input, NOTIFY_KEYS)?;
         if message.text.trim().is_empty() {
             return Err(format!("key \"text\" for {tool} must not be empty"));
+        }
+        if message.channel.as_deref().is_some_and(str::is_empty) {
+            return Err(format!("key \"channel\" for {tool} must not be empty"));
         }
         Ok(message)
     }
@@ -289,7 +301,7 @@ mod tests {
             "key \"text\" for log must be a string, not an array"
         );
         for blank in ["", " \n"] {
-            let e = TextInput::parse_message("notify", &obj(json!({ "text": blank })));
+            let e = NotifyInput::parse("notify", &obj(json!({ "text": blank })));
             assert_eq!(e.unwrap_err(), "key \"text\" for notify must not be empty");
         }
         let e = ShellInput::parse("shell", &obj(json!({"cmd": "true", "env": [1]})));

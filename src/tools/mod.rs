@@ -73,6 +73,9 @@ pub(crate) struct ToolSpec {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Registry {
     tools: BTreeMap<String, ToolSpec>,
+    /// The names of the configured channels (`telegram` and `[channels.NAME]`), which an
+    /// `@notify` may name.
+    channels: Vec<String>,
     /// `[mcp.NAME]` servers, and what is known of their tools.
     mcp: BTreeMap<String, McpServer>,
 }
@@ -88,6 +91,12 @@ impl Registry {
     /// [`Registry::with_catalog`]).
     pub(crate) fn from_config(cfg: &Config) -> Registry {
         let mut registry = Registry::new(&cfg.tools);
+        registry.channels = cfg
+            .telegram
+            .iter()
+            .map(|_| "telegram".to_string())
+            .chain(cfg.channels.iter().map(|c| c.name.clone()))
+            .collect();
         registry.mcp = cfg
             .mcp
             .iter()
@@ -155,7 +164,36 @@ impl Registry {
         }
         Registry {
             tools: map,
+            channels: Vec::new(),
             mcp: BTreeMap::new(),
+        }
+    }
+
+    /// Check an input against the config beyond its shape: an `@notify` that names a
+    /// channel names one that is configured (else its task is invalid, and says which
+    /// there are).
+    pub(crate) fn check_config(
+        &self,
+        spec: &ToolSpec,
+        input: &Map<String, Value>,
+    ) -> Result<(), String> {
+        let notify = matches!(spec.kind, ToolKind::Builtin(b) if b.name() == "notify");
+        match input.get("channel").and_then(Value::as_str) {
+            Some(name) if notify && !self.channels.iter().any(|c| c == name) => {
+                let mut why = format!(
+                    "key \"channel\" for {}: no channel named {name:?}",
+                    spec.name
+                );
+                match crate::text::did_you_mean(name, &self.channels) {
+                    Some(near) => why.push_str(&format!(" (did you mean {near:?}?)")),
+                    None if self.channels.is_empty() => why.push_str(
+                        " (none is configured: add [telegram] or a [channels.NAME] table)",
+                    ),
+                    None => why.push_str(&format!(" (configured: {})", self.channels.join(", "))),
+                }
+                Err(why)
+            }
+            _ => Ok(()),
         }
     }
 

@@ -1,5 +1,7 @@
-//! `notify`: a message to the Telegram chats. It needs the outbox, so the session carries
-//! it out (`engine/session.rs`); here it is only named and validated.
+//! `notify`: a message to every channel that takes `notify`, or to the one its `channel`
+//! names (docs/reference.md#channels). It needs the outbox, so the session carries it out
+//! (`engine/session.rs`); here it is only named and validated (the registry checks that a
+//! named channel is configured).
 
 use std::sync::atomic::AtomicBool;
 
@@ -7,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::{BuiltinTool, failed};
 use crate::config::Approval;
-use crate::tools::input::TextInput;
+use crate::tools::input::NotifyInput;
 use crate::tools::{Invocation, Outcome, ToolSpec};
 
 pub(super) struct Notify;
@@ -22,11 +24,11 @@ impl BuiltinTool for Notify {
     }
 
     fn description(&self) -> &'static str {
-        "Send a message to the Telegram chats (through the outbox)"
+        "Send a message to the channels that take notify, or to the one named by \"channel\" (through the outbox)"
     }
 
     fn validate(&self, tool: &str, input: &Map<String, Value>) -> Result<(), String> {
-        TextInput::parse_message(tool, input).map(drop)
+        NotifyInput::parse(tool, input).map(drop)
     }
 
     fn runs_in_session(&self) -> bool {
