@@ -291,3 +291,207 @@ fn a_webhook_is_the_signed_event_and_a_retry_keeps_its_id() {
             .contains("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
     );
 }
+
+#[test]
+fn quiet_hours_hold_a_reminder_but_not_a_failure() {
+    let hook = HookDouble::start();
+    let env = slack_env(&hook, "quiet_hours = \"08:00-12:00\"\n");
+    run(&env, NOW).code(1);
+    let texts = texts(&hook);
+    assert_eq!(texts.len(), 1, "{texts:#?}");
+    assert!(texts[0].contains("@shell failed"), "{}", texts[0]);
+    let held = env.events("notification_held");
+    assert_eq!(held.len(), 1, "{:#?}", env.audit());
+    assert_eq!(
+        (held[0]["kind"].as_str(), held[0]["reason"].as_str()),
+        (Some("reminder"), Some("quiet_hours"))
+    );
+    // After the quiet hours, the reminder goes out.
+    run(&env, "2026-03-02T12:30:00Z").code(1);
+    assert!(hook.posts().len() >= 2);
+    assert!(crate::channels::texts(&hook)[1].contains("Stretch"));
+}
+
+#[test]
+fn a_429_is_honoured_across_runs_and_a_day_old_message_is_dropped() {
+    let hook = HookDouble::start();
+    let env = slack_env(&hook, "events = [\"reminder\"]\n");
+    hook.answer_with(Answer::Status(
+        429,
+        vec![("Retry-After".into(), "3600".into())],
+        "slow down".into(),
+    ));
+    run(&env, NOW).code(1);
+    assert_eq!(hook.posts().len(), 1);
+    // Within the hour nothing is tried.
+    run(&env, "2026-03-02T10:30:00Z").code(1);
+    assert_eq!(hook.posts().len(), 1);
+    // After it, the message goes.
+    run(&env, "2026-03-02T11:01:00Z").code(1);
+    assert_eq!(hook.posts().len(), 2);
+
+    // A message that could not be sent for 24 h is dropped, and said so.
+    let hook = HookDouble::start();
+    let env = slack_env(&hook, "events = [\"reminder\"]\n");
+    let url = env.read("hook-url");
+    env.cmd(["run", "--once"])
+        .now(NOW)
+        .env("HB_SLACK", "http://127.0.0.1:9/nothing-listens")
+        .output()
+        .code(1);
+    env.write("HEARTBEAT.md", "## Recurring\n");
+    env.cmd(["run", "--once"])
+        .now("2026-03-03T10:00:01Z")
+        .env("HB_SLACK", url)
+        .output()
+        .code(0);
+    assert!(hook.posts().is_empty());
+    let dropped = env.events("notification_dropped");
+    assert_eq!(dropped.len(), 1, "{:#?}", env.audit());
+    assert_eq!(dropped[0]["reason"], "expired");
+}
+
+#[test]
+fn discord_gets_its_own_json_in_parts_of_at_most_2000_characters() {
+    let hook = HookDouble::start();
+    let long = "word ".repeat(100);
+    let md = format!(
+        "## Recurring\n- [ ] @notify {{\"text\": \"{}\"}}\n",
+        [long.trim(); 6].join("\\n")
+    );
+    let env = Env::new(&md).config(
+        "timezone = \"UTC\"\n[channels.gaming]\nkind = \"discord\"\nurl_env = \"HB_DISCORD\"\n",
+    );
+    let url = format!("{}/api/webhooks/1/tok", hook.url());
+    env.cmd(["run", "--once"])
+        .now(NOW)
+        .env("HB_DISCORD", url)
+        .output()
+        .code(0);
+    let posts = hook.posts();
+    assert!(posts.len() >= 2, "{posts:#?}");
+    let mut all = String::new();
+    for p in &posts {
+        let v: Value = serde_json::from_slice(&p.body).unwrap();
+        let content = v["content"].as_str().unwrap();
+        assert!(content.chars().count() <= 2000, "{}", content.len());
+        assert_eq!(v["allowed_mentions"]["parse"], serde_json::json!([]));
+        all.push_str(content);
+    }
+    assert!(all.starts_with("**heartbeat: "), "{all}");
+    // Below the title line, every word of the text, none lost at a cut.
+    let (_, body) = all.split_once('\n').unwrap();
+    assert_eq!(body.matches("word").count(), 600);
+}
+
+#[test]
+fn notify_names_its_channel_or_its_task_is_invalid() {
+    let hook = HookDouble::start();
+    let env = Env::new(
+        "## Recurring\n- [ ] @notify {\"text\": \"to the team\", \"channel\": \"team\"}\n\
+         - [ ] @notify {\"text\": \"nowhere\", \"channel\": \"teem\"}\n",
+    )
+    .config(
+        "timezone = \"UTC\"\n[channels.team]\nkind = \"slack\"\nurl_env = \"HB_SLACK\"\n\
+         events = [\"failure\"]\n",
+    );
+    let url = format!("{}/hook", hook.url());
+    let out = env
+        .cmd(["run", "--once"])
+        .now(NOW)
+        .env("HB_SLACK", &url)
+        .output();
+    out.code(1);
+    let invalid = env.events("task_invalid");
+    assert_eq!(invalid.len(), 1, "{:#?}", env.audit());
+    let error = invalid[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("no channel named \"teem\" (did you mean \"team\"?)"),
+        "{error}"
+    );
+    // The named channel gets the text although its events do not list notify.
+    let texts = texts(&hook);
+    assert!(
+        texts.iter().any(|t| t.contains("to the team")),
+        "{texts:#?}"
+    );
+}
+
+#[test]
+fn the_secrets_of_every_channel_are_in_no_sink() {
+    let hook = HookDouble::start();
+    let slack = format!("{}/services/T9/B9/slack-s3cret-path", hook.url());
+    let discord = format!("{}/api/webhooks/42/discord-s3cret-tok", hook.url());
+    let whsec = "whsec_c2VjcmV0LW9mLWEtd2ViaG9vay1vZi1vdXJz";
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"env; echo $HB_SLACK; exit 1\"}\n")
+        .config(&format!(
+            "timezone = \"UTC\"\nautonomy = \"full\"\n[tools.shell]\napproval = \"auto\"\n\
+         [channels.team]\nkind = \"slack\"\nurl_env = \"HB_SLACK\"\n\
+         [channels.gaming]\nkind = \"discord\"\nurl_env = \"HB_DISCORD\"\n\
+         [channels.ops]\nkind = \"webhook\"\nurl = \"{}/ops\"\nsecret_env = \"HB_WHSEC\"\n",
+            hook.url()
+        ));
+    let out = env
+        .cmd(["run", "--once", "-v"])
+        .now(NOW)
+        .env("HB_SLACK", &slack)
+        .env("HB_DISCORD", &discord)
+        .env("HB_WHSEC", whsec)
+        .output();
+    out.code(1);
+    // Three channels, one failure each.
+    assert_eq!(hook.posts().len(), 3, "{:#?}", hook.posts());
+    let secrets = [
+        "slack-s3cret-path",
+        "discord-s3cret-tok",
+        "c2VjcmV0LW9mLWEtd2ViaG9vay1vZi1vdXJz",
+    ];
+    let mut sinks = vec![
+        ("stdout", out.stdout.clone()),
+        ("stderr", out.stderr.clone()),
+        ("audit", env.audit_text()),
+    ];
+    // What each channel was sent: no channel carries another's secret (nor its own).
+    for p in hook.posts() {
+        sinks.push((
+            "a channel's message",
+            String::from_utf8_lossy(&p.body).into_owned(),
+        ));
+    }
+    // Every table of the state database.
+    let db = env.db();
+    let tables: Vec<String> = db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for t in tables {
+        let mut stmt = db.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = stmt.column_count();
+        let rows: Vec<String> = stmt
+            .query_map([], |r| {
+                Ok((0..n)
+                    .map(|i| format!("{:?}", r.get_ref(i).unwrap()))
+                    .collect::<Vec<_>>()
+                    .join("|"))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        sinks.push(("a table", format!("{t}: {}", rows.join("\n"))));
+    }
+    for (sink, text) in &sinks {
+        for s in secrets {
+            assert!(!text.contains(s), "{s} in {sink}: {text}");
+        }
+    }
+    // The tool ran without the variables: its `env` listed none of them.
+    let failed = env.events("task_failed");
+    let output = failed[0]["output"].as_str().unwrap_or_default();
+    assert!(
+        !output.contains("HB_SLACK") && !output.contains("HB_WHSEC"),
+        "{output}"
+    );
+}
