@@ -904,9 +904,10 @@ mod tests {
             },
         );
         assert_eq!(p.items[0].decision, Decision::NotDue);
+        // An hour after the last attempt, less its slack of a minute.
         assert_eq!(
             p.items[0].next_due,
-            Some("2026-01-15T13:00:00Z".parse().unwrap())
+            Some("2026-01-15T12:59:00Z".parse().unwrap())
         );
     }
 }

@@ -739,7 +739,7 @@ pub fn is_due(
         None => true,
         Some(Schedule::Every(d)) => match last_attempt {
             None => true,
-            Some(last) => now.signed_duration_since(last) >= delta(*d),
+            Some(last) => now.signed_duration_since(last) >= delta(*d - slack(*d)),
         },
         Some(Schedule::At { days, time }) => {
             let today = local_date(tz, now);
@@ -751,6 +751,14 @@ pub fn is_due(
         }
         Some(Schedule::Once(dt)) => local_instant(tz, *dt) <= now,
     }
+}
+
+/// How much sooner than its interval an `Every D` task is due again: min(D / 50, 60 s)
+/// (docs/reference.md#when-a-task-is-due). Cron starts its runs a little late, and by
+/// different amounts: without it, an `Every 15m` task under a `*/5` crontab would find its
+/// last attempt 14 min 59.9 s old at every third run and wait a fourth.
+pub(crate) fn slack(d: std::time::Duration) -> std::time::Duration {
+    (d / 50).min(std::time::Duration::from_secs(60))
 }
 
 fn delta(d: std::time::Duration) -> TimeDelta {
@@ -773,7 +781,7 @@ pub fn next_due(
         Some(Schedule::Every(d)) => {
             let last = last_attempt.unwrap_or(now);
             Some(
-                last.checked_add_signed(delta(*d))
+                last.checked_add_signed(delta(*d - slack(*d)))
                     .unwrap_or(DateTime::<Utc>::MAX_UTC)
                     .max(now),
             )
@@ -1540,6 +1548,53 @@ mod tests {
     // ---- is_due / next_due ----
 
     #[test]
+    fn every_has_a_slack_of_a_fiftieth_up_to_a_minute() {
+        let secs = Duration::from_secs;
+        assert_eq!(slack(secs(15 * 60)), secs(18));
+        assert_eq!(slack(secs(50 * 60)), secs(60));
+        assert_eq!(slack(secs(3600)), secs(60));
+        assert_eq!(slack(secs(10)), Duration::from_millis(200));
+        // At the boundary: due at D − s, not a millisecond sooner.
+        for d in [secs(10), secs(15 * 60), secs(3600), secs(86400)] {
+            let s = Schedule::Every(d);
+            let last = utc("2026-06-01T10:00:00Z");
+            let at = last + delta(d - slack(d));
+            assert!(is_due(Some(&s), Berlin, Some(last), at), "{d:?}");
+            assert!(
+                !is_due(
+                    Some(&s),
+                    Berlin,
+                    Some(last),
+                    at - TimeDelta::milliseconds(1)
+                ),
+                "{d:?}"
+            );
+            assert_eq!(
+                next_due(Some(&s), Berlin, Some(last), last + TimeDelta::seconds(1)),
+                Some(at)
+            );
+        }
+    }
+
+    #[test]
+    fn every_15m_under_a_five_minute_crontab_runs_every_15_minutes() {
+        // Cron starts each run a little late, by a different amount every time.
+        let s = Schedule::Every(Duration::from_secs(15 * 60));
+        let start = utc("2026-06-01T10:00:00Z");
+        let late_ms = [40, 3, 250, 12, 900, 7, 30, 1, 600, 55, 8, 300, 2];
+        let mut last = None;
+        let mut ran = Vec::new();
+        for (i, late) in late_ms.iter().enumerate() {
+            let now = start + TimeDelta::minutes(5 * i as i64) + TimeDelta::milliseconds(*late);
+            if is_due(Some(&s), Berlin, last, now) {
+                last = Some(now);
+                ran.push(i * 5);
+            }
+        }
+        assert_eq!(ran, [0, 15, 30, 45, 60]);
+    }
+
+    #[test]
     fn no_schedule_is_always_due() {
         let now = utc("2026-06-01T10:00:00Z");
         assert!(is_due(None, Berlin, Some(now), now));
@@ -1554,9 +1609,10 @@ mod tests {
         assert_eq!(next_due(Some(&s), Berlin, None, now), Some(now));
         let last = utc("2026-06-01T07:00:00Z");
         assert!(!is_due(Some(&s), Berlin, Some(last), now));
+        // Six hours after the last attempt, less the slack of a minute.
         assert_eq!(
             next_due(Some(&s), Berlin, Some(last), now),
-            Some(utc("2026-06-01T13:00:00Z"))
+            Some(utc("2026-06-01T12:59:00Z"))
         );
         let last = utc("2026-06-01T06:00:00Z");
         assert!(is_due(Some(&s), Berlin, Some(last), now));
@@ -1567,7 +1623,7 @@ mod tests {
             Some(&s),
             Berlin,
             Some(last),
-            utc("2026-03-29T04:59:00Z")
+            utc("2026-03-29T04:58:59Z")
         ));
         assert!(is_due(
             Some(&s),

@@ -237,7 +237,8 @@ fn every_is_due_from_the_last_attempt() {
     .config("timezone = \"UTC\"\n");
     assert!(ran_at(&env, "2026-05-01T10:00:00Z"));
     assert_eq!(env.events("approval_requested").len(), 1);
-    assert!(!ran_at(&env, "2026-05-01T15:59:59Z"));
+    // Due six hours after the last attempt, less a slack of a minute (D/50, at most 60 s).
+    assert!(!ran_at(&env, "2026-05-01T15:58:59Z"));
     let check = env
         .cmd(["check", "--json"])
         .now("2026-05-01T12:00:00Z")
@@ -245,9 +246,9 @@ fn every_is_due_from_the_last_attempt() {
     check.code(0);
     let doc = check.json();
     assert_eq!(doc["tasks"][0]["decision"], "not_due", "{doc:#}");
-    assert_eq!(doc["tasks"][0]["next_due"], "2026-05-01T16:00:00.000Z");
+    assert_eq!(doc["tasks"][0]["next_due"], "2026-05-01T15:59:00.000Z");
     assert_eq!(doc["tasks"][0]["schedule"], "Every 6h");
-    assert!(ran_at(&env, "2026-05-01T16:00:00Z"));
+    assert!(ran_at(&env, "2026-05-01T15:59:00Z"));
     assert!(!ran_at(&env, "2026-05-01T21:00:00Z"));
     assert!(ran_at(&env, "2026-05-02T03:00:00Z"));
     // The queued shell task was attempted when it was queued; it stays pending, once.
@@ -335,4 +336,32 @@ fn a_one_time_reminder_with_a_date_is_given_once_when_due() {
     env.run_once("2026-06-02T09:00:00Z").code(0);
     assert_eq!(env.events("task_reminded").len(), 1);
     assert_eq!(env.read("HEARTBEAT.md"), md);
+}
+
+#[test]
+fn every_keeps_its_rhythm_under_a_crontab_that_starts_a_little_late() {
+    // Cron starts each run some milliseconds after its minute, never by the same amount.
+    for (heading, step_min, runs, want) in [
+        ("Every 15m", 5, 13, vec![0, 15, 30, 45, 60]),
+        ("Every 1h", 15, 9, vec![0, 60, 120]),
+    ] {
+        let env = Env::new(&format!(
+            "## Recurring\n### {heading}\n- [ ] @log {{\"text\": \"tick\"}}\n"
+        ))
+        .config("timezone = \"UTC\"\n");
+        let late_ms = [40, 3, 250, 12, 900, 7, 30, 1, 600, 55, 8, 300, 2];
+        let mut ran = Vec::new();
+        for (i, late) in late_ms.iter().take(runs).enumerate() {
+            let minute = i * step_min;
+            let now = format!(
+                "2026-05-01T{:02}:{:02}:00.{late:03}Z",
+                10 + minute / 60,
+                minute % 60,
+            );
+            if ran_at(&env, &now) {
+                ran.push(minute);
+            }
+        }
+        assert_eq!(ran, want, "{heading}");
+    }
 }

@@ -77,7 +77,8 @@ fn check_json_shape_and_decisions() {
     let every = task_at(&doc, 9);
     assert_eq!(every["decision"], "not_due");
     assert_eq!(every["schedule"], "Every 6h");
-    assert_eq!(every["next_due"], "2026-05-01T14:00:00.000Z");
+    // Six hours after the last attempt less the slack of a minute.
+    assert_eq!(every["next_due"], "2026-05-01T13:59:00.000Z");
 
     // A level-3 heading that starts like a section name: a title only, and a warning.
     let typo = task_at(&doc, 12);
