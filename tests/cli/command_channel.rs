@@ -210,3 +210,108 @@ fn the_command_does_not_see_the_configs_secrets() {
         assert!(!seen.contains(secret), "{secret} in {seen}");
     }
 }
+
+#[test]
+fn status_and_check_name_a_channel_whose_last_delivery_failed_until_one_succeeds() {
+    // Fails ("try later") while `down` exists.
+    let env = Env::new("## Recurring\n- [ ] Stretch\n").config(&format!(
+        "timezone = \"UTC\"\n{}[channels.pager]\nkind = \"command\"\n\
+         command = [\"sh\", \"notify.sh\"]\nevents = [\"reminder\"]\n",
+        crate::common::tg_toml("http://127.0.0.1:9", &[42], "events = [\"budget\"]")
+    ));
+    env.write(
+        "notify.sh",
+        "cat > /dev/null\nif [ -e down ]; then echo 'queue full' >&2; exit 75; fi\n",
+    );
+    let status = || env.cmd(["status", "--json"]).now(LATER).output().json();
+    // Nothing sent yet: every channel is there, Telegram too.
+    let before = status();
+    assert_eq!(
+        before["channels"],
+        serde_json::json!({
+            "telegram": {"kind": "telegram", "queued": 0, "last_error": null, "last_sent": null},
+            "pager": {"kind": "command", "queued": 0, "last_error": null, "last_sent": null},
+        }),
+        "{before:#}"
+    );
+
+    env.write("down", "");
+    env.run_once(NOW).code(0);
+    let failed = status();
+    let pager = &failed["channels"]["pager"];
+    assert_eq!(pager["queued"], 1, "{failed:#}");
+    assert_eq!(pager["last_sent"], Value::Null);
+    let error = pager["last_error"].as_str().unwrap();
+    assert!(error.contains("exit status 75: queue full"), "{error}");
+    assert_eq!(failed["channels"]["telegram"]["last_error"], Value::Null);
+
+    let human = env.cmd(["status"]).now(LATER).output();
+    human.code(0);
+    let line = human
+        .stdout
+        .lines()
+        .find(|l| l.contains("pager"))
+        .unwrap_or_else(|| panic!("no line names the channel: {}", human.stdout));
+    assert!(
+        line.contains("(command)") && line.contains("queue full") && line.contains("1 message"),
+        "{line}"
+    );
+    assert_eq!(
+        human
+            .stdout
+            .lines()
+            .filter(|l| l.contains("telegram"))
+            .count(),
+        0,
+        "{}",
+        human.stdout
+    );
+
+    let check = env.cmd(["check"]).now(LATER).output();
+    check.code(0);
+    assert!(
+        check
+            .stdout
+            .contains("warning: channel pager (command): its last delivery failed"),
+        "{}",
+        check.stdout
+    );
+    let check = env.cmd(["check", "--json"]).now(LATER).output();
+    check.code(0);
+    let problems = check.json()["problems"].clone();
+    let warning = problems
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["message"].as_str().unwrap().contains("channel pager"))
+        .unwrap_or_else(|| panic!("{problems:#}"))
+        .clone();
+    assert_eq!(
+        crate::common::keys(&warning),
+        ["column", "file", "line", "message", "severity"]
+            .iter()
+            .map(|k| k.to_string())
+            .collect(),
+    );
+    assert_eq!(warning["severity"], "warning");
+    assert_eq!(
+        warning["file"],
+        env.path("heartbeat.toml").display().to_string()
+    );
+
+    // The next delivery goes through: the failure is no longer shown.
+    std::fs::remove_file(env.path("down")).unwrap();
+    env.run_once(LATER).code(0);
+    let after = status();
+    let pager = &after["channels"]["pager"];
+    assert_eq!(pager["queued"], 0, "{after:#}");
+    assert_eq!(pager["last_error"], Value::Null, "{after:#}");
+    assert!(
+        pager["last_sent"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("2026-03-02T10:30:00")),
+        "{after:#}"
+    );
+    let check = env.cmd(["check"]).now(LATER).output();
+    assert!(!check.stdout.contains("channel pager"), "{}", check.stdout);
+}
