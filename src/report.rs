@@ -129,6 +129,19 @@ pub(crate) struct Report {
     /// What agents did since the last run (pause, resume, deny through `heartbeat mcp`),
     /// one line each, printed once.
     pub agent_actions: Vec<Redacted>,
+    /// Approvals that expired in this run, never decided (past `approval_ttl`).
+    pub expired: Vec<ExpiredApproval>,
+}
+
+/// An approval nobody approved or denied within `approval_ttl`, expired by this run.
+#[derive(Clone, Debug)]
+pub(crate) struct ExpiredApproval {
+    pub id: i64,
+    pub tool: String,
+    pub file: std::path::PathBuf,
+    pub line: usize,
+    /// When it was queued (None if the stored time does not read).
+    pub queued_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Report {

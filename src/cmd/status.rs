@@ -46,6 +46,7 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         holder,
         daemon,
         telegram_wait,
+        channels,
     } = status;
     out.line(&format!("state dir:   {}", state_dir.display()));
     out.line(&match &last_run {
@@ -118,6 +119,9 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             " (Telegram asked heartbeat to wait until {at})"
         ))
     ));
+    for failure in channels.iter().filter_map(|c| c.failure()) {
+        out.line(&format!("warning:     {failure}"));
+    }
     out.line(&match holder {
         Some(h) => format!(
             "lock:        held by pid {} since {}",

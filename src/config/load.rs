@@ -541,7 +541,8 @@ impl Source {
             return Err(self.err(
                 &key("kind"),
                 Some(table.span()),
-                "missing key \"kind\" (ntfy, slack, discord, webhook, email or command)",
+                "missing key \"kind\": how the channel is reached (ntfy, slack, discord, webhook, \
+                 email or command)",
             ));
         };
         let allowed: &[&str] = match kind {
@@ -869,6 +870,9 @@ fn describe<'e>(want: Want, path: &[Seg], serde_words: &'e str) -> &'e str {
         }) {
             Some("active_days") => "an array of day names",
             Some("chat_ids") => "an array of chat ids",
+            Some("command") if matches!(path.first(), Some(Seg::Key(k)) if k == "channels") => {
+                "an argv array (the program, then its arguments; no shell)"
+            }
             _ => "an array of strings",
         },
         Want::String => "a string",

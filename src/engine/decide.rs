@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::error::{Error, Result, WorkStarted};
 use crate::lock::{self, Holder};
 use crate::model::{ApprovalState, RunSkipReason};
+use crate::render::telegram::{ApprovalView, expired_message};
 use crate::report::Report;
 use crate::store::{ApprovalRow, Decision, NewGrant, PauseRow, Store};
 use crate::tools::Registry;
@@ -73,17 +74,40 @@ impl Decider {
         (self.store, self.audit)
     }
 
-    /// Pending approvals past `approval_ttl` become `expired` (audited).
-    pub(crate) fn expire(&mut self) -> Result<()> {
-        for row in self.store.expire_pending(self.now, self.cfg.approval_ttl)? {
+    /// Pending approvals past `approval_ttl` become `expired` (audited), and each is an
+    /// `approval` message to the channels that take those (docs/reference.md#events). The
+    /// approvals that expired now.
+    pub(crate) fn expire(&mut self) -> Result<Vec<ApprovalRow>> {
+        let expired = self.store.expire_pending(self.now, self.cfg.approval_ttl)?;
+        for row in &expired {
             self.record(&Event::ApprovalExpired(Ended {
                 run_id: None,
                 approval_id: row.id,
                 task_id: &row.task_id,
                 reason: &"ttl".into(),
             }))?;
+            let view = ApprovalView {
+                id: row.id,
+                tool: &row.tool,
+                place: format!("{}:{}", row.file, row.line),
+                input: &row.input,
+            };
+            let msg = expired_message(
+                &view,
+                &row.task_id,
+                crate::store::parse_ts(&row.created_at),
+                self.cfg.tz(),
+            );
+            super::outbox::enqueue_all(
+                &mut *self.store,
+                &self.cfg,
+                &msg,
+                false,
+                self.now,
+                self.audit.secrets(),
+            )?;
         }
-        Ok(())
+        Ok(expired)
     }
 
     /// One audit line, synced.

@@ -466,7 +466,8 @@ pub(crate) fn deliver(
     Ok((stats, audit))
 }
 
-/// The `meta` keys of a channel's last delivery and last failure (`status`, `check`).
+/// The `meta` keys of a channel's last delivery (its time) and last failure (its error;
+/// empty once a later send succeeded), for `status` and `check`.
 pub(crate) fn state_keys(channel: &str) -> (String, String) {
     (
         format!("channel_last_sent:{channel}"),
@@ -636,7 +637,12 @@ pub(crate) fn deliver_channel(
                         )?;
                     }
                     stats.sent += 1;
-                    store.set_meta(&state_keys(channel.name()).0, &crate::audit::format_ts(now))?;
+                    let (sent_key, error_key) = state_keys(channel.name());
+                    store.set_meta(&sent_key, &crate::audit::format_ts(now))?;
+                    // The last delivery went through: an older failure is no longer news.
+                    if store.meta(&error_key)?.is_some_and(|e| !e.is_empty()) {
+                        store.set_meta(&error_key, "")?;
+                    }
                     audit.push(Notice::sent(&to, &p.kind));
                 }
                 Err(SendError::Rejected(why)) => {

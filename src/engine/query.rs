@@ -25,7 +25,7 @@ use crate::mcp::{Catalog, Listing};
 use crate::model::{Problem, Section, Severity, Task};
 use crate::plan::{self, Decision, Plan, PlanInput};
 use crate::schedule::local_midnight;
-use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot};
+use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot, Store};
 use crate::tools::Registry;
 
 // ----- problems -----
@@ -242,6 +242,72 @@ pub(crate) struct Status {
     pub daemon: Option<lock::Holder>,
     /// Until when Telegram asked not to be sent anything (HTTP 429), if that is still ahead.
     pub telegram_wait: Option<String>,
+    /// Every configured channel, Telegram first.
+    pub channels: Vec<ChannelState>,
+}
+
+/// A configured channel as `status` and `check` show it (docs/reference.md#status-json).
+pub(crate) struct ChannelState {
+    pub name: String,
+    /// `telegram`, `ntfy`, `slack`, …
+    pub kind: &'static str,
+    /// Its messages waiting in the outbox.
+    pub queued: usize,
+    /// The error of its last delivery, when that failed: a later send that succeeds clears
+    /// it (`engine/outbox.rs` `deliver_channel`).
+    pub last_error: Option<String>,
+    /// When it last accepted a message.
+    pub last_sent: Option<String>,
+}
+
+impl ChannelState {
+    fn json(&self) -> Value {
+        json!({
+            "kind": self.kind,
+            "queued": self.queued,
+            "last_error": self.last_error,
+            "last_sent": self.last_sent,
+        })
+    }
+
+    /// What a person reads about a channel whose last delivery failed.
+    pub(crate) fn failure(&self) -> Option<String> {
+        let error = self.last_error.as_deref()?;
+        Some(format!(
+            "channel {} ({}): its last delivery failed: {}; {} message(s) queued",
+            self.name,
+            self.kind,
+            crate::text::clean(error),
+            self.queued
+        ))
+    }
+}
+
+/// Every configured channel's state as the store holds it (none without a store yet).
+fn channel_states(cfg: &Config, store: Option<&dyn Store>) -> Result<Vec<ChannelState>> {
+    let rows = match store {
+        Some(s) => s.outbox()?,
+        None => Vec::new(),
+    };
+    let mut states = Vec::new();
+    for channel in crate::notify::open(cfg, None) {
+        let name = channel.name();
+        let (sent_key, error_key) = super::outbox::state_keys(name);
+        let meta = |key: &str| -> Result<Option<String>> {
+            Ok(match store {
+                Some(s) => s.meta(key)?.filter(|v| !v.is_empty()),
+                None => None,
+            })
+        };
+        states.push(ChannelState {
+            name: name.to_string(),
+            kind: channel.kind(),
+            queued: rows.iter().filter(|r| r.channel == name).count(),
+            last_error: meta(&error_key)?,
+            last_sent: meta(&sent_key)?,
+        });
+    }
+    Ok(states)
 }
 
 /// Look the held task ids up in the files.
@@ -327,6 +393,7 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
     let interrupted = place(cfg, &files, &interrupted);
     let reminded = reminded(cfg, &files, now)?;
     let orphaned_grants = orphaned(cfg, &files)?;
+    let channels = channel_states(cfg, store.as_deref())?;
     Ok(Status {
         state_dir: cfg.state_dir.clone(),
         daily_usd: cfg.daily_usd,
@@ -342,6 +409,7 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
         holder,
         daemon,
         telegram_wait,
+        channels,
     })
 }
 
@@ -375,6 +443,10 @@ impl Status {
                 .map(|g| g.task_id.clone())
                 .collect::<Vec<_>>(),
             "outbox": self.outbox,
+            "channels": self.channels
+                .iter()
+                .map(|c| (c.name.clone(), c.json()))
+                .collect::<Map<String, Value>>(),
             "lock": {
                 "held": self.holder.is_some(),
                 "pid": self.holder.as_ref().and_then(|h| h.pid),
@@ -460,6 +532,23 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
                 crate::redact::MIN_SECRET
             ),
         });
+    }
+    // A channel whose last delivery failed: its messages wait (only when one is configured:
+    // check opens no store for nothing).
+    if cfg.telegram.is_some() || !cfg.channels.is_empty() {
+        let store = crate::store::open_existing(&cfg)?;
+        for failure in channel_states(&cfg, store.as_deref())?
+            .iter()
+            .filter_map(ChannelState::failure)
+        {
+            problems.push(Problem {
+                file: cfg.source.clone().unwrap_or_default(),
+                line: 0,
+                column: 0,
+                severity: Severity::Warning,
+                message: failure,
+            });
+        }
     }
     if snapshot.future_times > 0 {
         // Not a file's problem: it is named by the database that holds the times.

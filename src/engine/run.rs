@@ -140,7 +140,7 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
     // A future attempt (a clock that stepped back) is planned as now; store it as now too.
     store.clamp_future_times(now)?;
     let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), t.clock);
-    d.expire()?;
+    let expired = d.expire()?;
     let mut fx = Effects {
         pressed: t.pressed.to_vec(),
         ..Effects::default()
@@ -290,6 +290,16 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
         .take_notices()?
         .iter()
         .map(|line| t.secrets.redact(line))
+        .collect();
+    report.expired = expired
+        .into_iter()
+        .map(|row| crate::report::ExpiredApproval {
+            id: row.id,
+            tool: row.tool,
+            file: row.file.into(),
+            line: usize::try_from(row.line).unwrap_or(0),
+            queued_at: crate::store::parse_ts(&row.created_at),
+        })
         .collect();
     audit.sync().map_err(&audit_err)?;
     drop(lock);

@@ -13,6 +13,7 @@
 //! - A channel reads its secrets from the environment when it sends, never at load: a
 //!   variable unset then fails that delivery, naming the variable, and it is tried again.
 
+pub(crate) mod command;
 pub(crate) mod discord;
 pub(crate) mod http;
 pub(crate) mod slack;
@@ -169,13 +170,13 @@ pub(crate) fn open<'a>(
         }));
     }
     for c in &cfg.channels {
-        channels.push(of_kind(c));
+        channels.push(of_kind(cfg, c));
     }
     channels
 }
 
 /// The channel of one `[channels.NAME]` table: one line per kind.
-fn of_kind(c: &ChannelConfig) -> Box<dyn Channel + '_> {
+fn of_kind<'a>(cfg: &'a Config, c: &'a ChannelConfig) -> Box<dyn Channel + 'a> {
     match &c.kind {
         ChannelKind::Slack { url } => Box::new(slack::Slack { cfg: c, url }),
         ChannelKind::Discord { url } => Box::new(discord::Discord { cfg: c, url }),
@@ -184,10 +185,27 @@ fn of_kind(c: &ChannelConfig) -> Box<dyn Channel + '_> {
             url,
             secret_env: secret_env.as_deref(),
         }),
-        ChannelKind::Ntfy(_) | ChannelKind::Email(_) | ChannelKind::Command { .. } => {
-            Box::new(Pending { cfg: c })
-        }
+        ChannelKind::Command { argv } => Box::new(command::Command {
+            cfg: c,
+            argv,
+            cwd: cfg
+                .source
+                .as_deref()
+                .and_then(std::path::Path::parent)
+                .unwrap_or(&cfg.state_dir)
+                .to_path_buf(),
+            remove_env: secret_vars(cfg),
+        }),
+        ChannelKind::Ntfy(_) | ChannelKind::Email(_) => Box::new(Pending { cfg: c }),
     }
+}
+
+/// Every variable of the config that holds a channel's or Telegram's secret: kept out of a
+/// `command` channel's environment, as out of tools'.
+fn secret_vars(cfg: &Config) -> Vec<String> {
+    let telegram = cfg.telegram.iter().map(|t| t.bot_token_env.as_str());
+    let channels = cfg.channels.iter().flat_map(|c| c.kind.secret_vars());
+    telegram.chain(channels).map(str::to_string).collect()
 }
 
 /// A kind whose sending is not built yet: everything for it waits in the outbox.

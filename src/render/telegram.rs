@@ -11,6 +11,8 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
 use serde_json::Value;
 
 use crate::audit::Secrets;
@@ -215,6 +217,37 @@ pub(crate) fn approval_message(view: ApprovalView, secrets: &Secrets) -> Rendere
     let mut m = Rendered::new(MessageKind::Approval, title, html);
     m.approvals = approvals;
     m.data = data;
+    m
+}
+
+/// The message that an approval expired unseen: `approval #7 expired`, with its tool and
+/// place, when it was queued (in `tz`) and that nobody decided it.
+pub(crate) fn expired_message(
+    view: &ApprovalView,
+    task_id: &str,
+    queued_at: Option<DateTime<Utc>>,
+    tz: Tz,
+) -> Rendered {
+    let queued = queued_at.map_or_else(|| "?".to_string(), |t| crate::render::show_time(t, tz));
+    let html = format!(
+        "⌛ approval #{} @{} {} expired: queued {}, never decided",
+        view.id,
+        escape(view.tool),
+        escape(&view.place),
+        escape(&queued)
+    );
+    let mut m = Rendered::new(
+        MessageKind::Approval,
+        format!("approval #{} expired", view.id),
+        html,
+    );
+    m.data = serde_json::json!({
+        "approval_id": view.id,
+        "task_id": task_id,
+        "reason": "ttl",
+        "tool": view.tool,
+        "place": view.place,
+    });
     m
 }
 

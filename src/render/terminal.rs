@@ -19,6 +19,26 @@ pub(crate) fn agent_actions(r: &Report) -> Vec<String> {
         .collect()
 }
 
+/// One line for each approval this run expired, never decided (printed also with `-q`:
+/// cron's mail says that a question went unanswered).
+pub(crate) fn expired(r: &Report, tz: chrono_tz::Tz, cwd: &Path) -> Vec<String> {
+    r.expired
+        .iter()
+        .map(|e| {
+            let queued = e
+                .queued_at
+                .map_or_else(|| "?".to_string(), |t| super::show_time(t, tz));
+            format!(
+                "EXPIRED   #{} @{} {}:{} — queued {queued}, never decided",
+                e.id,
+                clean(&e.tool),
+                clean(&show_path(&e.file, cwd)),
+                e.line
+            )
+        })
+        .collect()
+}
+
 /// The one line `-q` prints for an approval this run queued or a reminder it gave.
 fn quiet_notice(t: &crate::report::TaskReport, what: &str, place: &str) -> Option<String> {
     match (t.outcome, t.approval_id) {

@@ -280,7 +280,7 @@ fn run_inner(req: &Request) -> Outcome {
                 )),
                 (End::Stopped, _, _) => Some("stopped".to_string()),
                 (End::Exited, Some(0), _) => None,
-                (End::Exited, Some(code), _) => Some(format!("exit status {code}")),
+                (End::Exited, Some(code), _) => Some(exit_status(code)),
                 (End::Exited, None, Some(sig)) => Some(format!("killed by signal {sig}")),
                 (End::Exited, None, None) => Some(format!("ended with wait status {st}")),
             };
@@ -289,6 +289,18 @@ fn run_inner(req: &Request) -> Outcome {
     }
     outcome.success = outcome.error.is_none();
     outcome
+}
+
+/// The exit code of a process [`run`] saw end on its own with a non-zero code; None when it
+/// succeeded, was stopped (a timeout, a stop request), died of a signal or never started.
+pub(crate) fn exit_code_of_own_end(outcome: &Outcome) -> Option<i32> {
+    let code = outcome.exit_code?;
+    (outcome.error.as_deref() == Some(exit_status(code).as_str())).then_some(code)
+}
+
+/// The error of a process that exited on its own with a non-zero `code`.
+fn exit_status(code: i32) -> String {
+    format!("exit status {code}")
 }
 
 fn failed(error: String) -> Outcome {

@@ -453,3 +453,80 @@ fn a_bad_value_is_reported_in_one_exact_line() {
         assert_eq!(out.stderr, format!("heartbeat: {file}{want}\n"), "{toml}");
     }
 }
+
+/// A bad `[channels.NAME]` table (docs/reference.md#channels) is refused at load, by `check`
+/// and `run` alike, in one line naming the file, the line and column, the table's key and
+/// what is wrong.
+#[test]
+fn a_bad_channel_is_reported_in_one_exact_line() {
+    for (toml, want) in [
+        (
+            "[channels.pager]\nkind = \"pigeon\"\n",
+            ":2:8: channels.pager.kind: \"pigeon\": expected ntfy, slack, discord, webhook, \
+             email or command",
+        ),
+        (
+            "[channels.pager]\nurl_env = \"HB_URL\"\n",
+            ":1:1: channels.pager.kind: missing key \"kind\": how the channel is reached \
+             (ntfy, slack, discord, webhook, email or command)",
+        ),
+        (
+            "[channels.team]\nkind = \"slack\"\nurl_env = \"HB_SLACK\"\ntopic_env = \"HB_TOPIC\"\n",
+            ":4:13: channels.team.topic_env: not a key of a slack channel (its own keys: \
+             url_env)",
+        ),
+        (
+            "[channels.phone]\nkind = \"ntfy\"\ntopic_env = \"HB_TOPIC\"\napprovals = true\n",
+            ":4:13: channels.phone.reply_topic_env: approvals = true needs reply_topic_env: \
+             the variable that holds the topic the Approve and Deny buttons answer on",
+        ),
+        (
+            "[channels.mail]\nkind = \"email\"\nsmtp_url_env = \"HB_SMTP\"\nfrom = \"hb@host.example\"\n",
+            ":1:1: channels.mail.to: missing key \"to\": the list of addresses to write to",
+        ),
+        (
+            "[channels.mail]\nkind = \"email\"\nsmtp_url_env = \"HB_SMTP\"\n\
+             from = \"hb@host.example\"\nto = []\n",
+            ":5:6: channels.mail.to: names nobody: add an address",
+        ),
+        (
+            "[channels.pager]\nkind = \"command\"\ncommand = \"/usr/local/bin/notify-me --now\"\n",
+            ":3:11: channels.pager.command: expected an argv array (the program, then its \
+             arguments; no shell), found string \"/usr/local/bin/notify-me --now\"",
+        ),
+        (
+            "[channels.pager]\nkind = \"command\"\ncommand = []\n",
+            ":3:11: channels.pager.command: []: must start with a program to run",
+        ),
+        (
+            "[channels.pager]\nkind = \"command\"\n",
+            ":1:1: channels.pager.command: missing key \"command\": the program to run, as an \
+             argv array: [\"/path/to/program\", \"arg\"]",
+        ),
+        (
+            "[channels.pager]\nkind = \"command\"\ncommand = [\"notify-me\"]\n\
+             events = [\"approval\", \"aproval\"]\n",
+            ":4:23: channels.pager.events[1]: \"aproval\": expected approval, reminder, \
+             failure, trip, missed, notify, budget, agent, summary or test",
+        ),
+        (
+            "[channels.telegram]\nkind = \"command\"\ncommand = [\"notify-me\"]\n",
+            ":1:11: channels: \"telegram\" is the [telegram] table's name; give this channel \
+             another name",
+        ),
+    ] {
+        let env = Env::new(MD).config(toml);
+        let file = env.path("heartbeat.toml").display().to_string();
+        for args in [&["check"][..], &["run", "--once"][..]] {
+            let out = env.cmd(args).output();
+            out.code(2);
+            assert_eq!(
+                out.stderr,
+                format!("heartbeat: {file}{want}\n"),
+                "{args:?} {toml}"
+            );
+            assert_eq!(out.stdout, "", "{toml}");
+        }
+        assert!(!env.state().exists(), "{toml}: nothing written");
+    }
+}

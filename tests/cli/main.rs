@@ -9,6 +9,7 @@ mod approve_batch_crash;
 mod approve_concurrency;
 mod audit;
 mod channels;
+mod command_channel;
 mod commands;
 mod config;
 mod crash;

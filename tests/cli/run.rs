@@ -322,6 +322,69 @@ fn quiet_still_says_what_waits_for_a_person() {
 }
 
 #[test]
+fn an_approval_that_expired_unseen_is_said_once_under_quiet_and_sent_to_the_channels() {
+    // A command channel that takes approvals records every message it is given.
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"true\"}\n").config(
+        "timezone = \"UTC\"\napproval_ttl = \"1h\"\n[channels.pager]\nkind = \"command\"\n\
+         command = [\"sh\", \"-c\", \"cat >> got.jsonl\"]\nevents = [\"approval\"]\n",
+    );
+    env.run_with(NOW, &["-q"]).code(0);
+    let out = env.run_with("2026-05-01T11:00:00Z", &["-q"]);
+    out.code(0);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "EXPIRED   #1 @shell HEARTBEAT.md:2 — queued 2026-05-01 10:00 UTC, never decided",
+            "APPROVE   #2 @shell HEARTBEAT.md:2 — heartbeat approve 2",
+        ],
+        "stdout: {}",
+        out.stdout
+    );
+    // Said once: the next run has nothing more to say about it.
+    let out = env.run_with("2026-05-01T11:05:00Z", &["-q"]);
+    out.code(0);
+    assert_eq!(out.stdout, "");
+    // Without -q, the line is there too.
+    let out = env.run_once("2026-05-01T12:05:00Z");
+    out.code(0);
+    assert!(
+        out.stdout
+            .contains("EXPIRED   #2 @shell HEARTBEAT.md:2 — queued 2026-05-01 11:00 UTC"),
+        "stdout: {}",
+        out.stdout
+    );
+
+    let got: Vec<serde_json::Value> = env
+        .read("got.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let titles: Vec<&str> = got.iter().map(|m| m["title"].as_str().unwrap()).collect();
+    assert_eq!(titles.len(), 5, "{got:#?}");
+    assert!(titles[0].starts_with("approval #1 @shell"), "{titles:?}");
+    assert_eq!(titles[1], "approval #1 expired", "{titles:?}");
+    assert!(titles[2].starts_with("approval #2 @shell"), "{titles:?}");
+    assert_eq!(titles[3], "approval #2 expired", "{titles:?}");
+    let expired = &got[1];
+    assert_eq!(expired["type"], "approval");
+    assert!(
+        expired["text"]
+            .as_str()
+            .unwrap()
+            .contains("queued 2026-05-01 10:00 UTC, never decided"),
+        "{expired:#}"
+    );
+    assert_eq!(expired["data"]["approval_id"], 1);
+    assert_eq!(expired["data"]["reason"], "ttl");
+    assert_eq!(expired["data"]["tool"], "shell");
+    assert_eq!(
+        expired["data"]["task_id"],
+        env.events("approval_expired")[0]["task_id"]
+    );
+}
+
+#[test]
 fn quiet_prints_only_failures() {
     let env = Env::new("## Recurring\n- [ ] @log {\"text\": \"fine\"}\n");
     let out = env.run_with(NOW, &["-q"]);
