@@ -2,6 +2,7 @@
 //! with the counts, the exit code and the JSON shape of `run --once --json`
 //! (docs/reference.md#run-json). Rendering it for people is in [`crate::render`].
 
+use chrono::{DateTime, Utc};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -118,6 +119,21 @@ pub(crate) struct RunCounts {
     pub invalid: usize,
 }
 
+/// One `task_missed` line (docs/reference.md#missed-slots).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct MissedSlot {
+    pub task_id: String,
+    pub file: Arc<Path>,
+    pub line: usize,
+    pub tool: Option<String>,
+    pub slot: DateTime<Utc>,
+    /// `no_run`, or the reason of the last run that skipped it.
+    pub reason: String,
+    /// On the line after 100 others: how many earlier slots it stands for (its
+    /// `slot` is the earliest of them).
+    pub count: Option<usize>,
+}
+
 /// What a session did.
 #[derive(Default)]
 pub(crate) struct Report {
@@ -131,6 +147,8 @@ pub(crate) struct Report {
     pub agent_actions: Vec<Redacted>,
     /// Approvals that expired in this run, never decided (past `approval_ttl`).
     pub expired: Vec<ExpiredApproval>,
+    /// Slots of calendar schedules that passed without a run, reported by this run.
+    pub missed: Vec<MissedSlot>,
 }
 
 /// An approval nobody approved or denied within `approval_ttl`, expired by this run.

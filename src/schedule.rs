@@ -753,6 +753,76 @@ pub fn is_due(
     }
 }
 
+/// One slot of a calendar schedule (docs/reference.md#missed-slots): the instant it is due
+/// at, and its deadline, the next slot or the end of the local day the slot falls in,
+/// whichever comes first. A slot not run by its deadline is missed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+}
+
+/// Whether the schedule has slots: a calendar schedule (`… at HH:MM`). `Every D` and
+/// one-time dates have none.
+pub(crate) fn has_slots(schedule: Option<&Schedule>) -> bool {
+    matches!(schedule, Some(Schedule::At { days, .. }) if !days.is_empty())
+}
+
+/// The first slot strictly after `after`; None for a schedule without slots.
+fn next_slot_time(schedule: &Schedule, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let Schedule::At { days, time } = schedule else {
+        return None;
+    };
+    if days.is_empty() {
+        return None;
+    }
+    let start = local_date(tz, after);
+    (0..=8).find_map(|offset| {
+        let d = shift(start, offset)?;
+        let t = local_instant(tz, d.and_time(*time));
+        (days.contains(d.weekday()) && t > after).then_some(t)
+    })
+}
+
+/// The slot at `at`, with its deadline.
+fn slot_at(schedule: &Schedule, tz: Tz, at: DateTime<Utc>) -> Slot {
+    let day_end = shift(local_date(tz, at), 1).map_or(DateTime::<Utc>::MAX_UTC, |d| {
+        local_instant(tz, d.and_time(NaiveTime::MIN))
+    });
+    let next = next_slot_time(schedule, tz, at).unwrap_or(DateTime::<Utc>::MAX_UTC);
+    Slot {
+        at,
+        deadline: next.min(day_end),
+    }
+}
+
+/// The slots of `schedule` with `after < at <= until`, oldest first, each with its
+/// deadline: the one slot iterator that due, missed and late slots are all read from.
+pub(crate) fn slots(
+    schedule: Option<&Schedule>,
+    tz: Tz,
+    after: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> impl Iterator<Item = Slot> {
+    let schedule = schedule.filter(|s| has_slots(Some(*s))).cloned();
+    let mut cursor = after;
+    std::iter::from_fn(move || {
+        let s = schedule.as_ref()?;
+        let at = next_slot_time(s, tz, cursor).filter(|t| *t <= until)?;
+        cursor = at;
+        Some(slot_at(s, tz, at))
+    })
+}
+
+/// The latest slot at or before `now`, with its deadline; None for a schedule without
+/// slots.
+pub(crate) fn last_slot(schedule: Option<&Schedule>, tz: Tz, now: DateTime<Utc>) -> Option<Slot> {
+    let s = schedule.filter(|s| has_slots(Some(*s)))?;
+    // Every calendar schedule has a slot within a week (and a day of DST shift).
+    let from = now - TimeDelta::days(9);
+    slots(Some(s), tz, from, now).last()
+}
+
 /// How much sooner than its interval an `Every D` task is due again: min(D / 50, 60 s)
 /// (docs/reference.md#when-a-task-is-due). Cron starts its runs a little late, and by
 /// different amounts: without it, an `Every 15m` task under a `*/5` crontab would find its
@@ -1546,6 +1616,103 @@ mod tests {
     }
 
     // ---- is_due / next_due ----
+
+    #[test]
+    fn a_daily_slot_lasts_until_the_end_of_its_local_day() {
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(2, 0),
+        };
+        let got: Vec<Slot> = slots(
+            Some(&s),
+            Berlin,
+            utc("2026-05-31T12:00:00Z"),
+            utc("2026-06-03T12:00:00Z"),
+        )
+        .collect();
+        let want: Vec<Slot> = ["2026-06-01", "2026-06-02", "2026-06-03"]
+            .iter()
+            .map(|d| {
+                let day: NaiveDate = d.parse().unwrap();
+                Slot {
+                    at: local_instant(Berlin, day.and_time(hm(2, 0))),
+                    deadline: local_instant(
+                        Berlin,
+                        shift(day, 1).unwrap().and_time(NaiveTime::MIN),
+                    ),
+                }
+            })
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(
+            last_slot(Some(&s), Berlin, utc("2026-06-03T12:00:00Z")),
+            Some(want[2])
+        );
+        // The bounds: after is excluded, until included.
+        assert_eq!(
+            slots(Some(&s), Berlin, want[0].at, want[1].at).collect::<Vec<_>>(),
+            vec![want[1]]
+        );
+        // No slots for Every, one-time dates, or no schedule.
+        let every = Schedule::Every(Duration::from_secs(60));
+        assert_eq!(
+            slots(Some(&every), Berlin, want[0].at, want[2].at).count(),
+            0
+        );
+        assert_eq!(slots(None, Berlin, want[0].at, want[2].at).count(), 0);
+        assert_eq!(last_slot(Some(&every), Berlin, want[2].at), None);
+    }
+
+    #[test]
+    fn slots_across_dst_nights_fall_once_at_the_rule_of_local_instants() {
+        // Europe/Berlin springs forward at 02:00 on 2026-03-29: 02:30 is 03:00 CEST.
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(2, 30),
+        };
+        let got: Vec<DateTime<Utc>> = slots(
+            Some(&s),
+            Berlin,
+            utc("2026-03-28T00:00:00Z"),
+            utc("2026-03-30T12:00:00Z"),
+        )
+        .map(|s| s.at)
+        .collect();
+        assert_eq!(
+            got,
+            [
+                utc("2026-03-28T01:30:00Z"),
+                utc("2026-03-29T01:00:00Z"),
+                utc("2026-03-30T00:30:00Z")
+            ]
+        );
+        // Falls back at 03:00 on 2026-10-25: 02:30 happens twice, the slot is the first.
+        let got: Vec<DateTime<Utc>> = slots(
+            Some(&s),
+            Berlin,
+            utc("2026-10-24T12:00:00Z"),
+            utc("2026-10-25T12:00:00Z"),
+        )
+        .map(|s| s.at)
+        .collect();
+        assert_eq!(got, [utc("2026-10-25T00:30:00Z")]);
+        // Australia/Lord_Howe shifts by half an hour (02:00 -> 02:30 on 2026-10-04).
+        let lh = chrono_tz::Australia::Lord_Howe;
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(2, 15),
+        };
+        let day: NaiveDate = "2026-10-04".parse().unwrap();
+        let slot = slots(
+            Some(&s),
+            lh,
+            local_instant(lh, day.and_time(hm(0, 0))),
+            local_instant(lh, day.and_time(hm(12, 0))),
+        )
+        .next()
+        .unwrap();
+        assert_eq!(slot.at, local_instant(lh, day.and_time(hm(2, 30))));
+    }
 
     #[test]
     fn every_has_a_slack_of_a_fiftieth_up_to_a_minute() {

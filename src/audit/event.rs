@@ -143,6 +143,19 @@ pub(crate) enum Event<'a> {
         by: &'a str,
         reason: &'static str,
     },
+    /// A slot of a calendar schedule passed its deadline without the task running
+    /// (docs/reference.md#missed-slots).
+    TaskMissed {
+        run_id: &'a str,
+        task_id: &'a str,
+        #[serde(serialize_with = "path")]
+        file: &'a Path,
+        line: usize,
+        slot: String,
+        reason: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        count: Option<usize>,
+    },
     TaskSkipped {
         run_id: &'a str,
         task_id: &'a str,
@@ -237,6 +250,7 @@ impl EventKind {
             EventKind::TaskReminded => "task_reminded",
             EventKind::TaskProposed => "task_proposed",
             EventKind::ProposalRefused => "proposal_refused",
+            EventKind::TaskMissed => "task_missed",
             EventKind::TaskSkipped => "task_skipped",
             EventKind::TaskTripped => "task_tripped",
             EventKind::TaskMarkedDone => "task_marked_done",
@@ -543,7 +557,7 @@ mod tests {
 
     #[test]
     fn an_event_heartbeat_does_not_write_is_an_error_that_names_it() {
-        for word in ["task_missed", "RunStarted", "run_started ", ""] {
+        for word in ["task_mised", "RunStarted", "run_started ", ""] {
             let err = word.parse::<EventKind>().unwrap_err();
             assert_eq!(err.word, word);
             assert_eq!(err.to_string(), format!("unknown event {word:?}"));

@@ -84,6 +84,7 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
             cfg.tz(),
             &ctx.cwd,
         ));
+        out.lines(crate::render::terminal::missed(&report, cfg.tz(), &ctx.cwd));
         let lines = crate::render::terminal::report(&report, args.quiet, false, &ctx.cwd);
         if lines.is_empty() && !args.quiet {
             // A run that did nothing says why (docs/reference.md#run-output); silence means nothing

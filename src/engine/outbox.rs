@@ -90,7 +90,12 @@ pub(crate) fn enqueue_run(
     let inputs = approval_inputs(store, report)?;
     let fresh = fresh_invalid(store, report)?;
     let events = crate::render::telegram::run_events(report, &inputs, &fresh, secrets);
+    let missed = crate::render::telegram::missed_message(report, cfg.tz());
     for channel in &channels {
+        // Missed slots are in no summary: their own message, wherever `missed` goes.
+        if let Some(m) = missed.as_ref().filter(|m| channel.takes(m.kind)) {
+            enqueue(store, &**channel, m, false, now, secrets)?;
+        }
         if channel.takes(MessageKind::Summary) {
             let mode = match &cfg.telegram {
                 Some(tc) if channel.name() == notify::telegram::KIND => tc.summary,

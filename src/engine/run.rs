@@ -204,6 +204,8 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             if let Some(pruned) = &pruned {
                 audit.record(t.clock.now(), pruned).map_err(&audit_err)?;
             }
+            // Why slots due now were not run, for the run that reports them missed.
+            store.record_run_skip(reason.as_str(), now)?;
             (t.diag)(format!("run skipped: {reason}"));
             (skipped(reason), store, audit)
         }
@@ -243,7 +245,8 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             session.recover_interrupted()?;
             session.run_approved(None)?;
             if active && t.plan {
-                let plan = plan_now(t, &tasks, &registry, session.store(), now)?;
+                let (plan, snapshot) = plan_now(t, &tasks, &registry, session.store(), now)?;
+                session.account_slots(&plan.items, &snapshot.last_attempt)?;
                 session.apply_all(&plan.items)?;
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
@@ -258,6 +261,7 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
                     holder_since: None,
                 })?;
                 session.report.skipped = Some(RunSkipReason::OutsideActiveHours);
+                session.note_run_skip(RunSkipReason::OutsideActiveHours)?;
             }
             session.finish()?
         }
@@ -323,7 +327,7 @@ fn mcp_catalog(
         return Ok(catalog);
     }
     let registry = Registry::from_config(cfg).with_catalog(&catalog);
-    let plan = plan_now(t, tasks, &registry, store, now)?;
+    let (plan, _) = plan_now(t, tasks, &registry, store, now)?;
     let wanted: Vec<(String, &Path)> = plan
         .items
         .iter()
@@ -380,14 +384,14 @@ fn plan_now<'a>(
     registry: &'a Registry,
     store: &dyn crate::store::Store,
     now: chrono::DateTime<chrono::Utc>,
-) -> Result<plan::Plan<'a>> {
+) -> Result<(plan::Plan<'a>, crate::store::Snapshot)> {
     let cfg = t.cfg;
     let snapshot = store.snapshot(
         now,
         cfg.approval_ttl,
         crate::schedule::local_midnight(cfg.tz(), now),
     )?;
-    Ok(plan::plan(
+    let plan = plan::plan(
         tasks,
         &PlanInput {
             config: cfg,
@@ -397,5 +401,6 @@ fn plan_now<'a>(
             force: t.force,
             autonomy: t.autonomy,
         },
-    ))
+    );
+    Ok((plan, snapshot))
 }

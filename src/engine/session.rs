@@ -196,6 +196,46 @@ impl<'a> Session<'a> {
         &*self.ledger.store
     }
 
+    /// Report the slots of the planned calendar tasks that passed without a run
+    /// (`task_missed`), and remember what this run decides for their open slots
+    /// (docs/reference.md#missed-slots). Before the plan is applied.
+    pub(crate) fn account_slots(
+        &mut self,
+        items: &[Planned],
+        last_attempt: &std::collections::HashMap<String, DateTime<Utc>>,
+    ) -> Result<()> {
+        let missed = super::missed::account(
+            &mut *self.ledger.store,
+            items,
+            last_attempt,
+            self.cfg.tz(),
+            self.now,
+        )?;
+        let run_id = self.run_id.clone();
+        for m in &missed {
+            self.record(&Event::TaskMissed {
+                run_id: &run_id,
+                task_id: &m.task_id,
+                file: &m.file,
+                line: m.line,
+                slot: crate::audit::format_ts(m.slot),
+                reason: &m.reason,
+                count: m.count,
+            })?;
+        }
+        self.report.missed = missed;
+        Ok(())
+    }
+
+    /// Remember that this run ran none of the plan (only approved work, outside active
+    /// hours): the reason of a slot it leaves to pass.
+    pub(crate) fn note_run_skip(&mut self, reason: crate::model::RunSkipReason) -> Result<()> {
+        self.ledger
+            .store
+            .record_run_skip(reason.as_str(), self.now)?;
+        Ok(())
+    }
+
     /// A task's line in the report, with what started it.
     fn push(&mut self, mut r: TaskReport) {
         r.trigger = Some(self.trigger);

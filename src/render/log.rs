@@ -223,6 +223,19 @@ impl Fields<'_> {
                 join2(self.task_head(), Some(format!("{why}{}", self.took())))
             }
             EventKind::TaskReminded => join2(self.place_or_task(), self.text("text")),
+            EventKind::TaskMissed => join2(
+                words([self.tool(), self.place_or_task()]),
+                Some(match self.text("slot") {
+                    Some(slot) => format!(
+                        "slot {slot} missed ({}){}",
+                        self.text("reason").unwrap_or_default(),
+                        self.scalar("count")
+                            .map(|n| format!(", and {n} earlier"))
+                            .unwrap_or_default()
+                    ),
+                    None => "a slot missed".into(),
+                }),
+            ),
             EventKind::TaskSkipped => join2(
                 words([self.tool(), self.place_or_task()]),
                 self.text("reason"),

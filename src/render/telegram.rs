@@ -552,6 +552,65 @@ pub(crate) fn run_events(
     out
 }
 
+/// The run's missed slots as one message (docs/reference.md#missed-slots), times in `tz`;
+/// None when it missed none.
+pub(crate) fn missed_message(report: &Report, tz: chrono_tz::Tz) -> Option<Rendered> {
+    if report.missed.is_empty() {
+        return None;
+    }
+    let total: usize = report.missed.iter().map(|m| m.count.unwrap_or(1)).sum();
+    let mut lines = vec![format!(
+        "⏰ <b>heartbeat</b>: {total} slot(s) passed without a run"
+    )];
+    let mut data = Vec::new();
+    for m in &report.missed {
+        let what = m
+            .tool
+            .as_deref()
+            .map_or("reminder".into(), |t| format!("@{t}"));
+        let place = format!(
+            "{}:{}",
+            m.file
+                .file_name()
+                .unwrap_or(m.file.as_os_str())
+                .to_string_lossy(),
+            m.line
+        );
+        let when = crate::render::show_time(m.slot, tz);
+        lines.push(match m.count {
+            None => format!(
+                "• <b>{}</b> {} — {} ({})",
+                escape(&what),
+                escape(&place),
+                escape(&when),
+                escape(&m.reason)
+            ),
+            Some(n) => format!(
+                "• <b>{}</b> {} — {n} earlier slot(s) from {} ({})",
+                escape(&what),
+                escape(&place),
+                escape(&when),
+                escape(&m.reason)
+            ),
+        });
+        data.push(serde_json::json!({
+            "task_id": m.task_id,
+            "file": m.file.display().to_string(),
+            "line": m.line,
+            "slot": crate::audit::format_ts(m.slot),
+            "reason": m.reason,
+            "count": m.count,
+        }));
+    }
+    let mut m = Rendered::new(
+        MessageKind::Missed,
+        format!("{total} slot(s) missed"),
+        lines.join("\n"),
+    );
+    m.data = serde_json::json!({ "run_id": report.run_id, "missed": data });
+    Some(m)
+}
+
 /// `base`'s keys, then `extra`'s (both objects).
 fn merged(base: &Value, extra: Value) -> Value {
     let mut out = base.clone();

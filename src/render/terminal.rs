@@ -39,6 +39,32 @@ pub(crate) fn expired(r: &Report, tz: chrono_tz::Tz, cwd: &Path) -> Vec<String> 
         .collect()
 }
 
+/// One line per slot this run reported missed (printed also with `-q`: a run that did not
+/// happen is news, docs/reference.md#missed-slots), times in `tz`.
+pub(crate) fn missed(r: &Report, tz: chrono_tz::Tz, cwd: &Path) -> Vec<String> {
+    r.missed
+        .iter()
+        .map(|m| {
+            let what = m
+                .tool
+                .as_deref()
+                .map_or("reminder".into(), |t| format!("@{t}"));
+            let place = format!("{}:{}", show_path(&m.file, cwd), m.line);
+            let when = super::show_time(m.slot, tz);
+            match m.count {
+                None => format!(
+                    "{:<9} {what} {place} — slot {when} ({})",
+                    "MISSED", m.reason
+                ),
+                Some(n) => format!(
+                    "{:<9} {what} {place} — {n} earlier slot(s), from {when} ({})",
+                    "MISSED", m.reason
+                ),
+            }
+        })
+        .collect()
+}
+
 /// The one line `-q` prints for an approval this run queued or a reminder it gave.
 fn quiet_notice(t: &crate::report::TaskReport, what: &str, place: &str) -> Option<String> {
     match (t.outcome, t.approval_id) {

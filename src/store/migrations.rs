@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 17] = [
+pub(super) const MIGRATIONS: [&str; 18] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -391,6 +391,23 @@ CREATE TABLE channel_replies (
     seen_at TEXT NOT NULL,
     PRIMARY KEY (channel, token)
 );
+"#,
+    // 19: the slots of calendar schedules (docs/reference.md#missed-slots): per task, the
+    // latest slot handled (every slot at or before it is) and why the latest run that found
+    // a slot due did not run it; the runs skipped as a whole, for the reason of a slot missed
+    // while nothing ran it.
+    r#"
+CREATE TABLE task_slots (
+    task_id TEXT PRIMARY KEY,
+    handled TEXT NOT NULL,
+    skip_reason TEXT,
+    skip_at TEXT
+);
+CREATE TABLE run_skips (
+    at TEXT NOT NULL,
+    reason TEXT NOT NULL
+);
+CREATE INDEX run_skips_at ON run_skips(at);
 "#,
 ];
 

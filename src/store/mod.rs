@@ -4,7 +4,7 @@
 //!
 //! The trait is the traits of its concerns combined, each declared beside its rows and its
 //! SQLite implementation: [`Approvals`], [`Grants`], [`History`], [`McpCache`], [`Notices`],
-//! [`Outbox`], [`Proposals`], [`Retention`], [`Snapshots`], [`Starts`]. What any
+//! [`Outbox`], [`Proposals`], [`Retention`], [`Slots`], [`Snapshots`], [`Starts`]. What any
 //! implementation must keep:
 //! - Every write is committed before the method returns: nothing is held back for later, so
 //!   what a caller audits after a call returned is stored.
@@ -30,6 +30,7 @@ mod notices;
 mod outbox;
 mod proposals;
 mod retention;
+mod slots;
 mod snapshot;
 mod sqlite;
 mod starts;
@@ -46,6 +47,7 @@ pub(crate) use notices::Notices;
 pub(crate) use outbox::{Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow};
 pub(crate) use proposals::Proposals;
 pub(crate) use retention::Retention;
+pub(crate) use slots::{SlotChange, Slots};
 pub(crate) use snapshot::{Snapshot, Snapshots};
 pub(crate) use sqlite::{DB_FILE, Sqlite, sqlite_version};
 pub(crate) use starts::{NewStart, Starts};
@@ -66,6 +68,7 @@ pub(crate) trait Store:
     + Outbox
     + Proposals
     + Retention
+    + Slots
     + Snapshots
     + Starts
 {
@@ -80,6 +83,7 @@ impl<T> Store for T where
         + Outbox
         + Proposals
         + Retention
+        + Slots
         + Snapshots
         + Starts
 {

@@ -52,6 +52,7 @@ impl Retention for Sqlite {
                 "DELETE FROM task_runs WHERE started_at < ?1",
                 "DELETE FROM runs WHERE started_at < ?1 AND finished_at IS NOT NULL",
                 "DELETE FROM sent WHERE sent_at < ?1",
+                "DELETE FROM run_skips WHERE at < ?1",
             ] {
                 rows += tx.execute(sql, params![before])? as u64;
             }

@@ -28,6 +28,7 @@ mod mcp_agent;
 mod mcp_http;
 mod mcp_server;
 mod mcp_tools;
+mod missed;
 mod parse;
 mod paths;
 mod props;
