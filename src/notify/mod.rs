@@ -14,6 +14,7 @@
 //!   variable unset then fails that delivery, naming the variable, and it is tried again.
 
 pub(crate) mod discord;
+pub(crate) mod email;
 pub(crate) mod http;
 pub(crate) mod slack;
 pub(crate) mod telegram;
@@ -184,9 +185,8 @@ fn of_kind(c: &ChannelConfig) -> Box<dyn Channel + '_> {
             url,
             secret_env: secret_env.as_deref(),
         }),
-        ChannelKind::Ntfy(_) | ChannelKind::Email(_) | ChannelKind::Command { .. } => {
-            Box::new(Pending { cfg: c })
-        }
+        ChannelKind::Email(mail) => Box::new(email::Email { cfg: c, mail }),
+        ChannelKind::Ntfy(_) | ChannelKind::Command { .. } => Box::new(Pending { cfg: c }),
     }
 }
 
