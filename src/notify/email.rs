@@ -29,6 +29,7 @@ use lettre::{Address, Transport};
 use reqwest::Url;
 
 use super::{Channel, Message, Rules, SendError, http::source_chain};
+use crate::codec::percent_decode;
 use crate::config::{ChannelConfig, EmailConfig, MailTransport};
 use crate::model::MessageKind;
 use crate::net::is_loopback;
@@ -99,8 +100,8 @@ pub(crate) fn server(url: &str, var: &str) -> Result<Server, SendError> {
         Security::Tls => 465,
         Security::StartTls | Security::Plain => 587,
     });
-    let user = percent_decoded(parsed.username());
-    let password = parsed.password().map(percent_decoded);
+    let user = percent_decode(parsed.username());
+    let password = parsed.password().map(percent_decode);
     let credentials = match (user.is_empty(), password) {
         (true, None) => None,
         (_, password) => Some((user, password.unwrap_or_default())),
@@ -114,30 +115,6 @@ pub(crate) fn server(url: &str, var: &str) -> Result<Server, SendError> {
         port,
         credentials,
     })
-}
-
-/// `%XX` escapes of a URL's user or password turned back into bytes (as UTF-8, lossy).
-fn percent_decoded(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The e-mail of one message: `From`, every `To`, `Subject: [heartbeat] <title>`, the

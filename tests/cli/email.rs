@@ -8,7 +8,9 @@ use crate::smtp_double::{Mail, SmtpDouble};
 
 const NOW: &str = "2026-03-02T10:00:00Z";
 const LATER: &str = "2026-03-02T10:30:00Z";
-const PASSWORD: &str = "pw-Zq8rT4xVm2";
+/// The password as the server gets it, and as the URL holds it.
+const PASSWORD: &str = "pw@Zq8rT4xVm2";
+const PASSWORD_IN_URL: &str = "pw%40Zq8rT4xVm2";
 const FROM: &str = "heartbeat@host.example.org";
 
 /// A check-list with one failing task.
@@ -33,7 +35,7 @@ fn smtp_env() -> Env {
 fn run(env: &Env, smtp: &SmtpDouble, now: &str) -> Output {
     env.cmd(["run", "--once"])
         .now(now)
-        .env("HB_SMTP_URL", smtp.url("me", PASSWORD))
+        .env("HB_SMTP_URL", smtp.url("me", PASSWORD_IN_URL))
         .output()
 }
 
@@ -193,7 +195,7 @@ fn notify_test_sends_an_email() {
     let env = smtp_env();
     let out = env
         .cmd(["notify-test"])
-        .env("HB_SMTP_URL", smtp.url("me", PASSWORD))
+        .env("HB_SMTP_URL", smtp.url("me", PASSWORD_IN_URL))
         .output();
     out.code(0);
     assert!(
@@ -230,17 +232,20 @@ fn the_smtp_password_reaches_no_sink() {
     let mut outputs = vec![run(&env, &smtp, NOW), run(&env, &smtp, LATER)];
     outputs.push(
         env.cmd(["notify-test"])
-            .env("HB_SMTP_URL", smtp.url("me", PASSWORD))
+            .env("HB_SMTP_URL", smtp.url("me", PASSWORD_IN_URL))
             .output(),
     );
     outputs.push(
         env.cmd(["notify-test"])
-            .env("HB_SMTP_URL", format!("http://me:{PASSWORD}@127.0.0.1:1"))
+            .env(
+                "HB_SMTP_URL",
+                format!("http://me:{PASSWORD_IN_URL}@127.0.0.1:1"),
+            )
             .output(),
     );
     outputs.push(
         env.cmd(["status", "--json"])
-            .env("HB_SMTP_URL", smtp.url("me", PASSWORD))
+            .env("HB_SMTP_URL", smtp.url("me", PASSWORD_IN_URL))
             .output(),
     );
     // The password did reach the server: the test is not vacuous.
@@ -263,9 +268,11 @@ fn the_smtp_password_reaches_no_sink() {
                 (&*o.command, o.stderr.clone()),
             ]
         }));
-    let url = smtp.url("me", PASSWORD);
+    let url = smtp.url("me", PASSWORD_IN_URL);
     for (sink, text) in sinks {
-        assert!(!text.contains(PASSWORD), "the password in {sink}:\n{text}");
+        for password in [PASSWORD, PASSWORD_IN_URL] {
+            assert!(!text.contains(password), "a password in {sink}:\n{text}");
+        }
         assert!(!text.contains(&url), "the URL in {sink}:\n{text}");
     }
 }
