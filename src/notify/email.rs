@@ -258,6 +258,9 @@ fn send_sendmail(program: &str, mail: &Mail, timeout: Duration) -> Result<(), Se
     let mut req = process::Request::new(argv, cwd, timeout);
     req.stdin = Some(mail.formatted());
     req.kill_grace = SENDMAIL_KILL_GRACE;
+    // As for a tool: the configured secrets already left the environment, and so does
+    // Telegram's default token variable.
+    req.env_remove.push(crate::tools::TOKEN_ENV.to_string());
     let outcome = process::run(&req);
     if outcome.success {
         return Ok(());

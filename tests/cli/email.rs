@@ -278,7 +278,8 @@ fn the_smtp_password_reaches_no_sink() {
 }
 
 /// A script standing in for sendmail at `env`'s `fake-sendmail`: it records its arguments
-/// (one a line) and its standard input, then runs `then`.
+/// (one a line), its standard input and whether it sees Telegram's token variable, then
+/// runs `then`.
 fn fake_sendmail(env: &Env, then: &str) -> String {
     let path = env.path("fake-sendmail");
     let tmp = env.path("fake-sendmail.tmp");
@@ -286,7 +287,8 @@ fn fake_sendmail(env: &Env, then: &str) -> String {
         &tmp,
         format!(
             "#!/bin/sh\nprintf '%s\\n' \"$@\" >> '{0}/sendmail.args'\n\
-             cat >> '{0}/sendmail.stdin'\n{then}\n",
+             cat >> '{0}/sendmail.stdin'\n\
+             printf '%s\\n' \"${{HEARTBEAT_TELEGRAM_TOKEN-unset}}\" > '{0}/sendmail.env'\n{then}\n",
             env.root().display()
         ),
     )
@@ -311,7 +313,12 @@ fn sendmail_env(then: &str) -> Env {
 #[test]
 fn sendmail_is_run_with_the_envelope_and_given_the_email() {
     let env = sendmail_env("exit 0");
-    env.run_once(NOW).code(1);
+    env.cmd(["run", "--once"])
+        .now(NOW)
+        .env("HEARTBEAT_TELEGRAM_TOKEN", "123456:not-for-sendmail")
+        .output()
+        .code(1);
+    assert_eq!(env.read("sendmail.env"), "unset\n");
     let args = env.read("sendmail.args");
     assert_eq!(
         args,
