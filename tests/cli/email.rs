@@ -208,6 +208,39 @@ fn notify_test_sends_an_email() {
     assert!(mails[0].header("Subject").starts_with("[heartbeat] "));
 }
 
+#[test]
+fn a_server_that_never_answers_costs_the_channels_timeout_and_its_other_messages_wait() {
+    // Connections are taken (the backlog) but nothing is ever said: no SMTP greeting.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let env = with_channel(
+        Env::new(
+            "## Recurring\n- [ ] @shell {\"cmd\": \"echo broken >&2; exit 3\"}\n- [ ] Stretch\n",
+        ),
+        "smtp_url_env = \"HB_SMTP_URL\"\ntimeout = \"1s\"",
+    );
+    // Both kinds: two messages for the channel.
+    let config = env.read("heartbeat.toml").replace(
+        "events = [\"failure\"]",
+        "events = [\"failure\", \"reminder\"]",
+    );
+    env.write("heartbeat.toml", config);
+    env.cmd(["run", "--once"])
+        .now(NOW)
+        .env(
+            "HB_SMTP_URL",
+            format!("smtp://me:{PASSWORD_IN_URL}@127.0.0.1:{port}"),
+        )
+        .output()
+        .code(1);
+    let failed = env.events("notification_failed");
+    assert_eq!(failed.len(), 1, "{:#?}", env.audit());
+    assert_eq!(failed[0]["error"], "no answer within 1s");
+    assert_eq!(failed[0]["queued"], true);
+    assert_eq!(queued(&env).len(), 2);
+    drop(silent);
+}
+
 /// Every byte heartbeat stored: the database and its write-ahead log.
 fn stored(env: &Env) -> String {
     let mut bytes = Vec::new();
