@@ -1,6 +1,7 @@
 //! Base64, the one encoding several parts share: redaction (a secret's base64 spellings),
-//! webhook signatures (Standard Webhooks) and approval tokens. Written out here rather
-//! than pulled in: two short functions.
+//! webhook signatures (Standard Webhooks) and approval tokens; and percent-decoding, for
+//! the user and password of a URL (the e-mail channel's SMTP login, and redaction of the
+//! password as it is sent). Written out here rather than pulled in: short functions.
 
 /// The standard alphabet.
 pub(crate) const BASE64: &[u8; 64] =
@@ -53,6 +54,31 @@ pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// `%XX` escapes (as in a URL's user and password) turned back into bytes, read as UTF-8
+/// (lossy); a `%` not followed by two hex digits stays as it is.
+pub(crate) fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], escaped) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -67,5 +93,14 @@ mod tests {
         assert_eq!(base64(b"foo", BASE64), "Zm9v");
         assert_eq!(base64(b"\xfb\xff", BASE64_URL), "-_8=");
         assert_eq!(base64_decode("not base64!"), None);
+    }
+
+    #[test]
+    fn percent_escapes_are_decoded_and_a_lone_percent_kept() {
+        assert_eq!(percent_decode("me%40example.org"), "me@example.org");
+        assert_eq!(percent_decode("pa%24%24%2f"), "pa$$/");
+        assert_eq!(percent_decode("caf%C3%A9"), "café");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
     }
 }

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
 
-use crate::codec::{BASE64, BASE64_URL, base64, base64_decode};
+use crate::codec::{BASE64, BASE64_URL, base64, base64_decode, percent_decode};
 
 /// What a redacted value becomes.
 pub(crate) const STARS: &str = "***";
@@ -303,8 +303,8 @@ pub(crate) fn take_env(name: &str) -> Option<String> {
 
 /// The parts of a secret URL that are secrets of their own (docs/reference.md#redaction): a
 /// webhook's path and query (`/services/T0/B0/XYZ`, which an error may quote without the
-/// host) and the password of its user info (`smtps://me:pw@host`). Nothing for a value that
-/// is not a URL.
+/// host) and the password of its user info (`smtps://me:pw@host`), also percent-decoded.
+/// Nothing for a value that is not a URL.
 fn url_parts(value: &str) -> Vec<String> {
     let Some((_, rest)) = value.trim().split_once("://") else {
         return Vec::new();
@@ -318,6 +318,11 @@ fn url_parts(value: &str) -> Vec<String> {
         && let Some((_, password)) = user_info.split_once(':')
     {
         parts.push(password.to_string());
+        // As it is sent (an SMTP login): `p%40ss` is `p@ss`.
+        let decoded = percent_decode(password);
+        if decoded != password {
+            parts.push(decoded);
+        }
     }
     let path = path.trim_start_matches('/');
     if path.len() > 1 {
@@ -1105,5 +1110,11 @@ mod tests {
             "hooks.slack.com: refused"
         );
         assert!(url_parts("not a url").is_empty());
+        // A percent-encoded password also as it is sent.
+        let s = Secrets::new(["smtp://me:pw%40Zq8rT4@mail.example".to_string()]);
+        assert_eq!(
+            s.redact("login pw@Zq8rT4 refused").as_str(),
+            "login *** refused"
+        );
     }
 }

@@ -143,7 +143,7 @@ pub(crate) fn classify(
 }
 
 /// An error and its causes, `: `-joined (reqwest's own message is only the outermost).
-fn source_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn source_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

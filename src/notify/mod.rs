@@ -15,6 +15,7 @@
 
 pub(crate) mod command;
 pub(crate) mod discord;
+pub(crate) mod email;
 pub(crate) mod http;
 pub(crate) mod slack;
 pub(crate) mod telegram;
@@ -196,7 +197,8 @@ fn of_kind<'a>(cfg: &'a Config, c: &'a ChannelConfig) -> Box<dyn Channel + 'a> {
                 .to_path_buf(),
             remove_env: secret_vars(cfg),
         }),
-        ChannelKind::Ntfy(_) | ChannelKind::Email(_) => Box::new(Pending { cfg: c }),
+        ChannelKind::Email(mail) => Box::new(email::Email { cfg: c, mail }),
+        ChannelKind::Ntfy(_) => Box::new(Pending { cfg: c }),
     }
 }
 
