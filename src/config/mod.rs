@@ -33,7 +33,7 @@ use serde::Deserialize;
 
 use crate::schedule::{ActiveHours, Window};
 
-pub(crate) use channel::{ChannelConfig, ChannelKind, Target};
+pub(crate) use channel::{ChannelConfig, ChannelKind, NtfyConfig, Target};
 pub(crate) use load::{fallback, load};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]

@@ -14,7 +14,9 @@
 //!   variable unset then fails that delivery, naming the variable, and it is tried again.
 
 pub(crate) mod discord;
+pub(crate) mod hb1;
 pub(crate) mod http;
+pub(crate) mod ntfy;
 pub(crate) mod slack;
 pub(crate) mod telegram;
 pub(crate) mod webhook;
@@ -169,14 +171,20 @@ pub(crate) fn open<'a>(
         }));
     }
     for c in &cfg.channels {
-        channels.push(of_kind(c));
+        channels.push(of_kind(c, &cfg.state_dir));
     }
     channels
 }
 
-/// The channel of one `[channels.NAME]` table: one line per kind.
-fn of_kind(c: &ChannelConfig) -> Box<dyn Channel + '_> {
+/// The channel of one `[channels.NAME]` table: one line per kind. `state_dir` holds the
+/// install key that signs ntfy's buttons.
+fn of_kind<'a>(c: &'a ChannelConfig, state_dir: &'a std::path::Path) -> Box<dyn Channel + 'a> {
     match &c.kind {
+        ChannelKind::Ntfy(ntfy) => Box::new(ntfy::Ntfy {
+            cfg: c,
+            ntfy,
+            state_dir,
+        }),
         ChannelKind::Slack { url } => Box::new(slack::Slack { cfg: c, url }),
         ChannelKind::Discord { url } => Box::new(discord::Discord { cfg: c, url }),
         ChannelKind::Webhook { url, secret_env } => Box::new(webhook::Webhook {
@@ -184,9 +192,7 @@ fn of_kind(c: &ChannelConfig) -> Box<dyn Channel + '_> {
             url,
             secret_env: secret_env.as_deref(),
         }),
-        ChannelKind::Ntfy(_) | ChannelKind::Email(_) | ChannelKind::Command { .. } => {
-            Box::new(Pending { cfg: c })
-        }
+        ChannelKind::Email(_) | ChannelKind::Command { .. } => Box::new(Pending { cfg: c }),
     }
 }
 

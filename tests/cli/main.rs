@@ -27,6 +27,7 @@ mod mcp_agent;
 mod mcp_http;
 mod mcp_server;
 mod mcp_tools;
+mod ntfy;
 mod parse;
 mod paths;
 mod props;
