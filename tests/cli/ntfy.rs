@@ -20,7 +20,16 @@ const EXPIRY: i64 = 1_777_716_000;
 /// A one-time shell task that appends a line to `ran.txt`, and an ntfy channel at `ntfy`
 /// with approvals.
 fn ntfy_env(ntfy: &HookDouble, extra: &str) -> Env {
-    Env::new("## One-time\n- [ ] @shell {\"cmd\": \"echo x >> ran.txt\"}\n").config(&format!(
+    ntfy_env_with(
+        ntfy,
+        "## One-time\n- [ ] @shell {\"cmd\": \"echo x >> ran.txt\"}\n",
+        extra,
+    )
+}
+
+/// The check-list `md`, and the ntfy channel of [`ntfy_env`].
+fn ntfy_env_with(ntfy: &HookDouble, md: &str, extra: &str) -> Env {
+    Env::new(md).config(&format!(
         "timezone = \"UTC\"\n[channels.phone]\nkind = \"ntfy\"\nserver = \"{}\"\n\
          topic_env = \"HB_NTFY_TOPIC\"\ntoken_env = \"HB_NTFY_TOKEN\"\napprovals = true\n\
          reply_topic_env = \"HB_NTFY_REPLY\"\ntags = [\"robot\"]\n{extra}",
@@ -495,4 +504,38 @@ fn the_topics_and_the_bearer_token_are_in_no_sink() {
             );
         }
     }
+}
+
+#[test]
+fn a_daemon_tick_reads_the_replies_and_runs_what_they_approve() {
+    let ntfy = HookDouble::start();
+    let env = queued(&ntfy, "");
+    let (approve, _) = buttons(&ntfy);
+    ntfy.poll_answer(line("m1", &approve));
+    let d = env
+        .cmd(["daemon", "--every", "1s"])
+        .now(LATER)
+        .ntfy()
+        .spawn_guarded();
+    wait_until("the approved task ran", WAIT, || ran(&env) == 1);
+    d.signal(Signal::SIGTERM);
+    d.finish(WAIT).code(0);
+    assert_eq!(ran(&env), 1);
+    let row = env.approval(1);
+    assert_eq!(row["decided_by"], "ntfy:phone", "{row:#}");
+    assert_eq!(row["state"], "succeeded", "{row:#}");
+}
+
+#[test]
+fn an_approval_whose_input_holds_a_hidden_value_gets_no_buttons() {
+    let ntfy = HookDouble::start();
+    let md = format!("## One-time\n- [ ] @shell {{\"cmd\": \"echo {BEARER}\"}}\n");
+    let env = ntfy_env_with(&ntfy, &md, "");
+    run(&env, NOW).code(0);
+    let m = &published(&ntfy)[0];
+    assert_eq!(m["actions"], json!([]), "{m:#}");
+    let text = m["message"].as_str().unwrap();
+    assert!(text.contains("hidden"), "{text}");
+    assert!(text.contains("heartbeat approve 1"), "{text}");
+    assert!(!text.contains(BEARER), "{text}");
 }
