@@ -239,10 +239,10 @@ pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result
             let _ = daemon.set_next(next);
             shown_next = Some(next);
         }
-        let mut wait = (next - now).to_std().unwrap_or_default().min(MAX_SLEEP);
-        if super::replies::configured(&cfg) {
-            wait = wait.min(REPLY_POLL.saturating_sub(replies_read.elapsed()));
-        }
+        let wait = wait_time(
+            (next - now).to_std().unwrap_or_default(),
+            super::replies::configured(&cfg).then(|| replies_read.elapsed()),
+        );
         match rx.recv_timeout(wait) {
             Ok(Event::Signal(sig @ (SIGTERM | SIGINT))) => {
                 stop_signal = Some(sig);
@@ -484,6 +484,17 @@ fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
     audit.sync().map_err(|e| Error::io(audit.path(), e))
 }
 
+/// How long the main thread waits: until the next tick, at most [`MAX_SLEEP`], and, with a
+/// channel that takes replies (`since_read`: how long ago they were read), no longer than
+/// until the next read of them is due.
+fn wait_time(until_tick: Duration, since_read: Option<Duration>) -> Duration {
+    let wait = until_tick.min(MAX_SLEEP);
+    match since_read {
+        Some(since) => wait.min(REPLY_POLL.saturating_sub(since)),
+        None => wait,
+    }
+}
+
 /// The next multiple of `every` after `now`, counted from local midnight (every 30m →
 /// :00 and :30); a new local day starts the count again.
 pub(crate) fn next_tick(tz: Tz, now: DateTime<Utc>, every: Duration) -> DateTime<Utc> {
@@ -609,6 +620,19 @@ mod tests {
 
     fn ts(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn replies_are_read_at_least_every_30_s_whatever_the_interval() {
+        let s = Duration::from_secs;
+        // Without replies: until the tick, a minute at most.
+        assert_eq!(wait_time(s(3600), None), s(60));
+        assert_eq!(wait_time(s(5), None), s(5));
+        // With them: until their next read, when it comes before.
+        assert_eq!(wait_time(s(3600), Some(s(0))), s(30));
+        assert_eq!(wait_time(s(3600), Some(s(25))), s(5));
+        assert_eq!(wait_time(s(3600), Some(s(45))), s(0));
+        assert_eq!(wait_time(s(10), Some(s(0))), s(10));
     }
 
     #[test]

@@ -539,3 +539,29 @@ fn an_approval_whose_input_holds_a_hidden_value_gets_no_buttons() {
     assert!(text.contains("heartbeat approve 1"), "{text}");
     assert!(!text.contains(BEARER), "{text}");
 }
+
+#[test]
+fn a_daemon_reads_the_replies_between_ticks_too() {
+    let ntfy = HookDouble::start();
+    let env = queued(&ntfy, "");
+    let (approve, _) = buttons(&ntfy);
+    ntfy.poll_answer(line("m1", &approve));
+    // The last run was five minutes ago and the next tick is at 11:00: only a read of the
+    // reply topic between ticks (at least every 30 s) can run the task.
+    let d = env
+        .cmd(["daemon", "--every", "1h"])
+        .now(LATER)
+        .ntfy()
+        .spawn_guarded();
+    wait_until(
+        "the approved task ran",
+        std::time::Duration::from_secs(120),
+        || ran(&env) == 1,
+    );
+    d.signal(Signal::SIGTERM);
+    d.finish(WAIT).code(0);
+    assert_eq!(env.approval(1)["decided_by"], "ntfy:phone");
+    // It ran as approved work, not as a scheduled tick's plan.
+    let started = env.events("run_started");
+    assert_eq!(started.last().unwrap()["trigger"], "manual", "{started:#?}");
+}
