@@ -75,9 +75,13 @@ pub(crate) fn configured(cfg: &Config) -> bool {
 /// Read every reply channel's new messages and decide each. The approvals approved here,
 /// for a caller that runs them now.
 pub(crate) fn read(d: &mut Decider, diag: &dyn Fn(String)) -> Result<Vec<i64>> {
-    let cfg = d.cfg.clone();
+    // Copies: deciding needs the decider, config and all.
+    let channels: Vec<(ChannelConfig, NtfyConfig)> = reply_channels(&d.cfg)
+        .into_iter()
+        .map(|(c, n)| (c.clone(), n.clone()))
+        .collect();
     let mut approved = Vec::new();
-    for (channel, ntfy_cfg) in reply_channels(&cfg) {
+    for (channel, ntfy_cfg) in &channels {
         let name = channel.name.as_str();
         let key_name = since_key(name);
         let since = d.store.meta(&key_name)?;
@@ -99,7 +103,7 @@ pub(crate) fn read(d: &mut Decider, diag: &dyn Fn(String)) -> Result<Vec<i64>> {
         if received.is_empty() {
             continue;
         }
-        let key = match hb1::install_key(&cfg.state_dir) {
+        let key = match hb1::install_key(&d.cfg.state_dir) {
             Ok(key) => key,
             Err(e) => {
                 say(e);
