@@ -565,3 +565,21 @@ fn a_daemon_reads_the_replies_between_ticks_too() {
     let started = env.events("run_started");
     assert_eq!(started.last().unwrap()["trigger"], "manual", "{started:#?}");
 }
+
+#[test]
+fn an_ntfy_table_without_what_it_needs_is_refused_at_load_naming_the_key() {
+    for (table, key) in [
+        (
+            "approvals = true\ntopic_env = \"T\"\n",
+            "channels.phone.reply_topic_env",
+        ),
+        ("reply_topic_env = \"R\"\n", "channels.phone.topic_env"),
+    ] {
+        let env = Env::new("## One-time\n- [ ] Stretch\n")
+            .config(&format!("[channels.phone]\nkind = \"ntfy\"\n{table}"));
+        let out = env.cmd(["check"]).output();
+        out.code(2);
+        assert!(out.stderr.contains("heartbeat.toml:"), "{}", out.stderr);
+        assert!(out.stderr.contains(key), "{}", out.stderr);
+    }
+}
