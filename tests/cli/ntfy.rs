@@ -147,6 +147,7 @@ fn an_approval_is_published_with_its_title_priority_tags_and_signed_buttons() {
         assert_eq!(action["label"], label);
         assert_eq!(action["url"], reply_url.as_str());
         assert_eq!(action["method"], "POST");
+        assert_eq!(action["clear"], true);
         let body = action["body"].as_str().unwrap();
         let words: Vec<&str> = body.split(' ').collect();
         assert_eq!(
