@@ -219,6 +219,12 @@ pub(crate) enum Event<'a> {
         chat_id: i64,
         kind: &'a str,
     },
+    /// A reply on a channel's reply topic that decided nothing, and why (`unknown`,
+    /// `bad_token`, `expired`, `replayed`, `decided`).
+    ChannelRejected {
+        channel: &'a str,
+        reason: &'a str,
+    },
     /// Written by `heartbeat revoke`.
     GrantRevoked {
         task_id: &'a str,
@@ -275,6 +281,7 @@ impl EventKind {
             EventKind::ConfigReloaded => "config_reloaded",
             EventKind::TickFailed => "tick_failed",
             EventKind::TelegramRejected => "telegram_rejected",
+            EventKind::ChannelRejected => "channel_rejected",
             EventKind::GrantRevoked => "grant_revoked",
             EventKind::TaskReset => "task_reset",
         }
@@ -515,6 +522,10 @@ mod tests {
             Event::TelegramRejected {
                 chat_id: 1,
                 kind: "button",
+            },
+            Event::ChannelRejected {
+                channel: "phone",
+                reason: "bad_token",
             },
         ];
         for event in &events {

@@ -28,6 +28,8 @@ use crate::text::clean;
 
 pub(crate) fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
     let mut d = ctx.decider()?;
+    // Replies waiting on the channels' reply topics are decided first, as a run would.
+    crate::engine::replies::read(&mut d, &|m| ctx.diag(1, || m))?;
     let mut out = ctx.out();
     let interactive = std::io::stdin().is_terminal();
 

@@ -52,18 +52,6 @@ pub(crate) enum ChannelKind {
 }
 
 impl ChannelKind {
-    /// The kind's name, as written in `kind = "…"`.
-    pub(crate) fn name(&self) -> &'static str {
-        match self {
-            ChannelKind::Ntfy(_) => "ntfy",
-            ChannelKind::Slack { .. } => "slack",
-            ChannelKind::Discord { .. } => "discord",
-            ChannelKind::Webhook { .. } => "webhook",
-            ChannelKind::Email(_) => "email",
-            ChannelKind::Command { .. } => "command",
-        }
-    }
-
     /// The variables whose values are secrets.
     pub(crate) fn secret_vars(&self) -> Vec<&str> {
         match self {

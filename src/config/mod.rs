@@ -33,7 +33,9 @@ use serde::Deserialize;
 
 use crate::schedule::{ActiveHours, Window};
 
-pub(crate) use channel::{ChannelConfig, ChannelKind, EmailConfig, MailTransport, Target};
+pub(crate) use channel::{
+    ChannelConfig, ChannelKind, EmailConfig, MailTransport, NtfyConfig, Target,
+};
 pub(crate) use load::{fallback, load};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]

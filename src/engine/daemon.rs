@@ -17,6 +17,9 @@
 //!   skipped (`run_skipped`, `locked`).
 //! - With Telegram, a second thread long-polls the Bot API and hands updates to the main
 //!   thread, which decides; a press that approves runs the approved task right away.
+//! - With a channel that takes replies (ntfy's buttons), the main thread reads its reply
+//!   topic at every tick and at least every 30 s between ticks; a reply that approves runs
+//!   the approved task right away.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +59,9 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 const POLL: Duration = Duration::from_secs(25);
 /// The shortest time between two polls that brought nothing (docs/reference.md#daemon).
 const MIN_EMPTY_POLL: Duration = Duration::from_secs(1);
+/// The longest time between two reads of the channels' reply topics, whatever the tick
+/// interval (docs/reference.md#approvals-by-ntfy).
+const REPLY_POLL: Duration = Duration::from_secs(30);
 
 enum Event {
     Signal(i32),
@@ -149,8 +155,28 @@ pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result
     let mut stop_signal = None;
     let mut shown_next = None;
     let mut last_tick_error: Option<String> = None;
+    // Every tick reads the reply topics; between ticks they are read at least this often.
+    let mut replies_read = std::time::Instant::now();
     loop {
+        if due.is_none() && super::replies::configured(&cfg) && replies_read.elapsed() >= REPLY_POLL
+        {
+            replies_read = std::time::Instant::now();
+            if read_replies(host, &cfg, clock()) {
+                // Approved from a phone: run it now, like `heartbeat approve`.
+                let _ = run_tick(
+                    host,
+                    work,
+                    &cfg,
+                    clock(),
+                    &stop,
+                    telegram.as_ref(),
+                    &[],
+                    None,
+                );
+            }
+        }
         if let Some(trigger) = due.take() {
+            replies_read = std::time::Instant::now();
             // The config and files are read afresh at every tick. A config that cannot be
             // loaded is `config_reloaded` with its error, once per distinct error, and the
             // tick runs with the last good one; files it cannot read are `tick_failed`
@@ -213,7 +239,10 @@ pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result
             let _ = daemon.set_next(next);
             shown_next = Some(next);
         }
-        let wait = (next - now).to_std().unwrap_or_default().min(MAX_SLEEP);
+        let wait = wait_time(
+            (next - now).to_std().unwrap_or_default(),
+            super::replies::configured(&cfg).then(|| replies_read.elapsed()),
+        );
         match rx.recv_timeout(wait) {
             Ok(Event::Signal(sig @ (SIGTERM | SIGINT))) => {
                 stop_signal = Some(sig);
@@ -385,6 +414,26 @@ fn handle_updates(
     Ok(fx)
 }
 
+/// Read the channels' reply topics between ticks; true when a reply approved something, to
+/// run now. A failure is a diagnostic: the daemon goes on, and the next read tries again.
+fn read_replies(host: &dyn Host, cfg: &Config, now: DateTime<Utc>) -> bool {
+    let read = || -> Result<Vec<i64>> {
+        let audit = session::open_audit(cfg, &Secrets::from_config(cfg))?;
+        let store = crate::store::open(cfg)?;
+        let clock = Clock::starting_at(now);
+        let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), clock);
+        d.expire()?;
+        super::replies::read(&mut d, &|m| host.diag(m))
+    };
+    match read() {
+        Ok(approved) => !approved.is_empty(),
+        Err(e) => {
+            host.diag(format!("cannot read replies: {e}"));
+            false
+        }
+    }
+}
+
 /// Send what the outbox holds now, between ticks, and audit what became of it.
 fn deliver_now(
     cfg: &Config,
@@ -433,6 +482,17 @@ fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
         .record(now, event)
         .map_err(|e| Error::io(audit.path(), e))?;
     audit.sync().map_err(|e| Error::io(audit.path(), e))
+}
+
+/// How long the main thread waits: until the next tick, at most [`MAX_SLEEP`], and, with a
+/// channel that takes replies (`since_read`: how long ago they were read), no longer than
+/// until the next read of them is due.
+fn wait_time(until_tick: Duration, since_read: Option<Duration>) -> Duration {
+    let wait = until_tick.min(MAX_SLEEP);
+    match since_read {
+        Some(since) => wait.min(REPLY_POLL.saturating_sub(since)),
+        None => wait,
+    }
 }
 
 /// The next multiple of `every` after `now`, counted from local midnight (every 30m →
@@ -560,6 +620,19 @@ mod tests {
 
     fn ts(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn replies_are_read_at_least_every_30_s_whatever_the_interval() {
+        let s = Duration::from_secs;
+        // Without replies: until the tick, a minute at most.
+        assert_eq!(wait_time(s(3600), None), s(60));
+        assert_eq!(wait_time(s(5), None), s(5));
+        // With them: until their next read, when it comes before.
+        assert_eq!(wait_time(s(3600), Some(s(0))), s(30));
+        assert_eq!(wait_time(s(3600), Some(s(25))), s(5));
+        assert_eq!(wait_time(s(3600), Some(s(45))), s(0));
+        assert_eq!(wait_time(s(10), Some(s(0))), s(10));
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub(crate) mod outbox;
 pub(crate) mod propose;
 pub(crate) mod query;
 pub(crate) mod recovery;
+pub(crate) mod replies;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod ticks;

@@ -89,7 +89,13 @@ pub(crate) fn enqueue_run(
     }
     let inputs = approval_inputs(store, report)?;
     let fresh = fresh_invalid(store, report)?;
-    let events = crate::render::telegram::run_events(report, &inputs, &fresh, secrets);
+    let mut events = crate::render::telegram::run_events(report, &inputs, &fresh, secrets);
+    for msg in events
+        .iter_mut()
+        .filter(|m| m.kind == MessageKind::Approval)
+    {
+        with_signing_keys(store, cfg, msg)?;
+    }
     let missed = crate::render::telegram::missed_message(report, cfg.tz());
     for channel in &channels {
         // Missed slots are in no summary: their own message, wherever `missed` goes.
@@ -109,6 +115,29 @@ pub(crate) fn enqueue_run(
                 enqueue(store, &**channel, msg, false, now, secrets)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// Add to an approval's message what signing its buttons needs (ntfy,
+/// docs/reference.md#approvals-by-ntfy): `expires_at`, when the approval expires, and
+/// `input_hash`, the hash of its input as stored, which a reply is checked against.
+fn with_signing_keys(store: &dyn Store, cfg: &Config, msg: &mut Rendered) -> store::Result<()> {
+    let Some(id) = msg.data["approval_id"].as_i64() else {
+        return Ok(());
+    };
+    let Some(row) = store.approval(id)? else {
+        return Ok(());
+    };
+    let expires = store::parse_ts(&row.created_at)
+        .zip(chrono::Duration::from_std(cfg.approval_ttl).ok())
+        .and_then(|(created, ttl)| created.checked_add_signed(ttl));
+    if let (Some(expires), serde_json::Value::Object(data)) = (expires, &mut msg.data) {
+        data.insert("expires_at".into(), crate::audit::format_ts(expires).into());
+        data.insert(
+            "input_hash".into(),
+            crate::markdown::parse::input_hash(&row.input).into(),
+        );
     }
     Ok(())
 }
@@ -183,7 +212,21 @@ pub(crate) fn enqueue(
 /// so that a receiver that de-duplicates by it never drops a message as a repeat of
 /// another's.
 pub(crate) fn delivery_id() -> String {
-    let bytes = crate::sys::random_bytes::<16>();
+    // Unique, not secret: without the kernel's random source, the time, the process and a
+    // counter stand in.
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let bytes = crate::sys::random_bytes::<16>().unwrap_or_else(|_| {
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let seed = format!(
+            "{:?}|{}|{n}",
+            std::time::SystemTime::now(),
+            std::process::id()
+        );
+        let digest = Sha256::digest(seed.as_bytes());
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&digest[..16]);
+        out
+    });
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     format!("hb_{hex}")
 }

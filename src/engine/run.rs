@@ -1,6 +1,6 @@
-//! One tick under the run lock: decisions waiting at Telegram → pause and active hours →
-//! approved work, then the plan → notifications. `run --once` and every daemon tick are one
-//! call of [`tick`].
+//! One tick under the run lock: decisions waiting at Telegram and on reply topics → pause
+//! and active hours → approved work, then the plan → notifications. `run --once` and every
+//! daemon tick are one call of [`tick`].
 //!
 //! Order of effects, and why:
 //! - The run lock is taken before the database is opened for writing, so runs never
@@ -154,6 +154,8 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
         }
         fx.pressed.extend(got.pressed);
     }
+    // Replies on the channels' reply topics (ntfy's buttons): approved here, run below.
+    super::replies::read(&mut d, t.diag)?;
     // A timed pause ends by itself.
     let paused = match d.store.current_pause(now)? {
         Err(ended) => {

@@ -539,6 +539,17 @@ fn normalised_content(body: &Body, text: &str) -> String {
     }
 }
 
+/// SHA-256 (hex) of a tool's input as the task id sees it: compact JSON with every object's
+/// keys sorted, the text after `@name ` in [`normalised_content`]. What a signed reply binds
+/// an approval's input by (docs/reference.md#approvals-by-ntfy).
+pub fn input_hash(input: &Value) -> String {
+    let mut hex = String::with_capacity(64);
+    for b in Sha256::digest(sorted_keys(input).to_string().as_bytes()) {
+        let _ = write!(hex, "{b:02x}");
+    }
+    hex
+}
+
 /// Whether two tasks say the same (the content their ids are made from: tool and input, or
 /// the text with runs of white space folded).
 pub fn same_content(a: &Task, b: &Task) -> bool {
@@ -924,6 +935,25 @@ mod tests {
 
     fn texts(text: &str) -> Vec<String> {
         p(text).tasks.into_iter().map(|t| t.text).collect()
+    }
+
+    #[test]
+    fn an_input_hash_is_over_the_input_as_the_task_id_normalises_it() {
+        let written = serde_json::json!({"b": "x", "a": {"d": [{"f": 1, "e": 2}], "c": 3}});
+        let Value::Object(map) = &written else {
+            unreachable!()
+        };
+        let body = Body::Tool {
+            name: "t".into(),
+            input: map.clone(),
+        };
+        let normal = r#"{"a":{"c":3,"d":[{"e":2,"f":1}]},"b":"x"}"#;
+        assert_eq!(normalised_content(&body, ""), format!("@t {normal}"));
+        // printf '%s' '{"a":{"c":3,"d":[{"e":2,"f":1}]},"b":"x"}' | sha256sum
+        assert_eq!(
+            input_hash(&written),
+            "f40dced4402bcd4a24598c3186175f92612477a5f8c81cf2dd48507d7ca7e0cb"
+        );
     }
 
     fn only(text: &str) -> Task {

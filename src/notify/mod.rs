@@ -16,7 +16,9 @@
 pub(crate) mod command;
 pub(crate) mod discord;
 pub(crate) mod email;
+pub(crate) mod hb1;
 pub(crate) mod http;
+pub(crate) mod ntfy;
 pub(crate) mod slack;
 pub(crate) mod telegram;
 pub(crate) mod webhook;
@@ -179,6 +181,12 @@ pub(crate) fn open<'a>(
 /// The channel of one `[channels.NAME]` table: one line per kind.
 fn of_kind<'a>(cfg: &'a Config, c: &'a ChannelConfig) -> Box<dyn Channel + 'a> {
     match &c.kind {
+        ChannelKind::Ntfy(ntfy) => Box::new(ntfy::Ntfy {
+            cfg: c,
+            ntfy,
+            // The install key that signs its buttons lives there.
+            state_dir: &cfg.state_dir,
+        }),
         ChannelKind::Slack { url } => Box::new(slack::Slack { cfg: c, url }),
         ChannelKind::Discord { url } => Box::new(discord::Discord { cfg: c, url }),
         ChannelKind::Webhook { url, secret_env } => Box::new(webhook::Webhook {
@@ -198,7 +206,6 @@ fn of_kind<'a>(cfg: &'a Config, c: &'a ChannelConfig) -> Box<dyn Channel + 'a> {
             remove_env: secret_vars(cfg),
         }),
         ChannelKind::Email(mail) => Box::new(email::Email { cfg: c, mail }),
-        ChannelKind::Ntfy(_) => Box::new(Pending { cfg: c }),
     }
 }
 
@@ -208,32 +215,6 @@ fn secret_vars(cfg: &Config) -> Vec<String> {
     let telegram = cfg.telegram.iter().map(|t| t.bot_token_env.as_str());
     let channels = cfg.channels.iter().flat_map(|c| c.kind.secret_vars());
     telegram.chain(channels).map(str::to_string).collect()
-}
-
-/// A kind whose sending is not built yet: everything for it waits in the outbox.
-struct Pending<'a> {
-    cfg: &'a ChannelConfig,
-}
-
-impl Channel for Pending<'_> {
-    fn name(&self) -> &str {
-        &self.cfg.name
-    }
-    fn kind(&self) -> &'static str {
-        self.cfg.kind.name()
-    }
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
-    }
-    fn rules(&self) -> Rules {
-        rules(self.cfg)
-    }
-    fn send(&self, _: &str, _: &Message) -> Result<i64, SendError> {
-        Err(SendError::Unavailable(format!(
-            "channels of kind {} cannot send yet",
-            self.cfg.kind.name()
-        )))
-    }
 }
 
 /// The URL a channel posts to: written in the config, or read from its variable now.

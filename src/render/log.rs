@@ -343,6 +343,10 @@ impl Fields<'_> {
                 self.scalar("chat_id").map(|c| format!("chat {c}")),
                 self.text("kind"),
             ]),
+            EventKind::ChannelRejected => words([
+                self.text("channel").map(|c| format!("reply on {c}")),
+                self.text("reason"),
+            ]),
             EventKind::GrantRevoked => {
                 words([self.task(), self.text("by").map(|b| format!("by {b}"))])
             }

@@ -168,6 +168,11 @@ pub(crate) trait Outbox {
 
     fn set_meta(&mut self, key: &str, value: &str) -> Result<()>;
 
+    /// Mark a reply's token as used on `channel` (docs/reference.md#approvals-by-ntfy):
+    /// true the first time, false when it was used already (a replay). Of two processes
+    /// that read the same reply, exactly one gets true. Only the token's SHA-256 is kept.
+    fn use_reply_token(&mut self, channel: &str, token: &str, now: DateTime<Utc>) -> Result<bool>;
+
     /// Remember a chat that wrote to the bot.
     fn saw_chat(
         &mut self,
@@ -429,6 +434,21 @@ impl Outbox for Sqlite {
             .map_err(|e| self.err(e))
     }
 
+    fn use_reply_token(&mut self, channel: &str, token: &str, now: DateTime<Utc>) -> Result<bool> {
+        use sha2::{Digest, Sha256};
+        let hash: String = Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.conn
+            .execute(
+                "INSERT OR IGNORE INTO channel_replies (channel, token, seen_at) VALUES (?1, ?2, ?3)",
+                params![channel, hash, format_ts(now)],
+            )
+            .map(|n| n == 1)
+            .map_err(|e| self.err(e))
+    }
+
     fn saw_chat(
         &mut self,
         chat_id: i64,
@@ -556,6 +576,33 @@ mod tests {
             reason: p.reason.map(|r| r.as_str().to_string()),
             by: p.by.to_string(),
         }
+    }
+
+    #[test]
+    fn a_reply_token_is_used_once_per_channel_and_kept_only_as_a_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Sqlite::open(dir.path()).unwrap();
+        let now = ts("2026-05-01T10:00:00Z");
+        assert!(store.use_reply_token("phone", "tok-1", now).unwrap());
+        assert!(
+            !store.use_reply_token("phone", "tok-1", now).unwrap(),
+            "a replay"
+        );
+        assert!(store.use_reply_token("phone", "tok-2", now).unwrap());
+        assert!(store.use_reply_token("other", "tok-1", now).unwrap());
+        let kept: Vec<String> = store
+            .conn
+            .prepare("SELECT token FROM channel_replies")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(kept.len(), 3);
+        assert!(
+            kept.iter().all(|t| t.len() == 64 && !t.contains("tok")),
+            "{kept:?}"
+        );
     }
 
     #[test]

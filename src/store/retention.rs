@@ -8,7 +8,9 @@
 //! - Pruned in one transaction: history rows and runs older than `retention.history`,
 //!   approvals decided before it (but for the denials above), and the record of sent
 //!   messages older than it; Telegram messages with buttons once older than `approval_ttl`
-//!   too (a press edits them). `approval_ttl` holds back nothing else.
+//!   too (a press edits them), and the reply tokens used once older than both (a reply's
+//!   token is refused as expired by then, before it could be taken for a fresh one).
+//!   `approval_ttl` holds back nothing else.
 
 use chrono::{DateTime, Utc};
 use rusqlite::{TransactionBehavior, params};
@@ -60,6 +62,12 @@ impl Retention for Sqlite {
             // approval can be decided.
             rows += tx.execute(
                 "DELETE FROM tg_messages WHERE sent_at < ?1 AND sent_at < ?2",
+                params![before, holding],
+            )? as u64;
+            // A token is signed with its approval's expiry, at most `approval_ttl` after
+            // its use: older, it is refused as expired before its use is looked up.
+            rows += tx.execute(
+                "DELETE FROM channel_replies WHERE seen_at < ?1 AND seen_at < ?2",
                 params![before, holding],
             )? as u64;
             rows += tx.execute(
@@ -183,5 +191,26 @@ mod tests {
         let (cutoff, holding) = (ts("2026-06-09T10:00:00Z"), ts("2026-05-10T10:00:00Z"));
         s.prune_once_a_day("2026-06-10", cutoff, holding).unwrap();
         assert_eq!(count(&s, "tg_messages"), 0);
+    }
+
+    #[test]
+    fn a_used_reply_token_stays_until_it_would_have_expired() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        assert!(
+            s.use_reply_token("phone", "tok", ts("2026-05-01T10:00:00Z"))
+                .unwrap()
+        );
+        // Past `history` (1 day), within `approval_ttl` (30 days).
+        let (cutoff, holding) = (ts("2026-05-09T10:00:00Z"), ts("2026-04-10T10:00:00Z"));
+        s.prune_once_a_day("2026-05-10", cutoff, holding).unwrap();
+        assert_eq!(count(&s, "channel_replies"), 1);
+        // Past both.
+        let (cutoff, holding) = (ts("2026-06-09T10:00:00Z"), ts("2026-05-10T10:00:00Z"));
+        assert_eq!(
+            s.prune_once_a_day("2026-06-10", cutoff, holding).unwrap(),
+            Some(1)
+        );
+        assert_eq!(count(&s, "channel_replies"), 0);
     }
 }

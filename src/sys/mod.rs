@@ -110,25 +110,14 @@ pub(crate) fn stdout_hung_up() -> bool {
 }
 
 /// This machine's host name; empty when it cannot be read.
-/// `N` bytes from the kernel's random source (delivery ids, the channel key). Falls back to
-/// a hash of the time and the process id only when `/dev/urandom` cannot be read, which a
-/// working Linux or BSD never does.
-pub(crate) fn random_bytes<const N: usize>() -> [u8; N] {
+/// `N` bytes from the kernel's random source (`/dev/urandom`): delivery ids, the install
+/// key that signs approval buttons. An error when it cannot be read: nothing weaker stands
+/// in for it.
+pub(crate) fn random_bytes<const N: usize>() -> io::Result<[u8; N]> {
     use std::io::Read;
     let mut out = [0u8; N];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut out));
-    if read.is_err() {
-        use sha2::{Digest, Sha256};
-        let seed = format!("{:?}{}", std::time::SystemTime::now(), std::process::id());
-        let mut block = Sha256::digest(seed.as_bytes()).to_vec();
-        for (i, b) in out.iter_mut().enumerate() {
-            if i % 32 == 0 && i > 0 {
-                block = Sha256::digest(&block).to_vec();
-            }
-            *b = block[i % 32];
-        }
-    }
-    out
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut out)?;
+    Ok(out)
 }
 
 pub(crate) fn hostname() -> String {

@@ -93,6 +93,12 @@ impl HookDouble {
         self.state.lock().unwrap().answers.push_back(answer);
     }
 
+    /// The next GET (a poll of ntfy's reply topic) is answered with `body`, JSON lines
+    /// (then the next one lined up, then an empty 200).
+    pub(crate) fn poll_answer(&self, body: impl Into<String>) {
+        self.state.lock().unwrap().polls.push_back(body.into());
+    }
+
     /// Every request so far.
     pub(crate) fn requests(&self) -> Vec<Request> {
         self.state.lock().unwrap().requests.clone()

@@ -30,6 +30,7 @@ mod mcp_http;
 mod mcp_server;
 mod mcp_tools;
 mod missed;
+mod ntfy;
 mod parse;
 mod paths;
 mod props;
