@@ -13,6 +13,7 @@ mod commands;
 mod config;
 mod crash;
 mod daemon;
+mod doctor;
 mod guardrails;
 mod hook_double;
 mod hostile;
