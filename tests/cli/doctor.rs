@@ -390,3 +390,49 @@ fn a_since_that_is_not_a_time_is_a_usage_error() {
     out.code(2);
     assert!(out.stderr.contains("--since"), "{}", out.stderr);
 }
+
+#[test]
+fn slots_the_audit_log_reports_missed_warn_missed() {
+    let env = Env::new(MD);
+    no_scheduler(&env);
+    env.run_once(NOW).code(0);
+    // As a run writes them (docs/reference.md#audit-events); one inside the window, one
+    // before it.
+    let mut log = env.audit_text();
+    for slot in ["2026-04-30T07:00:00.000Z", "2026-04-01T07:00:00.000Z"] {
+        log.push_str(&format!(
+            "{{\"ts\":\"{}\",\"event\":\"task_missed\",\"run_id\":\"r\",\"task_id\":\"0123456789ab\",\"file\":\"{}\",\"line\":3,\"slot\":\"{slot}\",\"reason\":\"no_run\"}}\n",
+            ts(NOW),
+            env.md_file()
+        ));
+    }
+    env.write("state/audit.jsonl", log);
+    let out = doctor(&env, NOW, &["--json"]);
+    out.code(0);
+    let missed = check(&out, "missed");
+    assert_eq!(missed["status"], "warn", "{missed}");
+    let message = missed["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("1 slot(s) of 1 task(s) missed"),
+        "{message}"
+    );
+    assert!(message.contains("HEARTBEAT.md:3, no_run"), "{message}");
+    // A window that starts later leaves it out.
+    let out = doctor(&env, NOW, &["--json", "--since", "1d"]);
+    assert_eq!(check(&out, "missed")["status"], "ok");
+}
+
+#[test]
+fn deep_starts_each_mcp_server_and_fails_mcp_when_one_cannot_start() {
+    let env = Env::new(MD).config("[mcp.gone]\ncommand = [\"no-such-mcp-server-here\"]\n");
+    no_scheduler(&env);
+    env.run_once(NOW).code(0);
+    // Without --deep no task names it, so nothing starts it and there is no mcp check.
+    let out = doctor(&env, NOW, &["--json"]);
+    out.code(0);
+    assert!(!statuses(&out).contains_key("mcp"), "{}", out.stdout);
+    let out = doctor(&env, NOW, &["--json", "--deep"]);
+    only_fails(&out, "mcp");
+    let mcp = check(&out, "mcp");
+    assert!(mcp["message"].as_str().unwrap().contains("gone: "), "{mcp}");
+}
