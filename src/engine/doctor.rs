@@ -695,6 +695,14 @@ pub(crate) fn read(cfg: &Config, ask: &Ask) -> Result<Facts> {
             dir.display()
         )));
     }
+    // Reading an earlier schema would bring it up to date first: a write.
+    if let Some(version) = crate::store::older_schema(cfg)? {
+        return Err(Error::Usage(format!(
+            "{} was written by an earlier heartbeat (schema {version}): the next run, or \
+             `heartbeat status`, brings it up to date; ask again then",
+            cfg.state_dir.join(crate::store::DB_FILE).display()
+        )));
+    }
     let now = ask.now;
     let status = query::status(cfg, now)?;
     let store = crate::store::open_existing(cfg)?;

@@ -98,6 +98,12 @@ pub(crate) fn open_existing(cfg: &Config) -> Result<Option<Box<dyn Store>>> {
     Ok(Sqlite::open_existing(&cfg.state_dir)?.map(|s| Box::new(s) as Box<dyn Store>))
 }
 
+/// The schema of the store `cfg` names when an earlier heartbeat wrote it (what
+/// [`open_existing`] would bring up to date, a write); None otherwise. Reads only.
+pub(crate) fn older_schema(cfg: &Config) -> Result<Option<i64>> {
+    Sqlite::older_schema(&cfg.state_dir)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StoreError {
     #[error("{}: {source}", .path.display())]

@@ -73,6 +73,42 @@ impl Sqlite {
     /// closes meanwhile from copying its WAL into the file while it is read (it leaves the
     /// WAL for the next one instead). When they exist, they are used as they are.
     pub(crate) fn open_existing(state_dir: &Path) -> Result<Option<Sqlite>> {
+        let Some(store) = Sqlite::read_as_is(state_dir)? else {
+            return Ok(None);
+        };
+        let version = store.user_version()?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: store.path.clone(),
+                found: version,
+            });
+        }
+        if version == 0 {
+            // A database that was never migrated holds nothing to show.
+            return Ok(None);
+        }
+        if version < SCHEMA_VERSION {
+            // Written by an earlier heartbeat: brought up to date first, as the next run
+            // would, so that what it holds shows right after an upgrade.
+            drop(store);
+            return Sqlite::open(state_dir).map(Some);
+        }
+        Ok(Some(store))
+    }
+
+    /// The schema of the database in `state_dir` when it is older than this version's
+    /// (what [`Sqlite::open_existing`] would migrate); None when it is current, newer, or
+    /// there is no database. Reads only.
+    pub(crate) fn older_schema(state_dir: &Path) -> Result<Option<i64>> {
+        let Some(store) = Sqlite::read_as_is(state_dir)? else {
+            return Ok(None);
+        };
+        let version = store.user_version()?;
+        Ok((0 < version && version < SCHEMA_VERSION).then_some(version))
+    }
+
+    /// The existing database, opened read-only as it is (see [`Sqlite::open_existing`]).
+    fn read_as_is(state_dir: &Path) -> Result<Option<Sqlite>> {
         let path = state_dir.join(DB_FILE);
         if !path.exists() {
             return Ok(None);
@@ -104,23 +140,6 @@ impl Sqlite {
             .conn
             .busy_timeout(BUSY_TIMEOUT)
             .map_err(|e| store.err(e))?;
-        let version = store.user_version()?;
-        if version > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: store.path.clone(),
-                found: version,
-            });
-        }
-        if version == 0 {
-            // A database that was never migrated holds nothing to show.
-            return Ok(None);
-        }
-        if version < SCHEMA_VERSION {
-            // Written by an earlier heartbeat: brought up to date first, as the next run
-            // would, so that what it holds shows right after an upgrade.
-            drop(store);
-            return Sqlite::open(state_dir).map(Some);
-        }
         Ok(Some(store))
     }
 

@@ -436,3 +436,26 @@ fn deep_starts_each_mcp_server_and_fails_mcp_when_one_cannot_start() {
     let mcp = check(&out, "mcp");
     assert!(mcp["message"].as_str().unwrap().contains("gone: "), "{mcp}");
 }
+
+#[test]
+fn a_database_of_an_earlier_schema_is_not_brought_up_to_date_by_doctor() {
+    let env = Env::new(MD);
+    no_scheduler(&env);
+    fs::create_dir_all(env.state()).unwrap();
+    let old = rusqlite::Connection::open(env.db_path()).unwrap();
+    heartbeat::testing::schema_at_version(&old, 7).expect("make an older database");
+    drop(old);
+    let before = files_in(&env.state());
+    let out = doctor(&env, NOW, &[]);
+    out.code(2);
+    assert!(
+        out.stderr.contains("earlier heartbeat (schema 7)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        files_in(&env.state()),
+        before,
+        "doctor changed the state dir"
+    );
+}
