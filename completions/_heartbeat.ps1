@@ -34,6 +34,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('daemon', 'daemon', [CompletionResultType]::ParameterValue, 'Stay up: tick every interval, answer Telegram buttons and commands')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Validate the config and files; list tasks, what would happen now and when they are due')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Is anything wrong or missed? Read-only checks of the scheduler, runs, lock, tasks, approvals, delivery, files, clock and state dir')
             [CompletionResult]::new('approve', 'approve', [CompletionResultType]::ParameterValue, 'Approve pending approvals (by id, all, or one by one on a terminal) and run them')
             [CompletionResult]::new('deny', 'deny', [CompletionResultType]::ParameterValue, 'Deny pending approvals')
             [CompletionResult]::new('approvals', 'approvals', [CompletionResultType]::ParameterValue, 'List approvals')
@@ -107,6 +108,21 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
             [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;doctor' {
+            [CompletionResult]::new('--since', '--since', [CompletionResultType]::ParameterName, 'The window looked at: a duration back from now (`7d`, `12h`), `today`, `yesterday`, or a time')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('--deep', '--deep', [CompletionResultType]::ParameterName, 'Also start each configured MCP server and list its tools')
             [CompletionResult]::new('--json', '--json', [CompletionResultType]::ParameterName, 'Print one JSON document')
             [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
             [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
@@ -325,6 +341,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('daemon', 'daemon', [CompletionResultType]::ParameterValue, 'Stay up: tick every interval, answer Telegram buttons and commands')
             [CompletionResult]::new('check', 'check', [CompletionResultType]::ParameterValue, 'Validate the config and files; list tasks, what would happen now and when they are due')
             [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock')
+            [CompletionResult]::new('doctor', 'doctor', [CompletionResultType]::ParameterValue, 'Is anything wrong or missed? Read-only checks of the scheduler, runs, lock, tasks, approvals, delivery, files, clock and state dir')
             [CompletionResult]::new('approve', 'approve', [CompletionResultType]::ParameterValue, 'Approve pending approvals (by id, all, or one by one on a terminal) and run them')
             [CompletionResult]::new('deny', 'deny', [CompletionResultType]::ParameterValue, 'Deny pending approvals')
             [CompletionResult]::new('approvals', 'approvals', [CompletionResultType]::ParameterValue, 'List approvals')
@@ -353,6 +370,9 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;status' {
+            break
+        }
+        'heartbeat;help;doctor' {
             break
         }
         'heartbeat;help;approve' {

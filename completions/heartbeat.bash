@@ -34,6 +34,9 @@ _heartbeat() {
             heartbeat,deny)
                 cmd="heartbeat__subcmd__deny"
                 ;;
+            heartbeat,doctor)
+                cmd="heartbeat__subcmd__doctor"
+                ;;
             heartbeat,grants)
                 cmd="heartbeat__subcmd__grants"
                 ;;
@@ -94,6 +97,9 @@ _heartbeat() {
             heartbeat__subcmd__help,deny)
                 cmd="heartbeat__subcmd__help__subcmd__deny"
                 ;;
+            heartbeat__subcmd__help,doctor)
+                cmd="heartbeat__subcmd__help__subcmd__doctor"
+                ;;
             heartbeat__subcmd__help,grants)
                 cmd="heartbeat__subcmd__help__subcmd__grants"
                 ;;
@@ -143,7 +149,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -344,6 +350,36 @@ _heartbeat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        heartbeat__subcmd__doctor)
+            opts="-v -h -V --since --deep --json --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --since)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         heartbeat__subcmd__grants)
             opts="-v -h -V --json --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -371,7 +407,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
+            opts="run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -455,6 +491,20 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__deny)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__doctor)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )

@@ -31,6 +31,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand daemon 'Stay up: tick every interval, answer Telegram buttons and commands'
             cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
             cand status 'Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock'
+            cand doctor 'Is anything wrong or missed? Read-only checks of the scheduler, runs, lock, tasks, approvals, delivery, files, clock and state dir'
             cand approve 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
             cand deny 'Deny pending approvals'
             cand approvals 'List approvals'
@@ -100,6 +101,20 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
             cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand --json 'Print one JSON document'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;doctor'= {
+            cand --since 'The window looked at: a duration back from now (`7d`, `12h`), `today`, `yesterday`, or a time'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand --deep 'Also start each configured MCP server and list its tools'
             cand --json 'Print one JSON document'
             cand -v 'Diagnostics on stderr (-vv for more)'
             cand --verbose 'Diagnostics on stderr (-vv for more)'
@@ -302,6 +317,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand daemon 'Stay up: tick every interval, answer Telegram buttons and commands'
             cand check 'Validate the config and files; list tasks, what would happen now and when they are due'
             cand status 'Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock'
+            cand doctor 'Is anything wrong or missed? Read-only checks of the scheduler, runs, lock, tasks, approvals, delivery, files, clock and state dir'
             cand approve 'Approve pending approvals (by id, all, or one by one on a terminal) and run them'
             cand deny 'Deny pending approvals'
             cand approvals 'List approvals'
@@ -326,6 +342,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;check'= {
         }
         &'heartbeat;help;status'= {
+        }
+        &'heartbeat;help;doctor'= {
         }
         &'heartbeat;help;approve'= {
         }

@@ -98,6 +98,7 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::Run(args) => cmd::run::run(&ctx, &args),
         Command::Check(args) => cmd::check::run(&ctx, &args),
         Command::Status(args) => cmd::status::run(&ctx, &args),
+        Command::Doctor(args) => cmd::doctor::run(&ctx, &args),
         Command::Approve(args) => cmd::approve::run(&ctx, &args),
         Command::Deny(args) => cmd::deny::run(&ctx, &args),
         Command::Approvals(args) => cmd::approvals::run(&ctx, &args),

@@ -62,6 +62,9 @@ pub enum Command {
     Check(CheckArgs),
     /// Last run, pause, pending approvals, spend, tripped tasks, outbox and the run lock
     Status(JsonArg),
+    /// Is anything wrong or missed? Read-only checks of the scheduler, runs, lock, tasks,
+    /// approvals, delivery, files, clock and state dir
+    Doctor(DoctorArgs),
     /// Approve pending approvals (by id, all, or one by one on a terminal) and run them
     Approve(ApproveArgs),
     /// Deny pending approvals
@@ -208,6 +211,22 @@ pub struct PauseArgs {
 pub struct CheckArgs {
     #[command(flatten)]
     pub files: FileArgs,
+
+    /// Print one JSON document
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The window looked at: a duration back from now (`7d`, `12h`), `today`, `yesterday`,
+    /// or a time
+    #[arg(long, value_name = "DURATION|TIME", default_value = "7d")]
+    pub since: String,
+
+    /// Also start each configured MCP server and list its tools
+    #[arg(long)]
+    pub deep: bool,
 
     /// Print one JSON document
     #[arg(long)]

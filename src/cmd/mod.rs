@@ -6,6 +6,7 @@ pub(crate) mod approve;
 pub(crate) mod check;
 pub(crate) mod daemon;
 pub(crate) mod deny;
+pub(crate) mod doctor;
 pub(crate) mod grants;
 pub(crate) mod init;
 pub(crate) mod log;

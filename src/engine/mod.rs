@@ -6,6 +6,7 @@ pub(crate) mod agent;
 pub(crate) mod bot;
 pub(crate) mod daemon;
 pub(crate) mod decide;
+pub(crate) mod doctor;
 pub(crate) mod executor;
 pub(crate) mod files;
 pub(crate) mod guard;

@@ -102,6 +102,12 @@ pub(crate) fn open_existing(cfg: &Config) -> Result<Option<Box<dyn Store>>> {
     Ok(Sqlite::open_existing(&cfg.state_dir)?.map(|s| Box::new(s) as Box<dyn Store>))
 }
 
+/// The schema of the store `cfg` names when an earlier heartbeat wrote it (what
+/// [`open_existing`] would bring up to date, a write); None otherwise. Reads only.
+pub(crate) fn older_schema(cfg: &Config) -> Result<Option<i64>> {
+    Sqlite::older_schema(&cfg.state_dir)
+}
+
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StoreError {
     #[error("{}: {source}", .path.display())]
@@ -215,5 +221,52 @@ mod tests {
         assert!(!dir.path().join(DB_FILE).exists());
         drop(open(&cfg).unwrap());
         assert!(open_existing(&cfg).unwrap().is_some());
+    }
+
+    fn names_in(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn reading_an_existing_store_leaves_no_file_behind_and_sees_what_was_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = crate::config::test_util::config(Default::default());
+        cfg.state_dir = dir.path().to_path_buf();
+        let at = test_util::ts("2026-05-04T09:00:00Z");
+        let mut store = open(&cfg).unwrap();
+        store.start_run("r1", "once", at).unwrap();
+        drop(store);
+        assert_eq!(names_in(dir.path()), [DB_FILE]);
+        let db = dir.path().join(DB_FILE);
+        let before = (
+            std::fs::read(&db).unwrap(),
+            db.metadata().unwrap().modified().unwrap(),
+        );
+
+        let read = open_existing(&cfg).unwrap().unwrap();
+        assert_eq!(read.last_start().unwrap(), Some(at));
+        drop(read);
+        assert_eq!(names_in(dir.path()), [DB_FILE], "a read left files behind");
+        let after = (
+            std::fs::read(&db).unwrap(),
+            db.metadata().unwrap().modified().unwrap(),
+        );
+        assert!(before == after, "a read changed the database file");
+
+        // While another connection has the database open, its WAL is read too.
+        let mut writer = open(&cfg).unwrap();
+        writer
+            .start_run("r2", "once", at + chrono::Duration::hours(1))
+            .unwrap();
+        let read = open_existing(&cfg).unwrap().unwrap();
+        assert_eq!(
+            read.last_start().unwrap(),
+            Some(at + chrono::Duration::hours(1))
+        );
     }
 }

@@ -31,6 +31,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) struct Sqlite {
     pub(super) conn: Connection,
     path: PathBuf,
+    /// A reader's lock held on the database file while a read-only connection reads it
+    /// without the WAL's shared memory (see [`Sqlite::open_existing`]).
+    _readers_lock: Option<std::fs::File>,
 }
 
 impl Sqlite {
@@ -49,30 +52,30 @@ impl Sqlite {
                 source,
             })?;
         let conn = Connection::open(&path).map_err(|e| sql_err(&path, e))?;
-        let mut store = Sqlite { conn, path };
+        let mut store = Sqlite {
+            conn,
+            path,
+            _readers_lock: None,
+        };
         store.configure()?;
         migrations::migrate(&mut store.conn, &store.path)?;
         Ok(store)
     }
 
     /// Open an existing database without creating anything; None when there is no database
-    /// yet. For read-only commands (`status`, `approvals`, `check`, dry runs). A database of
-    /// an earlier schema is migrated (read-only, it would show nothing).
+    /// yet. For read-only commands (`status`, `approvals`, `check`, dry runs, `doctor`). A
+    /// database of an earlier schema is migrated (read-only, it would show nothing).
+    ///
+    /// Reading writes nothing in the state dir: a read-only connection to a WAL database
+    /// would create its `-wal` and `-shm` files and leave them behind. When no other
+    /// connection has them (neither exists), the file is read as immutable (no shared memory,
+    /// no locks of SQLite's own) under a reader's lock on it, which keeps a writer that
+    /// closes meanwhile from copying its WAL into the file while it is read (it leaves the
+    /// WAL for the next one instead). When they exist, they are used as they are.
     pub(crate) fn open_existing(state_dir: &Path) -> Result<Option<Sqlite>> {
-        let path = state_dir.join(DB_FILE);
-        if !path.exists() {
+        let Some(store) = Sqlite::read_as_is(state_dir)? else {
             return Ok(None);
-        }
-        let conn = Connection::open_with_flags(
-            &path,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| sql_err(&path, e))?;
-        let store = Sqlite { conn, path };
-        store
-            .conn
-            .busy_timeout(BUSY_TIMEOUT)
-            .map_err(|e| store.err(e))?;
+        };
         let version = store.user_version()?;
         if version > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
@@ -90,6 +93,53 @@ impl Sqlite {
             drop(store);
             return Sqlite::open(state_dir).map(Some);
         }
+        Ok(Some(store))
+    }
+
+    /// The schema of the database in `state_dir` when it is older than this version's
+    /// (what [`Sqlite::open_existing`] would migrate); None when it is current, newer, or
+    /// there is no database. Reads only.
+    pub(crate) fn older_schema(state_dir: &Path) -> Result<Option<i64>> {
+        let Some(store) = Sqlite::read_as_is(state_dir)? else {
+            return Ok(None);
+        };
+        let version = store.user_version()?;
+        Ok((0 < version && version < SCHEMA_VERSION).then_some(version))
+    }
+
+    /// The existing database, opened read-only as it is (see [`Sqlite::open_existing`]).
+    fn read_as_is(state_dir: &Path) -> Result<Option<Sqlite>> {
+        let path = state_dir.join(DB_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        // Asked before any file of the database is opened here: closing a descriptor drops
+        // every POSIX lock this process holds on the file, a live connection's too.
+        let in_use = ["-wal", "-shm"]
+            .iter()
+            .any(|end| sibling(&path, end).exists());
+        let (conn, readers_lock) = if in_use {
+            (Connection::open_with_flags(&path, flags), None)
+        } else {
+            let lock = readers_lock(&path).map_err(|source| StoreError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            let uri = format!("file:{}?immutable=1", uri_path(&path));
+            let conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI);
+            (conn, Some(lock))
+        };
+        let conn = conn.map_err(|e| sql_err(&path, e))?;
+        let store = Sqlite {
+            conn,
+            path,
+            _readers_lock: readers_lock,
+        };
+        store
+            .conn
+            .busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| store.err(e))?;
         Ok(Some(store))
     }
 
@@ -136,6 +186,60 @@ impl Sqlite {
             .execute_batch("PRAGMA synchronous = NORMAL")
             .map_err(|e| self.err(e))?;
         result
+    }
+}
+
+/// `heartbeat.db` + `end` (`-wal`, `-shm`).
+fn sibling(path: &Path, end: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(end);
+    PathBuf::from(name)
+}
+
+/// A path as the path of an SQLite `file:` URI: `%`, `?` and `#` escaped.
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The bytes of a database file that SQLite's readers lock for reading and a connection
+/// that closes last locks for writing before it copies its WAL into the file and deletes it
+/// (SQLite's `SHARED_FIRST` and `SHARED_SIZE`).
+const SHARED_LOCK_BYTES: (i64, i64) = (0x4000_0002, 510);
+
+/// Hold a reader's lock on the database file (a POSIX record lock on SQLite's shared
+/// bytes), as a reading connection of SQLite's own would: until the file is closed.
+/// Waits while a connection holds them for writing (it is closing), for up to
+/// [`BUSY_TIMEOUT`].
+fn readers_lock(path: &Path) -> std::io::Result<std::fs::File> {
+    use nix::fcntl::{FcntlArg, fcntl};
+    let file = std::fs::File::open(path)?;
+    let lock = nix::libc::flock {
+        l_type: nix::libc::F_RDLCK as i16,
+        l_whence: nix::libc::SEEK_SET as i16,
+        l_start: SHARED_LOCK_BYTES.0,
+        l_len: SHARED_LOCK_BYTES.1,
+        l_pid: 0,
+    };
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    loop {
+        match fcntl(&file, FcntlArg::F_SETLK(&lock)) {
+            Ok(_) => return Ok(file),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EACCES)
+                if Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
 }
 

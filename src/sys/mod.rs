@@ -1,7 +1,8 @@
 //! The operating-system calls std does not offer: signals to process groups, pid checks, the
 //! parent-death signal, the host and user names, a hung-up stdout, a thread's SIGPIPE, and
 //! forgetting a secret environment variable (the original block, non-dumpable); and, in
-//! [`supervisor`], the one way a child process is started in its own group and stopped.
+//! [`supervisor`], the one way a child process is started in its own group and stopped
+//! (which [`command`] uses to ask a system program a short question).
 //!
 //! Invariants:
 //! - heartbeat runs on Linux only: it reads `/proc` to find a tool's leftover processes and
@@ -25,6 +26,7 @@ compile_error!(
 );
 
 pub(crate) mod capture;
+pub(crate) mod command;
 pub(crate) mod supervisor;
 
 use std::io;

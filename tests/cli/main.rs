@@ -14,6 +14,7 @@ mod commands;
 mod config;
 mod crash;
 mod daemon;
+mod doctor;
 mod email;
 mod guardrails;
 mod hook_double;
