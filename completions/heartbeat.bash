@@ -52,6 +52,9 @@ _heartbeat() {
             heartbeat,mcp-tools)
                 cmd="heartbeat__subcmd__mcp__subcmd__tools"
                 ;;
+            heartbeat,metrics)
+                cmd="heartbeat__subcmd__metrics"
+                ;;
             heartbeat,notify-test)
                 cmd="heartbeat__subcmd__notify__subcmd__test"
                 ;;
@@ -112,6 +115,9 @@ _heartbeat() {
             heartbeat__subcmd__help,mcp-tools)
                 cmd="heartbeat__subcmd__help__subcmd__mcp__subcmd__tools"
                 ;;
+            heartbeat__subcmd__help,metrics)
+                cmd="heartbeat__subcmd__help__subcmd__metrics"
+                ;;
             heartbeat__subcmd__help,notify-test)
                 cmd="heartbeat__subcmd__help__subcmd__notify__subcmd__test"
                 ;;
@@ -143,7 +149,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -371,7 +377,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
+            opts="run daemon check status approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -539,6 +545,20 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__mcp__subcmd__tools)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__metrics)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -768,6 +788,32 @@ _heartbeat() {
             ;;
         heartbeat__subcmd__mcp__subcmd__tools)
             opts="-v -h -V --json --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__metrics)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -206,6 +206,13 @@ pub(crate) enum Event<'a> {
         chat_id: i64,
         kind: &'a str,
     },
+    /// A dead-man ping that did not go through (docs/reference.md#monitors).
+    MonitorPingFailed {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run_id: Option<&'a str>,
+        monitor: &'a str,
+        error: &'a Redacted,
+    },
     /// Written by `heartbeat revoke`.
     GrantRevoked {
         task_id: &'a str,
@@ -261,6 +268,7 @@ impl EventKind {
             EventKind::ConfigReloaded => "config_reloaded",
             EventKind::TickFailed => "tick_failed",
             EventKind::TelegramRejected => "telegram_rejected",
+            EventKind::MonitorPingFailed => "monitor_ping_failed",
             EventKind::GrantRevoked => "grant_revoked",
             EventKind::TaskReset => "task_reset",
         }

@@ -330,6 +330,10 @@ impl Fields<'_> {
                 self.scalar("chat_id").map(|c| format!("chat {c}")),
                 self.text("kind"),
             ]),
+            EventKind::MonitorPingFailed => match (self.text("monitor"), self.text("error")) {
+                (Some(m), Some(e)) => format!("{m}: {e}"),
+                (m, e) => words([m, e]),
+            },
             EventKind::GrantRevoked => {
                 words([self.task(), self.text("by").map(|b| format!("by {b}"))])
             }

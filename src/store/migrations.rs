@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 17] = [
+pub(super) const MIGRATIONS: [&str; 18] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -391,6 +391,26 @@ CREATE TABLE channel_replies (
     seen_at TEXT NOT NULL,
     PRIMARY KEY (channel, token)
 );
+"#,
+    // 18: what `heartbeat metrics` shows that retention must never lower
+    // (docs/reference.md#metrics): stored totals (`runs` by result, `tasks` by tool and
+    // outcome, `missed_slots`), each only ever incremented and never pruned, and the time of
+    // the latest run (`last_run`, Unix seconds, only moved forward). A task's state keeps
+    // the tool of its last success (filled from the history still kept).
+    r#"
+CREATE TABLE metrics (
+    name TEXT NOT NULL,
+    tool TEXT NOT NULL DEFAULT '',
+    label TEXT NOT NULL DEFAULT '',
+    value INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, tool, label)
+) WITHOUT ROWID;
+ALTER TABLE task_state ADD COLUMN last_success_tool TEXT;
+UPDATE task_state SET last_success_tool = (
+    SELECT tool FROM task_runs
+    WHERE task_runs.task_id = task_state.task_id AND outcome = 'succeeded'
+    ORDER BY finished_at DESC LIMIT 1)
+WHERE last_success IS NOT NULL;
 "#,
 ];
 

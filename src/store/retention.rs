@@ -112,7 +112,11 @@ mod tests {
                 error: None,
             })
             .unwrap();
-            s.finish_run(run, at, Default::default()).unwrap();
+            let tally = crate::store::RunTally {
+                result: crate::store::RunResult::Ok,
+                tasks: vec![],
+            };
+            s.finish_run(run, at, Default::default(), &tally).unwrap();
         }
         let input = serde_json::json!({});
         let approval = |id: &'static str| NewApproval {

@@ -27,6 +27,8 @@ mod mcp_agent;
 mod mcp_http;
 mod mcp_server;
 mod mcp_tools;
+mod metrics;
+mod monitors;
 mod parse;
 mod paths;
 mod props;
