@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use reqwest::Url;
 
 use crate::config::{MonitorConfig, MonitorKind};
+use crate::model::Outcome;
 use crate::net::SendError;
 use crate::notify::http::{self, Request};
 use crate::redact::{Secrets, take_env};
@@ -51,20 +52,40 @@ pub(crate) struct End<'a> {
     pub duration: Duration,
 }
 
-/// What a run's pings carry: why it skipped its tasks, or its lines as the terminal shows
-/// them (every task that did something, then the counts), under the run's id.
+/// What a run's pings carry: a first line with the run's id and what it did (the counts,
+/// why it skipped its tasks, or that nothing was due), then the lines the terminal shows for
+/// its tasks.
 pub(crate) fn summary(report: &Report, cwd: &Path, secrets: &Secrets) -> Redacted {
-    let mut text = format!("heartbeat run {}", report.run_id);
-    if let Some(reason) = report.skipped {
-        text.push_str(&format!(": skipped: {}", reason.as_str().replace('_', " ")));
+    let c = report.counts();
+    let mut parts: Vec<String> = report
+        .skipped
+        .map(|r| format!("skipped: {}", r.as_str().replace('_', " ")))
+        .into_iter()
+        .collect();
+    for (n, word) in [
+        (c.succeeded, "succeeded"),
+        (c.failed, "failed"),
+        (c.queued, "queued"),
+        (c.skipped, "skipped"),
+        (c.invalid, "invalid"),
+        (report.count(Outcome::Reminded), "reminded"),
+        (report.count(Outcome::Stale), "stale"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{n} {word}"));
+        }
     }
-    let lines = crate::render::terminal::report(report, false, true, cwd);
-    if lines.is_empty() && report.skipped.is_none() {
-        text.push_str(": nothing was due");
+    if parts.is_empty() {
+        parts.push("nothing was due".into());
     }
-    for line in lines {
+    let mut text = format!("heartbeat run {}: {}", report.run_id, parts.join(", "));
+    // The terminal's last line repeats the counts.
+    for line in crate::render::terminal::report(report, false, true, cwd)
+        .iter()
+        .filter(|l| !l.starts_with("heartbeat: "))
+    {
         text.push('\n');
-        text.push_str(&line);
+        text.push_str(line);
     }
     // The lines are made of redacted parts; once more for what joined them.
     secrets.redact(&text)

@@ -355,7 +355,7 @@ fn uptime_kuma_gets_its_push_with_status_msg_and_ping_replaced() {
     assert_eq!(keys, ["keep", "status", "msg", "ping"]);
     assert_eq!(query[1].1, "down");
     let run_id = run_id(&env);
-    assert_eq!(query[2].1, format!("heartbeat run {run_id}"));
+    assert_eq!(query[2].1, format!("heartbeat run {run_id}: 1 failed"));
     assert!(query[2].1.chars().count() <= 200);
     assert!(query[3].1.parse::<u64>().is_ok(), "{query:?}");
 }
