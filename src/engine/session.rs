@@ -803,6 +803,7 @@ impl<'a> Session<'a> {
             started_at: self.now,
             finished_at: finished,
             succeeded: outcome.success,
+            interrupted: false,
             cost_usd: cost,
             approval_id,
             error: bare_error.as_ref(),
@@ -1019,7 +1020,12 @@ pub(crate) fn run_tally(report: &Report) -> crate::store::RunTally<'_> {
     let tasks = report
         .tasks
         .iter()
-        .filter(|t| !matches!(t.outcome, Outcome::Succeeded | Outcome::Failed))
+        .filter(|t| match t.outcome {
+            Outcome::Succeeded | Outcome::Failed => false,
+            // An approval found `running` is settled with a tool run row; a held start is not.
+            Outcome::Interrupted => t.approval_id.is_none(),
+            _ => true,
+        })
         .map(|t| (t.tool.as_deref().unwrap_or(""), t.outcome))
         .collect();
     crate::store::RunTally { result, tasks }

@@ -26,6 +26,9 @@ pub(crate) struct TaskRunRecord<'a> {
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
     pub succeeded: bool,
+    /// The run that started it died (an approval found `running`): its outcome is
+    /// `interrupted` (a failure, for the task's streak).
+    pub interrupted: bool,
     pub cost_usd: Option<f64>,
     pub approval_id: Option<i64>,
     /// Why it failed, kept as the approval's reason (redacted: a row is a sink).
@@ -335,7 +338,10 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
     if let Some(id) = r.approval_id {
         super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
     }
-    let outcome = crate::model::Outcome::of_run(r.succeeded);
+    let outcome = match r.interrupted {
+        true => crate::model::Outcome::Interrupted,
+        false => crate::model::Outcome::of_run(r.succeeded),
+    };
     super::metrics::increment(tx, "tasks", r.tool, outcome.as_str(), 1)?;
     if r.succeeded {
         tx.prepare_cached(
@@ -379,6 +385,7 @@ pub(super) mod tests {
             started_at: ts(at),
             finished_at: ts(at) + chrono::Duration::seconds(1),
             succeeded: ok,
+            interrupted: false,
             cost_usd: None,
             approval_id: None,
             error: None,

@@ -196,6 +196,7 @@ mod tests {
             started_at: ts(at),
             finished_at: ts(at),
             succeeded: ok,
+            interrupted: false,
             cost_usd: None,
             approval_id: None,
             error: None,

@@ -107,6 +107,7 @@ mod tests {
                 started_at: at,
                 finished_at: at,
                 succeeded: true,
+                interrupted: false,
                 cost_usd: None,
                 approval_id: None,
                 error: None,

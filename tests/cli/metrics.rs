@@ -339,3 +339,51 @@ fn the_textfile_is_rewritten_whole_after_every_run_skipped_ones_too() {
         1.0
     );
 }
+
+#[test]
+fn an_interrupted_task_is_counted_once_as_interrupted() {
+    let env = Env::new(
+        "## One-time\n- [ ] @shell {\"cmd\": \"true\"}\n\n## Recurring\n- [ ] @ask_me {}\n",
+    )
+    .config(
+        "timezone = \"UTC\"\n[tools.shell]\napproval = \"auto\"\n\
+             [tools.ask_me]\ncommand = [\"true\"]\napproval = \"ask\"\n",
+    );
+    // The one-time task's start is recorded, then the run dies before its outcome.
+    let out = env
+        .cmd(["run", "--once"])
+        .env("HEARTBEAT_FAULT", "task_done")
+        .output();
+    assert_eq!(out.code, None, "not aborted: {}", out.stderr);
+    // The next run reports it and queues the approval, which is claimed, then `approve`
+    // dies.
+    env.run_once(NOW).code(1);
+    let out = env
+        .cmd(["approve", "1"])
+        .env("HEARTBEAT_FAULT", "approval_claimed")
+        .output();
+    assert_eq!(out.code, None, "not aborted: {}", out.stderr);
+    env.run_once(NOW).code(1);
+    let interrupted: Vec<_> = env
+        .events("task_failed")
+        .into_iter()
+        .filter(|e| e["reason"] == "interrupted")
+        .collect();
+    assert_eq!(interrupted.len(), 2, "{interrupted:?}");
+
+    let m = metrics(&env, NOW);
+    let tasks: Vec<(String, String, f64)> = m
+        .iter()
+        .filter(|((name, _), _)| name == "heartbeat_tasks_total")
+        .map(|((_, l), v)| (l[0].1.clone(), l[1].1.clone(), *v))
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            ("ask_me".to_string(), "interrupted".to_string(), 1.0),
+            // Queued by the second run, and again by the third once interrupted.
+            ("ask_me".to_string(), "queued".to_string(), 2.0),
+            ("shell".to_string(), "interrupted".to_string(), 1.0),
+        ]
+    );
+}

@@ -463,3 +463,27 @@ fn monitors_config_is_checked_with_file_key_and_place() {
         out.stderr
     );
 }
+
+#[test]
+fn each_daemon_tick_pings_like_a_run() {
+    let w = Watcher::start();
+    let env = Env::new(OK_TASK).config(&config(HC));
+    let d = env
+        .cmd(["daemon", "--every", "1h"])
+        .env("HB_HC", format!("{}/ping/{CHECK}", w.url()))
+        .spawn_guarded();
+    // The first tick comes at once (no run yet); its end ping is the run's last effect.
+    crate::common::wait_until("the first tick's end ping", crate::common::WAIT, || {
+        w.requests().len() >= 2
+    });
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    d.finish(crate::common::WAIT).code(0);
+    let rid = rid(&run_id(&env));
+    assert_eq!(
+        w.seen(),
+        [
+            format!("GET /ping/{CHECK}/start?rid={rid}"),
+            format!("POST /ping/{CHECK}?rid={rid}"),
+        ]
+    );
+}
