@@ -126,7 +126,7 @@ pub(crate) fn run_ended(monitors: &[MonitorConfig], run_id: &str, end: &End) -> 
     for m in monitors {
         let sent = match &m.kind {
             MonitorKind::Healthchecks { url_env } => {
-                let body = end.summary.truncate(BODY_MAX - 32, 0);
+                let body = body(end.summary);
                 let path = if end.failed { "/fail" } else { "" };
                 healthchecks(url_env, path, run_id, Some(body.as_str()))
             }
@@ -152,6 +152,12 @@ pub(crate) fn run_ended(monitors: &[MonitorConfig], run_id: &str, end: &End) -> 
         }
     }
     failures
+}
+
+/// A healthchecks body: the summary, cut to at most [`BODY_MAX`] bytes with its note of
+/// what was left out.
+fn body(summary: &Redacted) -> Redacted {
+    summary.truncate(BODY_MAX - 32, 0)
 }
 
 /// A tool's `monitor_url_env` when one of its tasks starts (`/start`), or ends (`ok`:
@@ -236,8 +242,8 @@ fn get_request(url: Url) -> Request {
 /// not tried again.
 fn send(req: Request) -> Result<(), String> {
     let deadline = Instant::now() + BUDGET;
-    let mut last = String::new();
-    for attempt in 1..=TRIES {
+    let (mut last, mut tries) = (String::new(), 0);
+    while tries < TRIES {
         // `notify::http::send` may wait a quarter second past its timeout.
         let left = deadline
             .saturating_duration_since(Instant::now())
@@ -245,20 +251,20 @@ fn send(req: Request) -> Result<(), String> {
         if left.is_zero() {
             break;
         }
+        tries += 1;
         match http::send(req.clone(), left) {
             Ok(_) => return Ok(()),
-            Err(e) => {
-                let again = !matches!(e, SendError::Rejected(_));
-                last = format!("{} (try {attempt} of at most {TRIES})", e.message());
-                if !again {
-                    break;
-                }
+            Err(SendError::Rejected(why)) => {
+                return Err(format!("{why} (refused: not tried again)"));
             }
+            Err(e) => last = e.message().to_string(),
         }
-        std::thread::sleep(PAUSE.min(deadline.saturating_duration_since(Instant::now())));
+        if tries < TRIES {
+            std::thread::sleep(PAUSE.min(deadline.saturating_duration_since(Instant::now())));
+        }
     }
     Err(format!(
-        "{last}; given up (at most {TRIES} tries within {}s)",
+        "{last} (gave up after {tries} of at most {TRIES} tries within {}s)",
         BUDGET.as_secs()
     ))
 }
@@ -270,6 +276,16 @@ mod tests {
     #[test]
     fn a_run_id_is_the_last_group_of_a_uuid() {
         assert_eq!(rid("0123456789ab"), "00000000-0000-4000-8000-0123456789ab");
+    }
+
+    #[test]
+    fn a_body_is_at_most_10_kb() {
+        let long = Secrets::default().redact(&"é task line\n".repeat(5000));
+        let cut = body(&long);
+        assert!(cut.as_str().len() <= BODY_MAX, "{}", cut.as_str().len());
+        assert!(cut.as_str().ends_with(" more bytes]"));
+        let short = Secrets::default().redact("heartbeat run 0123456789ab: 1 succeeded");
+        assert_eq!(body(&short), short);
     }
 
     #[test]

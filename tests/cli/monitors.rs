@@ -245,9 +245,11 @@ fn a_500_is_tried_three_times_then_audited_and_the_run_goes_on() {
         .map(String::as_str)
         .collect();
     assert_eq!(keys, ["ts", "event", "run_id", "monitor", "error"]);
+    let error = failed[0]["error"].as_str().unwrap();
     assert!(
-        failed[0]["error"].as_str().unwrap().contains("HTTP 500"),
-        "{failed:?}"
+        error.contains("HTTP 500")
+            && error.contains("gave up after 3 of at most 3 tries within 5s"),
+        "{error}"
     );
     // A watcher that recovers within the tries is not a failure.
     let w = Watcher::start();
@@ -265,6 +267,11 @@ fn a_500_is_tried_three_times_then_audited_and_the_run_goes_on() {
     let log = env.cmd(["log", "--event", "monitor_ping_failed"]).output();
     log.code(0);
     assert!(log.stdout.contains("hc: HTTP 404"), "{}", log.stdout);
+    assert!(
+        log.stdout.contains("(refused: not tried again)"),
+        "{}",
+        log.stdout
+    );
 }
 
 #[test]
