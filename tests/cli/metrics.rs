@@ -387,3 +387,19 @@ fn an_interrupted_task_is_counted_once_as_interrupted() {
         ]
     );
 }
+
+#[test]
+fn metrics_read_the_state_dir_under_a_broken_config_too() {
+    let env =
+        Env::new("## Recurring\n- [ ] @log {\"text\": \"hi\"}\n").config("timezone = \"UTC\"\n");
+    env.run_once(NOW).code(0);
+    env.write(
+        "heartbeat.toml",
+        "timezone = \"UTC\"\nactive_hours = \"8am-5pm\"\n",
+    );
+    let out = env.cmd(["metrics"]).output();
+    out.code(0);
+    assert!(out.stderr.contains("warning"), "{}", out.stderr);
+    let m = parse(&out.stdout);
+    assert_eq!(m[&series("heartbeat_runs_total", &[("result", "ok")])], 1.0);
+}
