@@ -48,6 +48,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('mcp-tools', 'mcp-tools', [CompletionResultType]::ParameterValue, 'List the tools the configured MCP servers offer (starts each server)')
             [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides')
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
+            [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Print Prometheus metrics (text format 0.0.4) computed from the state dir')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -312,6 +313,18 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'heartbeat;metrics' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'heartbeat;init' {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
@@ -355,6 +368,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('mcp-tools', 'mcp-tools', [CompletionResultType]::ParameterValue, 'List the tools the configured MCP servers offer (starts each server)')
             [CompletionResult]::new('mcp', 'mcp', [CompletionResultType]::ParameterValue, 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides')
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
+            [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Print Prometheus metrics (text format 0.0.4) computed from the state dir')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
@@ -412,6 +426,9 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;log' {
+            break
+        }
+        'heartbeat;help;metrics' {
             break
         }
         'heartbeat;help;init' {

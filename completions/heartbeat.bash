@@ -55,6 +55,9 @@ _heartbeat() {
             heartbeat,mcp-tools)
                 cmd="heartbeat__subcmd__mcp__subcmd__tools"
                 ;;
+            heartbeat,metrics)
+                cmd="heartbeat__subcmd__metrics"
+                ;;
             heartbeat,notify-test)
                 cmd="heartbeat__subcmd__notify__subcmd__test"
                 ;;
@@ -118,6 +121,9 @@ _heartbeat() {
             heartbeat__subcmd__help,mcp-tools)
                 cmd="heartbeat__subcmd__help__subcmd__mcp__subcmd__tools"
                 ;;
+            heartbeat__subcmd__help,metrics)
+                cmd="heartbeat__subcmd__help__subcmd__metrics"
+                ;;
             heartbeat__subcmd__help,notify-test)
                 cmd="heartbeat__subcmd__help__subcmd__notify__subcmd__test"
                 ;;
@@ -149,7 +155,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -407,7 +413,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log init completions help"
+            opts="run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -589,6 +595,20 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__mcp__subcmd__tools)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__metrics)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -818,6 +838,32 @@ _heartbeat() {
             ;;
         heartbeat__subcmd__mcp__subcmd__tools)
             opts="-v -h -V --json --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__metrics)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -45,6 +45,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand mcp-tools 'List the tools the configured MCP servers offer (starts each server)'
             cand mcp 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides'
             cand log 'Show the audit log, filtered; human-readable unless --json'
+            cand metrics 'Print Prometheus metrics (text format 0.0.4) computed from the state dir'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -290,6 +291,17 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;metrics'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;init'= {
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
@@ -331,6 +343,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand mcp-tools 'List the tools the configured MCP servers offer (starts each server)'
             cand mcp 'Serve MCP on stdin/stdout for agents: read the check-list, propose tasks; a person decides'
             cand log 'Show the audit log, filtered; human-readable unless --json'
+            cand metrics 'Print Prometheus metrics (text format 0.0.4) computed from the state dir'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
@@ -370,6 +383,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;mcp'= {
         }
         &'heartbeat;help;log'= {
+        }
+        &'heartbeat;help;metrics'= {
         }
         &'heartbeat;help;init'= {
         }

@@ -113,6 +113,7 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::McpTools(args) => cmd::mcp_tools::run(&ctx, &args),
         Command::Mcp => cmd::mcp::run(&ctx),
         Command::Log(args) => cmd::log::run(&ctx, &args),
+        Command::Metrics => cmd::metrics::run(&ctx),
         Command::Init { dir } => cmd::init::run(&ctx, dir.as_deref()),
         Command::Completions { shell } => {
             let mut out = std::io::stdout();

@@ -97,6 +97,8 @@ pub enum Command {
     Mcp,
     /// Show the audit log, filtered; human-readable unless --json
     Log(LogArgs),
+    /// Print Prometheus metrics (text format 0.0.4) computed from the state dir
+    Metrics,
     /// Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)
     Init {
         /// Where to write them (default: the current directory)

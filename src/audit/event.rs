@@ -225,6 +225,13 @@ pub(crate) enum Event<'a> {
         channel: &'a str,
         reason: &'a str,
     },
+    /// A dead-man ping that did not go through (docs/reference.md#monitors).
+    MonitorPingFailed {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        run_id: Option<&'a str>,
+        monitor: &'a str,
+        error: &'a Redacted,
+    },
     /// Written by `heartbeat revoke`.
     GrantRevoked {
         task_id: &'a str,
@@ -282,6 +289,7 @@ impl EventKind {
             EventKind::TickFailed => "tick_failed",
             EventKind::TelegramRejected => "telegram_rejected",
             EventKind::ChannelRejected => "channel_rejected",
+            EventKind::MonitorPingFailed => "monitor_ping_failed",
             EventKind::GrantRevoked => "grant_revoked",
             EventKind::TaskReset => "task_reset",
         }

@@ -18,7 +18,8 @@ impl Secrets {
     }
 }
 
-/// The variables whose values are secrets: the Telegram token's, every channel's `*_env`, and MCP servers' `env` and
+/// The variables whose values are secrets: the Telegram token's, every channel's and
+/// monitor's `*_env` and each tool's `monitor_url_env`, and MCP servers' `env` and
 /// `headers_env`. Not the variables every server gets anyway (`PATH`, `HOME`, `LANG`, `TZ`),
 /// even when an `env` names them: taken, they would leave every tool without them, and
 /// their values (`/home/me`) would be cut out of every path shown.
@@ -31,6 +32,14 @@ fn secret_vars(cfg: &Config) -> Vec<&str> {
     for channel in &cfg.channels {
         names.extend(channel.kind.secret_vars());
     }
+    for monitor in &cfg.monitors {
+        names.extend(monitor.kind.secret_vars());
+    }
+    names.extend(
+        cfg.tools
+            .values()
+            .filter_map(|t| t.monitor_url_env.as_deref()),
+    );
     for server in cfg.mcp.values() {
         names.extend(
             server

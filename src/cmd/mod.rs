@@ -12,6 +12,7 @@ pub(crate) mod init;
 pub(crate) mod log;
 pub(crate) mod mcp;
 pub(crate) mod mcp_tools;
+pub(crate) mod metrics;
 pub(crate) mod notify_test;
 pub(crate) mod pause;
 pub(crate) mod reset;

@@ -14,8 +14,8 @@ use serde::Deserialize;
 
 use super::types::{
     ApiUrl, ChannelName, ChatId, Command, Concurrency, Days, Failures, Files, History, Hours,
-    Human, Interval, Keep, McpUrl, MessageCap, PathText, SecretVar, ServerName, Size, TaskCap,
-    TokenVar, ToolCommand, ToolName, Usd, Zone,
+    Human, Interval, Keep, McpUrl, MessageCap, MonitorName, PathText, SecretVar, ServerName, Size,
+    TaskCap, TokenVar, ToolCommand, ToolName, Usd, Zone,
 };
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
@@ -47,6 +47,40 @@ pub(super) struct File {
     pub retention: Option<RetentionFile>,
     #[serde(default)]
     pub channels: BTreeMap<ChannelName, Spanned<ChannelFile>>,
+    #[serde(default)]
+    pub monitors: Vec<Spanned<MonitorFile>>,
+    pub metrics: Option<MetricsFile>,
+}
+
+/// `[[monitors]]` (docs/reference.md#monitors): the keys of every kind; `load` refuses the
+/// ones that do not belong to the monitor's kind.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MonitorFile {
+    pub name: Option<Spanned<MonitorName>>,
+    pub kind: Option<MonitorKindName>,
+    // healthchecks, uptime_kuma
+    pub url_env: Option<Spanned<SecretVar>>,
+    // url
+    pub start_url_env: Option<Spanned<SecretVar>>,
+    pub success_url_env: Option<Spanned<SecretVar>>,
+    pub fail_url_env: Option<Spanned<SecretVar>>,
+}
+
+/// `[[monitors]] kind`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum MonitorKindName {
+    Healthchecks,
+    UptimeKuma,
+    Url,
+}
+
+/// `[metrics]` (docs/reference.md#metrics).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct MetricsFile {
+    pub textfile: Option<Spanned<PathText>>,
 }
 
 /// `[channels.NAME]` (docs/reference.md#channels): the keys of every kind; `load` refuses
@@ -206,6 +240,7 @@ pub(super) struct ToolFile {
     pub cooldown: Option<Human>,
     pub cost_usd: Option<Usd>,
     pub max_consecutive_failures: Option<Failures>,
+    pub monitor_url_env: Option<SecretVar>,
 }
 
 /// `[telegram]`.

@@ -20,13 +20,13 @@ use toml::de::{DeTable, DeValue};
 use super::channel::{ChannelConfig, ChannelKind, EmailConfig, MailTransport, NtfyConfig, Target};
 use super::de::{self, Kind, Seg, Spanned, Want, dotted};
 use super::file::{
-    ChannelFile, EventName, File, KindName, MailKind, McpFile, RetentionFile, TelegramFile,
-    ToolFile,
+    ChannelFile, EventName, File, KindName, MailKind, McpFile, MonitorFile, MonitorKindName,
+    RetentionFile, TelegramFile, ToolFile,
 };
 use super::types::{Human, SecretVar};
 use super::{
     Approval, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig, McpTransport,
-    PlainTasks, Retention, TelegramConfig, ToolConfig,
+    MonitorConfig, MonitorKind, PlainTasks, Retention, TelegramConfig, ToolConfig,
 };
 use crate::model::is_builtin_tool as is_builtin;
 use crate::model::{DaySet, MessageKind};
@@ -241,6 +241,7 @@ impl Source {
         for (name, channel) in &raw.channels {
             channels.push(self.channel(&name.0, channel)?);
         }
+        let monitors = self.monitors(&raw.monitors)?;
         let daemon = match raw.daemon.as_ref().and_then(|d| d.every) {
             Some(every) => DaemonConfig { every: every.0 },
             None => DaemonConfig::default(),
@@ -343,6 +344,14 @@ impl Source {
             ));
         }
 
+        let metrics_textfile = match raw.metrics.as_ref().and_then(|m| m.textfile.as_ref()) {
+            Some(t) => Some(
+                expand_path(&t.get_ref().0, base, opts.env)
+                    .map_err(|e| self.bad("metrics.textfile", t.span(), &e))?,
+            ),
+            None => None,
+        };
+
         let duration =
             |h: Option<Human>, default: u64| h.map_or(Duration::from_secs(default), |h| h.0);
         Ok(Config {
@@ -366,6 +375,8 @@ impl Source {
                 .unwrap_or(false),
             telegram,
             channels,
+            monitors,
+            metrics_textfile,
             daemon,
             retention,
             daily_usd,
@@ -405,7 +416,97 @@ impl Source {
             cooldown: raw.cooldown.map(|h| h.0),
             cost_usd: raw.cost_usd.map(|usd| usd.0),
             max_consecutive_failures: raw.max_consecutive_failures.map(|n| n.0),
+            monitor_url_env: raw.monitor_url_env.as_ref().map(|v| v.0.clone()),
         })
+    }
+
+    /// `[[monitors]]`: each one's kind, the keys of that kind (and no other kind's), its name
+    /// (written, else `<kind>-<n>`), names unique.
+    fn monitors(&self, raw: &[Spanned<MonitorFile>]) -> Result<Vec<MonitorConfig>, ConfigError> {
+        let mut monitors: Vec<MonitorConfig> = Vec::new();
+        for (i, table) in raw.iter().enumerate() {
+            let m = table.get_ref();
+            let key = |k: &str| format!("monitors[{i}].{k}");
+            let Some(kind) = m.kind else {
+                return Err(self.err(
+                    &key("kind"),
+                    Some(table.span()),
+                    "missing key \"kind\" (healthchecks, uptime_kuma or url)",
+                ));
+            };
+            let (word, allowed): (&str, &[&str]) = match kind {
+                MonitorKindName::Healthchecks => ("healthchecks", &["url_env"]),
+                MonitorKindName::UptimeKuma => ("uptime_kuma", &["url_env"]),
+                MonitorKindName::Url => {
+                    ("url", &["start_url_env", "success_url_env", "fail_url_env"])
+                }
+            };
+            let written = [
+                ("url_env", &m.url_env),
+                ("start_url_env", &m.start_url_env),
+                ("success_url_env", &m.success_url_env),
+                ("fail_url_env", &m.fail_url_env),
+            ];
+            for (k, v) in &written {
+                if let Some(v) = v
+                    && !allowed.contains(k)
+                {
+                    return Err(self.err(
+                        &key(k),
+                        Some(v.span()),
+                        &format!(
+                            "not a key of a {word} monitor (its own keys: {})",
+                            allowed.join(", ")
+                        ),
+                    ));
+                }
+            }
+            let var = |v: &Option<Spanned<SecretVar>>| v.as_ref().map(|v| v.get_ref().0.clone());
+            let kind = match kind {
+                MonitorKindName::Healthchecks | MonitorKindName::UptimeKuma => {
+                    let Some(url_env) = var(&m.url_env) else {
+                        return Err(self.err(
+                            &key("url_env"),
+                            Some(table.span()),
+                            "missing key \"url_env\": the variable that holds the ping URL",
+                        ));
+                    };
+                    if kind == MonitorKindName::Healthchecks {
+                        MonitorKind::Healthchecks { url_env }
+                    } else {
+                        MonitorKind::UptimeKuma { url_env }
+                    }
+                }
+                MonitorKindName::Url => {
+                    let kind = MonitorKind::Url {
+                        start_url_env: var(&m.start_url_env),
+                        success_url_env: var(&m.success_url_env),
+                        fail_url_env: var(&m.fail_url_env),
+                    };
+                    if kind.secret_vars().is_empty() {
+                        return Err(self.err(
+                            &format!("monitors[{i}]"),
+                            Some(table.span()),
+                            "a url monitor needs start_url_env, success_url_env or fail_url_env",
+                        ));
+                    }
+                    kind
+                }
+            };
+            let name = match &m.name {
+                Some(n) => n.get_ref().0.clone(),
+                None => format!("{word}-{}", i + 1),
+            };
+            if monitors.iter().any(|other| other.name == name) {
+                return Err(self.err(
+                    &key("name"),
+                    Some(m.name.as_ref().map_or(table.span(), Spanned::span)),
+                    &format!("{name:?}: another monitor has this name"),
+                ));
+            }
+            monitors.push(MonitorConfig { name, kind });
+        }
+        Ok(monitors)
     }
 
     fn mcp(
@@ -473,6 +574,7 @@ impl Source {
                     cooldown: t.cooldown.map(|h| h.0),
                     cost_usd: t.cost_usd.map(|usd| usd.0),
                     max_consecutive_failures: t.max_consecutive_failures.map(|n| n.0),
+                    monitor_url_env: None,
                 },
             );
         }
@@ -930,6 +1032,7 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
     ),
     ("retention", &["history", "audit_max_size", "audit_keep"]),
     ("mcp_server", &["allow_approve"]),
+    ("metrics", &["textfile"]),
 ];
 
 /// Where a key that is unknown where it was written belongs.

@@ -87,6 +87,53 @@ pub(crate) struct ToolConfig {
     pub cost_usd: Option<f64>,
     /// Overrides the global `max_consecutive_failures` for this tool's tasks.
     pub max_consecutive_failures: Option<u32>,
+    /// The variable holding a healthchecks-style URL pinged around each run of this tool's
+    /// tasks (docs/reference.md#monitors); its value is a secret.
+    pub monitor_url_env: Option<String>,
+}
+
+/// `[[monitors]]` (docs/reference.md#monitors): an outside watcher told that runs happen.
+/// Its URLs are secrets: only the names of the variables that hold them are here.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct MonitorConfig {
+    /// As written, else `<kind>-<n>` (n from 1, in file order): in audit lines.
+    pub name: String,
+    pub kind: MonitorKind,
+}
+
+/// How a monitor is pinged.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum MonitorKind {
+    /// healthchecks.io and compatible: `/start`, success, `/fail`, with `rid`.
+    Healthchecks { url_env: String },
+    /// An Uptime Kuma push URL, at the end of the run, with `status`, `msg` and `ping`.
+    UptimeKuma { url_env: String },
+    /// Plain GETs, each optional.
+    Url {
+        start_url_env: Option<String>,
+        success_url_env: Option<String>,
+        fail_url_env: Option<String>,
+    },
+}
+
+impl MonitorKind {
+    /// The variables whose values are secrets.
+    pub(crate) fn secret_vars(&self) -> Vec<&str> {
+        match self {
+            MonitorKind::Healthchecks { url_env } | MonitorKind::UptimeKuma { url_env } => {
+                vec![url_env.as_str()]
+            }
+            MonitorKind::Url {
+                start_url_env,
+                success_url_env,
+                fail_url_env,
+            } => [start_url_env, success_url_env, fail_url_env]
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .collect(),
+        }
+    }
 }
 
 /// How heartbeat reaches an MCP server.
@@ -249,6 +296,10 @@ pub(crate) struct Config {
     pub telegram: Option<TelegramConfig>,
     /// `[channels.NAME]`, by name.
     pub channels: Vec<ChannelConfig>,
+    /// `[[monitors]]`, in file order.
+    pub monitors: Vec<MonitorConfig>,
+    /// `[metrics] textfile`: absolute; rewritten at the end of every run and tick.
+    pub metrics_textfile: Option<PathBuf>,
     pub daemon: DaemonConfig,
     pub retention: Retention,
     /// `[budget] daily_usd`; 0 = no budget.
@@ -389,6 +440,8 @@ pub(crate) mod test_util {
             agent_may_approve: false,
             telegram: None,
             channels: Vec::new(),
+            monitors: Vec::new(),
+            metrics_textfile: None,
             daemon: Default::default(),
             retention: Default::default(),
             daily_usd: 0.0,

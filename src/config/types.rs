@@ -533,6 +533,27 @@ impl TryFrom<String> for ChannelName {
     }
 }
 
+/// `[[monitors]] name`: a letter or `_`, then letters, digits, `_`, `-` or `.`; shown in
+/// audit lines.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub(super) struct MonitorName(pub String);
+
+impl TryFrom<String> for MonitorName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<MonitorName, String> {
+        if !identifier(&name, &['-', '.']) || name.len() > 64 {
+            return Err(format!(
+                "{}: not a monitor name (a letter or _, then letters, digits, _, - or .; at \
+                 most 64)",
+                shown(&name)
+            ));
+        }
+        Ok(MonitorName(name))
+    }
+}
+
 /// A name of a letter or `_`, then letters, digits, `_` or one of `also`: the one rule
 /// behind tool, server and variable names.
 fn identifier(name: &str, also: &[char]) -> bool {

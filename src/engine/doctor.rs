@@ -809,8 +809,7 @@ pub(crate) fn read(cfg: &Config, ask: &Ask) -> Result<Facts> {
         state_dir: dir.clone(),
         writable,
         free,
-        // The config has no `[[monitors]]` in this version.
-        monitors: Vec::new(),
+        monitors: cfg.monitors.iter().map(|m| m.name.clone()).collect(),
         mcp,
     })
 }

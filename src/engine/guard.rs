@@ -208,6 +208,7 @@ mod tests {
                     started_at: now,
                     finished_at: now,
                     succeeded: false,
+                    interrupted: false,
                     cost_usd: None,
                     approval_id: None,
                     error: None,

@@ -143,7 +143,8 @@ pub(crate) fn account(
             changes.push(change);
         }
     }
-    store.save_slots(&changes, now)?;
+    let reported: usize = missed.iter().map(|m| m.count.unwrap_or(1)).sum();
+    store.save_slots(&changes, reported as u64, now)?;
     Ok(missed)
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod files;
 pub(crate) mod guard;
 pub(crate) mod ledger;
 pub(crate) mod mcp;
+pub(crate) mod metrics;
 pub(crate) mod missed;
 pub(crate) mod outbox;
 pub(crate) mod propose;

@@ -920,6 +920,7 @@ mod tests {
                     started_at: ts(at),
                     finished_at: ts(at),
                     succeeded: false,
+                    interrupted: false,
                     cost_usd: Some(cost),
                     approval_id: None,
                     error: None,

@@ -55,6 +55,7 @@ pub(crate) fn recover(ledger: &mut Ledger, run: &Recovering) -> Result<Vec<TaskR
             started_at: run.now,
             finished_at: run.now,
             succeeded: false,
+            interrupted: true,
             cost_usd: None,
             approval_id: Some(row.id),
             error: None,

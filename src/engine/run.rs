@@ -135,6 +135,10 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
         }
     };
 
+    // Dead-man pings: this run took the lock (docs/reference.md#monitors).
+    let took_lock = std::time::Instant::now();
+    let start_pings = crate::monitor::run_started(&cfg.monitors, &run_id);
+
     // Decisions first: presses and commands waiting at Telegram, expired approvals.
     let store = crate::store::open(cfg)?;
     // A future attempt (a clock that stepped back) is planned as now; store it as now too.
@@ -208,8 +212,13 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             }
             // Why slots due now were not run, for the run that reports them missed.
             store.record_run_skip(reason.as_str(), now)?;
+            ping_failed(&run_id, &start_pings, t.secrets, &mut |e| {
+                audit.record(t.clock.now(), e).map_err(&audit_err)
+            })?;
+            let report = skipped(reason);
+            store.count_run(&session::run_tally(&report), now)?;
             (t.diag)(format!("run skipped: {reason}"));
-            (skipped(reason), store, audit)
+            (report, store, audit)
         }
         None => {
             let tasks = all_tasks(t.files);
@@ -237,6 +246,7 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             if let Some(pruned) = &pruned {
                 session.record(pruned)?;
             }
+            ping_failed(&run_id, &start_pings, t.secrets, &mut |e| session.record(e))?;
             session.stop = t.stop;
             session.mcp = servers;
             session.known = t
@@ -307,9 +317,46 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             queued_at: crate::store::parse_ts(&row.created_at),
         })
         .collect();
+    // The end of the run, for the monitors and the metrics textfile; neither fails the run.
+    let cwd = cfg
+        .source
+        .as_deref()
+        .and_then(Path::parent)
+        .unwrap_or(Path::new(""));
+    let summary = crate::monitor::summary(&report, cwd, t.secrets);
+    let end = crate::monitor::End {
+        failed: session::run_tally(&report).result == crate::store::RunResult::Failed,
+        summary: &summary,
+        duration: took_lock.elapsed(),
+    };
+    let end_pings = crate::monitor::run_ended(&cfg.monitors, &run_id, &end);
+    ping_failed(&run_id, &end_pings, t.secrets, &mut |e| {
+        audit.record(t.clock.now(), e).map_err(&audit_err)
+    })?;
+    if let Err(e) = super::metrics::write_textfile(cfg, &*store, now, t.secrets) {
+        crate::error::say(&format!("heartbeat: warning: {e}"));
+    }
     audit.sync().map_err(&audit_err)?;
     drop(lock);
     Ok(report)
+}
+
+/// `monitor_ping_failed` for each ping that did not go through, as lines of the run.
+fn ping_failed(
+    run_id: &str,
+    failures: &[crate::monitor::Failure],
+    secrets: &audit::Secrets,
+    record: &mut dyn FnMut(&Event) -> Result<()>,
+) -> Result<()> {
+    for f in failures {
+        let error = secrets.redact(&f.error);
+        record(&Event::MonitorPingFailed {
+            run_id: Some(run_id),
+            monitor: &f.monitor,
+            error: &error,
+        })?;
+    }
+    Ok(())
 }
 
 /// What the MCP servers offer, for checking inputs before anything runs

@@ -615,6 +615,7 @@ impl<'a> Session<'a> {
                     continue;
                 }
                 self.record_start(task, call)?;
+                self.tool_ping(call.name(), None)?;
                 self.work.set();
                 pool.start(i, task, call);
             }
@@ -632,7 +633,8 @@ impl<'a> Session<'a> {
 
     fn finish_parallel(&mut self, planned: &Planned, outcome: tools::Outcome) -> Result<()> {
         if let Decision::Run(call) = &planned.decision {
-            self.record_outcome(planned.task, call, None, outcome)?;
+            let outcome = self.record_outcome(planned.task, call, None, outcome)?;
+            self.tool_ping(call.name(), Some(outcome.success))?;
         }
         Ok(())
     }
@@ -709,6 +711,7 @@ impl<'a> Session<'a> {
         call: &ToolCall,
         approval_id: Option<i64>,
     ) -> Result<tools::Outcome> {
+        self.tool_ping(call.name(), None)?;
         let outcome = match call.spec.kind {
             ToolKind::Builtin(b) if b.name() == "notify" => self.notify(&call.input)?,
             ToolKind::Mcp { .. } => {
@@ -722,7 +725,33 @@ impl<'a> Session<'a> {
                 self.executor().run(task, call)
             }
         };
-        self.record_outcome(task, call, approval_id, outcome)
+        let outcome = self.record_outcome(task, call, approval_id, outcome)?;
+        self.tool_ping(call.name(), Some(outcome.success))?;
+        Ok(outcome)
+    }
+
+    /// A tool's `monitor_url_env`, pinged when one of its tasks starts (`ended` None) or
+    /// ends (docs/reference.md#monitors); a ping that did not go through is audited, and the
+    /// run goes on.
+    fn tool_ping(&mut self, tool: &str, ended: Option<bool>) -> Result<()> {
+        let Some(var) = self
+            .cfg
+            .tools
+            .get(tool)
+            .and_then(|t| t.monitor_url_env.as_deref())
+        else {
+            return Ok(());
+        };
+        let Some(failure) = crate::monitor::tool_ping(tool, var, &self.run_id, ended) else {
+            return Ok(());
+        };
+        let error = self.secrets.redact(&failure.error);
+        let run_id = self.run_id.clone();
+        self.record(&Event::MonitorPingFailed {
+            run_id: Some(&run_id),
+            monitor: &failure.monitor,
+            error: &error,
+        })
     }
 
     /// `notify`: put the text in the outbox for every channel that takes `notify`, or for
@@ -814,6 +843,7 @@ impl<'a> Session<'a> {
             started_at: self.now,
             finished_at: finished,
             succeeded: outcome.success,
+            interrupted: false,
             cost_usd: cost,
             approval_id,
             error: bare_error.as_ref(),
@@ -982,9 +1012,10 @@ impl<'a> Session<'a> {
         self.report.errors.extend(errors);
         let counts = self.report.counts();
         let duration_ms = self.started.elapsed().as_millis() as u64;
+        let tally = run_tally(&self.report);
         self.ledger
             .store
-            .finish_run(&self.run_id, self.now, counts)?;
+            .finish_run(&self.run_id, self.now, counts, &tally)?;
         let run_id = self.run_id.clone();
         self.record(&Event::RunFinished {
             run_id: &run_id,
@@ -1011,6 +1042,33 @@ enum Checked {
     Blocked(Task, String, SkipReason),
     /// It may run, its budget aside: the task as the file says it now, and its call.
     Ready(Task, Box<ToolCall<'static>>),
+}
+
+/// What a run adds to the totals of `heartbeat metrics`: its result, and the outcomes of
+/// its tasks that no tool run counted (a tool run is counted with its record).
+pub(crate) fn run_tally(report: &Report) -> crate::store::RunTally<'_> {
+    use crate::store::RunResult;
+    let result = if report.exit_code() != crate::exit::OK
+        || report.tasks.iter().any(|t| t.tripped.is_some())
+    {
+        RunResult::Failed
+    } else if report.skipped.is_some() {
+        RunResult::Skipped
+    } else {
+        RunResult::Ok
+    };
+    let tasks = report
+        .tasks
+        .iter()
+        .filter(|t| match t.outcome {
+            Outcome::Succeeded | Outcome::Failed => false,
+            // An approval found `running` is settled with a tool run row; a held start is not.
+            Outcome::Interrupted => t.approval_id.is_none(),
+            _ => true,
+        })
+        .map(|t| (t.tool.as_deref().unwrap_or(""), t.outcome))
+        .collect();
+    crate::store::RunTally { result, tasks }
 }
 
 /// Whether the call's tool changes nothing outside heartbeat (`log`).

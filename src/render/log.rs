@@ -347,6 +347,10 @@ impl Fields<'_> {
                 self.text("channel").map(|c| format!("reply on {c}")),
                 self.text("reason"),
             ]),
+            EventKind::MonitorPingFailed => match (self.text("monitor"), self.text("error")) {
+                (Some(m), Some(e)) => format!("{m}: {e}"),
+                (m, e) => words([m, e]),
+            },
             EventKind::GrantRevoked => {
                 words([self.task(), self.text("by").map(|b| format!("by {b}"))])
             }

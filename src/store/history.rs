@@ -14,6 +14,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use super::metrics::RunTally;
 use super::{Result, Sqlite, format_ts};
 use crate::report::RunCounts;
 
@@ -25,6 +26,9 @@ pub(crate) struct TaskRunRecord<'a> {
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
     pub succeeded: bool,
+    /// The run that started it died (an approval found `running`): its outcome is
+    /// `interrupted` (a failure, for the task's streak).
+    pub interrupted: bool,
     pub cost_usd: Option<f64>,
     pub approval_id: Option<i64>,
     /// Why it failed, kept as the approval's reason (redacted: a row is a sink).
@@ -92,7 +96,15 @@ pub(crate) trait History {
 
     fn start_run(&mut self, run_id: &str, mode: &str, now: DateTime<Utc>) -> Result<()>;
 
-    fn finish_run(&mut self, run_id: &str, now: DateTime<Utc>, c: RunCounts) -> Result<()>;
+    /// Record the run's counts and add its tally to the totals (`super::metrics`), in one
+    /// transaction.
+    fn finish_run(
+        &mut self,
+        run_id: &str,
+        now: DateTime<Utc>,
+        c: RunCounts,
+        tally: &RunTally,
+    ) -> Result<()>;
 
     /// The most recent run that finished.
     fn last_run(&self) -> Result<Option<RunSummary>>;
@@ -248,9 +260,16 @@ impl History for Sqlite {
             .map_err(|e| self.err(e))
     }
 
-    fn finish_run(&mut self, run_id: &str, now: DateTime<Utc>, c: RunCounts) -> Result<()> {
-        self.conn
-            .execute(
+    fn finish_run(
+        &mut self,
+        run_id: &str,
+        now: DateTime<Utc>,
+        c: RunCounts,
+        tally: &RunTally,
+    ) -> Result<()> {
+        let write = |conn: &mut Connection| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            tx.execute(
                 "UPDATE runs SET finished_at = ?2, succeeded = ?3, failed = ?4, queued = ?5,
                  skipped = ?6, invalid = ?7 WHERE run_id = ?1",
                 params![
@@ -262,9 +281,11 @@ impl History for Sqlite {
                     c.skipped as i64,
                     c.invalid as i64
                 ],
-            )
-            .map(drop)
-            .map_err(|e| self.err(e))
+            )?;
+            super::metrics::add_tally(&tx, tally, now)?;
+            tx.commit()
+        };
+        write(&mut self.conn).map_err(|e| self.err(e))
     }
 
     fn last_run(&self) -> Result<Option<RunSummary>> {
@@ -317,15 +338,20 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
     if let Some(id) = r.approval_id {
         super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
     }
+    let outcome = match r.interrupted {
+        true => crate::model::Outcome::Interrupted,
+        false => crate::model::Outcome::of_run(r.succeeded),
+    };
+    super::metrics::increment(tx, "tasks", r.tool, outcome.as_str(), 1)?;
     if r.succeeded {
         tx.prepare_cached(
             "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
-                consecutive_failures) VALUES (?1, ?2, ?3, 'succeeded', 0)
+                consecutive_failures, last_success_tool) VALUES (?1, ?2, ?3, 'succeeded', 0, ?4)
              ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
                 last_success = excluded.last_success, last_outcome = 'succeeded',
-                consecutive_failures = 0",
+                consecutive_failures = 0, last_success_tool = excluded.last_success_tool",
         )?
-        .execute(params![r.task_id, started, finished])?;
+        .execute(params![r.task_id, started, finished, r.tool])?;
         return Ok(0);
     }
     tx.prepare_cached(
@@ -359,6 +385,7 @@ pub(super) mod tests {
             started_at: ts(at),
             finished_at: ts(at) + chrono::Duration::seconds(1),
             succeeded: ok,
+            interrupted: false,
             cost_usd: None,
             approval_id: None,
             error: None,

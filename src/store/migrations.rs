@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 18] = [
+pub(super) const MIGRATIONS: [&str; 19] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -392,7 +392,7 @@ CREATE TABLE channel_replies (
     PRIMARY KEY (channel, token)
 );
 "#,
-    // 19: the slots of calendar schedules (docs/reference.md#missed-slots): per task, the
+    // 18: the slots of calendar schedules (docs/reference.md#missed-slots): per task, the
     // latest slot handled (every slot at or before it is) and why the latest run that found
     // a slot due did not run it; the runs skipped as a whole, for the reason of a slot missed
     // while nothing ran it.
@@ -408,6 +408,26 @@ CREATE TABLE run_skips (
     reason TEXT NOT NULL
 );
 CREATE INDEX run_skips_at ON run_skips(at);
+"#,
+    // 19: what `heartbeat metrics` shows that retention must never lower
+    // (docs/reference.md#metrics): stored totals (`runs` by result, `tasks` by tool and
+    // outcome, `missed_slots`), each only ever incremented and never pruned, and the time of
+    // the latest run (`last_run`, Unix seconds, only moved forward). A task's state keeps
+    // the tool of its last success (filled from the history still kept).
+    r#"
+CREATE TABLE metrics (
+    name TEXT NOT NULL,
+    tool TEXT NOT NULL DEFAULT '',
+    label TEXT NOT NULL DEFAULT '',
+    value INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (name, tool, label)
+) WITHOUT ROWID;
+ALTER TABLE task_state ADD COLUMN last_success_tool TEXT;
+UPDATE task_state SET last_success_tool = (
+    SELECT tool FROM task_runs
+    WHERE task_runs.task_id = task_state.task_id AND outcome = 'succeeded'
+    ORDER BY finished_at DESC LIMIT 1)
+WHERE last_success IS NOT NULL;
 "#,
 ];
 

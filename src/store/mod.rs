@@ -3,8 +3,8 @@
 //! SQLite (`<state_dir>/heartbeat.db`, [`Sqlite`]) is its one implementation.
 //!
 //! The trait is the traits of its concerns combined, each declared beside its rows and its
-//! SQLite implementation: [`Approvals`], [`Grants`], [`History`], [`McpCache`], [`Notices`],
-//! [`Outbox`], [`Proposals`], [`Retention`], [`Slots`], [`Snapshots`], [`Starts`]. What any
+//! SQLite implementation: [`Approvals`], [`Grants`], [`History`], [`McpCache`], [`Metrics`],
+//! [`Notices`], [`Outbox`], [`Proposals`], [`Retention`], [`Slots`], [`Snapshots`], [`Starts`]. What any
 //! implementation must keep:
 //! - Every write is committed before the method returns: nothing is held back for later, so
 //!   what a caller audits after a call returned is stored.
@@ -25,6 +25,7 @@ mod approvals;
 mod grants;
 mod history;
 mod mcp;
+mod metrics;
 mod migrations;
 mod notices;
 mod outbox;
@@ -42,6 +43,7 @@ pub(crate) use approvals::{ApprovalRow, Approvals, Decision, NewApproval, config
 pub(crate) use grants::{GrantRow, Grants, NewGrant};
 pub(crate) use history::{History, RunSummary, TaskRunRecord};
 pub(crate) use mcp::McpCache;
+pub(crate) use metrics::{Metrics, RunResult, RunTally};
 pub use migrations::schema_at_version;
 pub(crate) use notices::Notices;
 pub(crate) use outbox::{Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow};
@@ -64,6 +66,7 @@ pub(crate) trait Store:
     + Grants
     + History
     + McpCache
+    + Metrics
     + Notices
     + Outbox
     + Proposals
@@ -79,6 +82,7 @@ impl<T> Store for T where
         + Grants
         + History
         + McpCache
+        + Metrics
         + Notices
         + Outbox
         + Proposals

@@ -116,12 +116,17 @@ mod tests {
                 started_at: at,
                 finished_at: at,
                 succeeded: true,
+                interrupted: false,
                 cost_usd: None,
                 approval_id: None,
                 error: None,
             })
             .unwrap();
-            s.finish_run(run, at, Default::default()).unwrap();
+            let tally = crate::store::RunTally {
+                result: crate::store::RunResult::Ok,
+                tasks: vec![],
+            };
+            s.finish_run(run, at, Default::default(), &tally).unwrap();
         }
         let input = serde_json::json!({});
         let approval = |id: &'static str| NewApproval {

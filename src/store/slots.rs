@@ -39,8 +39,10 @@ pub(crate) trait Slots {
     /// Every task's slot memory, by task id.
     fn slot_states(&self) -> Result<HashMap<String, SlotState>>;
 
-    /// A run's slot changes at `now`, in one transaction.
-    fn save_slots(&mut self, changes: &[SlotChange], now: DateTime<Utc>) -> Result<()>;
+    /// A run's slot changes at `now`, and the number of slots it reports missed (for the
+    /// metric's total), in one transaction.
+    fn save_slots(&mut self, changes: &[SlotChange], missed: u64, now: DateTime<Utc>)
+    -> Result<()>;
 
     /// Remember a run skipped as a whole (`paused`, `outside_active_hours`).
     fn record_run_skip(&mut self, reason: &str, now: DateTime<Utc>) -> Result<()>;
@@ -82,8 +84,13 @@ impl Slots for Sqlite {
             .collect())
     }
 
-    fn save_slots(&mut self, changes: &[SlotChange], now: DateTime<Utc>) -> Result<()> {
-        if changes.is_empty() {
+    fn save_slots(
+        &mut self,
+        changes: &[SlotChange],
+        missed: u64,
+        now: DateTime<Utc>,
+    ) -> Result<()> {
+        if changes.is_empty() && missed == 0 {
             return Ok(());
         }
         let at = format_ts(now);
@@ -105,6 +112,9 @@ impl Slots for Sqlite {
                         params![c.task_id, reason, at],
                     )?;
                 }
+            }
+            if missed > 0 {
+                super::metrics::increment(&tx, super::metrics::MISSED_SLOTS, "", "", missed)?;
             }
             tx.commit()
         })
@@ -150,11 +160,13 @@ mod tests {
         };
         s.save_slots(
             &[change("2026-05-02T02:00:00Z", None)],
+            0,
             ts("2026-05-02T03:00:00Z"),
         )
         .unwrap();
         s.save_slots(
             &[change("2026-05-01T02:00:00Z", Some("budget"))],
+            0,
             ts("2026-05-02T04:00:00Z"),
         )
         .unwrap();

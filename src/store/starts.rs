@@ -165,6 +165,7 @@ mod tests {
             started_at: now,
             finished_at: now,
             succeeded: true,
+            interrupted: false,
             cost_usd: None,
             approval_id: None,
             error: None,

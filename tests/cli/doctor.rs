@@ -459,3 +459,27 @@ fn a_database_of_an_earlier_schema_is_not_brought_up_to_date_by_doctor() {
         "doctor changed the state dir"
     );
 }
+
+#[test]
+fn configured_monitors_are_named_and_missed_slots_written_by_runs_warn() {
+    let env = Env::new("## Recurring\n### Daily at 02:00\n- [ ] @log {\"text\": \"n\"}\n").config(
+        "timezone = \"UTC\"\n[[monitors]]\nname = \"hc\"\nkind = \"healthchecks\"\nurl_env = \"HB_HC\"\n",
+    );
+    no_scheduler(&env);
+    env.run_once("2026-04-28T03:00:00Z").code(0);
+    // cron stopped for two days; the next run reports the two slots.
+    env.run_once("2026-05-01T03:00:00Z").code(0);
+    assert_eq!(env.events("task_missed").len(), 2);
+    let out = doctor(&env, "2026-05-01T03:10:00Z", &["--json"]);
+    assert_eq!(check(&out, "monitors")["status"], "ok");
+    assert_eq!(check(&out, "monitors")["message"], "configured: hc");
+    let missed = check(&out, "missed");
+    assert_eq!(missed["status"], "warn", "{missed}");
+    assert!(
+        missed["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 slot(s) of 1 task(s) missed"),
+        "{missed}"
+    );
+}

@@ -72,6 +72,17 @@ fn three_days_without_runs_are_reported_once_each_and_the_task_catches_up_once()
     env.run_once("2026-05-05T09:00:00Z").code(0);
     env.run_once("2026-05-06T01:00:00Z").code(0);
     assert_eq!(missed(&env).len(), 3);
+    // Counted in the metrics' total.
+    let metrics = env.cmd(["metrics"]).output();
+    metrics.code(0);
+    assert!(
+        metrics
+            .stdout
+            .lines()
+            .any(|l| l == "heartbeat_missed_slots_total 3"),
+        "{}",
+        metrics.stdout
+    );
 }
 
 #[test]
