@@ -11,6 +11,7 @@ mod clock;
 mod cmd;
 mod codec;
 mod config;
+mod cron;
 mod engine;
 mod error;
 mod exit;
@@ -38,6 +39,7 @@ mod tools;
 /// (their property tests), and an old database schema (a migration test). Not an API.
 #[doc(hidden)]
 pub mod testing {
+    pub use crate::cron::CronLine;
     pub use crate::markdown::parse;
     pub use crate::markdown::tick::{TickOutcome, tick_text};
     pub use crate::model::{DaySet, Schedule, Section};

@@ -173,6 +173,9 @@ pub enum Schedule {
     At { days: DaySet, time: NaiveTime },
     /// One-time `At YYYY-MM-DD[ HH:MM]`: not due before that local time.
     Once(NaiveDateTime),
+    /// Recurring `Cron M H DOM MON DOW` (or the five fields bare): once per slot, at the first
+    /// run at or after it and before its deadline (docs/reference.md#missed-slots).
+    Cron(crate::cron::CronLine),
 }
 
 impl Schedule {

@@ -302,7 +302,7 @@ pub(crate) enum HeadingKind {
 }
 
 /// The forms a Recurring section accepts, for messages.
-pub(crate) const RECURRING_FORMS: &str = r#"expected "Every <duration>", "Daily at HH:MM", "Weekdays at HH:MM", "Weekends at HH:MM", "<Day>s at HH:MM""#;
+pub(crate) const RECURRING_FORMS: &str = r#"expected "Every <duration>", "Daily at HH:MM", "Weekdays at HH:MM", "Weekends at HH:MM", "<Day>s at HH:MM", "Cron M H DOM MON DOW""#;
 /// The forms a One-time section accepts, for messages.
 pub(crate) const ONE_TIME_FORMS: &str = r#"expected "At YYYY-MM-DD HH:MM" or "At YYYY-MM-DD""#;
 
@@ -321,6 +321,10 @@ pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
         _ => ("recurring", RECURRING_FORMS),
     };
     let shown = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    // A cron line that does not parse says why, in cron's terms.
+    if let Some(Err(why)) = cron_fields(text).map(crate::cron::CronLine::parse) {
+        return HeadingKind::Invalid(format!("schedule heading {shown:?}: {why}"));
+    }
     let Some(schedule) = parse_schedule(text) else {
         if !looks_like_schedule(text) {
             return HeadingKind::Title;
@@ -407,6 +411,16 @@ pub(crate) fn looks_like_schedule(text: &str) -> bool {
         || words.iter().any(|w| {
             DAY_NAMES.contains(&w.as_str()) || (w != "at" && SCHEDULE_WORDS.contains(&w.as_str()))
         })
+}
+
+/// The fields of a heading meant as a cron line: after `Cron ` (any case), or the whole
+/// heading when it looks like one ([`cron_like`]) of five to seven fields.
+fn cron_fields(text: &str) -> Option<&str> {
+    let t = text.trim();
+    match t.split_once(char::is_whitespace) {
+        Some((first, rest)) if first.eq_ignore_ascii_case("cron") => Some(rest.trim()),
+        _ => (cron_like(t) && (5..=7).contains(&t.split_whitespace().count())).then_some(t),
+    }
 }
 
 /// Whether a heading looks like a cron line: only digits, `*`, `/`, `,`, `-` and spaces
@@ -643,6 +657,11 @@ fn has_date_or_time(text: &str) -> bool {
 
 /// Any schedule grammar, regardless of section.
 pub(crate) fn parse_schedule(text: &str) -> Option<Schedule> {
+    if let Some(fields) = cron_fields(text) {
+        return crate::cron::CronLine::parse(fields)
+            .ok()
+            .map(Schedule::Cron);
+    }
     let words: Vec<&str> = text.split_whitespace().collect();
     let (first, rest) = words.split_first()?;
     let first = first.to_ascii_lowercase();
@@ -750,6 +769,9 @@ pub fn is_due(
             t <= now && last_attempt.is_none_or(|last| last < t)
         }
         Some(Schedule::Once(dt)) => local_instant(tz, *dt) <= now,
+        // Its open slot, not attempted since it began (docs/reference.md#missed-slots).
+        Some(Schedule::Cron(_)) => last_slot(schedule, tz, now)
+            .is_some_and(|s| s.deadline > now && last_attempt.is_none_or(|a| a < s.at)),
     }
 }
 
@@ -765,13 +787,19 @@ pub(crate) struct Slot {
 /// Whether the schedule has slots: a calendar schedule (`… at HH:MM`). `Every D` and
 /// one-time dates have none.
 pub(crate) fn has_slots(schedule: Option<&Schedule>) -> bool {
-    matches!(schedule, Some(Schedule::At { days, .. }) if !days.is_empty())
+    match schedule {
+        Some(Schedule::At { days, .. }) => !days.is_empty(),
+        Some(Schedule::Cron(_)) => true,
+        _ => false,
+    }
 }
 
 /// The first slot strictly after `after`; None for a schedule without slots.
 fn next_slot_time(schedule: &Schedule, tz: Tz, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
-    let Schedule::At { days, time } = schedule else {
-        return None;
+    let (days, time) = match schedule {
+        Schedule::At { days, time } => (days, time),
+        Schedule::Cron(line) => return line.next_after(tz, after),
+        Schedule::Every(_) | Schedule::Once(_) => return None,
     };
     if days.is_empty() {
         return None;
@@ -871,6 +899,7 @@ pub fn next_due(
             })
         }
         Some(Schedule::Once(dt)) => Some(local_instant(tz, *dt).max(now)),
+        Some(s @ Schedule::Cron(_)) => next_slot_time(s, tz, now),
     }
 }
 

@@ -50,10 +50,20 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
     } = status;
     out.line(&format!("state dir:   {}", state_dir.display()));
     out.line(&match &last_run {
-        Some(r) => format!(
-            "last run:    {} at {} ({} succeeded, {} failed)",
-            r.run_id, r.started_at, r.succeeded, r.failed
-        ),
+        Some(r) => match crate::store::parse_ts(&r.started_at) {
+            Some(at) => format!(
+                "last run:    {} at {} ({} ago; {} succeeded, {} failed)",
+                r.run_id,
+                super::show_time(at, &cfg),
+                crate::render::ago(at, ctx.now),
+                r.succeeded,
+                r.failed
+            ),
+            None => format!(
+                "last run:    {} at {} ({} succeeded, {} failed)",
+                r.run_id, r.started_at, r.succeeded, r.failed
+            ),
+        },
         None => "last run:    never".into(),
     });
     out.line(&match &pause {

@@ -72,6 +72,16 @@ fn three_days_without_runs_are_reported_once_each_and_the_task_catches_up_once()
     env.run_once("2026-05-05T09:00:00Z").code(0);
     env.run_once("2026-05-06T01:00:00Z").code(0);
     assert_eq!(missed(&env).len(), 3);
+    // `status` says how old the last run is, in the configured zone.
+    let status = env.cmd(["status"]).now("2026-05-08T03:00:00Z").output();
+    status.code(0);
+    assert!(
+        status
+            .stdout
+            .contains("at 2026-05-06 01:00 UTC (2d 2h ago; 0 succeeded, 0 failed)"),
+        "{}",
+        status.stdout
+    );
     // Counted in the metrics' total.
     let metrics = env.cmd(["metrics"]).output();
     metrics.code(0);
@@ -243,4 +253,24 @@ fn missed_slots_reach_the_channels_that_take_missed_in_one_message() {
     assert!(text.contains("2026-05-02 02:00 UTC (no_run)"), "{text}");
     assert!(text.contains("2026-05-03 02:00 UTC (no_run)"), "{text}");
     assert_eq!(env.events("notification_sent")[0]["kind"], "missed");
+}
+
+#[test]
+fn a_cron_line_has_slots_too_and_reports_those_it_missed() {
+    let env = Env::new("## Recurring\n### Cron 0 */6 * * *\n- [ ] @log {\"text\": \"six\"}\n")
+        .config("timezone = \"UTC\"\n");
+    env.run_once("2026-05-01T00:30:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1);
+    // Not again in the same slot; the next slot's run runs it.
+    env.run_once("2026-05-01T05:00:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1);
+    env.run_once("2026-05-01T06:10:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 2);
+    // Nothing from 06:10 until 19:00: the 12:00 slot passed (its deadline was 18:00).
+    env.run_once("2026-05-01T19:00:00Z").code(0);
+    assert_eq!(
+        slots_and_reasons(&missed(&env)),
+        [("2026-05-01T12:00:00.000Z".into(), "no_run".into())]
+    );
+    assert_eq!(env.events("task_succeeded").len(), 3);
 }

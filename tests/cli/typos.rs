@@ -89,7 +89,7 @@ fn schedule_words_that_do_not_parse_make_every_task_below_invalid() {
               ### Daily at 9:00\n- [ ] @log {\"text\": \"c\"}\n\
               ### Hourly\n- [ ] @log {\"text\": \"d\"}\n\
               ### Every day at 09:00\n- [ ] @log {\"text\": \"e\"}\n\
-              ### 0 9 * * 1-5\n- [ ] @log {\"text\": \"f\"}\n\
+              ### 0 9 * 1-5\n- [ ] @log {\"text\": \"f\"}\n\
               ### At 2026-12-24\n- [ ] @log {\"text\": \"g\"}\n\
               ### Mon at 9\n- [ ] @log {\"text\": \"h\"}\n\
               ### Chores\n- [ ] @log {\"text\": \"i\"}\n\
@@ -466,24 +466,40 @@ fn schedules_as_people_say_them_get_a_did_you_mean() {
     );
 }
 
-/// A cron line as a heading, with a `Cron` word in front or day names in its fields, is a
-/// schedule heading this version cannot read: its task is invalid, never run at every run.
+/// A cron line as a heading, with a `Cron` word in front or bare, day names in its fields
+/// too, is a schedule: due at its slots, never at every run; six fields are invalid.
 #[test]
-fn a_cron_line_heading_never_runs_its_task_at_every_run() {
+fn a_cron_line_heading_runs_its_task_at_its_slots_only() {
     let md = "## Recurring\n\n### Cron 0 9 * * 1-5\n- [ ] @log {\"text\": \"a\"}\n\n\
-              ### 0 9 * * MON-FRI\n- [ ] @log {\"text\": \"b\"}\n";
+              ### 0 9 * * MON-FRI\n- [ ] @log {\"text\": \"b\"}\n\n\
+              ### 0 0 9 * * 1-5\n- [ ] @log {\"text\": \"c\"}\n";
     let env = Env::new(md).config("timezone = \"UTC\"\n");
-    let out = env.run_once(NOV);
+    // Saturday 2026-11-07: no weekday slot is open.
+    let out = env.run_once("2026-11-07T10:00:00Z");
     out.code(1);
-    assert!(
-        out.stdout.contains("HEARTBEAT.md:3:1") && out.stdout.contains("HEARTBEAT.md:6:1"),
-        "{out:?}"
-    );
     assert!(env.events("task_succeeded").is_empty(), "{:?}", env.audit());
-    assert_eq!(env.events("task_invalid").len(), 2, "{:?}", env.audit());
+    let invalid = env.events("task_invalid");
+    assert_eq!(invalid.len(), 1, "{:?}", env.audit());
+    assert!(
+        invalid[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("has 6 fields"),
+        "{}",
+        invalid[0]
+    );
+    // Monday 09:30: both run, once.
+    env.run_once("2026-11-09T09:30:00Z").code(1);
+    env.run_once("2026-11-09T10:30:00Z").code(1);
+    assert_eq!(env.events("task_succeeded").len(), 2, "{:?}", env.audit());
+    // `check` on Monday 23 November at 10:00: the 09:00 slot is open, not yet run.
     let doc = check(&env);
     assert_eq!(
         decisions(&doc),
-        vec![(4, "invalid".to_string()), (7, "invalid".to_string())]
+        vec![
+            (4, "run".to_string()),
+            (7, "run".to_string()),
+            (10, "invalid".to_string())
+        ]
     );
 }
