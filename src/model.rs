@@ -225,6 +225,9 @@ pub struct Task {
     pub heading: Option<Arc<str>>,
     /// The schedule from that heading, when it is a valid schedule for the section.
     pub schedule: Option<Schedule>,
+    /// The zone the heading names for its schedule (` in Asia/Tokyo`); None: the configured
+    /// zone.
+    pub zone: Option<chrono_tz::Tz>,
     /// `[x]` / `[X]`.
     pub done: bool,
     /// The item's own first paragraph, from the source bytes, container prefixes removed,
@@ -243,6 +246,11 @@ pub struct Task {
 }
 
 impl Task {
+    /// The zone of its schedule's times: its heading's, else `default` (the configured one).
+    pub fn zone_or(&self, default: chrono_tz::Tz) -> chrono_tz::Tz {
+        self.zone.unwrap_or(default)
+    }
+
     pub fn tool_name(&self) -> Option<&str> {
         match &self.body {
             Body::Tool { name, .. } => Some(name),

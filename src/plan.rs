@@ -385,7 +385,7 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
         return planned(Decision::Reminded, None);
     }
 
-    let tz = cfg.tz();
+    let tz = task.zone_or(cfg.tz());
     let last = state.last_attempt.get(&task.id).copied();
     let due_at =
         schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| active_from(cfg, t));

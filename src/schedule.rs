@@ -292,7 +292,9 @@ fn shift(d: NaiveDate, days: i64) -> Option<NaiveDate> {
 /// What a level-3 heading means in a section.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum HeadingKind {
-    Schedule(Schedule),
+    /// A schedule, and the zone its times are in when the heading names one (` in
+    /// America/New_York`); else the configured zone.
+    Schedule(Schedule, Option<Tz>),
     /// Meant as a schedule (it starts with a schedule word or looks like a cron line) but is
     /// not a valid one for this section: the tasks below it must not run. The message names
     /// the heading and the forms the section accepts.
@@ -321,6 +323,10 @@ pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
         _ => ("recurring", RECURRING_FORMS),
     };
     let shown = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let (text, zone) = match split_zone(text) {
+        Ok(split) => split,
+        Err(why) => return HeadingKind::Invalid(format!("schedule heading {shown:?}: {why}")),
+    };
     // A cron line that does not parse says why, in cron's terms.
     if let Some(Err(why)) = cron_fields(text).map(crate::cron::CronLine::parse) {
         return HeadingKind::Invalid(format!("schedule heading {shown:?}: {why}"));
@@ -347,7 +353,7 @@ pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
     };
     let belongs = schedule.section();
     if belongs == section {
-        HeadingKind::Schedule(schedule)
+        HeadingKind::Schedule(schedule, zone)
     } else {
         let (kind, home) = match belongs {
             Section::OneTime => ("one-time", "## One-time"),
@@ -357,6 +363,45 @@ pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
             "schedule heading {shown:?} is a {kind} schedule, not a {name} one (move it under \
              \"{home}\"); {forms}"
         ))
+    }
+}
+
+/// A schedule heading's own zone: `<schedule> in <IANA zone>` (docs/reference.md#schedule-headings).
+/// The heading without it, and the zone; the heading as it is when it names none, or when
+/// what precedes ` in …` is no schedule (`Meeting in Berlin` is a title). A zone that is not
+/// an IANA name is an error (with a did-you-mean): its tasks must not run at the wrong time.
+fn split_zone(text: &str) -> Result<(&str, Option<Tz>), String> {
+    let t = text.trim_end();
+    let Some((rest, name)) = t.rsplit_once(char::is_whitespace) else {
+        return Ok((text, None));
+    };
+    let Some(rest) = rest
+        .trim_end()
+        .strip_suffix(" in")
+        .or_else(|| rest.trim_end().strip_suffix(" IN"))
+        .or_else(|| rest.trim_end().strip_suffix(" In"))
+    else {
+        return Ok((text, None));
+    };
+    if parse_schedule(rest).is_none() && !looks_like_schedule(rest) {
+        return Ok((text, None));
+    }
+    match name.parse::<Tz>() {
+        Ok(tz) => Ok((rest, Some(tz))),
+        Err(_) => {
+            let names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()).collect();
+            let exact = names.iter().find(|n| n.eq_ignore_ascii_case(name));
+            let hint = match exact
+                .copied()
+                .or_else(|| crate::text::did_you_mean(name, &names))
+            {
+                Some(near) => format!(" (did you mean {near:?}?)"),
+                None => String::new(),
+            };
+            Err(format!(
+                "{name:?} is not an IANA time zone name (such as \"America/New_York\"){hint}"
+            ))
+        }
     }
 }
 
@@ -1321,7 +1366,7 @@ mod tests {
 
     fn sched(section: Section, text: &str) -> Schedule {
         match parse_heading(section, text) {
-            HeadingKind::Schedule(s) => s,
+            HeadingKind::Schedule(s, _) => s,
             other => panic!("{text:?}: {other:?}"),
         }
     }
@@ -1741,6 +1786,42 @@ mod tests {
         .next()
         .unwrap();
         assert_eq!(slot.at, local_instant(lh, day.and_time(hm(2, 30))));
+    }
+
+    #[test]
+    fn a_heading_may_name_the_zone_of_its_times() {
+        let r = Section::Recurring;
+        let ny = chrono_tz::America::New_York;
+        assert_eq!(
+            parse_heading(r, "Daily at 09:00 in America/New_York"),
+            HeadingKind::Schedule(
+                Schedule::At {
+                    days: DaySet::ALL,
+                    time: hm(9, 0)
+                },
+                Some(ny)
+            )
+        );
+        assert!(matches!(
+            parse_heading(r, "Cron 0 9 * * 1-5 in Asia/Tokyo"),
+            HeadingKind::Schedule(Schedule::Cron(_), Some(chrono_tz::Asia::Tokyo))
+        ));
+        assert!(matches!(
+            parse_heading(Section::OneTime, "At 2026-12-24 18:00 in Europe/London"),
+            HeadingKind::Schedule(Schedule::Once(_), Some(chrono_tz::Europe::London))
+        ));
+        // An unknown zone makes its tasks invalid, with the name it probably meant.
+        let HeadingKind::Invalid(why) = parse_heading(r, "Daily at 09:00 in america/new_york")
+        else {
+            panic!("an unknown zone is no schedule");
+        };
+        assert!(why.contains("did you mean \"America/New_York\""), "{why}");
+        assert!(matches!(
+            parse_heading(r, "Daily at 09:00 in Mars/Olympus"),
+            HeadingKind::Invalid(_)
+        ));
+        // A title that ends in a place is a title.
+        assert_eq!(parse_heading(r, "Meeting in Berlin"), HeadingKind::Title);
     }
 
     #[test]

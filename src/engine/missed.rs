@@ -54,6 +54,7 @@ pub(crate) fn account(
         {
             continue;
         }
+        let tz = task.zone_or(tz);
         let attempt = last_attempt.get(&task.id).copied();
         let attempted = |s: &Slot| attempt.is_some_and(|a| a >= s.at && a < s.deadline);
         let last = last_slot(schedule, tz, now);

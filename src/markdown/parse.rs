@@ -51,6 +51,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         section: Section::Other,
         heading: None,
         schedule: None,
+        zone: None,
         bad_heading: None,
         occurrences: HashMap::new(),
         tasks: Vec::new(),
@@ -256,6 +257,8 @@ struct Builder<'a> {
     section: Section,
     heading: Option<Arc<str>>,
     schedule: Option<Schedule>,
+    /// The zone the schedule heading names, if any.
+    zone: Option<chrono_tz::Tz>,
     /// Set by a heading of level 3 or more meant as a schedule that is not a valid level-3
     /// one for its section: (level, line, column, error). Every open task below it is
     /// invalid until the next heading of its level or above.
@@ -346,7 +349,10 @@ impl Builder<'_> {
                     return;
                 }
                 match schedule::parse_heading(self.section, &text) {
-                    HeadingKind::Schedule(s) => self.schedule = Some(s),
+                    HeadingKind::Schedule(s, zone) => {
+                        self.schedule = Some(s);
+                        self.zone = zone;
+                    }
                     // Fail closed: the tasks below carry the error
                     // (docs/reference.md#schedule-headings).
                     HeadingKind::Invalid(error) => {
@@ -365,7 +371,7 @@ impl Builder<'_> {
             _ if self.bad_heading.is_none() => {
                 let error = match schedule::parse_heading(self.section, &text) {
                     HeadingKind::Title => return,
-                    HeadingKind::Schedule(_) => format!(
+                    HeadingKind::Schedule(..) => format!(
                         "schedule heading {text:?} is a level-{} heading, and only a level-3 \
                          heading sets a schedule: write \"### {text}\"",
                         level as u8
@@ -457,6 +463,7 @@ impl Builder<'_> {
             section: self.section,
             heading: self.heading.clone(),
             schedule: self.schedule.clone(),
+            zone: self.schedule.as_ref().and(self.zone),
             done: task.done,
             text: text.text,
             text_line,

@@ -40,6 +40,7 @@ mod props;
 mod props2;
 mod retention;
 mod run;
+mod schedules;
 mod secrets;
 mod smtp_double;
 mod telegram;

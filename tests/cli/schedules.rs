@@ -1,0 +1,86 @@
+//! Schedules people already write (docs/reference.md#schedule-headings): cron lines and a
+//! zone per heading, through the binary with a fixed clock.
+
+use crate::common::Env;
+
+fn succeeded_texts(env: &Env) -> Vec<String> {
+    env.events("task_succeeded")
+        .iter()
+        .map(|e| e["input"]["text"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn a_heading_in_another_zone_runs_at_that_zones_time() {
+    let env = Env::new(
+        "## Recurring\n### Daily at 09:00 in America/New_York\n- [ ] @log {\"text\": \"ny\"}\n\
+         ### Daily at 09:00 in Asia/Tokyo\n- [ ] @log {\"text\": \"tokyo\"}\n\
+         ### Daily at 09:00\n- [ ] @log {\"text\": \"berlin\"}\n",
+    )
+    .config("timezone = \"Europe/Berlin\"\n");
+    // 00:30 UTC on 4 May: 09:30 in Tokyo, 02:30 in Berlin, and 20:30 on 3 May in New York,
+    // whose 09:00 slot of the 3rd is still open (caught up).
+    env.run_once("2026-05-04T00:30:00Z").code(0);
+    assert_eq!(succeeded_texts(&env), ["ny", "tokyo"]);
+    // 07:30 UTC: 09:30 in Berlin.
+    env.run_once("2026-05-04T07:30:00Z").code(0);
+    assert_eq!(succeeded_texts(&env), ["ny", "tokyo", "berlin"]);
+    // 13:30 UTC: 09:30 in New York, the 4th.
+    env.run_once("2026-05-04T13:30:00Z").code(0);
+    assert_eq!(succeeded_texts(&env), ["ny", "tokyo", "berlin", "ny"]);
+    // check shows when each is next due.
+    let out = env
+        .cmd(["check", "--json"])
+        .now("2026-05-04T14:00:00Z")
+        .output();
+    let doc = out.json();
+    let next: Vec<&str> = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["next_due"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        next,
+        [
+            "2026-05-05T13:00:00.000Z",
+            "2026-05-05T00:00:00.000Z",
+            "2026-05-05T07:00:00.000Z"
+        ]
+    );
+}
+
+#[test]
+fn an_unknown_zone_makes_the_tasks_below_invalid() {
+    let env = Env::new(
+        "## Recurring\n### Daily at 09:00 in Europe/Berln\n- [ ] @log {\"text\": \"x\"}\n",
+    )
+    .config("timezone = \"UTC\"\n");
+    let out = env.run_once("2026-05-04T10:00:00Z");
+    out.code(1);
+    let invalid = env.events("task_invalid");
+    assert_eq!(invalid.len(), 1, "{:?}", env.audit());
+    let error = invalid[0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("\"Europe/Berln\" is not an IANA time zone name"),
+        "{error}"
+    );
+    assert!(error.contains("did you mean \"Europe/Berlin\""), "{error}");
+}
+
+#[test]
+fn a_pasted_crontab_line_runs_on_weekdays_at_its_time_across_a_dst_night() {
+    // 02:30 on weekdays in Berlin; the night of 29 March 2026 skips 02:00-03:00 (a Sunday),
+    // and on Monday 30 March the slot is an ordinary 02:30 CEST.
+    let env = Env::new("## Recurring\n### 30 2 * * 1-5\n- [ ] @log {\"text\": \"c\"}\n")
+        .config("timezone = \"Europe/Berlin\"\n");
+    // Friday 27 March, 02:40 CET.
+    env.run_once("2026-03-27T01:40:00Z").code(0);
+    // Saturday and Sunday: no slot.
+    env.run_once("2026-03-28T01:40:00Z").code(0);
+    env.run_once("2026-03-29T01:40:00Z").code(0);
+    // Monday 30 March, 02:40 CEST.
+    env.run_once("2026-03-30T00:40:00Z").code(0);
+    assert_eq!(succeeded_texts(&env), ["c", "c"]);
+    assert!(env.events("task_missed").is_empty(), "{:?}", env.audit());
+}
