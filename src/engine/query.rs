@@ -24,7 +24,7 @@ use crate::lock;
 use crate::mcp::{Catalog, Listing};
 use crate::model::{Problem, Section, Severity, Task};
 use crate::plan::{self, Decision, Plan, PlanInput};
-use crate::schedule::local_midnight;
+use crate::schedule::{self, local_midnight};
 use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot, Store};
 use crate::tools::Registry;
 
@@ -550,6 +550,7 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
             });
         }
     }
+    problems.extend(never_active_slots(&cfg, &files, now));
     if snapshot.future_times > 0 {
         // Not a file's problem: it is named by the database that holds the times.
         problems.push(Problem {
@@ -574,6 +575,52 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
         now,
         problems,
     })
+}
+
+/// A warning for each open task of a calendar schedule none of whose slots (over the next
+/// year, up to 2,000 of them) leaves any active time before its deadline: active hours
+/// would hold it back at every slot, and it would never run (a heading in another zone, a
+/// night job under day hours).
+fn never_active_slots(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Vec<Problem> {
+    let year = now + chrono::Duration::days(366);
+    let mut out = Vec::new();
+    for task in files.iter().flat_map(|f| f.parsed.tasks.iter()) {
+        let schedule = task.schedule.as_ref();
+        if task.done || task.section != Section::Recurring || !schedule::has_slots(schedule) {
+            continue;
+        }
+        let tz = task.zone_or(cfg.tz());
+        let mut slots = schedule::slots(schedule, tz, now, year)
+            .take(2000)
+            .peekable();
+        if slots.peek().is_none() {
+            continue;
+        }
+        let reachable = slots.any(|s| {
+            cfg.active
+                .next_active(s.at)
+                .is_some_and(|active| active < s.deadline)
+        });
+        if !reachable {
+            let w = cfg.active.window;
+            out.push(Problem {
+                file: task.file.to_path_buf(),
+                line: task.line,
+                column: task.column,
+                severity: Severity::Warning,
+                message: format!(
+                    "its schedule's slots never fall inside active hours ({:02}:{:02}-{:02}:{:02} \
+                     in {}): it would never run",
+                    w.start / 60,
+                    w.start % 60,
+                    w.end / 60,
+                    w.end % 60,
+                    cfg.tz()
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// What `heartbeat mcp` shows instead of the text of a task whose input does not parse.

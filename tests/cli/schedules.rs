@@ -84,3 +84,35 @@ fn a_pasted_crontab_line_runs_on_weekdays_at_its_time_across_a_dst_night() {
     assert_eq!(succeeded_texts(&env), ["c", "c"]);
     assert!(env.events("task_missed").is_empty(), "{:?}", env.audit());
 }
+
+#[test]
+fn check_warns_of_a_schedule_whose_slots_never_meet_active_hours() {
+    let env = Env::new(
+        "## Recurring\n### Daily at 21:00\n- [ ] @log {\"text\": \"late\"}\n\
+         ### Sundays at 10:00\n- [ ] @log {\"text\": \"sunday\"}\n\
+         ### Daily at 02:00\n- [ ] @log {\"text\": \"caught up at 08:00\"}\n",
+    )
+    .config(
+        "timezone = \"Europe/Berlin\"\nactive_hours = \"08:00-20:00\"\n\
+         active_days = [\"mon\", \"tue\", \"wed\", \"thu\", \"fri\"]\n",
+    );
+    let out = env
+        .cmd(["check", "--json"])
+        .now("2026-05-04T10:00:00Z")
+        .output();
+    out.code(0);
+    let doc = out.json();
+    let warned: Vec<u64> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| {
+            p["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("its schedule's slots never fall inside active hours")
+        })
+        .map(|p| p["line"].as_u64().unwrap())
+        .collect();
+    assert_eq!(warned, [3, 5], "{doc:#}");
+}
