@@ -228,6 +228,9 @@ pub struct Task {
     /// The zone the heading names for its schedule (` in Asia/Tokyo`); None: the configured
     /// zone.
     pub zone: Option<chrono_tz::Tz>,
+    /// The heading's jitter `~D`: its slots fall a fixed offset in [0, D) later
+    /// (docs/reference.md#schedule-headings).
+    pub jitter: Option<std::time::Duration>,
     /// `[x]` / `[X]`.
     pub done: bool,
     /// The item's own first paragraph, from the source bytes, container prefixes removed,

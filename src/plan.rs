@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use crate::config::{Approval, Autonomy, Config, PlainTasks};
 use crate::model::{Body, Section, Task};
 use crate::schedule;
-use crate::schedule::local_midnight;
+use crate::schedule::{SlotRules, local_midnight};
 use crate::store::Snapshot;
 use crate::tools::{Registry, ToolSpec};
 
@@ -84,6 +84,35 @@ impl<'a> ToolCall<'a> {
             spec: Cow::Owned(self.spec.into_owned()),
             input: Cow::Owned(self.input.into_owned()),
         }
+    }
+}
+
+/// What moves a task's slots (docs/reference.md#missed-slots): its `max_lateness` (its tool's,
+/// its MCP server's or the global one) and its jitter's offset. The offset is a fixed point
+/// in [0, D) drawn from the task's place relative to the config file's directory, its
+/// section and its text, never from where the directory lies: the same on every run and
+/// every host that shares the check-list, and different across tasks.
+pub(crate) fn slot_rules(cfg: &Config, task: &Task) -> SlotRules {
+    let shift = task.jitter.map_or(std::time::Duration::ZERO, |d| {
+        use sha2::{Digest, Sha256};
+        let base = cfg.source.as_deref().and_then(std::path::Path::parent);
+        let place = base
+            .and_then(|b| task.file.strip_prefix(b).ok())
+            .unwrap_or(&task.file);
+        let key = format!(
+            "{}|{}|{}",
+            place.display(),
+            task.section.as_str(),
+            task.text
+        );
+        let digest = Sha256::digest(key.as_bytes());
+        let n = u64::from_be_bytes(digest[..8].try_into().unwrap_or_default());
+        let span = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1);
+        std::time::Duration::from_millis(n % span)
+    });
+    SlotRules {
+        lateness: cfg.max_lateness(task.tool_name()),
+        shift,
     }
 }
 
@@ -387,8 +416,23 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
 
     let tz = task.zone_or(cfg.tz());
     let last = state.last_attempt.get(&task.id).copied();
-    let due_at =
-        schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| active_from(cfg, t));
+    let schedule = task.schedule.as_ref();
+    // A calendar slot with `max_lateness` is due until that deadline, not to the end of its
+    // day; with jitter, it falls later (docs/reference.md#missed-slots).
+    let rules = slot_rules(cfg, task);
+    let by_slots = schedule::has_slots(schedule) && rules != SlotRules::default();
+    let (due, next_due) = if by_slots {
+        (
+            schedule::slot_due(schedule, tz, last, now, rules),
+            schedule::slot_next_due(schedule, tz, last, now, rules),
+        )
+    } else {
+        (
+            schedule::is_due(schedule, tz, last, now),
+            schedule::next_due(schedule, tz, last, now),
+        )
+    };
+    let due_at = next_due.and_then(|t| active_from(cfg, t));
     // Waiting for a person, or refused by one: that is the state, whatever the clock says.
     if let Some(id) = state.pending.get(&task.id) {
         let decision = if state.approved.contains(&task.id) {
@@ -408,7 +452,7 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     if !active && !input.force {
         return planned(Decision::Inactive, due_at);
     }
-    if !schedule::is_due(task.schedule.as_ref(), tz, last, now) {
+    if !due {
         return planned(Decision::NotDue, due_at);
     }
     let Some(call) = call else {

@@ -15,6 +15,7 @@ use chrono::{
     TimeZone, Timelike, Utc, Weekday,
 };
 use chrono_tz::Tz;
+use std::time::Duration;
 
 use crate::model::{DaySet, Schedule, Section};
 
@@ -292,9 +293,9 @@ fn shift(d: NaiveDate, days: i64) -> Option<NaiveDate> {
 /// What a level-3 heading means in a section.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum HeadingKind {
-    /// A schedule, and the zone its times are in when the heading names one (` in
-    /// America/New_York`); else the configured zone.
-    Schedule(Schedule, Option<Tz>),
+    /// A schedule, the zone its times are in when the heading names one (` in
+    /// America/New_York`; else the configured zone), and its jitter (`~15m`).
+    Schedule(Schedule, Option<Tz>, Option<Duration>),
     /// Meant as a schedule (it starts with a schedule word or looks like a cron line) but is
     /// not a valid one for this section: the tasks below it must not run. The message names
     /// the heading and the forms the section accepts.
@@ -323,9 +324,23 @@ pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
         _ => ("recurring", RECURRING_FORMS),
     };
     let shown = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let invalid = |why: String| HeadingKind::Invalid(format!("schedule heading {shown:?}: {why}"));
+    // `<schedule> [~D] [in ZONE]`, the two in either order.
+    let (text, mut jitter) = match split_jitter(text) {
+        Ok(split) => split,
+        Err(why) => return invalid(why),
+    };
     let (text, zone) = match split_zone(text) {
         Ok(split) => split,
-        Err(why) => return HeadingKind::Invalid(format!("schedule heading {shown:?}: {why}")),
+        Err(why) => return invalid(why),
+    };
+    let text = match (jitter, split_jitter(text)) {
+        (_, Err(why)) => return invalid(why),
+        (None, Ok((rest, j))) => {
+            jitter = j;
+            rest
+        }
+        (Some(_), Ok(_)) => text,
     };
     // A cron line that does not parse says why, in cron's terms.
     if let Some(Err(why)) = cron_fields(text).map(crate::cron::CronLine::parse) {
@@ -351,9 +366,14 @@ pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
             "schedule heading {shown:?} is not a valid {name} schedule{hint}; {forms}"
         ));
     };
+    if let Some(j) = jitter
+        && let Err(why) = check_jitter(&schedule, j)
+    {
+        return invalid(why);
+    }
     let belongs = schedule.section();
     if belongs == section {
-        HeadingKind::Schedule(schedule, zone)
+        HeadingKind::Schedule(schedule, zone, jitter)
     } else {
         let (kind, home) = match belongs {
             Section::OneTime => ("one-time", "## One-time"),
@@ -363,6 +383,56 @@ pub(crate) fn parse_heading(section: Section, text: &str) -> HeadingKind {
             "schedule heading {shown:?} is a {kind} schedule, not a {name} one (move it under \
              \"{home}\"); {forms}"
         ))
+    }
+}
+
+/// A heading's trailing jitter `~D` (docs/reference.md#schedule-headings): the heading
+/// without it, and D; the heading as it is when it has none, or when what precedes it is no
+/// schedule. A D that is not a duration longer than zero is an error.
+fn split_jitter(text: &str) -> Result<(&str, Option<Duration>), String> {
+    let t = text.trim_end();
+    let (rest, last) = t.rsplit_once(char::is_whitespace).unwrap_or(("", t));
+    let Some(spec) = last.strip_prefix('~') else {
+        return Ok((text, None));
+    };
+    if parse_schedule(rest).is_none() && !looks_like_schedule(rest) {
+        return Ok((text, None));
+    }
+    match humantime::parse_duration(spec) {
+        Ok(d) if !d.is_zero() => Ok((rest.trim_end(), Some(d))),
+        _ => Err(format!(
+            "{last:?} is not a jitter: write ~ and a duration longer than zero (\"~15m\")"
+        )),
+    }
+}
+
+/// Jitter moves a calendar schedule's slots within a gap shorter than the shortest one
+/// between two slots; `Every D` and one-time dates take none.
+fn check_jitter(schedule: &Schedule, jitter: Duration) -> Result<(), String> {
+    if !has_slots(Some(schedule)) {
+        return Err("jitter (~D) is for calendar schedules (`… at HH:MM`, cron lines) only".into());
+    }
+    // The shortest gap between two slots over a year (in UTC: a zone moves no gap by more
+    // than its DST shift, which the comparison below does not need to be exact about).
+    let from = DateTime::<Utc>::from_timestamp(1_767_225_600, 0).unwrap_or_default();
+    let times: Vec<DateTime<Utc>> = slots(
+        Some(schedule),
+        chrono_tz::UTC,
+        from,
+        from + TimeDelta::days(400),
+        SlotRules::default(),
+    )
+    .take(2000)
+    .map(|s| s.at)
+    .collect();
+    let shortest = times.windows(2).map(|w| w[1] - w[0]).min();
+    match shortest {
+        Some(gap) if delta(jitter) >= gap => Err(format!(
+            "jitter ~{} is not shorter than the shortest gap between two slots ({})",
+            humantime::format_duration(jitter),
+            humantime::format_duration(gap.to_std().unwrap_or_default())
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -815,8 +885,7 @@ pub fn is_due(
         }
         Some(Schedule::Once(dt)) => local_instant(tz, *dt) <= now,
         // Its open slot, not attempted since it began (docs/reference.md#missed-slots).
-        Some(Schedule::Cron(_)) => last_slot(schedule, tz, now)
-            .is_some_and(|s| s.deadline > now && last_attempt.is_none_or(|a| a < s.at)),
+        Some(Schedule::Cron(_)) => slot_due(schedule, tz, last_attempt, now, SlotRules::default()),
     }
 }
 
@@ -827,6 +896,19 @@ pub fn is_due(
 pub(crate) struct Slot {
     pub at: DateTime<Utc>,
     pub deadline: DateTime<Utc>,
+    /// The deadline is `max_lateness` after the slot (not its next slot, nor the end of its
+    /// day): a slot that passes it is `too_late`, not `no_run`.
+    pub by_lateness: bool,
+}
+
+/// What moves a task's slots and their deadlines: its `max_lateness` and its jitter's
+/// offset (docs/reference.md#missed-slots).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct SlotRules {
+    /// The deadline is the slot plus this (or the next slot), not the end of its day.
+    pub lateness: Option<Duration>,
+    /// Every slot falls this much later than the schedule says (`~D`).
+    pub shift: Duration,
 }
 
 /// Whether the schedule has slots: a calendar schedule (`… at HH:MM`). `Every D` and
@@ -857,15 +939,33 @@ fn next_slot_time(schedule: &Schedule, tz: Tz, after: DateTime<Utc>) -> Option<D
     })
 }
 
-/// The slot at `at`, with its deadline.
-fn slot_at(schedule: &Schedule, tz: Tz, at: DateTime<Utc>) -> Slot {
-    let day_end = shift(local_date(tz, at), 1).map_or(DateTime::<Utc>::MAX_UTC, |d| {
-        local_instant(tz, d.and_time(NaiveTime::MIN))
-    });
-    let next = next_slot_time(schedule, tz, at).unwrap_or(DateTime::<Utc>::MAX_UTC);
+/// The first slot strictly after `after`, each slot `shift` later than the schedule says.
+fn next_shifted(
+    schedule: &Schedule,
+    tz: Tz,
+    after: DateTime<Utc>,
+    shift: Duration,
+) -> Option<DateTime<Utc>> {
+    let shift = delta(shift);
+    next_slot_time(schedule, tz, after - shift).map(|t| t + shift)
+}
+
+/// The slot at `at`, with its deadline: the next slot or, with a lateness, `at` + lateness,
+/// else the end of its local day, whichever comes first.
+fn slot_at(schedule: &Schedule, tz: Tz, at: DateTime<Utc>, rules: SlotRules) -> Slot {
+    let next = next_shifted(schedule, tz, at, rules.shift).unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let limit = match rules.lateness {
+        Some(l) => at
+            .checked_add_signed(delta(l))
+            .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        None => shift(local_date(tz, at), 1).map_or(DateTime::<Utc>::MAX_UTC, |d| {
+            local_instant(tz, d.and_time(NaiveTime::MIN))
+        }),
+    };
     Slot {
         at,
-        deadline: next.min(day_end),
+        deadline: next.min(limit),
+        by_lateness: rules.lateness.is_some() && limit < next,
     }
 }
 
@@ -876,24 +976,57 @@ pub(crate) fn slots(
     tz: Tz,
     after: DateTime<Utc>,
     until: DateTime<Utc>,
+    rules: SlotRules,
 ) -> impl Iterator<Item = Slot> {
     let schedule = schedule.filter(|s| has_slots(Some(*s))).cloned();
     let mut cursor = after;
     std::iter::from_fn(move || {
         let s = schedule.as_ref()?;
-        let at = next_slot_time(s, tz, cursor).filter(|t| *t <= until)?;
+        let at = next_shifted(s, tz, cursor, rules.shift).filter(|t| *t <= until)?;
         cursor = at;
-        Some(slot_at(s, tz, at))
+        Some(slot_at(s, tz, at, rules))
     })
 }
 
 /// The latest slot at or before `now`, with its deadline; None for a schedule without
 /// slots.
-pub(crate) fn last_slot(schedule: Option<&Schedule>, tz: Tz, now: DateTime<Utc>) -> Option<Slot> {
+pub(crate) fn last_slot(
+    schedule: Option<&Schedule>,
+    tz: Tz,
+    now: DateTime<Utc>,
+    rules: SlotRules,
+) -> Option<Slot> {
     let s = schedule.filter(|s| has_slots(Some(*s)))?;
     // Every calendar schedule has a slot within a week (and a day of DST shift).
     let from = now - TimeDelta::days(9);
-    slots(Some(s), tz, from, now).last()
+    slots(Some(s), tz, from, now, rules).last()
+}
+
+/// Whether a calendar task is due: its latest slot is open (before its deadline, which
+/// `lateness` may set) and not attempted since it began.
+pub(crate) fn slot_due(
+    schedule: Option<&Schedule>,
+    tz: Tz,
+    last_attempt: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    rules: SlotRules,
+) -> bool {
+    last_slot(schedule, tz, now, rules)
+        .is_some_and(|s| s.deadline > now && last_attempt.is_none_or(|a| a < s.at))
+}
+
+/// When a calendar task is next due: now when due, else its next slot.
+pub(crate) fn slot_next_due(
+    schedule: Option<&Schedule>,
+    tz: Tz,
+    last_attempt: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+    rules: SlotRules,
+) -> Option<DateTime<Utc>> {
+    if slot_due(schedule, tz, last_attempt, now, rules) {
+        return Some(now);
+    }
+    next_shifted(schedule?, tz, now, rules.shift)
 }
 
 /// How much sooner than its interval an `Every D` task is due again: min(D / 50, 60 s)
@@ -1366,7 +1499,7 @@ mod tests {
 
     fn sched(section: Section, text: &str) -> Schedule {
         match parse_heading(section, text) {
-            HeadingKind::Schedule(s, _) => s,
+            HeadingKind::Schedule(s, _, _) => s,
             other => panic!("{text:?}: {other:?}"),
         }
     }
@@ -1702,6 +1835,7 @@ mod tests {
             Berlin,
             utc("2026-05-31T12:00:00Z"),
             utc("2026-06-03T12:00:00Z"),
+            SlotRules::default(),
         )
         .collect();
         let want: Vec<Slot> = ["2026-06-01", "2026-06-02", "2026-06-03"]
@@ -1709,6 +1843,7 @@ mod tests {
             .map(|d| {
                 let day: NaiveDate = d.parse().unwrap();
                 Slot {
+                    by_lateness: false,
                     at: local_instant(Berlin, day.and_time(hm(2, 0))),
                     deadline: local_instant(
                         Berlin,
@@ -1719,22 +1854,47 @@ mod tests {
             .collect();
         assert_eq!(got, want);
         assert_eq!(
-            last_slot(Some(&s), Berlin, utc("2026-06-03T12:00:00Z")),
+            last_slot(
+                Some(&s),
+                Berlin,
+                utc("2026-06-03T12:00:00Z"),
+                SlotRules::default()
+            ),
             Some(want[2])
         );
         // The bounds: after is excluded, until included.
         assert_eq!(
-            slots(Some(&s), Berlin, want[0].at, want[1].at).collect::<Vec<_>>(),
+            slots(
+                Some(&s),
+                Berlin,
+                want[0].at,
+                want[1].at,
+                SlotRules::default()
+            )
+            .collect::<Vec<_>>(),
             vec![want[1]]
         );
         // No slots for Every, one-time dates, or no schedule.
         let every = Schedule::Every(Duration::from_secs(60));
         assert_eq!(
-            slots(Some(&every), Berlin, want[0].at, want[2].at).count(),
+            slots(
+                Some(&every),
+                Berlin,
+                want[0].at,
+                want[2].at,
+                SlotRules::default()
+            )
+            .count(),
             0
         );
-        assert_eq!(slots(None, Berlin, want[0].at, want[2].at).count(), 0);
-        assert_eq!(last_slot(Some(&every), Berlin, want[2].at), None);
+        assert_eq!(
+            slots(None, Berlin, want[0].at, want[2].at, SlotRules::default()).count(),
+            0
+        );
+        assert_eq!(
+            last_slot(Some(&every), Berlin, want[2].at, SlotRules::default()),
+            None
+        );
     }
 
     #[test]
@@ -1749,6 +1909,7 @@ mod tests {
             Berlin,
             utc("2026-03-28T00:00:00Z"),
             utc("2026-03-30T12:00:00Z"),
+            SlotRules::default(),
         )
         .map(|s| s.at)
         .collect();
@@ -1766,6 +1927,7 @@ mod tests {
             Berlin,
             utc("2026-10-24T12:00:00Z"),
             utc("2026-10-25T12:00:00Z"),
+            SlotRules::default(),
         )
         .map(|s| s.at)
         .collect();
@@ -1782,6 +1944,7 @@ mod tests {
             lh,
             local_instant(lh, day.and_time(hm(0, 0))),
             local_instant(lh, day.and_time(hm(12, 0))),
+            SlotRules::default(),
         )
         .next()
         .unwrap();
@@ -1799,16 +1962,17 @@ mod tests {
                     days: DaySet::ALL,
                     time: hm(9, 0)
                 },
-                Some(ny)
+                Some(ny),
+                None
             )
         );
         assert!(matches!(
             parse_heading(r, "Cron 0 9 * * 1-5 in Asia/Tokyo"),
-            HeadingKind::Schedule(Schedule::Cron(_), Some(chrono_tz::Asia::Tokyo))
+            HeadingKind::Schedule(Schedule::Cron(_), Some(chrono_tz::Asia::Tokyo), None)
         ));
         assert!(matches!(
             parse_heading(Section::OneTime, "At 2026-12-24 18:00 in Europe/London"),
-            HeadingKind::Schedule(Schedule::Once(_), Some(chrono_tz::Europe::London))
+            HeadingKind::Schedule(Schedule::Once(_), Some(chrono_tz::Europe::London), None)
         ));
         // An unknown zone makes its tasks invalid, with the name it probably meant.
         let HeadingKind::Invalid(why) = parse_heading(r, "Daily at 09:00 in america/new_york")
@@ -1822,6 +1986,96 @@ mod tests {
         ));
         // A title that ends in a place is a title.
         assert_eq!(parse_heading(r, "Meeting in Berlin"), HeadingKind::Title);
+    }
+
+    #[test]
+    fn jitter_is_for_calendar_schedules_and_shorter_than_their_gaps() {
+        let r = Section::Recurring;
+        assert!(matches!(
+            parse_heading(r, "Daily at 09:00 ~15m"),
+            HeadingKind::Schedule(Schedule::At { .. }, None, Some(d)) if d == Duration::from_secs(900)
+        ));
+        // With a zone, in either order.
+        for h in [
+            "Daily at 09:00 ~15m in Asia/Tokyo",
+            "Daily at 09:00 in Asia/Tokyo ~15m",
+        ] {
+            assert!(
+                matches!(
+                    parse_heading(r, h),
+                    HeadingKind::Schedule(_, Some(chrono_tz::Asia::Tokyo), Some(_))
+                ),
+                "{h}"
+            );
+        }
+        assert!(matches!(
+            parse_heading(r, "Cron */10 * * * * ~5m"),
+            HeadingKind::Schedule(Schedule::Cron(_), None, Some(_))
+        ));
+        for (bad, why) in [
+            ("Every 6h ~10m", "calendar schedules"),
+            ("Cron */10 * * * * ~10m", "shortest gap"),
+            ("Daily at 09:00 ~1d", "shortest gap"),
+            ("Daily at 09:00 ~soon", "not a jitter"),
+            ("Daily at 09:00 ~0s", "not a jitter"),
+        ] {
+            match parse_heading(r, bad) {
+                HeadingKind::Invalid(e) => assert!(e.contains(why), "{bad}: {e}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        // A title that ends in a tilde word stays a title.
+        assert_eq!(parse_heading(r, "Notes ~draft"), HeadingKind::Title);
+    }
+
+    #[test]
+    fn a_shift_moves_every_slot_and_its_deadline_with_it() {
+        let s = Schedule::At {
+            days: DaySet::ALL,
+            time: hm(9, 0),
+        };
+        let rules = SlotRules {
+            lateness: None,
+            shift: Duration::from_secs(7 * 60),
+        };
+        let got: Vec<Slot> = slots(
+            Some(&s),
+            chrono_tz::UTC,
+            utc("2026-06-01T09:05:00Z"),
+            utc("2026-06-02T12:00:00Z"),
+            rules,
+        )
+        .collect();
+        assert_eq!(
+            got.iter().map(|s| s.at).collect::<Vec<_>>(),
+            [utc("2026-06-01T09:07:00Z"), utc("2026-06-02T09:07:00Z")]
+        );
+        assert_eq!(got[0].deadline, utc("2026-06-02T00:00:00Z"));
+        // Due from the shifted time, not before.
+        assert!(!slot_due(
+            Some(&s),
+            chrono_tz::UTC,
+            None,
+            utc("2026-06-01T09:06:00Z"),
+            rules
+        ));
+        assert!(slot_due(
+            Some(&s),
+            chrono_tz::UTC,
+            None,
+            utc("2026-06-01T09:07:00Z"),
+            rules
+        ));
+        assert_eq!(
+            slot_next_due(
+                Some(&s),
+                chrono_tz::UTC,
+                None,
+                utc("2026-06-01T09:06:00Z"),
+                rules
+            ),
+            Some(utc("2026-06-01T09:07:00Z"))
+        );
     }
 
     #[test]

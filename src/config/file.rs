@@ -35,6 +35,7 @@ pub(super) struct File {
     pub concurrency: Option<Concurrency>,
     pub max_tasks_per_run: Option<TaskCap>,
     pub stuck_after: Option<Human>,
+    pub max_lateness: Option<Human>,
     #[serde(default)]
     pub tools: BTreeMap<ToolName, Spanned<ToolFile>>,
     pub telegram: Option<TelegramFile>,
@@ -214,6 +215,7 @@ pub(super) struct McpFile {
     pub approval: Option<Approval>,
     pub trust_annotations: Option<bool>,
     pub cost_usd: Option<Usd>,
+    pub max_lateness: Option<Human>,
     #[serde(default)]
     pub tools: BTreeMap<String, Spanned<McpToolFile>>,
 }
@@ -241,6 +243,7 @@ pub(super) struct ToolFile {
     pub cost_usd: Option<Usd>,
     pub max_consecutive_failures: Option<Failures>,
     pub monitor_url_env: Option<SecretVar>,
+    pub max_lateness: Option<Human>,
 }
 
 /// `[telegram]`.

@@ -366,6 +366,7 @@ impl Source {
             concurrency,
             max_tasks_per_run,
             stuck_after: duration(raw.stuck_after, 30 * 60),
+            max_lateness: raw.max_lateness.map(|h| h.0),
             tools,
             mcp,
             agent_may_approve: raw
@@ -417,6 +418,7 @@ impl Source {
             cost_usd: raw.cost_usd.map(|usd| usd.0),
             max_consecutive_failures: raw.max_consecutive_failures.map(|n| n.0),
             monitor_url_env: raw.monitor_url_env.as_ref().map(|v| v.0.clone()),
+            max_lateness: raw.max_lateness.map(|h| h.0),
         })
     }
 
@@ -575,6 +577,7 @@ impl Source {
                     cost_usd: t.cost_usd.map(|usd| usd.0),
                     max_consecutive_failures: t.max_consecutive_failures.map(|n| n.0),
                     monitor_url_env: None,
+                    max_lateness: None,
                 },
             );
         }
@@ -587,6 +590,7 @@ impl Source {
             approval: raw.approval.unwrap_or(Approval::Ask),
             trust_annotations: raw.trust_annotations.unwrap_or(false),
             cost_usd: raw.cost_usd.map(|usd| usd.0),
+            max_lateness: raw.max_lateness.map(|h| h.0),
             tools,
         })
     }
@@ -1014,6 +1018,7 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
             "max_tasks_per_run",
             "max_consecutive_failures",
             "stuck_after",
+            "max_lateness",
         ],
     ),
     ("budget", &["daily_usd"]),

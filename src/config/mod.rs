@@ -87,6 +87,8 @@ pub(crate) struct ToolConfig {
     pub cost_usd: Option<f64>,
     /// Overrides the global `max_consecutive_failures` for this tool's tasks.
     pub max_consecutive_failures: Option<u32>,
+    /// Overrides the global `max_lateness` for this tool's calendar slots.
+    pub max_lateness: Option<Duration>,
     /// The variable holding a healthchecks-style URL pinged around each run of this tool's
     /// tasks (docs/reference.md#monitors); its value is a secret.
     pub monitor_url_env: Option<String>,
@@ -167,6 +169,8 @@ pub(crate) struct McpServerConfig {
     pub trust_annotations: bool,
     /// The default estimate per call.
     pub cost_usd: Option<f64>,
+    /// The default `max_lateness` of its tools' calendar slots.
+    pub max_lateness: Option<Duration>,
     /// `[mcp.NAME.tools.TOOL]`: approval, cost_usd, cooldown, timeout,
     /// max_consecutive_failures.
     pub tools: BTreeMap<String, ToolConfig>,
@@ -286,6 +290,9 @@ pub(crate) struct Config {
     /// 0 = no cap.
     pub max_tasks_per_run: usize,
     pub stuck_after: Duration,
+    /// A calendar slot not run within this is not run late, and is reported missed
+    /// (`too_late`); None: its deadline is the end of its local day.
+    pub max_lateness: Option<Duration>,
     pub tools: BTreeMap<String, ToolConfig>,
     /// `[mcp.NAME]`: MCP servers whose tools tasks call as `@NAME.TOOL`.
     pub mcp: BTreeMap<String, McpServerConfig>,
@@ -339,6 +346,18 @@ impl Config {
             .and_then(|t| t.cost_usd)
             .or_else(|| self.mcp_tool(tool).and_then(|(s, _, _)| s.cost_usd))
             .unwrap_or(0.0)
+    }
+
+    /// How late a calendar slot of a task of this tool may still run
+    /// (docs/reference.md#missed-slots): the tool's `max_lateness`, else its MCP server's, else
+    /// the global one.
+    pub(crate) fn max_lateness(&self, tool: Option<&str>) -> Option<Duration> {
+        let own = tool.and_then(|t| {
+            self.tool_config(t)
+                .and_then(|c| c.max_lateness)
+                .or_else(|| self.mcp_tool(t).and_then(|(s, _, _)| s.max_lateness))
+        });
+        own.or(self.max_lateness)
     }
 
     /// A tool's cooldown, if it has one.
@@ -435,6 +454,7 @@ pub(crate) mod test_util {
             concurrency: 1,
             max_tasks_per_run: 50,
             stuck_after: Duration::from_secs(1800),
+            max_lateness: None,
             tools,
             mcp: BTreeMap::new(),
             agent_may_approve: false,

@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, TimeDelta, Utc};
-use chrono_tz::Tz;
 
+use crate::config::Config;
 use crate::model::Section;
 use crate::plan::{Decision, Planned, SkipReason};
 use crate::report::MissedSlot;
@@ -36,7 +36,7 @@ pub(crate) fn account(
     store: &mut dyn Store,
     items: &[Planned],
     last_attempt: &HashMap<String, DateTime<Utc>>,
-    tz: Tz,
+    cfg: &Config,
     now: DateTime<Utc>,
 ) -> store::Result<Vec<MissedSlot>> {
     let states = store.slot_states()?;
@@ -54,10 +54,11 @@ pub(crate) fn account(
         {
             continue;
         }
-        let tz = task.zone_or(tz);
+        let tz = task.zone_or(cfg.tz());
+        let rules = crate::plan::slot_rules(cfg, task);
         let attempt = last_attempt.get(&task.id).copied();
         let attempted = |s: &Slot| attempt.is_some_and(|a| a >= s.at && a < s.deadline);
-        let last = last_slot(schedule, tz, now);
+        let last = last_slot(schedule, tz, now, rules);
         let open = last.filter(|s| s.deadline > now);
         // Every slot whose deadline has passed is handled after this run.
         let closed = match (last, open) {
@@ -74,16 +75,19 @@ pub(crate) fn account(
         // were not meant to run, and are not reported.
         let held = held(&item.decision);
         if let Some(state) = states.get(&task.id).filter(|_| !held) {
-            let passed: Vec<Slot> = slots(schedule, tz, state.handled, now)
+            let passed: Vec<Slot> = slots(schedule, tz, state.handled, now, rules)
                 .take_while(|s| s.deadline <= now)
                 .filter(|s| !attempted(s))
                 .collect();
             let reason_of = |store: &dyn Store, s: &Slot| -> store::Result<String> {
                 Ok(match &state.skip {
                     Some((r, at)) if *at >= s.at && *at < s.deadline => r.clone(),
-                    _ => store
-                        .run_skip_between(s.at, s.deadline)?
-                        .unwrap_or_else(|| "no_run".to_string()),
+                    _ => match store.run_skip_between(s.at, s.deadline)? {
+                        Some(reason) => reason,
+                        // Not run in time, and not run late either.
+                        None if s.by_lateness => "too_late".to_string(),
+                        None => "no_run".to_string(),
+                    },
                 })
             };
             // The latest first, up to the listed number; the earlier rest on one line.

@@ -590,7 +590,8 @@ fn never_active_slots(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Vec
             continue;
         }
         let tz = task.zone_or(cfg.tz());
-        let mut slots = schedule::slots(schedule, tz, now, year)
+        let rules = crate::plan::slot_rules(cfg, task);
+        let mut slots = schedule::slots(schedule, tz, now, year, rules)
             .take(2000)
             .peekable();
         if slots.peek().is_none() {

@@ -208,7 +208,7 @@ impl<'a> Session<'a> {
             &mut *self.ledger.store,
             items,
             last_attempt,
-            self.cfg.tz(),
+            self.cfg,
             self.now,
         )?;
         let run_id = self.run_id.clone();

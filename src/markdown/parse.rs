@@ -52,6 +52,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         heading: None,
         schedule: None,
         zone: None,
+        jitter: None,
         bad_heading: None,
         occurrences: HashMap::new(),
         tasks: Vec::new(),
@@ -259,6 +260,8 @@ struct Builder<'a> {
     schedule: Option<Schedule>,
     /// The zone the schedule heading names, if any.
     zone: Option<chrono_tz::Tz>,
+    /// The schedule heading's jitter, if any.
+    jitter: Option<std::time::Duration>,
     /// Set by a heading of level 3 or more meant as a schedule that is not a valid level-3
     /// one for its section: (level, line, column, error). Every open task below it is
     /// invalid until the next heading of its level or above.
@@ -349,9 +352,10 @@ impl Builder<'_> {
                     return;
                 }
                 match schedule::parse_heading(self.section, &text) {
-                    HeadingKind::Schedule(s, zone) => {
+                    HeadingKind::Schedule(s, zone, jitter) => {
                         self.schedule = Some(s);
                         self.zone = zone;
+                        self.jitter = jitter;
                     }
                     // Fail closed: the tasks below carry the error
                     // (docs/reference.md#schedule-headings).
@@ -464,6 +468,7 @@ impl Builder<'_> {
             heading: self.heading.clone(),
             schedule: self.schedule.clone(),
             zone: self.schedule.as_ref().and(self.zone),
+            jitter: self.schedule.as_ref().and(self.jitter),
             done: task.done,
             text: text.text,
             text_line,

@@ -116,3 +116,101 @@ fn check_warns_of_a_schedule_whose_slots_never_meet_active_hours() {
         .collect();
     assert_eq!(warned, [3, 5], "{doc:#}");
 }
+
+#[test]
+fn max_lateness_keeps_a_slot_from_running_late_and_reports_it_too_late() {
+    let env = Env::new(
+        "## Recurring\n### Daily at 02:00\n- [ ] @log {\"text\": \"backup\"}\n\
+         ### Cron 0 6 * * *\n- [ ] @late {}\n",
+    )
+    .config(
+        "timezone = \"UTC\"\nmax_lateness = \"2h\"\n\
+         [tools.late]\ncommand = [\"true\"]\napproval = \"auto\"\nmax_lateness = \"30m\"\n",
+    );
+    // 03:00: within two hours of 02:00, it runs.
+    env.run_once("2026-05-01T03:00:00Z").code(0);
+    assert_eq!(succeeded_texts(&env), ["backup"]);
+    // The next day cron runs at 05:00: too late for 02:00; not run, and said so.
+    env.run_once("2026-05-02T05:00:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1);
+    // (The 06:00 slot of the 1st, which no run saw in time, is reported too.)
+    let missed: Vec<_> = env
+        .events("task_missed")
+        .into_iter()
+        .map(|m| {
+            (
+                m["line"].as_u64().unwrap(),
+                m["slot"].clone(),
+                m["reason"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        missed,
+        [
+            (3, "2026-05-02T02:00:00.000Z".into(), "too_late".into()),
+            (5, "2026-05-01T06:00:00.000Z".into(), "too_late".into())
+        ]
+    );
+    // The tool's own max_lateness: 06:20 is in time, 06:45 the next day is not.
+    env.run_once("2026-05-02T06:20:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 2);
+    env.run_once("2026-05-03T06:45:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 2);
+    let late: Vec<_> = env
+        .events("task_missed")
+        .into_iter()
+        .filter(|m| m["slot"] == "2026-05-03T06:00:00.000Z")
+        .collect();
+    assert_eq!(late.len(), 1, "{:?}", env.audit());
+    assert_eq!(late[0]["reason"], "too_late");
+    // check says when it is next due.
+    let doc = env
+        .cmd(["check", "--json"])
+        .now("2026-05-03T06:50:00Z")
+        .output()
+        .json();
+    assert_eq!(doc["tasks"][1]["decision"], "not_due");
+    assert_eq!(doc["tasks"][1]["next_due"], "2026-05-04T06:00:00.000Z");
+}
+
+#[test]
+fn jitter_is_the_same_in_every_clone_and_differs_across_tasks() {
+    let md = "## Recurring\n### Daily at 09:00 ~30m\n- [ ] @log {\"text\": \"a\"}\n\
+              - [ ] @log {\"text\": \"b\"}\n";
+    let next_dues = |env: &Env| -> Vec<String> {
+        let doc = env
+            .cmd(["check", "--json"])
+            .now("2026-05-04T06:00:00Z")
+            .output()
+            .json();
+        doc["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["next_due"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let one = Env::new(md).config("timezone = \"UTC\"\n");
+    let two = Env::new(md).config("timezone = \"UTC\"\n");
+    let (a, b) = (next_dues(&one), next_dues(&two));
+    // Two directories, two state dirs, two processes: the same times.
+    assert_eq!(a, b);
+    assert_eq!(a, next_dues(&one));
+    // Each within [09:00, 09:30), and not the same for both tasks.
+    for t in &a {
+        assert!(
+            t.as_str() >= "2026-05-04T09:00:00.000Z" && t.as_str() < "2026-05-04T09:30:00.000Z",
+            "{t}"
+        );
+    }
+    assert_ne!(a[0], a[1]);
+    // A run before a task's time does not run it; one after does.
+    let first: &str = a.iter().min().unwrap();
+    let before =
+        chrono::DateTime::parse_from_rfc3339(first).unwrap() - chrono::Duration::seconds(1);
+    one.run_once(&before.to_rfc3339()).code(0);
+    assert!(one.events("task_succeeded").is_empty());
+    one.run_once("2026-05-04T09:30:00Z").code(0);
+    assert_eq!(one.events("task_succeeded").len(), 2);
+}
