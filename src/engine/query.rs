@@ -551,6 +551,7 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
         }
     }
     problems.extend(never_active_slots(&cfg, &files, now));
+    problems.extend(past_one_time_dates(&cfg, &files, &snapshot, now));
     if snapshot.future_times > 0 {
         // Not a file's problem: it is named by the database that holds the times.
         problems.push(Problem {
@@ -575,6 +576,46 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
         now,
         problems,
     })
+}
+
+/// A warning for each open one-time task whose date has passed and that has not run yet: a
+/// year typed wrong (`At 2025-12-24` meant for 2026) would make it run at the next run.
+fn past_one_time_dates(
+    cfg: &Config,
+    files: &[Loaded],
+    snapshot: &Snapshot,
+    now: DateTime<Utc>,
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    for task in files.iter().flat_map(|f| f.parsed.tasks.iter()) {
+        let Some(crate::model::Schedule::Once(at)) = &task.schedule else {
+            continue;
+        };
+        if task.done
+            || snapshot.succeeded.contains(&task.id)
+            || snapshot.reminded.contains(&task.id)
+            || snapshot.pending.contains_key(&task.id)
+        {
+            continue;
+        }
+        let tz = task.zone_or(cfg.tz());
+        let when = schedule::local_instant(tz, *at);
+        if when < now {
+            out.push(Problem {
+                file: task.file.to_path_buf(),
+                line: task.line,
+                column: task.column,
+                severity: Severity::Warning,
+                message: format!(
+                    "its date {} is already past ({} ago): it runs at the next run; is the \
+                     year right?",
+                    crate::render::show_time(when, tz),
+                    crate::render::ago(when, now)
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// A warning for each open task of a calendar schedule none of whose slots (over the next

@@ -757,8 +757,15 @@ fn parse_body(text: &Extracted, lines: &LineIndex<'_>) -> Body {
         Err(e) => {
             let full = e.to_string();
             let suffix = format!(" at line {} column {}", e.line(), e.column());
-            let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
-            invalid(message, serde_offset(rest, e.line(), e.column()))
+            let mut message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+            let offset = serde_offset(rest, e.line(), e.column());
+            // `{'url': …}`: the commonest slip from Python or JavaScript, said in its words.
+            if rest[..offset.min(rest.len())].ends_with('\'')
+                || rest.get(offset..).is_some_and(|r| r.starts_with('\''))
+            {
+                message.push_str(" (JSON needs double quotes: \"key\": \"value\", not 'key')");
+            }
+            invalid(message, offset)
         }
     }
 }
@@ -972,6 +979,20 @@ mod tests {
         let mut parsed = p(text);
         assert_eq!(parsed.tasks.len(), 1, "{:#?}", parsed.tasks);
         parsed.tasks.remove(0)
+    }
+
+    #[test]
+    fn single_quotes_are_told_to_be_double_quotes() {
+        let (error, _, _) = invalid("## Recurring\n- [ ] @http {'url': 'https://x'}\n");
+        assert!(
+            error.ends_with("(JSON needs double quotes: \"key\": \"value\", not 'key')"),
+            "{error}"
+        );
+        let (error, _, _) = invalid("## Recurring\n- [ ] @log {\"text\": 'hi'}\n");
+        assert!(error.contains("JSON needs double quotes"), "{error}");
+        // Another slip gets no such hint.
+        let (error, _, _) = invalid("## Recurring\n- [ ] @log {\"text\": \"hi\",}\n");
+        assert!(!error.contains("double quotes"), "{error}");
     }
 
     fn invalid(text: &str) -> (String, usize, usize) {

@@ -214,3 +214,43 @@ fn jitter_is_the_same_in_every_clone_and_differs_across_tasks() {
     one.run_once("2026-05-04T09:30:00Z").code(0);
     assert_eq!(one.events("task_succeeded").len(), 2);
 }
+
+#[test]
+fn check_warns_of_a_one_time_date_already_past_until_it_ran() {
+    let env = Env::new(
+        "## One-time\n### At 2025-05-01 09:00\n- [ ] @log {\"text\": \"typo year\"}\n\
+         ### At 2026-06-01 09:00\n- [ ] @log {\"text\": \"later\"}\n",
+    )
+    .config("timezone = \"UTC\"\n");
+    let warnings = |env: &Env| -> Vec<(u64, String)> {
+        let doc = env
+            .cmd(["check", "--json"])
+            .now("2026-05-03T10:00:00Z")
+            .output()
+            .json();
+        doc["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["severity"] == "warning")
+            .map(|p| {
+                (
+                    p["line"].as_u64().unwrap(),
+                    p["message"].as_str().unwrap().into(),
+                )
+            })
+            .collect()
+    };
+    let w = warnings(&env);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert_eq!(w[0].0, 3);
+    assert!(
+        w[0].1
+            .starts_with("its date 2025-05-01 09:00 UTC is already past"),
+        "{w:?}"
+    );
+    assert!(w[0].1.contains("is the year right?"), "{w:?}");
+    // Once it ran (and was ticked), nothing more to say.
+    env.run_once("2026-05-03T10:00:00Z").code(0);
+    assert!(warnings(&env).is_empty());
+}
