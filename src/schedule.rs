@@ -459,20 +459,33 @@ fn split_zone(text: &str) -> Result<(&str, Option<Tz>), String> {
     match name.parse::<Tz>() {
         Ok(tz) => Ok((rest, Some(tz))),
         Err(_) => {
-            let names: Vec<&str> = chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()).collect();
-            let exact = names.iter().find(|n| n.eq_ignore_ascii_case(name));
-            let hint = match exact
-                .copied()
-                .or_else(|| crate::text::did_you_mean(name, &names))
-            {
-                Some(near) => format!(" (did you mean {near:?}?)"),
-                None => String::new(),
-            };
+            let hint = zone_hint(name)
+                .map(|near| format!(" (did you mean {near:?}?)"))
+                .unwrap_or_default();
             Err(format!(
                 "{name:?} is not an IANA time zone name (such as \"America/New_York\"){hint}"
             ))
         }
     }
+}
+
+/// The IANA zone a name that is not one probably meant: the same name in another case
+/// (`europe/berlin`), a zone whose city it names (`Berlin` → `Europe/Berlin`), or one a slip
+/// away (`Europe/Berln`).
+pub(crate) fn zone_hint(name: &str) -> Option<String> {
+    let names: Vec<&'static str> = chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()).collect();
+    let wanted = name.trim().replace(' ', "_");
+    let city = |n: &&&str| {
+        n.rsplit('/')
+            .next()
+            .is_some_and(|c| c.eq_ignore_ascii_case(&wanted))
+    };
+    names
+        .iter()
+        .find(|n| n.eq_ignore_ascii_case(&wanted))
+        .or_else(|| names.iter().filter(|n| n.contains('/')).find(city))
+        .map(|n| n.to_string())
+        .or_else(|| crate::text::did_you_mean(&wanted, &names).map(str::to_string))
 }
 
 /// Schedule words that are never an ordinary title's first word.

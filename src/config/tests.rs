@@ -389,7 +389,19 @@ fn value_errors_name_file_key_and_value() {
         ),
         (
             r#"timezone = "Europe/Berln""#,
-            r#"timezone: "Europe/Berln": not a known IANA time zone name (such as "Europe/Berlin")"#,
+            r#"timezone: "Europe/Berln": not a known IANA time zone name (did you mean "Europe/Berlin"?)"#,
+        ),
+        (
+            r#"timezone = "europe/berlin""#,
+            r#"timezone: "europe/berlin": not a known IANA time zone name (did you mean "Europe/Berlin"?)"#,
+        ),
+        (
+            r#"timezone = "Berlin""#,
+            r#"timezone: "Berlin": not a known IANA time zone name (did you mean "Europe/Berlin"?)"#,
+        ),
+        (
+            r#"timezone = "New York""#,
+            r#"timezone: "New York": not a known IANA time zone name (did you mean "America/New_York"?)"#,
         ),
         (
             r#"active_days = ["mon", "funday"]"#,

@@ -121,12 +121,18 @@ impl TryFrom<String> for Zone {
     type Error = String;
 
     fn try_from(s: String) -> Result<Zone, String> {
-        s.parse::<Tz>().map(Zone).map_err(|_| {
-            format!(
-                "{}: not a known IANA time zone name (such as \"Europe/Berlin\")",
-                shown(&s)
-            )
-        })
+        s.parse::<Tz>()
+            .map(Zone)
+            .map_err(|_| match crate::schedule::zone_hint(&s) {
+                Some(near) => format!(
+                    "{}: not a known IANA time zone name (did you mean {near:?}?)",
+                    shown(&s)
+                ),
+                None => format!(
+                    "{}: not a known IANA time zone name (such as \"Europe/Berlin\")",
+                    shown(&s)
+                ),
+            })
     }
 }
 

@@ -552,6 +552,7 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
     }
     problems.extend(never_active_slots(&cfg, &files, now));
     problems.extend(past_one_time_dates(&cfg, &files, &snapshot, now));
+    problems.extend(unexpanded_shell_words(&files));
     if snapshot.future_times > 0 {
         // Not a file's problem: it is named by the database that holds the times.
         problems.push(Problem {
@@ -576,6 +577,48 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
         now,
         problems,
     })
+}
+
+/// A warning for each `@shell` task whose argv-form `cmd` holds a `~` or a `$VAR`: no shell
+/// runs, so nothing expands them, and the program gets them as written.
+fn unexpanded_shell_words(files: &[Loaded]) -> Vec<Problem> {
+    let home = std::env::var("HOME").unwrap_or_default();
+    let mut out = Vec::new();
+    for task in files.iter().flat_map(|f| f.parsed.tasks.iter()) {
+        let crate::model::Body::Tool { name, input } = &task.body else {
+            continue;
+        };
+        let Some(Value::Array(argv)) = input.get("cmd").filter(|_| name == "shell") else {
+            continue;
+        };
+        for word in argv.iter().filter_map(Value::as_str) {
+            let tilde = word.starts_with('~');
+            let var = word.contains('$');
+            if !(tilde || var) {
+                continue;
+            }
+            let fix = match word.strip_prefix("~/") {
+                Some(rest) if !home.is_empty() && !var => {
+                    format!("write {:?}", format!("{home}/{rest}"))
+                }
+                _ => "write its value, or give cmd as one string, which `sh -c` runs and \
+                      expands"
+                    .to_string(),
+            };
+            out.push(Problem {
+                file: task.file.to_path_buf(),
+                line: task.line,
+                column: task.column,
+                severity: Severity::Warning,
+                message: format!(
+                    "{word:?} in an argv-form cmd is not expanded: no shell runs it, so the \
+                     program gets {} as written; {fix}",
+                    if tilde { "the ~" } else { "the $" }
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// A warning for each open one-time task whose date has passed and that has not run yet: a

@@ -139,6 +139,32 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
                         .to_string(),
                 );
             }
+            // `- [ ]@log {…}`: a task marker glued to its text is no task at all (CommonMark
+            // wants a space after `[ ]`): it would never run, and no one would know.
+            Event::Text(_)
+                if was != Fresh::No
+                    && b.in_active_section()
+                    && ["[ ]", "[x]", "[X]"].iter().any(|m| {
+                        text[range.start..]
+                            .strip_prefix(m)
+                            .is_some_and(|rest| rest.starts_with(|c: char| !c.is_whitespace()))
+                    }) =>
+            {
+                b.warn(
+                    range.start,
+                    format!(
+                        "{0:?} is not a task: write a space after the marker (\"- {0} {1}\")",
+                        &text[range.start..range.start + 3],
+                        text[range.start + 3..]
+                            .lines()
+                            .next()
+                            .unwrap_or_default()
+                            .chars()
+                            .take(40)
+                            .collect::<String>()
+                    ),
+                );
+            }
             Event::Start(Tag::BlockQuote(_)) => quote_depth += 1,
             Event::End(TagEnd::BlockQuote(_)) => quote_depth = quote_depth.saturating_sub(1),
             _ => {}
@@ -1370,6 +1396,32 @@ mod tests {
             p("## Recurring tasks\n- [ ] a\n").tasks[0].section,
             Section::Other
         );
+    }
+
+    #[test]
+    fn a_marker_glued_to_its_text_is_a_warning() {
+        let w = warnings("## Recurring\n- [ ]@log {\"text\": \"x\"}\n- [x]done\n- [ ] fine\n");
+        assert_eq!(
+            w,
+            vec![
+                (
+                    2,
+                    3,
+                    "\"[ ]\" is not a task: write a space after the marker (\"- [ ] @log \
+                     {\"text\": \"x\"}\")"
+                        .to_string()
+                ),
+                (
+                    3,
+                    3,
+                    "\"[x]\" is not a task: write a space after the marker (\"- [x] done\")"
+                        .to_string()
+                ),
+            ]
+        );
+        assert_eq!(p("## Recurring\n- [ ]@log {}\n").tasks.len(), 0);
+        // Outside the sections, or inside a sentence, nothing is said.
+        assert!(warnings("## Notes\n- [ ]x\n## Recurring\n- see [ ]here\n").is_empty());
     }
 
     #[test]

@@ -503,3 +503,44 @@ fn a_cron_line_heading_runs_its_task_at_its_slots_only() {
         ]
     );
 }
+
+#[test]
+fn a_tilde_or_a_variable_in_an_argv_command_is_a_warning_with_the_fix() {
+    let env = Env::new(
+        "## Recurring\n- [ ] @shell {\"cmd\": [\"tar\", \"czf\", \"~/backups/x.tgz\", \"$HOME/docs\"]}\n\
+         - [ ] @shell {\"cmd\": \"tar czf ~/backups/y.tgz $HOME/docs\"}\n",
+    )
+    .config("timezone = \"UTC\"\n");
+    let out = env
+        .cmd(["check", "--json"])
+        .env("HOME", "/home/me")
+        .output();
+    let doc = out.json();
+    let warnings: Vec<(u64, String)> = doc["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["severity"] == "warning")
+        .map(|p| {
+            (
+                p["line"].as_u64().unwrap(),
+                p["message"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    // The string form runs through sh -c, which expands both: only line 2 is warned of.
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(warnings.iter().all(|(line, _)| *line == 2), "{warnings:?}");
+    assert!(
+        warnings.iter().any(|(_, m)| m
+            .starts_with("\"~/backups/x.tgz\" in an argv-form cmd is not expanded")
+            && m.ends_with("write \"/home/me/backups/x.tgz\"")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|(_, m)| m.starts_with("\"$HOME/docs\"") && m.contains("`sh -c`")),
+        "{warnings:?}"
+    );
+}
