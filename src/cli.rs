@@ -128,6 +128,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub once: bool,
 
+    /// Run only this task, now, whatever its schedule or cooldown say (repeatable; implies
+    /// --once): its id or a unique prefix of it, or FILE:LINE (any line of the item)
+    #[arg(long = "task", value_name = "ID|FILE:LINE")]
+    pub tasks: Vec<String>,
+
     #[command(flatten)]
     pub files: FileArgs,
 

@@ -241,6 +241,10 @@ pub(crate) struct PlanInput<'a, 'r> {
     /// Run even outside active hours.
     pub force: bool,
     pub autonomy: Autonomy,
+    /// A run a person asked for by naming its tasks (`run --task`): the caller plans only
+    /// those, and each is due now, whatever its schedule or its tool's cooldown say; every
+    /// other rule holds (docs/reference.md#run-one-task-now).
+    pub manual: bool,
 }
 
 /// Takes the tasks by reference: the plan's items borrow them (and the registry), so
@@ -256,7 +260,9 @@ pub(crate) fn plan<'a>(tasks: &[&'a Task], input: &PlanInput<'_, 'a>) -> Plan<'a
         cfg.active.next_active(now)
     };
     let mut items: Vec<Planned> = tasks.iter().map(|t| decide(t, input, active)).collect();
-    apply_cooldowns(&mut items, cfg, input.state, now);
+    if !input.manual {
+        apply_cooldowns(&mut items, cfg, input.state, now);
+    }
     apply_run_cap(&mut items, cfg.max_tasks_per_run, input.state);
     Plan {
         active,
@@ -408,7 +414,7 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     if !active && !input.force {
         return planned(Decision::Inactive, due_at);
     }
-    if !schedule::is_due(task.schedule.as_ref(), tz, last, now) {
+    if !input.manual && !schedule::is_due(task.schedule.as_ref(), tz, last, now) {
         return planned(Decision::NotDue, due_at);
     }
     let Some(call) = call else {
@@ -416,7 +422,8 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     };
     let spec = &call.spec;
     // A cooldown: not due while another task of this tool started within it.
-    if let Some(cooldown) = cfg.cooldown(&spec.name)
+    if !input.manual
+        && let Some(cooldown) = cfg.cooldown(&spec.name)
         && let Some(last) = state.tool_last_start.get(&spec.name)
         && let Some(until) = chrono::Duration::from_std(cooldown)
             .ok()
@@ -516,6 +523,7 @@ mod tests {
                 now: now.parse().unwrap(),
                 force: false,
                 autonomy,
+                manual: false,
             },
         );
         p.items
@@ -866,6 +874,7 @@ mod tests {
                 now: NOON.parse().unwrap(),
                 force: false,
                 autonomy: Autonomy::Cautious,
+                manual: false,
             },
         );
         let Decision::Run(call) = &p.items[0].decision else {
@@ -880,6 +889,51 @@ mod tests {
             p.items[0].shown_tool(PlainTasks::Agent).as_deref(),
             Some("agent")
         );
+    }
+
+    #[test]
+    fn a_manual_plan_ignores_schedule_and_cooldown_only() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "log".to_string(),
+            ToolConfig {
+                cooldown: Some(Duration::from_secs(3600)),
+                ..ToolConfig::default()
+            },
+        );
+        let cfg = config(tools);
+        let md = "## Recurring\n### Every 6h\n- [ ] @log {\"text\": \"x\"}\n- [ ] @log {\"text\": \"y\"}\n- [ ] @shell {\"cmd\": \"z\"}\n";
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        for id in &ids {
+            s.last_attempt
+                .insert(id.clone(), "2026-01-15T08:30:00Z".parse().unwrap());
+        }
+        s.tool_last_start
+            .insert("log".into(), "2026-01-15T08:30:00Z".parse().unwrap());
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let decide = |manual: bool| {
+            let p = plan(
+                &tasks.iter().collect::<Vec<_>>(),
+                &PlanInput {
+                    config: &cfg,
+                    registry: &registry,
+                    state: &s,
+                    now: NOON.parse().unwrap(),
+                    force: false,
+                    autonomy: Autonomy::Cautious,
+                    manual,
+                },
+            );
+            p.items
+                .iter()
+                .map(|i| i.decision.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(decide(false), vec!["not_due", "not_due", "not_due"]);
+        // Both tasks of the cooled-down tool run; an `ask` tool still asks.
+        assert_eq!(decide(true), vec!["run", "run", "approve"]);
     }
 
     #[test]
@@ -901,6 +955,7 @@ mod tests {
                 now: NOON.parse().unwrap(),
                 force: false,
                 autonomy: Autonomy::Cautious,
+                manual: false,
             },
         );
         assert_eq!(p.items[0].decision, Decision::NotDue);

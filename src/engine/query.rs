@@ -593,6 +593,7 @@ impl Checked {
                 now: self.now,
                 force: false,
                 autonomy: cfg.autonomy,
+                manual: false,
             },
         );
         let mut problems = self.problems.clone();
@@ -757,6 +758,7 @@ pub(crate) fn decide_one(
             now,
             force: false,
             autonomy: cfg.autonomy,
+            manual: false,
         },
     );
     Ok(plan

@@ -40,6 +40,7 @@ mod props;
 mod props2;
 mod retention;
 mod run;
+mod run_task;
 mod secrets;
 mod smtp_double;
 mod telegram;
