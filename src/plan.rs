@@ -21,6 +21,8 @@ pub(crate) enum SkipReason {
     RunCap,
     Tripped,
     Budget,
+    /// A person snoozed the task (docs/reference.md#snooze).
+    Snoozed,
 }
 
 impl SkipReason {
@@ -31,6 +33,7 @@ impl SkipReason {
             SkipReason::RunCap => "run_cap",
             SkipReason::Tripped => "tripped",
             SkipReason::Budget => "budget",
+            SkipReason::Snoozed => "snoozed",
         }
     }
 }
@@ -410,6 +413,12 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
         .is_some_and(|until| *until > now)
     {
         return planned(Decision::Denied, due_at);
+    }
+    // Snoozed by a person: held until the snooze ends, then due as its schedule says.
+    if let Some(until) = state.snoozed.get(&task.id) {
+        let after = schedule::next_due(task.schedule.as_ref(), tz, last, (*until).max(now))
+            .and_then(|t| active_from(cfg, t));
+        return planned(Decision::Skip(SkipReason::Snoozed), after);
     }
     if !active && !input.force {
         return planned(Decision::Inactive, due_at);
@@ -934,6 +943,38 @@ mod tests {
         assert_eq!(decide(false), vec!["not_due", "not_due", "not_due"]);
         // Both tasks of the cooled-down tool run; an `ask` tool still asks.
         assert_eq!(decide(true), vec!["run", "run", "approve"]);
+    }
+
+    #[test]
+    fn a_snoozed_task_is_skipped_until_its_snooze_ends() {
+        let cfg = config(BTreeMap::new());
+        let md = "## Recurring\n### Every 6h\n- [ ] @log {\"text\": \"x\"}\n- [ ] Stretch\n";
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        let until: DateTime<Utc> = "2026-01-16T09:00:00Z".parse().unwrap();
+        for id in &ids {
+            s.snoozed.insert(id.clone(), until);
+        }
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let p = plan(
+            &tasks.iter().collect::<Vec<_>>(),
+            &PlanInput {
+                config: &cfg,
+                registry: &registry,
+                state: &s,
+                now: NOON.parse().unwrap(),
+                force: false,
+                autonomy: Autonomy::Full,
+                manual: false,
+            },
+        );
+        for item in &p.items {
+            assert_eq!(item.decision, Decision::Skip(SkipReason::Snoozed));
+            assert_eq!(item.decision.as_str(), "snoozed");
+            // Due again the moment it ends (never attempted).
+            assert_eq!(item.next_due, Some(until));
+        }
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub(crate) mod notify_test;
 pub(crate) mod pause;
 pub(crate) mod reset;
 pub(crate) mod run;
+pub(crate) mod snooze;
 pub(crate) mod status;
 pub(crate) mod telegram;
 

@@ -7,7 +7,7 @@
 //! - A slot is reported at most once: the task's handled slot moves past it in the same
 //!   transaction that remembers this run's decisions, before the lines are audited.
 //! - Slots before a task was first seen, and slots held for a person (observe, deny, a
-//!   pending approval), are never reported.
+//!   pending approval, a snooze), are never reported.
 //! - At most [`LISTED`] slots are listed per task and run (the latest); one more line counts
 //!   the rest.
 //! - The slots are those of `schedule::slots`, the same that make a task due.
@@ -148,14 +148,16 @@ pub(crate) fn account(
     Ok(missed)
 }
 
-/// Whether the decision holds the task for a person (or by policy): its slots are not
-/// meant to run, and are not reported missed.
+/// Whether the decision holds the task for a person (or by policy, or a person's snooze):
+/// its slots are not meant to run, and are not reported missed.
 fn held(decision: &Decision) -> bool {
     matches!(
         decision,
         Decision::Pending(_)
             | Decision::Approved(_)
             | Decision::Denied
-            | Decision::Skip(SkipReason::Observe | SkipReason::DeniedByPolicy)
+            | Decision::Skip(
+                SkipReason::Observe | SkipReason::DeniedByPolicy | SkipReason::Snoozed
+            )
     )
 }

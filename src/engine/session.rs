@@ -645,6 +645,10 @@ impl<'a> Session<'a> {
         if reason == SkipReason::Budget {
             self.budget_exhausted()?;
         }
+        // A snoozed task's skip is said once per snooze (docs/reference.md#snooze).
+        if reason == SkipReason::Snoozed && !self.ledger.store.first_snooze_skip(&task.id)? {
+            return Ok(());
+        }
         let run_id = self.run_id.clone();
         self.record(&Event::TaskSkipped {
             run_id: &run_id,

@@ -43,6 +43,7 @@ mod run;
 mod run_task;
 mod secrets;
 mod smtp_double;
+mod snooze;
 mod telegram;
 mod test_server;
 mod tg_double;
