@@ -189,4 +189,26 @@ mod tests {
         assert!(s.unsnooze("a", later).unwrap().is_none());
         assert!(s.snoozes(later).unwrap().is_empty());
     }
+
+    #[test]
+    fn pruning_drops_the_snoozes_that_ended_before_the_cutoff_only() {
+        use crate::store::Retention;
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        let t0 = ts("2026-01-01T00:00:00Z");
+        s.snooze(&snooze("old", "2026-01-02T00:00:00Z", None), t0)
+            .unwrap();
+        s.snooze(&snooze("held", "2027-01-01T00:00:00Z", None), t0)
+            .unwrap();
+        let cutoff = ts("2026-03-01T00:00:00Z");
+        s.prune_once_a_day("2026-06-01", cutoff, cutoff).unwrap();
+        let left: Vec<String> = crate::store::test_util::conn(&s)
+            .prepare("SELECT task_id FROM snoozes")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(left, ["held"]);
+    }
 }
