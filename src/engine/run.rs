@@ -265,6 +265,9 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             }
             ping_failed(&run_id, &start_pings, t.secrets, &mut |e| session.record(e))?;
             session.stop = t.stop;
+            if t.only.is_some() {
+                session.ignore_cooldowns();
+            }
             session.mcp = servers;
             session.known = t
                 .files

@@ -191,6 +191,12 @@ impl<'a> Session<'a> {
         })
     }
 
+    /// A run whose tasks a person named (`run --task`): their tools' cooldowns do not hold
+    /// them back within the run either.
+    pub(crate) fn ignore_cooldowns(&mut self) {
+        self.guard.ignore_cooldowns();
+    }
+
     /// The run's store, read-only (the plan's snapshot reads it).
     pub(crate) fn store(&self) -> &dyn Store {
         &*self.ledger.store

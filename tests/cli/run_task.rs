@@ -288,3 +288,29 @@ fn a_named_run_reports_no_missed_slots_and_leaves_them_to_the_next_run() {
         2
     );
 }
+
+#[test]
+fn named_tasks_of_a_tool_with_a_cooldown_all_run() {
+    let env =
+        Env::new("## Recurring\n- [ ] @log {\"text\": \"one\"}\n- [ ] @log {\"text\": \"two\"}\n")
+            .config("[tools.log]\ncooldown = \"1h\"\n");
+    // A scheduled run starts one of them; the cooldown holds the other.
+    env.run_once("2026-05-01T10:00:00Z").code(0);
+    assert_eq!(env.events("task_succeeded").len(), 1);
+    env.cmd([
+        "run",
+        "--task",
+        "HEARTBEAT.md:2",
+        "--task",
+        "HEARTBEAT.md:3",
+    ])
+    .now("2026-05-01T10:01:00Z")
+    .output()
+    .code(0);
+    assert_eq!(
+        env.events("task_succeeded").len(),
+        3,
+        "{}",
+        env.audit_text()
+    );
+}
