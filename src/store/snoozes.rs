@@ -4,14 +4,17 @@
 //! Invariants:
 //! - At most one snooze per task id (the primary key): snoozing a snoozed task replaces its
 //!   end (and its reason and who); a task whose snooze ended starts a new one.
-//! - A snooze is in force while `until` is later than now; an ended one is simply over (its
-//!   row stays until the task is snoozed again or unsnoozed).
+//! - A snooze is in force while `until` is later than now; an ended one is simply over. Its
+//!   row stays (unsnoozing ends it now), so that the slots it held are never reported
+//!   missed, until the task is snoozed again or retention prunes it.
 //! - Its `task_skipped` line is said once per snooze: `said` is set by the one statement that
 //!   finds it unset.
 //! - Written with `synchronous = FULL`, as the pause is: a person's decision.
 
+use std::collections::HashMap;
+
 use chrono::{DateTime, Utc};
-use rusqlite::params;
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
 
 use super::{Result, Sqlite, format_ts, parse_ts};
 use crate::text::Redacted;
@@ -39,14 +42,21 @@ pub(crate) struct SnoozeRow {
     pub by: String,
 }
 
+/// From when to when a snooze held its task.
+pub(crate) type Window = (DateTime<Utc>, DateTime<Utc>);
+
 /// Tasks a person snoozed.
 pub(crate) trait Snoozes {
     /// Snooze a task from `now` until `s.until`, replacing the end (reason, who) of a snooze
     /// in force; one that ended is replaced by a new one, to be said again.
     fn snooze(&mut self, s: &NewSnooze, now: DateTime<Utc>) -> Result<()>;
 
-    /// End a task's snooze; the row removed, if it was in force at `now`.
+    /// End a task's snooze at `now`; the row as it was, if it was in force.
     fn unsnooze(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<Option<SnoozeRow>>;
+
+    /// Per task, the time its latest snooze held it: from its start to its end (or to when
+    /// it was unsnoozed), ended or not.
+    fn snooze_windows(&self) -> Result<HashMap<String, Window>>;
 
     /// The snoozes in force at `now`, the soonest to end first.
     fn snoozes(&self, now: DateTime<Utc>) -> Result<Vec<SnoozeRow>>;
@@ -99,13 +109,42 @@ impl Snoozes for Sqlite {
     fn unsnooze(&mut self, task_id: &str, now: DateTime<Utc>) -> Result<Option<SnoozeRow>> {
         let now = format_ts(now);
         self.durable(|conn| {
-            let sql = format!(
-                "DELETE FROM snoozes WHERE task_id = ?1 AND until > ?2 RETURNING {COLUMNS}"
-            );
-            let mut st = conn.prepare(&sql)?;
-            let mut rows = st.query_map(params![task_id, now], row)?;
-            rows.next().transpose()
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let sql = format!("SELECT {COLUMNS} FROM snoozes WHERE task_id = ?1 AND until > ?2");
+            let found = tx.query_row(&sql, params![task_id, now], row).optional()?;
+            if found.is_some() {
+                tx.execute(
+                    "UPDATE snoozes SET until = ?2 WHERE task_id = ?1",
+                    params![task_id, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok(found)
         })
+    }
+
+    fn snooze_windows(&self) -> Result<HashMap<String, Window>> {
+        let mut st = self
+            .conn
+            .prepare("SELECT task_id, since, until FROM snoozes")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut windows = HashMap::new();
+        for r in rows {
+            let (task, since, until) = r.map_err(|e| self.err(e))?;
+            if let (Some(since), Some(until)) = (parse_ts(&since), parse_ts(&until)) {
+                windows.insert(task, (since, until));
+            }
+        }
+        Ok(windows)
     }
 
     fn snoozes(&self, now: DateTime<Utc>) -> Result<Vec<SnoozeRow>> {
@@ -184,10 +223,12 @@ mod tests {
         s.snooze(&snooze("a", "2026-05-07T00:00:00Z", None), later)
             .unwrap();
         assert!(s.first_snooze_skip("a").unwrap());
-        // Unsnoozed: gone; unsnoozing again finds nothing.
-        assert_eq!(s.unsnooze("a", later).unwrap().unwrap().task_id, "a");
+        // Unsnoozed: over now, its window kept; unsnoozing again finds nothing.
+        let row = s.unsnooze("a", later).unwrap().unwrap();
+        assert_eq!(row.until, ts("2026-05-07T00:00:00Z"));
         assert!(s.unsnooze("a", later).unwrap().is_none());
         assert!(s.snoozes(later).unwrap().is_empty());
+        assert_eq!(s.snooze_windows().unwrap()["a"], (later, later));
     }
 
     #[test]

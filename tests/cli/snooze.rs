@@ -183,7 +183,10 @@ fn a_snooze_can_be_replaced_and_ended_and_refuses_what_it_cannot_do() {
     env.run_once("2026-05-01T12:00:00Z").code(0);
     assert_eq!(runs_of(&env, &nightly), 1);
     // Not snoozed any more; an unknown task; an end in the past; neither --for nor --until.
-    let out = env.cmd(["unsnooze", &nightly]).output();
+    let out = env
+        .cmd(["unsnooze", &nightly])
+        .now("2026-05-01T12:00:00Z")
+        .output();
     out.code(2);
     assert!(out.stderr.contains("not snoozed"), "{}", out.stderr);
     let unknown = if nightly.starts_with("0000") {
@@ -216,4 +219,53 @@ fn a_snooze_can_be_replaced_and_ended_and_refuses_what_it_cannot_do() {
         .output();
     log.code(0);
     assert_eq!(log.stdout.lines().count(), 3, "{}", log.stdout);
+}
+
+#[test]
+fn slots_within_a_snooze_are_not_missed_even_when_no_run_saw_it() {
+    let env = Env::new(MD).config("timezone = \"UTC\"\n");
+    let nightly = task_id(&env, "nightly");
+    env.run_once("2026-05-01T03:00:00Z").code(0);
+    env.cmd(["snooze", &nightly, "--for", "2d"])
+        .now("2026-05-01T10:00:00Z")
+        .output()
+        .code(0);
+    // No run until the sixth: the slots of the 2nd and 3rd fell within the snooze, those of
+    // the 4th and 5th did not.
+    env.run_once("2026-05-06T03:00:00Z").code(0);
+    let slots: Vec<String> = env
+        .events("task_missed")
+        .iter()
+        .filter(|m| m["task_id"] == nightly.as_str())
+        .map(|m| m["slot"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        slots,
+        ["2026-05-04T02:00:00.000Z", "2026-05-05T02:00:00.000Z"],
+        "{}",
+        env.audit_text()
+    );
+    // Unsnoozed early, the rest of the window is not held any more.
+    env.cmd(["snooze", &nightly, "--for", "3d"])
+        .now("2026-05-06T10:00:00Z")
+        .output()
+        .code(0);
+    env.cmd(["unsnooze", &nightly])
+        .now("2026-05-07T10:00:00Z")
+        .output()
+        .code(0);
+    env.run_once("2026-05-10T03:00:00Z").code(0);
+    let later: Vec<String> = env
+        .events("task_missed")
+        .iter()
+        .filter(|m| m["task_id"] == nightly.as_str())
+        .skip(2)
+        .map(|m| m["slot"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        later,
+        ["2026-05-08T02:00:00.000Z", "2026-05-09T02:00:00.000Z"],
+        "{}",
+        env.audit_text()
+    );
 }
