@@ -260,11 +260,13 @@ fn dry_run(
 fn named_tasks(named: &[String], tasks: &[&Task], cwd: &Path) -> Result<HashSet<String>> {
     let mut ids = HashSet::new();
     for raw in named {
-        let task = match raw.rsplit_once(':') {
-            Some((file, line)) if line.parse::<usize>().is_ok() && !file.is_empty() => {
-                task_at(Path::new(file), line.parse().unwrap_or(0), tasks, cwd)?
-            }
-            _ => super::find_task(raw, tasks, cwd)?,
+        let place = raw
+            .rsplit_once(':')
+            .and_then(|(file, line)| Some((file, line.parse::<usize>().ok()?)))
+            .filter(|(file, _)| !file.is_empty());
+        let task = match place {
+            Some((file, line)) => task_at(Path::new(file), line, tasks, cwd)?,
+            None => super::find_task(raw, tasks, cwd)?,
         };
         ids.insert(task.id.clone());
     }
