@@ -98,11 +98,13 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
             &ctx.cwd,
         ));
         out.lines(crate::render::terminal::missed(&report, cfg.tz(), &ctx.cwd));
-        let lines = crate::render::terminal::report(&report, args.quiet, false, &ctx.cwd);
+        // A person who named the tasks waits for them: every skip is news.
+        let named = !args.tasks.is_empty();
+        let lines = crate::render::terminal::report(&report, args.quiet, named, &ctx.cwd);
         if lines.is_empty() && !args.quiet {
             // A run that did nothing says why (docs/reference.md#run-output); silence means nothing
             // was due.
-            out.lines(why_nothing_ran(ctx, &cfg, &report)?);
+            out.lines(why_nothing_ran(ctx, &cfg, &report, named)?);
         }
         out.lines(lines);
     }
@@ -111,7 +113,12 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
 
 /// One line on why a run did nothing, when there is a reason to tell: skipped (paused,
 /// outside active hours, another run going) or tasks waiting for the budget.
-fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<String>> {
+fn why_nothing_ran(
+    ctx: &Ctx,
+    cfg: &Config,
+    report: &Report,
+    named: bool,
+) -> Result<Option<String>> {
     let store = || crate::store::open_existing(cfg);
     Ok(match report.skipped {
         Some(RunSkipReason::Paused) => {
@@ -151,7 +158,12 @@ fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<St
                 .filter(|t| t.reason.as_ref().map(Redacted::as_str) == Some("budget"))
                 .count();
             if waiting == 0 {
-                return Ok(None);
+                // A person named the tasks: silence would not tell them anything.
+                return Ok(named.then(|| {
+                    "nothing ran: the named task(s) are done, waiting for a person, held or \
+                     snoozed; `heartbeat check` says which"
+                        .to_string()
+                }));
             }
             let spent = match store()? {
                 Some(s) => s.spent_since(crate::schedule::local_midnight(cfg.tz(), ctx.now))?,
@@ -241,7 +253,10 @@ fn dry_run(
             ));
         }
         out.lines(crate::render::terminal::report(
-            &report, args.quiet, false, &ctx.cwd,
+            &report,
+            args.quiet,
+            !args.tasks.is_empty(),
+            &ctx.cwd,
         ));
         if report.tasks.is_empty() && !args.quiet {
             out.line("dry run: nothing to do now");

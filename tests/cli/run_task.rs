@@ -314,3 +314,22 @@ fn named_tasks_of_a_tool_with_a_cooldown_all_run() {
         env.audit_text()
     );
 }
+
+#[test]
+fn a_named_run_says_why_its_task_did_not_run() {
+    let env = Env::new(MD).config("[tools.shell]\napproval = \"deny\"\n");
+    let out = env.cmd(["run", "--task", "HEARTBEAT.md:6"]).output();
+    out.code(0);
+    assert!(
+        out.stdout.contains("skipped") && out.stdout.contains("denied_by_policy"),
+        "{}",
+        out.stdout
+    );
+    // The one-time task ran; named again, it has nothing to do, and says so.
+    env.cmd(["run", "--task", "HEARTBEAT.md:10"])
+        .output()
+        .code(0);
+    let out = env.cmd(["run", "--task", "HEARTBEAT.md:10"]).output();
+    out.code(0);
+    assert!(out.stdout.contains("nothing ran"), "{}", out.stdout);
+}
