@@ -248,7 +248,7 @@ pub(crate) fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Re
 /// their places for an ambiguous prefix.
 pub(crate) fn find_task<'a>(raw: &str, tasks: &[&'a Task], cwd: &Path) -> Result<&'a Task> {
     // Only its form is checked here: 4 to 12 hex digits.
-    let id = resolve_task_id(raw, &[], "`heartbeat check`")?;
+    let id = resolve_task_id(raw, &[], "`heartbeat check` and `status`")?;
     let fits: Vec<&'a Task> = tasks
         .iter()
         .copied()

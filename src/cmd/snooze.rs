@@ -75,7 +75,7 @@ pub(crate) fn unsnooze(ctx: &Ctx, raw: &str) -> Result<u8> {
         .into_iter()
         .map(|s| s.task_id)
         .collect();
-    let id = super::resolve_task_id(raw, &snoozed, "`heartbeat status`")?;
+    let id = super::resolve_task_id(raw, &snoozed, "`heartbeat check` and `status`")?;
     let Some(row) = d.store.unsnooze(&id, d.now)? else {
         return Err(Error::Usage(format!(
             "task {id} is not snoozed (see `heartbeat status`)"
