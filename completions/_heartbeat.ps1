@@ -41,6 +41,8 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('grants', 'grants', [CompletionResultType]::ParameterValue, 'List the always-grants (tasks that run without asking)')
             [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Remove the always-grant of a task')
             [CompletionResult]::new('reset', 'reset', [CompletionResultType]::ParameterValue, 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again')
+            [CompletionResult]::new('snooze', 'snooze', [CompletionResultType]::ParameterValue, 'Hold one task back for a while (the file is not touched)')
+            [CompletionResult]::new('unsnooze', 'unsnooze', [CompletionResultType]::ParameterValue, 'End a task''s snooze')
             [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured channel (Telegram chats included), or one')
@@ -55,6 +57,7 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;run' {
+            [CompletionResult]::new('--task', '--task', [CompletionResultType]::ParameterName, 'Run only this task, now, whatever its schedule or cooldown say (repeatable; implies --once): its id or a unique prefix of it, or FILE:LINE (any line of the item)')
             [CompletionResult]::new('--file', '--file', [CompletionResultType]::ParameterName, 'HEARTBEAT.md to use instead of the config''s `files` (repeatable)')
             [CompletionResult]::new('--autonomy', '--autonomy', [CompletionResultType]::ParameterName, 'Override the configured autonomy for this run')
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
@@ -214,6 +217,33 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'heartbeat;snooze' {
+            [CompletionResult]::new('--for', '--for', [CompletionResultType]::ParameterName, 'Snooze it for this long (`2h`, `3d`)')
+            [CompletionResult]::new('--until', '--until', [CompletionResultType]::ParameterName, 'Snooze it until this time: RFC 3339, or a local `2026-12-07 09:00` in the configured zone')
+            [CompletionResult]::new('--reason', '--reason', [CompletionResultType]::ParameterName, 'Why (recorded and shown)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;unsnooze' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
         'heartbeat;pause' {
             [CompletionResult]::new('--for', '--for', [CompletionResultType]::ParameterName, 'End the pause by itself after this long (default: until `heartbeat resume`)')
             [CompletionResult]::new('--reason', '--reason', [CompletionResultType]::ParameterName, 'Why (recorded and shown)')
@@ -361,6 +391,8 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('grants', 'grants', [CompletionResultType]::ParameterValue, 'List the always-grants (tasks that run without asking)')
             [CompletionResult]::new('revoke', 'revoke', [CompletionResultType]::ParameterValue, 'Remove the always-grant of a task')
             [CompletionResult]::new('reset', 'reset', [CompletionResultType]::ParameterValue, 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again')
+            [CompletionResult]::new('snooze', 'snooze', [CompletionResultType]::ParameterValue, 'Hold one task back for a while (the file is not touched)')
+            [CompletionResult]::new('unsnooze', 'unsnooze', [CompletionResultType]::ParameterValue, 'End a task''s snooze')
             [CompletionResult]::new('pause', 'pause', [CompletionResultType]::ParameterValue, 'Pause runs (until resumed, or for a while)')
             [CompletionResult]::new('resume', 'resume', [CompletionResultType]::ParameterValue, 'End a pause')
             [CompletionResult]::new('notify-test', 'notify-test', [CompletionResultType]::ParameterValue, 'Send a test message to every configured channel (Telegram chats included), or one')
@@ -405,6 +437,12 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;reset' {
+            break
+        }
+        'heartbeat;help;snooze' {
+            break
+        }
+        'heartbeat;help;unsnooze' {
             break
         }
         'heartbeat;help;pause' {

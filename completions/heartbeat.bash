@@ -76,11 +76,17 @@ _heartbeat() {
             heartbeat,run)
                 cmd="heartbeat__subcmd__run"
                 ;;
+            heartbeat,snooze)
+                cmd="heartbeat__subcmd__snooze"
+                ;;
             heartbeat,status)
                 cmd="heartbeat__subcmd__status"
                 ;;
             heartbeat,telegram-chats)
                 cmd="heartbeat__subcmd__telegram__subcmd__chats"
+                ;;
+            heartbeat,unsnooze)
+                cmd="heartbeat__subcmd__unsnooze"
                 ;;
             heartbeat__subcmd__help,approvals)
                 cmd="heartbeat__subcmd__help__subcmd__approvals"
@@ -142,11 +148,17 @@ _heartbeat() {
             heartbeat__subcmd__help,run)
                 cmd="heartbeat__subcmd__help__subcmd__run"
                 ;;
+            heartbeat__subcmd__help,snooze)
+                cmd="heartbeat__subcmd__help__subcmd__snooze"
+                ;;
             heartbeat__subcmd__help,status)
                 cmd="heartbeat__subcmd__help__subcmd__status"
                 ;;
             heartbeat__subcmd__help,telegram-chats)
                 cmd="heartbeat__subcmd__help__subcmd__telegram__subcmd__chats"
+                ;;
+            heartbeat__subcmd__help,unsnooze)
+                cmd="heartbeat__subcmd__help__subcmd__unsnooze"
                 ;;
             *)
                 ;;
@@ -155,7 +167,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -413,7 +425,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status doctor approve deny approvals grants revoke reset pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
+            opts="run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -706,6 +718,20 @@ _heartbeat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        heartbeat__subcmd__help__subcmd__snooze)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         heartbeat__subcmd__help__subcmd__status)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -721,6 +747,20 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__telegram__subcmd__chats)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__unsnooze)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1031,18 +1071,60 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__run)
-            opts="-q -v -h -V --once --file --allow-missing --force --dry-run --autonomy --json --quiet --config --state-dir --now --verbose --help --version"
+            opts="-q -v -h -V --once --task --file --allow-missing --force --dry-run --autonomy --json --quiet --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --task)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --autonomy)
                     COMPREPLY=($(compgen -W "observe cautious full" -- "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__snooze)
+            opts="-v -h -V --for --until --reason --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --for)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --until)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --reason)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 --config)
@@ -1092,6 +1174,32 @@ _heartbeat() {
             ;;
         heartbeat__subcmd__telegram__subcmd__chats)
             opts="-v -h -V --json --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__unsnooze)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

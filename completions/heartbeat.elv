@@ -38,6 +38,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand grants 'List the always-grants (tasks that run without asking)'
             cand revoke 'Remove the always-grant of a task'
             cand reset 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again'
+            cand snooze 'Hold one task back for a while (the file is not touched)'
+            cand unsnooze 'End a task''s snooze'
             cand pause 'Pause runs (until resumed, or for a while)'
             cand resume 'End a pause'
             cand notify-test 'Send a test message to every configured channel (Telegram chats included), or one'
@@ -51,6 +53,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand help 'Print this message or the help of the given subcommand(s)'
         }
         &'heartbeat;run'= {
+            cand --task 'Run only this task, now, whatever its schedule or cooldown say (repeatable; implies --once): its id or a unique prefix of it, or FILE:LINE (any line of the item)'
             cand --file 'HEARTBEAT.md to use instead of the config''s `files` (repeatable)'
             cand --autonomy 'Override the configured autonomy for this run'
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
@@ -199,6 +202,31 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;snooze'= {
+            cand --for 'Snooze it for this long (`2h`, `3d`)'
+            cand --until 'Snooze it until this time: RFC 3339, or a local `2026-12-07 09:00` in the configured zone'
+            cand --reason 'Why (recorded and shown)'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;unsnooze'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;pause'= {
             cand --for 'End the pause by itself after this long (default: until `heartbeat resume`)'
             cand --reason 'Why (recorded and shown)'
@@ -336,6 +364,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand grants 'List the always-grants (tasks that run without asking)'
             cand revoke 'Remove the always-grant of a task'
             cand reset 'Clear a tripped task''s failure count, or release an interrupted one-time task, so it runs again'
+            cand snooze 'Hold one task back for a while (the file is not touched)'
+            cand unsnooze 'End a task''s snooze'
             cand pause 'Pause runs (until resumed, or for a while)'
             cand resume 'End a pause'
             cand notify-test 'Send a test message to every configured channel (Telegram chats included), or one'
@@ -369,6 +399,10 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;revoke'= {
         }
         &'heartbeat;help;reset'= {
+        }
+        &'heartbeat;help;snooze'= {
+        }
+        &'heartbeat;help;unsnooze'= {
         }
         &'heartbeat;help;pause'= {
         }

@@ -106,6 +106,8 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::Revoke { task_id } => cmd::grants::revoke(&ctx, &task_id),
         Command::Daemon(args) => cmd::daemon::run(&ctx, &args),
         Command::Reset { task_id } => cmd::reset::run(&ctx, &task_id),
+        Command::Snooze(args) => cmd::snooze::snooze(&ctx, &args),
+        Command::Unsnooze { task_id } => cmd::snooze::unsnooze(&ctx, &task_id),
         Command::Pause(args) => cmd::pause::pause(&ctx, &args),
         Command::Resume => cmd::pause::resume(&ctx),
         Command::NotifyTest(args) => cmd::notify_test::notify_test(&ctx, args.channel.as_deref()),

@@ -83,6 +83,13 @@ pub enum Command {
         /// The task's id (12 hex digits, as `heartbeat check` and `status` show)
         task_id: String,
     },
+    /// Hold one task back for a while (the file is not touched)
+    Snooze(SnoozeArgs),
+    /// End a task's snooze
+    Unsnooze {
+        /// The task's id, or a unique prefix of it (as `heartbeat status` shows)
+        task_id: String,
+    },
     /// Pause runs (until resumed, or for a while)
     Pause(PauseArgs),
     /// End a pause
@@ -127,6 +134,11 @@ pub struct RunArgs {
     /// Run once and exit (the daemon is `heartbeat daemon`)
     #[arg(long)]
     pub once: bool,
+
+    /// Run only this task, now, whatever its schedule or cooldown say (repeatable; implies
+    /// --once): its id or a unique prefix of it, or FILE:LINE (any line of the item)
+    #[arg(long = "task", value_name = "ID|FILE:LINE")]
+    pub tasks: Vec<String>,
 
     #[command(flatten)]
     pub files: FileArgs,
@@ -203,6 +215,26 @@ pub struct PauseArgs {
     /// End the pause by itself after this long (default: until `heartbeat resume`)
     #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
     pub for_: Option<std::time::Duration>,
+
+    /// Why (recorded and shown)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("end").required(true).args(["for_", "until"])))]
+pub struct SnoozeArgs {
+    /// The task's id, or a unique prefix of it (as `heartbeat check` shows)
+    pub task_id: String,
+
+    /// Snooze it for this long (`2h`, `3d`)
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    pub for_: Option<std::time::Duration>,
+
+    /// Snooze it until this time: RFC 3339, or a local `2026-12-07 09:00` in the configured
+    /// zone
+    #[arg(long, value_name = "TIME", value_parser = parse_now)]
+    pub until: Option<When>,
 
     /// Why (recorded and shown)
     #[arg(long, value_name = "TEXT")]

@@ -21,6 +21,8 @@ pub(crate) enum SkipReason {
     RunCap,
     Tripped,
     Budget,
+    /// A person snoozed the task (docs/reference.md#snooze).
+    Snoozed,
 }
 
 impl SkipReason {
@@ -31,6 +33,7 @@ impl SkipReason {
             SkipReason::RunCap => "run_cap",
             SkipReason::Tripped => "tripped",
             SkipReason::Budget => "budget",
+            SkipReason::Snoozed => "snoozed",
         }
     }
 }
@@ -270,6 +273,10 @@ pub(crate) struct PlanInput<'a, 'r> {
     /// Run even outside active hours.
     pub force: bool,
     pub autonomy: Autonomy,
+    /// A run a person asked for by naming its tasks (`run --task`): the caller plans only
+    /// those, and each is due now, whatever its schedule or its tool's cooldown say; every
+    /// other rule holds (docs/reference.md#run-one-task-now).
+    pub manual: bool,
 }
 
 /// Takes the tasks by reference: the plan's items borrow them (and the registry), so
@@ -285,7 +292,9 @@ pub(crate) fn plan<'a>(tasks: &[&'a Task], input: &PlanInput<'_, 'a>) -> Plan<'a
         cfg.active.next_active(now)
     };
     let mut items: Vec<Planned> = tasks.iter().map(|t| decide(t, input, active)).collect();
-    apply_cooldowns(&mut items, cfg, input.state, now);
+    if !input.manual {
+        apply_cooldowns(&mut items, cfg, input.state, now);
+    }
     apply_run_cap(&mut items, cfg.max_tasks_per_run, input.state);
     Plan {
         active,
@@ -449,10 +458,16 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     {
         return planned(Decision::Denied, due_at);
     }
+    // Snoozed by a person: held until the snooze ends, then due as its schedule says.
+    if let Some(until) = state.snoozed.get(&task.id) {
+        let after = schedule::next_due(task.schedule.as_ref(), tz, last, (*until).max(now))
+            .and_then(|t| active_from(cfg, t));
+        return planned(Decision::Skip(SkipReason::Snoozed), after);
+    }
     if !active && !input.force {
         return planned(Decision::Inactive, due_at);
     }
-    if !due {
+    if !input.manual && !due {
         return planned(Decision::NotDue, due_at);
     }
     let Some(call) = call else {
@@ -460,7 +475,8 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     };
     let spec = &call.spec;
     // A cooldown: not due while another task of this tool started within it.
-    if let Some(cooldown) = cfg.cooldown(&spec.name)
+    if !input.manual
+        && let Some(cooldown) = cfg.cooldown(&spec.name)
         && let Some(last) = state.tool_last_start.get(&spec.name)
         && let Some(until) = chrono::Duration::from_std(cooldown)
             .ok()
@@ -560,6 +576,7 @@ mod tests {
                 now: now.parse().unwrap(),
                 force: false,
                 autonomy,
+                manual: false,
             },
         );
         p.items
@@ -910,6 +927,7 @@ mod tests {
                 now: NOON.parse().unwrap(),
                 force: false,
                 autonomy: Autonomy::Cautious,
+                manual: false,
             },
         );
         let Decision::Run(call) = &p.items[0].decision else {
@@ -924,6 +942,83 @@ mod tests {
             p.items[0].shown_tool(PlainTasks::Agent).as_deref(),
             Some("agent")
         );
+    }
+
+    #[test]
+    fn a_manual_plan_ignores_schedule_and_cooldown_only() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "log".to_string(),
+            ToolConfig {
+                cooldown: Some(Duration::from_secs(3600)),
+                ..ToolConfig::default()
+            },
+        );
+        let cfg = config(tools);
+        let md = "## Recurring\n### Every 6h\n- [ ] @log {\"text\": \"x\"}\n- [ ] @log {\"text\": \"y\"}\n- [ ] @shell {\"cmd\": \"z\"}\n";
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        for id in &ids {
+            s.last_attempt
+                .insert(id.clone(), "2026-01-15T08:30:00Z".parse().unwrap());
+        }
+        s.tool_last_start
+            .insert("log".into(), "2026-01-15T08:30:00Z".parse().unwrap());
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let decide = |manual: bool| {
+            let p = plan(
+                &tasks.iter().collect::<Vec<_>>(),
+                &PlanInput {
+                    config: &cfg,
+                    registry: &registry,
+                    state: &s,
+                    now: NOON.parse().unwrap(),
+                    force: false,
+                    autonomy: Autonomy::Cautious,
+                    manual,
+                },
+            );
+            p.items
+                .iter()
+                .map(|i| i.decision.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(decide(false), vec!["not_due", "not_due", "not_due"]);
+        // Both tasks of the cooled-down tool run; an `ask` tool still asks.
+        assert_eq!(decide(true), vec!["run", "run", "approve"]);
+    }
+
+    #[test]
+    fn a_snoozed_task_is_skipped_until_its_snooze_ends() {
+        let cfg = config(BTreeMap::new());
+        let md = "## Recurring\n### Every 6h\n- [ ] @log {\"text\": \"x\"}\n- [ ] Stretch\n";
+        let ids: Vec<String> = tasks(md).iter().map(|t| t.id.clone()).collect();
+        let mut s = Snapshot::default();
+        let until: DateTime<Utc> = "2026-01-16T09:00:00Z".parse().unwrap();
+        for id in &ids {
+            s.snoozed.insert(id.clone(), until);
+        }
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let p = plan(
+            &tasks.iter().collect::<Vec<_>>(),
+            &PlanInput {
+                config: &cfg,
+                registry: &registry,
+                state: &s,
+                now: NOON.parse().unwrap(),
+                force: false,
+                autonomy: Autonomy::Full,
+                manual: false,
+            },
+        );
+        for item in &p.items {
+            assert_eq!(item.decision, Decision::Skip(SkipReason::Snoozed));
+            assert_eq!(item.decision.as_str(), "snoozed");
+            // Due again the moment it ends (never attempted).
+            assert_eq!(item.next_due, Some(until));
+        }
     }
 
     #[test]
@@ -945,6 +1040,7 @@ mod tests {
                 now: NOON.parse().unwrap(),
                 force: false,
                 autonomy: Autonomy::Cautious,
+                manual: false,
             },
         );
         assert_eq!(p.items[0].decision, Decision::NotDue);

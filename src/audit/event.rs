@@ -246,6 +246,8 @@ pub(crate) enum Event<'a> {
         interrupted: bool,
         by: &'a str,
     },
+    TaskSnoozed(Snooze<'a>),
+    TaskUnsnoozed(Snooze<'a>),
 }
 }
 
@@ -292,6 +294,8 @@ impl EventKind {
             EventKind::MonitorPingFailed => "monitor_ping_failed",
             EventKind::GrantRevoked => "grant_revoked",
             EventKind::TaskReset => "task_reset",
+            EventKind::TaskSnoozed => "task_snoozed",
+            EventKind::TaskUnsnoozed => "task_unsnoozed",
         }
     }
 
@@ -413,6 +417,18 @@ pub(crate) struct Pause<'a> {
     pub until: Option<&'a str>,
     pub reason: Option<&'a Redacted>,
     pub by: &'a str,
+}
+
+/// `task_snoozed` / `task_unsnoozed` (docs/reference.md#snooze): `until` is the snooze's
+/// end (for `task_unsnoozed`, the end it had).
+#[derive(Debug, Serialize)]
+pub(crate) struct Snooze<'a> {
+    pub task_id: &'a str,
+    pub file: &'a str,
+    pub line: i64,
+    pub by: &'a str,
+    pub until: &'a str,
+    pub reason: Option<&'a Redacted>,
 }
 
 /// `daemon_started` / `daemon_stopped` / `config_reloaded`.

@@ -17,6 +17,7 @@ pub(crate) mod notify_test;
 pub(crate) mod pause;
 pub(crate) mod reset;
 pub(crate) mod run;
+pub(crate) mod snooze;
 pub(crate) mod status;
 pub(crate) mod telegram;
 
@@ -34,7 +35,8 @@ use crate::engine::decide::Decider;
 use crate::engine::files::Loaded;
 use crate::engine::query;
 use crate::error::{Error, Result, WorkStarted, say};
-use crate::model::{Problem, Severity};
+use crate::model::{Problem, Severity, Task};
+use crate::render::show_path;
 use crate::store::ApprovalRow;
 use crate::text::Redacted;
 
@@ -235,6 +237,32 @@ pub(crate) fn resolve_task_id(raw: &str, known: &[String], shown_by: &str) -> Re
             "task id {id} is ambiguous: it starts {}; type more of it",
             many.iter()
                 .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// The task of the files whose id is `raw` or starts with it (4 or more hex digits). None
+/// such, or more than one, is a usage error (exit 2) naming it, with the candidates and
+/// their places for an ambiguous prefix.
+pub(crate) fn find_task<'a>(raw: &str, tasks: &[&'a Task], cwd: &Path) -> Result<&'a Task> {
+    // Only its form is checked here: 4 to 12 hex digits.
+    let id = resolve_task_id(raw, &[], "`heartbeat check` and `status`")?;
+    let fits: Vec<&'a Task> = tasks
+        .iter()
+        .copied()
+        .filter(|t| t.id.starts_with(&id))
+        .collect();
+    match fits.as_slice() {
+        [] => Err(Error::Usage(format!(
+            "no task {id} in the files read (see `heartbeat check` for the tasks and their ids)"
+        ))),
+        [one] => Ok(one),
+        many => Err(Error::Usage(format!(
+            "task id {id} is ambiguous: it starts {}; type more of it",
+            many.iter()
+                .map(|t| format!("{} ({}:{})", t.id, show_path(&t.file, cwd), t.line))
                 .collect::<Vec<_>>()
                 .join(", ")
         ))),

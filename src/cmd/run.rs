@@ -4,6 +4,8 @@
 //! Files are read and validated before anything is written: a bad file exits 2 and leaves
 //! no trace but the message.
 
+use std::collections::HashSet;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,7 +15,7 @@ use crate::audit::Secrets;
 use crate::cli::{AutonomyArg, RunArgs};
 use crate::config::{Autonomy, Config};
 use crate::engine::files::{all_tasks, read_files, read_snapshot};
-use crate::engine::run::{Tick, connect_telegram, tick};
+use crate::engine::run::{Tick, connect_telegram, selected, tick};
 use crate::engine::session::new_run_id;
 use crate::error::{Error, Result, exit};
 use crate::model::{Outcome, RunSkipReason, Task, Trigger};
@@ -23,7 +25,7 @@ use crate::text::Redacted;
 use crate::tools::Registry;
 
 pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
-    if !args.once {
+    if !args.once && args.tasks.is_empty() {
         return Err(Error::Usage(
             "`heartbeat run` needs --once: `heartbeat run --once` runs the due tasks once \
              (from cron or a systemd timer), `heartbeat daemon` stays up; `heartbeat check` \
@@ -34,6 +36,16 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     let cfg = ctx.load_config(&args.files.files)?;
     let autonomy = args.autonomy.map(autonomy_of).unwrap_or(cfg.autonomy);
     let files = read_files(&cfg, args.files.allow_missing)?;
+    // `--task`: the tasks a person named, found before anything is written.
+    let only = match args.tasks.is_empty() {
+        true => None,
+        false => Some(named_tasks(&args.tasks, &all_tasks(&files), &ctx.cwd)?),
+    };
+    // A run a person asked for by naming its tasks (docs/reference.md#run-one-task-now).
+    let trigger = match only {
+        Some(_) => Trigger::Manual,
+        None => Trigger::Schedule,
+    };
     super::print_file_warnings(&files, &ctx.cwd);
     // A grant left behind by an edit (also with -q: the task now asks again).
     for p in crate::engine::query::orphan_problems(&cfg, &files)? {
@@ -49,7 +61,7 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         let store = crate::store::open_existing(&cfg)?;
         let (catalog, _) = crate::engine::mcp::cached(&cfg, store.as_deref(), ctx.now)?;
         let registry = Registry::from_config(&cfg).with_catalog(&catalog);
-        let tasks = all_tasks(&files);
+        let tasks = selected(all_tasks(&files), only.as_ref());
         let run_id = new_run_id(ctx.now);
         return dry_run(
             ctx, args, &cfg, &registry, &tasks, autonomy, run_id, &mut out,
@@ -64,14 +76,15 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
         force: args.force,
         autonomy,
         mode: crate::model::RunMode::Once,
-        // For cron and timers: `run --once` is the schedule's run.
-        trigger: Trigger::Schedule,
+        // For cron and timers, `run --once` is the schedule's run; `--task` a person's.
+        trigger,
         telegram: telegram.as_ref(),
         secrets: &secrets,
         read_updates: true,
         pressed: &[],
         stop: None,
         plan: true,
+        only: only.as_ref(),
         diag: &|m| ctx.diag(1, || m),
         work: &ctx.work,
     })?;
@@ -85,11 +98,13 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
             &ctx.cwd,
         ));
         out.lines(crate::render::terminal::missed(&report, cfg.tz(), &ctx.cwd));
-        let lines = crate::render::terminal::report(&report, args.quiet, false, &ctx.cwd);
+        // A person who named the tasks waits for them: every skip is news.
+        let named = !args.tasks.is_empty();
+        let lines = crate::render::terminal::report(&report, args.quiet, named, &ctx.cwd);
         if lines.is_empty() && !args.quiet {
             // A run that did nothing says why (docs/reference.md#run-output); silence means nothing
             // was due.
-            out.lines(why_nothing_ran(ctx, &cfg, &report)?);
+            out.lines(why_nothing_ran(ctx, &cfg, &report, named)?);
         }
         out.lines(lines);
     }
@@ -98,7 +113,12 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
 
 /// One line on why a run did nothing, when there is a reason to tell: skipped (paused,
 /// outside active hours, another run going) or tasks waiting for the budget.
-fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<String>> {
+fn why_nothing_ran(
+    ctx: &Ctx,
+    cfg: &Config,
+    report: &Report,
+    named: bool,
+) -> Result<Option<String>> {
     let store = || crate::store::open_existing(cfg);
     Ok(match report.skipped {
         Some(RunSkipReason::Paused) => {
@@ -138,7 +158,12 @@ fn why_nothing_ran(ctx: &Ctx, cfg: &Config, report: &Report) -> Result<Option<St
                 .filter(|t| t.reason.as_ref().map(Redacted::as_str) == Some("budget"))
                 .count();
             if waiting == 0 {
-                return Ok(None);
+                // A person named the tasks: silence would not tell them anything.
+                return Ok(named.then(|| {
+                    "nothing ran: the named task(s) are done, waiting for a person, held or \
+                     snoozed; `heartbeat check` says which"
+                        .to_string()
+                }));
             }
             let spent = match store()? {
                 Some(s) => s.spent_since(crate::schedule::local_midnight(cfg.tz(), ctx.now))?,
@@ -174,6 +199,7 @@ fn dry_run(
             now,
             force: args.force,
             autonomy,
+            manual: !args.tasks.is_empty(),
         },
     );
     let mut report = Report {
@@ -208,7 +234,10 @@ fn dry_run(
             }
             _ => {}
         }
-        r.trigger = Some(Trigger::Schedule);
+        r.trigger = Some(match args.tasks.is_empty() {
+            true => Trigger::Schedule,
+            false => Trigger::Manual,
+        });
         report.tasks.push(r);
     }
     if args.json {
@@ -224,7 +253,10 @@ fn dry_run(
             ));
         }
         out.lines(crate::render::terminal::report(
-            &report, args.quiet, false, &ctx.cwd,
+            &report,
+            args.quiet,
+            !args.tasks.is_empty(),
+            &ctx.cwd,
         ));
         if report.tasks.is_empty() && !args.quiet {
             out.line("dry run: nothing to do now");
@@ -235,6 +267,56 @@ fn dry_run(
     } else {
         exit::OK
     })
+}
+
+/// The ids of the tasks `--task` names: each an id or a unique prefix of one
+/// ([`super::find_task`]), or `FILE:LINE` with FILE relative to the current directory and
+/// LINE any line of the item. One that names no task, or more than one, is a usage error.
+fn named_tasks(named: &[String], tasks: &[&Task], cwd: &Path) -> Result<HashSet<String>> {
+    let mut ids = HashSet::new();
+    for raw in named {
+        let place = raw
+            .rsplit_once(':')
+            .and_then(|(file, line)| Some((file, line.parse::<usize>().ok()?)))
+            .filter(|(file, _)| !file.is_empty());
+        let task = match place {
+            Some((file, line)) => task_at(Path::new(file), line, tasks, cwd)?,
+            None => super::find_task(raw, tasks, cwd)?,
+        };
+        ids.insert(task.id.clone());
+    }
+    Ok(ids)
+}
+
+/// The task whose item holds `line` of `file`: from its marker's line to the last line of
+/// its text (an input may go on over several lines).
+fn task_at<'a>(file: &Path, line: usize, tasks: &[&'a Task], cwd: &Path) -> Result<&'a Task> {
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let wanted = canonical(&cwd.join(file));
+    let shown = || Secrets::taken().redact(&format!("{}:{line}", file.display()));
+    let in_file: Vec<&&Task> = tasks
+        .iter()
+        .filter(|t| canonical(&t.file) == wanted)
+        .collect();
+    if in_file.is_empty() {
+        return Err(Error::Usage(format!(
+            "--task {}: {} is not one of the files this run reads (see `heartbeat check`)",
+            shown().first_line(200),
+            file.display()
+        )));
+    }
+    let last_line = |t: &Task| t.text_line + t.text.lines().count().saturating_sub(1);
+    in_file
+        .into_iter()
+        .filter(|t| t.line <= line && line <= last_line(t).max(t.line))
+        .max_by_key(|t| t.line)
+        .copied()
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "--task {}: no task there (see `heartbeat check` for the tasks and their lines)",
+                shown().first_line(200)
+            ))
+        })
 }
 
 fn autonomy_of(a: AutonomyArg) -> Autonomy {

@@ -43,6 +43,7 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         interrupted,
         reminded,
         orphaned_grants,
+        snoozed,
         holder,
         daemon,
         telegram_wait,
@@ -118,6 +119,20 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             crate::audit::Secrets::taken()
                 .redact(r.text.as_deref().unwrap_or(""))
                 .first_line(80)
+        ));
+    }
+    for s in &snoozed {
+        out.line(&format!(
+            "snoozed:     {}:{} (task {}) until {} by {}{}; `heartbeat unsnooze {}` ends it",
+            crate::render::show_path(std::path::Path::new(&s.file), &ctx.cwd),
+            s.line,
+            s.task_id,
+            crate::render::show_time(s.until, cfg.tz()),
+            s.by,
+            s.reason
+                .as_ref()
+                .map_or(String::new(), |r| format!(" ({})", crate::text::clean(r))),
+            s.task_id
         ));
     }
     for g in &orphaned_grants {

@@ -371,6 +371,7 @@ fn run_tick(
             pressed,
             stop: Some(stop),
             plan: plan.is_some(),
+            only: None,
             diag: &|m| host.diag(m),
             work,
         })

@@ -24,6 +24,8 @@ pub(crate) struct Guard {
     reserved: f64,
     /// Tools started in this run (for cooldowns).
     started_tools: HashSet<String>,
+    /// A run that names its tasks (`run --task`) ignores cooldowns.
+    no_cooldowns: bool,
 }
 
 /// Whether a task may start now.
@@ -46,11 +48,17 @@ impl Guard {
         }
     }
 
+    /// A guard for a run whose tasks a person named (`run --task`): their tools' cooldowns
+    /// do not hold them back, within the run either (docs/reference.md#run-one-task-now).
+    pub(crate) fn ignore_cooldowns(&mut self) {
+        self.no_cooldowns = true;
+    }
+
     /// Whether a planned task of tool `name` may start, given what this run already started
     /// and spent. On [`Start::Go`] its tool counts as started and its estimate is reserved
     /// until [`Guard::settle`].
     pub(crate) fn may_start(&mut self, cfg: &Config, name: &str) -> Start {
-        if cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
+        if !self.no_cooldowns && cfg.cooldown(name).is_some() && self.started_tools.contains(name) {
             return Start::Cooldown;
         }
         if !self.reserve(cfg, name) {
@@ -190,6 +198,11 @@ mod tests {
         assert!(!guard.within_budget(&cfg, "paid"));
         let mut fresh = Guard::new(0.7);
         assert_eq!(fresh.may_start(&cfg, "paid"), Start::Budget);
+        // A run that names its tasks: a second start of a cooled-down tool goes ahead.
+        let mut named = Guard::new(0.0);
+        named.ignore_cooldowns();
+        assert_eq!(named.may_start(&cfg, "paid"), Start::Go);
+        assert_eq!(named.may_start(&cfg, "paid"), Start::Go);
     }
 
     #[test]

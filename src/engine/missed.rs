@@ -6,8 +6,9 @@
 //! Invariants:
 //! - A slot is reported at most once: the task's handled slot moves past it in the same
 //!   transaction that remembers this run's decisions, before the lines are audited.
-//! - Slots before a task was first seen, and slots held for a person (observe, deny, a
-//!   pending approval), are never reported.
+//! - Slots before a task was first seen, slots held for a person (observe, deny, a pending
+//!   approval, a snooze in force), and slots that fell within a task's latest snooze, are
+//!   never reported.
 //! - At most [`LISTED`] slots are listed per task and run (the latest); one more line counts
 //!   the rest.
 //! - The slots are those of `schedule::slots`, the same that make a task due.
@@ -40,6 +41,9 @@ pub(crate) fn account(
     now: DateTime<Utc>,
 ) -> store::Result<Vec<MissedSlot>> {
     let states = store.slot_states()?;
+    // Slots that fell while a person had the task snoozed are not missed, whether or not a
+    // run saw the snooze.
+    let snoozed = store.snooze_windows()?;
     let mut changes = Vec::new();
     let mut missed = Vec::new();
     for item in items {
@@ -58,6 +62,8 @@ pub(crate) fn account(
         let rules = crate::plan::slot_rules(cfg, task);
         let attempt = last_attempt.get(&task.id).copied();
         let attempted = |s: &Slot| attempt.is_some_and(|a| a >= s.at && a < s.deadline);
+        let window = snoozed.get(&task.id);
+        let in_snooze = |s: &Slot| window.is_some_and(|(from, to)| s.at >= *from && s.at < *to);
         let last = last_slot(schedule, tz, now, rules);
         let open = last.filter(|s| s.deadline > now);
         // Every slot whose deadline has passed is handled after this run.
@@ -77,7 +83,7 @@ pub(crate) fn account(
         if let Some(state) = states.get(&task.id).filter(|_| !held) {
             let passed: Vec<Slot> = slots(schedule, tz, state.handled, now, rules)
                 .take_while(|s| s.deadline <= now)
-                .filter(|s| !attempted(s))
+                .filter(|s| !attempted(s) && !in_snooze(s))
                 .collect();
             let reason_of = |store: &dyn Store, s: &Slot| -> store::Result<String> {
                 Ok(match &state.skip {
@@ -153,14 +159,16 @@ pub(crate) fn account(
     Ok(missed)
 }
 
-/// Whether the decision holds the task for a person (or by policy): its slots are not
-/// meant to run, and are not reported missed.
+/// Whether the decision holds the task for a person (or by policy, or a person's snooze):
+/// its slots are not meant to run, and are not reported missed.
 fn held(decision: &Decision) -> bool {
     matches!(
         decision,
         Decision::Pending(_)
             | Decision::Approved(_)
             | Decision::Denied
-            | Decision::Skip(SkipReason::Observe | SkipReason::DeniedByPolicy)
+            | Decision::Skip(
+                SkipReason::Observe | SkipReason::DeniedByPolicy | SkipReason::Snoozed
+            )
     )
 }

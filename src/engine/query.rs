@@ -25,7 +25,7 @@ use crate::mcp::{Catalog, Listing};
 use crate::model::{Problem, Section, Severity, Task};
 use crate::plan::{self, Decision, Plan, PlanInput};
 use crate::schedule::{self, local_midnight};
-use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot, Store};
+use crate::store::{ApprovalRow, GrantRow, PauseRow, RunSummary, Snapshot, SnoozeRow, Store};
 use crate::tools::Registry;
 
 // ----- problems -----
@@ -236,6 +236,8 @@ pub(crate) struct Status {
     /// One-time reminders already given and not ticked yet: they wait for the person.
     pub reminded: Vec<Held>,
     pub orphaned_grants: Vec<GrantRow>,
+    /// The snoozes in force, the soonest to end first (docs/reference.md#snooze).
+    pub snoozed: Vec<SnoozeRow>,
     /// Who holds the run lock.
     pub holder: Option<lock::Holder>,
     /// The daemon running on this state dir.
@@ -367,6 +369,10 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
             .filter(|at| crate::store::parse_ts(at).is_some_and(|at| at > now)),
         None => None,
     };
+    let snoozed = match &store {
+        Some(s) => s.snoozes(now)?,
+        None => Vec::new(),
+    };
     let (last_run, pending, spent, outbox, pause, tripped) = match &store {
         Some(s) => {
             // The budget day starts at local midnight in the configured zone.
@@ -406,6 +412,7 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
         interrupted,
         reminded,
         orphaned_grants,
+        snoozed,
         holder,
         daemon,
         telegram_wait,
@@ -441,6 +448,15 @@ impl Status {
             "orphaned_grants": self.orphaned_grants
                 .iter()
                 .map(|g| g.task_id.clone())
+                .collect::<Vec<_>>(),
+            "snoozed": self.snoozed
+                .iter()
+                .map(|s| json!({
+                    "task_id": s.task_id,
+                    "until": crate::audit::format_ts(s.until),
+                    "reason": s.reason,
+                    "by": s.by,
+                }))
                 .collect::<Vec<_>>(),
             "outbox": self.outbox,
             "channels": self.channels
@@ -725,6 +741,7 @@ impl Checked {
                 now: self.now,
                 force: false,
                 autonomy: cfg.autonomy,
+                manual: false,
             },
         );
         let mut problems = self.problems.clone();
@@ -889,6 +906,7 @@ pub(crate) fn decide_one(
             now,
             force: false,
             autonomy: cfg.autonomy,
+            manual: false,
         },
     );
     Ok(plan

@@ -12,6 +12,7 @@
 //! - Notifications go last and never fail the run: the outbox keeps what Telegram refused.
 //! - The effects themselves are in [`super::session`] and [`super::outbox`].
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
@@ -84,6 +85,10 @@ pub(crate) struct Tick<'a> {
     pub stop: Option<&'a session::Stop>,
     /// Apply the plan (false: only run what people approved, after a button press).
     pub plan: bool,
+    /// `run --task`: only these tasks (by id) are planned, each due now whatever its
+    /// schedule or cooldown say, and only their approved work runs
+    /// (docs/reference.md#run-one-task-now).
+    pub only: Option<&'a HashSet<String>>,
     pub diag: &'a dyn Fn(String),
     /// The command's: set when a tool starts.
     pub work: &'a WorkStarted,
@@ -221,7 +226,19 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             (report, store, audit)
         }
         None => {
-            let tasks = all_tasks(t.files);
+            let tasks = selected(all_tasks(t.files), t.only);
+            // Approved work of the named tasks only, in a run that names them.
+            let approved = match t.only {
+                None => None,
+                Some(ids) => Some(
+                    store
+                        .approvals(Some(crate::model::ApprovalState::Approved))?
+                        .into_iter()
+                        .filter(|row| ids.contains(&row.task_id))
+                        .map(|row| row.id)
+                        .collect::<Vec<i64>>(),
+                ),
+            };
             let mut servers = super::mcp::Servers::new(cfg).with_stop(t.stop.map(|s| &s.kill));
             let catalog = mcp_catalog(t, &tasks, &mut *store, &mut servers, now)?;
             let registry = Registry::from_config(cfg).with_catalog(&catalog);
@@ -248,6 +265,9 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             }
             ping_failed(&run_id, &start_pings, t.secrets, &mut |e| session.record(e))?;
             session.stop = t.stop;
+            if t.only.is_some() {
+                session.ignore_cooldowns();
+            }
             session.mcp = servers;
             session.known = t
                 .files
@@ -255,10 +275,15 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
                 .map(|f| (&f.source, f.parsed.tasks.as_slice()))
                 .collect();
             session.recover_interrupted()?;
-            session.run_approved(None)?;
+            session.run_approved(approved.as_deref())?;
             if active && t.plan {
                 let (plan, snapshot) = plan_now(t, &tasks, &registry, session.store(), now)?;
-                session.account_slots(&plan.items, &snapshot.last_attempt)?;
+                // A run that names its tasks ignores their schedules: it says nothing of
+                // slots, its own or other tasks'; the next scheduled run reports what passed
+                // (docs/reference.md#run-one-task-now).
+                if t.only.is_none() {
+                    session.account_slots(&plan.items, &snapshot.last_attempt)?;
+                }
                 session.apply_all(&plan.items)?;
             } else if !active {
                 // Only approved work ran; the rest waits for active hours.
@@ -449,7 +474,19 @@ fn plan_now<'a>(
             now,
             force: t.force,
             autonomy: t.autonomy,
+            manual: t.only.is_some(),
         },
     );
     Ok((plan, snapshot))
+}
+
+/// The tasks a run plans: all of them, or only those named (`run --task`), in file order.
+pub(crate) fn selected<'a>(
+    tasks: Vec<&'a crate::model::Task>,
+    only: Option<&HashSet<String>>,
+) -> Vec<&'a crate::model::Task> {
+    match only {
+        None => tasks,
+        Some(ids) => tasks.into_iter().filter(|t| ids.contains(&t.id)).collect(),
+    }
 }

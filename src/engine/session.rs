@@ -191,6 +191,12 @@ impl<'a> Session<'a> {
         })
     }
 
+    /// A run whose tasks a person named (`run --task`): their tools' cooldowns do not hold
+    /// them back within the run either.
+    pub(crate) fn ignore_cooldowns(&mut self) {
+        self.guard.ignore_cooldowns();
+    }
+
     /// The run's store, read-only (the plan's snapshot reads it).
     pub(crate) fn store(&self) -> &dyn Store {
         &*self.ledger.store
@@ -644,6 +650,10 @@ impl<'a> Session<'a> {
     fn skip(&mut self, task: &Task, tool: Option<&str>, reason: SkipReason) -> Result<()> {
         if reason == SkipReason::Budget {
             self.budget_exhausted()?;
+        }
+        // A snoozed task's skip is said once per snooze (docs/reference.md#snooze).
+        if reason == SkipReason::Snoozed && !self.ledger.store.first_snooze_skip(&task.id)? {
+            return Ok(());
         }
         let run_id = self.run_id.clone();
         self.record(&Event::TaskSkipped {

@@ -354,6 +354,21 @@ impl Fields<'_> {
             EventKind::GrantRevoked => {
                 words([self.task(), self.text("by").map(|b| format!("by {b}"))])
             }
+            EventKind::TaskSnoozed | EventKind::TaskUnsnoozed => {
+                let until = match kind {
+                    EventKind::TaskSnoozed => self.time("until").map(|t| format!("until {t}")),
+                    _ => None,
+                };
+                join2(
+                    self.place_or_task(),
+                    Some(words([
+                        until,
+                        self.text("by").map(|b| format!("by {b}")),
+                        self.text("reason").map(|r| format!("({r})")),
+                    ]))
+                    .filter(|s| !s.is_empty()),
+                )
+            }
             // Their fields say it best.
             EventKind::TaskProposed
             | EventKind::ProposalRefused

@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 19] = [
+pub(super) const MIGRATIONS: [&str; 20] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -428,6 +428,20 @@ UPDATE task_state SET last_success_tool = (
     WHERE task_runs.task_id = task_state.task_id AND outcome = 'succeeded'
     ORDER BY finished_at DESC LIMIT 1)
 WHERE last_success IS NOT NULL;
+"#,
+    // 20: snoozes (docs/reference.md#snooze): one per task, in force until `until`; `said`
+    // once its `task_skipped` line was written.
+    r#"
+CREATE TABLE snoozes (
+    task_id TEXT PRIMARY KEY,
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    since TEXT NOT NULL,
+    until TEXT NOT NULL,
+    reason TEXT,
+    by TEXT NOT NULL,
+    said INTEGER NOT NULL DEFAULT 0
+);
 "#,
 ];
 

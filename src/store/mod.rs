@@ -4,7 +4,7 @@
 //!
 //! The trait is the traits of its concerns combined, each declared beside its rows and its
 //! SQLite implementation: [`Approvals`], [`Grants`], [`History`], [`McpCache`], [`Metrics`],
-//! [`Notices`], [`Outbox`], [`Proposals`], [`Retention`], [`Slots`], [`Snapshots`], [`Starts`]. What any
+//! [`Notices`], [`Outbox`], [`Proposals`], [`Retention`], [`Slots`], [`Snapshots`], [`Snoozes`], [`Starts`]. What any
 //! implementation must keep:
 //! - Every write is committed before the method returns: nothing is held back for later, so
 //!   what a caller audits after a call returned is stored.
@@ -33,6 +33,7 @@ mod proposals;
 mod retention;
 mod slots;
 mod snapshot;
+mod snoozes;
 mod sqlite;
 mod starts;
 mod words;
@@ -51,6 +52,7 @@ pub(crate) use proposals::Proposals;
 pub(crate) use retention::Retention;
 pub(crate) use slots::{SlotChange, Slots};
 pub(crate) use snapshot::{Snapshot, Snapshots};
+pub(crate) use snoozes::{NewSnooze, SnoozeRow, Snoozes};
 pub(crate) use sqlite::{DB_FILE, Sqlite, sqlite_version};
 pub(crate) use starts::{NewStart, Starts};
 
@@ -73,6 +75,7 @@ pub(crate) trait Store:
     + Retention
     + Slots
     + Snapshots
+    + Snoozes
     + Starts
 {
 }
@@ -89,6 +92,7 @@ impl<T> Store for T where
         + Retention
         + Slots
         + Snapshots
+        + Snoozes
         + Starts
 {
 }

@@ -55,6 +55,8 @@ impl Retention for Sqlite {
                 "DELETE FROM runs WHERE started_at < ?1 AND finished_at IS NOT NULL",
                 "DELETE FROM sent WHERE sent_at < ?1",
                 "DELETE FROM run_skips WHERE at < ?1",
+                // A snooze that ended before the cutoff (one in force is kept).
+                "DELETE FROM snoozes WHERE until < ?1",
             ] {
                 rows += tx.execute(sql, params![before])? as u64;
             }

@@ -13,7 +13,7 @@ use rusqlite::params;
 
 use crate::model::ApprovalState;
 
-use super::{History, Outbox, Proposals, Result, Sqlite, Starts, format_ts, parse_ts};
+use super::{History, Outbox, Proposals, Result, Snoozes, Sqlite, Starts, format_ts, parse_ts};
 
 /// What a run needs to know about stored state to plan.
 #[derive(Clone, Debug, Default)]
@@ -57,6 +57,8 @@ pub(crate) struct Snapshot {
     pub released: HashSet<String>,
     /// One-time tasks started and never settled: held until `heartbeat reset`.
     pub interrupted: HashSet<String>,
+    /// Task id → when its snooze ends, for the snoozes in force (docs/reference.md#snooze).
+    pub snoozed: HashMap<String, DateTime<Utc>>,
 }
 
 impl Snapshot {
@@ -108,6 +110,11 @@ impl Snapshots for Sqlite {
             ..Snapshot::default()
         };
         snap.interrupted = self.unsettled()?.into_iter().collect();
+        snap.snoozed = self
+            .snoozes(now)?
+            .into_iter()
+            .map(|s| (s.task_id, s.until))
+            .collect();
         for p in self.proposals()? {
             if p.approved_by.is_none() {
                 snap.unapproved.insert(p.task_id.clone());
