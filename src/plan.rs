@@ -127,6 +127,8 @@ pub(crate) enum Decision<'a> {
     Done,
     /// Outside active hours (and not forced).
     Inactive,
+    /// A failed run is tried again at this time (docs/reference.md#retries).
+    Retry(DateTime<Utc>),
 }
 
 impl Decision<'_> {
@@ -155,6 +157,7 @@ impl Decision<'_> {
             },
             Decision::Done => Decision::Done,
             Decision::Inactive => Decision::Inactive,
+            Decision::Retry(at) => Decision::Retry(at),
         }
     }
 
@@ -176,6 +179,7 @@ impl Decision<'_> {
             Decision::Done => "done",
             Decision::Inactive => "inactive",
             Decision::Interrupted => "interrupted",
+            Decision::Retry(_) => "retry",
         }
     }
 }
@@ -408,8 +412,14 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     if !active && !input.force {
         return planned(Decision::Inactive, due_at);
     }
-    if !schedule::is_due(task.schedule.as_ref(), tz, last, now) {
-        return planned(Decision::NotDue, due_at);
+    // A retry waits for its time, then runs outside the schedule (docs/reference.md#retries).
+    match state.retry_at.get(&task.id) {
+        Some(&at) if at > now => return planned(Decision::Retry(at), active_from(cfg, at)),
+        Some(_) => {}
+        None if !schedule::is_due(task.schedule.as_ref(), tz, last, now) => {
+            return planned(Decision::NotDue, due_at);
+        }
+        None => {}
     }
     let Some(call) = call else {
         return planned(Decision::Remind, due_at);
@@ -908,6 +918,70 @@ mod tests {
         assert_eq!(
             p.items[0].next_due,
             Some("2026-01-15T12:59:00Z".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_waiting_retry_holds_the_task_and_a_due_one_runs_it_outside_its_schedule() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "flaky".to_string(),
+            ToolConfig {
+                command: Some(vec!["true".into()]),
+                approval: Some(Approval::Auto),
+                ..ToolConfig::default()
+            },
+        );
+        let cfg = config(tools);
+        let md = "## Recurring\n### Every 1d\n- [ ] @flaky {}\n";
+        let id = tasks(md)[0].id.clone();
+        let mut s = Snapshot::default();
+        // Attempted at 09:00 today: not due again until tomorrow.
+        s.last_attempt
+            .insert(id.clone(), "2026-01-15T08:00:00Z".parse().unwrap());
+        assert_eq!(
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)),
+            ["not_due"]
+        );
+        let retry: DateTime<Utc> = "2026-01-15T09:01:00Z".parse().unwrap();
+        s.retry_at.insert(id, retry);
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let p = plan(
+            &tasks.iter().collect::<Vec<_>>(),
+            &PlanInput {
+                config: &cfg,
+                registry: &registry,
+                state: &s,
+                now: NOON.parse().unwrap(),
+                force: false,
+                autonomy: Autonomy::Cautious,
+            },
+        );
+        assert_eq!(p.items[0].decision, Decision::Retry(retry));
+        assert_eq!(p.items[0].decision.as_str(), "retry");
+        assert_eq!(p.items[0].next_due, Some(retry));
+        assert_eq!(
+            words(&decide_all(
+                md,
+                &cfg,
+                &s,
+                "2026-01-15T09:01:00Z",
+                Autonomy::Cautious
+            )),
+            ["run"]
+        );
+        // A guardrail still holds it.
+        s.paused = true;
+        assert_eq!(
+            words(&decide_all(
+                md,
+                &cfg,
+                &s,
+                "2026-01-15T09:01:00Z",
+                Autonomy::Cautious
+            )),
+            ["inactive"]
         );
     }
 }

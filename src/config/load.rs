@@ -26,7 +26,7 @@ use super::file::{
 use super::types::{Human, SecretVar};
 use super::{
     Approval, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig, McpTransport,
-    MonitorConfig, MonitorKind, PlainTasks, Retention, TelegramConfig, ToolConfig,
+    MonitorConfig, MonitorKind, PlainTasks, Retention, RetryConfig, TelegramConfig, ToolConfig,
 };
 use crate::model::is_builtin_tool as is_builtin;
 use crate::model::{DaySet, MessageKind};
@@ -417,6 +417,12 @@ impl Source {
             cost_usd: raw.cost_usd.map(|usd| usd.0),
             max_consecutive_failures: raw.max_consecutive_failures.map(|n| n.0),
             monitor_url_env: raw.monitor_url_env.as_ref().map(|v| v.0.clone()),
+            retry: RetryConfig {
+                retries: raw.retries.map(|n| n.0),
+                backoff: raw.retry_backoff.map(|h| h.0),
+                on: raw.retry_on.clone(),
+                idempotent: raw.idempotent,
+            },
         })
     }
 
@@ -575,6 +581,12 @@ impl Source {
                     cost_usd: t.cost_usd.map(|usd| usd.0),
                     max_consecutive_failures: t.max_consecutive_failures.map(|n| n.0),
                     monitor_url_env: None,
+                    retry: RetryConfig {
+                        retries: t.retries.map(|n| n.0),
+                        backoff: t.retry_backoff.map(|h| h.0),
+                        on: t.retry_on.clone(),
+                        idempotent: t.idempotent,
+                    },
                 },
             );
         }
@@ -587,6 +599,12 @@ impl Source {
             approval: raw.approval.unwrap_or(Approval::Ask),
             trust_annotations: raw.trust_annotations.unwrap_or(false),
             cost_usd: raw.cost_usd.map(|usd| usd.0),
+            retry: RetryConfig {
+                retries: raw.retries.map(|n| n.0),
+                backoff: raw.retry_backoff.map(|h| h.0),
+                on: raw.retry_on.clone(),
+                idempotent: raw.idempotent,
+            },
             tools,
         })
     }

@@ -212,6 +212,8 @@ mod tests {
                     cost_usd: None,
                     approval_id: None,
                     error: None,
+                    retried: false,
+                    retry_at: None,
                 })
                 .unwrap();
             tripped.push(

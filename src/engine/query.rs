@@ -924,6 +924,8 @@ mod tests {
                     cost_usd: Some(cost),
                     approval_id: None,
                     error: None,
+                    retried: false,
+                    retry_at: None,
                 })
                 .unwrap();
         }

@@ -59,6 +59,8 @@ pub(crate) fn recover(ledger: &mut Ledger, run: &Recovering) -> Result<Vec<TaskR
             cost_usd: None,
             approval_id: Some(row.id),
             error: None,
+            retried: false,
+            retry_at: None,
         })?;
         let lost = Lost {
             task_id: &row.task_id,

@@ -480,6 +480,7 @@ impl<'a> Session<'a> {
                         if self.may_start(task, call.name())? {
                             let outcome = tools::Outcome {
                                 error: Some(why),
+                                failure: Some(tools::FailureKind::Spawn),
                                 ..tools::Outcome::default()
                             };
                             self.record_outcome(task, call, None, outcome)?;
@@ -550,7 +551,8 @@ impl<'a> Session<'a> {
             | Decision::Ignored
             | Decision::Done
             | Decision::Inactive
-            | Decision::Interrupted => {}
+            | Decision::Interrupted
+            | Decision::Retry(_) => {}
         }
         Ok(())
     }
@@ -832,6 +834,14 @@ impl<'a> Session<'a> {
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
         // No effect outside heartbeat: its record may wait for the batch (super::ledger).
         let effect_free = effect_free(call);
+        // A run of a retry chain (docs/reference.md#retries): the attempts that failed.
+        let chain = self.ledger.store.retry_chain(&task.id)?;
+        let attempt = chain.map_or(1, |failed| failed + 1);
+        let trigger = match chain {
+            Some(_) => Trigger::Retry,
+            None => self.trigger,
+        };
+        let retry_at = self.retry_time(task, call, approval_id, &outcome, attempt, finished);
         // Approved work with outside effects started alone; the rest through `may_start`
         // or a batch of approvals, which reserved the estimate.
         self.guard
@@ -847,6 +857,8 @@ impl<'a> Session<'a> {
             cost_usd: cost,
             approval_id,
             error: bare_error.as_ref(),
+            retried: chain.is_some(),
+            retry_at,
         };
         let shown_input = self.secrets.redact_map(input);
         let run = TaskRun {
@@ -864,14 +876,21 @@ impl<'a> Session<'a> {
             cost_usd: outcome.cost_usd,
             approval_id,
             reason: None,
-            trigger: self.trigger,
+            trigger,
             summary: summary.as_ref(),
             stderr: Some(&stderr),
         };
-        let event = if outcome.success {
-            Event::TaskSucceeded(run)
-        } else {
-            Event::TaskFailed(run)
+        let at = retry_at.map(crate::audit::format_ts);
+        let event = match (outcome.success, &at) {
+            (true, _) => Event::TaskSucceeded(run),
+            (false, None) => Event::TaskFailed(run),
+            (false, Some(at)) => Event::TaskRetryScheduled {
+                run_id: &self.run_id,
+                task_id: &task.id,
+                attempt,
+                at: at.clone(),
+                error: error.as_ref(),
+            },
         };
         let failures = self
             .ledger
@@ -884,6 +903,7 @@ impl<'a> Session<'a> {
             })?;
         let store = &mut *self.ledger.store;
         let trips = !outcome.success
+            && retry_at.is_none()
             && Guard::breaker(store, self.cfg, &task.id, name, failures, self.now)?;
         if trips {
             // The TRIPPED line is today's mention: later runs today skip it quietly.
@@ -924,12 +944,11 @@ impl<'a> Session<'a> {
         if outcome.success && task.section == Section::OneTime {
             self.ticks.want(task);
         }
-        let mut r = TaskReport::new(
-            task,
-            Some(name),
-            Outcome::of_run(outcome.success),
-            &self.secrets,
-        );
+        let shown_outcome = match retry_at {
+            Some(_) => Outcome::RetryScheduled,
+            None => Outcome::of_run(outcome.success),
+        };
+        let mut r = TaskReport::new(task, Some(name), shown_outcome, &self.secrets);
         r.exit_code = outcome.exit_code;
         r.tripped = trips.then_some(failures);
         r.output = Some(output);
@@ -938,7 +957,43 @@ impl<'a> Session<'a> {
         r.duration_ms = Some(duration_ms);
         r.approval_id = approval_id;
         self.push(r);
+        if let Some(last) = self.report.tasks.last_mut() {
+            last.trigger = Some(trigger);
+        }
         Ok(outcome)
+    }
+
+    /// When a failed run is tried again, if it is (docs/reference.md#retries): attempt
+    /// `attempt` of its chain failed with attempts left, in a way its `retry_on` names, and
+    /// a second call cannot have a second outside effect: the tool never started
+    /// (`spawn`), or the tool is idempotent and the task not a one-time task with outside
+    /// effects. Approved work is not retried here.
+    fn retry_time(
+        &self,
+        task: &Task,
+        call: &ToolCall,
+        approval_id: Option<i64>,
+        outcome: &tools::Outcome,
+        attempt: u32,
+        finished: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        if outcome.success || approval_id.is_some() {
+            return None;
+        }
+        let policy = self.cfg.retry_policy(call.name());
+        let kind = outcome.failure?;
+        if attempt > policy.retries || !kind.retried_by(policy.on.as_deref()) {
+            return None;
+        }
+        let one_time_effect = task.section == Section::OneTime && !effect_free(call);
+        let repeatable = policy
+            .idempotent
+            .unwrap_or_else(|| tools::idempotent_by_default(call.spec.as_ref(), &call.input));
+        if kind != tools::FailureKind::Spawn && (one_time_effect || !repeatable) {
+            return None;
+        }
+        let delay = chrono::Duration::from_std(policy.delay(attempt)).ok()?;
+        finished.checked_add_signed(delay)
     }
 
     fn queue(&mut self, task: &Task, call: &ToolCall) -> Result<()> {
@@ -1061,7 +1116,8 @@ pub(crate) fn run_tally(report: &Report) -> crate::store::RunTally<'_> {
         .tasks
         .iter()
         .filter(|t| match t.outcome {
-            Outcome::Succeeded | Outcome::Failed => false,
+            // A tool run, counted with its record (a retried failure as `failed`).
+            Outcome::Succeeded | Outcome::Failed | Outcome::RetryScheduled => false,
             // An approval found `running` is settled with a tool run row; a held start is not.
             Outcome::Interrupted => t.approval_id.is_none(),
             _ => true,

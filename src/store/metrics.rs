@@ -200,6 +200,8 @@ mod tests {
             cost_usd: None,
             approval_id: None,
             error: None,
+            retried: false,
+            retry_at: None,
         }
     }
 

@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 19] = [
+pub(super) const MIGRATIONS: [&str; 20] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -428,6 +428,12 @@ UPDATE task_state SET last_success_tool = (
     WHERE task_runs.task_id = task_state.task_id AND outcome = 'succeeded'
     ORDER BY finished_at DESC LIMIT 1)
 WHERE last_success IS NOT NULL;
+"#,
+    // 20: retries (docs/reference.md#retries): when a failed task is tried again, and how
+    // many attempts of that chain failed so far (0 when none waits).
+    r#"
+ALTER TABLE task_state ADD COLUMN retry_at TEXT;
+ALTER TABLE task_state ADD COLUMN retry_failures INTEGER NOT NULL DEFAULT 0;
 "#,
 ];
 

@@ -120,6 +120,8 @@ mod tests {
                 cost_usd: None,
                 approval_id: None,
                 error: None,
+                retried: false,
+                retry_at: None,
             })
             .unwrap();
             let tally = crate::store::RunTally {

@@ -57,6 +57,8 @@ pub(crate) struct Snapshot {
     pub released: HashSet<String>,
     /// One-time tasks started and never settled: held until `heartbeat reset`.
     pub interrupted: HashSet<String>,
+    /// Task id → when its failed run is tried again (docs/reference.md#retries).
+    pub retry_at: HashMap<String, DateTime<Utc>>,
 }
 
 impl Snapshot {
@@ -138,7 +140,7 @@ impl Snapshots for Sqlite {
             .conn
             .prepare(
                 "SELECT task_id, last_attempt, reminded_at, last_success, consecutive_failures,
-                 tripped_at FROM task_state",
+                 tripped_at, retry_at FROM task_state",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -150,12 +152,16 @@ impl Snapshots for Sqlite {
                     r.get::<_, Option<String>>(3)?,
                     r.get::<_, u32>(4)?,
                     r.get::<_, Option<String>>(5)?,
+                    r.get::<_, Option<String>>(6)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
         for row in rows {
-            let (id, attempt, reminded, success, failures, tripped) =
+            let (id, attempt, reminded, success, failures, tripped, retry) =
                 row.map_err(|e| self.err(e))?;
+            if let Some(t) = retry.as_deref().and_then(parse_ts) {
+                snap.retry_at.insert(id.clone(), t);
+            }
             if failures > 0 {
                 snap.failures.insert(id.clone(), failures);
             }

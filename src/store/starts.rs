@@ -169,6 +169,8 @@ mod tests {
             cost_usd: None,
             approval_id: None,
             error: None,
+            retried: false,
+            retry_at: None,
         })
         .unwrap();
         assert_eq!(s.unsettled().unwrap(), ["bbbbbbbbbbbb"]);
