@@ -1231,3 +1231,44 @@ fn a_timeout_is_a_timeout_failure() {
     assert!(!o.success);
     assert_eq!(o.failure, Some(FailureKind::Timeout));
 }
+
+#[test]
+fn an_mcp_idempotent_hint_counts_only_when_the_config_trusts_the_server() {
+    use crate::config::{McpServerConfig, McpTransport, RetryConfig};
+    use crate::mcp::{Catalog, Listing, ToolInfo};
+    for trust in [false, true] {
+        let mut cfg = crate::config::test_util::config(BTreeMap::new());
+        cfg.mcp.insert(
+            "s".into(),
+            McpServerConfig {
+                transport: McpTransport::Stdio(vec!["srv".into()]),
+                env: vec![],
+                cwd: None,
+                timeout: Duration::from_secs(5),
+                startup_timeout: Duration::from_secs(5),
+                approval: Approval::Ask,
+                trust_annotations: trust,
+                cost_usd: None,
+                retry: RetryConfig::default(),
+                tools: BTreeMap::new(),
+            },
+        );
+        let tool = |name: &str, idempotent| ToolInfo {
+            name: name.into(),
+            description: None,
+            input_schema: json!({"type": "object"}),
+            read_only: false,
+            idempotent,
+        };
+        let mut catalog = Catalog::new();
+        catalog.insert(
+            "s".into(),
+            Listing::Tools(vec![tool("again", true), tool("once", false)]),
+        );
+        let registry = Registry::from_config(&cfg).with_catalog(&catalog);
+        let again = registry.resolve("s.again").unwrap();
+        let once = registry.resolve("s.once").unwrap();
+        assert_eq!(idempotent_by_default(&again, &Map::new()), trust);
+        assert!(!idempotent_by_default(&once, &Map::new()));
+    }
+}
