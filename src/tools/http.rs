@@ -847,6 +847,8 @@ mod tests {
         );
         assert_eq!(out.stdout, "no such thing");
         assert_eq!(out.exit_code, None);
+        // What `retry_on` is matched against (docs/reference.md#retries).
+        assert_eq!(out.failure, Some(FailureKind::Http(404)));
 
         let (base, _rx) = serve(1, |_| reply(200, &[], b""));
         let out = http(json!({"url": base, "expect_status": [204, "3xx"]}));
@@ -927,6 +929,7 @@ mod tests {
         // The timeout, not the end of the 30 s the server holds the request; not before it.
         assert_eq!(out.error.as_deref(), Some("timed out after 1s"));
         assert!(took >= Duration::from_millis(900), "{took:?}");
+        assert_eq!(out.failure, Some(FailureKind::Timeout));
 
         // A number of seconds; and the tool's own timeout when the input has none.
         let base = silent();
@@ -959,6 +962,7 @@ mod tests {
         // Timed out: the whole body would take 10 s, and arrive.
         let out = http(json!({"url": base, "timeout": "700ms"}));
         assert_eq!(out.error.as_deref(), Some("timed out after 700ms"));
+        assert_eq!(out.failure, Some(FailureKind::Timeout));
         // What arrived is kept.
         assert!(!out.stdout.is_empty() && out.stdout.bytes().all(|b| b == b'x'));
     }
