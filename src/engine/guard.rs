@@ -214,6 +214,7 @@ mod tests {
                     error: None,
                     retried: false,
                     retry_at: None,
+                    not_started: false,
                 })
                 .unwrap();
             tripped.push(

@@ -81,6 +81,7 @@ impl PendingRun {
             error: None,
             retried: self.retried,
             retry_at: None,
+            not_started: false,
         }
     }
 }
@@ -292,6 +293,7 @@ pub(crate) mod tests {
             error: None,
             retried: false,
             retry_at: None,
+            not_started: false,
         }
     }
 

@@ -926,6 +926,7 @@ mod tests {
                     error: None,
                     retried: false,
                     retry_at: None,
+                    not_started: false,
                 })
                 .unwrap();
         }

@@ -61,6 +61,7 @@ pub(crate) fn recover(ledger: &mut Ledger, run: &Recovering) -> Result<Vec<TaskR
             error: None,
             retried: false,
             retry_at: None,
+            not_started: false,
         })?;
         let lost = Lost {
             task_id: &row.task_id,

@@ -859,6 +859,7 @@ impl<'a> Session<'a> {
             error: bare_error.as_ref(),
             retried: chain.is_some(),
             retry_at,
+            not_started: outcome.failure == Some(tools::FailureKind::Spawn),
         };
         let shown_input = self.secrets.redact_map(input);
         let run = TaskRun {

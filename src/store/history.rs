@@ -39,6 +39,8 @@ pub(crate) struct TaskRunRecord<'a> {
     /// A failure that is tried again at this time: the chain goes on, and the task's
     /// failure streak does not grow (the chain counts once, when its last attempt fails).
     pub retry_at: Option<DateTime<Utc>>,
+    /// A failure tried again because the tool never started: its outcome is `not_started`.
+    pub not_started: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -346,6 +348,19 @@ impl History for Sqlite {
 
 /// The statements of [`History::record_task_run`], inside its transaction. They run at every
 /// tool run, so they are prepared once per connection (rusqlite's statement cache).
+/// The `outcome` of a tool run's history row: succeeded or failed, or `not_started` for an
+/// attempt that never started and is tried again (docs/reference.md#retries).
+fn run_outcome(r: &TaskRunRecord) -> &'static str {
+    if r.not_started && r.retry_at.is_some() {
+        NOT_STARTED
+    } else {
+        crate::model::Outcome::of_run(r.succeeded).as_str()
+    }
+}
+
+/// The outcome word of an attempt that never started.
+const NOT_STARTED: &str = "not_started";
+
 fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> {
     let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
     // The outcome settles the start this run recorded (with the history row, atomically).
@@ -361,7 +376,7 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
         r.tool,
         started,
         finished,
-        crate::model::Outcome::of_run(r.succeeded).as_str(),
+        run_outcome(r),
         r.cost_usd,
         r.approval_id
     ])?;
@@ -374,11 +389,14 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
     if let Some(id) = r.approval_id {
         super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
     }
-    let outcome = match r.interrupted {
-        true => crate::model::Outcome::Interrupted,
-        false => crate::model::Outcome::of_run(r.succeeded),
+    // As `run --json` says it: a failure tried again is `retry_scheduled`.
+    let outcome = match (r.interrupted, r.retry_at) {
+        (true, _) => crate::model::Outcome::Interrupted,
+        (false, Some(_)) => crate::model::Outcome::RetryScheduled,
+        (false, None) => crate::model::Outcome::of_run(r.succeeded),
     };
-    super::metrics::increment(tx, "tasks", r.tool, outcome.as_str(), 1)?;
+    let outcome = outcome.as_str();
+    super::metrics::increment(tx, "tasks", r.tool, outcome, 1)?;
     // A retry is not a new attempt: the chain's first attempt stays the task's last one.
     let attempt = match r.retried {
         true => None,
@@ -447,6 +465,7 @@ pub(super) mod tests {
             error: None,
             retried: false,
             retry_at: None,
+            not_started: false,
         }
     }
 
@@ -500,6 +519,7 @@ pub(super) mod tests {
             approval_id: Some(id),
             retried: false,
             retry_at: None,
+            not_started: false,
             ..run_of("a", "log", "2026-01-01T10:00:00Z", true)
         };
         s.record_task_runs(&[run_of("b", "log", "2026-01-01T10:00:00Z", true), approved])
@@ -526,6 +546,7 @@ pub(super) mod tests {
             finished_at: ts(at),
             retried: false,
             retry_at: None,
+            not_started: false,
             ..run_of("t", "shell", at, ok)
         };
         let fails = |s: &Sqlite| -> i64 {
@@ -567,12 +588,14 @@ pub(super) mod tests {
                 cost_usd: Some(0.25),
                 retried: false,
                 retry_at: None,
+                not_started: false,
                 ..run_of("paid", "llm", at, true)
             },
             TaskRunRecord {
                 approval_id: Some(7),
                 retried: false,
                 retry_at: None,
+                not_started: false,
                 ..run_of("asked", "log", at, true)
             },
             run_of("x", "log", at, false),

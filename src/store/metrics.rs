@@ -202,6 +202,7 @@ mod tests {
             error: None,
             retried: false,
             retry_at: None,
+            not_started: false,
         }
     }
 

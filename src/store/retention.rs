@@ -122,6 +122,7 @@ mod tests {
                 error: None,
                 retried: false,
                 retry_at: None,
+                not_started: false,
             })
             .unwrap();
             let tally = crate::store::RunTally {

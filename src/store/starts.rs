@@ -171,6 +171,7 @@ mod tests {
             error: None,
             retried: false,
             retry_at: None,
+            not_started: false,
         })
         .unwrap();
         assert_eq!(s.unsettled().unwrap(), ["bbbbbbbbbbbb"]);

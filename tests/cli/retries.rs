@@ -85,6 +85,15 @@ fn a_failure_with_attempts_left_is_tried_again_by_the_next_run_after_its_time() 
         "{event}"
     );
     assert_eq!(calls(&env, "flaky"), 1);
+    // `heartbeat metrics` counts the outcome as `run --json` says it.
+    let out = env.cmd(["metrics"]).now(NOW).output();
+    out.code(0);
+    assert!(
+        out.stdout
+            .contains("heartbeat_tasks_total{tool=\"flaky\",outcome=\"retry_scheduled\"} 1"),
+        "{}",
+        out.stdout
+    );
 
     // `check` says a retry waits, and when.
     let t = decision(&env, &at(0));
@@ -211,6 +220,16 @@ fn a_one_time_task_is_retried_only_when_its_tool_never_started() {
         .query_row("SELECT COUNT(*) FROM starts", [], |r| r.get(0))
         .unwrap();
     assert_eq!(starts, 0);
+    // Its history row says it never started.
+    let outcome: String = env
+        .db()
+        .query_row(
+            "SELECT outcome FROM task_runs WHERE tool = 'ghost'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(outcome, "not_started");
     assert_eq!(decision(&env, &at(0))["decision"], "retry");
     let out = env.cmd(["run", "--once", "--json"]).now(&at(5)).output();
     let ghost = task_lines(&out.json())
