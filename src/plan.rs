@@ -393,6 +393,11 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     let last = state.last_attempt.get(&task.id).copied();
     let due_at =
         schedule::next_due(task.schedule.as_ref(), tz, last, now).and_then(|t| active_from(cfg, t));
+    // A retry waits for its time (docs/reference.md#retries), under its approval too.
+    let retry_at = state.retry_at.get(&task.id).copied();
+    if let Some(at) = retry_at.filter(|at| *at > now) {
+        return planned(Decision::Retry(at), active_from(cfg, at));
+    }
     // Waiting for a person, or refused by one: that is the state, whatever the clock says.
     if let Some(id) = state.pending.get(&task.id) {
         let decision = if state.approved.contains(&task.id) {
@@ -412,14 +417,9 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     if !active && !input.force {
         return planned(Decision::Inactive, due_at);
     }
-    // A retry waits for its time, then runs outside the schedule (docs/reference.md#retries).
-    match state.retry_at.get(&task.id) {
-        Some(&at) if at > now => return planned(Decision::Retry(at), active_from(cfg, at)),
-        Some(_) => {}
-        None if !schedule::is_due(task.schedule.as_ref(), tz, last, now) => {
-            return planned(Decision::NotDue, due_at);
-        }
-        None => {}
+    // A retry that is due runs outside the schedule.
+    if retry_at.is_none() && !schedule::is_due(task.schedule.as_ref(), tz, last, now) {
+        return planned(Decision::NotDue, due_at);
     }
     let Some(call) = call else {
         return planned(Decision::Remind, due_at);

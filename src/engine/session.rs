@@ -236,9 +236,9 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// A task's line in the report, with what started it.
+    /// A task's line in the report, with what started it (the run, unless the line says).
     fn push(&mut self, mut r: TaskReport) {
-        r.trigger = Some(self.trigger);
+        r.trigger.get_or_insert(self.trigger);
         self.report.tasks.push(r);
     }
 
@@ -288,12 +288,24 @@ impl<'a> Session<'a> {
     /// batch gathered before it ran, so the log keeps the order of the approvals.
     pub(crate) fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
         let only: Option<HashSet<i64>> = only.map(|ids| ids.iter().copied().collect());
-        let rows = self
+        let mut rows = self
             .ledger
             .store
             .approvals(Some(crate::model::ApprovalState::Approved))?;
+        // Approvals whose failed run is tried again now (docs/reference.md#retries).
+        for row in self
+            .ledger
+            .store
+            .approvals(Some(crate::model::ApprovalState::Retrying))?
+        {
+            let due = self.ledger.store.retry_chain(&row.task_id)?;
+            if due.is_some_and(|(_, at)| at <= self.now) {
+                rows.push(row);
+            }
+        }
         let mut batch = Vec::new();
         for row in rows {
+            let retrying = row.state == crate::model::ApprovalState::Retrying;
             if only.as_ref().is_some_and(|ids| !ids.contains(&row.id)) {
                 continue;
             }
@@ -312,7 +324,7 @@ impl<'a> Session<'a> {
                 }
             };
             let name = call.name().to_string();
-            if effect_free(&call) {
+            if effect_free(&call) && !retrying {
                 // The budget counts the estimates of the batch's approvals, not yet run.
                 if self.guard.reserve(self.cfg, &name) {
                     batch.push((row.id, task, call));
@@ -330,7 +342,11 @@ impl<'a> Session<'a> {
                 self.skip(&task, Some(&name), SkipReason::Budget)?;
                 continue;
             }
-            if !self.ledger.store.claim(row.id, &self.run_id)? {
+            let claimed = match retrying {
+                true => self.ledger.store.claim_retry(row.id, &self.run_id)?,
+                false => self.ledger.store.claim(row.id, &self.run_id)?,
+            };
+            if !claimed {
                 // Another process claimed it first: it runs there, exactly once.
                 continue;
             }
@@ -836,12 +852,12 @@ impl<'a> Session<'a> {
         let effect_free = effect_free(call);
         // A run of a retry chain (docs/reference.md#retries): the attempts that failed.
         let chain = self.ledger.store.retry_chain(&task.id)?;
-        let attempt = chain.map_or(1, |failed| failed + 1);
+        let attempt = chain.map_or(1, |(failed, _)| failed + 1);
         let trigger = match chain {
             Some(_) => Trigger::Retry,
             None => self.trigger,
         };
-        let retry_at = self.retry_time(task, call, approval_id, &outcome, attempt, finished);
+        let retry_at = self.retry_time(task, call, &outcome, attempt, finished);
         // Approved work with outside effects started alone; the rest through `may_start`
         // or a batch of approvals, which reserved the estimate.
         self.guard
@@ -957,10 +973,8 @@ impl<'a> Session<'a> {
         r.reason = error;
         r.duration_ms = Some(duration_ms);
         r.approval_id = approval_id;
+        r.trigger = Some(trigger);
         self.push(r);
-        if let Some(last) = self.report.tasks.last_mut() {
-            last.trigger = Some(trigger);
-        }
         Ok(outcome)
     }
 
@@ -968,17 +982,16 @@ impl<'a> Session<'a> {
     /// `attempt` of its chain failed with attempts left, in a way its `retry_on` names, and
     /// a second call cannot have a second outside effect: the tool never started
     /// (`spawn`), or the tool is idempotent and the task not a one-time task with outside
-    /// effects. Approved work is not retried here.
+    /// effects. Approved work is retried under its approval, which waits as `retrying`.
     fn retry_time(
         &self,
         task: &Task,
         call: &ToolCall,
-        approval_id: Option<i64>,
         outcome: &tools::Outcome,
         attempt: u32,
         finished: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
-        if outcome.success || approval_id.is_some() {
+        if outcome.success {
             return None;
         }
         let policy = self.cfg.retry_policy(call.name());

@@ -117,24 +117,27 @@ pub(crate) trait History {
     /// The most recent run that finished.
     fn last_run(&self) -> Result<Option<RunSummary>>;
 
-    /// The failed attempts of the task's retry chain, while a retry of it waits
-    /// (docs/reference.md#retries); None when none does.
-    fn retry_chain(&self, task_id: &str) -> Result<Option<u32>>;
+    /// The failed attempts of the task's retry chain and when it is tried again, while a
+    /// retry of it waits (docs/reference.md#retries); None when none does.
+    fn retry_chain(&self, task_id: &str) -> Result<Option<(u32, DateTime<Utc>)>>;
 
     /// The earliest time a stored retry waits for (the daemon wakes for it).
     fn next_retry(&self) -> Result<Option<DateTime<Utc>>>;
 }
 
 impl History for Sqlite {
-    fn retry_chain(&self, task_id: &str) -> Result<Option<u32>> {
-        self.conn
+    fn retry_chain(&self, task_id: &str) -> Result<Option<(u32, DateTime<Utc>)>> {
+        let row: Option<(u32, String)> = self
+            .conn
             .query_row(
-                "SELECT retry_failures FROM task_state WHERE task_id = ?1 AND retry_at IS NOT NULL",
+                "SELECT retry_failures, retry_at FROM task_state
+                 WHERE task_id = ?1 AND retry_at IS NOT NULL",
                 [task_id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        Ok(row.and_then(|(n, at)| Some((n, super::parse_ts(&at)?))))
     }
 
     fn next_retry(&self) -> Result<Option<DateTime<Utc>>> {
@@ -387,7 +390,8 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
     )?
     .execute(params![r.tool, started])?;
     if let Some(id) = r.approval_id {
-        super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
+        let retried = r.retry_at.is_some();
+        super::approvals::finish_approval(tx, id, r.succeeded, retried, r.error, r.finished_at)?;
     }
     // As `run --json` says it: a failure tried again is `retry_scheduled`.
     let outcome = match (r.interrupted, r.retry_at) {
@@ -835,14 +839,20 @@ pub(super) mod tests {
         let mut first = run_of("t", "x", "2026-01-01T10:00:00Z", false);
         first.retry_at = Some(ts("2026-01-01T10:01:00Z"));
         assert_eq!(s.record_task_run(&first).unwrap(), 0);
-        assert_eq!(s.retry_chain("t").unwrap(), Some(1));
+        assert_eq!(
+            s.retry_chain("t").unwrap(),
+            Some((1, ts("2026-01-01T10:01:00Z")))
+        );
         assert_eq!(s.next_retry().unwrap(), Some(ts("2026-01-01T10:01:00Z")));
         // Attempt 2 fails, tried again at 10:03: still no failure counted.
         let mut second = run_of("t", "x", "2026-01-01T10:01:00Z", false);
         second.retried = true;
         second.retry_at = Some(ts("2026-01-01T10:03:00Z"));
         assert_eq!(s.record_task_run(&second).unwrap(), 0);
-        assert_eq!(s.retry_chain("t").unwrap(), Some(2));
+        assert_eq!(
+            s.retry_chain("t").unwrap(),
+            Some((2, ts("2026-01-01T10:03:00Z")))
+        );
         assert_eq!(last_attempt(&s), "2026-01-01T10:00:00.000Z");
         // The last attempt fails: the chain counts once, and nothing waits.
         let mut last = run_of("t", "x", "2026-01-01T10:03:00Z", false);

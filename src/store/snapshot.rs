@@ -183,7 +183,7 @@ impl Snapshots for Sqlite {
             .conn
             .prepare(
                 "SELECT task_id, id, state FROM approvals
-                 WHERE state IN ('pending', 'approved', 'running')",
+                 WHERE state IN ('pending', 'approved', 'running', 'retrying')",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -197,7 +197,8 @@ impl Snapshots for Sqlite {
             .map_err(|e| self.err(e))?;
         for row in rows {
             let (task, id, state) = row.map_err(|e| self.err(e))?;
-            if state == ApprovalState::Approved {
+            // A retrying approval runs as approved work when its retry comes.
+            if matches!(state, ApprovalState::Approved | ApprovalState::Retrying) {
                 snap.approved.insert(task.clone());
             }
             snap.pending.insert(task, id);

@@ -285,3 +285,39 @@ fn retry_keys_are_checked_where_they_are_written() {
     );
     env.cmd(["check"]).output().code(0);
 }
+
+#[test]
+fn an_approved_task_retries_under_its_approval() {
+    let env = Env::new("## Recurring\n### Every 1d\n- [ ] @flaky {}\n");
+    let toml = counting_tool(&env, "flaky", 1, 3, "retries = 1\nidempotent = true\n")
+        .replace("approval = \"auto\"", "approval = \"ask\"");
+    let env = env.config(&toml);
+    env.run_once(NOW).code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
+    // Approved, run, failed: it waits for its retry under the same approval.
+    let out = env
+        .cmd(["approve", "1"])
+        .now(NOW)
+        .user(crate::approve::USER)
+        .output();
+    out.code(0);
+    assert_eq!(env.approval_state(1).as_deref(), Some("retrying"));
+    assert_eq!(env.events("task_retry_scheduled").len(), 1);
+    let t = decision(&env, &at(0));
+    assert_eq!(t["decision"], "retry", "{t:#}");
+    // Nothing asks again meanwhile.
+    env.run_once(&at(0)).code(0);
+    assert_eq!(env.events("approval_requested").len(), 1);
+    assert_eq!(calls(&env, "flaky"), 1);
+    // The first run after its time runs it, under that approval, without asking again.
+    let out = env.cmd(["run", "--once", "--json"]).now(&at(5)).output();
+    out.code(0);
+    let run = out.json();
+    let line = &task_lines(&run)[0];
+    assert_eq!(line["outcome"], "succeeded", "{run:#}");
+    assert_eq!(line["approval_id"], 1, "{run:#}");
+    assert_eq!(line["trigger"], "retry", "{run:#}");
+    assert_eq!(env.approval_state(1).as_deref(), Some("succeeded"));
+    assert_eq!(env.events("approval_requested").len(), 1);
+    assert_eq!(calls(&env, "flaky"), 2);
+}
