@@ -194,6 +194,7 @@ pub(crate) fn approvals_json(rows: &[ApprovalRow]) -> Value {
                 "decided_by": r.decided_by,
                 "reason": r.reason,
                 "config": r.config,
+                "retry_at": r.retry_at,
             })
         })
         .collect();

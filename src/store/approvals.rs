@@ -37,6 +37,9 @@ pub(crate) struct ApprovalRow {
     pub reason: Option<String>,
     /// The config file it was queued under (absolute, symlinks resolved), if any.
     pub config: Option<String>,
+    /// When a `retrying` approval's task is tried again (docs/reference.md#retries); filled
+    /// by [`Approvals::approvals`], None elsewhere.
+    pub retry_at: Option<String>,
 }
 
 /// How an approval records the config file it was queued under: absolute, symlinks
@@ -93,6 +96,7 @@ fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
         decided_by: r.get(11)?,
         reason: r.get(12)?,
         config: r.get(13)?,
+        retry_at: None,
     })
 }
 
@@ -195,9 +199,18 @@ impl Approvals for Sqlite {
             None => format!("SELECT {COLUMNS} FROM approvals ORDER BY id"),
         };
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        stmt.query_map(rusqlite::params_from_iter(state), approval_row)
+        let mut rows: Vec<ApprovalRow> = stmt
+            .query_map(rusqlite::params_from_iter(state), approval_row)
             .and_then(|rows| rows.collect())
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.state == ApprovalState::Retrying)
+        {
+            row.retry_at =
+                super::History::retry_chain(self, &row.task_id)?.map(|(_, at)| format_ts(at));
+        }
+        Ok(rows)
     }
 
     fn count_pending(&self) -> Result<i64> {

@@ -305,6 +305,29 @@ fn an_approved_task_retries_under_its_approval() {
     assert_eq!(env.events("task_retry_scheduled").len(), 1);
     let t = decision(&env, &at(0));
     assert_eq!(t["decision"], "retry", "{t:#}");
+    // `approvals` shows when.
+    let out = env
+        .cmd(["approvals", "--state", "retrying", "--json"])
+        .now(&at(0))
+        .output();
+    out.code(0);
+    let rows = out.json();
+    assert_eq!(rows[0]["state"], "retrying", "{rows:#}");
+    assert_eq!(
+        rows[0]["retry_at"],
+        env.events("task_retry_scheduled")[0]["at"],
+        "{rows:#}"
+    );
+    let out = env
+        .cmd(["approvals", "--state", "retrying"])
+        .now(&at(0))
+        .output();
+    out.code(0);
+    assert!(
+        out.stdout.contains("(retry at 2026-05-01T10:01:"),
+        "{}",
+        out.stdout
+    );
     // Nothing asks again meanwhile.
     env.run_once(&at(0)).code(0);
     assert_eq!(env.events("approval_requested").len(), 1);
