@@ -200,7 +200,7 @@ _heartbeat() {
             fi
             case "${prev}" in
                 --state)
-                    COMPREPLY=($(compgen -W "all pending approved running succeeded failed denied expired stale" -- "${cur}"))
+                    COMPREPLY=($(compgen -W "all pending approved running retrying succeeded failed denied expired stale" -- "${cur}"))
                     return 0
                     ;;
                 --config)

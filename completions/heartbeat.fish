@@ -127,6 +127,7 @@ complete -c heartbeat -n "__fish_heartbeat_using_subcommand approvals" -l state 
 pending\t''
 approved\t''
 running\t''
+retrying\t''
 succeeded\t''
 failed\t''
 denied\t''

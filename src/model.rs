@@ -45,6 +45,8 @@ impl Section {
 pub(crate) enum Trigger {
     Schedule,
     Manual,
+    /// A task's run that retries a failed one (docs/reference.md#retries): task lines only.
+    Retry,
 }
 
 /// What became of one task in a run: the `outcome` of `run --once --json`'s tasks, of
@@ -63,6 +65,8 @@ pub(crate) enum Outcome {
     Reminded,
     /// An approval whose task changed or went away.
     Stale,
+    /// It failed, and is tried again later (docs/reference.md#retries): not a failure yet.
+    RetryScheduled,
     /// Dry runs: what a run would do.
     WouldRun,
     WouldQueue,
@@ -70,7 +74,7 @@ pub(crate) enum Outcome {
 
 impl Outcome {
     #[cfg(test)]
-    pub(crate) const ALL: [Outcome; 10] = [
+    pub(crate) const ALL: [Outcome; 11] = [
         Outcome::Succeeded,
         Outcome::Failed,
         Outcome::Interrupted,
@@ -79,6 +83,7 @@ impl Outcome {
         Outcome::Invalid,
         Outcome::Reminded,
         Outcome::Stale,
+        Outcome::RetryScheduled,
         Outcome::WouldRun,
         Outcome::WouldQueue,
     ];
@@ -94,6 +99,7 @@ impl Outcome {
             Outcome::Invalid => "invalid",
             Outcome::Reminded => "reminded",
             Outcome::Stale => "stale",
+            Outcome::RetryScheduled => "retry_scheduled",
             Outcome::WouldRun => "would_run",
             Outcome::WouldQueue => "would_queue",
         }
@@ -336,6 +342,7 @@ mod tests {
                 "invalid",
                 "reminded",
                 "stale",
+                "retry_scheduled",
                 "would_run",
                 "would_queue"
             ]

@@ -159,6 +159,8 @@ pub(crate) enum Decision<'a> {
     Done,
     /// Outside active hours (and not forced).
     Inactive,
+    /// A failed run is tried again at this time (docs/reference.md#retries).
+    Retry(DateTime<Utc>),
 }
 
 impl Decision<'_> {
@@ -187,6 +189,7 @@ impl Decision<'_> {
             },
             Decision::Done => Decision::Done,
             Decision::Inactive => Decision::Inactive,
+            Decision::Retry(at) => Decision::Retry(at),
         }
     }
 
@@ -208,6 +211,7 @@ impl Decision<'_> {
             Decision::Done => "done",
             Decision::Inactive => "inactive",
             Decision::Interrupted => "interrupted",
+            Decision::Retry(_) => "retry",
         }
     }
 }
@@ -442,6 +446,11 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
         )
     };
     let due_at = next_due.and_then(|t| active_from(cfg, t));
+    // A retry waits for its time (docs/reference.md#retries), under its approval too.
+    let retry_at = state.retry_at.get(&task.id).copied();
+    if let Some(at) = retry_at.filter(|at| *at > now) {
+        return planned(Decision::Retry(at), active_from(cfg, at));
+    }
     // Waiting for a person, or refused by one: that is the state, whatever the clock says.
     if let Some(id) = state.pending.get(&task.id) {
         let decision = if state.approved.contains(&task.id) {
@@ -467,7 +476,8 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     if !active && !input.force {
         return planned(Decision::Inactive, due_at);
     }
-    if !input.manual && !due {
+    // A retry that is due runs outside the schedule, as a run of named tasks does.
+    if !input.manual && retry_at.is_none() && !due {
         return planned(Decision::NotDue, due_at);
     }
     let Some(call) = call else {
@@ -1048,6 +1058,71 @@ mod tests {
         assert_eq!(
             p.items[0].next_due,
             Some("2026-01-15T12:59:00Z".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn a_waiting_retry_holds_the_task_and_a_due_one_runs_it_outside_its_schedule() {
+        let mut tools = BTreeMap::new();
+        tools.insert(
+            "flaky".to_string(),
+            ToolConfig {
+                command: Some(vec!["true".into()]),
+                approval: Some(Approval::Auto),
+                ..ToolConfig::default()
+            },
+        );
+        let cfg = config(tools);
+        let md = "## Recurring\n### Every 1d\n- [ ] @flaky {}\n";
+        let id = tasks(md)[0].id.clone();
+        let mut s = Snapshot::default();
+        // Attempted at 09:00 today: not due again until tomorrow.
+        s.last_attempt
+            .insert(id.clone(), "2026-01-15T08:00:00Z".parse().unwrap());
+        assert_eq!(
+            words(&decide_all(md, &cfg, &s, NOON, Autonomy::Cautious)),
+            ["not_due"]
+        );
+        let retry: DateTime<Utc> = "2026-01-15T09:01:00Z".parse().unwrap();
+        s.retry_at.insert(id, retry);
+        let registry = Registry::new(&cfg.tools);
+        let tasks = tasks(md);
+        let p = plan(
+            &tasks.iter().collect::<Vec<_>>(),
+            &PlanInput {
+                config: &cfg,
+                registry: &registry,
+                state: &s,
+                now: NOON.parse().unwrap(),
+                force: false,
+                autonomy: Autonomy::Cautious,
+                manual: false,
+            },
+        );
+        assert_eq!(p.items[0].decision, Decision::Retry(retry));
+        assert_eq!(p.items[0].decision.as_str(), "retry");
+        assert_eq!(p.items[0].next_due, Some(retry));
+        assert_eq!(
+            words(&decide_all(
+                md,
+                &cfg,
+                &s,
+                "2026-01-15T09:01:00Z",
+                Autonomy::Cautious
+            )),
+            ["run"]
+        );
+        // A guardrail still holds it.
+        s.paused = true;
+        assert_eq!(
+            words(&decide_all(
+                md,
+                &cfg,
+                &s,
+                "2026-01-15T09:01:00Z",
+                Autonomy::Cautious
+            )),
+            ["inactive"]
         );
     }
 }

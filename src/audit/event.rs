@@ -171,6 +171,16 @@ pub(crate) enum Event<'a> {
         file: &'a Path,
         line: usize,
     },
+    /// A failed run tried again at `at`: said instead of `task_failed`
+    /// (docs/reference.md#retries).
+    TaskRetryScheduled {
+        run_id: &'a str,
+        task_id: &'a str,
+        /// The number of the attempt that failed, from 1.
+        attempt: u32,
+        at: String,
+        error: Option<&'a Redacted>,
+    },
     TaskMarkedDone(Mark<'a>),
     TaskMarkSkipped(Mark<'a>),
     ApprovalRequested {
@@ -268,6 +278,7 @@ impl EventKind {
             EventKind::TaskMissed => "task_missed",
             EventKind::TaskSkipped => "task_skipped",
             EventKind::TaskTripped => "task_tripped",
+            EventKind::TaskRetryScheduled => "task_retry_scheduled",
             EventKind::TaskMarkedDone => "task_marked_done",
             EventKind::TaskMarkSkipped => "task_mark_skipped",
             EventKind::ApprovalRequested => "approval_requested",

@@ -20,7 +20,7 @@ pub(crate) fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
     }
     for r in &rows {
         out.line(&format!(
-            "#{:<4} {:<9} @{:<12} {}:{}  {}  (since {}){}",
+            "#{:<4} {:<9} @{:<12} {}:{}  {}  (since {}){}{}",
             r.id,
             r.state,
             r.tool,
@@ -28,6 +28,10 @@ pub(crate) fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
             r.line,
             Secrets::taken().redact(&r.input.to_string()).first_line(80),
             r.created_at,
+            r.retry_at
+                .as_ref()
+                .map(|at| format!(" (retry at {at})"))
+                .unwrap_or_default(),
             super::proposal_note(r)
         ));
     }

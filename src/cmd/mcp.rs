@@ -219,10 +219,11 @@ impl Handler for Agents {
 }
 
 /// What the `approvals` tool's `state` may be: an approval's states, and `all`.
-const APPROVAL_STATES: [&str; 9] = [
+const APPROVAL_STATES: [&str; 10] = [
     "pending",
     "approved",
     "running",
+    "retrying",
     "succeeded",
     "failed",
     "denied",

@@ -14,8 +14,8 @@ use serde::Deserialize;
 
 use super::types::{
     ApiUrl, ChannelName, ChatId, Command, Concurrency, Days, Failures, Files, History, Hours,
-    Human, Interval, Keep, McpUrl, MessageCap, MonitorName, PathText, SecretVar, ServerName, Size,
-    TaskCap, TokenVar, ToolCommand, ToolName, Usd, Zone,
+    Human, Interval, Keep, McpUrl, MessageCap, MonitorName, PathText, Retries, RetryOn, SecretVar,
+    ServerName, Size, TaskCap, TokenVar, ToolCommand, ToolName, Usd, Zone,
 };
 use super::{Approval, Autonomy, PlainTasks, SummaryMode};
 
@@ -216,6 +216,10 @@ pub(super) struct McpFile {
     pub trust_annotations: Option<bool>,
     pub cost_usd: Option<Usd>,
     pub max_lateness: Option<Human>,
+    pub retries: Option<Retries>,
+    pub retry_backoff: Option<Human>,
+    pub retry_on: Option<Vec<RetryOn>>,
+    pub idempotent: Option<bool>,
     #[serde(default)]
     pub tools: BTreeMap<String, Spanned<McpToolFile>>,
 }
@@ -229,6 +233,10 @@ pub(super) struct McpToolFile {
     pub cooldown: Option<Human>,
     pub timeout: Option<Human>,
     pub max_consecutive_failures: Option<Failures>,
+    pub retries: Option<Retries>,
+    pub retry_backoff: Option<Human>,
+    pub retry_on: Option<Vec<RetryOn>>,
+    pub idempotent: Option<bool>,
 }
 
 /// `[tools.NAME]`.
@@ -244,6 +252,10 @@ pub(super) struct ToolFile {
     pub max_consecutive_failures: Option<Failures>,
     pub monitor_url_env: Option<SecretVar>,
     pub max_lateness: Option<Human>,
+    pub retries: Option<Retries>,
+    pub retry_backoff: Option<Human>,
+    pub retry_on: Option<Vec<RetryOn>>,
+    pub idempotent: Option<bool>,
 }
 
 /// `[telegram]`.

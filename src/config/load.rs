@@ -26,7 +26,7 @@ use super::file::{
 use super::types::{Human, SecretVar};
 use super::{
     Approval, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig, McpTransport,
-    MonitorConfig, MonitorKind, PlainTasks, Retention, TelegramConfig, ToolConfig,
+    MonitorConfig, MonitorKind, PlainTasks, Retention, RetryConfig, TelegramConfig, ToolConfig,
 };
 use crate::model::is_builtin_tool as is_builtin;
 use crate::model::{DaySet, MessageKind};
@@ -419,6 +419,12 @@ impl Source {
             max_consecutive_failures: raw.max_consecutive_failures.map(|n| n.0),
             monitor_url_env: raw.monitor_url_env.as_ref().map(|v| v.0.clone()),
             max_lateness: raw.max_lateness.map(|h| h.0),
+            retry: RetryConfig {
+                retries: raw.retries.map(|n| n.0),
+                backoff: raw.retry_backoff.map(|h| h.0),
+                on: raw.retry_on.clone(),
+                idempotent: raw.idempotent,
+            },
         })
     }
 
@@ -578,6 +584,12 @@ impl Source {
                     max_consecutive_failures: t.max_consecutive_failures.map(|n| n.0),
                     monitor_url_env: None,
                     max_lateness: None,
+                    retry: RetryConfig {
+                        retries: t.retries.map(|n| n.0),
+                        backoff: t.retry_backoff.map(|h| h.0),
+                        on: t.retry_on.clone(),
+                        idempotent: t.idempotent,
+                    },
                 },
             );
         }
@@ -591,6 +603,12 @@ impl Source {
             trust_annotations: raw.trust_annotations.unwrap_or(false),
             cost_usd: raw.cost_usd.map(|usd| usd.0),
             max_lateness: raw.max_lateness.map(|h| h.0),
+            retry: RetryConfig {
+                retries: raw.retries.map(|n| n.0),
+                backoff: raw.retry_backoff.map(|h| h.0),
+                on: raw.retry_on.clone(),
+                idempotent: raw.idempotent,
+            },
             tools,
         })
     }

@@ -37,6 +37,7 @@ pub(crate) use channel::{
     ChannelConfig, ChannelKind, EmailConfig, MailTransport, NtfyConfig, Target,
 };
 pub(crate) use load::{fallback, load};
+pub(crate) use types::RetryOn;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -92,6 +93,49 @@ pub(crate) struct ToolConfig {
     /// The variable holding a healthchecks-style URL pinged around each run of this tool's
     /// tasks (docs/reference.md#monitors); its value is a secret.
     pub monitor_url_env: Option<String>,
+    /// `retries`, `retry_backoff`, `retry_on`, `idempotent`.
+    pub retry: RetryConfig,
+}
+
+/// The retry keys of `[tools.NAME]`, `[mcp.NAME]` and `[mcp.NAME.tools.TOOL]` as written
+/// (docs/reference.md#retries); absent keys are None.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RetryConfig {
+    /// Extra attempts after a failure.
+    pub retries: Option<u32>,
+    /// The wait before the first retry, doubled before each next one.
+    pub backoff: Option<Duration>,
+    /// The failures retried; None: every kind.
+    pub on: Option<Vec<RetryOn>>,
+    /// Whether a second call has no second outside effect.
+    pub idempotent: Option<bool>,
+}
+
+/// How a tool's failed tasks are tried again (docs/reference.md#retries): its own table's
+/// keys over its MCP server's, over the defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RetryPolicy {
+    pub retries: u32,
+    pub backoff: Duration,
+    /// The failures retried; None: every kind.
+    pub on: Option<Vec<RetryOn>>,
+    /// As written; None: the tool's own default.
+    pub idempotent: Option<bool>,
+}
+
+/// The longest wait before a retry, however often the backoff doubled.
+pub(crate) const MAX_RETRY_BACKOFF: Duration = Duration::from_secs(3600);
+
+impl RetryPolicy {
+    /// The wait after failed attempt `attempt` (from 1): the backoff, doubled for each
+    /// attempt before it, at most [`MAX_RETRY_BACKOFF`].
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
+        let doublings = attempt.saturating_sub(1).min(31);
+        self.backoff
+            .checked_mul(1 << doublings)
+            .unwrap_or(MAX_RETRY_BACKOFF)
+            .min(MAX_RETRY_BACKOFF)
+    }
 }
 
 /// `[[monitors]]` (docs/reference.md#monitors): an outside watcher told that runs happen.
@@ -171,6 +215,8 @@ pub(crate) struct McpServerConfig {
     pub cost_usd: Option<f64>,
     /// The default `max_lateness` of its tools' calendar slots.
     pub max_lateness: Option<Duration>,
+    /// The default retry keys of its tools.
+    pub retry: RetryConfig,
     /// `[mcp.NAME.tools.TOOL]`: approval, cost_usd, cooldown, timeout,
     /// max_consecutive_failures.
     pub tools: BTreeMap<String, ToolConfig>,
@@ -363,6 +409,23 @@ impl Config {
     /// A tool's cooldown, if it has one.
     pub(crate) fn cooldown(&self, tool: &str) -> Option<Duration> {
         self.tool_config(tool).and_then(|t| t.cooldown)
+    }
+
+    /// How this tool's failed tasks are tried again (docs/reference.md#retries).
+    pub(crate) fn retry_policy(&self, tool: &str) -> RetryPolicy {
+        let own = self.tool_config(tool).map(|t| &t.retry);
+        let server = self.mcp_tool(tool).map(|(s, _, _)| &s.retry);
+        let layers = [own, server];
+        RetryPolicy {
+            retries: layers.iter().flatten().find_map(|r| r.retries).unwrap_or(0),
+            backoff: layers
+                .iter()
+                .flatten()
+                .find_map(|r| r.backoff)
+                .unwrap_or(Duration::from_secs(60)),
+            on: layers.iter().flatten().find_map(|r| r.on.clone()),
+            idempotent: layers.iter().flatten().find_map(|r| r.idempotent),
+        }
     }
 
     /// Failures in a row after which a task of this tool is tripped; 0 = never.

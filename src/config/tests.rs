@@ -1599,3 +1599,40 @@ fn every_builtin_tool_name_is_reserved() {
         assert_eq!(c.tools[name].approval, Some(Approval::Deny), "{name}");
     }
 }
+
+#[test]
+fn retry_keys_layer_tool_over_server_over_defaults() {
+    let cfg = World::new()
+        .load_toml(
+            "[tools.x]\ncommand = [\"true\"]\nretries = 2\nretry_backoff = \"30s\"\n\
+         retry_on = [\"exit:75\", \"spawn\"]\nidempotent = true\n\
+         [mcp.s]\ncommand = [\"srv\"]\nretries = 1\nretry_on = [\"http:429\"]\n\
+         [mcp.s.tools.t]\nretry_backoff = \"5m\"\n",
+        )
+        .unwrap();
+    let x = cfg.retry_policy("x");
+    assert_eq!(x.retries, 2);
+    assert_eq!(x.backoff, Duration::from_secs(30));
+    assert_eq!(x.on, Some(vec![RetryOn::Exit(75), RetryOn::Spawn]));
+    assert_eq!(x.idempotent, Some(true));
+    let t = cfg.retry_policy("s.t");
+    assert_eq!(t.retries, 1);
+    assert_eq!(t.backoff, Duration::from_secs(300));
+    assert_eq!(t.on, Some(vec![RetryOn::Http429]));
+    assert_eq!(t.idempotent, None);
+    let other = cfg.retry_policy("shell");
+    assert_eq!(other.retries, 0);
+    assert_eq!(other.backoff, Duration::from_secs(60));
+    assert_eq!(other.on, None);
+}
+
+#[test]
+fn the_retry_backoff_doubles_up_to_an_hour() {
+    let cfg = World::new()
+        .load_toml("[tools.x]\ncommand = [\"true\"]\nretries = 9\n")
+        .unwrap();
+    let p = cfg.retry_policy("x");
+    let minutes: Vec<u64> = (1..=8).map(|n| p.delay(n).as_secs() / 60).collect();
+    assert_eq!(minutes, [1, 2, 4, 8, 16, 32, 60, 60]);
+    assert_eq!(p.delay(u32::MAX), Duration::from_secs(3600));
+}

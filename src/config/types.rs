@@ -415,6 +415,58 @@ impl TryFrom<i64> for Failures {
     }
 }
 
+/// `retries`: extra attempts after a failure, 0 or more.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "i64")]
+pub(super) struct Retries(pub u32);
+
+impl TryFrom<i64> for Retries {
+    type Error = String;
+
+    fn try_from(n: i64) -> Result<Retries, String> {
+        count(n, "").map(Retries)
+    }
+}
+
+/// One word of `retry_on` (docs/reference.md#retries): which failures are tried again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub(crate) enum RetryOn {
+    /// `timeout`: the tool ran past its timeout.
+    Timeout,
+    /// `exit:N`: a process ended with this exit code.
+    Exit(i32),
+    /// `http:5xx`: a server error.
+    Http5xx,
+    /// `http:429`: too many requests.
+    Http429,
+    /// `spawn`: the tool never started.
+    Spawn,
+}
+
+impl TryFrom<String> for RetryOn {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<RetryOn, String> {
+        let code = s
+            .strip_prefix("exit:")
+            .and_then(|n| n.parse::<i32>().ok())
+            .filter(|&n| n != 0);
+        match (s.as_str(), code) {
+            ("timeout", _) => Ok(RetryOn::Timeout),
+            ("http:5xx", _) => Ok(RetryOn::Http5xx),
+            ("http:429", _) => Ok(RetryOn::Http429),
+            ("spawn", _) => Ok(RetryOn::Spawn),
+            (_, Some(n)) => Ok(RetryOn::Exit(n)),
+            _ => Err(format!(
+                "{}: expected \"timeout\", \"exit:N\" (N a non-zero exit code), \"http:5xx\", \
+                 \"http:429\" or \"spawn\"",
+                shown(&s)
+            )),
+        }
+    }
+}
+
 /// `[telegram] max_messages_per_day`: 0 (no limit) or more.
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
 #[serde(try_from = "i64")]

@@ -239,6 +239,12 @@ pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result
             let _ = daemon.set_next(next);
             shown_next = Some(next);
         }
+        // A stored retry time before the next tick ends the sleep then: the tick runs it
+        // (docs/reference.md#retries).
+        let next = match next_retry(&cfg, now) {
+            Some(at) if at < next => at,
+            _ => next,
+        };
         let wait = wait_time(
             (next - now).to_std().unwrap_or_default(),
             super::replies::configured(&cfg).then(|| replies_read.elapsed()),
@@ -483,6 +489,12 @@ fn record(cfg: &Config, now: DateTime<Utc>, event: &AuditEvent) -> Result<()> {
         .record(now, event)
         .map_err(|e| Error::io(audit.path(), e))?;
     audit.sync().map_err(|e| Error::io(audit.path(), e))
+}
+
+/// The earliest stored retry time after `now`, if the state can be read.
+fn next_retry(cfg: &Config, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let store = crate::store::open_existing(cfg).ok()??;
+    store.next_retry().ok()?.filter(|at| *at > now)
 }
 
 /// How long the main thread waits: until the next tick, at most [`MAX_SLEEP`], and, with a

@@ -225,6 +225,9 @@ mod tests {
                     cost_usd: None,
                     approval_id: None,
                     error: None,
+                    retried: false,
+                    retry_at: None,
+                    not_started: false,
                 })
                 .unwrap();
             tripped.push(

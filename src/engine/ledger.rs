@@ -49,6 +49,8 @@ struct PendingRun {
     finished_at: DateTime<Utc>,
     cost_usd: Option<f64>,
     approval_id: Option<i64>,
+    /// It retried a failed run (docs/reference.md#retries).
+    retried: bool,
 }
 
 impl PendingRun {
@@ -61,6 +63,7 @@ impl PendingRun {
             finished_at: r.finished_at,
             cost_usd: r.cost_usd,
             approval_id: r.approval_id,
+            retried: r.retried,
         }
     }
 
@@ -76,6 +79,9 @@ impl PendingRun {
             cost_usd: self.cost_usd,
             approval_id: self.approval_id,
             error: None,
+            retried: self.retried,
+            retry_at: None,
+            not_started: false,
         }
     }
 }
@@ -285,6 +291,9 @@ pub(crate) mod tests {
             cost_usd: None,
             approval_id: None,
             error: None,
+            retried: false,
+            retry_at: None,
+            not_started: false,
         }
     }
 

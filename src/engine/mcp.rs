@@ -27,7 +27,7 @@ use crate::mcp::{
 };
 use crate::redact::take_env;
 use crate::store::Store;
-use crate::tools::{Outcome, ToolKind, ToolSpec};
+use crate::tools::{FailureKind, Outcome, ToolKind, ToolSpec};
 
 /// How long a cached listing is trusted by `run`.
 pub(crate) const LISTING_TTL: Duration = Duration::from_secs(3600);
@@ -143,7 +143,14 @@ impl<'a> Servers<'a> {
             (result, news, s.is_usable())
         });
         let (result, stderr, usable) = match call {
-            Err(why) => return failed(format!("MCP server \"{server}\" {why}"), started),
+            // The server did not start (or list its tools): the call never began.
+            Err(why) => {
+                let outcome = failed(format!("MCP server \"{server}\" {why}"), started);
+                return Outcome {
+                    failure: Some(FailureKind::Spawn),
+                    ..outcome
+                };
+            }
             Ok(c) => c,
         };
         if !usable {
@@ -152,7 +159,12 @@ impl<'a> Servers<'a> {
         }
         let mut outcome = match result {
             Ok(done) => from_call(done),
-            Err(e @ (McpError::Timeout(_) | McpError::Stopped)) => Outcome {
+            Err(e @ McpError::Timeout(_)) => Outcome {
+                error: Some(e.to_string()),
+                failure: Some(FailureKind::Timeout),
+                ..Outcome::default()
+            },
+            Err(e @ McpError::Stopped) => Outcome {
                 error: Some(e.to_string()),
                 ..Outcome::default()
             },

@@ -194,6 +194,7 @@ pub(crate) fn approvals_json(rows: &[ApprovalRow]) -> Value {
                 "decided_by": r.decided_by,
                 "reason": r.reason,
                 "config": r.config,
+                "retry_at": r.retry_at,
             })
         })
         .collect();
@@ -1074,6 +1075,9 @@ mod tests {
                     cost_usd: Some(cost),
                     approval_id: None,
                     error: None,
+                    retried: false,
+                    retry_at: None,
+                    not_started: false,
                 })
                 .unwrap();
         }

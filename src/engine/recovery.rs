@@ -59,6 +59,9 @@ pub(crate) fn recover(ledger: &mut Ledger, run: &Recovering) -> Result<Vec<TaskR
             cost_usd: None,
             approval_id: Some(row.id),
             error: None,
+            retried: false,
+            retry_at: None,
+            not_started: false,
         })?;
         let lost = Lost {
             task_id: &row.task_id,

@@ -242,9 +242,9 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// A task's line in the report, with what started it.
+    /// A task's line in the report, with what started it (the run, unless the line says).
     fn push(&mut self, mut r: TaskReport) {
-        r.trigger = Some(self.trigger);
+        r.trigger.get_or_insert(self.trigger);
         self.report.tasks.push(r);
     }
 
@@ -294,12 +294,24 @@ impl<'a> Session<'a> {
     /// batch gathered before it ran, so the log keeps the order of the approvals.
     pub(crate) fn run_approved(&mut self, only: Option<&[i64]>) -> Result<()> {
         let only: Option<HashSet<i64>> = only.map(|ids| ids.iter().copied().collect());
-        let rows = self
+        let mut rows = self
             .ledger
             .store
             .approvals(Some(crate::model::ApprovalState::Approved))?;
+        // Approvals whose failed run is tried again now (docs/reference.md#retries).
+        for row in self
+            .ledger
+            .store
+            .approvals(Some(crate::model::ApprovalState::Retrying))?
+        {
+            let due = self.ledger.store.retry_chain(&row.task_id)?;
+            if due.is_some_and(|(_, at)| at <= self.now) {
+                rows.push(row);
+            }
+        }
         let mut batch = Vec::new();
         for row in rows {
+            let retrying = row.state == crate::model::ApprovalState::Retrying;
             if only.as_ref().is_some_and(|ids| !ids.contains(&row.id)) {
                 continue;
             }
@@ -318,7 +330,7 @@ impl<'a> Session<'a> {
                 }
             };
             let name = call.name().to_string();
-            if effect_free(&call) {
+            if effect_free(&call) && !retrying {
                 // The budget counts the estimates of the batch's approvals, not yet run.
                 if self.guard.reserve(self.cfg, &name) {
                     batch.push((row.id, task, call));
@@ -336,7 +348,11 @@ impl<'a> Session<'a> {
                 self.skip(&task, Some(&name), SkipReason::Budget)?;
                 continue;
             }
-            if !self.ledger.store.claim(row.id, &self.run_id)? {
+            let claimed = match retrying {
+                true => self.ledger.store.claim_retry(row.id, &self.run_id)?,
+                false => self.ledger.store.claim(row.id, &self.run_id)?,
+            };
+            if !claimed {
                 // Another process claimed it first: it runs there, exactly once.
                 continue;
             }
@@ -486,6 +502,7 @@ impl<'a> Session<'a> {
                         if self.may_start(task, call.name())? {
                             let outcome = tools::Outcome {
                                 error: Some(why),
+                                failure: Some(tools::FailureKind::Spawn),
                                 ..tools::Outcome::default()
                             };
                             self.record_outcome(task, call, None, outcome)?;
@@ -556,7 +573,8 @@ impl<'a> Session<'a> {
             | Decision::Ignored
             | Decision::Done
             | Decision::Inactive
-            | Decision::Interrupted => {}
+            | Decision::Interrupted
+            | Decision::Retry(_) => {}
         }
         Ok(())
     }
@@ -842,6 +860,14 @@ impl<'a> Session<'a> {
         let cost = outcome.cost_usd.or((estimate > 0.0).then_some(estimate));
         // No effect outside heartbeat: its record may wait for the batch (super::ledger).
         let effect_free = effect_free(call);
+        // A run of a retry chain (docs/reference.md#retries): the attempts that failed.
+        let chain = self.ledger.store.retry_chain(&task.id)?;
+        let attempt = chain.map_or(1, |(failed, _)| failed + 1);
+        let trigger = match chain {
+            Some(_) => Trigger::Retry,
+            None => self.trigger,
+        };
+        let retry_at = self.retry_time(task, call, &outcome, attempt, finished);
         // Approved work with outside effects started alone; the rest through `may_start`
         // or a batch of approvals, which reserved the estimate.
         self.guard
@@ -857,6 +883,9 @@ impl<'a> Session<'a> {
             cost_usd: cost,
             approval_id,
             error: bare_error.as_ref(),
+            retried: chain.is_some(),
+            retry_at,
+            not_started: outcome.failure == Some(tools::FailureKind::Spawn),
         };
         let shown_input = self.secrets.redact_map(input);
         let run = TaskRun {
@@ -874,14 +903,21 @@ impl<'a> Session<'a> {
             cost_usd: outcome.cost_usd,
             approval_id,
             reason: None,
-            trigger: self.trigger,
+            trigger,
             summary: summary.as_ref(),
             stderr: Some(&stderr),
         };
-        let event = if outcome.success {
-            Event::TaskSucceeded(run)
-        } else {
-            Event::TaskFailed(run)
+        let at = retry_at.map(crate::audit::format_ts);
+        let event = match (outcome.success, &at) {
+            (true, _) => Event::TaskSucceeded(run),
+            (false, None) => Event::TaskFailed(run),
+            (false, Some(at)) => Event::TaskRetryScheduled {
+                run_id: &self.run_id,
+                task_id: &task.id,
+                attempt,
+                at: at.clone(),
+                error: error.as_ref(),
+            },
         };
         let failures = self
             .ledger
@@ -894,6 +930,7 @@ impl<'a> Session<'a> {
             })?;
         let store = &mut *self.ledger.store;
         let trips = !outcome.success
+            && retry_at.is_none()
             && Guard::breaker(store, self.cfg, &task.id, name, failures, self.now)?;
         if trips {
             // The TRIPPED line is today's mention: later runs today skip it quietly.
@@ -934,12 +971,11 @@ impl<'a> Session<'a> {
         if outcome.success && task.section == Section::OneTime {
             self.ticks.want(task);
         }
-        let mut r = TaskReport::new(
-            task,
-            Some(name),
-            Outcome::of_run(outcome.success),
-            &self.secrets,
-        );
+        let shown_outcome = match retry_at {
+            Some(_) => Outcome::RetryScheduled,
+            None => Outcome::of_run(outcome.success),
+        };
+        let mut r = TaskReport::new(task, Some(name), shown_outcome, &self.secrets);
         r.exit_code = outcome.exit_code;
         r.tripped = trips.then_some(failures);
         r.output = Some(output);
@@ -947,8 +983,41 @@ impl<'a> Session<'a> {
         r.reason = error;
         r.duration_ms = Some(duration_ms);
         r.approval_id = approval_id;
+        r.trigger = Some(trigger);
         self.push(r);
         Ok(outcome)
+    }
+
+    /// When a failed run is tried again, if it is (docs/reference.md#retries): attempt
+    /// `attempt` of its chain failed with attempts left, in a way its `retry_on` names, and
+    /// a second call cannot have a second outside effect: the tool never started
+    /// (`spawn`), or the tool is idempotent and the task not a one-time task with outside
+    /// effects. Approved work is retried under its approval, which waits as `retrying`.
+    fn retry_time(
+        &self,
+        task: &Task,
+        call: &ToolCall,
+        outcome: &tools::Outcome,
+        attempt: u32,
+        finished: DateTime<Utc>,
+    ) -> Option<DateTime<Utc>> {
+        if outcome.success {
+            return None;
+        }
+        let policy = self.cfg.retry_policy(call.name());
+        let kind = outcome.failure?;
+        if attempt > policy.retries || !kind.retried_by(policy.on.as_deref()) {
+            return None;
+        }
+        let one_time_effect = task.section == Section::OneTime && !effect_free(call);
+        let repeatable = policy
+            .idempotent
+            .unwrap_or_else(|| tools::idempotent_by_default(call.spec.as_ref(), &call.input));
+        if kind != tools::FailureKind::Spawn && (one_time_effect || !repeatable) {
+            return None;
+        }
+        let delay = chrono::Duration::from_std(policy.delay(attempt)).ok()?;
+        finished.checked_add_signed(delay)
     }
 
     fn queue(&mut self, task: &Task, call: &ToolCall) -> Result<()> {
@@ -1071,7 +1140,8 @@ pub(crate) fn run_tally(report: &Report) -> crate::store::RunTally<'_> {
         .tasks
         .iter()
         .filter(|t| match t.outcome {
-            Outcome::Succeeded | Outcome::Failed => false,
+            // A tool run, counted with its record (a retried failure as `failed`).
+            Outcome::Succeeded | Outcome::Failed | Outcome::RetryScheduled => false,
             // An approval found `running` is settled with a tool run row; a held start is not.
             Outcome::Interrupted => t.approval_id.is_none(),
             _ => true,

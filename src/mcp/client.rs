@@ -140,6 +140,10 @@ pub(crate) struct ToolInfo {
     /// The server's hint that the tool changes nothing: `readOnlyHint` and not
     /// `destructiveHint`. A hint only: it never loosens policy unless the config trusts it.
     pub read_only: bool,
+    /// The server's hint that calling it twice does no more than once (`idempotentHint`).
+    /// A hint only: a retry trusts it only when the config trusts the server's annotations.
+    #[serde(default)]
+    pub idempotent: bool,
 }
 
 /// What a completed `tools/call` returned. A tool-level failure is `is_error`, not an `Err`.
@@ -820,11 +824,16 @@ fn tool_info(tool: Tool) -> ToolInfo {
         .annotations
         .as_ref()
         .is_some_and(|a| a.read_only_hint == Some(true) && a.destructive_hint != Some(true));
+    let idempotent = tool
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.idempotent_hint == Some(true));
     ToolInfo {
         name: tool.name.into_owned(),
         description: tool.description.map(Cow::into_owned),
         input_schema: Value::Object((*tool.input_schema).clone()),
         read_only,
+        idempotent,
     }
 }
 

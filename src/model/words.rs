@@ -95,6 +95,9 @@ words! {
         Pending = "pending",
         Approved = "approved",
         Running = "running",
+        /// Its run failed and is tried again (docs/reference.md#retries): only the retry
+        /// claims it back to `running`.
+        Retrying = "retrying",
         Succeeded = "succeeded",
         Failed = "failed",
         Denied = "denied",
@@ -222,6 +225,7 @@ mod tests {
                 (Pending, "pending"),
                 (Approved, "approved"),
                 (Running, "running"),
+                (Retrying, "retrying"),
                 (Succeeded, "succeeded"),
                 (Failed, "failed"),
                 (Denied, "denied"),

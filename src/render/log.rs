@@ -244,6 +244,17 @@ impl Fields<'_> {
                 words([self.tool(), self.place_or_task()]),
                 Some(format!("{} failures in a row", self.count("failures"))),
             ),
+            EventKind::TaskRetryScheduled => join2(
+                self.task(),
+                Some(format!(
+                    "attempt {} failed, tried again at {}{}",
+                    self.count("attempt"),
+                    self.text("at").unwrap_or_default(),
+                    self.text("error")
+                        .map(|e| format!(": {e}"))
+                        .unwrap_or_default()
+                )),
+            ),
             EventKind::TaskMarkedDone | EventKind::TaskMarkSkipped => {
                 join2(self.place_or_task(), self.text("reason"))
             }

@@ -629,6 +629,7 @@ fn task_line(t: &TaskReport) -> String {
         Outcome::Reminded => "🔔",
         Outcome::Invalid => "⚠️",
         Outcome::Stale => "🚫",
+        Outcome::RetryScheduled => "🔁",
         _ => "👀",
     };
     let what = match &t.tool {

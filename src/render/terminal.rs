@@ -134,6 +134,7 @@ pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Ve
             },
             Outcome::Failed
             | Outcome::Interrupted
+            | Outcome::RetryScheduled
             | Outcome::Invalid
             | Outcome::Skipped
             | Outcome::Stale => t
@@ -149,6 +150,7 @@ pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Ve
             Outcome::Failed | Outcome::Interrupted => "FAILED",
             Outcome::Invalid => "INVALID",
             Outcome::Stale => "STALE",
+            Outcome::RetryScheduled => "retry",
             Outcome::WouldRun => "would run",
             Outcome::WouldQueue => "would queue",
             Outcome::Skipped if observed => "would run",

@@ -37,6 +37,9 @@ pub(crate) struct ApprovalRow {
     pub reason: Option<String>,
     /// The config file it was queued under (absolute, symlinks resolved), if any.
     pub config: Option<String>,
+    /// When a `retrying` approval's task is tried again (docs/reference.md#retries); filled
+    /// by [`Approvals::approvals`], None elsewhere.
+    pub retry_at: Option<String>,
 }
 
 /// How an approval records the config file it was queued under: absolute, symlinks
@@ -93,6 +96,7 @@ fn approval_row(r: &rusqlite::Row) -> rusqlite::Result<ApprovalRow> {
         decided_by: r.get(11)?,
         reason: r.get(12)?,
         config: r.get(13)?,
+        retry_at: None,
     })
 }
 
@@ -139,7 +143,11 @@ pub(crate) trait Approvals {
     /// claimed first, or not approved, is left out.
     fn claim_many(&mut self, ids: &[i64], run_id: &str) -> Result<Vec<i64>>;
 
-    /// `approved → stale`: the task changed or vanished before it could run.
+    /// `retrying → running`, committed with `synchronous = FULL` before the retry's tool
+    /// starts: false when another process claimed it first, or it no longer waits.
+    fn claim_retry(&mut self, id: i64, run_id: &str) -> Result<bool>;
+
+    /// `approved | retrying → stale`: the task changed or vanished before it could run.
     fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool>;
 
     /// Approvals left `running` by a process that died. Only call while holding the run
@@ -191,9 +199,18 @@ impl Approvals for Sqlite {
             None => format!("SELECT {COLUMNS} FROM approvals ORDER BY id"),
         };
         let mut stmt = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
-        stmt.query_map(rusqlite::params_from_iter(state), approval_row)
+        let mut rows: Vec<ApprovalRow> = stmt
+            .query_map(rusqlite::params_from_iter(state), approval_row)
             .and_then(|rows| rows.collect())
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.state == ApprovalState::Retrying)
+        {
+            row.retry_at =
+                super::History::retry_chain(self, &row.task_id)?.map(|(_, at)| format_ts(at));
+        }
+        Ok(rows)
     }
 
     fn count_pending(&self) -> Result<i64> {
@@ -209,8 +226,13 @@ impl Approvals for Sqlite {
     fn has_approved_work(&self) -> Result<bool> {
         self.conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM approvals WHERE state = ?1 OR state = ?2)",
-                [ApprovalState::Approved, ApprovalState::Running],
+                "SELECT EXISTS (SELECT 1 FROM approvals
+                 WHERE state = ?1 OR state = ?2 OR state = ?3)",
+                [
+                    ApprovalState::Approved,
+                    ApprovalState::Running,
+                    ApprovalState::Retrying,
+                ],
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))
@@ -328,17 +350,28 @@ impl Approvals for Sqlite {
         })
     }
 
+    fn claim_retry(&mut self, id: i64, run_id: &str) -> Result<bool> {
+        self.durable(|conn| {
+            conn.execute(
+                "UPDATE approvals SET state = ?3, run_id = ?2 WHERE id = ?1 AND state = ?4",
+                params![id, run_id, ApprovalState::Running, ApprovalState::Retrying],
+            )
+        })
+        .map(|n| n == 1)
+    }
+
     fn mark_stale(&mut self, id: i64, reason: &Redacted, now: DateTime<Utc>) -> Result<bool> {
         self.durable(|conn| {
             conn.execute(
                 "UPDATE approvals SET state = ?4, finished_at = ?2, reason = ?3
-                 WHERE id = ?1 AND state = ?5",
+                 WHERE id = ?1 AND (state = ?5 OR state = ?6)",
                 params![
                     id,
                     format_ts(now),
                     reason.as_str(),
                     ApprovalState::Stale,
-                    ApprovalState::Approved
+                    ApprovalState::Approved,
+                    ApprovalState::Retrying
                 ],
             )
         })
@@ -375,13 +408,15 @@ pub(super) fn finish_approval(
     conn: &Connection,
     id: i64,
     succeeded: bool,
+    retried: bool,
     reason: Option<&Redacted>,
     now: DateTime<Utc>,
 ) -> rusqlite::Result<()> {
-    let state = if succeeded {
-        ApprovalState::Succeeded
-    } else {
-        ApprovalState::Failed
+    // A failure tried again waits under its approval (docs/reference.md#retries).
+    let state = match (succeeded, retried) {
+        (true, _) => ApprovalState::Succeeded,
+        (false, true) => ApprovalState::Retrying,
+        (false, false) => ApprovalState::Failed,
     };
     conn.prepare_cached(
         "UPDATE approvals SET state = ?2, finished_at = ?3, reason = COALESCE(?4, reason)
@@ -523,7 +558,7 @@ pub(super) mod tests {
         assert!(!b.claim(id, "r2").unwrap());
         assert!(!a.claim(id, "r1").unwrap());
         assert!(!b.mark_stale(id, &"gone".into(), now).unwrap());
-        finish_approval(conn(&a), id, true, None, now).unwrap();
+        finish_approval(conn(&a), id, true, false, None, now).unwrap();
         let row = b.approval(id).unwrap().unwrap();
         assert_eq!(row.state, ApprovalState::Succeeded);
         assert_eq!(row.decided_by.as_deref(), Some("cli:ann"));
@@ -545,11 +580,11 @@ pub(super) mod tests {
             .execute("UPDATE approvals SET reason = 'ok by me'", [])
             .unwrap();
         assert!(s.claim(ids[0], "r0").unwrap());
-        finish_approval(conn(&s), ids[0], true, None, now).unwrap();
+        finish_approval(conn(&s), ids[0], true, false, None, now).unwrap();
         assert!(s.claim(ids[1], "r1").unwrap());
-        finish_approval(conn(&s), ids[1], false, Some(&"exit 1".into()), now).unwrap();
+        finish_approval(conn(&s), ids[1], false, false, Some(&"exit 1".into()), now).unwrap();
         // Finished twice: the first finish counts, as the state moved on.
-        finish_approval(conn(&s), ids[1], true, Some(&"again".into()), now).unwrap();
+        finish_approval(conn(&s), ids[1], true, false, Some(&"again".into()), now).unwrap();
         assert!(s.claim(ids[2], "r1").unwrap());
         let ran = |state: &str, run: &str, reason: &str| {
             let some = |v: &str| Some(v.to_string());
@@ -754,7 +789,7 @@ pub(super) mod tests {
                         let mut mine = Vec::new();
                         for &id in ids {
                             if s.claim(id, &run).unwrap() {
-                                finish_approval(conn(&s), id, true, None, now).unwrap();
+                                finish_approval(conn(&s), id, true, false, None, now).unwrap();
                                 mine.push(id);
                             }
                         }

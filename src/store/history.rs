@@ -33,6 +33,14 @@ pub(crate) struct TaskRunRecord<'a> {
     pub approval_id: Option<i64>,
     /// Why it failed, kept as the approval's reason (redacted: a row is a sink).
     pub error: Option<&'a crate::text::Redacted>,
+    /// It retried a failed run of its task (docs/reference.md#retries): not a new attempt,
+    /// so the task's last attempt stays the chain's first.
+    pub retried: bool,
+    /// A failure that is tried again at this time: the chain goes on, and the task's
+    /// failure streak does not grow (the chain counts once, when its last attempt fails).
+    pub retry_at: Option<DateTime<Utc>>,
+    /// A failure tried again because the tool never started: its outcome is `not_started`.
+    pub not_started: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -108,9 +116,42 @@ pub(crate) trait History {
 
     /// The most recent run that finished.
     fn last_run(&self) -> Result<Option<RunSummary>>;
+
+    /// The failed attempts of the task's retry chain and when it is tried again, while a
+    /// retry of it waits (docs/reference.md#retries); None when none does.
+    fn retry_chain(&self, task_id: &str) -> Result<Option<(u32, DateTime<Utc>)>>;
+
+    /// The earliest time a stored retry waits for (the daemon wakes for it).
+    fn next_retry(&self) -> Result<Option<DateTime<Utc>>>;
 }
 
 impl History for Sqlite {
+    fn retry_chain(&self, task_id: &str) -> Result<Option<(u32, DateTime<Utc>)>> {
+        let row: Option<(u32, String)> = self
+            .conn
+            .query_row(
+                "SELECT retry_failures, retry_at FROM task_state
+                 WHERE task_id = ?1 AND retry_at IS NOT NULL",
+                [task_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(row.and_then(|(n, at)| Some((n, super::parse_ts(&at)?))))
+    }
+
+    fn next_retry(&self) -> Result<Option<DateTime<Utc>>> {
+        let at: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT MIN(retry_at) FROM task_state WHERE retry_at IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(at.as_deref().and_then(super::parse_ts))
+    }
+
     fn record_task_run(&mut self, r: &TaskRunRecord) -> Result<u32> {
         let write = |conn: &mut Connection| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -310,6 +351,19 @@ impl History for Sqlite {
 
 /// The statements of [`History::record_task_run`], inside its transaction. They run at every
 /// tool run, so they are prepared once per connection (rusqlite's statement cache).
+/// The `outcome` of a tool run's history row: succeeded or failed, or `not_started` for an
+/// attempt that never started and is tried again (docs/reference.md#retries).
+fn run_outcome(r: &TaskRunRecord) -> &'static str {
+    if r.not_started && r.retry_at.is_some() {
+        NOT_STARTED
+    } else {
+        crate::model::Outcome::of_run(r.succeeded).as_str()
+    }
+}
+
+/// The outcome word of an attempt that never started.
+const NOT_STARTED: &str = "not_started";
+
 fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> {
     let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
     // The outcome settles the start this run recorded (with the history row, atomically).
@@ -325,7 +379,7 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
         r.tool,
         started,
         finished,
-        crate::model::Outcome::of_run(r.succeeded).as_str(),
+        run_outcome(r),
         r.cost_usd,
         r.approval_id
     ])?;
@@ -336,32 +390,56 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
     )?
     .execute(params![r.tool, started])?;
     if let Some(id) = r.approval_id {
-        super::approvals::finish_approval(tx, id, r.succeeded, r.error, r.finished_at)?;
+        let retried = r.retry_at.is_some();
+        super::approvals::finish_approval(tx, id, r.succeeded, retried, r.error, r.finished_at)?;
     }
-    let outcome = match r.interrupted {
-        true => crate::model::Outcome::Interrupted,
-        false => crate::model::Outcome::of_run(r.succeeded),
+    // As `run --json` says it: a failure tried again is `retry_scheduled`.
+    let outcome = match (r.interrupted, r.retry_at) {
+        (true, _) => crate::model::Outcome::Interrupted,
+        (false, Some(_)) => crate::model::Outcome::RetryScheduled,
+        (false, None) => crate::model::Outcome::of_run(r.succeeded),
     };
-    super::metrics::increment(tx, "tasks", r.tool, outcome.as_str(), 1)?;
+    let outcome = outcome.as_str();
+    super::metrics::increment(tx, "tasks", r.tool, outcome, 1)?;
+    // A retry is not a new attempt: the chain's first attempt stays the task's last one.
+    let attempt = match r.retried {
+        true => None,
+        false => Some(started),
+    };
+    // A failure tried again later does not add to the streak: the chain counts once.
+    let (retry_at, counted) = match r.retry_at {
+        Some(at) => (Some(format_ts(at)), 0),
+        None => (None, 1),
+    };
     if r.succeeded {
         tx.prepare_cached(
             "INSERT INTO task_state (task_id, last_attempt, last_success, last_outcome,
                 consecutive_failures, last_success_tool) VALUES (?1, ?2, ?3, 'succeeded', 0, ?4)
-             ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
+             ON CONFLICT(task_id) DO UPDATE SET
+                last_attempt = COALESCE(excluded.last_attempt, task_state.last_attempt),
                 last_success = excluded.last_success, last_outcome = 'succeeded',
-                consecutive_failures = 0, last_success_tool = excluded.last_success_tool",
+                consecutive_failures = 0, last_success_tool = excluded.last_success_tool,
+                retry_at = NULL, retry_failures = 0",
         )?
-        .execute(params![r.task_id, started, finished, r.tool])?;
+        .execute(params![r.task_id, attempt, finished, r.tool])?;
         return Ok(0);
     }
     tx.prepare_cached(
-        "INSERT INTO task_state (task_id, last_attempt, last_outcome, consecutive_failures)
-            VALUES (?1, ?2, 'failed', 1)
-         ON CONFLICT(task_id) DO UPDATE SET last_attempt = excluded.last_attempt,
-            last_outcome = 'failed', consecutive_failures = task_state.consecutive_failures + 1
+        "INSERT INTO task_state (task_id, last_attempt, last_outcome, consecutive_failures,
+            retry_at, retry_failures)
+            VALUES (?1, ?2, 'failed', ?3, ?4, CASE WHEN ?4 IS NULL THEN 0 ELSE 1 END)
+         ON CONFLICT(task_id) DO UPDATE SET
+            last_attempt = COALESCE(excluded.last_attempt, task_state.last_attempt),
+            last_outcome = 'failed',
+            consecutive_failures = task_state.consecutive_failures + ?3,
+            retry_at = excluded.retry_at,
+            retry_failures = CASE WHEN excluded.retry_at IS NULL THEN 0
+                ELSE task_state.retry_failures + 1 END
          RETURNING consecutive_failures",
     )?
-    .query_row(params![r.task_id, started], |row| row.get(0))
+    .query_row(params![r.task_id, attempt, counted, retry_at], |row| {
+        row.get(0)
+    })
 }
 
 #[cfg(test)]
@@ -389,6 +467,9 @@ pub(super) mod tests {
             cost_usd: None,
             approval_id: None,
             error: None,
+            retried: false,
+            retry_at: None,
+            not_started: false,
         }
     }
 
@@ -440,6 +521,9 @@ pub(super) mod tests {
         assert_eq!(s.claim_many(&[id], "r").unwrap(), [id]);
         let approved = TaskRunRecord {
             approval_id: Some(id),
+            retried: false,
+            retry_at: None,
+            not_started: false,
             ..run_of("a", "log", "2026-01-01T10:00:00Z", true)
         };
         s.record_task_runs(&[run_of("b", "log", "2026-01-01T10:00:00Z", true), approved])
@@ -464,6 +548,9 @@ pub(super) mod tests {
         let rec = |ok: bool, at: &str, cost: Option<f64>| TaskRunRecord {
             cost_usd: cost,
             finished_at: ts(at),
+            retried: false,
+            retry_at: None,
+            not_started: false,
             ..run_of("t", "shell", at, ok)
         };
         let fails = |s: &Sqlite| -> i64 {
@@ -503,10 +590,16 @@ pub(super) mod tests {
             run_of("f", "log", at, true),
             TaskRunRecord {
                 cost_usd: Some(0.25),
+                retried: false,
+                retry_at: None,
+                not_started: false,
                 ..run_of("paid", "llm", at, true)
             },
             TaskRunRecord {
                 approval_id: Some(7),
+                retried: false,
+                retry_at: None,
+                not_started: false,
                 ..run_of("asked", "log", at, true)
             },
             run_of("x", "log", at, false),
@@ -727,5 +820,55 @@ pub(super) mod tests {
             )
             .unwrap();
         assert!(plan.contains("COVERING INDEX task_runs_cost"), "{plan}");
+    }
+
+    #[test]
+    fn a_retry_chain_counts_one_failure_and_keeps_the_first_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        let last_attempt = |s: &Sqlite| {
+            conn(s)
+                .query_row(
+                    "SELECT last_attempt FROM task_state WHERE task_id = 't'",
+                    [],
+                    |r| r.get::<_, String>(0),
+                )
+                .unwrap()
+        };
+        // Attempt 1 fails, tried again at 10:01.
+        let mut first = run_of("t", "x", "2026-01-01T10:00:00Z", false);
+        first.retry_at = Some(ts("2026-01-01T10:01:00Z"));
+        assert_eq!(s.record_task_run(&first).unwrap(), 0);
+        assert_eq!(
+            s.retry_chain("t").unwrap(),
+            Some((1, ts("2026-01-01T10:01:00Z")))
+        );
+        assert_eq!(s.next_retry().unwrap(), Some(ts("2026-01-01T10:01:00Z")));
+        // Attempt 2 fails, tried again at 10:03: still no failure counted.
+        let mut second = run_of("t", "x", "2026-01-01T10:01:00Z", false);
+        second.retried = true;
+        second.retry_at = Some(ts("2026-01-01T10:03:00Z"));
+        assert_eq!(s.record_task_run(&second).unwrap(), 0);
+        assert_eq!(
+            s.retry_chain("t").unwrap(),
+            Some((2, ts("2026-01-01T10:03:00Z")))
+        );
+        assert_eq!(last_attempt(&s), "2026-01-01T10:00:00.000Z");
+        // The last attempt fails: the chain counts once, and nothing waits.
+        let mut last = run_of("t", "x", "2026-01-01T10:03:00Z", false);
+        last.retried = true;
+        assert_eq!(s.record_task_run(&last).unwrap(), 1);
+        assert_eq!(s.retry_chain("t").unwrap(), None);
+        assert_eq!(s.next_retry().unwrap(), None);
+        assert_eq!(last_attempt(&s), "2026-01-01T10:00:00.000Z");
+        // A retry that succeeds ends its chain too.
+        let mut again = run_of("t", "x", "2026-01-02T10:00:00Z", false);
+        again.retry_at = Some(ts("2026-01-02T10:01:00Z"));
+        s.record_task_run(&again).unwrap();
+        let mut ok = run_of("t", "x", "2026-01-02T10:01:00Z", true);
+        ok.retried = true;
+        assert_eq!(s.record_task_run(&ok).unwrap(), 0);
+        assert_eq!(s.retry_chain("t").unwrap(), None);
+        assert_eq!(last_attempt(&s), "2026-01-02T10:00:00.000Z");
     }
 }

@@ -115,6 +115,7 @@ mod tests {
             description: Some("d".into()),
             input_schema: json!({"type": "object"}),
             read_only: true,
+            idempotent: false,
         };
         let first = CachedListing {
             fingerprint: "a".into(),

@@ -15,7 +15,7 @@ use super::{Result, StoreError, sql_err};
 /// The schema version this binary writes.
 pub(super) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-pub(super) const MIGRATIONS: [&str; 20] = [
+pub(super) const MIGRATIONS: [&str; 21] = [
     r#"
 CREATE TABLE task_state (
     task_id TEXT PRIMARY KEY,
@@ -443,6 +443,48 @@ CREATE TABLE snoozes (
     said INTEGER NOT NULL DEFAULT 0
 );
 "#,
+    // 21: retries (docs/reference.md#retries): when a failed task is tried again, and how
+    // many attempts of that chain failed so far (0 when none waits).
+    r#"
+ALTER TABLE task_state ADD COLUMN retry_at TEXT;
+ALTER TABLE task_state ADD COLUMN retry_failures INTEGER NOT NULL DEFAULT 0;
+-- An approval whose run failed and is tried again waits as 'retrying' (open: it holds its
+-- task like a pending one). A CHECK cannot be altered: the table is built again, as in 7.
+CREATE TABLE approvals_v21 (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state = 'pending' OR state = 'approved' OR state = 'running'
+        OR state = 'retrying' OR state = 'succeeded' OR state = 'failed' OR state = 'denied'
+        OR state = 'expired' OR state = 'stale'),
+    file TEXT NOT NULL,
+    line INTEGER NOT NULL,
+    section TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    input TEXT NOT NULL,
+    text TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    decided_at TEXT,
+    decided_by TEXT,
+    reason TEXT,
+    always INTEGER NOT NULL DEFAULT 0,
+    run_id TEXT,
+    finished_at TEXT,
+    config TEXT
+);
+INSERT INTO approvals_v21 (id, task_id, state, file, line, section, tool, input, text,
+        created_at, decided_at, decided_by, reason, always, run_id, finished_at, config)
+    SELECT id, task_id, state, file, line, section, tool, input, text, created_at,
+        decided_at, decided_by, reason, always, run_id, finished_at, config
+    FROM approvals;
+DELETE FROM sqlite_sequence WHERE name = 'approvals_v21';
+INSERT INTO sqlite_sequence (name, seq)
+    SELECT 'approvals_v21', seq FROM sqlite_sequence WHERE name = 'approvals';
+DROP TABLE approvals;
+ALTER TABLE approvals_v21 RENAME TO approvals;
+CREATE INDEX approvals_state ON approvals(state);
+CREATE UNIQUE INDEX approvals_one_open ON approvals(task_id)
+    WHERE state = 'pending' OR state = 'approved' OR state = 'running' OR state = 'retrying';
+"#,
 ];
 
 /// The schema an older heartbeat left: the first `version` migrations, and that
@@ -642,6 +684,51 @@ mod tests {
             );
         }
         // Still only the known states.
+        let bad = conn(&s)
+            .execute("UPDATE approvals SET state = 'maybe' WHERE id = 1", [])
+            .unwrap_err();
+        assert!(bad.to_string().contains("CHECK"), "{bad}");
+    }
+
+    #[test]
+    fn approvals_keep_their_rows_and_ids_across_the_rebuild_of_schema_20() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = old_database(dir.path(), 19);
+        db.execute_batch(
+            "INSERT INTO approvals (task_id, state, file, line, section, tool, input, text,
+                created_at, decided_at, decided_by, reason, always, run_id, finished_at, config)
+             VALUES
+                ('aaa', 'running', '/f', 3, 'recurring', 'shell', '{}', 't', '2026-01-01',
+                 '2026-01-02', 'cli:me', NULL, 0, 'r1', NULL, '/c.toml'),
+                ('bbb', 'failed', '/f', 4, 'one-time', 'log', '{}', 'u', '2026-01-01',
+                 '2026-01-02', 'cli:me', 'exit 3', 1, 'r1', '2026-01-03', NULL);
+             UPDATE sqlite_sequence SET seq = 10 WHERE name = 'approvals';",
+        )
+        .unwrap();
+        let before = approval_rows(&db);
+        drop(db);
+
+        let mut s = Sqlite::open(dir.path()).unwrap();
+        assert_eq!(approval_rows(conn(&s)), before);
+        assert_eq!(
+            indexes(conn(&s), "approvals"),
+            ["approvals_one_open", "approvals_state"]
+        );
+        // A retry waits as `retrying`, which holds its task open like `running`.
+        conn(&s)
+            .execute("UPDATE approvals SET state = 'retrying' WHERE id = 1", [])
+            .unwrap();
+        let input = serde_json::json!({});
+        let now = ts("2026-01-04T00:00:00Z");
+        // The next id follows the highest ever handed out.
+        assert_eq!(
+            s.queue_approval(&new_approval("bbb", &input), now).unwrap(),
+            Some(11)
+        );
+        assert_eq!(
+            s.queue_approval(&new_approval("aaa", &input), now).unwrap(),
+            None
+        );
         let bad = conn(&s)
             .execute("UPDATE approvals SET state = 'maybe' WHERE id = 1", [])
             .unwrap_err();

@@ -171,7 +171,7 @@ mod tests {
         );
 
         assert!(s.claim(first, "run1").unwrap());
-        crate::store::approvals::finish_approval(conn(&s), first, true, None, now).unwrap();
+        crate::store::approvals::finish_approval(conn(&s), first, true, false, None, now).unwrap();
         let second = s
             .queue_approval(&approval("aaaaaaaaaaaa", &input), now)
             .unwrap()

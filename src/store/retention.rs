@@ -1,7 +1,7 @@
 //! Retention: what is old enough to go, pruned at most once a day.
 //!
 //! Invariants:
-//! - Never pruned: pending, approved or running approvals, a denial that still holds its
+//! - Never pruned: pending, approved, running or retrying approvals, a denial that still holds its
 //!   task (decided within `approval_ttl`), grants, the pause, task state (last attempt, last
 //!   success, failure counts, trips: what schedules and the breaker read), held starts,
 //!   cached MCP listings and proposals.
@@ -73,7 +73,7 @@ impl Retention for Sqlite {
                 params![before, holding],
             )? as u64;
             rows += tx.execute(
-                "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running')
+                "DELETE FROM approvals WHERE state NOT IN ('pending', 'approved', 'running', 'retrying')
                     AND COALESCE(decided_at, created_at) < ?1
                     AND NOT (state = 'denied' AND decided_at >= ?2)",
                 params![before, holding],
@@ -122,6 +122,9 @@ mod tests {
                 cost_usd: None,
                 approval_id: None,
                 error: None,
+                retried: false,
+                retry_at: None,
+                not_started: false,
             })
             .unwrap();
             let tally = crate::store::RunTally {

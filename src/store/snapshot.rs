@@ -59,6 +59,8 @@ pub(crate) struct Snapshot {
     pub interrupted: HashSet<String>,
     /// Task id → when its snooze ends, for the snoozes in force (docs/reference.md#snooze).
     pub snoozed: HashMap<String, DateTime<Utc>>,
+    /// Task id → when its failed run is tried again (docs/reference.md#retries).
+    pub retry_at: HashMap<String, DateTime<Utc>>,
 }
 
 impl Snapshot {
@@ -145,7 +147,7 @@ impl Snapshots for Sqlite {
             .conn
             .prepare(
                 "SELECT task_id, last_attempt, reminded_at, last_success, consecutive_failures,
-                 tripped_at FROM task_state",
+                 tripped_at, retry_at FROM task_state",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -157,12 +159,16 @@ impl Snapshots for Sqlite {
                     r.get::<_, Option<String>>(3)?,
                     r.get::<_, u32>(4)?,
                     r.get::<_, Option<String>>(5)?,
+                    r.get::<_, Option<String>>(6)?,
                 ))
             })
             .map_err(|e| self.err(e))?;
         for row in rows {
-            let (id, attempt, reminded, success, failures, tripped) =
+            let (id, attempt, reminded, success, failures, tripped, retry) =
                 row.map_err(|e| self.err(e))?;
+            if let Some(t) = retry.as_deref().and_then(parse_ts) {
+                snap.retry_at.insert(id.clone(), t);
+            }
             if failures > 0 {
                 snap.failures.insert(id.clone(), failures);
             }
@@ -184,7 +190,7 @@ impl Snapshots for Sqlite {
             .conn
             .prepare(
                 "SELECT task_id, id, state FROM approvals
-                 WHERE state IN ('pending', 'approved', 'running')",
+                 WHERE state IN ('pending', 'approved', 'running', 'retrying')",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
@@ -198,7 +204,8 @@ impl Snapshots for Sqlite {
             .map_err(|e| self.err(e))?;
         for row in rows {
             let (task, id, state) = row.map_err(|e| self.err(e))?;
-            if state == ApprovalState::Approved {
+            // A retrying approval runs as approved work when its retry comes.
+            if matches!(state, ApprovalState::Approved | ApprovalState::Retrying) {
                 snap.approved.insert(task.clone());
             }
             snap.pending.insert(task, id);

@@ -53,7 +53,7 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::{Map, Value};
 
 use super::process::{OUTPUT_CAP, last_line_report};
-use super::{Outcome, input_timeout, type_name};
+use super::{FailureKind, Outcome, input_timeout, type_name};
 use serde::Deserialize;
 
 /// Redirects followed before the request fails (reqwest's default is 10).
@@ -344,16 +344,19 @@ pub(super) fn run(
             })
     };
     if let Err(e) = spawned {
-        return failed(format!("cannot start the request thread: {e}"));
+        return Outcome {
+            failure: Some(FailureKind::Spawn),
+            ..failed(format!("cannot start the request thread: {e}"))
+        };
     }
 
     let result = loop {
         if stopped() {
-            break Err("stopped".to_string());
+            break Err(("stopped".to_string(), None));
         }
         let now = Instant::now();
         if deadline.is_some_and(|d| now >= d) {
-            break Err(timed_out(timeout));
+            break Err((timed_out(timeout), Some(FailureKind::Timeout)));
         }
         let mut wait = deadline.map_or(Duration::MAX, |d| d - now);
         if stop.is_some() {
@@ -361,11 +364,16 @@ pub(super) fn run(
         }
         match rx.recv_timeout(wait) {
             Ok(Ok(status)) => break Ok(status),
-            Ok(Err(Failure::TimedOut)) => break Err(timed_out(timeout)),
-            Ok(Err(Failure::Other(e))) => break Err(secrets.scrub(e)),
+            Ok(Err(Failure::TimedOut)) => {
+                break Err((timed_out(timeout), Some(FailureKind::Timeout)));
+            }
+            Ok(Err(Failure::Other(e))) => break Err((secrets.scrub(e), None)),
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => {
-                break Err("request failed: the request thread ended without a result".into());
+                break Err((
+                    "request failed: the request thread ended without a result".into(),
+                    None,
+                ));
             }
         }
     };
@@ -373,6 +381,11 @@ pub(super) fn run(
 
     let body = std::mem::take(&mut *capture.lock().unwrap_or_else(PoisonError::into_inner));
     let (cost_usd, summary) = last_line_report(&body.tail, body.total == body.tail.len() as u64);
+    let failure = match &result {
+        Ok(status) if expect.iter().any(|p| p.matches(status.as_u16())) => None,
+        Ok(status) => Some(FailureKind::Http(status.as_u16())),
+        Err((_, failure)) => *failure,
+    };
     let error = match result {
         Ok(status) if expect.iter().any(|p| p.matches(status.as_u16())) => None,
         Ok(status) => Some(format!(
@@ -383,7 +396,7 @@ pub(super) fn run(
                 .map_or(String::new(), |r| format!(" {r}")),
             expected_text(&expect)
         )),
-        Err(e) => Some(e),
+        Err((e, _)) => Some(e),
     };
     Outcome {
         success: error.is_none(),
@@ -393,6 +406,7 @@ pub(super) fn run(
         error,
         cost_usd,
         summary,
+        failure,
         ..Outcome::default()
     }
 }
@@ -833,6 +847,8 @@ mod tests {
         );
         assert_eq!(out.stdout, "no such thing");
         assert_eq!(out.exit_code, None);
+        // What `retry_on` is matched against (docs/reference.md#retries).
+        assert_eq!(out.failure, Some(FailureKind::Http(404)));
 
         let (base, _rx) = serve(1, |_| reply(200, &[], b""));
         let out = http(json!({"url": base, "expect_status": [204, "3xx"]}));
@@ -913,6 +929,7 @@ mod tests {
         // The timeout, not the end of the 30 s the server holds the request; not before it.
         assert_eq!(out.error.as_deref(), Some("timed out after 1s"));
         assert!(took >= Duration::from_millis(900), "{took:?}");
+        assert_eq!(out.failure, Some(FailureKind::Timeout));
 
         // A number of seconds; and the tool's own timeout when the input has none.
         let base = silent();
@@ -945,6 +962,7 @@ mod tests {
         // Timed out: the whole body would take 10 s, and arrive.
         let out = http(json!({"url": base, "timeout": "700ms"}));
         assert_eq!(out.error.as_deref(), Some("timed out after 700ms"));
+        assert_eq!(out.failure, Some(FailureKind::Timeout));
         // What arrived is kept.
         assert!(!out.stdout.is_empty() && out.stdout.bytes().all(|b| b == b'x'));
     }

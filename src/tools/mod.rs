@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 pub(crate) use builtin::BuiltinTool;
 pub(crate) use input::{FileInput, input_timeout, type_name};
 
-use crate::config::{Approval, Config, McpServerConfig, ToolConfig};
+use crate::config::{Approval, Config, McpServerConfig, RetryOn, ToolConfig};
 use crate::mcp::{Catalog, Listing};
 
 /// The largest input also given in `$HEARTBEAT_INPUT` (Linux's limit for one environment
@@ -58,6 +58,8 @@ pub(crate) enum ToolKind {
         server: String,
         tool: String,
         schema: Option<Value>,
+        /// The server marks it `idempotentHint` and the config trusts its annotations.
+        idempotent: bool,
     },
 }
 
@@ -261,6 +263,7 @@ impl Registry {
                 server: server_name.to_string(),
                 tool: tool.to_string(),
                 schema: info.map(|i| i.input_schema.clone()),
+                idempotent: config.trust_annotations && info.is_some_and(|i| i.idempotent),
             },
             timeout: own.and_then(|t| t.timeout).unwrap_or(config.timeout),
             approval,
@@ -427,6 +430,51 @@ pub(crate) struct Outcome {
     /// From a last-line JSON object on standard output.
     pub cost_usd: Option<f64>,
     pub summary: Option<String>,
+    /// What kind of failure it was, where the tool can tell (docs/reference.md#retries):
+    /// what `retry_on` is matched against. None on success and for other failures.
+    pub failure: Option<FailureKind>,
+}
+
+impl FailureKind {
+    /// Whether `retry_on` names this failure; None (not written) names every kind.
+    pub(crate) fn retried_by(self, on: Option<&[RetryOn]>) -> bool {
+        let Some(on) = on else { return true };
+        on.iter().any(|word| match (word, self) {
+            (RetryOn::Timeout, FailureKind::Timeout) | (RetryOn::Spawn, FailureKind::Spawn) => true,
+            (RetryOn::Exit(n), FailureKind::Exit(code)) => *n == code,
+            (RetryOn::Http5xx, FailureKind::Http(status)) => (500..600).contains(&status),
+            (RetryOn::Http429, FailureKind::Http(status)) => status == 429,
+            _ => false,
+        })
+    }
+}
+
+/// Whether calling the tool twice has no second outside effect, when the config does not
+/// say (docs/reference.md#retries): `log`, `http` with `GET` or `HEAD`, and an MCP tool
+/// marked `idempotentHint` by a server whose annotations the config trusts.
+pub(crate) fn idempotent_by_default(spec: &ToolSpec, input: &Map<String, Value>) -> bool {
+    match &spec.kind {
+        ToolKind::Builtin(b) if b.name() == "log" => true,
+        ToolKind::Builtin(b) if b.name() == "http" => {
+            let method = input.get("method").and_then(Value::as_str).unwrap_or("GET");
+            method.eq_ignore_ascii_case("GET") || method.eq_ignore_ascii_case("HEAD")
+        }
+        ToolKind::Mcp { idempotent, .. } => *idempotent,
+        _ => false,
+    }
+}
+
+/// The kinds of failure a retry may be asked for (docs/reference.md#retries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FailureKind {
+    /// It ran past its timeout.
+    Timeout,
+    /// A process ended on its own with this non-zero exit code.
+    Exit(i32),
+    /// An HTTP request was answered with this status, which it did not expect.
+    Http(u16),
+    /// It never started: no process, no request, no server.
+    Spawn,
 }
 
 #[cfg(test)]

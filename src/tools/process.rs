@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::Outcome;
+use super::{FailureKind, Outcome};
 use crate::sys::capture::{Capture, read_capped, take};
 use crate::sys::supervisor::{self, Environment, Launch, Reaper};
 use crate::sys::{self, Signal};
@@ -119,10 +119,10 @@ pub(crate) fn run(req: &Request) -> Outcome {
 
 fn run_inner(req: &Request) -> Outcome {
     let Some(program) = req.argv.first() else {
-        return failed("cannot start a process: empty command".to_string());
+        return not_started("cannot start a process: empty command".to_string());
     };
     if !req.cwd.is_dir() {
-        return failed(format!(
+        return not_started(format!(
             "cannot start {program:?}: working directory {:?} is not a directory",
             req.cwd
         ));
@@ -131,7 +131,7 @@ fn run_inner(req: &Request) -> Outcome {
     // The waiter exists before the child does, so that no child is ever left without one.
     let reaper = match Reaper::start("tool-wait") {
         Ok(reaper) => reaper,
-        Err(e) => return failed(format!("cannot start the waiter thread: {e}")),
+        Err(e) => return not_started(format!("cannot start the waiter thread: {e}")),
     };
 
     // Should heartbeat die while the tool runs, its leader gets SIGTERM and its group is
@@ -150,7 +150,7 @@ fn run_inner(req: &Request) -> Outcome {
     };
     let (mut child, group) = match supervisor::spawn(&launch) {
         Ok(spawned) => spawned,
-        Err(e) => return failed(format!("cannot start {program:?}: {e}")),
+        Err(e) => return not_started(format!("cannot start {program:?}: {e}")),
     };
 
     // From here on the child exists: every path must reap it.
@@ -269,10 +269,16 @@ fn run_inner(req: &Request) -> Outcome {
         duration: Duration::ZERO,
         cost_usd,
         summary,
+        failure: None,
     };
     match status {
         Ok(st) => {
             outcome.exit_code = st.code();
+            outcome.failure = match (end, st.code()) {
+                (End::TimedOut, _) => Some(FailureKind::Timeout),
+                (End::Exited, Some(code)) if code != 0 => Some(FailureKind::Exit(code)),
+                _ => None,
+            };
             outcome.error = match (end, st.code(), st.signal()) {
                 (End::TimedOut, _, _) => Some(format!(
                     "timed out after {}",
@@ -307,6 +313,14 @@ fn failed(error: String) -> Outcome {
     Outcome {
         error: Some(error),
         ..Outcome::default()
+    }
+}
+
+/// The process was never started (its failure is [`FailureKind::Spawn`]).
+fn not_started(error: String) -> Outcome {
+    Outcome {
+        failure: Some(FailureKind::Spawn),
+        ..failed(error)
     }
 }
 

@@ -440,11 +440,14 @@ fn exit_codes_signals_and_spawn_errors() {
     assert_eq!(o.exit_code, Some(3));
     assert_eq!(o.error.as_deref(), Some("exit status 3"));
     assert_eq!(o.stdout, "out\n");
+    assert_eq!(o.failure, Some(FailureKind::Exit(3)));
 
     let o = shell(dir.path(), json!({"cmd": "kill -9 $$"}));
     assert!(!o.success);
     assert_eq!(o.exit_code, None);
     assert_eq!(o.error.as_deref(), Some("killed by signal 9"));
+    // Not a kind `retry_on` can name.
+    assert_eq!(o.failure, None);
 
     let o = shell(
         dir.path(),
@@ -457,6 +460,7 @@ fn exit_codes_signals_and_spawn_errors() {
         e.starts_with("cannot start \"heartbeat-no-such-program-xyz\": "),
         "{e}"
     );
+    assert_eq!(o.failure, Some(FailureKind::Spawn));
 
     // A bad input is an outcome, not a panic.
     let o = shell(dir.path(), json!({"cmd": 1}));
@@ -1165,4 +1169,107 @@ fn runner_rejects_an_empty_argv() {
     ));
     assert!(!o.success);
     assert!(o.error.unwrap().contains("empty command"));
+}
+
+// ---------------------------------------------------------------- retries
+
+#[test]
+fn retry_on_words_name_failure_kinds() {
+    use crate::config::RetryOn;
+    let on = [RetryOn::Exit(75), RetryOn::Http5xx];
+    assert!(FailureKind::Exit(75).retried_by(Some(&on)));
+    assert!(!FailureKind::Exit(3).retried_by(Some(&on)));
+    assert!(FailureKind::Http(503).retried_by(Some(&on)));
+    assert!(!FailureKind::Http(429).retried_by(Some(&on)));
+    assert!(!FailureKind::Timeout.retried_by(Some(&on)));
+    assert!(FailureKind::Http(429).retried_by(Some(&[RetryOn::Http429])));
+    assert!(FailureKind::Spawn.retried_by(Some(&[RetryOn::Spawn])));
+    assert!(FailureKind::Timeout.retried_by(Some(&[RetryOn::Timeout])));
+    // Not written: every kind.
+    for kind in [
+        FailureKind::Timeout,
+        FailureKind::Exit(1),
+        FailureKind::Http(500),
+        FailureKind::Spawn,
+    ] {
+        assert!(kind.retried_by(None), "{kind:?}");
+    }
+    assert!(!FailureKind::Spawn.retried_by(Some(&[])));
+}
+
+#[test]
+fn only_log_and_reading_http_are_idempotent_by_default() {
+    assert!(idempotent_by_default(
+        &builtin("log"),
+        &obj(json!({"text": "x"}))
+    ));
+    let http = builtin("http");
+    assert!(idempotent_by_default(
+        &http,
+        &obj(json!({"url": "http://x/"}))
+    ));
+    for method in ["get", "HEAD"] {
+        let input = obj(json!({"url": "http://x/", "method": method}));
+        assert!(idempotent_by_default(&http, &input), "{method}");
+    }
+    let post = obj(json!({"url": "http://x/", "method": "POST"}));
+    assert!(!idempotent_by_default(&http, &post));
+    assert!(!idempotent_by_default(
+        &builtin("shell"),
+        &obj(json!({"cmd": "true"}))
+    ));
+    assert!(!idempotent_by_default(
+        &command_tool("x", &["true"]),
+        &Map::new()
+    ));
+}
+
+#[test]
+fn a_timeout_is_a_timeout_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = shell(dir.path(), json!({"cmd": "sleep 5", "timeout": "100ms"}));
+    assert!(!o.success);
+    assert_eq!(o.failure, Some(FailureKind::Timeout));
+}
+
+#[test]
+fn an_mcp_idempotent_hint_counts_only_when_the_config_trusts_the_server() {
+    use crate::config::{McpServerConfig, McpTransport, RetryConfig};
+    use crate::mcp::{Catalog, Listing, ToolInfo};
+    for trust in [false, true] {
+        let mut cfg = crate::config::test_util::config(BTreeMap::new());
+        cfg.mcp.insert(
+            "s".into(),
+            McpServerConfig {
+                transport: McpTransport::Stdio(vec!["srv".into()]),
+                env: vec![],
+                cwd: None,
+                timeout: Duration::from_secs(5),
+                startup_timeout: Duration::from_secs(5),
+                approval: Approval::Ask,
+                trust_annotations: trust,
+                cost_usd: None,
+                max_lateness: None,
+                retry: RetryConfig::default(),
+                tools: BTreeMap::new(),
+            },
+        );
+        let tool = |name: &str, idempotent| ToolInfo {
+            name: name.into(),
+            description: None,
+            input_schema: json!({"type": "object"}),
+            read_only: false,
+            idempotent,
+        };
+        let mut catalog = Catalog::new();
+        catalog.insert(
+            "s".into(),
+            Listing::Tools(vec![tool("again", true), tool("once", false)]),
+        );
+        let registry = Registry::from_config(&cfg).with_catalog(&catalog);
+        let again = registry.resolve("s.again").unwrap();
+        let once = registry.resolve("s.once").unwrap();
+        assert_eq!(idempotent_by_default(&again, &Map::new()), trust);
+        assert!(!idempotent_by_default(&once, &Map::new()));
+    }
 }

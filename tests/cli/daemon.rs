@@ -858,3 +858,31 @@ fn a_file_the_ticks_cannot_read_is_audited_once_and_the_daemon_goes_on() {
     out.code(0);
     assert!(out.stderr.contains("tick failed"), "{}", out.stderr);
 }
+
+// ---------------------------------------------------------------------------------------
+// retries (docs/reference.md#retries)
+
+/// A retry due before the next tick wakes the daemon for it.
+#[test]
+fn the_daemon_wakes_for_a_stored_retry_time() {
+    let env = Env::new("## Recurring\n- [ ] @flaky {}\n");
+    let calls = env.path("calls").display().to_string();
+    let env = env.config(&format!(
+        "[tools.flaky]\ncommand = [\"sh\", \"-c\", \"echo x >> '{calls}'; \
+         test $(wc -l < '{calls}') -gt 1 || exit 3\"]\napproval = \"auto\"\nretries = 1\n\
+         retry_backoff = \"1s\"\nidempotent = true\n"
+    ));
+    let d = daemon(&env, "1h");
+    let ok = wait_events(&env, "task_succeeded", 1, WAIT);
+    d.signal(Signal::SIGTERM);
+    d.finish(WAIT).code(0);
+    assert_eq!(ok[0]["trigger"], "retry", "{}", ok[0]);
+    let scheduled = env.events("task_retry_scheduled");
+    assert_eq!(scheduled.len(), 1);
+    assert!(parse_ts(&ok[0]) >= parse_ts(&serde_json::json!({"ts": scheduled[0]["at"]})));
+    // The second tick was the daemon's own, well before the hour.
+    let starts = env.events("run_started");
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert_eq!(starts[1]["trigger"], "schedule");
+    assert_eq!(lines_in(&env, "calls"), 2);
+}

@@ -39,6 +39,7 @@ mod paths;
 mod props;
 mod props2;
 mod retention;
+mod retries;
 mod run;
 mod run_task;
 mod schedules;
