@@ -1294,23 +1294,21 @@ mod tests {
     }
 
     impl Channel for FakeChannel {
-        fn name(&self) -> &str {
-            "fake"
+        fn settings(&self) -> crate::notify::Settings<'_> {
+            crate::notify::Settings {
+                name: "fake",
+                events: &MessageKind::DEFAULT,
+                rules: crate::notify::Rules::default(),
+            }
         }
         fn kind(&self) -> &'static str {
             "fake"
-        }
-        fn events(&self) -> &[MessageKind] {
-            &MessageKind::DEFAULT
         }
         fn destinations(&self) -> Vec<String> {
             self.destinations.clone()
         }
         fn unconfigured(&self) -> &'static str {
             "not a fake destination"
-        }
-        fn rules(&self) -> crate::notify::Rules {
-            crate::notify::Rules::default()
         }
         fn connected(&self) -> bool {
             true

@@ -14,9 +14,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Channel, Message, Rules, SendError, webhook};
+use super::{Channel, Message, SendError, Settings, webhook};
 use crate::config::ChannelConfig;
-use crate::model::MessageKind;
 use crate::tools::process::{self, Request};
 
 /// SIGTERM → SIGKILL at the timeout: short, since a delivery must not hold the run much
@@ -70,20 +69,12 @@ fn classify(outcome: &crate::tools::Outcome, program: &str) -> Result<(), SendEr
 }
 
 impl Channel for Command<'_> {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn settings(&self) -> Settings<'_> {
+        Settings::of(self.cfg)
     }
 
     fn kind(&self) -> &'static str {
         "command"
-    }
-
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
-    }
-
-    fn rules(&self) -> Rules {
-        super::rules(self.cfg)
     }
 
     fn max_len(&self) -> usize {
@@ -113,7 +104,7 @@ mod tests {
     fn channel_config(timeout: Duration) -> ChannelConfig {
         ChannelConfig {
             name: "pager".into(),
-            events: MessageKind::DEFAULT.to_vec(),
+            events: crate::model::MessageKind::DEFAULT.to_vec(),
             quiet_hours: None,
             max_messages_per_day: 20,
             timeout,

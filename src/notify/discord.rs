@@ -1,9 +1,8 @@
 //! `kind = "discord"` (docs/reference.md#channels): a Discord webhook, `{"content": …}`,
 //! cut into parts of at most 2,000 characters (Discord's limit) at lines.
 
-use super::{Channel, Message, Rules, SendError, http};
+use super::{Channel, Message, SendError, Settings, http};
 use crate::config::{ChannelConfig, Target};
-use crate::model::MessageKind;
 use crate::text::Redacted;
 
 /// Discord's limit on a message's content, in characters.
@@ -15,20 +14,12 @@ pub(crate) struct Discord<'a> {
 }
 
 impl Channel for Discord<'_> {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn settings(&self) -> Settings<'_> {
+        Settings::of(self.cfg)
     }
 
     fn kind(&self) -> &'static str {
         "discord"
-    }
-
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
-    }
-
-    fn rules(&self) -> Rules {
-        super::rules(self.cfg)
     }
 
     fn render(&self, msg: &crate::render::telegram::Rendered) -> String {

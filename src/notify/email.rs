@@ -28,10 +28,9 @@ use lettre::transport::smtp::{self, SmtpTransport};
 use lettre::{Address, Transport};
 use reqwest::Url;
 
-use super::{Channel, Message, Rules, SendError, http::source_chain};
+use super::{Channel, Message, SendError, Settings, http::source_chain};
 use crate::codec::percent_decode;
 use crate::config::{ChannelConfig, EmailConfig, MailTransport};
-use crate::model::MessageKind;
 use crate::net::is_loopback;
 use crate::tools::process;
 
@@ -299,20 +298,12 @@ fn within(
 }
 
 impl Channel for Email<'_> {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn settings(&self) -> Settings<'_> {
+        Settings::of(self.cfg)
     }
 
     fn kind(&self) -> &'static str {
         "email"
-    }
-
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
-    }
-
-    fn rules(&self) -> Rules {
-        super::rules(self.cfg)
     }
 
     fn max_len(&self) -> usize {

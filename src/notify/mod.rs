@@ -72,14 +72,21 @@ pub(crate) struct Rules {
 /// [`name`]: Channel::name
 /// [`send`]: Channel::send
 pub(crate) trait Channel {
+    /// Its name, the kinds of message it takes and its noise rules.
+    fn settings(&self) -> Settings<'_>;
+
     /// Its name, in its outbox rows and audit lines: `telegram`, or `[channels.NAME]`'s.
-    fn name(&self) -> &str;
+    fn name(&self) -> &str {
+        self.settings().name
+    }
 
     /// Its kind (`telegram`, `ntfy`, …), for `status`.
     fn kind(&self) -> &'static str;
 
     /// The kinds of message it takes.
-    fn events(&self) -> &[MessageKind];
+    fn events(&self) -> &[MessageKind] {
+        self.settings().events
+    }
 
     /// Whether a message of `kind` goes here (a test always does).
     fn takes(&self, kind: MessageKind) -> bool {
@@ -98,7 +105,9 @@ pub(crate) trait Channel {
     }
 
     /// Quiet hours and the daily cap.
-    fn rules(&self) -> Rules;
+    fn rules(&self) -> Rules {
+        self.settings().rules
+    }
 
     /// Whether it can send at all now (a token is set, a client is built). When it cannot,
     /// every message waits in the outbox.
@@ -145,11 +154,26 @@ pub(crate) trait Channel {
     fn send(&self, destination: &str, message: &Message) -> Result<i64, SendError>;
 }
 
-/// The noise rules of a `[channels.NAME]` table.
-pub(crate) fn rules(cfg: &ChannelConfig) -> Rules {
-    Rules {
-        quiet_hours: cfg.quiet_hours,
-        max_per_day: cfg.max_messages_per_day,
+/// What the outbox needs of a channel besides sending: its name, the kinds of message it
+/// takes and its noise rules.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Settings<'a> {
+    pub name: &'a str,
+    pub events: &'a [MessageKind],
+    pub rules: Rules,
+}
+
+impl<'a> Settings<'a> {
+    /// Those of a `[channels.NAME]` table.
+    pub(crate) fn of(cfg: &'a ChannelConfig) -> Settings<'a> {
+        Settings {
+            name: &cfg.name,
+            events: &cfg.events,
+            rules: Rules {
+                quiet_hours: cfg.quiet_hours,
+                max_per_day: cfg.max_messages_per_day,
+            },
+        }
     }
 }
 

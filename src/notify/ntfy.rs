@@ -19,7 +19,7 @@ use chrono::DateTime;
 use serde_json::{Value, json};
 
 use super::hb1::{self, Decision};
-use super::{Channel, Message, Rules, SendError, http};
+use super::{Channel, Message, SendError, Settings, http};
 use crate::config::{ChannelConfig, NtfyConfig};
 use crate::model::MessageKind;
 
@@ -122,20 +122,12 @@ impl Ntfy<'_> {
 }
 
 impl Channel for Ntfy<'_> {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn settings(&self) -> Settings<'_> {
+        Settings::of(self.cfg)
     }
 
     fn kind(&self) -> &'static str {
         "ntfy"
-    }
-
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
-    }
-
-    fn rules(&self) -> Rules {
-        super::rules(self.cfg)
     }
 
     fn max_len(&self) -> usize {

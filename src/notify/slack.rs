@@ -1,9 +1,8 @@
 //! `kind = "slack"` (docs/reference.md#channels): a Slack incoming webhook, which Mattermost
 //! and Rocket.Chat also take: `{"text": …}`, the title in bold on the first line.
 
-use super::{Channel, Message, Rules, SendError, http};
+use super::{Channel, Message, SendError, Settings, http};
 use crate::config::{ChannelConfig, Target};
-use crate::model::MessageKind;
 
 pub(crate) struct Slack<'a> {
     pub cfg: &'a ChannelConfig,
@@ -18,20 +17,12 @@ pub(crate) fn body(message: &Message) -> serde_json::Value {
 }
 
 impl Channel for Slack<'_> {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn settings(&self) -> Settings<'_> {
+        Settings::of(self.cfg)
     }
 
     fn kind(&self) -> &'static str {
         "slack"
-    }
-
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
-    }
-
-    fn rules(&self) -> Rules {
-        super::rules(self.cfg)
     }
 
     fn max_len(&self) -> usize {

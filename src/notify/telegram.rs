@@ -2,9 +2,8 @@
 //! [`Transport`] trait, which tests replace with a fake). Destinations are chat ids as
 //! text; the payload is Telegram HTML (`render/telegram.rs`).
 
-use super::{Channel, Message, Rules, SendError};
+use super::{Channel, Message, Rules, SendError, Settings};
 use crate::config::TelegramConfig;
-use crate::model::MessageKind;
 use crate::render::telegram::{MAX_MESSAGE, Rendered, split};
 use crate::telegram::Transport;
 use crate::text::Redacted;
@@ -24,16 +23,19 @@ pub(crate) fn destination(chat_id: i64) -> String {
 }
 
 impl Channel for TelegramChannel<'_> {
-    fn name(&self) -> &str {
-        KIND
+    fn settings(&self) -> Settings<'_> {
+        Settings {
+            name: KIND,
+            events: &self.cfg.events,
+            rules: Rules {
+                quiet_hours: self.cfg.quiet_hours,
+                max_per_day: self.cfg.max_messages_per_day,
+            },
+        }
     }
 
     fn kind(&self) -> &'static str {
         KIND
-    }
-
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
     }
 
     fn render(&self, msg: &Rendered) -> String {
@@ -46,13 +48,6 @@ impl Channel for TelegramChannel<'_> {
 
     fn unconfigured(&self) -> &'static str {
         "the chat is no longer in telegram.chat_ids"
-    }
-
-    fn rules(&self) -> Rules {
-        Rules {
-            quiet_hours: self.cfg.quiet_hours,
-            max_per_day: self.cfg.max_messages_per_day,
-        }
     }
 
     fn connected(&self) -> bool {

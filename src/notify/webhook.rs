@@ -12,10 +12,9 @@ use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
 use sha2::Sha256;
 
-use super::{Channel, Message, Rules, SendError, http};
+use super::{Channel, Message, SendError, Settings, http};
 use crate::codec::{BASE64, base64, base64_decode};
 use crate::config::{ChannelConfig, Target};
-use crate::model::MessageKind;
 
 pub(crate) struct Webhook<'a> {
     pub cfg: &'a ChannelConfig,
@@ -88,20 +87,12 @@ impl Webhook<'_> {
 }
 
 impl Channel for Webhook<'_> {
-    fn name(&self) -> &str {
-        &self.cfg.name
+    fn settings(&self) -> Settings<'_> {
+        Settings::of(self.cfg)
     }
 
     fn kind(&self) -> &'static str {
         "webhook"
-    }
-
-    fn events(&self) -> &[MessageKind] {
-        &self.cfg.events
-    }
-
-    fn rules(&self) -> Rules {
-        super::rules(self.cfg)
     }
 
     fn max_len(&self) -> usize {
