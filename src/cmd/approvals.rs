@@ -27,10 +27,10 @@ pub(crate) fn run(ctx: &Ctx, args: &ApprovalsArgs) -> Result<u8> {
             r.file,
             r.line,
             Secrets::taken().redact(&r.input.to_string()).first_line(80),
-            r.created_at,
+            super::show_stored(&r.created_at, &cfg),
             r.retry_at
                 .as_ref()
-                .map(|at| format!(" (retry at {at})"))
+                .map(|at| format!(" (retry at {})", super::show_stored(at, &cfg)))
                 .unwrap_or_default(),
             super::proposal_note(r)
         ));

@@ -40,7 +40,7 @@ pub(crate) fn list(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             g.tool,
             Secrets::taken().redact(&g.input.to_string()).first_line(80),
             g.created_by,
-            g.created_at
+            super::show_stored(&g.created_at, &cfg)
         ));
     }
     Ok(exit::OK)

@@ -45,6 +45,12 @@ pub(crate) fn show_time(t: DateTime<Utc>, cfg: &Config) -> String {
     crate::render::show_time(t, cfg.tz())
 }
 
+/// A time as the store keeps it (RFC 3339, UTC), shown in the configured zone; as stored
+/// when it does not read.
+pub(crate) fn show_stored(ts: &str, cfg: &Config) -> String {
+    crate::store::parse_ts(ts).map_or_else(|| ts.to_string(), |t| show_time(t, cfg))
+}
+
 /// `file:line:column: warning: message`, as `check` shows a problem.
 pub(crate) fn show_problem(p: &Problem, cwd: &Path) -> String {
     let severity = match p.severity {

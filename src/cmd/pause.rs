@@ -22,7 +22,7 @@ pub(crate) fn pause(ctx: &Ctx, args: &PauseArgs) -> Result<u8> {
     out.line(&match until {
         Some(u) => format!(
             "paused until {}; `heartbeat resume` ends it sooner",
-            crate::audit::format_ts(u)
+            crate::render::show_time(u, d.cfg.tz())
         ),
         None => "paused until `heartbeat resume`".into(),
     });

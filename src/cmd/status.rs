@@ -65,15 +65,20 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
                 r.run_id, r.started_at, r.succeeded, r.failed
             ),
         },
-        None => "last run:    never".into(),
+        None => {
+            "last run:    never (set up cron or a timer: `heartbeat init` prints the line)".into()
+        }
     });
     out.line(&match &pause {
         Some(p) => format!(
             "paused:      since {} {} by {}{}",
-            p.since,
+            super::show_stored(&p.since, &cfg),
             p.until
                 .as_ref()
-                .map_or("until `heartbeat resume`".into(), |u| format!("until {u}")),
+                .map_or("until `heartbeat resume`".into(), |u| format!(
+                    "until {}",
+                    super::show_stored(u, &cfg)
+                )),
             p.by,
             p.reason
                 .as_ref()

@@ -16,6 +16,7 @@ mod crash;
 mod daemon;
 mod doctor;
 mod email;
+mod first_hour;
 mod guardrails;
 mod hook_double;
 mod hostile;

@@ -291,7 +291,7 @@ fn an_approved_task_retries_under_its_approval() {
     let env = Env::new("## Recurring\n### Every 1d\n- [ ] @flaky {}\n");
     let toml = counting_tool(&env, "flaky", 1, 3, "retries = 1\nidempotent = true\n")
         .replace("approval = \"auto\"", "approval = \"ask\"");
-    let env = env.config(&toml);
+    let env = env.config(&format!("timezone = \"UTC\"\n{toml}"));
     env.run_once(NOW).code(0);
     assert_eq!(env.approval_state(1).as_deref(), Some("pending"));
     // Approved, run, failed: it waits for its retry under the same approval.
@@ -324,7 +324,7 @@ fn an_approved_task_retries_under_its_approval() {
         .output();
     out.code(0);
     assert!(
-        out.stdout.contains("(retry at 2026-05-01T10:01:"),
+        out.stdout.contains("(retry at 2026-05-01 10:01 UTC)"),
         "{}",
         out.stdout
     );

@@ -1,0 +1,64 @@
+//! What a new user meets in the first hour: times in the configured zone at every command,
+//! and `status` saying what to do when nothing has run yet.
+
+use crate::common::Env;
+
+#[test]
+fn approvals_grants_pause_and_status_show_times_in_the_configured_zone() {
+    let env = Env::new("## Recurring\n- [ ] @shell {\"cmd\": \"true\"}\n")
+        .config("timezone = \"Europe/Berlin\"\n");
+    let status = env.cmd(["status"]).output();
+    status.code(0);
+    assert!(
+        status
+            .stdout
+            .contains("last run:    never (set up cron or a timer: `heartbeat init`"),
+        "{}",
+        status.stdout
+    );
+    env.run_once("2026-05-04T08:00:00Z").code(0);
+    let approvals = env.cmd(["approvals"]).output();
+    assert!(
+        approvals.stdout.contains("(since 2026-05-04 10:00 CEST)"),
+        "{}",
+        approvals.stdout
+    );
+    let pause = env
+        .cmd(["pause", "--for", "1h"])
+        .now("2026-05-04T08:05:00Z")
+        .output();
+    pause.code(0);
+    assert!(
+        pause
+            .stdout
+            .starts_with("paused until 2026-05-04 11:05 CEST;"),
+        "{}",
+        pause.stdout
+    );
+    let status = env.cmd(["status"]).now("2026-05-04T08:06:00Z").output();
+    assert!(
+        status
+            .stdout
+            .contains("paused:      since 2026-05-04 10:05 CEST until 2026-05-04 11:05 CEST"),
+        "{}",
+        status.stdout
+    );
+    // --json keeps RFC 3339 UTC.
+    let json = env.cmd(["approvals", "--json"]).output().json();
+    assert_eq!(json[0]["created_at"], "2026-05-04T08:00:00.000Z");
+    // An always-grant says when, in the zone too.
+    env.cmd(["resume"])
+        .now("2026-05-04T08:07:00Z")
+        .output()
+        .code(0);
+    env.cmd(["approve", "1", "--always"])
+        .now("2026-05-04T08:10:00Z")
+        .output()
+        .code(0);
+    let grants = env.cmd(["grants"]).output();
+    assert!(
+        grants.stdout.contains("at 2026-05-04 10:10 CEST)"),
+        "{}",
+        grants.stdout
+    );
+}
