@@ -22,7 +22,8 @@
 //! Outcome: `stdout` is the response body (lossy UTF-8, the first [`OUTPUT_CAP`] bytes kept,
 //! the rest counted in `stdout_dropped`) on success and on failure; `exit_code` is None;
 //! `cost_usd`/`summary` come from a last-line JSON object of the body, as for processes.
-//! Errors: `HTTP 503 Service Unavailable (expected 2xx)`, `request failed: …`,
+//! Errors: `HTTP 503 Service Unavailable (expected 2xx)`, `connection refused: HOST:PORT`,
+//! `request failed: …`,
 //! `timed out after 5s`, `stopped`.
 //!
 //! Invariants:
@@ -444,6 +445,11 @@ fn perform(
         ))
     })?;
     let content_type = plan.json && !plan.headers.contains_key(CONTENT_TYPE);
+    let address = format!(
+        "{}:{}",
+        plan.url.host_str().unwrap_or("?"),
+        plan.url.port_or_known_default().unwrap_or(0)
+    );
     let mut request = client.request(plan.method, plan.url).headers(plan.headers);
     if content_type {
         request = request.header(CONTENT_TYPE, "application/json");
@@ -451,7 +457,19 @@ fn perform(
     if let Some(body) = plan.body {
         request = request.body(body);
     }
-    let mut response = request.send().map_err(|e| fail(&e.without_url()))?;
+    let mut response = request.send().map_err(|e| {
+        let e = e.without_url();
+        // Said as a person would: nothing listens there.
+        let refused = chain(&e).iter().any(|c| {
+            c.downcast_ref::<io::Error>()
+                .is_some_and(|io| io.kind() == io::ErrorKind::ConnectionRefused)
+        });
+        if refused {
+            Failure::Other(format!("connection refused: {address}"))
+        } else {
+            fail(&e)
+        }
+    })?;
     let status = response.status();
     let mut buf = vec![0u8; 64 * 1024];
     while !abandon.load(Ordering::SeqCst) {
@@ -997,8 +1015,8 @@ mod tests {
         }));
         assert!(!out.success);
         let err = out.error.unwrap();
-        assert!(err.starts_with("request failed: "), "{err}");
-        assert!(err.len() > "request failed: ".len(), "{err}");
+        // A refused connection is said as one, naming only where it went.
+        assert_eq!(err, format!("connection refused: 127.0.0.1:{port}"));
         for secret in ["alice", "s3cr3tpw", "hunter2222", "token", "frag"] {
             assert!(!err.contains(secret), "{secret} in {err}");
         }

@@ -62,3 +62,32 @@ fn approvals_grants_pause_and_status_show_times_in_the_configured_zone() {
         grants.stdout
     );
 }
+
+#[test]
+fn a_refused_connection_reads_like_one() {
+    // A port nothing listens on: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let env = Env::new(&format!(
+        "## Recurring\n- [ ] @http {{\"url\": \"http://127.0.0.1:{port}/health?token=s3cr3t-tok\"}}\n"
+    ))
+    .config("timezone = \"UTC\"\n[tools.http]\napproval = \"auto\"\n");
+    let out = env.run_once("2026-05-04T08:00:00Z");
+    out.code(1);
+    let failed = env.events("task_failed");
+    assert_eq!(
+        failed[0]["error"],
+        format!("connection refused: 127.0.0.1:{port}"),
+        "{:#?}",
+        failed[0]
+    );
+    assert!(
+        out.stdout.contains("connection refused: 127.0.0.1:"),
+        "{}",
+        out.stdout
+    );
+    assert!(!env.audit_text().contains("s3cr3t-tok"));
+}
