@@ -83,6 +83,9 @@ pub(crate) fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
                         {
                             out.line(&format!("      {d}"));
                         }
+                        if let Some(p) = parameters(&t.input_schema) {
+                            out.line(&format!("      parameters: {p}"));
+                        }
                     }
                 }
                 Err(why) => out.line(&format!("{name}: {why}")),
@@ -95,4 +98,66 @@ pub(crate) fn run(ctx: &Ctx, args: &McpToolsArgs) -> Result<u8> {
     } else {
         exit::OK
     })
+}
+
+/// A tool's parameters as a person reads them from its input schema: `name (type,
+/// required), …`, in the schema's order; None when it takes none.
+fn parameters(schema: &Value) -> Option<String> {
+    let properties = schema.get("properties")?.as_object()?;
+    if properties.is_empty() {
+        return None;
+    }
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let shown: Vec<String> = properties
+        .iter()
+        .map(|(name, p)| {
+            let kind = match p.get("type") {
+                Some(Value::String(t)) => t.clone(),
+                Some(Value::Array(ts)) => ts
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("|"),
+                _ => "any".into(),
+            };
+            let req = if required.contains(&name.as_str()) {
+                ", required"
+            } else {
+                ""
+            };
+            format!("{} ({kind}{req})", crate::text::clean(name))
+        })
+        .collect();
+    Some(shown.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters_read_as_name_type_and_required() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "text": {"type": "string"},
+                "count": {"type": ["integer", "null"]},
+                "opts": {}
+            },
+            "required": ["text"]
+        });
+        assert_eq!(
+            parameters(&schema).as_deref(),
+            Some("text (string, required), count (integer|null), opts (any)")
+        );
+        assert_eq!(parameters(&json!({"type": "object"})), None);
+        assert_eq!(
+            parameters(&json!({"type": "object", "properties": {}})),
+            None
+        );
+    }
 }

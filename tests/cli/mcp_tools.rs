@@ -422,6 +422,12 @@ fn mcp_tools_lists_what_servers_offer() {
         "{}",
         human.stdout
     );
+    // Its parameters, as a person writes the task's input.
+    assert!(
+        human.stdout.contains("parameters: text (string, required)"),
+        "{}",
+        human.stdout
+    );
     let unknown = env.cmd(["mcp-tools", "sr"]).output();
     unknown.code(2);
     assert!(
