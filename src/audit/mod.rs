@@ -33,7 +33,7 @@ use serde_json::Value;
 
 pub(crate) use crate::redact::{Secrets, has_secret_keys};
 pub(crate) use event::{Event, EventKind};
-pub(crate) use secrets::short_secrets;
+pub(crate) use secrets::{secret_vars, short_secrets};
 
 use crate::text::RedactedJson;
 

@@ -23,7 +23,7 @@ impl Secrets {
 /// `headers_env`. Not the variables every server gets anyway (`PATH`, `HOME`, `LANG`, `TZ`),
 /// even when an `env` names them: taken, they would leave every tool without them, and
 /// their values (`/home/me`) would be cut out of every path shown.
-fn secret_vars(cfg: &Config) -> Vec<&str> {
+pub(crate) fn secret_vars(cfg: &Config) -> Vec<&str> {
     let mut names: Vec<&str> = cfg
         .telegram
         .iter()

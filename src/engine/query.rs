@@ -596,6 +596,17 @@ pub(crate) fn check(cfg: Config, now: DateTime<Utc>, allow_missing: bool) -> Res
     })
 }
 
+/// A warning at a task's place.
+fn warning_at(task: &Task, message: String) -> Problem {
+    Problem {
+        file: task.file.to_path_buf(),
+        line: task.line,
+        column: task.column,
+        severity: Severity::Warning,
+        message,
+    }
+}
+
 /// A warning for each `@shell` task whose argv-form `cmd` holds a `~` or a `$VAR`: no shell
 /// runs, so nothing expands them, and the program gets them as written.
 fn unexpanded_shell_words(files: &[Loaded]) -> Vec<Problem> {
@@ -622,17 +633,14 @@ fn unexpanded_shell_words(files: &[Loaded]) -> Vec<Problem> {
                       expands"
                     .to_string(),
             };
-            out.push(Problem {
-                file: task.file.to_path_buf(),
-                line: task.line,
-                column: task.column,
-                severity: Severity::Warning,
-                message: format!(
+            out.push(warning_at(
+                task,
+                format!(
                     "{word:?} in an argv-form cmd is not expanded: no shell runs it, so the \
                      program gets {} as written; {fix}",
                     if tilde { "the ~" } else { "the $" }
                 ),
-            });
+            ));
         }
     }
     out
@@ -661,18 +669,15 @@ fn past_one_time_dates(
         let tz = task.zone_or(cfg.tz());
         let when = schedule::local_instant(tz, *at);
         if when < now {
-            out.push(Problem {
-                file: task.file.to_path_buf(),
-                line: task.line,
-                column: task.column,
-                severity: Severity::Warning,
-                message: format!(
+            out.push(warning_at(
+                task,
+                format!(
                     "its date {} is already past ({} ago): it runs at the next run; is the \
                      year right?",
                     crate::render::show_time(when, tz),
                     crate::render::ago(when, now)
                 ),
-            });
+            ));
         }
     }
     out
@@ -705,12 +710,9 @@ fn never_active_slots(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Vec
         });
         if !reachable {
             let w = cfg.active.window;
-            out.push(Problem {
-                file: task.file.to_path_buf(),
-                line: task.line,
-                column: task.column,
-                severity: Severity::Warning,
-                message: format!(
+            out.push(warning_at(
+                task,
+                format!(
                     "its schedule's slots never fall inside active hours ({:02}:{:02}-{:02}:{:02} \
                      in {}): it would never run",
                     w.start / 60,
@@ -719,7 +721,7 @@ fn never_active_slots(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Vec
                     w.end % 60,
                     cfg.tz()
                 ),
-            });
+            ));
         }
     }
     out

@@ -227,18 +227,14 @@ fn of_kind<'a>(cfg: &'a Config, c: &'a ChannelConfig) -> Box<dyn Channel + 'a> {
                 .and_then(std::path::Path::parent)
                 .unwrap_or(&cfg.state_dir)
                 .to_path_buf(),
-            remove_env: secret_vars(cfg),
+            // As out of a tool's: every variable of the config that holds a secret.
+            remove_env: crate::audit::secret_vars(cfg)
+                .into_iter()
+                .map(str::to_string)
+                .collect(),
         }),
         ChannelKind::Email(mail) => Box::new(email::Email { cfg: c, mail }),
     }
-}
-
-/// Every variable of the config that holds a channel's or Telegram's secret: kept out of a
-/// `command` channel's environment, as out of tools'.
-fn secret_vars(cfg: &Config) -> Vec<String> {
-    let telegram = cfg.telegram.iter().map(|t| t.bot_token_env.as_str());
-    let channels = cfg.channels.iter().flat_map(|c| c.kind.secret_vars());
-    telegram.chain(channels).map(str::to_string).collect()
 }
 
 /// The URL a channel posts to: written in the config, or read from its variable now.
