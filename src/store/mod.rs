@@ -29,6 +29,7 @@ mod metrics;
 mod migrations;
 mod notices;
 mod outbox;
+mod pg;
 mod proposals;
 mod retention;
 mod slots;
@@ -129,6 +130,21 @@ pub(crate) enum StoreError {
         .path.display()
     )]
     TooNew { path: PathBuf, found: i64 },
+    /// The fleet's PostgreSQL cannot be reached: nothing runs (docs/fleet.md#fail-closed).
+    #[error("{store} cannot be reached: {source}")]
+    Unavailable { store: String, source: DbError },
+    /// PostgreSQL refused a statement.
+    #[error("{store}: {source}")]
+    Postgres { store: String, source: DbError },
+    #[error(
+        "{store} has tables heartbeat did not create ({tables}); give the fleet a database of its own"
+    )]
+    NotOurs { store: String, tables: String },
+    #[error(
+        "{store}: written by a newer heartbeat (schema {found}, this version knows {}); nothing was run",
+        pg::SCHEMA_VERSION
+    )]
+    TooNewPg { store: String, found: i64 },
     #[error("{}: {source}", .path.display())]
     Io {
         path: PathBuf,
