@@ -14,6 +14,11 @@
 //! - A failure to reach the database (refused, down, wrong password, the connection lost)
 //!   is [`StoreError::Unavailable`]: the caller runs nothing further. A statement PostgreSQL
 //!   refused is [`StoreError::Postgres`].
+//! - A run holds a session advisory lock on its run id (`pg_advisory_lock(hashtextextended(
+//!   run_id, 0))`, taken by `start_run`, released by `finish_run`, and by PostgreSQL when
+//!   the node's connection ends, however it ends). A start or a `running` approval of
+//!   another run is left by a dead node exactly when that lock is free ([`RUN_IS_GONE`]);
+//!   on one host the run lock file says the same.
 //! - Errors and messages name the database by host and name, never by its URL (the URL may
 //!   hold a password).
 
@@ -27,6 +32,12 @@ use postgres::{Client, IsolationLevel, NoTls, Transaction};
 use super::{DbError, Result, StoreError};
 
 pub(crate) use schema::SCHEMA_VERSION;
+
+/// SQL true when the run whose id is bound as `$1` holds no run lock any more (its node
+/// ended or lost its connection). Takes the lock shared for the rest of the transaction
+/// when it is free, so that the run cannot be taking it meanwhile. Of this session's own
+/// runs it says true too: callers leave their own run out.
+pub(super) const RUN_IS_GONE: &str = "pg_try_advisory_xact_lock_shared(hashtextextended($1, 0))";
 
 /// How many times a transaction is tried when PostgreSQL aborts it for a conflict with
 /// another node's (serialization failure, deadlock).
