@@ -20,12 +20,12 @@ use toml::de::{DeTable, DeValue};
 use super::channel::{ChannelConfig, ChannelKind, EmailConfig, MailTransport, NtfyConfig, Target};
 use super::de::{self, Kind, Seg, Spanned, Want, dotted};
 use super::file::{
-    ChannelFile, EventName, File, KindName, MailKind, McpFile, MonitorFile, MonitorKindName,
+    ChannelFile, EventName, File, FleetFile, KindName, MailKind, McpFile, MonitorFile, MonitorKindName,
     RetentionFile, TelegramFile, ToolFile,
 };
 use super::types::{Human, SecretVar};
 use super::{
-    Approval, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig, McpTransport,
+    Approval, Config, ConfigError, DaemonConfig, FleetConfig, FleetTick, LoadOptions, McpServerConfig, McpTransport,
     MonitorConfig, MonitorKind, PlainTasks, Retention, RetryConfig, TelegramConfig, ToolConfig,
 };
 use crate::model::is_builtin_tool as is_builtin;
@@ -242,6 +242,10 @@ impl Source {
             channels.push(self.channel(&name.0, channel)?);
         }
         let monitors = self.monitors(&raw.monitors)?;
+        let fleet = match &raw.fleet {
+            Some(f) => Some(self.fleet(f, opts, host)?),
+            None => None,
+        };
         let daemon = match raw.daemon.as_ref().and_then(|d| d.every) {
             Some(every) => DaemonConfig { every: every.0 },
             None => DaemonConfig::default(),
@@ -382,6 +386,7 @@ impl Source {
             retention,
             daily_usd,
             max_consecutive_failures,
+            fleet,
             warnings,
         })
     }
@@ -425,6 +430,65 @@ impl Source {
                 on: raw.retry_on.clone(),
                 idempotent: raw.idempotent,
             },
+            hosts: raw
+                .hosts
+                .as_ref()
+                .map(|h| h.iter().map(|n| n.0.clone()).collect()),
+        })
+    }
+
+    /// `[fleet]`: the URL's variable is required and must be set (an unset one would make
+    /// every run fail closed, which is a mistake in the config, not an outage); the node
+    /// defaults to the host name.
+    fn fleet(
+        &self,
+        table: &Spanned<FleetFile>,
+        opts: &LoadOptions,
+        host: &Host,
+    ) -> Result<FleetConfig, ConfigError> {
+        let raw = table.get_ref();
+        let Some(var) = &raw.postgres_url_env else {
+            return Err(self.err(
+                "fleet.postgres_url_env",
+                Some(table.span()),
+                "missing key \"postgres_url_env\": the variable that holds the PostgreSQL URL \
+                 the fleet shares",
+            ));
+        };
+        let url_env = var.get_ref().0.clone();
+        if (opts.env)(&url_env).is_none_or(|v| v.trim().is_empty()) {
+            return Err(self.err(
+                "fleet.postgres_url_env",
+                Some(var.span()),
+                &format!(
+                    "${url_env} is not set: export the fleet's PostgreSQL URL in it \
+                     (postgres://user:password@host/db)"
+                ),
+            ));
+        }
+        let node = match &raw.node {
+            Some(n) => n.0.clone(),
+            None => {
+                let name = host.hostname.clone();
+                if !super::is_node_name(&name) {
+                    return Err(self.err(
+                        "fleet.node",
+                        Some(table.span()),
+                        &format!(
+                            "the host name {name:?} is not a node name (1 to 64 letters, \
+                             digits, ., _ or -): set node = \"…\""
+                        ),
+                    ));
+                }
+                name
+            }
+        };
+        Ok(FleetConfig {
+            url_env,
+            node,
+            lease: raw.lease.map_or(Duration::from_secs(30), |l| l.0),
+            every: raw.every.map_or(Duration::from_secs(300), |e| e.0),
+            tick: raw.tick.unwrap_or(FleetTick::Runner),
         })
     }
 
@@ -590,6 +654,7 @@ impl Source {
                         on: t.retry_on.clone(),
                         idempotent: t.idempotent,
                     },
+                    hosts: None,
                 },
             );
         }
@@ -1056,6 +1121,7 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
     ("retention", &["history", "audit_max_size", "audit_keep"]),
     ("mcp_server", &["allow_approve"]),
     ("metrics", &["textfile"]),
+    ("fleet", &["postgres_url_env", "node", "lease", "every", "tick"]),
 ];
 
 /// Where a key that is unknown where it was written belongs.
@@ -1077,6 +1143,8 @@ pub(crate) struct Host {
     pub data_dir: Option<PathBuf>,
     /// The system zone (`/etc/timezone`, or the `/etc/localtime` link target).
     pub system_tz: Option<Tz>,
+    /// The host name: a fleet node's name unless `[fleet] node` says otherwise.
+    pub hostname: String,
 }
 
 impl Host {
@@ -1086,6 +1154,7 @@ impl Host {
             data_dir: directories::ProjectDirs::from("", "", "heartbeat")
                 .map(|p| p.data_dir().to_path_buf()),
             system_tz: system_tz(),
+            hostname: crate::sys::hostname(),
         }
     }
 }

@@ -95,6 +95,43 @@ pub(crate) struct ToolConfig {
     pub monitor_url_env: Option<String>,
     /// `retries`, `retry_backoff`, `retry_on`, `idempotent`.
     pub retry: RetryConfig,
+    /// In a fleet, the only nodes that run this tool's tasks (docs/fleet.md#affinity);
+    /// None: every node.
+    pub hosts: Option<Vec<String>>,
+}
+
+/// `[fleet]`: this node of several sharing their state in PostgreSQL (docs/fleet.md).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FleetConfig {
+    /// The variable holding the database's URL (a secret).
+    pub url_env: String,
+    /// This node's name, unique in the fleet.
+    pub node: String,
+    /// How long a singleton lease lasts unless renewed.
+    pub lease: Duration,
+    /// Tasks without a schedule heading run at most once per this, fleet-wide.
+    pub every: Duration,
+    pub tick: FleetTick,
+}
+
+/// `[fleet] tick`: which clones of the file get a one-time task's `[x]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum FleetTick {
+    /// The node that ran it (the others get it through the person's own sync).
+    Runner,
+    /// Every node's copy.
+    All,
+    /// None: the file is never written by the fleet.
+    None,
+}
+
+/// A node name: 1 to 64 letters, digits, `.`, `_` or `-`.
+pub(crate) fn is_node_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// The retry keys of `[tools.NAME]`, `[mcp.NAME]` and `[mcp.NAME.tools.TOOL]` as written
@@ -359,6 +396,8 @@ pub(crate) struct Config {
     pub daily_usd: f64,
     /// After this many failures in a row a task is tripped; 0 = never.
     pub max_consecutive_failures: u32,
+    /// `[fleet]`; None: one host, SQLite.
+    pub fleet: Option<FleetConfig>,
     /// Non-fatal notes (a glob that matched nothing).
     pub warnings: Vec<String>,
 }
@@ -529,6 +568,7 @@ pub(crate) mod test_util {
             retention: Default::default(),
             daily_usd: 0.0,
             max_consecutive_failures: 3,
+            fleet: None,
             warnings: vec![],
         }
     }

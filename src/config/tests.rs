@@ -26,6 +26,7 @@ impl World {
             config_dir: Some(dir.path().join("cfg")),
             data_dir: Some(dir.path().join("data/heartbeat")),
             system_tz: None,
+            hostname: "test-host".into(),
         };
         let home = dir.path().join("home").to_string_lossy().into_owned();
         World {

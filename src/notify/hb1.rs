@@ -119,18 +119,26 @@ pub(crate) fn same_token(expected: &str, given: &str) -> bool {
 /// The install key of `state_dir`, created the first time (see the module). An error
 /// names the file and says what is wrong with it.
 pub(crate) fn install_key(state_dir: &Path) -> Result<[u8; KEY_LEN], String> {
-    let path = state_dir.join(KEY_FILE);
-    match read_key(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        other => return other.map_err(|e| key_error(&path, &e.to_string())),
-    }
-    create_key(state_dir, &path).map_err(|e| key_error(&path, &e.to_string()))?;
-    // Linked here, or by a process that raced this one: the key is what the file holds.
-    read_key(&path).map_err(|e| key_error(&path, &e.to_string()))
+    private_key(state_dir, KEY_FILE, "the channel key")
 }
 
-fn key_error(path: &Path, why: &str) -> String {
-    format!("the channel key {}: {why}", path.display())
+/// The 32 random bytes in `state_dir/file`, created the first time as the channel key is
+/// (see the module): the channel key, and a fleet node's key. An error names the file as
+/// `what`.
+pub(crate) fn private_key(
+    state_dir: &Path,
+    file: &str,
+    what: &str,
+) -> Result<[u8; KEY_LEN], String> {
+    let path = state_dir.join(file);
+    let key_error = |e: std::io::Error| format!("{what} {}: {e}", path.display());
+    match read_key(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        other => return other.map_err(key_error),
+    }
+    create_key(state_dir, &path).map_err(key_error)?;
+    // Linked here, or by a process that raced this one: the key is what the file holds.
+    read_key(&path).map_err(key_error)
 }
 
 /// The key as the file holds it, if the file is a regular file of 32 bytes that only its
@@ -167,7 +175,8 @@ fn create_key(state_dir: &Path, path: &Path) -> std::io::Result<()> {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    let tmp: PathBuf = state_dir.join(format!("{KEY_FILE}.{}.{suffix}", std::process::id()));
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp: PathBuf = state_dir.join(format!("{name}.{}.{suffix}", std::process::id()));
     let written = (|| {
         let mut file = std::fs::OpenOptions::new()
             .write(true)

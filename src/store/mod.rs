@@ -3,7 +3,7 @@
 //! SQLite (`<state_dir>/heartbeat.db`, [`Sqlite`]) is its one implementation.
 //!
 //! The trait is the traits of its concerns combined, each declared beside its rows and its
-//! SQLite implementation: [`Approvals`], [`Grants`], [`History`], [`McpCache`], [`Metrics`],
+//! SQLite implementation: [`Approvals`], [`Fleet`], [`Grants`], [`History`], [`McpCache`], [`Metrics`],
 //! [`Notices`], [`Outbox`], [`Proposals`], [`Retention`], [`Slots`], [`Snapshots`], [`Snoozes`], [`Starts`]. What any
 //! implementation must keep:
 //! - Every write is committed before the method returns: nothing is held back for later, so
@@ -22,6 +22,7 @@
 //! How SQLite keeps them is in `store/sqlite.rs`.
 
 mod approvals;
+mod fleet;
 mod grants;
 mod history;
 mod mcp;
@@ -42,6 +43,7 @@ mod words;
 use std::path::PathBuf;
 
 pub(crate) use approvals::{ApprovalRow, Approvals, Decision, NewApproval, config_key};
+pub(crate) use fleet::{Claim, Fleet, LeaseRow, NodeRow, RecentRun};
 pub(crate) use grants::{GrantRow, Grants, NewGrant};
 pub(crate) use history::{History, RunSummary, TaskRunRecord};
 pub(crate) use mcp::McpCache;
@@ -66,6 +68,7 @@ use crate::config::Config;
 /// a `Box<dyn Store>` or a `&mut dyn Store`.
 pub(crate) trait Store:
     Approvals
+    + Fleet
     + Grants
     + History
     + McpCache
@@ -83,6 +86,7 @@ pub(crate) trait Store:
 
 impl<T> Store for T where
     T: Approvals
+        + Fleet
         + Grants
         + History
         + McpCache
@@ -145,6 +149,17 @@ pub(crate) enum StoreError {
         pg::SCHEMA_VERSION
     )]
     TooNewPg { store: String, found: i64 },
+    /// Another node's key holds this node's name (docs/fleet.md#one-name-one-node).
+    #[error(
+        "the node name {node:?} belongs to another node (host {host}, last seen {last_seen}); \
+         give this one another [fleet] node, or run `heartbeat fleet forget {node}` if that \
+         node is gone"
+    )]
+    NodeTaken {
+        node: String,
+        host: String,
+        last_seen: String,
+    },
     #[error("{}: {source}", .path.display())]
     Io {
         path: PathBuf,

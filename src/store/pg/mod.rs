@@ -22,7 +22,10 @@
 //! - Errors and messages name the database by host and name, never by its URL (the URL may
 //!   hold a password).
 
+mod fleet;
 mod schema;
+
+pub(crate) use fleet::{MAX_SKEW, NODE_KEY_FILE, Registration};
 
 use std::cell::RefCell;
 
@@ -51,6 +54,10 @@ pub(crate) struct Pg {
     name: String,
     /// This node's name (`[fleet] node`), written beside what it claims and runs.
     pub(super) node: String,
+    /// `[fleet] lease`.
+    lease: std::time::Duration,
+    /// The leases this node holds, until when by its own clock (`fleet.rs`).
+    leases_until: std::collections::BTreeMap<String, std::time::Instant>,
 }
 
 impl Pg {
@@ -77,6 +84,8 @@ impl Pg {
             client: RefCell::new(Some(client)),
             name,
             node: node.to_string(),
+            lease: std::time::Duration::from_secs(30),
+            leases_until: Default::default(),
         };
         store.migrate()?;
         Ok(store)
