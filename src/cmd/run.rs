@@ -151,6 +151,10 @@ fn why_nothing_ran(
             Some(format!("skipped: outside active hours; next active {next}"))
         }
         Some(RunSkipReason::Locked) => Some("skipped: another run holds the lock".to_string()),
+        // The cause is on stderr already.
+        Some(RunSkipReason::StoreUnavailable) => {
+            Some("skipped: the fleet's PostgreSQL cannot be reached; nothing ran".to_string())
+        }
         None => {
             let waiting = report
                 .tasks

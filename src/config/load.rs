@@ -35,7 +35,14 @@ use crate::schedule::{ActiveHours, Window};
 /// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
 /// and zone.
 pub(crate) fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
-    load_from(opts, &Host::detect())
+    let cfg = load_from(opts, &Host::detect())?;
+    // In a fleet, task ids are relative to the config's directory from here on.
+    if cfg.fleet.is_some()
+        && let Some(dir) = cfg.source.as_deref().and_then(Path::parent)
+    {
+        crate::markdown::use_fleet_ids(dir);
+    }
+    Ok(cfg)
 }
 
 /// [`load`] with the host facts given.

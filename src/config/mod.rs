@@ -407,6 +407,17 @@ impl Config {
         self.active.tz
     }
 
+    /// Whether this node runs the tool's tasks: always on one host; in a fleet, unless the
+    /// tool's `hosts` leave this node out (docs/fleet.md#affinity).
+    pub(crate) fn runs_here(&self, tool: &str) -> bool {
+        let Some(fleet) = &self.fleet else {
+            return true;
+        };
+        self.tool_config(tool)
+            .and_then(|t| t.hosts.as_ref())
+            .is_none_or(|hosts| hosts.contains(&fleet.node))
+    }
+
     /// The server and tool of an MCP tool name `SERVER.TOOL`, when `SERVER` is configured.
     pub(crate) fn mcp_tool<'n>(
         &self,

@@ -145,7 +145,27 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
     let start_pings = crate::monitor::run_started(&cfg.monitors, &run_id);
 
     // Decisions first: presses and commands waiting at Telegram, expired approvals.
-    let store = crate::store::open(cfg)?;
+    let store = match crate::store::open(cfg) {
+        Ok(store) => store,
+        // A fleet whose PostgreSQL cannot be reached runs nothing (docs/fleet.md#fail-closed).
+        Err(e @ crate::store::StoreError::Unavailable { .. }) => {
+            crate::error::say(&format!("heartbeat: {e}; nothing runs until it is back"));
+            let event = Event::RunSkipped {
+                run_id: &run_id,
+                reason: RunSkipReason::StoreUnavailable,
+                next_active: None,
+                until: None,
+                by: None,
+                holder_pid: None,
+                holder_since: None,
+            };
+            audit.record(t.clock.now(), &event).map_err(&audit_err)?;
+            audit.sync().map_err(&audit_err)?;
+            drop(lock);
+            return Ok(skipped(RunSkipReason::StoreUnavailable));
+        }
+        Err(e) => return Err(e.into()),
+    };
     // A future attempt (a clock that stepped back) is planned as now; store it as now too.
     store.clamp_future_times(now)?;
     let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), t.clock);
@@ -267,6 +287,7 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             session.stop = t.stop;
             if t.only.is_some() {
                 session.ignore_cooldowns();
+                session.named = true;
             }
             session.mcp = servers;
             session.known = t

@@ -119,6 +119,8 @@ pub(crate) struct Session<'a> {
     pub mcp: super::mcp::Servers<'a>,
     /// Set before any tool starts: the command's errors no longer say "nothing run".
     work: WorkStarted,
+    /// A person named the tasks (`run --task`): in a fleet they run without a claim.
+    pub named: bool,
 }
 
 impl<'a> Session<'a> {
@@ -188,6 +190,7 @@ impl<'a> Session<'a> {
             trigger,
             mcp: super::mcp::Servers::new(cfg),
             work,
+            named: false,
         })
     }
 
@@ -485,6 +488,13 @@ impl<'a> Session<'a> {
         if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
         }
+        let acts = matches!(
+            planned.decision,
+            Decision::Run(_) | Decision::Approve(_) | Decision::Remind
+        );
+        if acts && !self.claimed(task)? {
+            return Ok(());
+        }
         match &planned.decision {
             Decision::Run(call) => {
                 if self.may_start(task, call.name())? {
@@ -574,9 +584,29 @@ impl<'a> Session<'a> {
             | Decision::Done
             | Decision::Inactive
             | Decision::Interrupted
-            | Decision::Retry(_) => {}
+            | Decision::Retry(_)
+            | Decision::Elsewhere => {}
         }
         Ok(())
+    }
+
+    /// In a fleet, whether this node won the task's slot (docs/fleet.md#exactly-once): the
+    /// loser does nothing for the task. On one host, and for tasks a person named, always.
+    fn claimed(&mut self, task: &Task) -> Result<bool> {
+        if self.cfg.fleet.is_none() || self.named {
+            return Ok(true);
+        }
+        let retry_at = self.ledger.store.retry_chain(&task.id)?.map(|(_, at)| at);
+        let claim = crate::plan::claim_of(self.cfg, task, retry_at, self.now);
+        let won = self
+            .ledger
+            .store
+            .claim_task(&task.id, &claim, &self.run_id, self.now)?;
+        if !won {
+            // Another node has it: not this run's to report.
+            self.handled.insert(task.id.clone());
+        }
+        Ok(won)
     }
 
     /// Whether a planned task may start now, given what this run already did: another task
@@ -625,7 +655,7 @@ impl<'a> Session<'a> {
                         continue;
                     }
                 };
-                if self.handled.contains(&task.id) || self.stopping() {
+                if self.handled.contains(&task.id) || self.stopping() || !self.claimed(task)? {
                     continue;
                 }
                 // A free slot first: record what finished meanwhile.

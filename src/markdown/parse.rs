@@ -30,7 +30,8 @@ use crate::schedule::{self, HeadingKind};
 const BOM: &str = "\u{feff}";
 
 /// Parse a whole file (`text` may start with a UTF-8 BOM). `path` is what tasks report as their
-/// file; `canonical` goes into task ids.
+/// file; `canonical` goes into task ids (in a fleet, relative to the config's directory:
+/// [`super::id_path`]).
 pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     // pulldown-cmark does not end a line at a lone CR (old Mac files), so a fenced block
     // there would not be code and a task inside it would look real. Parse a copy with each
@@ -46,7 +47,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     let mut b = Builder {
         path,
         file: Arc::from(path),
-        canonical: canonical.to_string_lossy().into_owned(),
+        canonical: super::id_path(canonical),
         lines: LineIndex::new(text, bom),
         section: Section::Other,
         heading: None,

@@ -36,6 +36,55 @@ pub(crate) struct Registration<'a> {
     pub daemon: bool,
 }
 
+/// This node's connection to the fleet `cfg` names, registered, with a warning when its
+/// clock is far from the database's.
+pub(crate) fn open_fleet(cfg: &crate::config::Config) -> Result<Pg> {
+    let fleet = cfg.fleet.as_ref().expect("a fleet config");
+    // Checked set when the config loaded; read here as a secret.
+    let url = crate::redact::take_env(&fleet.url_env).unwrap_or_default();
+    let me = Registration {
+        node: &fleet.node,
+        state_dir: &cfg.state_dir,
+        lease: fleet.lease,
+        files: file_hashes(&cfg.files),
+        daemon: false,
+    };
+    std::fs::create_dir_all(&cfg.state_dir).map_err(|source| StoreError::Io {
+        path: cfg.state_dir.clone(),
+        source,
+    })?;
+    let pg = Pg::open(&url, &me)?;
+    if let Ok(skew) = pg.clock_skew()
+        && skew > MAX_SKEW
+    {
+        crate::error::say(&format!(
+            "heartbeat: warning: this machine's clock is {}s off {}'s; leases and times in \
+             the fleet assume they agree within {}s (is NTP running?)",
+            skew.as_secs(),
+            pg.name(),
+            MAX_SKEW.as_secs()
+        ));
+    }
+    Ok(pg)
+}
+
+/// Each file as its task ids name it, and its content's SHA-256 (unreadable files left out).
+fn file_hashes(files: &[std::path::PathBuf]) -> BTreeMap<String, String> {
+    use sha2::Digest;
+    files
+        .iter()
+        .filter_map(|f| {
+            let bytes = std::fs::read(f).ok()?;
+            let canonical = std::fs::canonicalize(f).ok()?;
+            let hash: String = sha2::Sha256::digest(&bytes)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            Some((crate::markdown::id_path(&canonical), hash))
+        })
+        .collect()
+}
+
 impl Pg {
     /// Connect as a node of the fleet: migrate, then register the node's name under the key
     /// in its state dir. A name another node's key holds is refused ([`StoreError::NodeTaken`]).
