@@ -334,7 +334,9 @@ autonomy = "cautious"
 
 # Telegram: run summaries, approval buttons, and /status /pending /pause /resume /run.
 # Create a bot with @BotFather and put its token in the environment variable named below,
-# never in this file; write to the bot, then `heartbeat telegram-chats` shows your chat id.
+# never in this file (or in a file only you can read, chmod 600, named by bot_token_file
+# in place of bot_token_env); write to the bot, then `heartbeat telegram-chats` shows your
+# chat id.
 # [telegram]
 # bot_token_env = "HEARTBEAT_TELEGRAM_TOKEN"   # the variable that holds the token
 # chat_ids = [123456789]          # the only chats that get messages and may approve
