@@ -49,6 +49,9 @@ _heartbeat() {
             heartbeat,log)
                 cmd="heartbeat__subcmd__log"
                 ;;
+            heartbeat,man)
+                cmd="heartbeat__subcmd__man"
+                ;;
             heartbeat,mcp)
                 cmd="heartbeat__subcmd__mcp"
                 ;;
@@ -121,6 +124,9 @@ _heartbeat() {
             heartbeat__subcmd__help,log)
                 cmd="heartbeat__subcmd__help__subcmd__log"
                 ;;
+            heartbeat__subcmd__help,man)
+                cmd="heartbeat__subcmd__help__subcmd__man"
+                ;;
             heartbeat__subcmd__help,mcp)
                 cmd="heartbeat__subcmd__help__subcmd__mcp"
                 ;;
@@ -167,7 +173,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init man completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -425,7 +431,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
+            opts="run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init man completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -579,6 +585,20 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__log)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -828,6 +848,36 @@ _heartbeat() {
                     return 0
                     ;;
                 -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__man)
+            opts="-v -h -V --install --dir --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

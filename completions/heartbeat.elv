@@ -49,6 +49,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand log 'Show the audit log, filtered; human-readable unless --json'
             cand metrics 'Print Prometheus metrics (text format 0.0.4) computed from the state dir'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
+            cand man 'Print the man page, or install every page where `man` finds them (--install)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -341,6 +342,19 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;man'= {
+            cand --dir 'Where --install writes the pages (default: ~/.local/share/man/man1)'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand --install 'Write heartbeat.1 and a page per subcommand into the directory `man` searches for your own installs, so that `man heartbeat` works'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
         &'heartbeat;completions'= {
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
@@ -375,6 +389,7 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand log 'Show the audit log, filtered; human-readable unless --json'
             cand metrics 'Print Prometheus metrics (text format 0.0.4) computed from the state dir'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
+            cand man 'Print the man page, or install every page where `man` finds them (--install)'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -421,6 +436,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;metrics'= {
         }
         &'heartbeat;help;init'= {
+        }
+        &'heartbeat;help;man'= {
         }
         &'heartbeat;help;completions'= {
         }

@@ -117,6 +117,7 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::Log(args) => cmd::log::run(&ctx, &args),
         Command::Metrics => cmd::metrics::run(&ctx),
         Command::Init { dir } => cmd::init::run(&ctx, dir.as_deref()),
+        Command::Man(args) => cmd::man::run(&ctx, &args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout();
             clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);

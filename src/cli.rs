@@ -111,11 +111,25 @@ pub enum Command {
         /// Where to write them (default: the current directory)
         dir: Option<PathBuf>,
     },
+    /// Print the man page, or install every page where `man` finds them (--install)
+    Man(ManArgs),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
         shell: Shell,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write heartbeat.1 and a page per subcommand into the directory `man` searches for
+    /// your own installs, so that `man heartbeat` works
+    #[arg(long)]
+    pub install: bool,
+
+    /// Where --install writes the pages (default: ~/.local/share/man/man1)
+    #[arg(long, value_name = "DIR", requires = "install")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -20,6 +20,8 @@
 //!   would otherwise survive minus its tail. [`crate::text::Redacted`], the text a sink
 //!   takes, is made here ([`Secrets::redact`]) and is the only text that can be cut.
 //! - Redaction is idempotent: `***` holds no secret.
+//! - A secret file (`bot_token_file`) is read once per process ([`take_file`]) and only
+//!   when no one but its owner may read it; its value is registered like a variable's.
 //! - A secret variable is read from the environment once per process ([`take_env`]): it is
 //!   then removed from heartbeat's environment and its bytes overwritten in the process's
 //!   original environment block, and the process is made non-dumpable, so that neither a
@@ -27,6 +29,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
@@ -299,6 +302,58 @@ pub(crate) fn take_env(name: &str) -> Option<String> {
     taken.vars.push((name.to_string(), value.clone()));
     taken.secrets = None;
     Some(value).filter(|v| !v.is_empty())
+}
+
+/// The secret held in the file at `path` (`[telegram] bot_token_file`), trimmed. Read once
+/// per process: later calls return the value remembered, so a daemon's reloads do not read
+/// it again. Refused when group or others may read the file (`mode & 0o077`), when it is not
+/// a regular file or over 4 KiB, and when it holds nothing but white space. The value is
+/// registered like a taken variable: every sink hides it from then on.
+pub(crate) fn take_file(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    const MAX: u64 = 4096;
+
+    let key = format!("file:{}", path.display());
+    let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, v)) = taken.vars.iter().find(|(n, _)| *n == key) {
+        return Ok(v.clone());
+    }
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{shown} has mode {mode:04o}: group or others may read the token; \
+             run chmod 600 {shown}"
+        ));
+    }
+    if meta.len() > MAX {
+        return Err(format!(
+            "{shown} is {} bytes, more than a token ({MAX} at most)",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let value = text.trim().to_string();
+    if value.is_empty() {
+        return Err(format!(
+            "{shown} is empty: put the token @BotFather gave you in it"
+        ));
+    }
+    crate::sys::set_non_dumpable();
+    taken.vars.push((key, value.clone()));
+    taken.secrets = None;
+    Ok(value)
 }
 
 /// The parts of a secret URL that are secrets of their own (docs/reference.md#redaction): a

@@ -10,6 +10,7 @@ pub(crate) mod doctor;
 pub(crate) mod grants;
 pub(crate) mod init;
 pub(crate) mod log;
+pub(crate) mod man;
 pub(crate) mod mcp;
 pub(crate) mod mcp_tools;
 pub(crate) mod metrics;

@@ -276,6 +276,7 @@ pub(super) struct ToolFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct TelegramFile {
     pub bot_token_env: Option<TokenVar>,
+    pub bot_token_file: Option<Spanned<PathText>>,
     pub chat_ids: Option<Vec<ChatId>>,
     pub api_url: Option<ApiUrl>,
     pub summary: Option<SummaryMode>,

@@ -241,7 +241,7 @@ impl Source {
             }
         }
         let telegram = match &raw.telegram {
-            Some(t) => Some(self.telegram(t)?),
+            Some(t) => Some(self.telegram(t, base, opts)?),
             None => None,
         };
         let mut channels = Vec::new();
@@ -699,10 +699,32 @@ impl Source {
         Ok(r)
     }
 
-    fn telegram(&self, raw: &TelegramFile) -> Result<TelegramConfig, ConfigError> {
+    fn telegram(
+        &self,
+        raw: &TelegramFile,
+        base: &Path,
+        opts: &LoadOptions,
+    ) -> Result<TelegramConfig, ConfigError> {
         let mut t = TelegramConfig::default();
         if let Some(name) = &raw.bot_token_env {
             t.bot_token_env = name.0.clone();
+        }
+        // The token from a file instead of a variable (docs/reference.md#telegram): one of
+        // the two, read now, once, and refused when others may read it.
+        if let Some(file) = &raw.bot_token_file {
+            const KEY: &str = "telegram.bot_token_file";
+            if raw.bot_token_env.is_some() {
+                return Err(self.bad(
+                    KEY,
+                    file.span(),
+                    "bot_token_env is set too: give the token by one of them, the variable or \
+                     the file",
+                ));
+            }
+            let path = expand_path(&file.get_ref().0, base, opts.env)
+                .map_err(|e| self.bad(KEY, file.span(), &e))?;
+            crate::redact::take_file(&path).map_err(|e| self.bad(KEY, file.span(), &e))?;
+            t.bot_token_file = Some(path);
         }
         if let Some(ids) = &raw.chat_ids {
             t.chat_ids = ids.iter().map(|id| id.0).collect();
@@ -1117,6 +1139,7 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
         "telegram",
         &[
             "bot_token_env",
+            "bot_token_file",
             "chat_ids",
             "api_url",
             "summary",

@@ -287,6 +287,9 @@ pub(crate) enum SummaryMode {
 pub(crate) struct TelegramConfig {
     /// The name of the environment variable that holds the bot token (never the token).
     pub bot_token_env: String,
+    /// The file that holds the bot token instead (`bot_token_file`), when set: read once,
+    /// as the config is loaded ([`crate::redact::take_file`]).
+    pub bot_token_file: Option<PathBuf>,
     /// The only chats that receive messages and may approve.
     pub chat_ids: Vec<i64>,
     /// The Bot API server, without a trailing slash.
@@ -300,10 +303,21 @@ pub(crate) struct TelegramConfig {
     pub events: Vec<crate::model::MessageKind>,
 }
 
+impl TelegramConfig {
+    /// Where the token comes from, for messages: `$VAR`, or `the file PATH`.
+    pub(crate) fn token_origin(&self) -> String {
+        match &self.bot_token_file {
+            Some(path) => format!("the file {}", path.display()),
+            None => format!("${}", self.bot_token_env),
+        }
+    }
+}
+
 impl Default for TelegramConfig {
     fn default() -> Self {
         TelegramConfig {
             bot_token_env: "HEARTBEAT_TELEGRAM_TOKEN".into(),
+            bot_token_file: None,
             chat_ids: Vec::new(),
             api_url: "https://api.telegram.org".into(),
             summary: SummaryMode::OnChange,

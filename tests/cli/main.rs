@@ -39,6 +39,7 @@ mod parse;
 mod paths;
 mod props;
 mod props2;
+mod readme;
 mod retention;
 mod retries;
 mod run;
