@@ -359,11 +359,14 @@ pub(crate) fn take_file(path: &Path) -> Result<String, String> {
 /// The parts of a secret URL that are secrets of their own (docs/reference.md#redaction): a
 /// webhook's path and query (`/services/T0/B0/XYZ`, which an error may quote without the
 /// host) and the password of its user info (`smtps://me:pw@host`), also percent-decoded.
-/// Nothing for a value that is not a URL.
+/// Nothing for a value that is not a URL. A PostgreSQL URL (`[fleet] postgres_url_env`)
+/// gives only its password: its path is the database's name, which messages name (and may
+/// be a common word), not a credential; in `key=value` form, the value of `password=`.
 fn url_parts(value: &str) -> Vec<String> {
-    let Some((_, rest)) = value.trim().split_once("://") else {
-        return Vec::new();
+    let Some((scheme, rest)) = value.trim().split_once("://") else {
+        return pg_password(value).into_iter().collect();
     };
+    let postgres = matches!(scheme, "postgres" | "postgresql");
     let mut parts = Vec::new();
     let (authority, path) = match rest.find(['/', '?']) {
         Some(i) => rest.split_at(i),
@@ -380,13 +383,26 @@ fn url_parts(value: &str) -> Vec<String> {
         }
     }
     let path = path.trim_start_matches('/');
-    if path.len() > 1 {
+    if path.len() > 1 && !postgres {
         parts.push(path.to_string());
         if let Some((before, query)) = path.split_once('?') {
             parts.extend([before.to_string(), query.to_string()]);
         }
     }
     parts
+}
+
+/// The password of a PostgreSQL connection string in `key=value` form (`host=/run/postgresql
+/// user=hb password=s3cret`), quoted or not.
+fn pg_password(value: &str) -> Option<String> {
+    let at = value.find("password")?;
+    let rest = value[at + "password".len()..].trim_start().strip_prefix('=')?;
+    let rest = rest.trim_start();
+    let password = match rest.strip_prefix('\'') {
+        Some(quoted) => quoted.split('\'').next()?,
+        None => rest.split_whitespace().next()?,
+    };
+    (!password.is_empty()).then(|| password.to_string())
 }
 
 /// Push to `out` every spelling of the secret `value` that may reach a sink: itself; the
@@ -1171,5 +1187,18 @@ mod tests {
             s.redact("login pw@Zq8rT4 refused").as_str(),
             "login *** refused"
         );
+    }
+
+    #[test]
+    fn a_postgres_url_hides_its_password_and_not_its_database_name() {
+        let s = Secrets::new([
+            "postgres://hb:Pg-pass-4u@db.example/heartbeat".to_string(),
+            "host=/run/postgresql user=hb password='Kv-9 x' dbname=heartbeat".to_string(),
+            "host=db user=hb password=Plain-77q dbname=heartbeat".to_string(),
+        ]);
+        let shown = s
+            .redact("heartbeat: auth Pg-pass-4u, Kv-9 x, Plain-77q failed for db heartbeat")
+            .into_string();
+        assert_eq!(shown, "heartbeat: auth ***, ***, *** failed for db heartbeat");
     }
 }

@@ -66,7 +66,10 @@ pub(crate) fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
     if let Some(dir) = cfg.audit_log.parent() {
         super::files::ensure_state_dir(dir)?;
     }
-    AuditLog::open(&cfg.audit_log, secrets.clone()).map_err(|e| Error::io(&cfg.audit_log, e))
+    let node = cfg.fleet.as_ref().map(|f| f.node.as_str());
+    AuditLog::open(&cfg.audit_log, secrets.clone())
+        .map(|log| log.with_node(node))
+        .map_err(|e| Error::io(&cfg.audit_log, e))
 }
 
 pub(crate) use super::executor::Stop;
