@@ -174,8 +174,10 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
         pressed: t.pressed.to_vec(),
         ..Effects::default()
     };
+    // In a fleet, only the holder of the `telegram` lease reads updates.
     if t.read_updates
         && let (Some(tg), Some(tc)) = (t.telegram, &cfg.telegram)
+        && d.store.lease("telegram")?
     {
         let got = bot::handle_updates(tg, &mut d, tc, Duration::ZERO)?;
         if let Some(e) = &got.error {
@@ -381,6 +383,11 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
     })?;
     if let Err(e) = super::metrics::write_textfile(cfg, &*store, now, t.secrets) {
         crate::error::say(&format!("heartbeat: warning: {e}"));
+    }
+    // A fleet's `run --once` gives up its leases as it ends: a daemon elsewhere need not
+    // wait for them to run out (docs/fleet.md#singletons).
+    if t.mode == crate::model::RunMode::Once {
+        store.release_leases()?;
     }
     audit.sync().map_err(&audit_err)?;
     drop(lock);

@@ -376,13 +376,16 @@ impl<'a> Session<'a> {
         // Queued under another config that still exists (a second config on this state
         // dir): its tools and files are not these, so it would go stale here. It stays
         // approved for a run under its own config.
+        // In a fleet every node has its own config, and its own paths to the same files.
         if let Some(recorded) = row.config.as_deref()
+            && self.cfg.fleet.is_none()
             && Some(recorded) != crate::store::config_key(self.cfg.source.as_deref()).as_deref()
             && Path::new(recorded).is_file()
         {
             return Ok(Checked::Left);
         }
-        let task = match self.file_cache.find(Path::new(&row.file), &row.task_id) {
+        let file = self.local_file(row)?;
+        let task = match self.file_cache.find(&file, &row.task_id) {
             Err(reason) => return Ok(Checked::Stale(reason)),
             Ok(None) => return Ok(Checked::Stale("the task changed or was removed".into())),
             Ok(Some(t)) if t.done => return Ok(Checked::Stale("the task is already done".into())),
@@ -412,6 +415,10 @@ impl<'a> Session<'a> {
         // budget (checked by the caller) blocks it; it stays approved (not used up) and the
         // run says why.
         let name = call.name().to_string();
+        // In a fleet, left for the nodes its tool's `hosts` name (docs/fleet.md#affinity).
+        if !self.cfg.runs_here(&name) {
+            return Ok(Checked::Left);
+        }
         if call.spec.approval == Approval::Deny {
             return Ok(Checked::Blocked(task, name, SkipReason::DeniedByPolicy));
         }
@@ -419,6 +426,22 @@ impl<'a> Session<'a> {
             return Ok(Checked::Blocked(task, name, SkipReason::Tripped));
         }
         Ok(Checked::Ready(task, Box::new(call)))
+    }
+
+    /// The file an approved task is in on this node: the one it was queued from, or in a
+    /// fleet (where another node may have queued it from its own clone, at another path)
+    /// the configured file that has a task of that id.
+    fn local_file(&mut self, row: &ApprovalRow) -> Result<std::path::PathBuf> {
+        let queued = Path::new(&row.file);
+        if self.cfg.fleet.is_none() || self.cfg.files.iter().any(|f| f == queued) {
+            return Ok(queued.to_path_buf());
+        }
+        for file in &self.cfg.files {
+            if let Ok(Some(_)) = self.file_cache.find(file, &row.task_id) {
+                return Ok(file.clone());
+            }
+        }
+        Ok(queued.to_path_buf())
     }
 
     /// Run a batch of approved work of tools without outside effects, each checked and its
@@ -576,7 +599,16 @@ impl<'a> Session<'a> {
             }
             // A one-time success whose tick did not land: try the tick again, run nothing.
             Decision::Done if !task.done && task.section == Section::OneTime => {
-                self.ticks.want(task);
+                // In a fleet, only `tick = "all"` ticks the copies of nodes that did not
+                // run it (docs/fleet.md#exactly-once).
+                let all = self
+                    .cfg
+                    .fleet
+                    .as_ref()
+                    .is_none_or(|f| f.tick == crate::config::FleetTick::All);
+                if all {
+                    self.ticks.want(task);
+                }
             }
             Decision::Pending(_)
             | Decision::Approved(_)
@@ -1001,7 +1033,12 @@ impl<'a> Session<'a> {
             });
             self.alert(msg)?;
         }
-        if outcome.success && task.section == Section::OneTime {
+        let ticks = self
+            .cfg
+            .fleet
+            .as_ref()
+            .is_none_or(|f| f.tick != crate::config::FleetTick::None);
+        if outcome.success && task.section == Section::OneTime && ticks {
             self.ticks.want(task);
         }
         let shown_outcome = match retry_at {

@@ -119,7 +119,19 @@ pub(crate) fn same_token(expected: &str, given: &str) -> bool {
 /// The install key of `state_dir`, created the first time (see the module). An error
 /// names the file and says what is wrong with it.
 pub(crate) fn install_key(state_dir: &Path) -> Result<[u8; KEY_LEN], String> {
+    if let Some(key) = FLEET_KEY.get() {
+        return Ok(*key);
+    }
     private_key(state_dir, KEY_FILE, "the channel key")
+}
+
+/// In a fleet, the channel key all nodes share, kept in the store (docs/fleet.md): set once
+/// the store is open, and used instead of the state dir's.
+static FLEET_KEY: std::sync::OnceLock<[u8; KEY_LEN]> = std::sync::OnceLock::new();
+
+/// Use the fleet's channel key for the rest of this process.
+pub(crate) fn use_fleet_key(key: [u8; KEY_LEN]) {
+    let _ = FLEET_KEY.set(key);
 }
 
 /// The 32 random bytes in `state_dir/file`, created the first time as the channel key is

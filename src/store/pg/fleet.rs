@@ -98,7 +98,38 @@ impl Pg {
         let mut pg = Pg::connect(url, me.node)?;
         pg.lease = me.lease;
         pg.register(&key, me)?;
+        crate::notify::hb1::use_fleet_key(pg.channel_key()?);
         Ok(pg)
+    }
+
+    /// The channel key the fleet's nodes share (ntfy's reply tokens), created once in the
+    /// store by whichever node needs it first.
+    fn channel_key(&self) -> Result<[u8; 32]> {
+        let fresh: String = crate::sys::random_bytes::<32>()
+            .map_err(|source| StoreError::Io {
+                path: "/dev/urandom".into(),
+                source,
+            })?
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let stored: String = self.tx(|tx| {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('channel_key', $1) ON CONFLICT DO NOTHING",
+                &[&fresh],
+            )?;
+            Ok(tx
+                .query_one("SELECT value FROM meta WHERE key = 'channel_key'", &[])?
+                .get(0))
+        })?;
+        let mut key = [0u8; 32];
+        for (i, byte) in key.iter_mut().enumerate() {
+            *byte = stored
+                .get(2 * i..2 * i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| self.bad(std::io::Error::other("the stored channel key is not 64 hex digits")))?;
+        }
+        Ok(key)
     }
 
     fn register(&self, key: &str, me: &Registration) -> Result<()> {
