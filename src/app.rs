@@ -107,6 +107,9 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::Daemon(args) => cmd::daemon::run(&ctx, &args),
         Command::Reset { task_id } => cmd::reset::run(&ctx, &task_id),
         Command::Snooze(args) => cmd::snooze::snooze(&ctx, &args),
+        Command::Fleet(crate::cli::FleetCommand::Forget { node }) => {
+            cmd::fleet::forget(&ctx, &node)
+        }
         Command::Unsnooze { task_id } => cmd::snooze::unsnooze(&ctx, &task_id),
         Command::Pause(args) => cmd::pause::pause(&ctx, &args),
         Command::Resume => cmd::pause::resume(&ctx),

@@ -113,6 +113,9 @@ pub enum Command {
     },
     /// Print the man page, or install every page where `man` finds them (--install)
     Man(ManArgs),
+    /// Fleet mode: several hosts sharing one PostgreSQL
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
@@ -233,6 +236,15 @@ pub struct PauseArgs {
     /// Why (recorded and shown)
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Free a node's name (a node that is gone for good), so another state dir may take it
+    Forget {
+        /// The node's name, as `heartbeat status` lists it
+        node: String,
+    },
 }
 
 #[derive(Debug, Args)]

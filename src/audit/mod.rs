@@ -216,8 +216,10 @@ impl AuditLog {
         };
         // Serialising our own types into a Value cannot fail: no map has non-string keys.
         let mut value = serde_json::to_value(&line).unwrap_or(Value::Null);
+        // An event's own `node` (the node `fleet forget` freed) is kept.
         if let (Some(node), Value::Object(keys)) = (&self.node, &mut value) {
-            keys.insert("node".into(), Value::String(node.clone()));
+            keys.entry("node")
+                .or_insert_with(|| Value::String(node.clone()));
         }
         let value = self.secrets.redact_json(value);
         let mut bytes = serde_json::to_vec(&value).unwrap_or_default();

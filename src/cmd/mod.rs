@@ -7,6 +7,7 @@ pub(crate) mod check;
 pub(crate) mod daemon;
 pub(crate) mod deny;
 pub(crate) mod doctor;
+pub(crate) mod fleet;
 pub(crate) mod grants;
 pub(crate) mod init;
 pub(crate) mod log;

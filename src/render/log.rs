@@ -365,6 +365,10 @@ impl Fields<'_> {
             EventKind::GrantRevoked => {
                 words([self.task(), self.text("by").map(|b| format!("by {b}"))])
             }
+            EventKind::NodeForgotten => words([
+                self.text("node").map(|n| format!("node {n}")),
+                self.text("by").map(|b| format!("by {b}")),
+            ]),
             EventKind::TaskSnoozed | EventKind::TaskUnsnoozed => {
                 let until = match kind {
                     EventKind::TaskSnoozed => self.time("until").map(|t| format!("until {t}")),
