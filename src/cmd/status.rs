@@ -48,6 +48,7 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         daemon,
         telegram_wait,
         channels,
+        fleet,
     } = status;
     out.line(&format!("state dir:   {}", state_dir.display()));
     out.line(&match &last_run {
@@ -168,6 +169,29 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         ));
         if let Some(next) = d.next {
             out.line(&format!("next tick:   {}", show_local(next)));
+        }
+    }
+    if let Some(fleet) = fleet {
+        for n in &fleet.nodes {
+            out.line(&format!(
+                "node:        {} (host {}, heartbeat {}) last seen {} ({} ago)",
+                n.name,
+                n.host,
+                n.version,
+                crate::render::show_time(n.last_seen, cfg.tz()),
+                crate::render::ago(n.last_seen, chrono::Utc::now()),
+            ));
+        }
+        for w in &fleet.warnings {
+            out.line(&format!("warning:     {w}"));
+        }
+        for r in fleet.recent.iter().take(5) {
+            let at = crate::store::parse_ts(&r.at)
+                .map_or(r.at.clone(), |t| super::show_time(t, &cfg));
+            out.line(&format!(
+                "recent:      task {} {} on {} at {at}",
+                r.task_id, r.outcome, r.node
+            ));
         }
     }
     Ok(exit::OK)

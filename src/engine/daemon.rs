@@ -113,6 +113,7 @@ pub(crate) struct Options {
 
 /// Run the daemon until SIGTERM or SIGINT. `work` is set when a tool starts.
 pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result<()> {
+    crate::store::running_as_daemon();
     let stop = Arc::new(Stop::default());
     let (tx, rx) = mpsc::channel();
     spawn_signal_thread(tx.clone(), stop.clone())?;

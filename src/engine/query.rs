@@ -247,6 +247,88 @@ pub(crate) struct Status {
     pub telegram_wait: Option<String>,
     /// Every configured channel, Telegram first.
     pub channels: Vec<ChannelState>,
+    /// In a fleet: the nodes, what differs between them, and who ran the latest tasks
+    /// (docs/fleet.md#visible). None on one host.
+    pub fleet: Option<FleetState>,
+}
+
+/// The fleet as `status` and `doctor` show it.
+pub(crate) struct FleetState {
+    pub nodes: Vec<crate::store::NodeRow>,
+    pub warnings: Vec<String>,
+    pub recent: Vec<crate::store::RecentRun>,
+    pub leases: Vec<crate::store::LeaseRow>,
+}
+
+impl FleetState {
+    pub(crate) fn read(store: &dyn Store) -> Result<FleetState> {
+        let nodes = store.nodes()?;
+        Ok(FleetState {
+            warnings: fleet_warnings(&nodes),
+            nodes,
+            recent: store.recent_runs(20)?,
+            leases: store.leases()?,
+        })
+    }
+
+    fn json(&self) -> (Value, Value, Value) {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| {
+                json!({
+                    "node": n.name,
+                    "host": n.host,
+                    "last_seen": crate::audit::format_ts(n.last_seen),
+                    "version": n.version,
+                    "files": n.files,
+                })
+            })
+            .collect::<Vec<_>>();
+        let recent = self
+            .recent
+            .iter()
+            .map(|r| json!({"task_id": r.task_id, "node": r.node, "at": r.at, "outcome": r.outcome}))
+            .collect::<Vec<_>>();
+        (json!(nodes), json!(self.warnings), json!(recent))
+    }
+}
+
+/// What should be the same on every node and is not: a HEARTBEAT file's content, the
+/// version of heartbeat.
+fn fleet_warnings(nodes: &[crate::store::NodeRow]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut by_file: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
+    for n in nodes {
+        for (file, hash) in &n.files {
+            by_file.entry(file).or_default().push((&n.name, hash));
+        }
+    }
+    for (file, seen) in by_file {
+        if seen.iter().any(|(_, h)| *h != seen[0].1) {
+            let shown: Vec<String> = seen
+                .iter()
+                .map(|(node, hash)| format!("{node} {}", &hash[..hash.len().min(12)]))
+                .collect();
+            warnings.push(format!(
+                "{file} differs between nodes ({}): sync the clones",
+                shown.join(", ")
+            ));
+        }
+    }
+    let versions: std::collections::BTreeSet<&str> =
+        nodes.iter().map(|n| n.version.as_str()).collect();
+    if versions.len() > 1 {
+        let shown: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("{} {}", n.name, n.version))
+            .collect();
+        warnings.push(format!(
+            "the nodes run different versions of heartbeat ({})",
+            shown.join(", ")
+        ));
+    }
+    warnings
 }
 
 /// A configured channel as `status` and `check` show it (docs/reference.md#status-json).
@@ -401,6 +483,10 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
     let reminded = reminded(cfg, &files, now)?;
     let orphaned_grants = orphaned(cfg, &files)?;
     let channels = channel_states(cfg, store.as_deref())?;
+    let fleet = match (&cfg.fleet, &store) {
+        (Some(_), Some(s)) => Some(FleetState::read(&**s)?),
+        _ => None,
+    };
     Ok(Status {
         state_dir: cfg.state_dir.clone(),
         daily_usd: cfg.daily_usd,
@@ -418,6 +504,7 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
         daemon,
         telegram_wait,
         channels,
+        fleet,
     })
 }
 
@@ -425,7 +512,7 @@ impl Status {
     /// `status --json` (also the `status` tool of `heartbeat mcp`).
     pub(crate) fn json(&self) -> Value {
         let ids = |held: &[Held]| held.iter().map(|h| h.task_id.clone()).collect::<Vec<_>>();
-        json!({
+        let mut status = json!({
             "paused": self.pause.is_some(),
             "paused_until": self.pause.as_ref().and_then(|p| p.until.clone()),
             "pause_reason": self.pause.as_ref().and_then(|p| p.reason.clone()),
@@ -476,7 +563,14 @@ impl Status {
                 "next_tick": self.daemon.as_ref().and_then(|h| h.next).map(crate::audit::format_ts),
             },
             "state_dir": self.state_dir,
-        })
+        });
+        if let (Some(fleet), Value::Object(keys)) = (&self.fleet, &mut status) {
+            let (nodes, warnings, recent) = fleet.json();
+            keys.insert("nodes".into(), nodes);
+            keys.insert("warnings".into(), warnings);
+            keys.insert("recent".into(), recent);
+        }
+        status
     }
 }
 

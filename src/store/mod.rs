@@ -103,21 +103,36 @@ impl<T> Store for T where
 }
 
 /// Open (creating if needed) the store `cfg` names, brought to the current schema. The one
-/// place that picks the implementation: SQLite in `cfg.state_dir`.
+/// place that picks the implementation: SQLite in `cfg.state_dir`, or in a fleet its
+/// PostgreSQL (docs/fleet.md), this node registered.
 pub(crate) fn open(cfg: &Config) -> Result<Box<dyn Store>> {
+    if cfg.fleet.is_some() {
+        return Ok(Box::new(pg::open_fleet(cfg)?));
+    }
     Ok(Box::new(Sqlite::open(&cfg.state_dir)?))
+}
+
+/// Mark this process as a fleet daemon (its node's registration says so; see `pg`).
+pub(crate) fn running_as_daemon() {
+    pg::running_as_daemon();
 }
 
 /// Open the store `cfg` names without creating anything; None when there is none yet. For
 /// read-only commands (`status`, `approvals`, `check`, dry runs). Picks the implementation
 /// as [`open`] does.
 pub(crate) fn open_existing(cfg: &Config) -> Result<Option<Box<dyn Store>>> {
+    if cfg.fleet.is_some() {
+        return open(cfg).map(Some);
+    }
     Ok(Sqlite::open_existing(&cfg.state_dir)?.map(|s| Box::new(s) as Box<dyn Store>))
 }
 
 /// The schema of the store `cfg` names when an earlier heartbeat wrote it (what
 /// [`open_existing`] would bring up to date, a write); None otherwise. Reads only.
 pub(crate) fn older_schema(cfg: &Config) -> Result<Option<i64>> {
+    if cfg.fleet.is_some() {
+        return Ok(None);
+    }
     Sqlite::older_schema(&cfg.state_dir)
 }
 

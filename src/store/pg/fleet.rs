@@ -36,6 +36,15 @@ pub(crate) struct Registration<'a> {
     pub daemon: bool,
 }
 
+/// Set by the daemon: its node registers as running one, so that `doctor` expects the
+/// singleton leases to be held.
+static DAEMON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Mark this process as a daemon, for its node's registration.
+pub(crate) fn running_as_daemon() {
+    DAEMON.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// This node's connection to the fleet `cfg` names, registered, with a warning when its
 /// clock is far from the database's.
 pub(crate) fn open_fleet(cfg: &crate::config::Config) -> Result<Pg> {
@@ -47,7 +56,7 @@ pub(crate) fn open_fleet(cfg: &crate::config::Config) -> Result<Pg> {
         state_dir: &cfg.state_dir,
         lease: fleet.lease,
         files: file_hashes(&cfg.files),
-        daemon: false,
+        daemon: DAEMON.load(std::sync::atomic::Ordering::Relaxed),
     };
     std::fs::create_dir_all(&cfg.state_dir).map_err(|source| StoreError::Io {
         path: cfg.state_dir.clone(),

@@ -25,7 +25,7 @@
 mod fleet;
 mod schema;
 
-pub(crate) use fleet::{MAX_SKEW, NODE_KEY_FILE, Registration, open_fleet};
+pub(crate) use fleet::{MAX_SKEW, NODE_KEY_FILE, Registration, open_fleet, running_as_daemon};
 
 use std::cell::RefCell;
 
