@@ -98,6 +98,26 @@ impl Redacted {
         }
     }
 
+    /// The first `max_lines` non-blank lines, each cleaned ([`clean`]), its trailing
+    /// whitespace dropped (its indentation kept) and cut to `max_chars` characters; then a
+    /// last `…` when more non-blank lines follow. Empty when there is no non-blank line.
+    pub(crate) fn first_lines(&self, max_lines: usize, max_chars: usize) -> Vec<Redacted> {
+        let mut lines = self.0.lines().filter(|l| !l.trim().is_empty());
+        let mut out: Vec<Redacted> = lines
+            .by_ref()
+            .take(max_lines)
+            .map(|l| {
+                Redacted(l.trim_end().to_string())
+                    .cut_chars(max_chars)
+                    .clean()
+            })
+            .collect();
+        if lines.next().is_some() {
+            out.push(Redacted("…".to_string()));
+        }
+        out
+    }
+
     /// The first `max_chars` characters, with an ellipsis when there were more.
     pub(crate) fn cut_chars(&self, max_chars: usize) -> Redacted {
         match self.0.char_indices().nth(max_chars) {
@@ -413,6 +433,29 @@ mod tests {
         assert_eq!(
             escape(r#"<a href="x">&</a>"#),
             "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn first_lines_are_the_non_blank_ones_indented_and_cut() {
+        let text = Secrets::default().redact("\n{\n  \"a\": 1,\n\n  \"b\": \"xyz\"\n}\n");
+        let lines: Vec<String> = text
+            .first_lines(5, 6)
+            .into_iter()
+            .map(Redacted::into_string)
+            .collect();
+        assert_eq!(lines, ["{", "  \"a\": 1,", "  \"b\":…", "}"]);
+        let lines: Vec<String> = text
+            .first_lines(2, 80)
+            .into_iter()
+            .map(Redacted::into_string)
+            .collect();
+        assert_eq!(lines, ["{", "  \"a\": 1,", "…"]);
+        assert!(
+            Secrets::default()
+                .redact(" \n\t\n")
+                .first_lines(5, 80)
+                .is_empty()
         );
     }
 

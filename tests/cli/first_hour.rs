@@ -91,3 +91,75 @@ fn a_refused_connection_reads_like_one() {
     );
     assert!(!env.audit_text().contains("s3cr3t-tok"));
 }
+
+/// A shell task running the script `name`, written into the sandbox.
+fn script_task(env: &Env, name: &str, body: &str) -> String {
+    env.write(name, body);
+    format!(
+        "- [ ] @shell {{\"cmd\": [\"sh\", \"{}\"]}}\n",
+        env.path(name).display()
+    )
+}
+
+#[test]
+fn a_multi_line_output_shows_its_first_lines_and_an_error_is_said_once() {
+    let env = Env::empty();
+    let md = format!(
+        "## Recurring\n{}{}{}",
+        script_task(
+            &env,
+            "json.sh",
+            "printf '\\n{\\n  \"a\": 1,\\n\\n  \"b\": 2\\n}\\n'\n"
+        ),
+        script_task(&env, "seq.sh", "seq 1 9\n"),
+        script_task(
+            &env,
+            "tar.sh",
+            "echo 'tar: /nope: Cannot stat' >&2\necho 'tar: exiting' >&2\nexit 2\n"
+        ),
+    );
+    env.write("HEARTBEAT.md", &md);
+    let env = env.config("timezone = \"UTC\"\n[tools.shell]\napproval = \"auto\"\n");
+    let out = env.run_once("2026-05-04T08:00:00Z");
+    out.code(1);
+    assert!(
+        out.stdout.contains(
+            "HEARTBEAT.md:2\n          {\n            \"a\": 1,\n            \"b\": 2\n          }\n"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("HEARTBEAT.md:3\n          1\n          2\n          3\n          4\n          5\n          …\n"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("HEARTBEAT.md:4  exit status 2: tar: /nope: Cannot stat\n"),
+        "{}",
+        out.stdout
+    );
+    // The audit keeps the output as it was.
+    assert_eq!(
+        env.events("task_succeeded")[0]["output"],
+        "\n{\n  \"a\": 1,\n\n  \"b\": 2\n}\n"
+    );
+    let log = env.cmd(["log"]).output();
+    log.code(0);
+    let pad = " ".repeat("2026-05-04 08:00:00 UTC  ".len());
+    assert!(
+        log.stdout.contains(&format!(
+            " ms)\n{pad}{{\n{pad}  \"a\": 1,\n{pad}  \"b\": 2\n{pad}}}\n"
+        )),
+        "{}",
+        log.stdout
+    );
+    assert_eq!(
+        crate::common::count_matches(&log.stdout, "tar: /nope: Cannot stat"),
+        1,
+        "{}",
+        log.stdout
+    );
+}
