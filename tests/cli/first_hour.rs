@@ -163,3 +163,31 @@ fn a_multi_line_output_shows_its_first_lines_and_an_error_is_said_once() {
         log.stdout
     );
 }
+
+#[test]
+fn an_http_success_records_its_status() {
+    use crate::test_server::{Reply, TestServer};
+
+    let server =
+        TestServer::start(|_| Reply::json(200, &serde_json::json!({"status": "up", "n": 1})));
+    let env = Env::new(&format!(
+        "## Recurring\n- [ ] @http {{\"url\": \"{}/health\"}}\n",
+        server.url()
+    ))
+    .config("timezone = \"UTC\"\n[tools.http]\napproval = \"auto\"\n");
+    let out = env.run_once("2026-05-04T08:00:00Z");
+    out.code(0);
+    let ok = env.events("task_succeeded");
+    assert_eq!(ok[0]["summary"], "HTTP 200 OK", "{:#?}", ok[0]);
+    assert!(
+        out.stdout.contains("HEARTBEAT.md:2  HTTP 200 OK\n"),
+        "{}",
+        out.stdout
+    );
+    let log = env.cmd(["log"]).output();
+    assert!(
+        log.stdout.contains("@http HEARTBEAT.md:2  HTTP 200 OK ("),
+        "{}",
+        log.stdout
+    );
+}
