@@ -191,3 +191,29 @@ fn an_http_success_records_its_status() {
         log.stdout
     );
 }
+
+#[test]
+fn a_bullet_glued_to_its_marker_below_a_task_is_a_warning_on_its_own_line() {
+    let env = Env::new(
+        "## Recurring\n* [ ] @log {\"text\": \"a\"}\n-[ ] @log {\"text\": \"b\"\n- [ ] @log {\"text\": \"c\"}\n",
+    )
+    .config("timezone = \"UTC\"\n");
+    let out = env.cmd(["check"]).output();
+    out.code(0);
+    assert!(
+        out.stdout.contains(
+            "HEARTBEAT.md:3:1: warning: \"-[ ]\" is not a task: write a space after \"-\" (\"- [ ] @log {\"text\": \"b\"\")"
+        ),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("0 error(s), 1 warning(s)"),
+        "{}",
+        out.stdout
+    );
+    let run = env.run_once("2026-05-04T08:00:00Z");
+    run.code(0);
+    assert_eq!(env.events("task_succeeded").len(), 2, "{}", run.stdout);
+    assert!(run.stderr.contains("HEARTBEAT.md:3:1"), "{}", run.stderr);
+}
