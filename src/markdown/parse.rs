@@ -512,17 +512,30 @@ impl Builder<'_> {
         };
         *n += 1;
         // Below a schedule heading that is not valid, an open task is invalid: same id (the
-        // heading is no part of it), so fixing the heading keeps the task's history.
+        // heading is no part of it), so fixing the heading keeps the task's history. A task
+        // invalid by itself too says both, so that one fix does not just reveal the other.
         if let Some((_, line, column, error)) = &self.bad_heading
             && !task.done
         {
+            let (tool, error) = match body {
+                Body::Tool { name, .. } => (Some(name), error.clone()),
+                Body::Invalid {
+                    tool,
+                    error: own,
+                    line: own_line,
+                    column: own_column,
+                } => (
+                    tool,
+                    format!(
+                        "{error}; and the task at line {own_line}, column {own_column} is \
+                         invalid too: {own}"
+                    ),
+                ),
+                Body::Plain => (None, error.clone()),
+            };
             body = Body::Invalid {
-                tool: match body {
-                    Body::Tool { name, .. } => Some(name),
-                    Body::Invalid { tool, .. } => tool,
-                    Body::Plain => None,
-                },
-                error: error.clone(),
+                tool,
+                error,
                 line: *line,
                 column: *column,
             };
@@ -1274,10 +1287,26 @@ mod tests {
             schedule::RECURRING_FORMS
         );
         for i in [0, 1, 3, 4] {
-            assert_eq!(invalid_at(&t[i]), (3, 3, msg.as_str()), "{:?}", t[i]);
+            assert!(invalid_at(&t[i]).2.starts_with(&msg), "{:?}", t[i]);
             assert_eq!(t[i].schedule, None);
             assert_eq!(t[i].heading.as_deref(), Some("Evry 6h"));
         }
+        for i in [0, 1, 4] {
+            assert_eq!(invalid_at(&t[i]), (3, 3, msg.as_str()), "{:?}", t[i]);
+        }
+        // A task invalid by itself too says both errors at once.
+        assert_eq!(
+            invalid_at(&t[3]),
+            (
+                3,
+                3,
+                format!(
+                    "{msg}; and the task at line 7, column 10 is invalid too: expected a JSON \
+                     object after @x, found an array"
+                )
+                .as_str()
+            )
+        );
         // The tool name stays; the id is the task's own, so fixing the heading keeps it.
         assert_eq!(t[0].tool_name(), Some("log"));
         assert_eq!(t[1].tool_name(), None);

@@ -217,3 +217,30 @@ fn a_bullet_glued_to_its_marker_below_a_task_is_a_warning_on_its_own_line() {
     assert_eq!(env.events("task_succeeded").len(), 2, "{}", run.stdout);
     assert!(run.stderr.contains("HEARTBEAT.md:3:1"), "{}", run.stderr);
 }
+
+#[test]
+fn a_task_with_a_bad_heading_and_bad_json_shows_both_errors_at_once() {
+    let env = Env::new("## Recurring\n### Evry day at 09:00\n- [ ] @http {'url': 'http://x'}\n")
+        .config("timezone = \"UTC\"\n");
+    let check = env.cmd(["check"]).output();
+    check.code(1);
+    let problem = check
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("HEARTBEAT.md:2:1: error:"))
+        .unwrap_or_else(|| panic!("{}", check.stdout));
+    assert!(
+        problem.contains("schedule heading \"Evry day at 09:00\" is not a valid")
+            && problem.contains("; and the task at line 3, column 14 is invalid too: ")
+            && problem.contains("JSON needs double quotes"),
+        "{problem}"
+    );
+    env.run_once("2026-05-04T08:00:00Z").code(1);
+    let invalid = env.events("task_invalid");
+    let error = invalid[0]["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("schedule heading \"Evry day at 09:00\"")
+            && error.contains("JSON needs double quotes"),
+        "{error}"
+    );
+}
