@@ -244,3 +244,57 @@ fn a_task_with_a_bad_heading_and_bad_json_shows_both_errors_at_once() {
         "{error}"
     );
 }
+
+#[test]
+fn status_shows_the_next_task_due_the_counts_and_an_approval_past_its_ttl_as_expiring() {
+    let env = Env::new(
+        "## Recurring\n### Daily at 09:00\n- [ ] @log {\"text\": \"hi\"}\n\
+         - [ ] @shell {\"cmd\": \"true\"}\n## One-time\n- [ ] call mum\n",
+    )
+    .config("timezone = \"Europe/Berlin\"\n");
+    env.run_once("2026-05-04T07:30:00Z").code(0);
+    let log_id = env.events("task_succeeded")[0]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let status = env.cmd(["status"]).now("2026-05-04T08:00:00Z").output();
+    status.code(0);
+    for want in [
+        format!(
+            "next due:    @log HEARTBEAT.md:3 (task {log_id}) at 2026-05-05 09:00 CEST (in 23h)\n"
+        ),
+        "pending:     1 approval(s) (heartbeat approvals)\n".to_string(),
+        "reminders:   1 given, waiting to be ticked\n".to_string(),
+    ] {
+        assert!(status.stdout.contains(&want), "{want}\n{}", status.stdout);
+    }
+
+    // A day later the approval is past approval_ttl (24h): expiring, no longer pending.
+    let status = env.cmd(["status"]).now("2026-05-05T08:00:00Z").output();
+    for want in [
+        format!("next due:    @log HEARTBEAT.md:3 (task {log_id}) now (the next run takes it)\n"),
+        "pending:     0 approval(s); 1 expiring (past approval_ttl: the next run expires them)\n"
+            .to_string(),
+    ] {
+        assert!(status.stdout.contains(&want), "{want}\n{}", status.stdout);
+    }
+    let json = env
+        .cmd(["status", "--json"])
+        .now("2026-05-04T08:00:00Z")
+        .output()
+        .json();
+    assert_eq!(json["pending_approvals"], 1);
+    assert_eq!(json["expiring_approvals"], 0);
+    assert_eq!(json["next_due"]["task_id"], log_id.as_str());
+    assert_eq!(json["next_due"]["tool"], "log");
+    assert_eq!(json["next_due"]["line"], 3);
+    assert_eq!(json["next_due"]["at"], "2026-05-05T07:00:00.000Z");
+    let json = env
+        .cmd(["status", "--json"])
+        .now("2026-05-05T08:00:00Z")
+        .output()
+        .json();
+    assert_eq!(json["pending_approvals"], 1);
+    assert_eq!(json["expiring_approvals"], 1);
+}
