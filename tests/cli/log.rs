@@ -866,6 +866,32 @@ fn follow_alone_starts_at_the_end() {
     assert!(!out.stdout.contains("half_line"), "{}", out.stdout);
 }
 
+/// `-f --since T` first shows the lines since T, then follows: a sidecar restarted with
+/// the time it last saw re-sends nothing older.
+#[test]
+fn follow_with_since_first_shows_the_lines_since_then() {
+    let env = env();
+    append(
+        &env,
+        format!(
+            "{}{}",
+            line("2026-05-01T09:00:00.000Z", "older_line", ""),
+            line("2026-05-01T10:00:00.000Z", "recent_line", "")
+        )
+        .as_bytes(),
+    );
+    let mut f = follow(&env, &["--since", "2026-05-01T09:30:00Z"]);
+    f.expect("  recent_line\n", WAIT);
+    append(
+        &env,
+        line("2026-05-01T10:00:01.000Z", "new_line", "").as_bytes(),
+    );
+    f.expect("  new_line\n", WAIT);
+    send_signal(f.pid(), Signal::SIGTERM);
+    let out = f.finish(WAIT);
+    assert!(!out.stdout.contains("older_line"), "{}", out.stdout);
+}
+
 /// The log rotates twice between two looks of `log -f` (as heartbeat rotates: the file is
 /// linked to `.1` after older ones shift up, and a new file takes the name): every line of
 /// every file is shown, in order, none twice.
