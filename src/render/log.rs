@@ -49,9 +49,7 @@ impl LogView<'_> {
             .trim_end()
             .to_string();
         // A success's output of several lines: its first ones below, under the event's name.
-        if event == EventKind::TaskSucceeded.as_str()
-            && obj.get("summary").is_none_or(Value::is_null)
-        {
+        if event == EventKind::TaskSucceeded.as_str() && f.text("summary").is_none() {
             let lines = f.output_lines();
             if lines.len() > 1 {
                 let indent = time.chars().count() + 2;
@@ -521,6 +519,28 @@ mod tests {
         assert_eq!(
             line,
             "2026-05-01 12:00:00 CEST  task_succeeded  @http HEARTBEAT.md:3  ok (12 ms) $0.50"
+        );
+    }
+
+    #[test]
+    fn an_output_of_several_lines_follows_a_success_unless_it_has_a_summary() {
+        let ok = |summary: Value| {
+            show(
+                json!({"ts": "2026-05-01T10:00:00.000Z", "event": "task_succeeded",
+            "tool": "shell", "file": "/home/me/HEARTBEAT.md", "line": 3, "summary": summary,
+            "output": "{\n  \"a\": 1\n}\n", "duration_ms": 2}),
+            )
+        };
+        let pad = " ".repeat("2026-05-01 12:00:00 CEST  ".len());
+        let lines = format!(
+            "2026-05-01 12:00:00 CEST  task_succeeded  @shell HEARTBEAT.md:3  (2 ms)\n\
+             {pad}{{\n{pad}  \"a\": 1\n{pad}}}"
+        );
+        assert_eq!(ok(Value::Null), lines);
+        assert_eq!(ok(json!("")), lines);
+        assert_eq!(
+            ok(json!("done")),
+            "2026-05-01 12:00:00 CEST  task_succeeded  @shell HEARTBEAT.md:3  done (2 ms)"
         );
     }
 
