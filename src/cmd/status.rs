@@ -105,7 +105,7 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         None => "paused:      no".into(),
     });
     // An approval past its TTL is no longer approvable: expiring, not pending.
-    let pending = pending - expiring;
+    let pending = (pending - expiring).max(0);
     out.line(&format!(
         "pending:     {pending} approval(s){}{}",
         if pending > 0 {
