@@ -1,0 +1,394 @@
+//! Fleet mode (docs/fleet.md) against a real PostgreSQL started by the tests
+//! (tests/pg_server.rs): several nodes, each its own state dir and its own clone of the same
+//! files at another absolute path, racing `run --once`.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::common::{Env, cannot_run_here};
+use crate::pg_server;
+
+/// The variable the configs name for the URL.
+const URL_VAR: &str = "HB_TEST_PG_URL";
+
+/// A fresh database's URL, or None (said, or a failure under `HEARTBEAT_TEST_STRICT=1`).
+fn database() -> Option<String> {
+    match pg_server::database() {
+        Ok(url) => Some(url),
+        Err(why) => {
+            cannot_run_here(&format!("PostgreSQL: {why}"));
+            None
+        }
+    }
+}
+
+const MD: &str = "# Ops
+
+## Recurring
+
+### Daily at 02:00
+- [ ] @shell {\"cmd\": \"echo backup\"}
+
+### Every 1h
+- [ ] @shell {\"cmd\": \"echo hourly\"}
+
+## One-time
+
+- [ ] @shell {\"cmd\": \"echo once\"}
+";
+
+fn config(node: &str, extra: &str) -> String {
+    format!(
+        "timezone = \"UTC\"\n\
+         [fleet]\npostgres_url_env = \"{URL_VAR}\"\nnode = \"{node}\"\n\
+         [tools.shell]\napproval = \"auto\"\n{extra}"
+    )
+}
+
+/// A node: its own temp dir (another absolute path), the same files.
+struct Node {
+    env: Env,
+    url: String,
+}
+
+impl Node {
+    fn new(name: &str, url: &str, md: &str, extra: &str) -> Node {
+        let env = Env::new(md).config(&config(name, extra));
+        Node {
+            env,
+            url: url.to_string(),
+        }
+    }
+
+    fn run(&self, now: &str) -> std::process::Output {
+        self.env
+            .cmd(["run", "--once"])
+            .env(URL_VAR, &self.url)
+            .now(now)
+            .output()
+    }
+
+    fn cmd<const N: usize>(&self, args: [&str; N]) -> crate::common::Cmd {
+        self.env.cmd(args).env(URL_VAR, &self.url)
+    }
+}
+
+/// `task_succeeded` lines of every node: (task id, minute of `ts`) → nodes that ran it.
+fn successes(nodes: &[Node]) -> BTreeMap<(String, String), Vec<String>> {
+    let mut ran: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for n in nodes {
+        for line in n.env.events("task_succeeded") {
+            let ts = line["ts"].as_str().unwrap();
+            ran.entry((
+                line["task_id"].as_str().unwrap().to_string(),
+                ts[..16].to_string(),
+            ))
+            .or_default()
+            .push(line["node"].as_str().unwrap_or("?").to_string());
+        }
+    }
+    ran
+}
+
+fn task_ids(node: &Node, now: &str) -> Vec<(String, String)> {
+    let out = node.cmd(["check", "--json"]).now(now).output();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "check --json: {e}\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["task_id"].as_str().unwrap().to_string(),
+                t["decision"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn three_nodes_run_each_slot_once_over_twenty_days() {
+    let Some(url) = database() else { return };
+    let nodes: Vec<Node> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|name| Node::new(name, &url, MD, ""))
+        .collect();
+    // The same lines in clones at different paths are the same tasks.
+    let ids: Vec<Vec<String>> = nodes
+        .iter()
+        .map(|n| {
+            task_ids(n, "2026-05-01T01:00:00Z")
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
+        })
+        .collect();
+    assert!(ids.iter().all(|i| *i == ids[0]), "{ids:?}");
+    let (daily, hourly, once) = (&ids[0][0], &ids[0][1], &ids[0][2]);
+
+    let times = ["02:00", "02:30", "03:10"];
+    for day in 1..=20 {
+        for time in times {
+            let now = format!("2026-05-{day:02}T{time}:00Z");
+            std::thread::scope(|s| {
+                for n in &nodes {
+                    let now = now.as_str();
+                    s.spawn(move || {
+                        let out = n.run(now);
+                        assert!(
+                            out.status.code() == Some(0),
+                            "{now}: {}{}",
+                            String::from_utf8_lossy(&out.stdout),
+                            String::from_utf8_lossy(&out.stderr)
+                        );
+                    });
+                }
+            });
+        }
+    }
+
+    let ran = successes(&nodes);
+    for ((task, minute), by) in &ran {
+        assert_eq!(by.len(), 1, "{task} at {minute} ran on {by:?}");
+    }
+    for day in 1..=20 {
+        let at = |t: &str| format!("2026-05-{day:02}T{t}");
+        let runs = |task: &str, t: &str| ran.contains_key(&(task.to_string(), at(t)));
+        assert!(runs(daily, "02:00"), "the backup did not run on day {day}");
+        assert!(!runs(daily, "02:30") && !runs(daily, "03:10"), "day {day}");
+        assert!(runs(hourly, "02:00") && runs(hourly, "03:10"), "day {day}");
+        assert!(!runs(hourly, "02:30"), "day {day}");
+    }
+    let once_runs: Vec<_> = ran.keys().filter(|(t, _)| t == once).collect();
+    assert_eq!(once_runs.len(), 1, "{once_runs:?}");
+    // Ticked on the copy of the node that ran it only (`tick = "runner"`).
+    let ticked = nodes
+        .iter()
+        .filter(|n| n.env.read("HEARTBEAT.md").contains("- [x] @shell {\"cmd\": \"echo once\"}"))
+        .count();
+    assert_eq!(ticked, 1);
+    // Every line says which node wrote it.
+    for n in &nodes {
+        assert!(n.env.audit().iter().all(|l| l["node"].is_string()));
+    }
+    // The work is spread: not one node did everything (each may lose every race, so only
+    // the total is exact; this checks the node names are what they say).
+    let by_node: std::collections::BTreeSet<&String> = ran.values().flatten().collect();
+    assert!(by_node.iter().all(|n| ["n1", "n2", "n3"].contains(&n.as_str())));
+}
+
+const ASK_MD: &str = "# Ops
+
+## Recurring
+
+### Daily at 02:00
+- [ ] @shell {\"cmd\": \"echo deploy\"}
+";
+
+#[test]
+fn one_inbox_queued_on_one_node_approved_on_another_runs_once() {
+    let Some(url) = database() else { return };
+    let ask = "[tools.deploy]\ncommand = [\"echo\", \"deployed\"]\n";
+    let md = ASK_MD.replace("@shell {\"cmd\": \"echo deploy\"}", "@deploy {}");
+    let a = Node::new("a", &url, &md, ask);
+    let b = Node::new("b", &url, &md, ask);
+    let now = "2026-05-01T02:00:00Z";
+    assert_eq!(a.run(now).status.code(), Some(0));
+    assert_eq!(b.run(now).status.code(), Some(0));
+    // One approval, queued once, shown on both.
+    let listed = |n: &Node| -> Vec<Value> {
+        let out = n.cmd(["approvals", "--json"]).now(now).output();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v.as_array().cloned().unwrap_or_else(|| v["approvals"].as_array().cloned().unwrap())
+    };
+    let on_a = listed(&a);
+    assert_eq!(on_a.len(), 1, "{on_a:?}");
+    assert_eq!(listed(&b), on_a);
+    let id = on_a[0]["id"].as_i64().unwrap().to_string();
+    // Approved on both at once: run once.
+    std::thread::scope(|s| {
+        for n in [&a, &b] {
+            let id = id.as_str();
+            s.spawn(move || {
+                n.cmd(["approve", id])
+                    .now("2026-05-01T02:01:00Z")
+                    .output();
+            });
+        }
+    });
+    a.run("2026-05-01T02:10:00Z");
+    b.run("2026-05-01T02:10:00Z");
+    let runs = a.env.events("task_succeeded").len() + b.env.events("task_succeeded").len();
+    assert_eq!(runs, 1, "{}\n{}", a.env.audit_text(), b.env.audit_text());
+}
+
+#[test]
+fn a_tool_with_hosts_runs_only_there_and_check_says_elsewhere() {
+    let Some(url) = database() else { return };
+    let hosts = "[tools.backup]\ncommand = [\"echo\", \"backed up\"]\napproval = \"auto\"\nhosts = [\"nas\"]\n";
+    let md = ASK_MD.replace("@shell {\"cmd\": \"echo deploy\"}", "@backup {}");
+    let laptop = Node::new("laptop", &url, &md, hosts);
+    let nas = Node::new("nas", &url, &md, hosts);
+    let now = "2026-05-01T02:00:00Z";
+    assert_eq!(task_ids(&laptop, now)[0].1, "elsewhere");
+    assert_eq!(task_ids(&nas, now)[0].1, "run");
+    // The laptop runs first and leaves the slot alone; the nas runs it.
+    assert_eq!(laptop.run(now).status.code(), Some(0));
+    assert_eq!(nas.run("2026-05-01T02:01:00Z").status.code(), Some(0));
+    assert!(laptop.env.events("task_succeeded").is_empty());
+    assert_eq!(nas.env.events("task_succeeded").len(), 1);
+}
+
+#[test]
+fn an_unreachable_database_runs_nothing_and_says_so() {
+    // No server needed: a socket directory with no server in it.
+    let env = Env::new(MD).config(&config("n1", ""));
+    let nowhere = "host=/nonexistent-heartbeat-socket user=hb password=Pw-never-shown dbname=x";
+    let before = env.read("HEARTBEAT.md");
+    let out = env
+        .cmd(["run", "--once"])
+        .env(URL_VAR, nowhere)
+        .now("2026-05-01T02:00:00Z")
+        .output();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot be reached"), "{stderr}");
+    assert!(!stderr.contains("Pw-never-shown"), "{stderr}");
+    let skipped = env.events_n("run_skipped", 1);
+    assert_eq!(skipped[0]["reason"], "store_unavailable");
+    assert!(env.events("task_succeeded").is_empty());
+    assert_eq!(env.read("HEARTBEAT.md"), before);
+    assert!(!env.audit_text().contains("Pw-never-shown"));
+    // doctor fails `store`.
+    let doctor = env
+        .cmd(["doctor", "--json"])
+        .env(URL_VAR, nowhere)
+        .output();
+    assert_eq!(doctor.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(v["checks"][0]["id"], "store");
+    assert_eq!(v["checks"][0]["status"], "fail");
+}
+
+#[test]
+fn an_unset_url_variable_is_a_config_error() {
+    let env = Env::new(MD).config(&config("n1", ""));
+    let out = env
+        .cmd(["run", "--once"])
+        .now("2026-05-01T02:00:00Z")
+        .output();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("fleet.postgres_url_env"), "{stderr}");
+    assert!(stderr.contains(URL_VAR), "{stderr}");
+}
+
+#[test]
+fn a_wrong_password_fails_closed() {
+    let Some(url) = database() else { return };
+    let wrong = url.replace(pg_server::PASSWORD, "Not-the-password-9");
+    let node = Node::new("n1", &wrong, MD, "");
+    let out = node.run("2026-05-01T02:00:00Z");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("Not-the-password-9"));
+    assert_eq!(node.env.events_n("run_skipped", 1)[0]["reason"], "store_unavailable");
+}
+
+#[test]
+fn a_database_that_is_not_ours_is_refused_and_nothing_runs() {
+    let Some(url) = database() else { return };
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    c.batch_execute("CREATE TABLE approvals (id INT, who TEXT)").unwrap();
+    let node = Node::new("n1", &url, MD, "");
+    let out = node.run("2026-05-01T02:00:00Z");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("did not create") && stderr.contains("approvals"), "{stderr}");
+    assert!(node.env.events("task_succeeded").is_empty());
+}
+
+#[test]
+fn one_name_one_node_until_forgotten() {
+    let Some(url) = database() else { return };
+    let first = Node::new("nas-1", &url, MD, "");
+    let second = Node::new("nas-1", &url, MD, "");
+    assert_eq!(first.run("2026-05-01T01:00:00Z").status.code(), Some(0));
+    let out = second.run("2026-05-01T01:00:00Z");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"nas-1\" belongs to another node"), "{stderr}");
+    let forgot = first.cmd(["fleet", "forget", "nas-1"]).output();
+    assert_eq!(forgot.status.code(), Some(0), "{}", String::from_utf8_lossy(&forgot.stderr));
+    let line = first.env.events_n("node_forgotten", 1);
+    assert_eq!(line[0]["node"], "nas-1");
+    assert_eq!(second.run("2026-05-01T01:00:00Z").status.code(), Some(0));
+}
+
+#[test]
+fn status_lists_the_nodes_and_warns_when_their_files_differ() {
+    let Some(url) = database() else { return };
+    let a = Node::new("a", &url, MD, "");
+    let b = Node::new("b", &url, &format!("{MD}\n- [ ] a line only b has\n"), "");
+    a.run("2026-05-01T01:00:00Z");
+    b.run("2026-05-01T01:00:00Z");
+    let out = a.cmd(["status", "--json"]).now("2026-05-01T01:05:00Z").output();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes: Vec<&str> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["node"].as_str().unwrap())
+        .collect();
+    assert_eq!(nodes, ["a", "b"]);
+    assert!(v["nodes"][0]["files"]["HEARTBEAT.md"].is_string(), "{v}");
+    let warnings = v["warnings"].to_string();
+    assert!(warnings.contains("HEARTBEAT.md differs"), "{warnings}");
+    let human = a.cmd(["status"]).now("2026-05-01T01:05:00Z").output();
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("node:        a") && text.contains("differs"), "{text}");
+}
+
+#[test]
+fn a_node_killed_mid_task_leaves_it_interrupted_never_run_again_elsewhere() {
+    let Some(url) = database() else { return };
+    let md = "# Ops\n\n## One-time\n\n- [ ] @shell {\"cmd\": \"sleep 60\"}\n";
+    let a = Node::new("a", &url, md, "");
+    let b = Node::new("b", &url, md, "");
+    let mut child = a
+        .cmd(["run", "--once"])
+        .now("2026-05-01T02:00:00Z")
+        .spawn_guarded();
+    // Wait until the task started (its start is durable before the tool runs).
+    let deadline = std::time::Instant::now() + crate::common::WAIT;
+    while !a.env.audit_text().contains("run_started") || !started(&url) {
+        assert!(std::time::Instant::now() < deadline, "the task never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.signal(crate::common::Signal::SIGKILL);
+    let _ = child.finish(crate::common::WAIT);
+    let out = b.run("2026-05-01T02:05:00Z");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let failed = b.env.events_n("task_failed", 1);
+    assert!(failed[0]["error"].as_str().unwrap_or("").contains("interrupted")
+        || failed[0]["reason"] == "interrupted", "{failed:?}");
+    // Not run again, on either node.
+    b.run("2026-05-01T03:00:00Z");
+    a.run("2026-05-01T03:00:00Z");
+    assert!(a.env.events("task_succeeded").is_empty());
+    assert!(b.env.events("task_succeeded").is_empty());
+}
+
+/// Whether a start is recorded in the fleet's database.
+fn started(url: &str) -> bool {
+    postgres::Client::connect(url, postgres::NoTls)
+        .ok()
+        .and_then(|mut c| c.query_one("SELECT COUNT(*) FROM starts", &[]).ok())
+        .is_some_and(|r| r.get::<_, i64>(0) > 0)
+}
