@@ -17,6 +17,7 @@ mod daemon;
 mod doctor;
 mod email;
 mod first_hour;
+mod fleet;
 mod guardrails;
 mod hook_double;
 mod hostile;
@@ -36,6 +37,8 @@ mod missed;
 mod monitors;
 mod ntfy;
 mod parse;
+#[path = "../pg_server.rs"]
+mod pg_server;
 mod paths;
 mod props;
 mod props2;
