@@ -22,6 +22,7 @@
 //! - Errors and messages name the database by host and name, never by its URL (the URL may
 //!   hold a password).
 
+mod approvals;
 mod schema;
 
 use std::cell::RefCell;
