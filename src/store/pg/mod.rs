@@ -23,7 +23,10 @@
 //!   hold a password).
 
 mod approvals;
+mod grants;
+mod proposals;
 mod schema;
+mod starts;
 
 use std::cell::RefCell;
 
