@@ -796,6 +796,38 @@ mod tests {
     }
 
     #[test]
+    fn a_decision_and_an_expiry_at_once_change_each_approval_once() {
+        let Some(url) = test_util::url() else { return };
+        let ids = approvals_of(&mut Pg::connect(&url, "n0").unwrap(), 40, false);
+        let later = ts("2026-01-05T10:00:00Z");
+        let ttl = Duration::from_secs(3600);
+        let changed: Vec<Vec<i64>> = racing(&url, 2, |i, s| {
+            if i == 0 {
+                let mut mine: Vec<i64> = ids.clone();
+                mine.reverse();
+                mine.into_iter()
+                    .filter(|&id| s.decide(id, &by_cli(true), later).unwrap())
+                    .collect()
+            } else {
+                let mut expired = Vec::new();
+                while expired.len() + s.approvals(Some(ApprovalState::Approved)).unwrap().len()
+                    < ids.len()
+                {
+                    expired.extend(s.expire_pending(later, ttl).unwrap().iter().map(|r| r.id));
+                }
+                expired
+            }
+        });
+        let mut all = changed.concat();
+        all.sort_unstable();
+        assert_eq!(all, ids, "each decided or expired, never both");
+        let s = Pg::connect(&url, "n9").unwrap();
+        for &id in &changed[1] {
+            assert_eq!(stored(&s, id)[0].as_deref(), Some("expired"));
+        }
+    }
+
+    #[test]
     fn nodes_claiming_at_once_claim_each_approval_once() {
         let Some(url) = test_util::url() else { return };
         let ids = approvals_of(&mut Pg::connect(&url, "n0").unwrap(), 50, true);
