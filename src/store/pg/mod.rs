@@ -22,8 +22,12 @@
 //! - Errors and messages name the database by host and name, never by its URL (the URL may
 //!   hold a password).
 
+mod approvals;
 mod fleet;
+mod grants;
+mod proposals;
 mod schema;
+mod starts;
 
 pub(crate) use fleet::{MAX_SKEW, NODE_KEY_FILE, Registration, open_fleet, running_as_daemon};
 
