@@ -22,6 +22,9 @@
 //! - Errors and messages name the database by host and name, never by its URL (the URL may
 //!   hold a password).
 
+mod history;
+mod metrics;
+mod retention;
 mod schema;
 
 use std::cell::RefCell;
