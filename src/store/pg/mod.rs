@@ -26,6 +26,8 @@ mod history;
 mod metrics;
 mod retention;
 mod schema;
+mod slots;
+mod snoozes;
 
 use std::cell::RefCell;
 
