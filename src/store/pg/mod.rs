@@ -25,8 +25,13 @@
 mod approvals;
 mod fleet;
 mod grants;
+mod history;
+mod metrics;
 mod proposals;
+mod retention;
 mod schema;
+mod slots;
+mod snoozes;
 mod starts;
 
 pub(crate) use fleet::{MAX_SKEW, NODE_KEY_FILE, Registration, open_fleet, running_as_daemon};
