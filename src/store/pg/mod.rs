@@ -22,6 +22,8 @@
 //! - Errors and messages name the database by host and name, never by its URL (the URL may
 //!   hold a password).
 
+mod mcp;
+mod notices;
 mod schema;
 
 use std::cell::RefCell;
