@@ -24,6 +24,7 @@
 
 mod mcp;
 mod notices;
+mod outbox;
 mod schema;
 
 use std::cell::RefCell;
