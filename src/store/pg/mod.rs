@@ -26,6 +26,7 @@ mod mcp;
 mod notices;
 mod outbox;
 mod schema;
+mod snapshot;
 
 use std::cell::RefCell;
 
