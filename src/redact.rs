@@ -396,7 +396,9 @@ fn url_parts(value: &str) -> Vec<String> {
 /// user=hb password=s3cret`), quoted or not.
 fn pg_password(value: &str) -> Option<String> {
     let at = value.find("password")?;
-    let rest = value[at + "password".len()..].trim_start().strip_prefix('=')?;
+    let rest = value[at + "password".len()..]
+        .trim_start()
+        .strip_prefix('=')?;
     let rest = rest.trim_start();
     let password = match rest.strip_prefix('\'') {
         Some(quoted) => quoted.split('\'').next()?,
@@ -1199,6 +1201,9 @@ mod tests {
         let shown = s
             .redact("heartbeat: auth Pg-pass-4u, Kv-9 x, Plain-77q failed for db heartbeat")
             .into_string();
-        assert_eq!(shown, "heartbeat: auth ***, ***, *** failed for db heartbeat");
+        assert_eq!(
+            shown,
+            "heartbeat: auth ***, ***, *** failed for db heartbeat"
+        );
     }
 }

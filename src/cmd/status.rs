@@ -215,8 +215,8 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             out.line(&format!("warning:     {w}"));
         }
         for r in fleet.recent.iter().take(5) {
-            let at = crate::store::parse_ts(&r.at)
-                .map_or(r.at.clone(), |t| super::show_time(t, &cfg));
+            let at =
+                crate::store::parse_ts(&r.at).map_or(r.at.clone(), |t| super::show_time(t, &cfg));
             out.line(&format!(
                 "recent:      task {} {} on {} at {at}",
                 r.task_id, r.outcome, r.node

@@ -14,8 +14,8 @@ use serde::Deserialize;
 
 use super::types::{
     ApiUrl, ChannelName, ChatId, Command, Concurrency, Days, Failures, Files, History, Hours,
-    Human, Interval, Keep, Lease, McpUrl, MessageCap, MonitorName, NodeName, PathText, Retries, RetryOn, SecretVar,
-    ServerName, Size, TaskCap, TokenVar, ToolCommand, ToolName, Usd, Zone,
+    Human, Interval, Keep, Lease, McpUrl, MessageCap, MonitorName, NodeName, PathText, Retries,
+    RetryOn, SecretVar, ServerName, Size, TaskCap, TokenVar, ToolCommand, ToolName, Usd, Zone,
 };
 use super::{Approval, Autonomy, FleetTick, PlainTasks, SummaryMode};
 

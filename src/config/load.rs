@@ -20,13 +20,14 @@ use toml::de::{DeTable, DeValue};
 use super::channel::{ChannelConfig, ChannelKind, EmailConfig, MailTransport, NtfyConfig, Target};
 use super::de::{self, Kind, Seg, Spanned, Want, dotted};
 use super::file::{
-    ChannelFile, EventName, File, FleetFile, KindName, MailKind, McpFile, MonitorFile, MonitorKindName,
-    RetentionFile, TelegramFile, ToolFile,
+    ChannelFile, EventName, File, FleetFile, KindName, MailKind, McpFile, MonitorFile,
+    MonitorKindName, RetentionFile, TelegramFile, ToolFile,
 };
 use super::types::{Human, SecretVar};
 use super::{
-    Approval, Config, ConfigError, DaemonConfig, FleetConfig, FleetTick, LoadOptions, McpServerConfig, McpTransport,
-    MonitorConfig, MonitorKind, PlainTasks, Retention, RetryConfig, TelegramConfig, ToolConfig,
+    Approval, Config, ConfigError, DaemonConfig, FleetConfig, FleetTick, LoadOptions,
+    McpServerConfig, McpTransport, MonitorConfig, MonitorKind, PlainTasks, Retention, RetryConfig,
+    TelegramConfig, ToolConfig,
 };
 use crate::model::is_builtin_tool as is_builtin;
 use crate::model::{DaySet, MessageKind};
@@ -1151,7 +1152,10 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
     ("retention", &["history", "audit_max_size", "audit_keep"]),
     ("mcp_server", &["allow_approve"]),
     ("metrics", &["textfile"]),
-    ("fleet", &["postgres_url_env", "node", "lease", "every", "tick"]),
+    (
+        "fleet",
+        &["postgres_url_env", "node", "lease", "every", "tick"],
+    ),
 ];
 
 /// Where a key that is unknown where it was written belongs.

@@ -580,7 +580,14 @@ fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) 
             .transpose()?
             .flatten();
         let fleet = cfg.fleet.is_some().then(|| cfg.clone());
-        spawn_poll_thread(poller, start, tx.clone(), generation.clone(), current, fleet);
+        spawn_poll_thread(
+            poller,
+            start,
+            tx.clone(),
+            generation.clone(),
+            current,
+            fleet,
+        );
     }
     Ok(())
 }

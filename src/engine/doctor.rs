@@ -228,7 +228,10 @@ pub(crate) fn judge(f: &Facts) -> Vec<Check> {
 fn fleet_checks(f: &FleetFacts, now: DateTime<Utc>) -> Vec<Check> {
     let store = Check::ok("store", format!("{} answers", f.store));
     let nodes = if f.warnings.is_empty() {
-        Check::ok("nodes", format!("{} node(s), files and versions agree", f.nodes.len()))
+        Check::ok(
+            "nodes",
+            format!("{} node(s), files and versions agree", f.nodes.len()),
+        )
     } else {
         Check::with(
             "nodes",

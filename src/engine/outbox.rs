@@ -508,6 +508,10 @@ pub(crate) fn deliver(
         }
     }
     for channel in &channels {
+        // A node whose lease ran out meanwhile stops: another may be delivering now.
+        if !store.holds("delivery") {
+            break;
+        }
         let (s, a) = deliver_channel(store, &**channel, cfg.tz(), now)?;
         stats.sent += s.sent;
         stats.failed += s.failed;

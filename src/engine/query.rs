@@ -293,7 +293,9 @@ impl FleetState {
         let recent = self
             .recent
             .iter()
-            .map(|r| json!({"task_id": r.task_id, "node": r.node, "at": r.at, "outcome": r.outcome}))
+            .map(
+                |r| json!({"task_id": r.task_id, "node": r.node, "at": r.at, "outcome": r.outcome}),
+            )
             .collect::<Vec<_>>();
         (json!(nodes), json!(self.warnings), json!(recent))
     }

@@ -52,18 +52,24 @@ pub(crate) struct RecentRun {
 }
 
 pub(crate) trait Fleet {
-    /// This node's name; None on one host.
-    fn node(&self) -> Option<&str>;
-
     /// Claim the task for this node's run: true when this node won it and acts on it; a
     /// loser does nothing for the task.
-    fn claim_task(&mut self, task_id: &str, claim: &Claim, run_id: &str, now: DateTime<Utc>)
-    -> Result<bool>;
+    fn claim_task(
+        &mut self,
+        task_id: &str,
+        claim: &Claim,
+        run_id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<bool>;
 
     /// Take or renew the lease `name` for the configured time, from the database's clock:
     /// true while this node holds it. A holder that cannot renew stops acting (it returns
     /// an error or false) before the lease ends.
     fn lease(&mut self, name: &str) -> Result<bool>;
+
+    /// Whether this node still holds the lease `name` by its own clock: a holder asks
+    /// before each act of a long job (each delivery), and stops when it no longer does.
+    fn holds(&self, name: &str) -> bool;
 
     /// Give up every lease this node holds (`run --once` at exit).
     fn release_leases(&mut self) -> Result<()>;
@@ -82,16 +88,16 @@ pub(crate) trait Fleet {
 }
 
 impl Fleet for Sqlite {
-    fn node(&self) -> Option<&str> {
-        None
-    }
-
     fn claim_task(&mut self, _: &str, _: &Claim, _: &str, _: DateTime<Utc>) -> Result<bool> {
         Ok(true)
     }
 
     fn lease(&mut self, _: &str) -> Result<bool> {
         Ok(true)
+    }
+
+    fn holds(&self, _: &str) -> bool {
+        true
     }
 
     fn release_leases(&mut self) -> Result<()> {

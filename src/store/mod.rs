@@ -50,7 +50,9 @@ pub(crate) use mcp::McpCache;
 pub(crate) use metrics::{Metrics, RunResult, RunTally};
 pub use migrations::schema_at_version;
 pub(crate) use notices::Notices;
-pub(crate) use outbox::{Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow};
+pub(crate) use outbox::{
+    Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow, TELEGRAM_OFFSET,
+};
 pub(crate) use proposals::Proposals;
 pub(crate) use retention::Retention;
 pub(crate) use slots::{SlotChange, Slots};

@@ -171,7 +171,11 @@ fn three_nodes_run_each_slot_once_over_twenty_days() {
     // Ticked on the copy of the node that ran it only (`tick = "runner"`).
     let ticked = nodes
         .iter()
-        .filter(|n| n.env.read("HEARTBEAT.md").contains("- [x] @shell {\"cmd\": \"echo once\"}"))
+        .filter(|n| {
+            n.env
+                .read("HEARTBEAT.md")
+                .contains("- [x] @shell {\"cmd\": \"echo once\"}")
+        })
         .count();
     assert_eq!(ticked, 1);
     // Every line says which node wrote it.
@@ -181,7 +185,11 @@ fn three_nodes_run_each_slot_once_over_twenty_days() {
     // The work is spread: not one node did everything (each may lose every race, so only
     // the total is exact; this checks the node names are what they say).
     let by_node: std::collections::BTreeSet<&String> = ran.values().flatten().collect();
-    assert!(by_node.iter().all(|n| ["n1", "n2", "n3"].contains(&n.as_str())));
+    assert!(
+        by_node
+            .iter()
+            .all(|n| ["n1", "n2", "n3"].contains(&n.as_str()))
+    );
 }
 
 const ASK_MD: &str = "# Ops
@@ -206,7 +214,9 @@ fn one_inbox_queued_on_one_node_approved_on_another_runs_once() {
     let listed = |n: &Node| -> Vec<Value> {
         let out = n.cmd(["approvals", "--json"]).now(now).output();
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        v.as_array().cloned().unwrap_or_else(|| v["approvals"].as_array().cloned().unwrap())
+        v.as_array()
+            .cloned()
+            .unwrap_or_else(|| v["approvals"].as_array().cloned().unwrap())
     };
     let on_a = listed(&a);
     assert_eq!(on_a.len(), 1, "{on_a:?}");
@@ -217,9 +227,7 @@ fn one_inbox_queued_on_one_node_approved_on_another_runs_once() {
         for n in [&a, &b] {
             let id = id.as_str();
             s.spawn(move || {
-                n.cmd(["approve", id])
-                    .now("2026-05-01T02:01:00Z")
-                    .output();
+                n.cmd(["approve", id]).now("2026-05-01T02:01:00Z").output();
             });
         }
     });
@@ -267,10 +275,7 @@ fn an_unreachable_database_runs_nothing_and_says_so() {
     assert_eq!(env.read("HEARTBEAT.md"), before);
     assert!(!env.audit_text().contains("Pw-never-shown"));
     // doctor fails `store`.
-    let doctor = env
-        .cmd(["doctor", "--json"])
-        .env(URL_VAR, nowhere)
-        .output();
+    let doctor = env.cmd(["doctor", "--json"]).env(URL_VAR, nowhere).output();
     assert_eq!(doctor.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&doctor.stdout).unwrap();
     assert_eq!(v["checks"][0]["id"], "store");
@@ -296,21 +301,33 @@ fn a_wrong_password_fails_closed() {
     let wrong = url.replace(pg_server::PASSWORD, "Not-the-password-9");
     let node = Node::new("n1", &wrong, MD, "");
     let out = node.run("2026-05-01T02:00:00Z");
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(!String::from_utf8_lossy(&out.stderr).contains("Not-the-password-9"));
-    assert_eq!(node.env.events_n("run_skipped", 1)[0]["reason"], "store_unavailable");
+    assert_eq!(
+        node.env.events_n("run_skipped", 1)[0]["reason"],
+        "store_unavailable"
+    );
 }
 
 #[test]
 fn a_database_that_is_not_ours_is_refused_and_nothing_runs() {
     let Some(url) = database() else { return };
     let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    c.batch_execute("CREATE TABLE approvals (id INT, who TEXT)").unwrap();
+    c.batch_execute("CREATE TABLE approvals (id INT, who TEXT)")
+        .unwrap();
     let node = Node::new("n1", &url, MD, "");
     let out = node.run("2026-05-01T02:00:00Z");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("did not create") && stderr.contains("approvals"), "{stderr}");
+    assert!(
+        stderr.contains("did not create") && stderr.contains("approvals"),
+        "{stderr}"
+    );
     assert!(node.env.events("task_succeeded").is_empty());
 }
 
@@ -323,9 +340,17 @@ fn one_name_one_node_until_forgotten() {
     let out = second.run("2026-05-01T01:00:00Z");
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("\"nas-1\" belongs to another node"), "{stderr}");
+    assert!(
+        stderr.contains("\"nas-1\" belongs to another node"),
+        "{stderr}"
+    );
     let forgot = first.cmd(["fleet", "forget", "nas-1"]).output();
-    assert_eq!(forgot.status.code(), Some(0), "{}", String::from_utf8_lossy(&forgot.stderr));
+    assert_eq!(
+        forgot.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&forgot.stderr)
+    );
     let line = first.env.events_n("node_forgotten", 1);
     assert_eq!(line[0]["node"], "nas-1");
     assert_eq!(second.run("2026-05-01T01:00:00Z").status.code(), Some(0));
@@ -338,7 +363,10 @@ fn status_lists_the_nodes_and_warns_when_their_files_differ() {
     let b = Node::new("b", &url, &format!("{MD}\n- [ ] a line only b has\n"), "");
     a.run("2026-05-01T01:00:00Z");
     b.run("2026-05-01T01:00:00Z");
-    let out = a.cmd(["status", "--json"]).now("2026-05-01T01:05:00Z").output();
+    let out = a
+        .cmd(["status", "--json"])
+        .now("2026-05-01T01:05:00Z")
+        .output();
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let nodes: Vec<&str> = v["nodes"]
         .as_array()
@@ -352,7 +380,10 @@ fn status_lists_the_nodes_and_warns_when_their_files_differ() {
     assert!(warnings.contains("HEARTBEAT.md differs"), "{warnings}");
     let human = a.cmd(["status"]).now("2026-05-01T01:05:00Z").output();
     let text = String::from_utf8_lossy(&human.stdout);
-    assert!(text.contains("node:        a") && text.contains("differs"), "{text}");
+    assert!(
+        text.contains("node:        a") && text.contains("differs"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -368,16 +399,30 @@ fn a_node_killed_mid_task_leaves_it_interrupted_never_run_again_elsewhere() {
     // Wait until the task started (its start is durable before the tool runs).
     let deadline = std::time::Instant::now() + crate::common::WAIT;
     while !a.env.audit_text().contains("run_started") || !started(&url) {
-        assert!(std::time::Instant::now() < deadline, "the task never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the task never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     child.signal(crate::common::Signal::SIGKILL);
     let _ = child.finish(crate::common::WAIT);
     let out = b.run("2026-05-01T02:05:00Z");
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let failed = b.env.events_n("task_failed", 1);
-    assert!(failed[0]["error"].as_str().unwrap_or("").contains("interrupted")
-        || failed[0]["reason"] == "interrupted", "{failed:?}");
+    assert!(
+        failed[0]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("interrupted")
+            || failed[0]["reason"] == "interrupted",
+        "{failed:?}"
+    );
     // Not run again, on either node.
     b.run("2026-05-01T03:00:00Z");
     a.run("2026-05-01T03:00:00Z");

@@ -37,9 +37,9 @@ mod missed;
 mod monitors;
 mod ntfy;
 mod parse;
+mod paths;
 #[path = "../pg_server.rs"]
 mod pg_server;
-mod paths;
 mod props;
 mod props2;
 mod readme;

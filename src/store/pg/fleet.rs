@@ -136,7 +136,11 @@ impl Pg {
             *byte = stored
                 .get(2 * i..2 * i + 2)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| self.bad(std::io::Error::other("the stored channel key is not 64 hex digits")))?;
+                .ok_or_else(|| {
+                    self.bad(std::io::Error::other(
+                        "the stored channel key is not 64 hex digits",
+                    ))
+                })?;
         }
         Ok(key)
     }
@@ -193,10 +197,6 @@ impl Pg {
 }
 
 impl Fleet for Pg {
-    fn node(&self) -> Option<&str> {
-        Some(&self.node)
-    }
-
     fn claim_task(
         &mut self,
         task_id: &str,
@@ -258,6 +258,12 @@ impl Fleet for Pg {
             self.leases_until.remove(name);
         }
         Ok(held)
+    }
+
+    fn holds(&self, name: &str) -> bool {
+        self.leases_until
+            .get(name)
+            .is_some_and(|until| Instant::now() < *until)
     }
 
     fn release_leases(&mut self) -> Result<()> {
@@ -346,14 +352,6 @@ impl Fleet for Pg {
 }
 
 impl Pg {
-    /// Whether this node still holds `name` by its own clock (see the invariants): a holder
-    /// acting on a lease asks this before each act, and renews with [`Fleet::lease`].
-    pub(crate) fn holds(&self, name: &str) -> bool {
-        self.leases_until
-            .get(name)
-            .is_some_and(|until| Instant::now() < *until)
-    }
-
     fn bad(&self, e: impl std::error::Error + Send + Sync + 'static) -> StoreError {
         StoreError::Postgres {
             store: self.name().to_string(),
@@ -382,7 +380,9 @@ mod tests {
 
     #[test]
     fn one_name_one_node_until_forgotten() {
-        let Some(url) = super::super::test_util::url() else { return };
+        let Some(url) = super::super::test_util::url() else {
+            return;
+        };
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let first = Pg::open(&url, &me("nas-1", a.path())).unwrap();
         // The same node again (same key): fine.
@@ -399,7 +399,9 @@ mod tests {
 
     #[test]
     fn each_key_and_each_interval_is_claimed_by_one_node() {
-        let Some(url) = super::super::test_util::url() else { return };
+        let Some(url) = super::super::test_util::url() else {
+            return;
+        };
         let now: DateTime<Utc> = "2026-05-01T02:00:00Z".parse().unwrap();
         let url = url.as_str();
         let wins: Vec<usize> = std::thread::scope(|s| {
@@ -430,7 +432,9 @@ mod tests {
 
     #[test]
     fn a_lease_has_one_holder_until_it_is_released_or_ends() {
-        let Some(url) = super::super::test_util::url() else { return };
+        let Some(url) = super::super::test_util::url() else {
+            return;
+        };
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let mut one = Pg::open(&url, &me("one", a.path())).unwrap();
         let mut two = Pg::open(&url, &me("two", b.path())).unwrap();
@@ -454,7 +458,9 @@ mod tests {
 
     #[test]
     fn the_clock_of_a_local_server_is_close() {
-        let Some(url) = super::super::test_util::url() else { return };
+        let Some(url) = super::super::test_util::url() else {
+            return;
+        };
         let dir = tempfile::tempdir().unwrap();
         let pg = Pg::open(&url, &me("n", dir.path())).unwrap();
         assert!(pg.clock_skew().unwrap() < MAX_SKEW);

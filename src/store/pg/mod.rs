@@ -26,15 +26,19 @@ mod approvals;
 mod fleet;
 mod grants;
 mod history;
+mod mcp;
 mod metrics;
+mod notices;
+mod outbox;
 mod proposals;
 mod retention;
 mod schema;
 mod slots;
+mod snapshot;
 mod snoozes;
 mod starts;
 
-pub(crate) use fleet::{MAX_SKEW, NODE_KEY_FILE, Registration, open_fleet, running_as_daemon};
+pub(crate) use fleet::{open_fleet, running_as_daemon};
 
 use std::cell::RefCell;
 
