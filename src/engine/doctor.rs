@@ -1135,6 +1135,7 @@ mod tests {
             free: Some(1 << 30),
             monitors: Vec::new(),
             mcp: None,
+            fleet: None,
         }
     }
 

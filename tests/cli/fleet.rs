@@ -1,5 +1,5 @@
 //! Fleet mode (docs/fleet.md) against a real PostgreSQL started by the tests
-//! (tests/pg_server.rs): several nodes, each its own state dir and its own clone of the same
+//! (tests/support/pg_server.rs): several nodes, each its own state dir and its own clone of the same
 //! files at another absolute path, racing `run --once`.
 
 use std::collections::BTreeMap;
@@ -61,7 +61,7 @@ impl Node {
         }
     }
 
-    fn run(&self, now: &str) -> std::process::Output {
+    fn run(&self, now: &str) -> crate::common::Output {
         self.env
             .cmd(["run", "--once"])
             .env(URL_VAR, &self.url)
@@ -93,13 +93,8 @@ fn successes(nodes: &[Node]) -> BTreeMap<(String, String), Vec<String>> {
 
 fn task_ids(node: &Node, now: &str) -> Vec<(String, String)> {
     let out = node.cmd(["check", "--json"]).now(now).output();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "check --json: {e}\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
+    let v: Value = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("check --json: {e}\n{}{}", out.stdout, out.stderr));
     v["tasks"]
         .as_array()
         .unwrap()
@@ -142,12 +137,7 @@ fn three_nodes_run_each_slot_once_over_twenty_days() {
                     let now = now.as_str();
                     s.spawn(move || {
                         let out = n.run(now);
-                        assert!(
-                            out.status.code() == Some(0),
-                            "{now}: {}{}",
-                            String::from_utf8_lossy(&out.stdout),
-                            String::from_utf8_lossy(&out.stderr)
-                        );
+                        assert!(out.code == Some(0), "{now}: {}{}", out.stdout, out.stderr);
                     });
                 }
             });
@@ -208,12 +198,12 @@ fn one_inbox_queued_on_one_node_approved_on_another_runs_once() {
     let a = Node::new("a", &url, &md, ask);
     let b = Node::new("b", &url, &md, ask);
     let now = "2026-05-01T02:00:00Z";
-    assert_eq!(a.run(now).status.code(), Some(0));
-    assert_eq!(b.run(now).status.code(), Some(0));
+    assert_eq!(a.run(now).code, Some(0));
+    assert_eq!(b.run(now).code, Some(0));
     // One approval, queued once, shown on both.
     let listed = |n: &Node| -> Vec<Value> {
         let out = n.cmd(["approvals", "--json"]).now(now).output();
-        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v: Value = serde_json::from_str(&out.stdout).unwrap();
         v.as_array()
             .cloned()
             .unwrap_or_else(|| v["approvals"].as_array().cloned().unwrap())
@@ -248,8 +238,8 @@ fn a_tool_with_hosts_runs_only_there_and_check_says_elsewhere() {
     assert_eq!(task_ids(&laptop, now)[0].1, "elsewhere");
     assert_eq!(task_ids(&nas, now)[0].1, "run");
     // The laptop runs first and leaves the slot alone; the nas runs it.
-    assert_eq!(laptop.run(now).status.code(), Some(0));
-    assert_eq!(nas.run("2026-05-01T02:01:00Z").status.code(), Some(0));
+    assert_eq!(laptop.run(now).code, Some(0));
+    assert_eq!(nas.run("2026-05-01T02:01:00Z").code, Some(0));
     assert!(laptop.env.events("task_succeeded").is_empty());
     assert_eq!(nas.env.events("task_succeeded").len(), 1);
 }
@@ -265,8 +255,8 @@ fn an_unreachable_database_runs_nothing_and_says_so() {
         .env(URL_VAR, nowhere)
         .now("2026-05-01T02:00:00Z")
         .output();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.code, Some(1));
+    let stderr = out.stderr;
     assert!(stderr.contains("cannot be reached"), "{stderr}");
     assert!(!stderr.contains("Pw-never-shown"), "{stderr}");
     let skipped = env.events_n("run_skipped", 1);
@@ -276,8 +266,8 @@ fn an_unreachable_database_runs_nothing_and_says_so() {
     assert!(!env.audit_text().contains("Pw-never-shown"));
     // doctor fails `store`.
     let doctor = env.cmd(["doctor", "--json"]).env(URL_VAR, nowhere).output();
-    assert_eq!(doctor.status.code(), Some(1));
-    let v: Value = serde_json::from_slice(&doctor.stdout).unwrap();
+    assert_eq!(doctor.code, Some(1));
+    let v: Value = serde_json::from_str(&doctor.stdout).unwrap();
     assert_eq!(v["checks"][0]["id"], "store");
     assert_eq!(v["checks"][0]["status"], "fail");
 }
@@ -289,8 +279,8 @@ fn an_unset_url_variable_is_a_config_error() {
         .cmd(["run", "--once"])
         .now("2026-05-01T02:00:00Z")
         .output();
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.code, Some(2));
+    let stderr = out.stderr;
     assert!(stderr.contains("fleet.postgres_url_env"), "{stderr}");
     assert!(stderr.contains(URL_VAR), "{stderr}");
 }
@@ -301,13 +291,8 @@ fn a_wrong_password_fails_closed() {
     let wrong = url.replace(pg_server::PASSWORD, "Not-the-password-9");
     let node = Node::new("n1", &wrong, MD, "");
     let out = node.run("2026-05-01T02:00:00Z");
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("Not-the-password-9"));
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(!out.stderr.contains("Not-the-password-9"));
     assert_eq!(
         node.env.events_n("run_skipped", 1)[0]["reason"],
         "store_unavailable"
@@ -322,8 +307,8 @@ fn a_database_that_is_not_ours_is_refused_and_nothing_runs() {
         .unwrap();
     let node = Node::new("n1", &url, MD, "");
     let out = node.run("2026-05-01T02:00:00Z");
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.code, Some(2));
+    let stderr = out.stderr;
     assert!(
         stderr.contains("did not create") && stderr.contains("approvals"),
         "{stderr}"
@@ -336,24 +321,19 @@ fn one_name_one_node_until_forgotten() {
     let Some(url) = database() else { return };
     let first = Node::new("nas-1", &url, MD, "");
     let second = Node::new("nas-1", &url, MD, "");
-    assert_eq!(first.run("2026-05-01T01:00:00Z").status.code(), Some(0));
+    assert_eq!(first.run("2026-05-01T01:00:00Z").code, Some(0));
     let out = second.run("2026-05-01T01:00:00Z");
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.code, Some(2));
+    let stderr = out.stderr;
     assert!(
         stderr.contains("\"nas-1\" belongs to another node"),
         "{stderr}"
     );
     let forgot = first.cmd(["fleet", "forget", "nas-1"]).output();
-    assert_eq!(
-        forgot.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&forgot.stderr)
-    );
+    assert_eq!(forgot.code, Some(0), "{}", forgot.stderr);
     let line = first.env.events_n("node_forgotten", 1);
     assert_eq!(line[0]["node"], "nas-1");
-    assert_eq!(second.run("2026-05-01T01:00:00Z").status.code(), Some(0));
+    assert_eq!(second.run("2026-05-01T01:00:00Z").code, Some(0));
 }
 
 #[test]
@@ -367,7 +347,7 @@ fn status_lists_the_nodes_and_warns_when_their_files_differ() {
         .cmd(["status", "--json"])
         .now("2026-05-01T01:05:00Z")
         .output();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Value = serde_json::from_str(&out.stdout).unwrap();
     let nodes: Vec<&str> = v["nodes"]
         .as_array()
         .unwrap()
@@ -379,7 +359,7 @@ fn status_lists_the_nodes_and_warns_when_their_files_differ() {
     let warnings = v["warnings"].to_string();
     assert!(warnings.contains("HEARTBEAT.md differs"), "{warnings}");
     let human = a.cmd(["status"]).now("2026-05-01T01:05:00Z").output();
-    let text = String::from_utf8_lossy(&human.stdout);
+    let text = human.stdout;
     assert!(
         text.contains("node:        a") && text.contains("differs"),
         "{text}"
@@ -392,7 +372,7 @@ fn a_node_killed_mid_task_leaves_it_interrupted_never_run_again_elsewhere() {
     let md = "# Ops\n\n## One-time\n\n- [ ] @shell {\"cmd\": \"sleep 60\"}\n";
     let a = Node::new("a", &url, md, "");
     let b = Node::new("b", &url, md, "");
-    let mut child = a
+    let child = a
         .cmd(["run", "--once"])
         .now("2026-05-01T02:00:00Z")
         .spawn_guarded();
@@ -408,12 +388,7 @@ fn a_node_killed_mid_task_leaves_it_interrupted_never_run_again_elsewhere() {
     child.signal(crate::common::Signal::SIGKILL);
     let _ = child.finish(crate::common::WAIT);
     let out = b.run("2026-05-01T02:05:00Z");
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
     let failed = b.env.events_n("task_failed", 1);
     assert!(
         failed[0]["error"]
@@ -436,4 +411,52 @@ fn started(url: &str) -> bool {
         .ok()
         .and_then(|mut c| c.query_one("SELECT COUNT(*) FROM starts", &[]).ok())
         .is_some_and(|r| r.get::<_, i64>(0) > 0)
+}
+
+#[test]
+fn a_postgres_restart_mid_run_never_runs_anything_twice() {
+    let server = match pg_server::private_server("restart") {
+        Ok(s) => s,
+        Err(why) => return cannot_run_here(&format!("PostgreSQL: {why}")),
+    };
+    let url = server.database().unwrap();
+    let md = "# Ops\n\n## Recurring\n\n### Every 1h\n- [ ] @shell {\"cmd\": \"sleep 2; echo hourly\"}\n\n\
+              ## One-time\n\n- [ ] @shell {\"cmd\": \"sleep 2; echo once\"}\n";
+    let a = Node::new("a", &url, md, "");
+    let b = Node::new("b", &url, md, "");
+    let child = a
+        .cmd(["run", "--once"])
+        .now("2026-05-01T02:00:00Z")
+        .spawn_guarded();
+    let deadline = std::time::Instant::now() + crate::common::WAIT;
+    while !started(&url) {
+        assert!(std::time::Instant::now() < deadline, "nothing started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    server.restart().unwrap();
+    let out = child.finish(crate::common::WAIT);
+    assert_ne!(
+        out.code,
+        Some(0),
+        "the run lost its database: {}",
+        out.stderr
+    );
+    // The other node, after the restart, at the same time and later: nothing twice.
+    b.run("2026-05-01T02:00:30Z");
+    b.run("2026-05-01T02:30:00Z");
+    a.run("2026-05-01T02:30:00Z");
+    let ran = successes(&[a, b]);
+    for ((task, minute), by) in &ran {
+        assert_eq!(by.len(), 1, "{task} at {minute} ran on {by:?}");
+    }
+    let started_twice: Vec<_> = ran.keys().filter(|(_, m)| m.ends_with("02:30")).collect();
+    assert!(started_twice.is_empty(), "{started_twice:?}");
+
+    // Stopped: nothing runs, and the run says so.
+    server.stop().unwrap();
+    let c = Node::new("c", &url, md, "");
+    let out = c.run("2026-05-01T04:00:00Z");
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(c.env.events_n("run_skipped", 1)[0]["reason"], "store_unavailable");
+    assert!(c.env.events("task_succeeded").is_empty());
 }

@@ -38,7 +38,7 @@ mod monitors;
 mod ntfy;
 mod parse;
 mod paths;
-#[path = "../pg_server.rs"]
+#[path = "../support/pg_server.rs"]
 mod pg_server;
 mod props;
 mod props2;

@@ -91,7 +91,7 @@ impl Pg {
         })
         .map_err(|e| StoreError::Unavailable {
             store: name.clone(),
-            source: DbError::new(e),
+            source: DbError::new(Shown(said(&e), e)),
         })?;
         let store = Pg {
             client: RefCell::new(Some(client)),
@@ -278,17 +278,55 @@ fn unreachable(e: &postgres::Error) -> bool {
 }
 
 pub(super) fn pg_err(store: &str, e: postgres::Error) -> StoreError {
-    if unreachable(&e) {
+    let gone = unreachable(&e);
+    let source = DbError::new(Shown(said(&e), e));
+    if gone {
         StoreError::Unavailable {
             store: store.to_string(),
-            source: DbError::new(e),
+            source,
         }
     } else {
         StoreError::Postgres {
             store: store.to_string(),
-            source: DbError::new(e),
+            source,
         }
     }
+}
+
+/// A client error shown in the server's words: the client's own `Display` says only
+/// `db error` for what the server refused, and hides why a connection failed in its cause.
+#[derive(Debug)]
+struct Shown(String, postgres::Error);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Shown {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.1)
+    }
+}
+
+/// What a person reads of `e`: the server's message (and its detail and hint), or the
+/// client's error and its causes.
+fn said(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = db.message().to_string();
+        for extra in [db.detail(), db.hint()].into_iter().flatten() {
+            text.push_str(&format!(" ({extra})"));
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        text.push_str(&format!(": {c}"));
+        cause = c.source();
+    }
+    text
 }
 
 /// `database NAME on HOST` (no user, no password).
@@ -306,10 +344,10 @@ fn describe(config: &postgres::Config) -> String {
 }
 
 #[cfg(test)]
-#[path = "../../../tests/pg_server.rs"]
+#[path = "../../../tests/support/pg_server.rs"]
 pub(crate) mod pg_server;
 
-/// The throwaway server of the tests (tests/pg_server.rs) and a store on a fresh database.
+/// The throwaway server of the tests (tests/support/pg_server.rs) and a store on a fresh database.
 #[cfg(test)]
 pub(crate) mod test_util {
     pub(crate) use super::pg_server as server;
@@ -404,6 +442,28 @@ mod tests {
             err.to_string().contains("/nonexistent/heartbeat-socket"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_connection_lost_to_a_stopped_server_is_unavailable_and_a_restart_is_found_again() {
+        let server = match test_util::server::private_server("lost") {
+            Ok(s) => s,
+            Err(why) => {
+                if std::env::var_os("HEARTBEAT_TEST_STRICT").is_some_and(|v| v == "1") {
+                    panic!("cannot run here (HEARTBEAT_TEST_STRICT=1): PostgreSQL: {why}");
+                }
+                return eprintln!("skipped: PostgreSQL: {why}");
+            }
+        };
+        let url = server.database().unwrap();
+        let pg = Pg::connect(&url, "n1").unwrap();
+        server.stop().unwrap();
+        let err = pg.with(|c| c.query_one("SELECT 1", &[])).err().unwrap();
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+        server.restart().unwrap();
+        let again = Pg::connect(&url, "n1").unwrap();
+        let one: i32 = again.with(|c| c.query_one("SELECT 1", &[])).unwrap().get(0);
+        assert_eq!(one, 1);
     }
 
     #[test]

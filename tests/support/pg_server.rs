@@ -21,42 +21,69 @@ use std::time::{Duration, Instant};
 
 /// A role that logs in with a password ([`PASSWORD`]), owning the databases [`database`]
 /// creates.
-pub const PASSWORD_ROLE: &str = "hb_fleet";
-pub const PASSWORD: &str = "s3cret-pg-pass";
+pub(crate) const PASSWORD_ROLE: &str = "hb_fleet";
+pub(crate) const PASSWORD: &str = "s3cret-pg-pass";
 
 /// The running server: its socket directory and data directory.
-pub struct Server {
-    pub socket_dir: PathBuf,
-    pub data_dir: PathBuf,
-    pub bin_dir: PathBuf,
+pub(crate) struct Server {
+    pub(crate) socket_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
+    pub(crate) bin_dir: PathBuf,
     /// The user the server runs as (`postgres` when the tests run as root).
     run_as: Option<(u32, u32)>,
+    /// Stopped and removed when dropped ([`private_server`]).
+    private: bool,
 }
 
 static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
 static NEXT_DB: AtomicU32 = AtomicU32::new(0);
 
 /// The shared server, started on first use; Err with why when this machine cannot run one.
-pub fn server() -> Result<&'static Server, String> {
-    SERVER.get_or_init(start).as_ref().map_err(Clone::clone)
+pub(crate) fn server() -> Result<&'static Server, String> {
+    SERVER
+        .get_or_init(|| start("shared"))
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+/// A server of its own, for a test that stops or restarts it (the shared one serves the
+/// tests running beside it). Stopped when dropped.
+pub(crate) fn private_server(name: &str) -> Result<Server, String> {
+    let mut server = start(name)?;
+    server.private = true;
+    Ok(server)
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.private {
+            let _ = self.pg_ctl(&["stop", "-m", "immediate"]);
+            let _ = std::fs::remove_dir_all(&self.socket_dir);
+        }
+    }
 }
 
 /// A URL (key/value form) of a new, empty database owned by [`PASSWORD_ROLE`], reached as
 /// that role with its password.
-pub fn database() -> Result<String, String> {
-    let server = server()?;
-    let name = format!(
-        "hb_{}_{}",
-        std::process::id(),
-        NEXT_DB.fetch_add(1, Ordering::Relaxed)
-    );
-    server.psql(&format!("CREATE DATABASE {name} OWNER {PASSWORD_ROLE}"))?;
-    Ok(server.url(&name, PASSWORD_ROLE, PASSWORD))
+pub(crate) fn database() -> Result<String, String> {
+    server()?.database()
 }
 
 impl Server {
+    /// A URL of a new, empty database on this server (see [`database`]).
+    pub(crate) fn database(&self) -> Result<String, String> {
+        let server = self;
+        let name = format!(
+            "hb_{}_{}",
+            std::process::id(),
+            NEXT_DB.fetch_add(1, Ordering::Relaxed)
+        );
+        server.psql(&format!("CREATE DATABASE {name} OWNER {PASSWORD_ROLE}"))?;
+        Ok(server.url(&name, PASSWORD_ROLE, PASSWORD))
+    }
+
     /// A key/value connection string for `db` as `user` with `password`.
-    pub fn url(&self, db: &str, user: &str, password: &str) -> String {
+    pub(crate) fn url(&self, db: &str, user: &str, password: &str) -> String {
         format!(
             "host={} user={user} password={password} dbname={db}",
             self.socket_dir.display()
@@ -64,7 +91,7 @@ impl Server {
     }
 
     /// Run one SQL statement as the superuser.
-    pub fn psql(&self, sql: &str) -> Result<(), String> {
+    pub(crate) fn psql(&self, sql: &str) -> Result<(), String> {
         let out = Command::new(self.bin_dir.join("psql"))
             .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-h"])
             .arg(&self.socket_dir)
@@ -82,12 +109,12 @@ impl Server {
     }
 
     /// Stop the server (fast shutdown: connections are closed).
-    pub fn stop(&self) -> Result<(), String> {
+    pub(crate) fn stop(&self) -> Result<(), String> {
         self.pg_ctl(&["stop", "-m", "fast", "-w"])
     }
 
     /// Start it again after [`Server::stop`], on the same socket and data.
-    pub fn restart(&self) -> Result<(), String> {
+    pub(crate) fn restart(&self) -> Result<(), String> {
         self.pg_ctl(&["restart", "-m", "fast", "-w"])
     }
 
@@ -133,14 +160,14 @@ fn bin_dir() -> Option<PathBuf> {
         .find(|d| d.join("initdb").exists() && d.join("postgres").exists())
 }
 
-fn start() -> Result<Server, String> {
+fn start(name: &str) -> Result<Server, String> {
     let bin_dir = bin_dir().ok_or(
         "PostgreSQL is not installed (no initdb/postgres found; apt-get install postgresql)",
     )?;
     let root = std::env::temp_dir().join("heartbeat-pg-test");
     std::fs::create_dir_all(&root).map_err(|e| format!("{}: {e}", root.display()))?;
     remove_stale(&root);
-    let base = root.join(std::process::id().to_string());
+    let base = root.join(format!("{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
     let run_as = if nix::unistd::geteuid().is_root() {
@@ -199,6 +226,7 @@ fn start() -> Result<Server, String> {
         data_dir,
         bin_dir,
         run_as,
+        private: false,
     };
     server.pg_ctl(&["start", "-w", "-t", "60"])?;
     // Stopped when this process ends, however it ends: a thread that lives as long as the
