@@ -247,6 +247,7 @@ mod tests {
                 (Locked, "locked"),
                 (Paused, "paused"),
                 (OutsideActiveHours, "outside_active_hours"),
+                (StoreUnavailable, "store_unavailable"),
             ],
             RunSkipReason::ALL,
         );

@@ -457,6 +457,80 @@ fn a_postgres_restart_mid_run_never_runs_anything_twice() {
     let c = Node::new("c", &url, md, "");
     let out = c.run("2026-05-01T04:00:00Z");
     assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert_eq!(c.env.events_n("run_skipped", 1)[0]["reason"], "store_unavailable");
+    assert_eq!(
+        c.env.events_n("run_skipped", 1)[0]["reason"],
+        "store_unavailable"
+    );
     assert!(c.env.events("task_succeeded").is_empty());
+}
+
+/// A second bot token of the same form, so that the double tells the daemons' calls apart.
+const TG_TOKEN_B: &str = "7000000001:AAHbTestSecretTokenXYZ-bbbbbbbbbbbb";
+
+#[test]
+fn one_telegram_poller_at_a_time_and_a_killed_holder_is_taken_over() {
+    use crate::common::{Signal, TG_TOKEN, WAIT, tg_toml};
+    use crate::tg_double::TgDouble;
+    use std::time::{Duration, Instant};
+
+    let Some(url) = database() else { return };
+    let tg = TgDouble::start();
+    const CHAT: i64 = 4242;
+    let md = "## Recurring\n### Every 1w\n- [ ] Weekly review\n";
+    let node = |name: &str| {
+        let toml = format!(
+            "timezone = \"UTC\"\n{}\n[fleet]\npostgres_url_env = \"{URL_VAR}\"\nnode = \"{name}\"\nlease = \"2s\"\n",
+            tg_toml(&tg.url(), &[CHAT], "")
+        );
+        Node {
+            env: Env::new(md).config(&toml),
+            url: url.clone(),
+        }
+    };
+    let (a, b) = (node("a"), node("b"));
+    let polls = |token: &str| {
+        tg.calls_to("getUpdates")
+            .into_iter()
+            .filter(|c| c.token == token)
+            .count()
+    };
+    let da = a
+        .cmd(["daemon", "--every", "1h"])
+        .env("HEARTBEAT_TELEGRAM_TOKEN", TG_TOKEN)
+        .spawn_guarded();
+    let deadline = Instant::now() + WAIT;
+    while polls(TG_TOKEN) == 0 {
+        assert!(Instant::now() < deadline, "a never polled");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let db = b
+        .cmd(["daemon", "--every", "1h"])
+        .env("HEARTBEAT_TELEGRAM_TOKEN", TG_TOKEN_B)
+        .spawn_guarded();
+    // b is up (its start tick ran) and a keeps the lease: b never polls.
+    crate::daemon::wait_events(&b.env, "daemon_started", 1, WAIT);
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(polls(TG_TOKEN_B), 0, "two pollers at once");
+    let a_polls = polls(TG_TOKEN);
+
+    // a dies without a word: b takes over once the lease ran out (2 s), well within WAIT.
+    da.signal(Signal::SIGKILL);
+    let _ = da.finish(WAIT);
+    let deadline = Instant::now() + WAIT;
+    while polls(TG_TOKEN_B) == 0 {
+        assert!(Instant::now() < deadline, "b never took over");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(polls(TG_TOKEN) >= a_polls);
+    // An update sent now is handled once, by b.
+    tg.push_update(tg.text_update(CHAT, CHAT, "/status"));
+    let sent = tg.wait_for_calls("sendMessage", 2, WAIT);
+    let replies: Vec<_> = sent
+        .iter()
+        .filter(|c| c.body["text"].as_str().unwrap_or("").contains("status"))
+        .collect();
+    assert_eq!(replies.len(), 1, "{sent:#?}");
+    assert_eq!(replies[0].token, TG_TOKEN_B);
+    db.signal(Signal::SIGTERM);
+    db.finish(WAIT).code(0);
 }

@@ -66,13 +66,15 @@ pub(crate) fn open_fleet(cfg: &crate::config::Config) -> Result<Pg> {
     if let Ok(skew) = pg.clock_skew()
         && skew > MAX_SKEW
     {
-        crate::error::say(&format!(
+        let warning = format!(
             "heartbeat: warning: this machine's clock is {}s off {}'s; leases and times in \
              the fleet assume they agree within {}s (is NTP running?)",
             skew.as_secs(),
             pg.name(),
             MAX_SKEW.as_secs()
-        ));
+        );
+        // Said here, below the engine (the store may not use `error`), redacted as always.
+        eprintln!("{}", crate::redact::Secrets::taken().redact(&warning));
     }
     Ok(pg)
 }
@@ -98,7 +100,7 @@ impl Pg {
     /// Connect as a node of the fleet: migrate, then register the node's name under the key
     /// in its state dir. A name another node's key holds is refused ([`StoreError::NodeTaken`]).
     pub(crate) fn open(url: &str, me: &Registration) -> Result<Pg> {
-        let key = crate::notify::hb1::private_key(me.state_dir, NODE_KEY_FILE, "the node key")
+        let key = crate::sys::key::private_key(me.state_dir, NODE_KEY_FILE, "the node key")
             .map_err(|why| StoreError::Io {
                 path: me.state_dir.join(NODE_KEY_FILE),
                 source: std::io::Error::other(why),
@@ -107,7 +109,7 @@ impl Pg {
         let mut pg = Pg::connect(url, me.node)?;
         pg.lease = me.lease;
         pg.register(&key, me)?;
-        crate::notify::hb1::use_fleet_key(pg.channel_key()?);
+        crate::sys::key::use_fleet_channel_key(pg.channel_key()?);
         Ok(pg)
     }
 
