@@ -168,6 +168,14 @@ fn three_nodes_run_each_slot_once_over_twenty_days() {
         })
         .count();
     assert_eq!(ticked, 1);
+    // A slot one node ran is missed by none.
+    for n in &nodes {
+        assert!(
+            n.env.events("task_missed").is_empty(),
+            "{}",
+            n.env.audit_text()
+        );
+    }
     // Every line says which node wrote it.
     for n in &nodes {
         assert!(n.env.audit().iter().all(|l| l["node"].is_string()));

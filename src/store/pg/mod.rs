@@ -42,6 +42,7 @@ pub(crate) use fleet::{open_fleet, running_as_daemon};
 
 use std::cell::RefCell;
 
+use postgres::config::SslMode;
 use postgres::error::SqlState;
 use postgres::{Client, IsolationLevel, NoTls, Transaction};
 
@@ -87,7 +88,13 @@ impl Pg {
             config
                 .application_name(&format!("heartbeat {node}"))
                 .connect_timeout(std::time::Duration::from_secs(10));
-            config.connect(NoTls)
+            // TLS when the URL asks for it, the server's certificate verified against the
+            // Mozilla roots; else none (`prefer` does not try it: an unverifiable certificate
+            // would fail a connection the user did not ask to encrypt).
+            match config.get_ssl_mode() {
+                SslMode::Require => config.connect(tls()),
+                _ => config.connect(NoTls),
+            }
         })
         .map_err(|e| StoreError::Unavailable {
             store: name.clone(),
@@ -229,6 +236,20 @@ fn migrate_in(
         &[&SCHEMA_VERSION],
     )?;
     Ok(Ok(version))
+}
+
+/// rustls with ring and the Mozilla roots, as heartbeat's other TLS clients.
+fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
+    let roots = rustls::RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tokio_postgres_rustls::MakeRustlsConnect::new(config)
 }
 
 /// Run `f` where the client may block: on this thread, or on a scoped thread of its own
@@ -464,6 +485,19 @@ mod tests {
         let again = Pg::connect(&url, "n1").unwrap();
         let one: i32 = again.with(|c| c.query_one("SELECT 1", &[])).unwrap().get(0);
         assert_eq!(one, 1);
+    }
+
+    #[test]
+    fn a_url_that_asks_for_tls_gets_it_or_no_connection() {
+        // The test server has no TLS: asked for, the connection fails rather than going
+        // on in the clear.
+        let Some(url) = test_util::url() else { return };
+        let err = Pg::connect(&format!("{url} sslmode=require"), "n1")
+            .err()
+            .unwrap();
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+        assert!(err.to_string().to_lowercase().contains("tls"), "{err}");
+        Pg::connect(&format!("{url} sslmode=prefer"), "n1").unwrap();
     }
 
     #[test]
