@@ -484,9 +484,8 @@ fn figure_fleet(root: &Path, runs: usize) -> usize {
     let sqlite = many_logs_case(root, "fleet-sqlite", &empty, 1000);
     let nodes: Vec<Case> = (0..5)
         .map(|i| {
-            let config = format!(
-                "{FULL}[fleet]\npostgres_url_env = \"HB_BENCH_PG\"\nnode = \"n{i}\"\n"
-            );
+            let config =
+                format!("{FULL}[fleet]\npostgres_url_env = \"HB_BENCH_PG\"\nnode = \"n{i}\"\n");
             let mut c = Case::new(root, &format!("fleet-{i}"), &config, &many_logs(1000));
             c.md = Some(many_logs(1000));
             c
@@ -498,7 +497,11 @@ fn figure_fleet(root: &Path, runs: usize) -> usize {
         for n in nodes {
             n.restore();
             let _ = fs::remove_dir_all(n.dir.join("state"));
-            let status = n.cmd(&["status"]).env("HB_BENCH_PG", &url).status().unwrap();
+            let status = n
+                .cmd(&["status"])
+                .env("HB_BENCH_PG", &url)
+                .status()
+                .unwrap();
             assert!(status.success(), "status on a fresh database");
         }
         url

@@ -304,6 +304,19 @@ pub(crate) fn take_env(name: &str) -> Option<String> {
     Some(value).filter(|v| !v.is_empty())
 }
 
+/// The value of the secret variable `name` if this process took it already (None
+/// otherwise; nothing is read from the environment): whether a variable a config names was
+/// set, after `take_env` removed it (a long-lived process loads its config again).
+pub(crate) fn taken_env(name: &str) -> Option<String> {
+    let taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
+    taken
+        .vars
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.is_empty())
+}
+
 /// The secret held in the file at `path` (`[telegram] bot_token_file`), trimmed. Read once
 /// per process: later calls return the value remembered, so a daemon's reloads do not read
 /// it again. Refused when group or others may read the file (`mode & 0o077`), when it is not

@@ -464,13 +464,18 @@ impl Source {
             ));
         };
         let url_env = var.get_ref().0.clone();
-        if (opts.env)(&url_env).is_none_or(|v| v.trim().is_empty()) {
+        // Set in the environment, or taken from it already by this process (a daemon or
+        // `heartbeat mcp` loading its config again).
+        let set = (opts.env)(&url_env)
+            .filter(|v| !v.trim().is_empty())
+            .or_else(|| crate::redact::taken_env(&url_env));
+        if set.is_none() {
             return Err(self.err(
                 "fleet.postgres_url_env",
                 Some(var.span()),
                 &format!(
-                    "${url_env} is not set: export the fleet's PostgreSQL URL in it \
-                     (postgres://user:password@host/db)"
+                    "${url_env} is not set: export the fleet's PostgreSQL URL in it (a \
+                     postgres:// URL, or host=… dbname=… pairs)"
                 ),
             ));
         }

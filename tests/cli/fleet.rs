@@ -39,9 +39,14 @@ const MD: &str = "# Ops
 ";
 
 fn config(node: &str, extra: &str) -> String {
+    fleet_config(node, "", extra)
+}
+
+/// A node's config with more keys in its `[fleet]` table.
+fn fleet_config(node: &str, fleet: &str, extra: &str) -> String {
     format!(
         "timezone = \"UTC\"\n\
-         [fleet]\npostgres_url_env = \"{URL_VAR}\"\nnode = \"{node}\"\n\
+         [fleet]\npostgres_url_env = \"{URL_VAR}\"\nnode = \"{node}\"\n{fleet}\n\
          [tools.shell]\napproval = \"auto\"\n{extra}"
     )
 }
@@ -541,4 +546,92 @@ fn one_telegram_poller_at_a_time_and_a_killed_holder_is_taken_over() {
     assert_eq!(replies[0].token, TG_TOKEN_B);
     db.signal(Signal::SIGTERM);
     db.finish(WAIT).code(0);
+}
+
+#[test]
+fn heartbeat_mcp_reads_and_writes_the_fleets_store_from_inside_its_runtime() {
+    use crate::mcp_server::Client;
+    let Some(url) = database() else { return };
+    let a = Node::new("a", &url, MD, "");
+    let b = Node::new("b", &url, MD, "");
+    let mut client = Client::connect_with(a.cmd(["mcp"]));
+    let status = client.call("status", serde_json::json!({})).unwrap();
+    assert_eq!(status["nodes"][0]["node"], "a", "{status}");
+    client
+        .call(
+            "pause",
+            serde_json::json!({"for": "1h", "reason": "maintenance"}),
+        )
+        .unwrap();
+    let out = client.leave();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    // The pause is the fleet's: the other node sees it.
+    let v = b.cmd(["status", "--json"]).output().json();
+    assert_eq!(v["paused"], true, "{v}");
+}
+
+#[test]
+fn doctor_checks_the_store_the_nodes_and_the_leases() {
+    let Some(url) = database() else { return };
+    let a = Node::new("a", &url, MD, "");
+    let b = Node::new("b", &url, &format!("{MD}\n- [ ] only on b\n"), "");
+    a.run("2026-05-01T01:00:00Z");
+    b.run("2026-05-01T01:00:00Z");
+    let v = a
+        .cmd(["doctor", "--json"])
+        .now("2026-05-01T01:05:00Z")
+        .output()
+        .json();
+    let check = |id: &str| {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} check: {v}"))
+    };
+    assert_eq!(check("store")["status"], "ok");
+    assert_eq!(check("nodes")["status"], "warn");
+    assert!(
+        check("nodes")["message"]
+            .as_str()
+            .unwrap()
+            .contains("differs")
+    );
+    assert_eq!(check("leases")["status"], "ok");
+}
+
+#[test]
+fn tick_all_ticks_every_nodes_copy_and_none_ticks_nothing() {
+    let Some(url) = database() else { return };
+    let md = "# Ops\n\n## One-time\n\n- [ ] @shell {\"cmd\": \"echo once\"}\n";
+    let all: Vec<Node> = ["a", "b"]
+        .iter()
+        .map(|n| Node {
+            env: Env::new(md).config(&fleet_config(n, "tick = \"all\"", "")),
+            url: url.clone(),
+        })
+        .collect();
+    for n in &all {
+        assert_eq!(n.run("2026-05-01T02:00:00Z").code, Some(0));
+    }
+    for n in &all {
+        assert!(
+            n.env.read("HEARTBEAT.md").contains("- [x] @shell"),
+            "{}",
+            n.env.audit_text()
+        );
+    }
+    assert_eq!(successes(&all).len(), 1);
+
+    let Some(url) = database() else { return };
+    let none = Node {
+        env: Env::new(md).config(&fleet_config("c", "tick = \"none\"", "")),
+        url,
+    };
+    none.run("2026-05-01T02:00:00Z");
+    assert_eq!(none.env.events("task_succeeded").len(), 1);
+    assert!(none.env.read("HEARTBEAT.md").contains("- [ ] @shell"));
 }
