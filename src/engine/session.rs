@@ -631,7 +631,11 @@ impl<'a> Session<'a> {
         if self.cfg.fleet.is_none() || self.named {
             return Ok(true);
         }
-        let retry_at = self.ledger.store.retry_chain(&task.id)?.map(|(_, at)| at);
+        // A one-time task is claimed once for ever: its retry time does not matter.
+        let retry_at = match task.section {
+            Section::OneTime => None,
+            _ => self.ledger.store.retry_chain(&task.id)?.map(|(_, at)| at),
+        };
         let claim = crate::plan::claim_of(self.cfg, task, retry_at, self.now);
         let won = self
             .ledger

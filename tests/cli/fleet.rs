@@ -349,18 +349,24 @@ fn one_name_one_node_until_forgotten() {
     assert_eq!(second.run("2026-05-01T01:00:00Z").code, Some(0));
 }
 
+/// Nodes `a` and `b`, whose HEARTBEAT.md differ by one line, each after a run.
+fn two_nodes_whose_files_differ(url: &str) -> (Node, Node) {
+    let a = Node::new("a", url, MD, "");
+    let b = Node::new("b", url, &format!("{MD}\n- [ ] a line only b has\n"), "");
+    a.run("2026-05-01T01:00:00Z");
+    b.run("2026-05-01T01:00:00Z");
+    (a, b)
+}
+
 #[test]
 fn status_lists_the_nodes_and_warns_when_their_files_differ() {
     let Some(url) = database() else { return };
-    let a = Node::new("a", &url, MD, "");
-    let b = Node::new("b", &url, &format!("{MD}\n- [ ] a line only b has\n"), "");
-    a.run("2026-05-01T01:00:00Z");
-    b.run("2026-05-01T01:00:00Z");
-    let out = a
+    let (a, _b) = two_nodes_whose_files_differ(&url);
+    let v = a
         .cmd(["status", "--json"])
         .now("2026-05-01T01:05:00Z")
-        .output();
-    let v: Value = serde_json::from_str(&out.stdout).unwrap();
+        .output()
+        .json();
     let nodes: Vec<&str> = v["nodes"]
         .as_array()
         .unwrap()
@@ -390,14 +396,9 @@ fn a_node_killed_mid_task_leaves_it_interrupted_never_run_again_elsewhere() {
         .now("2026-05-01T02:00:00Z")
         .spawn_guarded();
     // Wait until the task started (its start is durable before the tool runs).
-    let deadline = std::time::Instant::now() + crate::common::WAIT;
-    while !a.env.audit_text().contains("run_started") || !started(&url) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the task never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    wait_until("the task to start", || {
+        a.env.audit_text().contains("run_started") && started(&url)
+    });
     child.signal(crate::common::Signal::SIGKILL);
     let _ = child.finish(crate::common::WAIT);
     let out = b.run("2026-05-01T02:05:00Z");
@@ -416,6 +417,19 @@ fn a_node_killed_mid_task_leaves_it_interrupted_never_run_again_elsewhere() {
     a.run("2026-05-01T03:00:00Z");
     assert!(a.env.events("task_succeeded").is_empty());
     assert!(b.env.events("task_succeeded").is_empty());
+}
+
+/// Wait (up to the harness's deadline for a hang) until `ok`.
+#[track_caller]
+fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + crate::common::WAIT;
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited in vain for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Whether a start is recorded in the fleet's database.
@@ -441,11 +455,7 @@ fn a_postgres_restart_mid_run_never_runs_anything_twice() {
         .cmd(["run", "--once"])
         .now("2026-05-01T02:00:00Z")
         .spawn_guarded();
-    let deadline = std::time::Instant::now() + crate::common::WAIT;
-    while !started(&url) {
-        assert!(std::time::Instant::now() < deadline, "nothing started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until("a start", || started(&url));
     server.restart().unwrap();
     let out = child.finish(crate::common::WAIT);
     assert_ne!(
@@ -484,7 +494,7 @@ const TG_TOKEN_B: &str = "7000000001:AAHbTestSecretTokenXYZ-bbbbbbbbbbbb";
 fn one_telegram_poller_at_a_time_and_a_killed_holder_is_taken_over() {
     use crate::common::{Signal, TG_TOKEN, WAIT, tg_toml};
     use crate::tg_double::TgDouble;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let Some(url) = database() else { return };
     let tg = TgDouble::start();
@@ -511,11 +521,7 @@ fn one_telegram_poller_at_a_time_and_a_killed_holder_is_taken_over() {
         .cmd(["daemon", "--every", "1h"])
         .env("HEARTBEAT_TELEGRAM_TOKEN", TG_TOKEN)
         .spawn_guarded();
-    let deadline = Instant::now() + WAIT;
-    while polls(TG_TOKEN) == 0 {
-        assert!(Instant::now() < deadline, "a never polled");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("a to poll", || polls(TG_TOKEN) > 0);
     let db = b
         .cmd(["daemon", "--every", "1h"])
         .env("HEARTBEAT_TELEGRAM_TOKEN", TG_TOKEN_B)
@@ -529,11 +535,7 @@ fn one_telegram_poller_at_a_time_and_a_killed_holder_is_taken_over() {
     // a dies without a word: b takes over once the lease ran out (2 s), well within WAIT.
     da.signal(Signal::SIGKILL);
     let _ = da.finish(WAIT);
-    let deadline = Instant::now() + WAIT;
-    while polls(TG_TOKEN_B) == 0 {
-        assert!(Instant::now() < deadline, "b never took over");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until("b to take over", || polls(TG_TOKEN_B) > 0);
     assert!(polls(TG_TOKEN) >= a_polls);
     // An update sent now is handled once, by b.
     tg.push_update(tg.text_update(CHAT, CHAT, "/status"));
@@ -574,10 +576,7 @@ fn heartbeat_mcp_reads_and_writes_the_fleets_store_from_inside_its_runtime() {
 #[test]
 fn doctor_checks_the_store_the_nodes_and_the_leases() {
     let Some(url) = database() else { return };
-    let a = Node::new("a", &url, MD, "");
-    let b = Node::new("b", &url, &format!("{MD}\n- [ ] only on b\n"), "");
-    a.run("2026-05-01T01:00:00Z");
-    b.run("2026-05-01T01:00:00Z");
+    let (a, _b) = two_nodes_whose_files_differ(&url);
     let v = a
         .cmd(["doctor", "--json"])
         .now("2026-05-01T01:05:00Z")
