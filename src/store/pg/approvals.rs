@@ -17,9 +17,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use postgres::types::{FromSql, Type};
 
-use super::{Pg, RUN_IS_GONE};
+use super::{Pg, RUN_IS_GONE, Word};
 use crate::audit::{format_ts, parse_ts};
 use crate::model::ApprovalState;
 use crate::store::proposals::AGENT_PREFIX;
@@ -29,28 +28,6 @@ use crate::text::Redacted;
 /// The columns [`approval_row`] reads, in its order.
 const COLUMNS: &str = "id, task_id, state, tool, input, file, line, section, text, created_at, \
                        decided_at, decided_by, reason, config";
-
-/// A stored word read through its `FromStr`: a word heartbeat does not know is a decoding
-/// error that names it, never a default.
-struct Word<T>(T);
-
-impl<'a, T> FromSql<'a> for Word<T>
-where
-    T: std::str::FromStr,
-    T::Err: std::error::Error + Send + Sync + 'static,
-{
-    fn from_sql(
-        ty: &Type,
-        raw: &'a [u8],
-    ) -> std::result::Result<Self, Box<dyn std::error::Error + Send + Sync>> {
-        let text = <&str as FromSql>::from_sql(ty, raw)?;
-        Ok(Word(text.parse()?))
-    }
-
-    fn accepts(ty: &Type) -> bool {
-        <&str as FromSql>::accepts(ty)
-    }
-}
 
 fn approval_row(r: &postgres::Row) -> std::result::Result<ApprovalRow, postgres::Error> {
     let input: String = r.try_get(4)?;

@@ -238,6 +238,28 @@ fn migrate_in(
     Ok(Ok(version))
 }
 
+/// A stored word read through its `FromStr`: a word heartbeat does not know is a decoding
+/// error that names it, never a default.
+pub(super) struct Word<T>(pub(super) T);
+
+impl<'a, T> postgres::types::FromSql<'a> for Word<T>
+where
+    T: std::str::FromStr,
+    T::Err: std::error::Error + Send + Sync + 'static,
+{
+    fn from_sql(
+        ty: &postgres::types::Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        let text = <&str as postgres::types::FromSql>::from_sql(ty, raw)?;
+        Ok(Word(text.parse()?))
+    }
+
+    fn accepts(ty: &postgres::types::Type) -> bool {
+        <&str as postgres::types::FromSql>::accepts(ty)
+    }
+}
+
 /// rustls with ring and the Mozilla roots, as heartbeat's other TLS clients.
 fn tls() -> tokio_postgres_rustls::MakeRustlsConnect {
     let roots = rustls::RootCertStore {

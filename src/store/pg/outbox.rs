@@ -10,29 +10,19 @@
 //! - The Telegram offset in `meta` only moves forward: a node that acted on older updates
 //!   never takes it back below what another node stored.
 
-use std::str::FromStr;
-
 use chrono::{DateTime, Utc};
 
-use super::Pg;
+use super::{Pg, Word};
 use crate::audit::format_ts;
-use crate::model::{HoldReason, UnknownWord};
+use crate::model::HoldReason;
 use crate::store::outbox::AGENT_BY;
 use crate::store::{
-    DbError, Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow, Result, StoreError,
-    TELEGRAM_OFFSET,
+    Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow, Result, TELEGRAM_OFFSET,
 };
 use crate::text::Redacted;
 
 /// A word of a closed set (`HoldReason`) read back from a row: one heartbeat does not know
 /// is an error that names it, never a default.
-fn word<T: FromStr<Err = UnknownWord>>(pg: &Pg, text: &str) -> Result<T> {
-    text.parse().map_err(|e| StoreError::Postgres {
-        store: pg.name().to_string(),
-        source: DbError::new(e),
-    })
-}
-
 /// `meta` keys whose value is a number that only moves forward when nodes race to store it.
 const FORWARD_ONLY: &[&str] = &[TELEGRAM_OFFSET];
 
@@ -98,7 +88,7 @@ impl Outbox for Pg {
     }
 
     fn outbox(&self) -> Result<Vec<OutboxRow>> {
-        let rows: Vec<(OutboxRow, Option<String>)> = self.with(|c| {
+        self.with(|c| {
             c.query(
                 "SELECT id, channel, destination, kind, payload, urgent, direct, approvals,
                     created_at, attempts, resets, held,
@@ -122,21 +112,15 @@ impl Outbox for Pg {
                     resets: serde_json::from_str(&resets).unwrap_or_default(),
                     created_at: r.try_get(8)?,
                     attempts: r.try_get(9)?,
-                    held: None,
+                    held: r.try_get::<_, Option<Word<HoldReason>>>(11)?.map(|w| w.0),
                     delivery_id: r.try_get(12)?,
                     title: r.try_get(13)?,
                     data: r.try_get(14)?,
                 };
-                Ok((row, r.try_get(11)?))
+                Ok(row)
             })
             .collect()
-        })?;
-        rows.into_iter()
-            .map(|(row, held)| {
-                let held = held.map(|w| word(self, &w)).transpose()?;
-                Ok(OutboxRow { held, ..row })
-            })
-            .collect()
+        })
     }
 
     fn outbox_len(&self) -> Result<i64> {
