@@ -52,6 +52,8 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Print Prometheus metrics (text format 0.0.4) computed from the state dir')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, or install every page where `man` finds them (--install)')
+            [CompletionResult]::new('fleet', 'fleet', [CompletionResultType]::ParameterValue, 'Fleet mode: several hosts sharing one PostgreSQL')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -367,6 +369,57 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break
         }
+        'heartbeat;man' {
+            [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Where --install writes the pages (default: ~/.local/share/man/man1)')
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('--install', '--install', [CompletionResultType]::ParameterName, 'Write heartbeat.1 and a page per subcommand into the directory `man` searches for your own installs, so that `man heartbeat` works')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;fleet' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('forget', 'forget', [CompletionResultType]::ParameterValue, 'Free a node''s name (a node that is gone for good), so another state dir may take it')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'heartbeat;fleet;forget' {
+            [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
+            [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
+            [CompletionResult]::new('--now', '--now', [CompletionResultType]::ParameterName, 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone')
+            [CompletionResult]::new('-v', '-v', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('--verbose', '--verbose', [CompletionResultType]::ParameterName, 'Diagnostics on stderr (-vv for more)')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'heartbeat;fleet;help' {
+            [CompletionResult]::new('forget', 'forget', [CompletionResultType]::ParameterValue, 'Free a node''s name (a node that is gone for good), so another state dir may take it')
+            [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
+            break
+        }
+        'heartbeat;fleet;help;forget' {
+            break
+        }
+        'heartbeat;fleet;help;help' {
+            break
+        }
         'heartbeat;completions' {
             [CompletionResult]::new('--config', '--config', [CompletionResultType]::ParameterName, 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)')
             [CompletionResult]::new('--state-dir', '--state-dir', [CompletionResultType]::ParameterName, 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock')
@@ -402,6 +455,8 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             [CompletionResult]::new('log', 'log', [CompletionResultType]::ParameterValue, 'Show the audit log, filtered; human-readable unless --json')
             [CompletionResult]::new('metrics', 'metrics', [CompletionResultType]::ParameterValue, 'Print Prometheus metrics (text format 0.0.4) computed from the state dir')
             [CompletionResult]::new('init', 'init', [CompletionResultType]::ParameterValue, 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page, or install every page where `man` finds them (--install)')
+            [CompletionResult]::new('fleet', 'fleet', [CompletionResultType]::ParameterValue, 'Fleet mode: several hosts sharing one PostgreSQL')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script')
             [CompletionResult]::new('help', 'help', [CompletionResultType]::ParameterValue, 'Print this message or the help of the given subcommand(s)')
             break
@@ -470,6 +525,16 @@ Register-ArgumentCompleter -Native -CommandName 'heartbeat' -ScriptBlock {
             break
         }
         'heartbeat;help;init' {
+            break
+        }
+        'heartbeat;help;man' {
+            break
+        }
+        'heartbeat;help;fleet' {
+            [CompletionResult]::new('forget', 'forget', [CompletionResultType]::ParameterValue, 'Free a node''s name (a node that is gone for good), so another state dir may take it')
+            break
+        }
+        'heartbeat;help;fleet;forget' {
             break
         }
         'heartbeat;help;completions' {

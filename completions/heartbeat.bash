@@ -37,6 +37,9 @@ _heartbeat() {
             heartbeat,doctor)
                 cmd="heartbeat__subcmd__doctor"
                 ;;
+            heartbeat,fleet)
+                cmd="heartbeat__subcmd__fleet"
+                ;;
             heartbeat,grants)
                 cmd="heartbeat__subcmd__grants"
                 ;;
@@ -48,6 +51,9 @@ _heartbeat() {
                 ;;
             heartbeat,log)
                 cmd="heartbeat__subcmd__log"
+                ;;
+            heartbeat,man)
+                cmd="heartbeat__subcmd__man"
                 ;;
             heartbeat,mcp)
                 cmd="heartbeat__subcmd__mcp"
@@ -88,6 +94,18 @@ _heartbeat() {
             heartbeat,unsnooze)
                 cmd="heartbeat__subcmd__unsnooze"
                 ;;
+            heartbeat__subcmd__fleet,forget)
+                cmd="heartbeat__subcmd__fleet__subcmd__forget"
+                ;;
+            heartbeat__subcmd__fleet,help)
+                cmd="heartbeat__subcmd__fleet__subcmd__help"
+                ;;
+            heartbeat__subcmd__fleet__subcmd__help,forget)
+                cmd="heartbeat__subcmd__fleet__subcmd__help__subcmd__forget"
+                ;;
+            heartbeat__subcmd__fleet__subcmd__help,help)
+                cmd="heartbeat__subcmd__fleet__subcmd__help__subcmd__help"
+                ;;
             heartbeat__subcmd__help,approvals)
                 cmd="heartbeat__subcmd__help__subcmd__approvals"
                 ;;
@@ -109,6 +127,9 @@ _heartbeat() {
             heartbeat__subcmd__help,doctor)
                 cmd="heartbeat__subcmd__help__subcmd__doctor"
                 ;;
+            heartbeat__subcmd__help,fleet)
+                cmd="heartbeat__subcmd__help__subcmd__fleet"
+                ;;
             heartbeat__subcmd__help,grants)
                 cmd="heartbeat__subcmd__help__subcmd__grants"
                 ;;
@@ -120,6 +141,9 @@ _heartbeat() {
                 ;;
             heartbeat__subcmd__help,log)
                 cmd="heartbeat__subcmd__help__subcmd__log"
+                ;;
+            heartbeat__subcmd__help,man)
+                cmd="heartbeat__subcmd__help__subcmd__man"
                 ;;
             heartbeat__subcmd__help,mcp)
                 cmd="heartbeat__subcmd__help__subcmd__mcp"
@@ -160,6 +184,9 @@ _heartbeat() {
             heartbeat__subcmd__help,unsnooze)
                 cmd="heartbeat__subcmd__help__subcmd__unsnooze"
                 ;;
+            heartbeat__subcmd__help__subcmd__fleet,forget)
+                cmd="heartbeat__subcmd__help__subcmd__fleet__subcmd__forget"
+                ;;
             *)
                 ;;
         esac
@@ -167,7 +194,7 @@ _heartbeat() {
 
     case "${cmd}" in
         heartbeat)
-            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
+            opts="-v -h -V --config --state-dir --now --verbose --help --version run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init man fleet completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -398,6 +425,100 @@ _heartbeat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        heartbeat__subcmd__fleet)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version forget help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__fleet__subcmd__forget)
+            opts="-v -h -V --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__fleet__subcmd__help)
+            opts="forget help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__fleet__subcmd__help__subcmd__forget)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__fleet__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         heartbeat__subcmd__grants)
             opts="-v -h -V --json --config --state-dir --now --verbose --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
@@ -425,7 +546,7 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help)
-            opts="run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init completions help"
+            opts="run daemon check status doctor approve deny approvals grants revoke reset snooze unsnooze pause resume notify-test telegram-chats mcp-tools mcp log metrics init man fleet completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -536,6 +657,34 @@ _heartbeat() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        heartbeat__subcmd__help__subcmd__fleet)
+            opts="forget"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__fleet__subcmd__forget)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         heartbeat__subcmd__help__subcmd__grants)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -579,6 +728,20 @@ _heartbeat() {
             return 0
             ;;
         heartbeat__subcmd__help__subcmd__log)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__help__subcmd__man)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -828,6 +991,36 @@ _heartbeat() {
                     return 0
                     ;;
                 -n)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --state-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --now)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        heartbeat__subcmd__man)
+            opts="-v -h -V --install --dir --config --state-dir --now --verbose --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -49,6 +49,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand log 'Show the audit log, filtered; human-readable unless --json'
             cand metrics 'Print Prometheus metrics (text format 0.0.4) computed from the state dir'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
+            cand man 'Print the man page, or install every page where `man` finds them (--install)'
+            cand fleet 'Fleet mode: several hosts sharing one PostgreSQL'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -341,6 +343,51 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand -V 'Print version'
             cand --version 'Print version'
         }
+        &'heartbeat;man'= {
+            cand --dir 'Where --install writes the pages (default: ~/.local/share/man/man1)'
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand --install 'Write heartbeat.1 and a page per subcommand into the directory `man` searches for your own installs, so that `man heartbeat` works'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;fleet'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+            cand forget 'Free a node''s name (a node that is gone for good), so another state dir may take it'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'heartbeat;fleet;forget'= {
+            cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
+            cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
+            cand --now 'Act as if it were this time, for decisions and records: RFC 3339, or a local 2026-12-07T02:00 or 2026-12-07 in the configured zone'
+            cand -v 'Diagnostics on stderr (-vv for more)'
+            cand --verbose 'Diagnostics on stderr (-vv for more)'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'heartbeat;fleet;help'= {
+            cand forget 'Free a node''s name (a node that is gone for good), so another state dir may take it'
+            cand help 'Print this message or the help of the given subcommand(s)'
+        }
+        &'heartbeat;fleet;help;forget'= {
+        }
+        &'heartbeat;fleet;help;help'= {
+        }
         &'heartbeat;completions'= {
             cand --config 'Config file (default: $HEARTBEAT_CONFIG, heartbeat.toml beside the first HEARTBEAT.md, then the platform config dir)'
             cand --state-dir 'Directory for heartbeat.db, audit.jsonl and heartbeat.lock'
@@ -375,6 +422,8 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
             cand log 'Show the audit log, filtered; human-readable unless --json'
             cand metrics 'Print Prometheus metrics (text format 0.0.4) computed from the state dir'
             cand init 'Write a commented HEARTBEAT.md and heartbeat.toml to start from (never overwrites)'
+            cand man 'Print the man page, or install every page where `man` finds them (--install)'
+            cand fleet 'Fleet mode: several hosts sharing one PostgreSQL'
             cand completions 'Print a shell completion script'
             cand help 'Print this message or the help of the given subcommand(s)'
         }
@@ -421,6 +470,13 @@ set edit:completion:arg-completer[heartbeat] = {|@words|
         &'heartbeat;help;metrics'= {
         }
         &'heartbeat;help;init'= {
+        }
+        &'heartbeat;help;man'= {
+        }
+        &'heartbeat;help;fleet'= {
+            cand forget 'Free a node''s name (a node that is gone for good), so another state dir may take it'
+        }
+        &'heartbeat;help;fleet;forget'= {
         }
         &'heartbeat;help;completions'= {
         }

@@ -107,6 +107,9 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::Daemon(args) => cmd::daemon::run(&ctx, &args),
         Command::Reset { task_id } => cmd::reset::run(&ctx, &task_id),
         Command::Snooze(args) => cmd::snooze::snooze(&ctx, &args),
+        Command::Fleet(crate::cli::FleetCommand::Forget { node }) => {
+            cmd::fleet::forget(&ctx, &node)
+        }
         Command::Unsnooze { task_id } => cmd::snooze::unsnooze(&ctx, &task_id),
         Command::Pause(args) => cmd::pause::pause(&ctx, &args),
         Command::Resume => cmd::pause::resume(&ctx),
@@ -117,6 +120,7 @@ fn dispatch(cli: Cli, work: &WorkStarted, output: &cmd::OutputError) -> Result<u
         Command::Log(args) => cmd::log::run(&ctx, &args),
         Command::Metrics => cmd::metrics::run(&ctx),
         Command::Init { dir } => cmd::init::run(&ctx, dir.as_deref()),
+        Command::Man(args) => cmd::man::run(&ctx, &args),
         Command::Completions { shell } => {
             let mut out = std::io::stdout();
             clap_complete::generate(shell, &mut Cli::command(), "heartbeat", &mut out);

@@ -111,11 +111,28 @@ pub enum Command {
         /// Where to write them (default: the current directory)
         dir: Option<PathBuf>,
     },
+    /// Print the man page, or install every page where `man` finds them (--install)
+    Man(ManArgs),
+    /// Fleet mode: several hosts sharing one PostgreSQL
+    #[command(subcommand)]
+    Fleet(FleetCommand),
     /// Print a shell completion script
     Completions {
         #[arg(value_enum)]
         shell: Shell,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write heartbeat.1 and a page per subcommand into the directory `man` searches for
+    /// your own installs, so that `man heartbeat` works
+    #[arg(long)]
+    pub install: bool,
+
+    /// Where --install writes the pages (default: ~/.local/share/man/man1)
+    #[arg(long, value_name = "DIR", requires = "install")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -219,6 +236,15 @@ pub struct PauseArgs {
     /// Why (recorded and shown)
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FleetCommand {
+    /// Free a node's name (a node that is gone for good), so another state dir may take it
+    Forget {
+        /// The node's name, as `heartbeat status` lists it
+        node: String,
+    },
 }
 
 #[derive(Debug, Args)]

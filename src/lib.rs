@@ -17,6 +17,7 @@ mod error;
 mod exit;
 mod fault;
 mod lock;
+pub mod man;
 mod markdown;
 mod mcp;
 mod metrics;

@@ -161,6 +161,9 @@ pub(crate) enum Decision<'a> {
     Inactive,
     /// A failed run is tried again at this time (docs/reference.md#retries).
     Retry(DateTime<Utc>),
+    /// In a fleet, the tool's `hosts` leave this node out: another node runs it
+    /// (docs/fleet.md#affinity).
+    Elsewhere,
 }
 
 impl Decision<'_> {
@@ -190,6 +193,7 @@ impl Decision<'_> {
             Decision::Done => Decision::Done,
             Decision::Inactive => Decision::Inactive,
             Decision::Retry(at) => Decision::Retry(at),
+            Decision::Elsewhere => Decision::Elsewhere,
         }
     }
 
@@ -212,6 +216,7 @@ impl Decision<'_> {
             Decision::Inactive => "inactive",
             Decision::Interrupted => "interrupted",
             Decision::Retry(_) => "retry",
+            Decision::Elsewhere => "elsewhere",
         }
     }
 }
@@ -429,7 +434,8 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
 
     let tz = task.zone_or(cfg.tz());
     let last = state.last_attempt.get(&task.id).copied();
-    let schedule = task.schedule.as_ref();
+    let fleet_every = fleet_schedule(cfg, task);
+    let schedule = task.schedule.as_ref().or(fleet_every.as_ref());
     // A calendar slot with `max_lateness` is due until that deadline, not to the end of its
     // day; with jitter, it falls later (docs/reference.md#missed-slots).
     let rules = slot_rules(cfg, task);
@@ -522,10 +528,57 @@ fn decide<'a>(task: &'a Task, input: &PlanInput<'_, 'a>, active: bool) -> Planne
     let decision = match (input.autonomy, approval) {
         (Autonomy::Observe, _) => Decision::Skip(SkipReason::Observe),
         _ if asks_first => Decision::Approve(call),
+        // Any node may queue an approval; only the tool's hosts run it.
+        (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto)
+            if !cfg.runs_here(&spec.name) =>
+        {
+            Decision::Elsewhere
+        }
         (Autonomy::Full, _) | (Autonomy::Cautious, Approval::Auto) => Decision::Run(call),
         (Autonomy::Cautious, _) => Decision::Approve(call),
     };
     planned(decision, due_at)
+}
+
+/// In a fleet, a recurring task without a schedule heading runs at most once per
+/// `[fleet] every`, fleet-wide (docs/fleet.md#exactly-once); on one host, at every run.
+fn fleet_schedule(cfg: &Config, task: &Task) -> Option<crate::model::Schedule> {
+    let fleet = cfg.fleet.as_ref()?;
+    (task.section == Section::Recurring && task.schedule.is_none())
+        .then_some(crate::model::Schedule::Every(fleet.every))
+}
+
+/// What a node of a fleet claims before it acts on a planned task (docs/fleet.md#exactly-once):
+/// a one-time task once for ever; a retry its own time; a calendar slot its time; an
+/// interval (or no heading: `[fleet] every`) the compare-and-set of the last attempt.
+pub(crate) fn claim_of(
+    cfg: &Config,
+    task: &Task,
+    retry_at: Option<DateTime<Utc>>,
+    now: DateTime<Utc>,
+) -> crate::store::Claim {
+    use crate::store::Claim;
+    if task.section == Section::OneTime {
+        return Claim::Key("once".into());
+    }
+    if let Some(at) = retry_at.filter(|at| *at <= now) {
+        return Claim::Key(format!("retry {}", crate::audit::format_ts(at)));
+    }
+    let fleet_every = fleet_schedule(cfg, task);
+    let schedule = task.schedule.as_ref().or(fleet_every.as_ref());
+    let tz = task.zone_or(cfg.tz());
+    if let Some(slot) = schedule::last_slot(schedule, tz, now, slot_rules(cfg, task)) {
+        return Claim::Key(crate::audit::format_ts(slot.at));
+    }
+    let every = match schedule {
+        Some(crate::model::Schedule::Every(d)) => *d - schedule::slack(*d),
+        _ => std::time::Duration::ZERO,
+    };
+    let before = chrono::Duration::from_std(every)
+        .ok()
+        .and_then(|d| now.checked_sub_signed(d))
+        .unwrap_or(now);
+    Claim::Every { before }
 }
 
 /// The tool a task calls and its input: `@name {…}`, or for a plain task with

@@ -20,6 +20,8 @@
 //!   would otherwise survive minus its tail. [`crate::text::Redacted`], the text a sink
 //!   takes, is made here ([`Secrets::redact`]) and is the only text that can be cut.
 //! - Redaction is idempotent: `***` holds no secret.
+//! - A secret file (`bot_token_file`) is read once per process ([`take_file`]) and only
+//!   when no one but its owner may read it; its value is registered like a variable's.
 //! - A secret variable is read from the environment once per process ([`take_env`]): it is
 //!   then removed from heartbeat's environment and its bytes overwritten in the process's
 //!   original environment block, and the process is made non-dumpable, so that neither a
@@ -27,6 +29,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{Map, Value};
@@ -301,14 +304,82 @@ pub(crate) fn take_env(name: &str) -> Option<String> {
     Some(value).filter(|v| !v.is_empty())
 }
 
+/// The value of the secret variable `name` if this process took it already (None
+/// otherwise; nothing is read from the environment): whether a variable a config names was
+/// set, after `take_env` removed it (a long-lived process loads its config again).
+pub(crate) fn taken_env(name: &str) -> Option<String> {
+    let taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
+    taken
+        .vars
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.is_empty())
+}
+
+/// The secret held in the file at `path` (`[telegram] bot_token_file`), trimmed. Read once
+/// per process: later calls return the value remembered, so a daemon's reloads do not read
+/// it again. Refused when group or others may read the file (`mode & 0o077`), when it is not
+/// a regular file or over 4 KiB, and when it holds nothing but white space. The value is
+/// registered like a taken variable: every sink hides it from then on.
+pub(crate) fn take_file(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    const MAX: u64 = 4096;
+
+    let key = format!("file:{}", path.display());
+    let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, v)) = taken.vars.iter().find(|(n, _)| *n == key) {
+        return Ok(v.clone());
+    }
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if !meta.is_file() {
+        return Err(format!("{shown} is not a regular file"));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{shown} has mode {mode:04o}: group or others may read the token; \
+             run chmod 600 {shown}"
+        ));
+    }
+    if meta.len() > MAX {
+        return Err(format!(
+            "{shown} is {} bytes, more than a token ({MAX} at most)",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    file.take(MAX)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let value = text.trim().to_string();
+    if value.is_empty() {
+        return Err(format!(
+            "{shown} is empty: put the token @BotFather gave you in it"
+        ));
+    }
+    crate::sys::set_non_dumpable();
+    taken.vars.push((key, value.clone()));
+    taken.secrets = None;
+    Ok(value)
+}
+
 /// The parts of a secret URL that are secrets of their own (docs/reference.md#redaction): a
 /// webhook's path and query (`/services/T0/B0/XYZ`, which an error may quote without the
 /// host) and the password of its user info (`smtps://me:pw@host`), also percent-decoded.
-/// Nothing for a value that is not a URL.
+/// Nothing for a value that is not a URL. A PostgreSQL URL (`[fleet] postgres_url_env`)
+/// gives only its password: its path is the database's name, which messages name (and may
+/// be a common word), not a credential; in `key=value` form, the value of `password=`.
 fn url_parts(value: &str) -> Vec<String> {
-    let Some((_, rest)) = value.trim().split_once("://") else {
-        return Vec::new();
+    let Some((scheme, rest)) = value.trim().split_once("://") else {
+        return pg_password(value).into_iter().collect();
     };
+    let postgres = matches!(scheme, "postgres" | "postgresql");
     let mut parts = Vec::new();
     let (authority, path) = match rest.find(['/', '?']) {
         Some(i) => rest.split_at(i),
@@ -325,13 +396,28 @@ fn url_parts(value: &str) -> Vec<String> {
         }
     }
     let path = path.trim_start_matches('/');
-    if path.len() > 1 {
+    if path.len() > 1 && !postgres {
         parts.push(path.to_string());
         if let Some((before, query)) = path.split_once('?') {
             parts.extend([before.to_string(), query.to_string()]);
         }
     }
     parts
+}
+
+/// The password of a PostgreSQL connection string in `key=value` form (`host=/run/postgresql
+/// user=hb password=s3cret`), quoted or not.
+fn pg_password(value: &str) -> Option<String> {
+    let at = value.find("password")?;
+    let rest = value[at + "password".len()..]
+        .trim_start()
+        .strip_prefix('=')?;
+    let rest = rest.trim_start();
+    let password = match rest.strip_prefix('\'') {
+        Some(quoted) => quoted.split('\'').next()?,
+        None => rest.split_whitespace().next()?,
+    };
+    (!password.is_empty()).then(|| password.to_string())
 }
 
 /// Push to `out` every spelling of the secret `value` that may reach a sink: itself; the
@@ -1115,6 +1201,22 @@ mod tests {
         assert_eq!(
             s.redact("login pw@Zq8rT4 refused").as_str(),
             "login *** refused"
+        );
+    }
+
+    #[test]
+    fn a_postgres_url_hides_its_password_and_not_its_database_name() {
+        let s = Secrets::new([
+            "postgres://hb:Pg-pass-4u@db.example/heartbeat".to_string(),
+            "host=/run/postgresql user=hb password='Kv-9 x' dbname=heartbeat".to_string(),
+            "host=db user=hb password=Plain-77q dbname=heartbeat".to_string(),
+        ]);
+        let shown = s
+            .redact("heartbeat: auth Pg-pass-4u, Kv-9 x, Plain-77q failed for db heartbeat")
+            .into_string();
+        assert_eq!(
+            shown,
+            "heartbeat: auth ***, ***, *** failed for db heartbeat"
         );
     }
 }

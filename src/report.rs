@@ -180,7 +180,8 @@ impl Report {
 
     pub(crate) fn exit_code(&self) -> u8 {
         let c = self.counts();
-        if c.failed > 0 || c.invalid > 0 || !self.errors.is_empty() {
+        let unavailable = self.skipped == Some(crate::model::RunSkipReason::StoreUnavailable);
+        if c.failed > 0 || c.invalid > 0 || !self.errors.is_empty() || unavailable {
             exit::TASK_FAILED
         } else {
             exit::OK

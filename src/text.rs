@@ -98,6 +98,26 @@ impl Redacted {
         }
     }
 
+    /// The first `max_lines` non-blank lines, each cleaned ([`clean`]), its trailing
+    /// whitespace dropped (its indentation kept) and cut to `max_chars` characters; then a
+    /// last `…` when more non-blank lines follow. Empty when there is no non-blank line.
+    pub(crate) fn first_lines(&self, max_lines: usize, max_chars: usize) -> Vec<Redacted> {
+        let mut lines = self.0.lines().filter(|l| !l.trim().is_empty());
+        let mut out: Vec<Redacted> = lines
+            .by_ref()
+            .take(max_lines)
+            .map(|l| {
+                Redacted(l.trim_end().to_string())
+                    .cut_chars(max_chars)
+                    .clean()
+            })
+            .collect();
+        if lines.next().is_some() {
+            out.push(Redacted("…".to_string()));
+        }
+        out
+    }
+
     /// The first `max_chars` characters, with an ellipsis when there were more.
     pub(crate) fn cut_chars(&self, max_chars: usize) -> Redacted {
         match self.0.char_indices().nth(max_chars) {
@@ -272,18 +292,40 @@ pub(crate) fn clean(text: &str) -> String {
     out
 }
 
-/// The name in `known` nearest to a misspelt `name`, when it is near enough to be a typo:
-/// at most two edits, or a quarter of the known name's length for a long one, ignoring case.
-/// Of two equally near, the first in sort order. The one helper for every "did you mean".
+/// The name in `known` nearest to a misspelt `name` (the fewest edits of the whole name,
+/// ignoring case), when it is near enough to be a typo: at most two edits, or a quarter of
+/// the known name's length for a long one; or a word left out or added (`get_time` for
+/// `get_current_time`: the words, split at `_`, `-`, `.` and spaces, of one are the other's
+/// in order, two words or more). Of two equally near, the first in sort order. The one
+/// helper for every "did you mean".
 pub(crate) fn did_you_mean<'k>(name: &str, known: &'k [impl AsRef<str>]) -> Option<&'k str> {
     let name = name.to_lowercase();
     known
         .iter()
         .map(|k| k.as_ref())
-        .map(|k| (strsim::levenshtein(&name, &k.to_lowercase()), k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4))
-        .min()
-        .map(|(_, k)| k)
+        .map(|k| (k, k.to_lowercase()))
+        .map(|(k, lower)| (strsim::levenshtein(&name, &lower), k, lower))
+        .filter(|(d, k, lower)| *d <= 2.max(k.len() / 4) || words_left_out(&name, lower))
+        .min_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)))
+        .map(|(_, k, _)| k)
+}
+
+/// Whether the words of the shorter of `a` and `b` are the longer one's in order, with some
+/// left out, and the shorter has two words or more.
+fn words_left_out(a: &str, b: &str) -> bool {
+    let words = |s: &str| -> Vec<String> {
+        s.split(['_', '-', '.', ' '])
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (words(a), words(b));
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if short.len() < 2 || short.len() == long.len() {
+        return false;
+    }
+    let mut rest = long.iter();
+    short.iter().all(|w| rest.any(|l| l == w))
 }
 
 /// What a character that is not shown as itself is (a line break other than `\n`, a
@@ -417,6 +459,29 @@ mod tests {
     }
 
     #[test]
+    fn first_lines_are_the_non_blank_ones_indented_and_cut() {
+        let text = Secrets::default().redact("\n{\n  \"a\": 1,\n\n  \"b\": \"xyz\"\n}\n");
+        let lines: Vec<String> = text
+            .first_lines(5, 9)
+            .into_iter()
+            .map(Redacted::into_string)
+            .collect();
+        assert_eq!(lines, ["{", "  \"a\": 1,", "  \"b\": \"x…", "}"]);
+        let lines: Vec<String> = text
+            .first_lines(2, 80)
+            .into_iter()
+            .map(Redacted::into_string)
+            .collect();
+        assert_eq!(lines, ["{", "  \"a\": 1,", "…"]);
+        assert!(
+            Secrets::default()
+                .redact(" \n\t\n")
+                .first_lines(5, 80)
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn did_you_mean_suggests_close_names_only() {
         let names = ["list_issues", "create_issue", "get_me"];
         assert_eq!(did_you_mean("list_isues", &names), Some("list_issues"));
@@ -431,5 +496,14 @@ mod tests {
         );
         assert_eq!(did_you_mean("stat_prund", &events), Some("state_pruned"));
         assert_eq!(did_you_mean("rn_strtd", &events), None);
+        // A word left out or added: the whole name is compared, over every name.
+        let tools = ["convert_time", "get_current_time", "get_timezone"];
+        assert_eq!(did_you_mean("get_time", &tools), Some("get_current_time"));
+        assert_eq!(
+            did_you_mean("get_current_local_time", &tools),
+            Some("get_current_time")
+        );
+        assert_eq!(did_you_mean("time", &tools), None);
+        assert_eq!(did_you_mean("get_date", &tools), None);
     }
 }

@@ -258,6 +258,12 @@ pub(crate) enum Event<'a> {
     },
     TaskSnoozed(Snooze<'a>),
     TaskUnsnoozed(Snooze<'a>),
+    /// Written by `heartbeat fleet forget` (docs/fleet.md#one-name-one-node).
+    NodeForgotten {
+        #[serde(rename = "node")]
+        node_name: &'a str,
+        by: &'a str,
+    },
 }
 }
 
@@ -307,6 +313,7 @@ impl EventKind {
             EventKind::TaskReset => "task_reset",
             EventKind::TaskSnoozed => "task_snoozed",
             EventKind::TaskUnsnoozed => "task_unsnoozed",
+            EventKind::NodeForgotten => "node_forgotten",
         }
     }
 

@@ -58,6 +58,8 @@ pub(crate) struct AuditLog {
     id: (u64, u64),
     path: PathBuf,
     secrets: Secrets,
+    /// In a fleet, this node's name: the last key of every line (docs/fleet.md#visible).
+    node: Option<String>,
 }
 
 /// `audit.jsonl.N`: the N-th most recent rotated file.
@@ -93,7 +95,14 @@ impl AuditLog {
             file,
             path: path.to_path_buf(),
             secrets,
+            node: None,
         })
+    }
+
+    /// Name the node on every line from now on (a fleet's).
+    pub(crate) fn with_node(mut self, node: Option<&str>) -> AuditLog {
+        self.node = node.map(str::to_string);
+        self
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -206,7 +215,12 @@ impl AuditLog {
             event,
         };
         // Serialising our own types into a Value cannot fail: no map has non-string keys.
-        let value = serde_json::to_value(&line).unwrap_or(Value::Null);
+        let mut value = serde_json::to_value(&line).unwrap_or(Value::Null);
+        // An event's own `node` (the node `fleet forget` freed) is kept.
+        if let (Some(node), Value::Object(keys)) = (&self.node, &mut value) {
+            keys.entry("node")
+                .or_insert_with(|| Value::String(node.clone()));
+        }
         let value = self.secrets.redact_json(value);
         let mut bytes = serde_json::to_vec(&value).unwrap_or_default();
         if bytes.len() > LINE_LIMIT {

@@ -19,7 +19,7 @@ impl Secrets {
 }
 
 /// The variables whose values are secrets: the Telegram token's, every channel's and
-/// monitor's `*_env` and each tool's `monitor_url_env`, and MCP servers' `env` and
+/// monitor's `*_env`, each tool's `monitor_url_env`, the fleet's `postgres_url_env`, and MCP servers' `env` and
 /// `headers_env`. Not the variables every server gets anyway (`PATH`, `HOME`, `LANG`, `TZ`),
 /// even when an `env` names them: taken, they would leave every tool without them, and
 /// their values (`/home/me`) would be cut out of every path shown.
@@ -40,6 +40,7 @@ pub(crate) fn secret_vars(cfg: &Config) -> Vec<&str> {
             .values()
             .filter_map(|t| t.monitor_url_env.as_deref()),
     );
+    names.extend(cfg.fleet.iter().map(|f| f.url_env.as_str()));
     for server in cfg.mcp.values() {
         names.extend(
             server

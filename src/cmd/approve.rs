@@ -125,6 +125,22 @@ pub(crate) fn run(ctx: &Ctx, args: &ApproveArgs) -> Result<u8> {
             ));
         }
     }
+    // In a fleet, what this node may not run waits for the nodes its tool's hosts name.
+    let (approved, elsewhere): (Vec<&ApprovalRow>, Vec<&ApprovalRow>) =
+        approved.into_iter().partition(|r| d.cfg.runs_here(&r.tool));
+    for row in &elsewhere {
+        let hosts = d
+            .cfg
+            .tools
+            .get(&row.tool)
+            .and_then(|t| t.hosts.as_ref())
+            .map(|h| h.join(", "))
+            .unwrap_or_default();
+        out.line(&format!(
+            "approved #{} @{}; it runs on {hosts} (its hosts), at their next run or tick",
+            row.id, row.tool
+        ));
+    }
     if args.later || approved.is_empty() {
         return Ok(exit::OK);
     }
@@ -146,6 +162,10 @@ enum Under {
 /// none), the recorded one is used; a config the person named is used only when the recorded
 /// one is gone (they moved it), else refused with the command that works.
 fn under(ctx: &Ctx, loaded: &Config, rows: &[ApprovalRow]) -> Under {
+    // In a fleet each node has its own config, at its own path: any node decides.
+    if loaded.fleet.is_some() {
+        return Under::Same;
+    }
     let current = config_key(loaded.source.as_deref());
     let mut wanted: Option<(&str, Vec<i64>)> = None;
     // One queued under the config loaded now: then none may be switched to another.

@@ -28,8 +28,15 @@ pub(crate) fn run(ctx: &Ctx, args: &DoctorArgs) -> Result<u8> {
             deep: args.deep,
             cwd: &ctx.cwd,
         },
-    )?;
-    let checks = doctor::judge(&facts);
+    );
+    let checks = match facts {
+        Ok(facts) => doctor::judge(&facts),
+        // A fleet whose database cannot be reached: that is the finding (exit 1).
+        Err(Error::Store(e @ crate::store::StoreError::Unavailable { .. })) => {
+            vec![doctor::store_unreachable(&e.to_string())]
+        }
+        Err(e) => return Err(e),
+    };
     let mut out = ctx.out();
     if args.json {
         out.json(&doctor::json(&checks));

@@ -11,9 +11,13 @@
 //!   and no warning; `heartbeat run --once` on it runs only harmless tools (`log`) and queues
 //!   the one that asks (`shell`, `uptime`) in the default cautious mode.
 //! - DIR is created when missing (like `git init`); the default is the working directory.
+//! - The crontab line it prints names heartbeat by the path it was run by (symbolic links
+//!   kept), so that the line outlives a reinstall that replaces what a link points to.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
 use chrono::{DateTime, Local, TimeDelta, Utc};
@@ -87,7 +91,10 @@ pub(crate) fn run(ctx: &Ctx, dir: Option<&Path>) -> Result<u8> {
     out.line("Next, see what each task would do now (this runs nothing):");
     out.line(&format!("  {cd}heartbeat check"));
     out.line("Then let cron run it every 5 minutes (crontab -e):");
-    out.line(&format!("  {}", cron_line(&dir)));
+    out.line(&format!(
+        "  {}",
+        cron_line(&dir, invoked_path(&ctx.cwd).as_deref())
+    ));
     Ok(exit::OK)
 }
 
@@ -133,19 +140,40 @@ fn sh_quote(s: &str) -> String {
 
 /// A crontab line that runs heartbeat in `dir` every 5 minutes. The binary is named by its
 /// full path when known, since cron's PATH is short; `%` is special to cron and escaped.
-fn cron_line(dir: &Path) -> String {
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.canonicalize().ok())
-        .map_or_else(
-            || "heartbeat".to_string(),
-            |p| sh_quote(&p.to_string_lossy()),
-        );
+fn cron_line(dir: &Path, exe: Option<&Path>) -> String {
+    let exe = exe.map_or_else(
+        || "heartbeat".to_string(),
+        |p| sh_quote(&p.to_string_lossy()),
+    );
     let line = format!(
         "*/5 * * * *  cd {} && {exe} run --once -q",
         sh_quote(&dir.to_string_lossy())
     );
     line.replace('%', r"\%")
+}
+
+/// The path the person ran heartbeat by, for the crontab line: argv[0] when it holds a `/`,
+/// made absolute against `cwd`; else the first `PATH` entry holding an executable of that
+/// name. Symbolic links are kept as they are: `~/.cargo/bin/heartbeat` stays that path (a
+/// reinstall or an upgrade replaces what it points to), never the file it resolves to.
+/// Else the running binary's own path; None when even that is unknown.
+fn invoked_path(cwd: &Path) -> Option<PathBuf> {
+    let from_argv = std::env::args_os().next().and_then(|arg0| {
+        let arg0 = PathBuf::from(arg0);
+        if arg0.as_os_str().as_bytes().contains(&b'/') {
+            return Some(normalize(&cwd.join(arg0)));
+        }
+        let path = std::env::var_os("PATH")?;
+        std::env::split_paths(&path)
+            .map(|dir| normalize(&cwd.join(dir).join(&arg0)))
+            .find(|candidate| is_executable(candidate))
+    });
+    from_argv.or_else(|| std::env::current_exe().ok())
+}
+
+fn is_executable(path: &Path) -> bool {
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The HEARTBEAT.md: safe examples of every kind of task, and notes on how they work. Its
@@ -306,7 +334,9 @@ autonomy = "cautious"
 
 # Telegram: run summaries, approval buttons, and /status /pending /pause /resume /run.
 # Create a bot with @BotFather and put its token in the environment variable named below,
-# never in this file; write to the bot, then `heartbeat telegram-chats` shows your chat id.
+# never in this file (or in a file only you can read, chmod 600, named by bot_token_file
+# in place of bot_token_env); write to the bot, then `heartbeat telegram-chats` shows your
+# chat id.
 # [telegram]
 # bot_token_env = "HEARTBEAT_TELEGRAM_TOKEN"   # the variable that holds the token
 # chat_ids = [123456789]          # the only chats that get messages and may approve
@@ -314,6 +344,36 @@ autonomy = "cautious"
 # summary = "on_change"           # on_change | always | never (failures only)
 # quiet_hours = "22:00-07:00"     # only failures go out then; default: none
 # max_messages_per_day = 20       # past this, the day's messages fold into one; 0 = no limit
+
+# Another channel besides Telegram (kinds: ntfy, slack, discord, webhook, email, command),
+# here the ntfy app on your phone. Secrets stay out of this file: each *_env key names the
+# variable that holds one (on a public ntfy server the topic name is the secret).
+# [channels.phone]
+# kind = "ntfy"
+# server = "https://ntfy.sh"      # the default; or your own server
+# topic_env = "HB_NTFY_TOPIC"     # the variable that holds the topic
+# events = ["approval", "failure", "trip"]   # default: every kind but summary and test
+
+# An MCP server: its tools become tasks such as @github.list_issues {"owner": "me"}, under
+# the same approvals as every tool. Name the command by its absolute path: cron's PATH is
+# short. `heartbeat mcp-tools` lists what the server offers.
+# [mcp.github]
+# command = ["/usr/local/bin/github-mcp-server", "stdio"]
+# env = ["GITHUB_TOKEN"]          # variables passed to the server; their values are secrets
+# approval = "ask"                # the default of all its tools: auto | ask | deny
+# timeout = "5m"                  # per call
+
+# `heartbeat mcp`, the server agents connect to: they may propose tasks, a person decides.
+# With allow_approve set to true an agent may also approve (without running, and never its
+# own proposals).
+# [mcp_server]
+# allow_approve = false
+
+# How long history is kept, and when the audit log is rotated.
+# [retention]
+# history = "90d"                 # older history, decided approvals and sent messages are pruned daily; at least 1d
+# audit_max_size = "64MiB"        # past this size audit.jsonl moves to audit.jsonl.1 and a new one starts
+# audit_keep = 5                  # rotated audit files kept (1-1000)
 "##;
 
 #[cfg(test)]
@@ -325,7 +385,11 @@ mod tests {
         assert_eq!(sh_quote("/srv/notes-1"), "/srv/notes-1");
         assert_eq!(sh_quote("/my notes"), "'/my notes'");
         assert_eq!(sh_quote("/it's"), r"'/it'\''s'");
-        assert!(cron_line(Path::new("/a%b")).contains(r"/a\%b"));
+        assert!(cron_line(Path::new("/a%b"), None).contains(r"/a\%b"));
+        assert!(
+            cron_line(Path::new("/n"), Some(Path::new("/my bin/heartbeat")))
+                .ends_with("&& '/my bin/heartbeat' run --once -q")
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   what is shown is chosen by [`Selection`] (`-n N` keeps N lines; without `--all` or
 //!   `--run`, human output leaves out runs that did nothing, keeping the stored order).
 //! - `--json` prints the matching lines byte for byte as they are stored, in their order.
-//! - Human output is one line per event ([`LogView`]), every text from the log cleaned.
+//! - Human output is one line per event ([`LogView`]; a success's output of several lines
+//!   adds its first ones below it), every text from the log cleaned.
 //! - `--event` names are checked against [`EventKind`], made from the event type itself.
 //! - `-f` alone starts at the end of the log; with `--since` or `-n` it first shows what they
 //!   select. It polls every [`POLL`] and reads on across rotations ([`AuditReader`]). It ends

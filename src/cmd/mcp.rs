@@ -91,7 +91,20 @@ fn schema(properties: Value, required: &[&str]) -> Value {
     })
 }
 
+/// Sent to every client in `initialize` (docs/reference.md#heartbeat-mcp).
+const INSTRUCTIONS: &str = "heartbeat runs a person's check-list, HEARTBEAT.md, on a schedule \
+(from cron or its daemon): tool calls written as `@tool {json}` under `## Recurring` or \
+`## One-time`, and plain reminders. You can read it (status, check, approvals, log) and \
+propose tasks (propose_task), but a person decides what runs: a task you propose waits for \
+that person's approval before it ever runs, and you cannot approve your own proposals. Use \
+check to see what each task would do, propose_task to suggest work, and tell the person \
+when something waits for their approval (heartbeat approvals).";
+
 impl Handler for Agents {
+    fn instructions(&self) -> &'static str {
+        INSTRUCTIONS
+    }
+
     fn tools(&self) -> Vec<ToolDef> {
         let read = |name, description, input_schema| ToolDef {
             name,

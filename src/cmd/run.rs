@@ -48,7 +48,12 @@ pub(crate) fn run(ctx: &Ctx, args: &RunArgs) -> Result<u8> {
     };
     super::print_file_warnings(&files, &ctx.cwd);
     // A grant left behind by an edit (also with -q: the task now asks again).
-    for p in crate::engine::query::orphan_problems(&cfg, &files)? {
+    // A fleet's database that cannot be reached is the run's to report (`store_unavailable`).
+    let orphans = match crate::engine::query::orphan_problems(&cfg, &files) {
+        Err(Error::Store(crate::store::StoreError::Unavailable { .. })) => Vec::new(),
+        other => other?,
+    };
+    for p in orphans {
         crate::error::say(&format!("heartbeat: {}", super::show_problem(&p, &ctx.cwd)));
     }
     let mut out = ctx.out();
@@ -151,6 +156,10 @@ fn why_nothing_ran(
             Some(format!("skipped: outside active hours; next active {next}"))
         }
         Some(RunSkipReason::Locked) => Some("skipped: another run holds the lock".to_string()),
+        // The cause is on stderr already.
+        Some(RunSkipReason::StoreUnavailable) => {
+            Some("skipped: the fleet's PostgreSQL cannot be reached; nothing ran".to_string())
+        }
         None => {
             let waiting = report
                 .tasks

@@ -1,5 +1,6 @@
-//! `heartbeat status`: last run, pause, pending approvals, the day's spend, the outbox and
-//! the run lock. Reads only; never creates the state dir.
+//! `heartbeat status`: last run, the next task due, pause, pending (and expiring) approvals,
+//! reminders given, the day's spend, the outbox and the run lock. Reads only; never creates
+//! the state dir.
 
 use super::Ctx;
 use crate::cli::JsonArg;
@@ -48,6 +49,9 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         daemon,
         telegram_wait,
         channels,
+        fleet,
+        expiring,
+        next_due,
     } = status;
     out.line(&format!("state dir:   {}", state_dir.display()));
     out.line(&match &last_run {
@@ -69,6 +73,21 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
             "last run:    never (set up cron or a timer: `heartbeat init` prints the line)".into()
         }
     });
+    out.line(&match &next_due {
+        Some((held, at)) if *at <= ctx.now => {
+            format!(
+                "next due:    {} now (the next run takes it)",
+                show(held, &ctx.cwd)
+            )
+        }
+        Some((held, at)) => format!(
+            "next due:    {} at {} (in {})",
+            show(held, &ctx.cwd),
+            super::show_time(*at, &cfg),
+            crate::render::ago(ctx.now, *at)
+        ),
+        None => "next due:    none".into(),
+    });
     out.line(&match &pause {
         Some(p) => format!(
             "paused:      since {} {} by {}{}",
@@ -86,13 +105,24 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         ),
         None => "paused:      no".into(),
     });
+    // An approval past its TTL is no longer approvable: expiring, not pending.
+    let pending = (pending - expiring).max(0);
     out.line(&format!(
-        "pending:     {pending} approval(s){}",
+        "pending:     {pending} approval(s){}{}",
         if pending > 0 {
             " (heartbeat approvals)"
         } else {
             ""
+        },
+        if expiring > 0 {
+            format!("; {expiring} expiring (past approval_ttl: the next run expires them)")
+        } else {
+            String::new()
         }
+    ));
+    out.line(&format!(
+        "reminders:   {} given, waiting to be ticked",
+        reminded.len()
     ));
     out.line(&if daily_usd > 0.0 {
         format!("spent today: ${spent:.2} of ${daily_usd:.2}")
@@ -168,6 +198,29 @@ pub(crate) fn run(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         ));
         if let Some(next) = d.next {
             out.line(&format!("next tick:   {}", show_local(next)));
+        }
+    }
+    if let Some(fleet) = fleet {
+        for n in &fleet.nodes {
+            out.line(&format!(
+                "node:        {} (host {}, heartbeat {}) last seen {} ({} ago)",
+                n.name,
+                n.host,
+                n.version,
+                crate::render::show_time(n.last_seen, cfg.tz()),
+                crate::render::ago(n.last_seen, chrono::Utc::now()),
+            ));
+        }
+        for w in &fleet.warnings {
+            out.line(&format!("warning:     {w}"));
+        }
+        for r in fleet.recent.iter().take(5) {
+            let at =
+                crate::store::parse_ts(&r.at).map_or(r.at.clone(), |t| super::show_time(t, &cfg));
+            out.line(&format!(
+                "recent:      task {} {} on {} at {at}",
+                r.task_id, r.outcome, r.node
+            ));
         }
     }
     Ok(exit::OK)

@@ -58,9 +58,9 @@ pub(crate) fn chats(ctx: &Ctx, args: &JsonArg) -> Result<u8> {
         // A wrong token is not "no chats yet": nothing works until it is fixed.
         Err(PollError::TokenRejected(why)) => {
             return Err(Error::Usage(format!(
-                "telegram: Telegram rejected the bot token in ${} ({}); put the token \
+                "telegram: Telegram rejected the bot token in {} ({}); put the token \
                  @BotFather gave you in it",
-                tc.bot_token_env,
+                tc.token_origin(),
                 clean(&why)
             )));
         }

@@ -14,10 +14,10 @@ use serde::Deserialize;
 
 use super::types::{
     ApiUrl, ChannelName, ChatId, Command, Concurrency, Days, Failures, Files, History, Hours,
-    Human, Interval, Keep, McpUrl, MessageCap, MonitorName, PathText, Retries, RetryOn, SecretVar,
-    ServerName, Size, TaskCap, TokenVar, ToolCommand, ToolName, Usd, Zone,
+    Human, Interval, Keep, Lease, McpUrl, MessageCap, MonitorName, NodeName, PathText, Retries,
+    RetryOn, SecretVar, ServerName, Size, TaskCap, TokenVar, ToolCommand, ToolName, Usd, Zone,
 };
-use super::{Approval, Autonomy, PlainTasks, SummaryMode};
+use super::{Approval, Autonomy, FleetTick, PlainTasks, SummaryMode};
 
 /// The whole file.
 #[derive(Debug, Default, Deserialize)]
@@ -51,6 +51,18 @@ pub(super) struct File {
     #[serde(default)]
     pub monitors: Vec<Spanned<MonitorFile>>,
     pub metrics: Option<MetricsFile>,
+    pub fleet: Option<Spanned<FleetFile>>,
+}
+
+/// `[fleet]` (docs/fleet.md#config).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FleetFile {
+    pub postgres_url_env: Option<Spanned<SecretVar>>,
+    pub node: Option<NodeName>,
+    pub lease: Option<Lease>,
+    pub every: Option<Interval>,
+    pub tick: Option<FleetTick>,
 }
 
 /// `[[monitors]]` (docs/reference.md#monitors): the keys of every kind; `load` refuses the
@@ -256,6 +268,7 @@ pub(super) struct ToolFile {
     pub retry_backoff: Option<Human>,
     pub retry_on: Option<Vec<RetryOn>>,
     pub idempotent: Option<bool>,
+    pub hosts: Option<Vec<NodeName>>,
 }
 
 /// `[telegram]`.
@@ -263,6 +276,7 @@ pub(super) struct ToolFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct TelegramFile {
     pub bot_token_env: Option<TokenVar>,
+    pub bot_token_file: Option<Spanned<PathText>>,
     pub chat_ids: Option<Vec<ChatId>>,
     pub api_url: Option<ApiUrl>,
     pub summary: Option<SummaryMode>,

@@ -20,13 +20,14 @@ use toml::de::{DeTable, DeValue};
 use super::channel::{ChannelConfig, ChannelKind, EmailConfig, MailTransport, NtfyConfig, Target};
 use super::de::{self, Kind, Seg, Spanned, Want, dotted};
 use super::file::{
-    ChannelFile, EventName, File, KindName, MailKind, McpFile, MonitorFile, MonitorKindName,
-    RetentionFile, TelegramFile, ToolFile,
+    ChannelFile, EventName, File, FleetFile, KindName, MailKind, McpFile, MonitorFile,
+    MonitorKindName, RetentionFile, TelegramFile, ToolFile,
 };
 use super::types::{Human, SecretVar};
 use super::{
-    Approval, Config, ConfigError, DaemonConfig, LoadOptions, McpServerConfig, McpTransport,
-    MonitorConfig, MonitorKind, PlainTasks, Retention, RetryConfig, TelegramConfig, ToolConfig,
+    Approval, Config, ConfigError, DaemonConfig, FleetConfig, FleetTick, LoadOptions,
+    McpServerConfig, McpTransport, MonitorConfig, MonitorKind, PlainTasks, Retention, RetryConfig,
+    TelegramConfig, ToolConfig,
 };
 use crate::model::is_builtin_tool as is_builtin;
 use crate::model::{DaySet, MessageKind};
@@ -35,7 +36,14 @@ use crate::schedule::{ActiveHours, Window};
 /// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
 /// and zone.
 pub(crate) fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
-    load_from(opts, &Host::detect())
+    let cfg = load_from(opts, &Host::detect())?;
+    // In a fleet, task ids are relative to the config's directory from here on.
+    if cfg.fleet.is_some()
+        && let Some(dir) = cfg.source.as_deref().and_then(Path::parent)
+    {
+        crate::markdown::use_fleet_ids(dir);
+    }
+    Ok(cfg)
 }
 
 /// [`load`] with the host facts given.
@@ -234,7 +242,7 @@ impl Source {
             }
         }
         let telegram = match &raw.telegram {
-            Some(t) => Some(self.telegram(t)?),
+            Some(t) => Some(self.telegram(t, base, opts)?),
             None => None,
         };
         let mut channels = Vec::new();
@@ -242,6 +250,10 @@ impl Source {
             channels.push(self.channel(&name.0, channel)?);
         }
         let monitors = self.monitors(&raw.monitors)?;
+        let fleet = match &raw.fleet {
+            Some(f) => Some(self.fleet(f, opts, host)?),
+            None => None,
+        };
         let daemon = match raw.daemon.as_ref().and_then(|d| d.every) {
             Some(every) => DaemonConfig { every: every.0 },
             None => DaemonConfig::default(),
@@ -382,6 +394,7 @@ impl Source {
             retention,
             daily_usd,
             max_consecutive_failures,
+            fleet,
             warnings,
         })
     }
@@ -425,6 +438,70 @@ impl Source {
                 on: raw.retry_on.clone(),
                 idempotent: raw.idempotent,
             },
+            hosts: raw
+                .hosts
+                .as_ref()
+                .map(|h| h.iter().map(|n| n.0.clone()).collect()),
+        })
+    }
+
+    /// `[fleet]`: the URL's variable is required and must be set (an unset one would make
+    /// every run fail closed, which is a mistake in the config, not an outage); the node
+    /// defaults to the host name.
+    fn fleet(
+        &self,
+        table: &Spanned<FleetFile>,
+        opts: &LoadOptions,
+        host: &Host,
+    ) -> Result<FleetConfig, ConfigError> {
+        let raw = table.get_ref();
+        let Some(var) = &raw.postgres_url_env else {
+            return Err(self.err(
+                "fleet.postgres_url_env",
+                Some(table.span()),
+                "missing key \"postgres_url_env\": the variable that holds the PostgreSQL URL \
+                 the fleet shares",
+            ));
+        };
+        let url_env = var.get_ref().0.clone();
+        // Set in the environment, or taken from it already by this process (a daemon or
+        // `heartbeat mcp` loading its config again).
+        let set = (opts.env)(&url_env)
+            .filter(|v| !v.trim().is_empty())
+            .or_else(|| crate::redact::taken_env(&url_env));
+        if set.is_none() {
+            return Err(self.err(
+                "fleet.postgres_url_env",
+                Some(var.span()),
+                &format!(
+                    "${url_env} is not set: export the fleet's PostgreSQL URL in it (a \
+                     postgres:// URL, or host=… dbname=… pairs)"
+                ),
+            ));
+        }
+        let node = match &raw.node {
+            Some(n) => n.0.clone(),
+            None => {
+                let name = host.hostname.clone();
+                if !super::is_node_name(&name) {
+                    return Err(self.err(
+                        "fleet.node",
+                        Some(table.span()),
+                        &format!(
+                            "the host name {name:?} is not a node name (1 to 64 letters, \
+                             digits, ., _ or -): set node = \"…\""
+                        ),
+                    ));
+                }
+                name
+            }
+        };
+        Ok(FleetConfig {
+            url_env,
+            node,
+            lease: raw.lease.map_or(Duration::from_secs(30), |l| l.0),
+            every: raw.every.map_or(Duration::from_secs(300), |e| e.0),
+            tick: raw.tick.unwrap_or(FleetTick::Runner),
         })
     }
 
@@ -590,6 +667,7 @@ impl Source {
                         on: t.retry_on.clone(),
                         idempotent: t.idempotent,
                     },
+                    hosts: None,
                 },
             );
         }
@@ -627,10 +705,32 @@ impl Source {
         Ok(r)
     }
 
-    fn telegram(&self, raw: &TelegramFile) -> Result<TelegramConfig, ConfigError> {
+    fn telegram(
+        &self,
+        raw: &TelegramFile,
+        base: &Path,
+        opts: &LoadOptions,
+    ) -> Result<TelegramConfig, ConfigError> {
         let mut t = TelegramConfig::default();
         if let Some(name) = &raw.bot_token_env {
             t.bot_token_env = name.0.clone();
+        }
+        // The token from a file instead of a variable (docs/reference.md#telegram): one of
+        // the two, read now, once, and refused when others may read it.
+        if let Some(file) = &raw.bot_token_file {
+            const KEY: &str = "telegram.bot_token_file";
+            if raw.bot_token_env.is_some() {
+                return Err(self.bad(
+                    KEY,
+                    file.span(),
+                    "bot_token_env is set too: give the token by one of them, the variable or \
+                     the file",
+                ));
+            }
+            let path = expand_path(&file.get_ref().0, base, opts.env)
+                .map_err(|e| self.bad(KEY, file.span(), &e))?;
+            crate::redact::take_file(&path).map_err(|e| self.bad(KEY, file.span(), &e))?;
+            t.bot_token_file = Some(path);
         }
         if let Some(ids) = &raw.chat_ids {
             t.chat_ids = ids.iter().map(|id| id.0).collect();
@@ -1045,6 +1145,7 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
         "telegram",
         &[
             "bot_token_env",
+            "bot_token_file",
             "chat_ids",
             "api_url",
             "summary",
@@ -1056,6 +1157,10 @@ pub(super) const HOMES: &[(&str, &[&str])] = &[
     ("retention", &["history", "audit_max_size", "audit_keep"]),
     ("mcp_server", &["allow_approve"]),
     ("metrics", &["textfile"]),
+    (
+        "fleet",
+        &["postgres_url_env", "node", "lease", "every", "tick"],
+    ),
 ];
 
 /// Where a key that is unknown where it was written belongs.
@@ -1077,6 +1182,8 @@ pub(crate) struct Host {
     pub data_dir: Option<PathBuf>,
     /// The system zone (`/etc/timezone`, or the `/etc/localtime` link target).
     pub system_tz: Option<Tz>,
+    /// The host name: a fleet node's name unless `[fleet] node` says otherwise.
+    pub hostname: String,
 }
 
 impl Host {
@@ -1086,6 +1193,7 @@ impl Host {
             data_dir: directories::ProjectDirs::from("", "", "heartbeat")
                 .map(|p| p.data_dir().to_path_buf()),
             system_tz: system_tz(),
+            hostname: crate::sys::hostname(),
         }
     }
 }

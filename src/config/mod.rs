@@ -95,6 +95,43 @@ pub(crate) struct ToolConfig {
     pub monitor_url_env: Option<String>,
     /// `retries`, `retry_backoff`, `retry_on`, `idempotent`.
     pub retry: RetryConfig,
+    /// In a fleet, the only nodes that run this tool's tasks (docs/fleet.md#affinity);
+    /// None: every node.
+    pub hosts: Option<Vec<String>>,
+}
+
+/// `[fleet]`: this node of several sharing their state in PostgreSQL (docs/fleet.md).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FleetConfig {
+    /// The variable holding the database's URL (a secret).
+    pub url_env: String,
+    /// This node's name, unique in the fleet.
+    pub node: String,
+    /// How long a singleton lease lasts unless renewed.
+    pub lease: Duration,
+    /// Tasks without a schedule heading run at most once per this, fleet-wide.
+    pub every: Duration,
+    pub tick: FleetTick,
+}
+
+/// `[fleet] tick`: which clones of the file get a one-time task's `[x]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum FleetTick {
+    /// The node that ran it (the others get it through the person's own sync).
+    Runner,
+    /// Every node's copy.
+    All,
+    /// None: the file is never written by the fleet.
+    None,
+}
+
+/// A node name: 1 to 64 letters, digits, `.`, `_` or `-`.
+pub(crate) fn is_node_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
 /// The retry keys of `[tools.NAME]`, `[mcp.NAME]` and `[mcp.NAME.tools.TOOL]` as written
@@ -250,6 +287,9 @@ pub(crate) enum SummaryMode {
 pub(crate) struct TelegramConfig {
     /// The name of the environment variable that holds the bot token (never the token).
     pub bot_token_env: String,
+    /// The file that holds the bot token instead (`bot_token_file`), when set: read once,
+    /// as the config is loaded ([`crate::redact::take_file`]).
+    pub bot_token_file: Option<PathBuf>,
     /// The only chats that receive messages and may approve.
     pub chat_ids: Vec<i64>,
     /// The Bot API server, without a trailing slash.
@@ -263,10 +303,21 @@ pub(crate) struct TelegramConfig {
     pub events: Vec<crate::model::MessageKind>,
 }
 
+impl TelegramConfig {
+    /// Where the token comes from, for messages: `$VAR`, or `the file PATH`.
+    pub(crate) fn token_origin(&self) -> String {
+        match &self.bot_token_file {
+            Some(path) => format!("the file {}", path.display()),
+            None => format!("${}", self.bot_token_env),
+        }
+    }
+}
+
 impl Default for TelegramConfig {
     fn default() -> Self {
         TelegramConfig {
             bot_token_env: "HEARTBEAT_TELEGRAM_TOKEN".into(),
+            bot_token_file: None,
             chat_ids: Vec::new(),
             api_url: "https://api.telegram.org".into(),
             summary: SummaryMode::OnChange,
@@ -359,6 +410,8 @@ pub(crate) struct Config {
     pub daily_usd: f64,
     /// After this many failures in a row a task is tripped; 0 = never.
     pub max_consecutive_failures: u32,
+    /// `[fleet]`; None: one host, SQLite.
+    pub fleet: Option<FleetConfig>,
     /// Non-fatal notes (a glob that matched nothing).
     pub warnings: Vec<String>,
 }
@@ -366,6 +419,17 @@ pub(crate) struct Config {
 impl Config {
     pub(crate) fn tz(&self) -> Tz {
         self.active.tz
+    }
+
+    /// Whether this node runs the tool's tasks: always on one host; in a fleet, unless the
+    /// tool's `hosts` leave this node out (docs/fleet.md#affinity).
+    pub(crate) fn runs_here(&self, tool: &str) -> bool {
+        let Some(fleet) = &self.fleet else {
+            return true;
+        };
+        self.tool_config(tool)
+            .and_then(|t| t.hosts.as_ref())
+            .is_none_or(|hosts| hosts.contains(&fleet.node))
     }
 
     /// The server and tool of an MCP tool name `SERVER.TOOL`, when `SERVER` is configured.
@@ -529,6 +593,7 @@ pub(crate) mod test_util {
             retention: Default::default(),
             daily_usd: 0.0,
             max_consecutive_failures: 3,
+            fleet: None,
             warnings: vec![],
         }
     }

@@ -26,6 +26,7 @@ impl World {
             config_dir: Some(dir.path().join("cfg")),
             data_dir: Some(dir.path().join("data/heartbeat")),
             system_tz: None,
+            hostname: "test-host".into(),
         };
         let home = dir.path().join("home").to_string_lossy().into_owned();
         World {
@@ -1635,4 +1636,57 @@ fn the_retry_backoff_doubles_up_to_an_hour() {
     let minutes: Vec<u64> = (1..=8).map(|n| p.delay(n).as_secs() / 60).collect();
     assert_eq!(minutes, [1, 2, 4, 8, 16, 32, 60, 60]);
     assert_eq!(p.delay(u32::MAX), Duration::from_secs(3600));
+}
+
+#[test]
+fn a_fleet_needs_its_url_set_and_names_a_node() {
+    let mut w = World::new();
+    let fleet = "[fleet]\npostgres_url_env = \"HB_PG\"\n";
+    let e = w.error(fleet);
+    assert!(e.contains("fleet.postgres_url_env"), "{e}");
+    assert!(e.contains("$HB_PG is not set"), "{e}");
+    let e = w.error("[fleet]\nnode = \"n1\"\n");
+    assert!(e.contains("missing key \"postgres_url_env\""), "{e}");
+
+    w.set_env("HB_PG", "host=/run/postgresql dbname=hb");
+    let c = w.load_toml(fleet).unwrap();
+    let f = c.fleet.unwrap();
+    // The host name by default, then the documented defaults.
+    assert_eq!(f.node, "test-host");
+    assert_eq!(f.lease, Duration::from_secs(30));
+    assert_eq!(f.every, Duration::from_secs(300));
+    assert_eq!(f.tick, crate::config::FleetTick::Runner);
+
+    let e = w.error(&format!("{fleet}lease = \"1s\"\n"));
+    assert!(
+        e.contains("fleet.lease") && e.contains("from 2s to 10m"),
+        "{e}"
+    );
+    let e = w.error(&format!("{fleet}node = \"my node\"\n"));
+    assert!(e.contains("not a node name"), "{e}");
+    let e = w.error(&format!("{fleet}tick = \"some\"\n"));
+    assert!(e.contains("fleet.tick"), "{e}");
+    let e = w.error(&format!("{fleet}ttl = \"5m\"\n"));
+    assert!(e.contains("ttl"), "{e}");
+}
+
+#[test]
+fn hosts_leave_a_node_out_only_in_a_fleet() {
+    let mut w = World::new();
+    let tools = "[tools.backup]\ncommand = [\"true\"]\nhosts = [\"nas-1\"]\n";
+    let single = w.load_toml(tools).unwrap();
+    assert!(single.runs_here("backup"), "one host runs everything");
+    w.set_env("HB_PG", "host=/run/postgresql dbname=hb");
+    let on = |node: &str| {
+        w.load_toml(&format!(
+            "[fleet]\npostgres_url_env = \"HB_PG\"\nnode = \"{node}\"\n{tools}"
+        ))
+        .unwrap()
+    };
+    assert!(on("nas-1").runs_here("backup"));
+    assert!(!on("laptop").runs_here("backup"));
+    assert!(
+        on("laptop").runs_here("shell"),
+        "a tool without hosts runs anywhere"
+    );
 }

@@ -612,6 +612,43 @@ impl TryFrom<String> for MonitorName {
     }
 }
 
+/// `[fleet] node` and `[tools.NAME] hosts`: a node's name, 1 to 64 of letters, digits,
+/// `.`, `_` and `-` (a host name fits).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub(super) struct NodeName(pub String);
+
+impl TryFrom<String> for NodeName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<NodeName, String> {
+        if !crate::config::is_node_name(&name) {
+            return Err(format!(
+                "{}: not a node name (1 to 64 letters, digits, ., _ or -)",
+                shown(&name)
+            ));
+        }
+        Ok(NodeName(name))
+    }
+}
+
+/// `[fleet] lease`: how long a singleton lease lasts unless renewed, 2s to 10m.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
+pub(super) struct Lease(pub Duration);
+
+impl TryFrom<String> for Lease {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Lease, String> {
+        let Human(d) = Human::try_from(s.clone())?;
+        if d < Duration::from_secs(2) || d > Duration::from_secs(600) {
+            return Err(format!("{}: must be from 2s to 10m", shown(&s)));
+        }
+        Ok(Lease(d))
+    }
+}
+
 /// A name of a letter or `_`, then letters, digits, `_` or one of `also`: the one rule
 /// behind tool, server and variable names.
 fn identifier(name: &str, also: &[char]) -> bool {

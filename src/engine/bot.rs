@@ -24,7 +24,7 @@ use crate::telegram::{Button, Incoming, Received, Telegram};
 use crate::text::escape;
 use chrono::{DateTime, Datelike, Utc};
 
-const OFFSET_KEY: &str = "telegram_offset";
+const OFFSET_KEY: &str = crate::store::TELEGRAM_OFFSET;
 
 /// A pressed message whose text must show the outcome once the approval ran.
 #[derive(Clone, Debug, PartialEq)]

@@ -113,6 +113,7 @@ pub(crate) struct Options {
 
 /// Run the daemon until SIGTERM or SIGINT. `work` is set when a tool starts.
 pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result<()> {
+    crate::store::running_as_daemon();
     let stop = Arc::new(Stop::default());
     let (tx, rx) = mpsc::channel();
     spawn_signal_thread(tx.clone(), stop.clone())?;
@@ -578,9 +579,51 @@ fn start_polling(cfg: &Config, tx: &Sender<Event>, generation: &Arc<AtomicU64>) 
             .map(|s| bot::stored_offset(&*s))
             .transpose()?
             .flatten();
-        spawn_poll_thread(poller, start, tx.clone(), generation.clone(), current);
+        let fleet = cfg.fleet.is_some().then(|| cfg.clone());
+        spawn_poll_thread(
+            poller,
+            start,
+            tx.clone(),
+            generation.clone(),
+            current,
+            fleet,
+        );
     }
     Ok(())
+}
+
+/// In a fleet, the `telegram` lease the poll thread holds while it polls
+/// (docs/fleet.md#singletons): on a connection of its own, renewed before each poll, each
+/// poll shorter than a third of the lease.
+struct PollLease {
+    cfg: Config,
+    store: Option<Box<dyn Store>>,
+    held: bool,
+}
+
+impl PollLease {
+    /// Whether this node may poll now; when it has just taken the lease over, where the
+    /// last holder stopped reading (`Some(offset)`).
+    fn take(&mut self) -> Result<(bool, Option<Option<i32>>)> {
+        let store = match &mut self.store {
+            Some(store) => store,
+            None => self.store.insert(crate::store::open(&self.cfg)?),
+        };
+        let ours = store.lease("telegram").inspect_err(|_| self.held = false)?;
+        let taken = ours && !self.held;
+        self.held = ours;
+        let offset = if taken {
+            Some(bot::stored_offset(&**store)?)
+        } else {
+            None
+        };
+        Ok((ours, offset))
+    }
+
+    fn poll_time(&self) -> Duration {
+        let lease = self.cfg.fleet.as_ref().map_or(POLL, |f| f.lease);
+        (lease / 3).min(POLL)
+    }
 }
 
 /// Long-poll Telegram and hand updates to the main thread. Errors back off, never spin.
@@ -590,13 +633,44 @@ fn spawn_poll_thread(
     tx: Sender<Event>,
     generation: Arc<AtomicU64>,
     mine: u64,
+    fleet: Option<Config>,
 ) {
     std::thread::spawn(move || {
         let mut offset = start;
         let mut backoff = Duration::from_secs(1);
+        let mut lease = fleet.map(|cfg| PollLease {
+            cfg,
+            store: None,
+            held: false,
+        });
         loop {
+            let mut poll = POLL;
+            if let Some(lease) = &mut lease {
+                poll = lease.poll_time();
+                match lease.take() {
+                    Ok((true, taken)) => {
+                        if let Some(stored) = taken {
+                            offset = stored;
+                        }
+                    }
+                    Ok((false, _)) => {
+                        // Another node polls: ask again before its lease could end.
+                        std::thread::sleep(poll);
+                        continue;
+                    }
+                    Err(_) => {
+                        lease.store = None;
+                        std::thread::sleep(backoff);
+                        backoff = (backoff * 2).min(Duration::from_secs(60));
+                        continue;
+                    }
+                }
+                if generation.load(Ordering::SeqCst) != mine {
+                    return;
+                }
+            }
             let asked = std::time::Instant::now();
-            let got = tg.updates(offset, POLL);
+            let got = tg.updates(offset, poll);
             if generation.load(Ordering::SeqCst) != mine {
                 return;
             }

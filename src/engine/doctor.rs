@@ -184,6 +184,18 @@ pub(crate) struct Facts {
     pub monitors: Vec<String>,
     /// With `--deep`: each MCP server and how many tools it listed, or why it could not.
     pub mcp: Option<Vec<(String, std::result::Result<usize, String>)>>,
+    /// In a fleet: its database and what it holds (docs/fleet.md#visible). None on one host.
+    pub fleet: Option<FleetFacts>,
+}
+
+/// The fleet as `doctor` sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FleetFacts {
+    /// How the database is named, and whether it answered (Err: why not).
+    pub store: String,
+    pub nodes: Vec<crate::store::NodeRow>,
+    pub warnings: Vec<String>,
+    pub leases: Vec<crate::store::LeaseRow>,
 }
 
 // ----- judging -----
@@ -203,10 +215,61 @@ pub(crate) fn judge(f: &Facts) -> Vec<Check> {
         state_dir(f),
         monitors(f),
     ];
+    if let Some(fleet) = &f.fleet {
+        checks.extend(fleet_checks(fleet, f.now));
+    }
     if let Some(servers) = &f.mcp {
         checks.push(mcp(servers));
     }
     checks
+}
+
+/// `store`, `nodes` and `leases` of a fleet whose database answered.
+fn fleet_checks(f: &FleetFacts, now: DateTime<Utc>) -> Vec<Check> {
+    let store = Check::ok("store", format!("{} answers", f.store));
+    let nodes = if f.warnings.is_empty() {
+        Check::ok(
+            "nodes",
+            format!("{} node(s), files and versions agree", f.nodes.len()),
+        )
+    } else {
+        Check::with(
+            "nodes",
+            Status::Warn,
+            f.warnings.join("; "),
+            "give every node the same HEARTBEAT files (one git repository, synced) and the same heartbeat",
+        )
+    };
+    // A daemon is expected when a node said it runs one; then the singletons need a holder.
+    let daemons = f.nodes.iter().any(|n| n.daemon);
+    let idle: Vec<&str> = f
+        .leases
+        .iter()
+        .filter(|l| l.holder.is_none() || l.expires_at.is_some_and(|t| t <= now))
+        .map(|l| l.name.as_str())
+        .collect();
+    let leases = if daemons && !idle.is_empty() {
+        Check::with(
+            "leases",
+            Status::Warn,
+            format!("no node holds {}", idle.join(", ")),
+            "a daemon should hold them: is every node's daemon running and reaching the database?",
+        )
+    } else {
+        let held = f.leases.iter().filter(|l| l.holder.is_some()).count();
+        Check::ok("leases", format!("{held} of {} held", f.leases.len()))
+    };
+    vec![store, nodes, leases]
+}
+
+/// The one check a fleet gets when its database cannot be reached: nothing runs.
+pub(crate) fn store_unreachable(why: &str) -> Check {
+    Check::with(
+        "store",
+        Status::Fail,
+        why.to_string(),
+        "nothing runs until PostgreSQL answers: is it up, is the URL's password right?",
+    )
 }
 
 /// `doctor --json`.
@@ -811,6 +874,12 @@ pub(crate) fn read(cfg: &Config, ask: &Ask) -> Result<Facts> {
         free,
         monitors: cfg.monitors.iter().map(|m| m.name.clone()).collect(),
         mcp,
+        fleet: status.fleet.map(|f| FleetFacts {
+            store: "the fleet's PostgreSQL".into(),
+            nodes: f.nodes,
+            warnings: f.warnings,
+            leases: f.leases,
+        }),
     })
 }
 
@@ -1066,6 +1135,7 @@ mod tests {
             free: Some(1 << 30),
             monitors: Vec::new(),
             mcp: None,
+            fleet: None,
         }
     }
 

@@ -229,9 +229,11 @@ impl Shown {
             .error
             .as_deref()
             .map(|e| secrets.redact(e).truncate(TEXT_LIMIT, 0));
+        // With the first line of stderr, unless the error already says it (an MCP server's
+        // error carries the end of its stderr): never the same words twice.
         let error = bare_error.as_ref().map(|e| {
             let stderr = stderr.first_line(200);
-            if stderr.is_empty() {
+            if stderr.is_empty() || e.as_str().contains(stderr.as_str()) {
                 e.clone()
             } else {
                 secrets.redact(&format!("{e}: {stderr}"))
@@ -447,5 +449,19 @@ pub(crate) mod tests {
         assert!(!error.contains("second line"), "{error}");
         let summary = shown.summary.as_ref().unwrap().as_str();
         assert!(!summary.contains('\n') && summary.chars().count() <= SUMMARY_CHARS + 1);
+    }
+
+    #[test]
+    fn an_error_that_already_says_its_stderr_line_is_not_followed_by_it_again() {
+        let outcome = tools::Outcome {
+            stderr: "boom: no such table\n".into(),
+            error: Some("MCP server \"s\" exited (status 1); stderr: boom: no such table".into()),
+            ..tools::Outcome::default()
+        };
+        let shown = Shown::of(&outcome, &Secrets::default());
+        assert_eq!(
+            shown.error.unwrap().as_str(),
+            "MCP server \"s\" exited (status 1); stderr: boom: no such table"
+        );
     }
 }

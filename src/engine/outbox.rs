@@ -486,9 +486,13 @@ pub(crate) fn deliver(
     cfg: &Config,
     now: DateTime<Utc>,
 ) -> store::Result<(Delivery, Vec<Notice>)> {
-    let channels = notify::open(cfg, transport);
     let mut stats = Delivery::default();
     let mut audit = Vec::new();
+    // In a fleet, one node at a time delivers (docs/fleet.md#singletons).
+    if !store.lease("delivery")? {
+        return Ok((stats, audit));
+    }
+    let channels = notify::open(cfg, transport);
     for row in store.outbox()? {
         if !channels.iter().any(|c| c.name() == row.channel) {
             store.outbox_delete(row.id)?;
@@ -504,6 +508,10 @@ pub(crate) fn deliver(
         }
     }
     for channel in &channels {
+        // A node whose lease ran out meanwhile stops: another may be delivering now.
+        if !store.holds("delivery") {
+            break;
+        }
         let (s, a) = deliver_channel(store, &**channel, cfg.tz(), now)?;
         stats.sent += s.sent;
         stats.failed += s.failed;

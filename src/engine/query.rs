@@ -247,6 +247,95 @@ pub(crate) struct Status {
     pub telegram_wait: Option<String>,
     /// Every configured channel, Telegram first.
     pub channels: Vec<ChannelState>,
+    /// In a fleet: the nodes, what differs between them, and who ran the latest tasks
+    /// (docs/fleet.md#visible). None on one host.
+    pub fleet: Option<FleetState>,
+    /// Of the pending approvals, those past `approval_ttl` at `now`: no longer approvable,
+    /// the next run marks them expired.
+    pub expiring: i64,
+    /// The open task due soonest, and when.
+    pub next_due: Option<(Held, DateTime<Utc>)>,
+}
+
+/// The fleet as `status` and `doctor` show it.
+pub(crate) struct FleetState {
+    pub nodes: Vec<crate::store::NodeRow>,
+    pub warnings: Vec<String>,
+    pub recent: Vec<crate::store::RecentRun>,
+    pub leases: Vec<crate::store::LeaseRow>,
+}
+
+impl FleetState {
+    pub(crate) fn read(store: &dyn Store) -> Result<FleetState> {
+        let nodes = store.nodes()?;
+        Ok(FleetState {
+            warnings: fleet_warnings(&nodes),
+            nodes,
+            recent: store.recent_runs(20)?,
+            leases: store.leases()?,
+        })
+    }
+
+    fn json(&self) -> (Value, Value, Value) {
+        let nodes = self
+            .nodes
+            .iter()
+            .map(|n| {
+                json!({
+                    "node": n.name,
+                    "host": n.host,
+                    "last_seen": crate::audit::format_ts(n.last_seen),
+                    "version": n.version,
+                    "files": n.files,
+                })
+            })
+            .collect::<Vec<_>>();
+        let recent = self
+            .recent
+            .iter()
+            .map(
+                |r| json!({"task_id": r.task_id, "node": r.node, "at": r.at, "outcome": r.outcome}),
+            )
+            .collect::<Vec<_>>();
+        (json!(nodes), json!(self.warnings), json!(recent))
+    }
+}
+
+/// What should be the same on every node and is not: a HEARTBEAT file's content, the
+/// version of heartbeat.
+fn fleet_warnings(nodes: &[crate::store::NodeRow]) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut by_file: std::collections::BTreeMap<&str, Vec<(&str, &str)>> = Default::default();
+    for n in nodes {
+        for (file, hash) in &n.files {
+            by_file.entry(file).or_default().push((&n.name, hash));
+        }
+    }
+    for (file, seen) in by_file {
+        if seen.iter().any(|(_, h)| *h != seen[0].1) {
+            let shown: Vec<String> = seen
+                .iter()
+                .map(|(node, hash)| format!("{node} {}", &hash[..hash.len().min(12)]))
+                .collect();
+            warnings.push(format!(
+                "{file} differs between nodes ({}): sync the clones",
+                shown.join(", ")
+            ));
+        }
+    }
+    let versions: std::collections::BTreeSet<&str> =
+        nodes.iter().map(|n| n.version.as_str()).collect();
+    if versions.len() > 1 {
+        let shown: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("{} {}", n.name, n.version))
+            .collect();
+        warnings.push(format!(
+            "the nodes run different versions of heartbeat ({})",
+            shown.join(", ")
+        ));
+    }
+    warnings
 }
 
 /// A configured channel as `status` and `check` show it (docs/reference.md#status-json).
@@ -333,12 +422,11 @@ fn place(cfg: &Config, files: &[Loaded], ids: &[String]) -> Vec<Held> {
 }
 
 /// One-time reminders already given and not ticked yet.
-fn reminded(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Result<Vec<Held>> {
-    let snapshot = read_snapshot(cfg, now)?;
+fn reminded(cfg: &Config, files: &[Loaded], snapshot: &Snapshot) -> Vec<Held> {
     if snapshot.reminded.is_empty() {
-        return Ok(Vec::new());
+        return Vec::new();
     }
-    Ok(all_tasks(files)
+    all_tasks(files)
         .into_iter()
         .filter(|t| {
             t.section == Section::OneTime
@@ -353,7 +441,58 @@ fn reminded(cfg: &Config, files: &[Loaded], now: DateTime<Utc>) -> Result<Vec<He
             line: Some(t.line),
             text: Some(crate::report::safe_text(t)),
         })
-        .collect())
+        .collect()
+}
+
+/// The pending approvals created at or before `now - ttl`: what the next run expires
+/// (`store::Approvals::expire_pending`).
+fn expiring(store: &dyn Store, now: DateTime<Utc>, ttl: std::time::Duration) -> Result<i64> {
+    let ttl = chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::MAX);
+    let cutoff = now
+        .checked_sub_signed(ttl)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let pending = store.approvals(Some(crate::model::ApprovalState::Pending))?;
+    Ok(pending
+        .iter()
+        .filter(|a| crate::store::parse_ts(&a.created_at).is_some_and(|at| at <= cutoff))
+        .count() as i64)
+}
+
+/// The open task due soonest by the plan of the files at `now` (what `check` shows as
+/// "next due"), and when; a task that waits for a person's decision is left out. MCP tools
+/// are known from the cached listings: no server is started.
+fn next_due(
+    cfg: &Config,
+    files: &[Loaded],
+    store: Option<&dyn Store>,
+    snapshot: &Snapshot,
+    now: DateTime<Utc>,
+) -> Result<Option<(Held, DateTime<Utc>)>> {
+    let (catalog, _) = super::mcp::cached(cfg, store, now)?;
+    let registry = Registry::from_config(cfg).with_catalog(&catalog);
+    let tasks = all_tasks(files);
+    let plan = plan::plan(
+        &tasks,
+        &PlanInput {
+            config: cfg,
+            registry: &registry,
+            state: snapshot,
+            now,
+            force: false,
+            autonomy: cfg.autonomy,
+            manual: false,
+        },
+    );
+    let soonest = plan
+        .items
+        .iter()
+        .filter(|p| !matches!(p.decision, Decision::Pending(_) | Decision::Denied))
+        .filter_map(|p| p.next_due.map(|at| (at, p)))
+        .min_by_key(|(at, _)| *at);
+    Ok(soonest.map(|(at, p)| {
+        let held = place(cfg, files, std::slice::from_ref(&p.task.id)).remove(0);
+        (held, at)
+    }))
 }
 
 /// `heartbeat status`: the state dir at `now`, and the files as they are now (one that
@@ -398,9 +537,19 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
     let files = read_files(cfg, true).unwrap_or_default();
     let tripped = place(cfg, &files, &tripped);
     let interrupted = place(cfg, &files, &interrupted);
-    let reminded = reminded(cfg, &files, now)?;
+    let snapshot = read_snapshot(cfg, now)?;
+    let reminded = reminded(cfg, &files, &snapshot);
     let orphaned_grants = orphaned(cfg, &files)?;
     let channels = channel_states(cfg, store.as_deref())?;
+    let fleet = match (&cfg.fleet, &store) {
+        (Some(_), Some(s)) => Some(FleetState::read(&**s)?),
+        _ => None,
+    };
+    let expiring = match &store {
+        Some(s) => expiring(s.as_ref(), now, cfg.approval_ttl)?,
+        None => 0,
+    };
+    let next_due = next_due(cfg, &files, store.as_deref(), &snapshot, now)?;
     Ok(Status {
         state_dir: cfg.state_dir.clone(),
         daily_usd: cfg.daily_usd,
@@ -418,6 +567,9 @@ pub(crate) fn status(cfg: &Config, now: DateTime<Utc>) -> Result<Status> {
         daemon,
         telegram_wait,
         channels,
+        fleet,
+        expiring,
+        next_due,
     })
 }
 
@@ -425,7 +577,7 @@ impl Status {
     /// `status --json` (also the `status` tool of `heartbeat mcp`).
     pub(crate) fn json(&self) -> Value {
         let ids = |held: &[Held]| held.iter().map(|h| h.task_id.clone()).collect::<Vec<_>>();
-        json!({
+        let mut status = json!({
             "paused": self.pause.is_some(),
             "paused_until": self.pause.as_ref().and_then(|p| p.until.clone()),
             "pause_reason": self.pause.as_ref().and_then(|p| p.reason.clone()),
@@ -476,7 +628,20 @@ impl Status {
                 "next_tick": self.daemon.as_ref().and_then(|h| h.next).map(crate::audit::format_ts),
             },
             "state_dir": self.state_dir,
-        })
+            "expiring_approvals": self.expiring,
+            "next_due": self.next_due.as_ref().map(|(held, at)| {
+                let mut next = held.json();
+                next["at"] = json!(crate::audit::format_ts(*at));
+                next
+            }),
+        });
+        if let (Some(fleet), Value::Object(keys)) = (&self.fleet, &mut status) {
+            let (nodes, warnings, recent) = fleet.json();
+            keys.insert("nodes".into(), nodes);
+            keys.insert("warnings".into(), warnings);
+            keys.insert("recent".into(), recent);
+        }
+        status
     }
 }
 

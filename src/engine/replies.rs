@@ -83,6 +83,10 @@ pub(crate) fn read(d: &mut Decider, diag: &dyn Fn(String)) -> Result<Vec<i64>> {
     let mut approved = Vec::new();
     for (channel, ntfy_cfg) in &channels {
         let name = channel.name.as_str();
+        // In a fleet, one node at a time reads a reply topic.
+        if !d.store.lease(&format!("ntfy:{name}"))? {
+            continue;
+        }
         let key_name = since_key(name);
         let since = d.store.meta(&key_name)?;
         let say = |what: String| {

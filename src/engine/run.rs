@@ -145,7 +145,27 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
     let start_pings = crate::monitor::run_started(&cfg.monitors, &run_id);
 
     // Decisions first: presses and commands waiting at Telegram, expired approvals.
-    let store = crate::store::open(cfg)?;
+    let store = match crate::store::open(cfg) {
+        Ok(store) => store,
+        // A fleet whose PostgreSQL cannot be reached runs nothing (docs/fleet.md#fail-closed).
+        Err(e @ crate::store::StoreError::Unavailable { .. }) => {
+            crate::error::say(&format!("heartbeat: {e}; nothing runs until it is back"));
+            let event = Event::RunSkipped {
+                run_id: &run_id,
+                reason: RunSkipReason::StoreUnavailable,
+                next_active: None,
+                until: None,
+                by: None,
+                holder_pid: None,
+                holder_since: None,
+            };
+            audit.record(t.clock.now(), &event).map_err(&audit_err)?;
+            audit.sync().map_err(&audit_err)?;
+            drop(lock);
+            return Ok(skipped(RunSkipReason::StoreUnavailable));
+        }
+        Err(e) => return Err(e.into()),
+    };
     // A future attempt (a clock that stepped back) is planned as now; store it as now too.
     store.clamp_future_times(now)?;
     let mut d = Decider::from_parts(cfg.clone(), store, audit, String::new(), t.clock);
@@ -154,8 +174,10 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
         pressed: t.pressed.to_vec(),
         ..Effects::default()
     };
+    // In a fleet, only the holder of the `telegram` lease reads updates.
     if t.read_updates
         && let (Some(tg), Some(tc)) = (t.telegram, &cfg.telegram)
+        && d.store.lease("telegram")?
     {
         let got = bot::handle_updates(tg, &mut d, tc, Duration::ZERO)?;
         if let Some(e) = &got.error {
@@ -267,6 +289,7 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
             session.stop = t.stop;
             if t.only.is_some() {
                 session.ignore_cooldowns();
+                session.named = true;
             }
             session.mcp = servers;
             session.known = t
@@ -360,6 +383,11 @@ pub(crate) fn tick(t: &Tick) -> Result<Report> {
     })?;
     if let Err(e) = super::metrics::write_textfile(cfg, &*store, now, t.secrets) {
         crate::error::say(&format!("heartbeat: warning: {e}"));
+    }
+    // A fleet's `run --once` gives up its leases as it ends: a daemon elsewhere need not
+    // wait for them to run out (docs/fleet.md#singletons).
+    if t.mode == crate::model::RunMode::Once {
+        store.release_leases()?;
     }
     audit.sync().map_err(&audit_err)?;
     drop(lock);

@@ -66,7 +66,10 @@ pub(crate) fn open_audit(cfg: &Config, secrets: &Secrets) -> Result<AuditLog> {
     if let Some(dir) = cfg.audit_log.parent() {
         super::files::ensure_state_dir(dir)?;
     }
-    AuditLog::open(&cfg.audit_log, secrets.clone()).map_err(|e| Error::io(&cfg.audit_log, e))
+    let node = cfg.fleet.as_ref().map(|f| f.node.as_str());
+    AuditLog::open(&cfg.audit_log, secrets.clone())
+        .map(|log| log.with_node(node))
+        .map_err(|e| Error::io(&cfg.audit_log, e))
 }
 
 pub(crate) use super::executor::Stop;
@@ -119,6 +122,8 @@ pub(crate) struct Session<'a> {
     pub mcp: super::mcp::Servers<'a>,
     /// Set before any tool starts: the command's errors no longer say "nothing run".
     work: WorkStarted,
+    /// A person named the tasks (`run --task`): in a fleet they run without a claim.
+    pub named: bool,
 }
 
 impl<'a> Session<'a> {
@@ -188,6 +193,7 @@ impl<'a> Session<'a> {
             trigger,
             mcp: super::mcp::Servers::new(cfg),
             work,
+            named: false,
         })
     }
 
@@ -370,13 +376,16 @@ impl<'a> Session<'a> {
         // Queued under another config that still exists (a second config on this state
         // dir): its tools and files are not these, so it would go stale here. It stays
         // approved for a run under its own config.
+        // In a fleet every node has its own config, and its own paths to the same files.
         if let Some(recorded) = row.config.as_deref()
+            && self.cfg.fleet.is_none()
             && Some(recorded) != crate::store::config_key(self.cfg.source.as_deref()).as_deref()
             && Path::new(recorded).is_file()
         {
             return Ok(Checked::Left);
         }
-        let task = match self.file_cache.find(Path::new(&row.file), &row.task_id) {
+        let file = self.local_file(row)?;
+        let task = match self.file_cache.find(&file, &row.task_id) {
             Err(reason) => return Ok(Checked::Stale(reason)),
             Ok(None) => return Ok(Checked::Stale("the task changed or was removed".into())),
             Ok(Some(t)) if t.done => return Ok(Checked::Stale("the task is already done".into())),
@@ -406,6 +415,10 @@ impl<'a> Session<'a> {
         // budget (checked by the caller) blocks it; it stays approved (not used up) and the
         // run says why.
         let name = call.name().to_string();
+        // In a fleet, left for the nodes its tool's `hosts` name (docs/fleet.md#affinity).
+        if !self.cfg.runs_here(&name) {
+            return Ok(Checked::Left);
+        }
         if call.spec.approval == Approval::Deny {
             return Ok(Checked::Blocked(task, name, SkipReason::DeniedByPolicy));
         }
@@ -413,6 +426,22 @@ impl<'a> Session<'a> {
             return Ok(Checked::Blocked(task, name, SkipReason::Tripped));
         }
         Ok(Checked::Ready(task, Box::new(call)))
+    }
+
+    /// The file an approved task is in on this node: the one it was queued from, or in a
+    /// fleet (where another node may have queued it from its own clone, at another path)
+    /// the configured file that has a task of that id.
+    fn local_file(&mut self, row: &ApprovalRow) -> Result<std::path::PathBuf> {
+        let queued = Path::new(&row.file);
+        if self.cfg.fleet.is_none() || self.cfg.files.iter().any(|f| f == queued) {
+            return Ok(queued.to_path_buf());
+        }
+        for file in &self.cfg.files {
+            if let Ok(Some(_)) = self.file_cache.find(file, &row.task_id) {
+                return Ok(file.clone());
+            }
+        }
+        Ok(queued.to_path_buf())
     }
 
     /// Run a batch of approved work of tools without outside effects, each checked and its
@@ -483,6 +512,13 @@ impl<'a> Session<'a> {
     pub(crate) fn apply(&mut self, planned: &Planned) -> Result<()> {
         let task = &planned.task;
         if self.handled.contains(&task.id) || self.stopping() {
+            return Ok(());
+        }
+        let acts = matches!(
+            planned.decision,
+            Decision::Run(_) | Decision::Approve(_) | Decision::Remind
+        );
+        if acts && !self.claimed(task)? {
             return Ok(());
         }
         match &planned.decision {
@@ -563,7 +599,16 @@ impl<'a> Session<'a> {
             }
             // A one-time success whose tick did not land: try the tick again, run nothing.
             Decision::Done if !task.done && task.section == Section::OneTime => {
-                self.ticks.want(task);
+                // In a fleet, only `tick = "all"` ticks the copies of nodes that did not
+                // run it (docs/fleet.md#exactly-once).
+                let all = self
+                    .cfg
+                    .fleet
+                    .as_ref()
+                    .is_none_or(|f| f.tick == crate::config::FleetTick::All);
+                if all {
+                    self.ticks.want(task);
+                }
             }
             Decision::Pending(_)
             | Decision::Approved(_)
@@ -574,9 +619,33 @@ impl<'a> Session<'a> {
             | Decision::Done
             | Decision::Inactive
             | Decision::Interrupted
-            | Decision::Retry(_) => {}
+            | Decision::Retry(_)
+            | Decision::Elsewhere => {}
         }
         Ok(())
+    }
+
+    /// In a fleet, whether this node won the task's slot (docs/fleet.md#exactly-once): the
+    /// loser does nothing for the task. On one host, and for tasks a person named, always.
+    fn claimed(&mut self, task: &Task) -> Result<bool> {
+        if self.cfg.fleet.is_none() || self.named {
+            return Ok(true);
+        }
+        // A one-time task is claimed once for ever: its retry time does not matter.
+        let retry_at = match task.section {
+            Section::OneTime => None,
+            _ => self.ledger.store.retry_chain(&task.id)?.map(|(_, at)| at),
+        };
+        let claim = crate::plan::claim_of(self.cfg, task, retry_at, self.now);
+        let won = self
+            .ledger
+            .store
+            .claim_task(&task.id, &claim, &self.run_id, self.now)?;
+        if !won {
+            // Another node has it: not this run's to report.
+            self.handled.insert(task.id.clone());
+        }
+        Ok(won)
     }
 
     /// Whether a planned task may start now, given what this run already did: another task
@@ -625,7 +694,7 @@ impl<'a> Session<'a> {
                         continue;
                     }
                 };
-                if self.handled.contains(&task.id) || self.stopping() {
+                if self.handled.contains(&task.id) || self.stopping() || !self.claimed(task)? {
                     continue;
                 }
                 // A free slot first: record what finished meanwhile.
@@ -968,7 +1037,12 @@ impl<'a> Session<'a> {
             });
             self.alert(msg)?;
         }
-        if outcome.success && task.section == Section::OneTime {
+        let ticks = self
+            .cfg
+            .fleet
+            .as_ref()
+            .is_none_or(|f| f.tick != crate::config::FleetTick::None);
+        if outcome.success && task.section == Section::OneTime && ticks {
             self.ticks.want(task);
         }
         let shown_outcome = match retry_at {

@@ -36,6 +36,27 @@ pub(crate) enum FileError {
     },
 }
 
+/// In a fleet, the directory task ids are relative to (the config file's, symlinks
+/// resolved); unset on one host, where ids hash the absolute path.
+static FLEET_ID_BASE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Make task ids fleet ids (docs/fleet.md#fleet-task-ids) for the rest of this process:
+/// the same line in clones of a repository at different paths has one id. Called once,
+/// right after the config loaded, before any file is parsed.
+pub(crate) fn use_fleet_ids(config_dir: &Path) {
+    let base = fs::canonicalize(config_dir).unwrap_or_else(|_| config_dir.to_path_buf());
+    let _ = FLEET_ID_BASE.set(base);
+}
+
+/// The path a task id hashes: `canonical` itself, or in a fleet the path relative to the
+/// config's directory (a file outside it keeps its absolute path).
+pub(crate) fn id_path(canonical: &Path) -> String {
+    let relative = FLEET_ID_BASE
+        .get()
+        .and_then(|base| canonical.strip_prefix(base).ok());
+    relative.unwrap_or(canonical).to_string_lossy().into_owned()
+}
+
 /// A HEARTBEAT.md read from disk.
 #[derive(Clone, Debug)]
 pub(crate) struct SourceFile {

@@ -30,7 +30,8 @@ use crate::schedule::{self, HeadingKind};
 const BOM: &str = "\u{feff}";
 
 /// Parse a whole file (`text` may start with a UTF-8 BOM). `path` is what tasks report as their
-/// file; `canonical` goes into task ids.
+/// file; `canonical` goes into task ids (in a fleet, relative to the config's directory:
+/// [`super::id_path`]).
 pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     // pulldown-cmark does not end a line at a lone CR (old Mac files), so a fenced block
     // there would not be code and a task inside it would look real. Parse a copy with each
@@ -46,7 +47,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     let mut b = Builder {
         path,
         file: Arc::from(path),
-        canonical: canonical.to_string_lossy().into_owned(),
+        canonical: super::id_path(canonical),
         lines: LineIndex::new(text, bom),
         section: Section::Other,
         heading: None,
@@ -64,6 +65,7 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
     let mut quote_depth = 0usize;
     let mut item_depth = 0usize;
     let mut fresh = Fresh::No;
+    let mut code_depth = 0usize;
 
     // Only task lists: tables, footnotes and the rest would change what counts as a list item.
     let parser = Parser::new_ext(&text[bom..], Options::ENABLE_TASKLISTS).into_offset_iter();
@@ -71,7 +73,12 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         let range = range.start + bom..range.end + bom;
 
         if let Some(task) = pending.as_mut() {
-            if is_inline(&event) {
+            // A next line written like a task without the space after its bullet (`-[ ] …`)
+            // is no part of this task's text: the task ends here, and the line is warned
+            // about below.
+            let unspaced_next =
+                matches!(event, Event::SoftBreak) && unspaced_marker(&text[range.end..]);
+            if is_inline(&event) && !unspaced_next {
                 task.inline.push(&range);
                 continue;
             }
@@ -85,6 +92,9 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
             }
             if let Some(task) = pending.take() {
                 b.finish_task(task);
+            }
+            if unspaced_next {
+                continue;
             }
         }
 
@@ -144,27 +154,35 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
             Event::Text(_)
                 if was != Fresh::No
                     && b.in_active_section()
-                    && ["[ ]", "[x]", "[X]"].iter().any(|m| {
+                    && MARKERS.iter().any(|m| {
                         text[range.start..]
                             .strip_prefix(m)
                             .is_some_and(|rest| rest.starts_with(|c: char| !c.is_whitespace()))
                     }) =>
             {
-                b.warn(
-                    range.start,
-                    format!(
-                        "{0:?} is not a task: write a space after the marker (\"- {0} {1}\")",
-                        &text[range.start..range.start + 3],
-                        text[range.start + 3..]
-                            .lines()
-                            .next()
-                            .unwrap_or_default()
-                            .chars()
-                            .take(40)
-                            .collect::<String>()
-                    ),
-                );
+                let marker = &text[range.start..range.start + 3];
+                let message = not_a_task(marker, "the marker", marker, &text[range.start + 3..]);
+                b.warn(range.start, message);
             }
+            // `-[ ] @log {…}`: a bullet glued to its marker is no list item, so no task: a
+            // paragraph of its own, or (below a task) a line of that task's text.
+            Event::Text(_)
+                if code_depth == 0
+                    && b.in_active_section()
+                    && text[..range.start]
+                        .rsplit('\n')
+                        .next()
+                        .is_some_and(|before| before.trim().is_empty())
+                    && unspaced_marker(&text[range.start..]) =>
+            {
+                let rest = &text[range.start..];
+                let marker = &rest[1..4];
+                let message =
+                    not_a_task(&rest[..4], &format!("{:?}", &rest[..1]), marker, &rest[4..]);
+                b.warn(range.start, message);
+            }
+            Event::Start(Tag::CodeBlock(_)) => code_depth += 1,
+            Event::End(TagEnd::CodeBlock) => code_depth = code_depth.saturating_sub(1),
             Event::Start(Tag::BlockQuote(_)) => quote_depth += 1,
             Event::End(TagEnd::BlockQuote(_)) => quote_depth = quote_depth.saturating_sub(1),
             _ => {}
@@ -179,6 +197,31 @@ pub fn parse(path: &Path, canonical: &Path, text: &str) -> ParsedFile {
         tasks: b.tasks,
         problems: b.problems,
     }
+}
+
+/// A task's marker, open or done.
+const MARKERS: [&str; 3] = ["[ ]", "[x]", "[X]"];
+
+/// Whether a line (`rest`, from its start, indentation allowed) starts like a task whose
+/// bullet has no space after it (`-[ ] …`, `*[x] …`).
+fn unspaced_marker(rest: &str) -> bool {
+    let line = rest.trim_start_matches([' ', '\t']);
+    line.starts_with(['-', '*', '+']) && MARKERS.iter().any(|m| line[1..].starts_with(m))
+}
+
+/// The warning for a line that looks like a task and is none for want of a space:
+/// `written` is what was written, `after` what the space goes after, `marker` the task
+/// marker and `rest` the text after what was written.
+fn not_a_task(written: &str, after: &str, marker: &str, rest: &str) -> String {
+    let rest: String = rest
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start()
+        .chars()
+        .take(40)
+        .collect();
+    format!("{written:?} is not a task: write a space after {after} (\"- {marker} {rest}\")")
 }
 
 fn has_lone_cr(text: &str) -> bool {
@@ -470,17 +513,30 @@ impl Builder<'_> {
         };
         *n += 1;
         // Below a schedule heading that is not valid, an open task is invalid: same id (the
-        // heading is no part of it), so fixing the heading keeps the task's history.
+        // heading is no part of it), so fixing the heading keeps the task's history. A task
+        // invalid by itself too says both, so that one fix does not just reveal the other.
         if let Some((_, line, column, error)) = &self.bad_heading
             && !task.done
         {
+            let (tool, error) = match body {
+                Body::Tool { name, .. } => (Some(name), error.clone()),
+                Body::Invalid {
+                    tool,
+                    error: own,
+                    line: own_line,
+                    column: own_column,
+                } => (
+                    tool,
+                    format!(
+                        "{error}; and the task at line {own_line}, column {own_column} is \
+                         invalid too: {own}"
+                    ),
+                ),
+                Body::Plain => (None, error.clone()),
+            };
             body = Body::Invalid {
-                tool: match body {
-                    Body::Tool { name, .. } => Some(name),
-                    Body::Invalid { tool, .. } => tool,
-                    Body::Plain => None,
-                },
-                error: error.clone(),
+                tool,
+                error,
                 line: *line,
                 column: *column,
             };
@@ -1232,10 +1288,26 @@ mod tests {
             schedule::RECURRING_FORMS
         );
         for i in [0, 1, 3, 4] {
-            assert_eq!(invalid_at(&t[i]), (3, 3, msg.as_str()), "{:?}", t[i]);
+            assert!(invalid_at(&t[i]).2.starts_with(&msg), "{:?}", t[i]);
             assert_eq!(t[i].schedule, None);
             assert_eq!(t[i].heading.as_deref(), Some("Evry 6h"));
         }
+        for i in [0, 1, 4] {
+            assert_eq!(invalid_at(&t[i]), (3, 3, msg.as_str()), "{:?}", t[i]);
+        }
+        // A task invalid by itself too says both errors at once.
+        assert_eq!(
+            invalid_at(&t[3]),
+            (
+                3,
+                3,
+                format!(
+                    "{msg}; and the task at line 7, column 10 is invalid too: expected a JSON \
+                     object after @x, found an array"
+                )
+                .as_str()
+            )
+        );
         // The tool name stays; the id is the task's own, so fixing the heading keeps it.
         assert_eq!(t[0].tool_name(), Some("log"));
         assert_eq!(t[1].tool_name(), None);
@@ -1422,6 +1494,38 @@ mod tests {
         assert_eq!(p("## Recurring\n- [ ]@log {}\n").tasks.len(), 0);
         // Outside the sections, or inside a sentence, nothing is said.
         assert!(warnings("## Notes\n- [ ]x\n## Recurring\n- see [ ]here\n").is_empty());
+    }
+
+    #[test]
+    fn a_bullet_glued_to_its_marker_is_a_warning_and_no_part_of_the_task_above() {
+        let md = "## Recurring\n* [ ] water the plants\n-[ ] @log {\"text\": \"b\"\n\n\
+                  *[x] done\n\n```\n-[ ] in code\n```\n- [ ] @log {\"text\": \"c\"}\n";
+        let parsed = p(md);
+        let texts: Vec<&str> = parsed.tasks.iter().map(|t| t.text.as_str()).collect();
+        assert_eq!(texts, ["water the plants", "@log {\"text\": \"c\"}"]);
+        assert_eq!(
+            warnings(md),
+            vec![
+                (
+                    3,
+                    1,
+                    "\"-[ ]\" is not a task: write a space after \"-\" (\"- [ ] @log \
+                     {\"text\": \"b\"\")"
+                        .to_string()
+                ),
+                (
+                    5,
+                    1,
+                    "\"*[x]\" is not a task: write a space after \"*\" (\"- [x] done\")"
+                        .to_string()
+                ),
+            ]
+        );
+        // Below a task whose JSON is fine, the task stays valid; outside the sections,
+        // nothing is said.
+        let parsed = p("## Recurring\n- [ ] @log {\"text\": \"a\"}\n-[ ] x\n");
+        assert!(matches!(parsed.tasks[0].body, Body::Tool { .. }));
+        assert!(warnings("## Notes\n- [ ] a\n-[ ] x\n").is_empty());
     }
 
     #[test]

@@ -44,6 +44,10 @@ pub(crate) struct ToolDef {
 pub(crate) trait Handler: Send + Sync + 'static {
     fn tools(&self) -> Vec<ToolDef>;
 
+    /// What the server is and how to use it, sent in the `initialize` result's
+    /// `instructions` for the client to show its model.
+    fn instructions(&self) -> &'static str;
+
     /// Carries out one call for the client named `client` (its `clientInfo.name` as
     /// [`client_name`] makes it). `Ok` is the result as JSON; `Err` a message for the agent.
     /// Both redacted: an answer leaves the process.
@@ -100,12 +104,14 @@ struct Adapter<H> {
     tools: Vec<ToolDef>,
     name: String,
     version: String,
+    instructions: &'static str,
 }
 
 impl<H: Handler> ServerHandler for Adapter<H> {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(self.name.clone(), self.version.clone()))
+            .with_instructions(self.instructions)
     }
 
     async fn list_tools(
@@ -202,6 +208,7 @@ impl<H: Handler> ServerHandler for Adapter<H> {
 pub(crate) fn serve_stdio(handler: impl Handler, name: &str, version: &str) -> std::io::Result<()> {
     let adapter = Adapter {
         tools: handler.tools(),
+        instructions: handler.instructions(),
         handler: Arc::new(handler),
         name: name.to_string(),
         version: version.to_string(),

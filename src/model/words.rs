@@ -116,6 +116,8 @@ words! {
         Paused = "paused",
         /// Outside active hours (and not forced).
         OutsideActiveHours = "outside_active_hours",
+        /// In a fleet, PostgreSQL cannot be reached: nothing runs (docs/fleet.md#fail-closed).
+        StoreUnavailable = "store_unavailable",
     }
 }
 
@@ -245,6 +247,7 @@ mod tests {
                 (Locked, "locked"),
                 (Paused, "paused"),
                 (OutsideActiveHours, "outside_active_hours"),
+                (StoreUnavailable, "store_unavailable"),
             ],
             RunSkipReason::ALL,
         );

@@ -6,14 +6,10 @@
 //! - A token binds one approval, its task, its input (by hash), one decision and an expiry:
 //!   it decides nothing else, and a reply is compared with the token as written (never
 //!   another spelling of the same bytes), so "used once" holds for the text a phone sends.
-//! - The install key is created once and never overwritten: written whole under a name of
-//!   its own (mode 0600), then hard-linked into place, which fails when a key is there
-//!   already; of two processes that race, both end with the one key that was linked. A key
-//!   file of another size, or one that others may read, is an error naming it.
+//! - The install key is created once and never overwritten (`sys/key.rs`); in a fleet it is
+//!   the one the fleet's database holds.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use hmac::{KeyInit, Mac};
 use sha2::Sha256;
@@ -24,7 +20,7 @@ use crate::codec::{BASE64_URL, base64};
 pub(crate) const KEY_FILE: &str = "channel.key";
 
 /// The install key's length in bytes.
-const KEY_LEN: usize = 32;
+const KEY_LEN: usize = crate::sys::key::KEY_LEN;
 
 /// What a button answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,75 +115,16 @@ pub(crate) fn same_token(expected: &str, given: &str) -> bool {
 /// The install key of `state_dir`, created the first time (see the module). An error
 /// names the file and says what is wrong with it.
 pub(crate) fn install_key(state_dir: &Path) -> Result<[u8; KEY_LEN], String> {
-    let path = state_dir.join(KEY_FILE);
-    match read_key(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        other => return other.map_err(|e| key_error(&path, &e.to_string())),
+    if let Some(key) = crate::sys::key::fleet_channel_key() {
+        return Ok(key);
     }
-    create_key(state_dir, &path).map_err(|e| key_error(&path, &e.to_string()))?;
-    // Linked here, or by a process that raced this one: the key is what the file holds.
-    read_key(&path).map_err(|e| key_error(&path, &e.to_string()))
-}
-
-fn key_error(path: &Path, why: &str) -> String {
-    format!("the channel key {}: {why}", path.display())
-}
-
-/// The key as the file holds it, if the file is a regular file of 32 bytes that only its
-/// owner may read.
-fn read_key(path: &Path) -> std::io::Result<[u8; KEY_LEN]> {
-    use std::io::{Error, ErrorKind};
-    let meta = std::fs::symlink_metadata(path)?;
-    if !meta.file_type().is_file() {
-        return Err(Error::new(ErrorKind::InvalidData, "not a regular file"));
-    }
-    let mode = meta.mode() & 0o777;
-    if mode & 0o077 != 0 {
-        return Err(Error::new(
-            ErrorKind::InvalidData,
-            format!("mode {mode:04o} lets others read it; it must be 0600"),
-        ));
-    }
-    if meta.len() != KEY_LEN as u64 {
-        return Err(Error::new(
-            ErrorKind::InvalidData,
-            format!("{} bytes, not {KEY_LEN}", meta.len()),
-        ));
-    }
-    let mut key = [0u8; KEY_LEN];
-    let mut file = std::fs::File::open(path)?;
-    file.read_exact(&mut key)?;
-    Ok(key)
-}
-
-/// Write a new key under a name of its own, then link it into place, unless another
-/// process linked its key first.
-fn create_key(state_dir: &Path, path: &Path) -> std::io::Result<()> {
-    let suffix: String = crate::sys::random_bytes::<8>()?
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    let tmp: PathBuf = state_dir.join(format!("{KEY_FILE}.{}.{suffix}", std::process::id()));
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(&crate::sys::random_bytes::<KEY_LEN>()?)?;
-        file.sync_all()
-    })();
-    let linked = written.and_then(|()| match std::fs::hard_link(&tmp, path) {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        other => other,
-    });
-    let _ = std::fs::remove_file(&tmp);
-    linked
+    crate::sys::key::private_key(state_dir, KEY_FILE, "the channel key")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
 
     const KEY: [u8; 32] = {
         let mut k = [0u8; 32];

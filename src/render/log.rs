@@ -1,9 +1,10 @@
 //! `heartbeat log`'s lines for people: one line per audit event, `<local time>  <event>
-//! <what happened>`. Pure: the caller reads and prints.
+//! <what happened>`, and below a success whose output has several lines, its first
+//! non-blank ones (up to 5), indented. Pure: the caller reads and prints.
 //!
 //! Invariants:
 //! - Every text taken from the log passes through [`clean`] (no control characters reach a
-//!   terminal), and every free text is redacted, then cut to one line of [`TEXT_MAX`].
+//!   terminal), and every free text is redacted, then cut to lines of [`TEXT_MAX`].
 //! - Every event heartbeat writes is matched by its [`EventKind`], exhaustively: a new event
 //!   does not compile until it has a line here (which may be the plain `key=value …` one).
 //! - An event this build does not know (a line from another version, or not heartbeat's) is
@@ -44,8 +45,20 @@ impl LogView<'_> {
         let event = obj.get("event").and_then(Value::as_str).unwrap_or("-");
         let f = Fields { obj, view: self };
         let what = f.describe(event);
-        let line = format!("{time}  {}  {what}", clean(event));
-        line.trim_end().to_string()
+        let mut line = format!("{time}  {}  {what}", clean(event))
+            .trim_end()
+            .to_string();
+        // A success's output of several lines: its first ones below, under the event's name.
+        if event == EventKind::TaskSucceeded.as_str() && f.text("summary").is_none() {
+            let lines = f.output_lines();
+            if lines.len() > 1 {
+                let indent = time.chars().count() + 2;
+                for l in lines {
+                    line.push_str(&format!("\n{:indent$}{l}", ""));
+                }
+            }
+        }
+        line
     }
 
     /// One line of `text`, cut to [`TEXT_MAX`] after redaction.
@@ -90,6 +103,39 @@ impl Fields<'_> {
             Some(t) => show_time(t, self.view.tz),
             None => self.view.cut(raw),
         })
+    }
+
+    /// The first non-blank lines of the `output` field, each cleaned, redacted and cut.
+    fn output_lines(&self) -> Vec<String> {
+        match self.obj.get("output") {
+            Some(Value::String(s)) => self
+                .view
+                .secrets
+                .redact(s)
+                .first_lines(crate::render::terminal::OUTPUT_LINES, TEXT_MAX)
+                .into_iter()
+                .map(crate::text::Redacted::into_string)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether the `error` field already holds the first line of the text field `key`: a
+    /// failed process's error carries the first line of its stderr
+    /// (docs/reference.md#tool-output), which is not said twice.
+    fn error_holds(&self, key: &str) -> bool {
+        let raw = |k: &str| self.obj.get(k).and_then(Value::as_str).unwrap_or("");
+        let first: String = clean(
+            raw(key)
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or(""),
+        )
+        .trim()
+        .chars()
+        .take(100)
+        .collect();
+        !first.is_empty() && clean(raw("error")).contains(&first)
     }
 
     /// `@tool`.
@@ -201,10 +247,11 @@ impl Fields<'_> {
             }
             EventKind::TaskInvalid => join2(self.place_or_task(), self.text("error")),
             EventKind::TaskSucceeded => {
-                let what = self
-                    .text("summary")
-                    .or_else(|| self.text("output"))
-                    .unwrap_or_default();
+                // An output of several lines follows on lines of its own.
+                let what = match self.text("summary") {
+                    None if self.output_lines().len() > 1 => String::new(),
+                    summary => summary.or_else(|| self.text("output")).unwrap_or_default(),
+                };
                 let mut s = join2(
                     self.task_head(),
                     Some(format!("{what}{}", self.took()).trim_start().to_string()),
@@ -216,8 +263,11 @@ impl Fields<'_> {
             }
             EventKind::TaskFailed => {
                 let error = self.text("error").unwrap_or_else(|| "failed".into());
-                let why = match self.text("output").or_else(|| self.text("stderr")) {
-                    Some(out) if out != error => format!("{error}: {out}"),
+                let key = ["output", "stderr"]
+                    .into_iter()
+                    .find(|k| self.text(k).is_some());
+                let why = match key.and_then(|k| self.text(k).map(|out| (k, out))) {
+                    Some((k, out)) if !self.error_holds(k) => format!("{error}: {out}"),
                     _ => error,
                 };
                 join2(self.task_head(), Some(format!("{why}{}", self.took())))
@@ -365,6 +415,10 @@ impl Fields<'_> {
             EventKind::GrantRevoked => {
                 words([self.task(), self.text("by").map(|b| format!("by {b}"))])
             }
+            EventKind::NodeForgotten => words([
+                self.text("node").map(|n| format!("node {n}")),
+                self.text("by").map(|b| format!("by {b}")),
+            ]),
             EventKind::TaskSnoozed | EventKind::TaskUnsnoozed => {
                 let until = match kind {
                     EventKind::TaskSnoozed => self.time("until").map(|t| format!("until {t}")),
@@ -469,6 +523,56 @@ mod tests {
         assert_eq!(
             line,
             "2026-05-01 12:00:00 CEST  task_succeeded  @http HEARTBEAT.md:3  ok (12 ms) $0.50"
+        );
+    }
+
+    #[test]
+    fn an_output_of_several_lines_follows_a_success_unless_it_has_a_summary() {
+        let ok = |summary: Value| {
+            show(
+                json!({"ts": "2026-05-01T10:00:00.000Z", "event": "task_succeeded",
+            "tool": "shell", "file": "/home/me/HEARTBEAT.md", "line": 3, "summary": summary,
+            "output": "{\n  \"a\": 1\n}\n", "duration_ms": 2}),
+            )
+        };
+        let pad = " ".repeat("2026-05-01 12:00:00 CEST  ".len());
+        let lines = format!(
+            "2026-05-01 12:00:00 CEST  task_succeeded  @shell HEARTBEAT.md:3  (2 ms)\n\
+             {pad}{{\n{pad}  \"a\": 1\n{pad}}}"
+        );
+        assert_eq!(ok(Value::Null), lines);
+        assert_eq!(ok(json!("")), lines);
+        assert_eq!(
+            ok(json!("done")),
+            "2026-05-01 12:00:00 CEST  task_succeeded  @shell HEARTBEAT.md:3  done (2 ms)"
+        );
+    }
+
+    #[test]
+    fn a_failure_whose_error_holds_its_stderr_says_it_once() {
+        let failed = |error: &str, output: &str, stderr: &str| {
+            show(
+                json!({"ts": "2026-05-01T10:00:00.000Z", "event": "task_failed",
+            "tool": "shell", "file": "/home/me/HEARTBEAT.md", "line": 3, "error": error,
+            "output": output, "stderr": stderr}),
+            )
+        };
+        let tar = "tar: /nope: Cannot stat: No such file or directory";
+        assert!(
+            failed(
+                &format!("exit status 2: {tar}"),
+                "",
+                &format!("{tar}\nmore\n")
+            )
+            .ends_with(&format!("@shell HEARTBEAT.md:3  exit status 2: {tar}")),
+            "{}",
+            failed(&format!("exit status 2: {tar}"), "", tar)
+        );
+        // Standard output is not in the error: said after it.
+        assert!(
+            failed("exit status 1", "boom\n", "").ends_with("  exit status 1: boom"),
+            "{}",
+            failed("exit status 1", "boom\n", "")
         );
     }
 

@@ -10,6 +10,9 @@ use crate::text::{Redacted, clean};
 
 use super::show_path;
 
+/// How many of the first non-blank lines of a success's output are shown.
+pub(crate) const OUTPUT_LINES: usize = 5;
+
 /// What agents did since the last run, one line each (printed also with `-q`: a person
 /// hears what an agent did, at the terminal too).
 pub(crate) fn agent_actions(r: &Report) -> Vec<String> {
@@ -115,7 +118,14 @@ pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Ve
             continue;
         }
         let observed = t.outcome == Outcome::Skipped && reason(t) == observe;
+        // A success's output of several lines: its first ones, each on a line of its own
+        // below the task's (docs/reference.md#run-output).
+        let output_lines = match (t.outcome, &t.summary, &t.output) {
+            (Outcome::Succeeded, None, Some(output)) => output.first_lines(OUTPUT_LINES, 120),
+            _ => Vec::new(),
+        };
         let detail = match t.outcome {
+            _ if output_lines.len() > 1 => String::new(),
             Outcome::Succeeded => t
                 .summary
                 .clone()
@@ -180,6 +190,13 @@ pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Ve
             )
         };
         out.push(line.trim_end().to_string());
+        if output_lines.len() > 1 {
+            out.extend(
+                output_lines
+                    .iter()
+                    .map(|l| format!("{:10}{}", "", l.as_str())),
+            );
+        }
         if let Some(failures) = t.tripped {
             // Said also with -q: the task stays stopped until a person resets it.
             out.push(format!(

@@ -349,11 +349,9 @@ impl History for Sqlite {
     }
 }
 
-/// The statements of [`History::record_task_run`], inside its transaction. They run at every
-/// tool run, so they are prepared once per connection (rusqlite's statement cache).
 /// The `outcome` of a tool run's history row: succeeded or failed, or `not_started` for an
 /// attempt that never started and is tried again (docs/reference.md#retries).
-fn run_outcome(r: &TaskRunRecord) -> &'static str {
+pub(super) fn run_outcome(r: &TaskRunRecord) -> &'static str {
     if r.not_started && r.retry_at.is_some() {
         NOT_STARTED
     } else {
@@ -364,6 +362,18 @@ fn run_outcome(r: &TaskRunRecord) -> &'static str {
 /// The outcome word of an attempt that never started.
 const NOT_STARTED: &str = "not_started";
 
+/// The outcome a tool run adds to the `tasks` total, as `run --json` says it: a failure
+/// tried again is `retry_scheduled`.
+pub(super) fn counted_outcome(r: &TaskRunRecord) -> crate::model::Outcome {
+    match (r.interrupted, r.retry_at) {
+        (true, _) => crate::model::Outcome::Interrupted,
+        (false, Some(_)) => crate::model::Outcome::RetryScheduled,
+        (false, None) => crate::model::Outcome::of_run(r.succeeded),
+    }
+}
+
+/// The statements of [`History::record_task_run`], inside its transaction. They run at every
+/// tool run, so they are prepared once per connection (rusqlite's statement cache).
 fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> {
     let (started, finished) = (format_ts(r.started_at), format_ts(r.finished_at));
     // The outcome settles the start this run recorded (with the history row, atomically).
@@ -393,13 +403,7 @@ fn write_task_run(tx: &Transaction, r: &TaskRunRecord) -> rusqlite::Result<u32> 
         let retried = r.retry_at.is_some();
         super::approvals::finish_approval(tx, id, r.succeeded, retried, r.error, r.finished_at)?;
     }
-    // As `run --json` says it: a failure tried again is `retry_scheduled`.
-    let outcome = match (r.interrupted, r.retry_at) {
-        (true, _) => crate::model::Outcome::Interrupted,
-        (false, Some(_)) => crate::model::Outcome::RetryScheduled,
-        (false, None) => crate::model::Outcome::of_run(r.succeeded),
-    };
-    let outcome = outcome.as_str();
+    let outcome = counted_outcome(r).as_str();
     super::metrics::increment(tx, "tasks", r.tool, outcome, 1)?;
     // A retry is not a new attempt: the chain's first attempt stays the task's last one.
     let attempt = match r.retried {

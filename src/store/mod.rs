@@ -3,7 +3,7 @@
 //! SQLite (`<state_dir>/heartbeat.db`, [`Sqlite`]) is its one implementation.
 //!
 //! The trait is the traits of its concerns combined, each declared beside its rows and its
-//! SQLite implementation: [`Approvals`], [`Grants`], [`History`], [`McpCache`], [`Metrics`],
+//! SQLite implementation: [`Approvals`], [`Fleet`], [`Grants`], [`History`], [`McpCache`], [`Metrics`],
 //! [`Notices`], [`Outbox`], [`Proposals`], [`Retention`], [`Slots`], [`Snapshots`], [`Snoozes`], [`Starts`]. What any
 //! implementation must keep:
 //! - Every write is committed before the method returns: nothing is held back for later, so
@@ -22,6 +22,7 @@
 //! How SQLite keeps them is in `store/sqlite.rs`.
 
 mod approvals;
+mod fleet;
 mod grants;
 mod history;
 mod mcp;
@@ -29,6 +30,7 @@ mod metrics;
 mod migrations;
 mod notices;
 mod outbox;
+mod pg;
 mod proposals;
 mod retention;
 mod slots;
@@ -41,13 +43,16 @@ mod words;
 use std::path::PathBuf;
 
 pub(crate) use approvals::{ApprovalRow, Approvals, Decision, NewApproval, config_key};
+pub(crate) use fleet::{Claim, Fleet, LeaseRow, NodeRow, RecentRun};
 pub(crate) use grants::{GrantRow, Grants, NewGrant};
 pub(crate) use history::{History, RunSummary, TaskRunRecord};
 pub(crate) use mcp::McpCache;
 pub(crate) use metrics::{Metrics, RunResult, RunTally};
 pub use migrations::schema_at_version;
 pub(crate) use notices::Notices;
-pub(crate) use outbox::{Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow};
+pub(crate) use outbox::{
+    Destination, NewMessage, NewPause, Outbox, OutboxRow, PauseRow, TELEGRAM_OFFSET,
+};
 pub(crate) use proposals::Proposals;
 pub(crate) use retention::Retention;
 pub(crate) use slots::{SlotChange, Slots};
@@ -65,6 +70,7 @@ use crate::config::Config;
 /// a `Box<dyn Store>` or a `&mut dyn Store`.
 pub(crate) trait Store:
     Approvals
+    + Fleet
     + Grants
     + History
     + McpCache
@@ -82,6 +88,7 @@ pub(crate) trait Store:
 
 impl<T> Store for T where
     T: Approvals
+        + Fleet
         + Grants
         + History
         + McpCache
@@ -98,21 +105,36 @@ impl<T> Store for T where
 }
 
 /// Open (creating if needed) the store `cfg` names, brought to the current schema. The one
-/// place that picks the implementation: SQLite in `cfg.state_dir`.
+/// place that picks the implementation: SQLite in `cfg.state_dir`, or in a fleet its
+/// PostgreSQL (docs/fleet.md), this node registered.
 pub(crate) fn open(cfg: &Config) -> Result<Box<dyn Store>> {
+    if cfg.fleet.is_some() {
+        return Ok(Box::new(pg::open_fleet(cfg)?));
+    }
     Ok(Box::new(Sqlite::open(&cfg.state_dir)?))
+}
+
+/// Mark this process as a fleet daemon (its node's registration says so; see `pg`).
+pub(crate) fn running_as_daemon() {
+    pg::running_as_daemon();
 }
 
 /// Open the store `cfg` names without creating anything; None when there is none yet. For
 /// read-only commands (`status`, `approvals`, `check`, dry runs). Picks the implementation
 /// as [`open`] does.
 pub(crate) fn open_existing(cfg: &Config) -> Result<Option<Box<dyn Store>>> {
+    if cfg.fleet.is_some() {
+        return open(cfg).map(Some);
+    }
     Ok(Sqlite::open_existing(&cfg.state_dir)?.map(|s| Box::new(s) as Box<dyn Store>))
 }
 
 /// The schema of the store `cfg` names when an earlier heartbeat wrote it (what
 /// [`open_existing`] would bring up to date, a write); None otherwise. Reads only.
 pub(crate) fn older_schema(cfg: &Config) -> Result<Option<i64>> {
+    if cfg.fleet.is_some() {
+        return Ok(None);
+    }
     Sqlite::older_schema(&cfg.state_dir)
 }
 
@@ -129,6 +151,32 @@ pub(crate) enum StoreError {
         .path.display()
     )]
     TooNew { path: PathBuf, found: i64 },
+    /// The fleet's PostgreSQL cannot be reached: nothing runs (docs/fleet.md#fail-closed).
+    #[error("{store} cannot be reached: {source}")]
+    Unavailable { store: String, source: DbError },
+    /// PostgreSQL refused a statement.
+    #[error("{store}: {source}")]
+    Postgres { store: String, source: DbError },
+    #[error(
+        "{store} has tables heartbeat did not create ({tables}); give the fleet a database of its own"
+    )]
+    NotOurs { store: String, tables: String },
+    #[error(
+        "{store}: written by a newer heartbeat (schema {found}, this version knows {}); nothing was run",
+        pg::SCHEMA_VERSION
+    )]
+    TooNewPg { store: String, found: i64 },
+    /// Another node's key holds this node's name (docs/fleet.md#one-name-one-node).
+    #[error(
+        "the node name {node:?} belongs to another node (host {host}, last seen {last_seen}); \
+         give this one another [fleet] node, or run `heartbeat fleet forget {node}` if that \
+         node is gone"
+    )]
+    NodeTaken {
+        node: String,
+        host: String,
+        last_seen: String,
+    },
     #[error("{}: {source}", .path.display())]
     Io {
         path: PathBuf,

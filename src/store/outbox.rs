@@ -86,6 +86,10 @@ pub(crate) struct NewPause<'a> {
     pub by: &'a str,
 }
 
+/// The `meta` key of the next Telegram update to ask for: a number that only moves forward
+/// (a fleet's store keeps the greater when nodes race to store it).
+pub(crate) const TELEGRAM_OFFSET: &str = "telegram_offset";
+
 /// What every agent's `by` starts with (`mcp:<client>`), on pauses and decisions alike.
 pub(crate) const AGENT_BY: &str = "mcp:";
 

@@ -19,7 +19,7 @@ use super::{Outbox, Result, Sqlite};
 use crate::audit::format_ts;
 
 /// `meta` key: the local day of the last prune.
-const PRUNED_DAY: &str = "pruned_day";
+pub(super) const PRUNED_DAY: &str = "pruned_day";
 
 /// Pruning what is old, at most once a local day.
 pub(crate) trait Retention {

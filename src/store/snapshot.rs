@@ -65,7 +65,7 @@ pub(crate) struct Snapshot {
 
 impl Snapshot {
     /// A stored time as planning reads it: never later than `now` (counted when it was).
-    fn not_after(&mut self, t: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    pub(super) fn not_after(&mut self, t: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
         if t > now {
             self.future_times += 1;
             now

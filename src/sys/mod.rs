@@ -27,6 +27,7 @@ compile_error!(
 
 pub(crate) mod capture;
 pub(crate) mod command;
+pub(crate) mod key;
 pub(crate) mod supervisor;
 
 use std::io;

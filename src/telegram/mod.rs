@@ -191,13 +191,18 @@ pub(crate) fn keyboard(approvals: &[i64], resets: &[String]) -> InlineKeyboardMa
 
 impl Telegram {
     /// Build the client from the config; None when the token variable is unset or empty.
-    /// `poll` is the longest long-poll this client will make.
+    /// With `bot_token_file`, the token is the file's (read once, when the config was
+    /// loaded). `poll` is the longest long-poll this client will make.
     pub(crate) fn connect(
         cfg: &TelegramConfig,
         env: &dyn Fn(&str) -> Option<String>,
         poll: Duration,
     ) -> Result<Option<Telegram>, String> {
-        let Some(token) = env(&cfg.bot_token_env).filter(|t| !t.trim().is_empty()) else {
+        let token = match &cfg.bot_token_file {
+            Some(path) => Some(crate::redact::take_file(path)?),
+            None => env(&cfg.bot_token_env),
+        };
+        let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
             return Ok(None);
         };
         let token = token.trim().to_string();

@@ -21,7 +21,8 @@
 //!
 //! Outcome: `stdout` is the response body (lossy UTF-8, the first [`OUTPUT_CAP`] bytes kept,
 //! the rest counted in `stdout_dropped`) on success and on failure; `exit_code` is None;
-//! `cost_usd`/`summary` come from a last-line JSON object of the body, as for processes.
+//! `cost_usd`/`summary` come from a last-line JSON object of the body, as for processes; a
+//! success without a summary of its own has its status as summary (`HTTP 200 OK`).
 //! Errors: `HTTP 503 Service Unavailable (expected 2xx)`, `connection refused: HOST:PORT`,
 //! `request failed: …`,
 //! `timed out after 5s`, `stopped`.
@@ -387,14 +388,16 @@ pub(super) fn run(
         Ok(status) => Some(FailureKind::Http(status.as_u16())),
         Err((_, failure)) => *failure,
     };
+    // A success says its status, unless the body gave a summary of its own.
+    let summary = match &result {
+        Ok(status) if failure.is_none() => summary.or_else(|| Some(status_line(*status))),
+        _ => summary,
+    };
     let error = match result {
         Ok(status) if expect.iter().any(|p| p.matches(status.as_u16())) => None,
         Ok(status) => Some(format!(
-            "HTTP {}{} (expected {})",
-            status.as_u16(),
-            status
-                .canonical_reason()
-                .map_or(String::new(), |r| format!(" {r}")),
+            "{} (expected {})",
+            status_line(status),
             expected_text(&expect)
         )),
         Err((e, _)) => Some(e),
@@ -410,6 +413,17 @@ pub(super) fn run(
         failure,
         ..Outcome::default()
     }
+}
+
+/// `HTTP 200 OK`: the code and its reason phrase, when it has one.
+fn status_line(status: StatusCode) -> String {
+    format!(
+        "HTTP {}{}",
+        status.as_u16(),
+        status
+            .canonical_reason()
+            .map_or(String::new(), |r| format!(" {r}"))
+    )
 }
 
 fn failed(error: String) -> Outcome {
@@ -779,7 +793,9 @@ mod tests {
         assert_eq!(out.stdout_dropped, 0);
         assert_eq!(out.exit_code, None);
         assert_eq!(out.error, None);
-        assert_eq!((out.cost_usd, out.summary), (None, None));
+        // With no summary in the body, the status is the summary.
+        assert_eq!(out.cost_usd, None);
+        assert_eq!(out.summary.as_deref(), Some("HTTP 200 OK"));
         let req = received(&rx);
         assert_eq!(req.request_line(), "GET /path?q=1 HTTP/1.1");
         assert_eq!(

@@ -1273,3 +1273,44 @@ fn an_mcp_idempotent_hint_counts_only_when_the_config_trusts_the_server() {
         assert!(!idempotent_by_default(&once, &Map::new()));
     }
 }
+
+#[test]
+fn an_unknown_mcp_tool_suggests_the_most_similar_whole_name_of_the_server() {
+    use crate::config::{McpServerConfig, McpTransport, RetryConfig};
+    use crate::mcp::{Catalog, Listing, ToolInfo};
+    let mut cfg = crate::config::test_util::config(BTreeMap::new());
+    cfg.mcp.insert(
+        "time".into(),
+        McpServerConfig {
+            transport: McpTransport::Stdio(vec!["srv".into()]),
+            env: vec![],
+            cwd: None,
+            timeout: Duration::from_secs(5),
+            startup_timeout: Duration::from_secs(5),
+            approval: Approval::Ask,
+            trust_annotations: false,
+            cost_usd: None,
+            max_lateness: None,
+            retry: RetryConfig::default(),
+            tools: BTreeMap::new(),
+        },
+    );
+    let tool = |name: &str| ToolInfo {
+        name: name.into(),
+        description: None,
+        input_schema: json!({"type": "object"}),
+        read_only: false,
+        idempotent: false,
+    };
+    let mut catalog = Catalog::new();
+    catalog.insert(
+        "time".into(),
+        Listing::Tools(vec![tool("convert_time"), tool("get_current_time")]),
+    );
+    let registry = Registry::from_config(&cfg).with_catalog(&catalog);
+    let error = registry.resolve("time.get_time").unwrap_err();
+    assert!(
+        error.contains("has no tool \"get_time\" (did you mean @time.get_current_time?)"),
+        "{error}"
+    );
+}

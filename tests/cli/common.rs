@@ -119,7 +119,17 @@ impl Env {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new(BIN);
+        self.cmd_as(BIN, args)
+    }
+
+    /// `cmd`, starting heartbeat by another name or path (a link to it, a bare name looked up
+    /// in `PATH`).
+    pub(crate) fn cmd_as<I, S>(&self, program: impl AsRef<OsStr>, args: I) -> Cmd
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = Command::new(program);
         cmd.current_dir(self.root())
             .env_remove("HEARTBEAT_CONFIG")
             .env_remove("HEARTBEAT_NOW")

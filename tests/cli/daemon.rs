@@ -30,7 +30,7 @@ fn events_now(env: &Env, event: &str) -> Vec<Value> {
 
 /// Wait until at least `n` lines of `event` are in the audit log; returns them.
 #[track_caller]
-fn wait_events(env: &Env, event: &str, n: usize, timeout: Duration) -> Vec<Value> {
+pub(crate) fn wait_events(env: &Env, event: &str, n: usize, timeout: Duration) -> Vec<Value> {
     let start = Instant::now();
     loop {
         let found = events_now(env, event);

@@ -331,6 +331,18 @@ fn config_documents_every_key_and_each_line_is_valid() {
         "telegram.summary",
         "telegram.quiet_hours",
         "telegram.max_messages_per_day",
+        "channels.phone.kind",
+        "channels.phone.server",
+        "channels.phone.topic_env",
+        "channels.phone.events",
+        "mcp.github.command",
+        "mcp.github.env",
+        "mcp.github.approval",
+        "mcp.github.timeout",
+        "mcp_server.allow_approve",
+        "retention.history",
+        "retention.audit_max_size",
+        "retention.audit_keep",
     ]
     .into_iter()
     .map(String::from)
@@ -353,4 +365,114 @@ fn config_documents_every_key_and_each_line_is_valid() {
     out.code(0);
     let doc = out.json();
     assert_eq!(doc["problems"], serde_json::json!([]), "{doc:#}");
+}
+
+/// The commented example tables (`[retention]`, `[mcp.github]`, `[mcp_server]`,
+/// `[channels.phone]`, …): each one made active alone, with the rest of the file as written,
+/// is a config the loader accepts and `check` passes without a problem.
+#[test]
+fn each_commented_table_is_valid_on_its_own() {
+    let env = Env::empty();
+    init(&env, &[]).code(0);
+    let toml = env.read("heartbeat.toml");
+    let lines: Vec<&str> = toml.lines().collect();
+    let tables: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].starts_with("# [") && is_setting(&lines[i][2..]))
+        .collect();
+    let names: Vec<&str> = tables.iter().map(|&i| lines[i]).collect();
+    for table in [
+        "# [retention]",
+        "# [mcp.github]",
+        "# [mcp_server]",
+        "# [channels.phone]",
+        "# [telegram]",
+    ] {
+        assert!(names.contains(&table), "no {table} in {names:?}");
+    }
+    for &start in &tables {
+        // The table and its settings, up to the first line that is not one.
+        let mut block = vec![start];
+        block.extend((start + 1..lines.len()).take_while(|&i| {
+            lines[i]
+                .strip_prefix("# ")
+                .is_some_and(|l| is_setting(l) && !l.starts_with('['))
+        }));
+        let text: String = lines
+            .iter()
+            .enumerate()
+            .map(|(i, line)| {
+                if block.contains(&i) {
+                    &line[2..]
+                } else {
+                    *line
+                }
+            })
+            .fold(String::new(), |text, line| text + line + "\n");
+        env.write("heartbeat.toml", &text);
+        let out = env.cmd(["check", "--json"]).env("TZ", "UTC").output();
+        assert_eq!(
+            out.code,
+            Some(0),
+            "{}:\n{}{}",
+            lines[start],
+            out.stdout,
+            out.stderr
+        );
+        let doc = out.json();
+        assert_eq!(
+            doc["problems"],
+            serde_json::json!([]),
+            "{}: {doc:#}",
+            lines[start]
+        );
+        let active = dotted_keys(&text);
+        let table = &lines[start][3..lines[start].len() - 1];
+        assert!(
+            active.iter().any(|k| k.starts_with(&format!("{table}."))),
+            "{table} not active: {active:?}"
+        );
+    }
+}
+
+/// The crontab line `init` prints names heartbeat by the path it was run by, never the file
+/// a symbolic link resolves to (`~/.cargo/bin/heartbeat` must survive a reinstall): argv[0]
+/// when it holds a `/`, made absolute; else the `PATH` entry that found it.
+#[test]
+fn the_cron_line_names_heartbeat_as_it_was_invoked() {
+    let env = Env::empty();
+    let bin = env.path("home/.cargo/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("heartbeat")).unwrap();
+    let link = bin.join("heartbeat");
+    let cron = |out: &Output| -> String {
+        out.code(0);
+        out.stdout
+            .lines()
+            .find(|l| l.contains("*/5 * * * *"))
+            .unwrap_or_else(|| panic!("no cron line: {}", out.stdout))
+            .to_string()
+    };
+    let expected = format!(" && {} run --once -q", link.display());
+
+    // By its full path, through the link.
+    let out = env.cmd_as(&link, ["init", "a"]).output();
+    let line = cron(&out);
+    assert!(line.ends_with(&expected), "{line}");
+
+    // By a relative path: made absolute against the working directory, link kept.
+    let out = env
+        .cmd_as("./home/.cargo/bin/heartbeat", ["init", "b"])
+        .output();
+    let line = cron(&out);
+    assert!(line.ends_with(&expected), "{line}");
+
+    // By its bare name: the PATH entry that holds it, not canonicalized.
+    let path = format!("{}:{}", env.path("nowhere").display(), bin.display());
+    let out = env
+        .cmd_as("heartbeat", ["init", "c"])
+        .env("PATH", &path)
+        .output();
+    let line = cron(&out);
+    assert!(line.ends_with(&expected), "{line}");
+    assert!(!line.contains(BIN), "{line}");
 }

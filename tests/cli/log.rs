@@ -402,13 +402,16 @@ fn human_output_escapes_control_characters() {
             && !out.stdout.contains('\r')
             && !out.stdout.contains('\u{9b}')
     );
+    // The output's two lines follow the success's line.
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert_eq!(lines.len(), 5, "{}", out.stdout);
     assert!(
-        lines[0].contains("@log /x/H\\u{1b}[2J.md:2  red \\u{1b}[31mtext (3 ms)"),
+        lines[0].ends_with("@log /x/H\\u{1b}[2J.md:2  (3 ms)"),
         "{}",
         lines[0]
     );
+    assert!(lines[1].ends_with(" red \\u{1b}[31mtext"), "{}", lines[1]);
+    let lines = [lines[0], lines[3], lines[4]];
     assert!(
         lines[1].contains("weird\\u{1b}]0;title\\u{7}"),
         "{}",
@@ -861,6 +864,32 @@ fn follow_alone_starts_at_the_end() {
     let out = f.finish(WAIT);
     assert!(!out.stdout.contains("old_line"), "{}", out.stdout);
     assert!(!out.stdout.contains("half_line"), "{}", out.stdout);
+}
+
+/// `-f --since T` first shows the lines since T, then follows: a sidecar restarted with
+/// the time it last saw re-sends nothing older.
+#[test]
+fn follow_with_since_first_shows_the_lines_since_then() {
+    let env = env();
+    append(
+        &env,
+        format!(
+            "{}{}",
+            line("2026-05-01T09:00:00.000Z", "older_line", ""),
+            line("2026-05-01T10:00:00.000Z", "recent_line", "")
+        )
+        .as_bytes(),
+    );
+    let mut f = follow(&env, &["--since", "2026-05-01T09:30:00Z"]);
+    f.expect("  recent_line\n", WAIT);
+    append(
+        &env,
+        line("2026-05-01T10:00:01.000Z", "new_line", "").as_bytes(),
+    );
+    f.expect("  new_line\n", WAIT);
+    send_signal(f.pid(), Signal::SIGTERM);
+    let out = f.finish(WAIT);
+    assert!(!out.stdout.contains("older_line"), "{}", out.stdout);
 }
 
 /// The log rotates twice between two looks of `log -f` (as heartbeat rotates: the file is

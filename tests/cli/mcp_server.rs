@@ -74,6 +74,14 @@ impl Client {
             }),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "heartbeat", "{init}");
+        // What heartbeat is, and that a person decides: an agent's model reads this first.
+        let instructions = init["result"]["instructions"].as_str().unwrap_or_default();
+        assert!(
+            instructions.contains("HEARTBEAT.md")
+                && instructions.contains("propose")
+                && instructions.contains("approval"),
+            "{init}"
+        );
         self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 

@@ -734,3 +734,100 @@ fn a_files_warning_on_stderr_is_redacted() {
         assert!(!said.contains("hunter2"), "{args:?}: {said}");
     }
 }
+
+/// A token from `bot_token_file` rather than the shape of a bot token, so that only its
+/// registration as a secret (not the bot-token pattern) can hide it.
+const FILE_TOKEN: &str = "file-held-SECRET-token-0123456789abcdef";
+
+/// `[telegram] bot_token_file = "bot.token"`: the file written with `mode`.
+fn setup_file_token(md: &str, tools: &str, mode: u32) -> (TgDouble, Env) {
+    use std::os::unix::fs::PermissionsExt;
+    let tg = TgDouble::start();
+    tg.expect_token(FILE_TOKEN);
+    let env = Env::new(md).config(&format!(
+        "timezone = \"UTC\"\n{tools}\n{}",
+        tg_toml(
+            &tg.url(),
+            &[CHAT],
+            "summary = \"always\"\nbot_token_file = \"bot.token\""
+        )
+    ));
+    env.write("bot.token", format!("{FILE_TOKEN}\n"));
+    std::fs::set_permissions(env.path("bot.token"), std::fs::Permissions::from_mode(mode)).unwrap();
+    (tg, env)
+}
+
+/// The token read from `bot_token_file` (its line break trimmed) is what Telegram gets, and
+/// it is a secret like the variable's: a tool that prints it leaks it to no sink.
+#[test]
+fn a_token_from_bot_token_file_is_used_and_reaches_no_sink() {
+    let md = format!("## Recurring\n- [ ] @echo {{\"v\": \"{FILE_TOKEN}\"}}\n");
+    let tool = ECHO_TOOL.replace("approval = \"ask\"", "approval = \"auto\"");
+    let (tg, env) = setup_file_token(&md, &tool, 0o600);
+    let out = env.cmd(["run", "--once"]).output();
+    out.code(1);
+    let sent = wait_for_message(&tg);
+    assert_eq!(sent[0].token, FILE_TOKEN, "the file's token, trimmed");
+    let failed = env.events("task_failed");
+    assert_eq!(failed[0]["output"], "out ***\n", "{}", failed[0]);
+    let listed = env.cmd(["log", "--json"]).output();
+    assert_nowhere(FILE_TOKEN, &env, &tg, &[&out, &listed]);
+    assert_nowhere(&FILE_TOKEN[..20], &env, &tg, &[&out, &listed]);
+}
+
+/// The file must be its owner's alone, hold a token, and be the only source named: else the
+/// config is refused (exit 2) at `bot_token_file`'s place, saying what to do.
+#[test]
+fn bot_token_file_is_refused_when_others_may_read_it_empty_or_beside_bot_token_env() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_tg, env) = setup_file_token("## Recurring\n", "", 0o640);
+    let token = env.path("bot.token").display().to_string();
+    let out = env.cmd(["check"]).output();
+    out.code(2);
+    for needle in [
+        "heartbeat.toml:",
+        "telegram.bot_token_file: \"bot.token\": ",
+        &format!("{token} has mode 0640"),
+        &format!("chmod 600 {token}"),
+    ] {
+        assert!(out.stderr.contains(needle), "{needle}: {}", out.stderr);
+    }
+    assert!(!out.stderr.contains(FILE_TOKEN), "{}", out.stderr);
+
+    std::fs::set_permissions(
+        env.path("bot.token"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    env.cmd(["check"]).output().code(0);
+
+    env.write("bot.token", "\n");
+    let out = env.cmd(["check"]).output();
+    out.code(2);
+    assert!(
+        out.stderr.contains(&format!("{token} is empty")),
+        "{}",
+        out.stderr
+    );
+
+    std::fs::remove_file(env.path("bot.token")).unwrap();
+    let out = env.cmd(["check"]).output();
+    out.code(2);
+    assert!(
+        out.stderr.contains(&format!("cannot read {token}")),
+        "{}",
+        out.stderr
+    );
+
+    let toml = env.read("heartbeat.toml");
+    let both = toml.replace("[telegram]\n", "[telegram]\nbot_token_env = \"HB_TOKEN\"\n");
+    let env = env.config(&both);
+    let out = env.cmd(["check"]).output();
+    out.code(2);
+    assert!(
+        out.stderr
+            .contains("telegram.bot_token_file: \"bot.token\": bot_token_env is set too"),
+        "{}",
+        out.stderr
+    );
+}
