@@ -514,10 +514,14 @@ impl<'a> Session<'a> {
         if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
         }
-        let acts = matches!(
-            planned.decision,
-            Decision::Run(_) | Decision::Approve(_) | Decision::Remind
-        );
+        let acts = match planned.decision {
+            Decision::Run(_) | Decision::Remind => true,
+            // A one-time task's approval is the fleet's one open approval of it (a unique
+            // index), asked again after a deny hold as on one host; a recurring slot's
+            // approval is claimed with its slot.
+            Decision::Approve(_) => task.section != Section::OneTime,
+            _ => false,
+        };
         if acts && !self.claimed(task)? {
             return Ok(());
         }
