@@ -56,6 +56,30 @@ fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Err
     }
 }
 
+/// When this node's runs were skipped because its fleet's database could not be reached
+/// (`run_skipped`, `store_unavailable`), as its audit log (and the rotated files it keeps)
+/// says. A log that cannot be read gives none: the slots are then reported `no_run`.
+fn unavailable_skips(audit_log: &Path) -> Vec<DateTime<Utc>> {
+    let mut reader = crate::audit::reader::AuditReader::from_start(audit_log, None);
+    let mut found = Vec::new();
+    while let Ok(Some(line)) = reader.next_line() {
+        let Some((_, obj)) = crate::audit::reader::parse_line(line, crate::audit::reader::object)
+        else {
+            continue;
+        };
+        if obj.get("event").and_then(|v| v.as_str()) == Some("run_skipped")
+            && obj.get("reason").and_then(|v| v.as_str()) == Some("store_unavailable")
+            && let Some(at) = obj
+                .get("ts")
+                .and_then(|v| v.as_str())
+                .and_then(crate::audit::parse_ts)
+        {
+            found.push(at);
+        }
+    }
+    found
+}
+
 /// How an approval of a task an agent proposed names its proposer.
 pub(crate) const PROPOSED_BY: &str = "proposed by an agent, ";
 
@@ -216,12 +240,25 @@ impl<'a> Session<'a> {
         items: &[Planned],
         last_attempt: &std::collections::HashMap<String, DateTime<Utc>>,
     ) -> Result<()> {
+        // Read from this node's audit log only when a slot asks (a fleet's, with no other
+        // reason), and once.
+        let skips: std::cell::OnceCell<Vec<DateTime<Utc>>> = std::cell::OnceCell::new();
+        let audit_log = self.cfg.audit_log.clone();
+        let fleet = self.cfg.fleet.is_some();
+        let unreachable = |slot: &crate::schedule::Slot| {
+            fleet
+                && skips
+                    .get_or_init(|| unavailable_skips(&audit_log))
+                    .iter()
+                    .any(|at| *at >= slot.at && *at < slot.deadline)
+        };
         let missed = super::missed::account(
             &mut *self.ledger.store,
             items,
             last_attempt,
             self.cfg,
             self.now,
+            &unreachable,
         )?;
         let run_id = self.run_id.clone();
         for m in &missed {
