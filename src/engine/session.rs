@@ -551,20 +551,22 @@ impl<'a> Session<'a> {
         if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
         }
-        let acts = match planned.decision {
-            Decision::Run(_) | Decision::Remind => true,
+        // In a fleet, the slot is claimed before the node acts on it (a run claims it once
+        // its budget allows: a slot the budget holds back stays for a later run).
+        let claims_first = match planned.decision {
+            Decision::Remind => true,
             // A one-time task's approval is the fleet's one open approval of it (a unique
             // index), asked again after a deny hold as on one host; a recurring slot's
             // approval is claimed with its slot.
             Decision::Approve(_) => task.section != Section::OneTime,
             _ => false,
         };
-        if acts && !self.claimed(task)? {
+        if claims_first && !self.claimed(task)? {
             return Ok(());
         }
         match &planned.decision {
             Decision::Run(call) => {
-                if self.may_start(task, call.name())? {
+                if self.may_start_claimed(task, call.name())? {
                     self.record_start(task, call)?;
                     self.run_tool(task, call, None)?;
                 }
@@ -705,6 +707,19 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// [`Session::may_start`], and then in a fleet the task's slot claimed: a slot another
+    /// node won gives back what starting it reserved.
+    fn may_start_claimed(&mut self, task: &Task, name: &str) -> Result<bool> {
+        if !self.may_start(task, name)? {
+            return Ok(false);
+        }
+        if !self.claimed(task)? {
+            self.guard.release(self.cfg, name);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
     /// Carry out the plan. With `concurrency` above 1, up to that many tools run at once,
     /// started in file order; everything else (checks, records, the audit) stays on this
     /// thread, so lines stay whole and the guardrails see every start and every outcome.
@@ -735,7 +750,7 @@ impl<'a> Session<'a> {
                         continue;
                     }
                 };
-                if self.handled.contains(&task.id) || self.stopping() || !self.claimed(task)? {
+                if self.handled.contains(&task.id) || self.stopping() {
                     continue;
                 }
                 // A free slot first: record what finished meanwhile.
@@ -745,7 +760,7 @@ impl<'a> Session<'a> {
                     };
                     self.finish_parallel(&items[j], outcome)?;
                 }
-                if !self.may_start(task, call.name())? {
+                if !self.may_start_claimed(task, call.name())? {
                     continue;
                 }
                 self.record_start(task, call)?;
