@@ -32,13 +32,15 @@ const HELD: &str = "held";
 
 /// The missed slots of the planned calendar tasks at `now`, oldest first per task; and
 /// remember what this run decided for each task's open slot. `last_attempt` is each task's
-/// latest attempt, as the plan read it.
+/// latest attempt, as the plan read it; `unreachable` whether a run of this node was
+/// skipped within a slot because a fleet's database could not be reached.
 pub(crate) fn account(
     store: &mut dyn Store,
     items: &[Planned],
     last_attempt: &HashMap<String, DateTime<Utc>>,
     cfg: &Config,
     now: DateTime<Utc>,
+    unreachable: &dyn Fn(&Slot) -> bool,
 ) -> store::Result<Vec<MissedSlot>> {
     let states = store.slot_states()?;
     // Slots that fell while a person had the task snoozed are not missed, whether or not a
@@ -90,6 +92,9 @@ pub(crate) fn account(
                     Some((r, at)) if *at >= s.at && *at < s.deadline => r.clone(),
                     _ => match store.run_skip_between(s.at, s.deadline)? {
                         Some(reason) => reason,
+                        // A fleet's run skipped while its database was down could not say
+                        // so in it; this node's own log did.
+                        None if unreachable(s) => "store_unavailable".to_string(),
                         // Not run in time, and not run late either.
                         None if s.by_lateness => "too_late".to_string(),
                         None => "no_run".to_string(),

@@ -56,6 +56,30 @@ fn unrecorded(task: &Task, tool: &str, what: &'static str, source: Error) -> Err
     }
 }
 
+/// When this node's runs were skipped because its fleet's database could not be reached
+/// (`run_skipped`, `store_unavailable`), as its audit log (and the rotated files it keeps)
+/// says. A log that cannot be read gives none: the slots are then reported `no_run`.
+fn unavailable_skips(audit_log: &Path) -> Vec<DateTime<Utc>> {
+    let mut reader = crate::audit::reader::AuditReader::from_start(audit_log, None);
+    let mut found = Vec::new();
+    while let Ok(Some(line)) = reader.next_line() {
+        let Some((_, obj)) = crate::audit::reader::parse_line(line, crate::audit::reader::object)
+        else {
+            continue;
+        };
+        if obj.get("event").and_then(|v| v.as_str()) == Some("run_skipped")
+            && obj.get("reason").and_then(|v| v.as_str()) == Some("store_unavailable")
+            && let Some(at) = obj
+                .get("ts")
+                .and_then(|v| v.as_str())
+                .and_then(crate::audit::parse_ts)
+        {
+            found.push(at);
+        }
+    }
+    found
+}
+
 /// How an approval of a task an agent proposed names its proposer.
 pub(crate) const PROPOSED_BY: &str = "proposed by an agent, ";
 
@@ -216,12 +240,25 @@ impl<'a> Session<'a> {
         items: &[Planned],
         last_attempt: &std::collections::HashMap<String, DateTime<Utc>>,
     ) -> Result<()> {
+        // Read from this node's audit log only when a slot asks (a fleet's, with no other
+        // reason), and once.
+        let skips: std::cell::OnceCell<Vec<DateTime<Utc>>> = std::cell::OnceCell::new();
+        let audit_log = self.cfg.audit_log.clone();
+        let fleet = self.cfg.fleet.is_some();
+        let unreachable = |slot: &crate::schedule::Slot| {
+            fleet
+                && skips
+                    .get_or_init(|| unavailable_skips(&audit_log))
+                    .iter()
+                    .any(|at| *at >= slot.at && *at < slot.deadline)
+        };
         let missed = super::missed::account(
             &mut *self.ledger.store,
             items,
             last_attempt,
             self.cfg,
             self.now,
+            &unreachable,
         )?;
         let run_id = self.run_id.clone();
         for m in &missed {
@@ -514,16 +551,22 @@ impl<'a> Session<'a> {
         if self.handled.contains(&task.id) || self.stopping() {
             return Ok(());
         }
-        let acts = matches!(
-            planned.decision,
-            Decision::Run(_) | Decision::Approve(_) | Decision::Remind
-        );
-        if acts && !self.claimed(task)? {
+        // In a fleet, the slot is claimed before the node acts on it (a run claims it once
+        // its budget allows: a slot the budget holds back stays for a later run).
+        let claims_first = match planned.decision {
+            Decision::Remind => true,
+            // A one-time task's approval is the fleet's one open approval of it (a unique
+            // index), asked again after a deny hold as on one host; a recurring slot's
+            // approval is claimed with its slot.
+            Decision::Approve(_) => task.section != Section::OneTime,
+            _ => false,
+        };
+        if claims_first && !self.claimed(task)? {
             return Ok(());
         }
         match &planned.decision {
             Decision::Run(call) => {
-                if self.may_start(task, call.name())? {
+                if self.may_start_claimed(task, call.name())? {
                     self.record_start(task, call)?;
                     self.run_tool(task, call, None)?;
                 }
@@ -664,6 +707,19 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// [`Session::may_start`], and then in a fleet the task's slot claimed: a slot another
+    /// node won gives back what starting it reserved.
+    fn may_start_claimed(&mut self, task: &Task, name: &str) -> Result<bool> {
+        if !self.may_start(task, name)? {
+            return Ok(false);
+        }
+        if !self.claimed(task)? {
+            self.guard.release(self.cfg, name);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
     /// Carry out the plan. With `concurrency` above 1, up to that many tools run at once,
     /// started in file order; everything else (checks, records, the audit) stays on this
     /// thread, so lines stay whole and the guardrails see every start and every outcome.
@@ -694,7 +750,7 @@ impl<'a> Session<'a> {
                         continue;
                     }
                 };
-                if self.handled.contains(&task.id) || self.stopping() || !self.claimed(task)? {
+                if self.handled.contains(&task.id) || self.stopping() {
                     continue;
                 }
                 // A free slot first: record what finished meanwhile.
@@ -704,7 +760,7 @@ impl<'a> Session<'a> {
                     };
                     self.finish_parallel(&items[j], outcome)?;
                 }
-                if !self.may_start(task, call.name())? {
+                if !self.may_start_claimed(task, call.name())? {
                     continue;
                 }
                 self.record_start(task, call)?;

@@ -634,3 +634,66 @@ fn tick_all_ticks_every_nodes_copy_and_none_ticks_nothing() {
     assert_eq!(none.env.events("task_succeeded").len(), 1);
     assert!(none.env.read("HEARTBEAT.md").contains("- [ ] @shell"));
 }
+
+#[test]
+fn a_one_time_task_denied_on_one_node_is_asked_again_after_its_hold() {
+    let Some(url) = database() else { return };
+    let md = "# Ops\n\n## One-time\n\n- [ ] @deploy {}\n";
+    let deploy = "[tools.deploy]\ncommand = [\"echo\", \"deployed\"]\n";
+    let node = |name: &str| Node {
+        env: Env::new(md).config(&format!(
+            "approval_ttl = \"1h\"\n{}",
+            fleet_config(name, "", deploy)
+        )),
+        url: url.clone(),
+    };
+    let (a, b) = (node("a"), node("b"));
+    a.run("2026-05-01T02:00:00Z").code(0);
+    b.run("2026-05-01T02:00:30Z").code(0);
+    let requested = |n: &Node| n.env.events("approval_requested").len();
+    assert_eq!(
+        requested(&a) + requested(&b),
+        1,
+        "one approval for the fleet"
+    );
+    b.cmd(["deny", "1"])
+        .now("2026-05-01T02:01:00Z")
+        .output()
+        .code(0);
+    // Held while the denial stands, asked again after it.
+    a.run("2026-05-01T02:30:00Z");
+    assert_eq!(requested(&a) + requested(&b), 1);
+    b.run("2026-05-01T03:30:00Z");
+    a.run("2026-05-01T03:30:30Z");
+    assert_eq!(requested(&a) + requested(&b), 2, "{}", b.env.audit_text());
+}
+
+#[test]
+fn a_slot_missed_while_the_database_was_down_says_store_unavailable() {
+    let Some(url) = database() else { return };
+    let node = Node::new("a", &url, MD, "");
+    node.run("2026-04-30T02:00:00Z").code(0);
+    // The next night the database cannot be reached: nothing runs, and the store cannot
+    // remember why.
+    let down = node
+        .env
+        .cmd(["run", "--once"])
+        .env(
+            URL_VAR,
+            "host=/nonexistent-heartbeat-socket user=x dbname=x",
+        )
+        .now("2026-05-01T02:00:00Z")
+        .output();
+    assert_eq!(down.code, Some(1));
+    node.run("2026-05-02T02:00:00Z").code(0);
+    let missed = node.env.events("task_missed");
+    let backup: Vec<&Value> = missed
+        .iter()
+        .filter(|m| m["slot"] == "2026-05-01T02:00:00.000Z")
+        .collect();
+    assert!(!backup.is_empty(), "{missed:?}");
+    assert!(
+        backup.iter().all(|m| m["reason"] == "store_unavailable"),
+        "{backup:?}"
+    );
+}
