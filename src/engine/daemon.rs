@@ -305,6 +305,15 @@ pub(crate) fn run(host: &dyn Host, opts: &Options, work: &WorkStarted) -> Result
             Err(RecvTimeoutError::Disconnected) => break,
         }
     }
+    // A fleet's daemon gives up its leases as it stops (its poll thread retired first), so
+    // another node's daemon takes over at once, not when they run out.
+    generation.fetch_add(1, Ordering::SeqCst);
+    if cfg.fleet.is_some() {
+        match crate::store::open(&cfg).and_then(|mut s| s.release_leases()) {
+            Ok(()) => {}
+            Err(e) => host.diag(format!("cannot release the fleet's leases: {e}")),
+        }
+    }
     let sig = stop_signal.map(signal_name);
     record(
         &cfg,

@@ -548,6 +548,13 @@ fn one_telegram_poller_at_a_time_and_a_killed_holder_is_taken_over() {
     assert_eq!(replies[0].token, TG_TOKEN_B);
     db.signal(Signal::SIGTERM);
     db.finish(WAIT).code(0);
+    // Stopped, it gave up its leases: nobody holds one.
+    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let held: i64 = c
+        .query_one("SELECT COUNT(*) FROM leases WHERE holder IS NOT NULL", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 0);
 }
 
 #[test]
