@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use reqwest::Url;
 
 use crate::config::{MonitorConfig, MonitorKind};
-use crate::model::Outcome;
 use crate::net::SendError;
 use crate::notify::http::{self, Request};
 use crate::redact::{Secrets, take_env};
@@ -56,25 +55,12 @@ pub(crate) struct End<'a> {
 /// why it skipped its tasks, or that nothing was due), then the lines the terminal shows for
 /// its tasks.
 pub(crate) fn summary(report: &Report, cwd: &Path, secrets: &Secrets) -> Redacted {
-    let c = report.counts();
     let mut parts: Vec<String> = report
         .skipped
         .map(|r| format!("skipped: {}", r.as_str().replace('_', " ")))
         .into_iter()
         .collect();
-    for (n, word) in [
-        (c.succeeded, "succeeded"),
-        (c.failed, "failed"),
-        (c.queued, "queued"),
-        (c.skipped, "skipped"),
-        (c.invalid, "invalid"),
-        (report.count(Outcome::Reminded), "reminded"),
-        (report.count(Outcome::Stale), "stale"),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n} {word}"));
-        }
-    }
+    parts.extend(report.tally_words());
     if parts.is_empty() {
         parts.push("nothing was due".into());
     }

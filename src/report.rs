@@ -178,6 +178,25 @@ impl Report {
         }
     }
 
+    /// What the run did, as people read it: `3 succeeded`, `1 failed`, … for each outcome
+    /// it had, in one order (the terminal's last line, the monitors' pings).
+    pub(crate) fn tally_words(&self) -> Vec<String> {
+        let c = self.counts();
+        [
+            (c.succeeded, "succeeded"),
+            (c.failed, "failed"),
+            (c.queued, "queued"),
+            (c.skipped, "skipped"),
+            (c.invalid, "invalid"),
+            (self.count(Outcome::Reminded), "reminded"),
+            (self.count(Outcome::Stale), "stale"),
+        ]
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, word)| format!("{n} {word}"))
+        .collect()
+    }
+
     pub(crate) fn exit_code(&self) -> u8 {
         let c = self.counts();
         let unavailable = self.skipped == Some(crate::model::RunSkipReason::StoreUnavailable);

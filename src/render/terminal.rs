@@ -211,21 +211,7 @@ pub(crate) fn report(r: &Report, quiet: bool, all_skips: bool, cwd: &Path) -> Ve
     if quiet {
         return out;
     }
-    let c = r.counts();
-    let mut parts = vec![];
-    for (n, word) in [
-        (c.succeeded, "succeeded"),
-        (c.failed, "failed"),
-        (c.queued, "queued"),
-        (c.skipped, "skipped"),
-        (c.invalid, "invalid"),
-        (r.count(Outcome::Reminded), "reminded"),
-        (r.count(Outcome::Stale), "stale"),
-    ] {
-        if n > 0 {
-            parts.push(format!("{n} {word}"));
-        }
-    }
+    let parts = r.tally_words();
     if !parts.is_empty() {
         out.push(format!("heartbeat: {}", parts.join(", ")));
     }
