@@ -33,6 +33,19 @@ use crate::model::is_builtin_tool as is_builtin;
 use crate::model::{DaySet, MessageKind};
 use crate::schedule::{ActiveHours, Window};
 
+/// The retry keys of a `[tools.NAME]`, `[mcp.NAME]` or `[mcp.NAME.tools.TOOL]` table as
+/// written: the three tables spell them the same (docs/reference.md#retries).
+macro_rules! retry_keys {
+    ($table:expr) => {
+        RetryConfig {
+            retries: $table.retries.map(|n| n.0),
+            backoff: $table.retry_backoff.map(|h| h.0),
+            on: $table.retry_on.clone(),
+            idempotent: $table.idempotent,
+        }
+    };
+}
+
 /// Find, read and validate the config (docs/reference.md#config), detecting the host's directories
 /// and zone.
 pub(crate) fn load(opts: &LoadOptions) -> Result<Config, ConfigError> {
@@ -432,12 +445,7 @@ impl Source {
             max_consecutive_failures: raw.max_consecutive_failures.map(|n| n.0),
             monitor_url_env: raw.monitor_url_env.as_ref().map(|v| v.0.clone()),
             max_lateness: raw.max_lateness.map(|h| h.0),
-            retry: RetryConfig {
-                retries: raw.retries.map(|n| n.0),
-                backoff: raw.retry_backoff.map(|h| h.0),
-                on: raw.retry_on.clone(),
-                idempotent: raw.idempotent,
-            },
+            retry: retry_keys!(raw),
             hosts: raw
                 .hosts
                 .as_ref()
@@ -661,12 +669,7 @@ impl Source {
                     max_consecutive_failures: t.max_consecutive_failures.map(|n| n.0),
                     monitor_url_env: None,
                     max_lateness: None,
-                    retry: RetryConfig {
-                        retries: t.retries.map(|n| n.0),
-                        backoff: t.retry_backoff.map(|h| h.0),
-                        on: t.retry_on.clone(),
-                        idempotent: t.idempotent,
-                    },
+                    retry: retry_keys!(t),
                     hosts: None,
                 },
             );
@@ -681,12 +684,7 @@ impl Source {
             trust_annotations: raw.trust_annotations.unwrap_or(false),
             cost_usd: raw.cost_usd.map(|usd| usd.0),
             max_lateness: raw.max_lateness.map(|h| h.0),
-            retry: RetryConfig {
-                retries: raw.retries.map(|n| n.0),
-                backoff: raw.retry_backoff.map(|h| h.0),
-                on: raw.retry_on.clone(),
-                idempotent: raw.idempotent,
-            },
+            retry: retry_keys!(raw),
             tools,
         })
     }
