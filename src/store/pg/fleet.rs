@@ -63,7 +63,11 @@ pub(crate) fn open_fleet(cfg: &crate::config::Config) -> Result<Pg> {
         source,
     })?;
     let pg = Pg::open(&url, &me)?;
-    if let Ok(skew) = pg.clock_skew()
+    // Asked once per process (a daemon opens the store at every tick).
+    static SKEW_ASKED: std::sync::Once = std::sync::Once::new();
+    let mut skew = None;
+    SKEW_ASKED.call_once(|| skew = pg.clock_skew().ok());
+    if let Some(skew) = skew
         && skew > MAX_SKEW
     {
         let warning = format!(
@@ -109,7 +113,10 @@ impl Pg {
         let mut pg = Pg::connect(url, me.node)?;
         pg.lease = me.lease;
         pg.register(&key, me)?;
-        crate::sys::key::use_fleet_channel_key(pg.channel_key()?);
+        // Read once per process: it never changes once created.
+        if crate::sys::key::fleet_channel_key().is_none() {
+            crate::sys::key::use_fleet_channel_key(pg.channel_key()?);
+        }
         Ok(pg)
     }
 
