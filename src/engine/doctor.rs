@@ -185,17 +185,7 @@ pub(crate) struct Facts {
     /// With `--deep`: each MCP server and how many tools it listed, or why it could not.
     pub mcp: Option<Vec<(String, std::result::Result<usize, String>)>>,
     /// In a fleet: its database and what it holds (docs/fleet.md#visible). None on one host.
-    pub fleet: Option<FleetFacts>,
-}
-
-/// The fleet as `doctor` sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct FleetFacts {
-    /// How the database is named, and whether it answered (Err: why not).
-    pub store: String,
-    pub nodes: Vec<crate::store::NodeRow>,
-    pub warnings: Vec<String>,
-    pub leases: Vec<crate::store::LeaseRow>,
+    pub fleet: Option<query::FleetState>,
 }
 
 // ----- judging -----
@@ -225,8 +215,8 @@ pub(crate) fn judge(f: &Facts) -> Vec<Check> {
 }
 
 /// `store`, `nodes` and `leases` of a fleet whose database answered.
-fn fleet_checks(f: &FleetFacts, now: DateTime<Utc>) -> Vec<Check> {
-    let store = Check::ok("store", format!("{} answers", f.store));
+fn fleet_checks(f: &query::FleetState, now: DateTime<Utc>) -> Vec<Check> {
+    let store = Check::ok("store", "the fleet's PostgreSQL answers");
     let nodes = if f.warnings.is_empty() {
         Check::ok(
             "nodes",
@@ -874,12 +864,7 @@ pub(crate) fn read(cfg: &Config, ask: &Ask) -> Result<Facts> {
         free,
         monitors: cfg.monitors.iter().map(|m| m.name.clone()).collect(),
         mcp,
-        fleet: status.fleet.map(|f| FleetFacts {
-            store: "the fleet's PostgreSQL".into(),
-            nodes: f.nodes,
-            warnings: f.warnings,
-            leases: f.leases,
-        }),
+        fleet: status.fleet,
     })
 }
 

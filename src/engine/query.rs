@@ -258,6 +258,7 @@ pub(crate) struct Status {
 }
 
 /// The fleet as `status` and `doctor` show it.
+#[derive(Clone, Debug)]
 pub(crate) struct FleetState {
     pub nodes: Vec<crate::store::NodeRow>,
     pub warnings: Vec<String>,
