@@ -90,6 +90,13 @@ struct Taken {
     secrets: Option<Secrets>,
 }
 
+impl Taken {
+    /// The value taken for `name` (a variable, or `file:PATH`), if it was.
+    fn remembered(&self, name: &str) -> Option<&String> {
+        self.vars.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+}
+
 static TAKEN: Mutex<Taken> = Mutex::new(Taken {
     vars: Vec::new(),
     secrets: None,
@@ -292,7 +299,7 @@ impl Secrets {
 /// becomes non-dumpable. Later calls return the value remembered.
 pub(crate) fn take_env(name: &str) -> Option<String> {
     let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, v)) = taken.vars.iter().find(|(n, _)| n == name) {
+    if let Some(v) = taken.remembered(name) {
         return Some(v.clone()).filter(|v| !v.is_empty());
     }
     let raw = std::env::var_os(name)?;
@@ -309,12 +316,7 @@ pub(crate) fn take_env(name: &str) -> Option<String> {
 /// set, after `take_env` removed it (a long-lived process loads its config again).
 pub(crate) fn taken_env(name: &str) -> Option<String> {
     let taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
-    taken
-        .vars
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| v.clone())
-        .filter(|v| !v.is_empty())
+    taken.remembered(name).filter(|v| !v.is_empty()).cloned()
 }
 
 /// The secret held in the file at `path` (`[telegram] bot_token_file`), trimmed. Read once
@@ -329,7 +331,7 @@ pub(crate) fn take_file(path: &Path) -> Result<String, String> {
 
     let key = format!("file:{}", path.display());
     let mut taken = TAKEN.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, v)) = taken.vars.iter().find(|(n, _)| *n == key) {
+    if let Some(v) = taken.remembered(&key) {
         return Ok(v.clone());
     }
     let shown = path.display();
